@@ -1,0 +1,58 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+
+class ModuleDocFragment(object):
+    DOCUMENTATION = r"""
+options:
+  hostname:
+    description:
+      - vCenter Server host name or IP address.
+      - If not set, the environment variable E(VMWARE_HOST) is used.
+    type: str
+  username:
+    description:
+      - vCenter user name.
+      - If not set, the environment variable E(VMWARE_USER) is used.
+    type: str
+    aliases: [user, admin]
+  password:
+    description:
+      - Password of O(username).
+      - If not set, the environment variable E(VMWARE_PASSWORD) is used.
+    type: str
+    aliases: [pass, pwd]
+  port:
+    description:
+      - vCenter HTTPS port.
+      - If not set, the environment variable E(VMWARE_PORT) is used.
+    type: int
+    default: 443
+  validate_certs:
+    description:
+      - Verify the vCenter TLS certificate. Leave on in production.
+      - If not set, the environment variable E(VMWARE_VALIDATE_CERTS) is used.
+    type: bool
+    default: true
+  ca_file:
+    description:
+      - PEM bundle of the CA(s) that signed the vCenter certificate.
+      - If not set, the environment variable E(VMWARE_CA_FILE) is used, then the standard
+        E(REQUESTS_CA_BUNDLE) and E(SSL_CERT_FILE), then the system trust store.
+    type: path
+  timeout:
+    description:
+      - Seconds to wait for one HTTP request to vCenter.
+    type: int
+    default: 60
+requirements:
+  - pyvmomi >= 8.0.3.0
+notes:
+  - All vSphere modules of this collection are in the action group C(gpupool.vcf.vsphere), so
+    C(module_defaults) can set the connection options once.
+"""

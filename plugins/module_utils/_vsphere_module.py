@@ -1,0 +1,74 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one Ansible-aware layer over the vSphere client: shared options and error handling."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
+
+from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import (
+    HAS_PYVMOMI,
+    PYVMOMI_IMPORT_ERROR,
+    VsphereClient,
+    VsphereError,
+)
+
+
+def vsphere_argument_spec():
+    """Connection options shared by every vSphere module (doc fragment gpupool.vcf.vsphere)."""
+    return dict(
+        hostname=dict(type="str", fallback=(env_fallback, ["VMWARE_HOST"])),
+        username=dict(type="str", aliases=["user", "admin"], fallback=(env_fallback, ["VMWARE_USER"])),
+        password=dict(type="str", aliases=["pass", "pwd"], no_log=True,
+                      fallback=(env_fallback, ["VMWARE_PASSWORD"])),
+        port=dict(type="int", default=443, fallback=(env_fallback, ["VMWARE_PORT"])),
+        validate_certs=dict(type="bool", default=True, fallback=(env_fallback, ["VMWARE_VALIDATE_CERTS"])),
+        ca_file=dict(type="path", fallback=(env_fallback, ["VMWARE_CA_FILE"])),
+        timeout=dict(type="int", default=60),
+    )
+
+
+class VsphereModule(AnsibleModule):
+    """AnsibleModule with the vSphere connection options and one way to fail."""
+
+    def __init__(self, argument_spec, **kwargs):
+        spec = vsphere_argument_spec()
+        spec.update(argument_spec)
+        super(VsphereModule, self).__init__(argument_spec=spec, **kwargs)
+        if not HAS_PYVMOMI:
+            self.fail_json(msg=missing_required_lib("pyvmomi"), exception=str(PYVMOMI_IMPORT_ERROR))
+        self._client = None
+
+    def client(self):
+        """The session of this module run (logged in on first use)."""
+        if self._client is None:
+            p = self.params
+            try:
+                self._client = VsphereClient(
+                    hostname=p["hostname"], username=p["username"], password=p["password"],
+                    port=p["port"], validate_certs=p["validate_certs"], ca_file=p["ca_file"],
+                    timeout=p["timeout"])
+            except VsphereError as exc:
+                self.fail_json(msg="Unable to connect to vCenter: %s" % exc)
+        return self._client
+
+    def close(self):
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def fail_vsphere(self, verb, obj, exc, **result):
+        """fail_json(msg="Unable to <verb> <object>: <reason>"), logging out first."""
+        self.close()
+        self.fail_json(msg="Unable to %s %s: %s" % (verb, obj, exc), **result)
+
+    def exit_json(self, **kwargs):
+        self.close()
+        super(VsphereModule, self).exit_json(**kwargs)
+
+    def fail_json(self, msg, **kwargs):
+        self.close()
+        super(VsphereModule, self).fail_json(msg=msg, **kwargs)

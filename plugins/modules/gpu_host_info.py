@@ -1,0 +1,179 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: gpu_host_info
+short_description: GPU inventory of ESXi hosts, their NVIDIA driver, graphics and vGPU scheduler
+version_added: 0.1.0
+description:
+  - Reads, for every host of a cluster or a list of hosts, its NVIDIA GPUs (model, PCI id,
+    memory), graphics configuration (host default, assignment policy, per-device type), the
+    vGPU profiles it offers, the NVIDIA host driver version, the vGPU scheduler policy
+    decoded from the C(nvidia) kernel module options, maintenance mode, and the VMs that
+    hold vGPUs with their profiles.
+  - Summarizes per cluster every driver version seen with the hosts on it, and the hosts per
+    GPU model, so a mismatched fleet is visible before a VM refuses to start.
+  - Host and VM properties are read with a fixed number of PropertyCollector retrievals,
+    whatever the number of hosts. The driver version and the module options exist in the
+    vSphere API only as per-host methods; they are called concurrently, and only for
+    connected hosts that have an NVIDIA GPU. Leave them out of O(gather) for a constant
+    number of requests.
+  - This module does not change anything; it supports check mode.
+author:
+  - gpupool.vcf developers
+extends_documentation_fragment:
+  - gpupool.vcf.vsphere
+options:
+  cluster:
+    description:
+      - Name of the cluster whose hosts are read.
+      - Mutually exclusive with O(hosts). With neither, every host of the vCenter is read.
+    type: str
+  hosts:
+    description:
+      - Names of the hosts to read, as vCenter knows them.
+    type: list
+    elements: str
+  gather:
+    description:
+      - What to read beyond the GPU, graphics and profile inventory, which is always read.
+      - V(driver) is the NVIDIA host driver (one request per GPU host).
+      - V(scheduler) is the nvidia module option string and its decoded scheduler policy
+        (one request per GPU host).
+      - V(vms) is the VMs holding vGPU devices.
+    type: list
+    elements: str
+    choices: [driver, scheduler, vms]
+    default: [driver, scheduler, vms]
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Read the GPU inventory of a cluster
+  gpupool.vcf.gpu_host_info:
+    hostname: vcenter.example.com
+    username: administrator@vsphere.local
+    password: "{{ vcenter_password }}"
+    cluster: gpu-h100
+  register: gpu
+
+- name: Fail when the hosts of the cluster run different NVIDIA drivers
+  ansible.builtin.assert:
+    that: gpu.clusters['gpu-h100'].driver_consistent
+    fail_msg: "Driver versions differ: {{ gpu.clusters['gpu-h100'].driver_versions }}"
+
+- name: Two hosts only, without the VM list (connection from module_defaults)
+  module_defaults:
+    group/gpupool.vcf.vsphere:
+      hostname: vcenter.example.com
+      username: administrator@vsphere.local
+      password: "{{ vcenter_password }}"
+  gpupool.vcf.gpu_host_info:
+    hosts: [esx-h100-01.example.com, esx-h100-02.example.com]
+    gather: [driver, scheduler]
+"""
+
+RETURN = r"""
+hosts:
+  description: One entry per host, sorted by name.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name: {description: Host name in vCenter., type: str}
+    moid: {description: Managed object id., type: str}
+    cluster: {description: Cluster of the host (null for a standalone host)., type: str}
+    connection_state: {description: connected, disconnected or notResponding., type: str}
+    maintenance_mode: {description: Whether the host is in maintenance mode., type: bool}
+    gpu_count: {description: Number of NVIDIA GPUs., type: int}
+    gpu_model: {description: GPU model (comma-separated when the host mixes models)., type: str}
+    gpus:
+      description: One entry per NVIDIA GPU.
+      type: list
+      elements: dict
+      sample:
+        - pci_id: "0000:3b:00.0"
+          device_id: "0x2331"
+          device_name: NVIDIA H100 PCIe
+          model: H100-80GB
+          memory_mb: 81920
+          graphics_type: shared_direct
+          active_graphics_type: shared_direct
+    graphics:
+      description: Host graphics configuration (default type, assignment policy, configured type per device).
+      type: dict
+      sample: {default_type: shared_direct, assignment_policy: performance, device_types: {"0000:3b:00.0": shared_direct}}
+    vgpu_profiles: {description: vGPU profiles the host offers., type: list, elements: str}
+    driver:
+      description: NVIDIA host driver (only with V(driver) in O(gather)); version null when none is installed.
+      type: dict
+      returned: when gathered and the host is connected with an NVIDIA GPU
+      sample: {version: 550.90.05, full_version: 550.90.05-1OEM.800.1.0.20613240, packages: []}
+    nvidia_module_options: {description: The nvidia kernel module option string., type: str, returned: when gathered}
+    scheduler:
+      description: vGPU scheduler decoded from RmPVMRL in the module options.
+      type: dict
+      returned: when gathered
+      sample: {policy: equal_share, time_slice_ms: 3, strict_round_robin: false, rmpvmrl: "0x00030001", configured: true, per_device: {}}
+    vgpu_vms:
+      description: VMs on the host holding vGPU devices.
+      type: list
+      elements: dict
+      sample: [{name: llm-01, moid: vm-42, power_state: poweredOn, vgpu_profiles: [nvidia_h100-3-40c]}]
+    errors: {description: Per-host read errors (the rest of the inventory is still returned)., type: list, elements: str}
+clusters:
+  description: Summary per cluster of the hosts read.
+  returned: always
+  type: dict
+  sample:
+    gpu-h100:
+      hosts: [esx-01, esx-02]
+      gpu_hosts: 2
+      gpus: 8
+      models: {H100-80GB: [esx-01, esx-02]}
+      driver_versions: {550.90.05: [esx-01], 550.54.10: [esx-02]}
+      driver_consistent: false
+      vgpu_vms: 3
+      hosts_in_maintenance: []
+"""
+
+from ansible_collections.gpupool.vcf.plugins.module_utils._gpu_inventory import (
+    GATHER_CHOICES,
+    GpuInventory,
+    cluster_summary,
+)
+from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereError
+from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
+
+
+def main():
+    module = VsphereModule(
+        argument_spec=dict(
+            cluster=dict(type="str"),
+            hosts=dict(type="list", elements="str"),
+            gather=dict(type="list", elements="str", choices=list(GATHER_CHOICES), default=list(GATHER_CHOICES)),
+        ),
+        mutually_exclusive=[("cluster", "hosts")],
+        supports_check_mode=True,
+    )
+    p = module.params
+    scope = "cluster %s" % p["cluster"] if p["cluster"] else ("hosts %s" % ", ".join(p["hosts"]) if p["hosts"] else "all hosts")
+    try:
+        records = GpuInventory(module.client()).read(cluster=p["cluster"], hosts=p["hosts"], gather=p["gather"])
+    except VsphereError as exc:
+        module.fail_vsphere("read the GPU inventory of", scope, exc)
+    module.exit_json(changed=False, hosts=records, clusters=cluster_summary(records))
+
+
+if __name__ == "__main__":
+    main()
