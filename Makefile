@@ -9,7 +9,7 @@ COLL_DIR := $(COLL_ROOT)/ansible_collections/gpupool/vcf
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/$(COLL_ROOT)
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/$(SIM_DIR)/bin:$(PATH)
 
-.PHONY: help venv collection test unit integration sanity lint demo bench clean sim-build
+.PHONY: help venv collection test unit integration sanity lint demo bench clean sim-build sim-up sim-down
 
 help:
 	@echo "make test   - create the venv, build the simulators, run every test"
@@ -29,6 +29,8 @@ $(COLL_DIR):
 	mkdir -p $(dir $(COLL_DIR))
 	ln -sfn $(CURDIR) $(COLL_DIR)
 
+sim-build:
+
 # each simulator brings its own rules (build, up, down) in tests/sim/<name>/<name>.mk
 -include $(wildcard tests/sim/*/*.mk)
 
@@ -39,7 +41,29 @@ integration: venv collection sim-build
 	$(PY) -m pytest -q tests/integration
 
 test: venv collection sim-build
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q tests/unit tests/integration
+	$(MAKE) --no-print-directory sanity lint
+
+# ansible-test wants a real ansible_collections/<ns>/<name> tree: copy the tracked and new files
+SANITY_DIR := .build/sanity/ansible_collections/gpupool/vcf
+sanity: venv
+	rm -rf .build/sanity && mkdir -p $(SANITY_DIR)
+	git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C $(SANITY_DIR)
+	cd $(SANITY_DIR) && $(CURDIR)/$(VENV)/bin/ansible-test sanity --venv --python 3.11 \
+	  --exclude tests/sim/ --exclude tests/bench/ --exclude tests/lib/ $(SANITY_ARGS)
+
+lint: venv collection
+	$(VENV)/bin/ansible-lint --offline
+
+bench: venv collection sim-build
+	$(PY) tests/bench/bench_gpu_host_info.py
+
+# the main job: the example fleet in the simulator, then the GPU inventory it holds
+demo: venv collection sim-build
+	$(MAKE) --no-print-directory sim-up FLEET=examples/fleet.yml
+	set -a && . $(SIM_DIR)/vsphere.env && set +a && \
+	  ANSIBLE_STDOUT_CALLBACK=default $(VENV)/bin/ansible-playbook -i localhost, playbooks/gpu_inventory.yml; \
+	  rc=$$?; $(MAKE) --no-print-directory sim-down; exit $$rc
 
 clean:
 	rm -rf .build $(SIM_DIR) .pytest_cache

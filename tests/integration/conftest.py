@@ -1,0 +1,38 @@
+"""Fixtures shared by the integration tests: one vSphere simulator per test module.
+
+A test module sets ``FLEET`` (a fleet dict, see tests/sim/vsphere/README.md); the
+``vsphere`` fixture starts the simulator on it and stops it after the module.
+"""
+import pathlib
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+for path in (ROOT, ROOT / "tests" / "sim"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+from tests.lib.ansible_run import ensure_collection_tree  # noqa: E402
+
+ensure_collection_tree()
+
+
+@pytest.fixture(scope="module")
+def vsphere(request):
+    import vsphere_sim
+
+    fleet = getattr(request.module, "FLEET", None)
+    if fleet is None:
+        fleet = ROOT / "examples" / "fleet.yml"
+    sim = vsphere_sim.start(fleet)
+    try:
+        yield sim
+    finally:
+        sim.stop()
+
+
+@pytest.fixture
+def vsphere_env(vsphere):
+    """Environment that points the collection's modules at the simulator."""
+    return dict(vsphere.env)
