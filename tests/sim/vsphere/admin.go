@@ -1,0 +1,297 @@
+package main
+
+// The HTTP front: request counting for every vSphere request, the test admin
+// endpoints under /_sim/, and the Supervisor cluster listing.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vapi/namespace"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+type counters struct {
+	mu    sync.Mutex
+	soap  map[string]int
+	soapN int
+	rest  map[string]int
+	restN int
+}
+
+func newCounters() *counters {
+	return &counters{soap: map[string]int{}, rest: map[string]int{}}
+}
+
+func (c *counters) reset() {
+	c.mu.Lock()
+	c.soap, c.rest, c.soapN, c.restN = map[string]int{}, map[string]int{}, 0, 0
+	c.mu.Unlock()
+}
+
+// soapMethod returns the name of the first element inside the SOAP Body.
+func soapMethod(body []byte) string {
+	d := xml.NewDecoder(bytes.NewReader(body))
+	inBody := false
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return "unknown"
+		}
+		if se, ok := tok.(xml.StartElement); ok {
+			if inBody {
+				return se.Name.Local
+			}
+			inBody = se.Name.Local == "Body"
+		}
+	}
+}
+
+// internalClient reports requests the simulator makes to itself: govmomi's
+// REST simulators log in over HTTP with a govmomi client. They are not
+// counted, so the stats show what the client under test sent.
+func internalClient(r *http.Request) bool {
+	ua := r.UserAgent()
+	return strings.HasPrefix(ua, "govmomi") || strings.HasPrefix(ua, "govc")
+}
+
+type front struct {
+	next  http.Handler
+	stats *counters
+	reg   *simulator.Registry
+}
+
+func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/_sim/") {
+		f.admin(w, r)
+		return
+	}
+	if !internalClient(r) {
+		if r.Method == http.MethodPost && (r.URL.Path == "/sdk" || strings.HasPrefix(r.URL.Path, "/sdk/")) {
+			body, _ := io.ReadAll(r.Body)
+			_ = r.Body.Close()
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			name := soapMethod(body)
+			f.stats.mu.Lock()
+			f.stats.soap[name]++
+			f.stats.soapN++
+			f.stats.mu.Unlock()
+		} else if strings.HasPrefix(r.URL.Path, "/api") || strings.HasPrefix(r.URL.Path, "/rest") {
+			f.stats.mu.Lock()
+			f.stats.rest[r.Method+" "+r.URL.Path]++
+			f.stats.restN++
+			f.stats.mu.Unlock()
+		}
+	}
+	if r.Method == http.MethodGet && r.URL.Path == "/api/vcenter/namespace-management/clusters" {
+		f.supervisorClusters(w, r)
+		return
+	}
+	f.next.ServeHTTP(w, r)
+}
+
+// supervisorClusters lists the clusters flagged supervisor: true in the fleet
+// (and, as vcsim does, any cluster named WCP-*). The request still goes
+// through vcsim's handler first so authentication behaves the same.
+func (f *front) supervisorClusters(w http.ResponseWriter, r *http.Request) {
+	rec := httptest.NewRecorder()
+	f.next.ServeHTTP(rec, r)
+	if rec.Code != http.StatusOK {
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+		return
+	}
+	var list []namespace.ClusterSummary
+	_ = json.Unmarshal(rec.Body.Bytes(), &list)
+	have := map[string]bool{}
+	for _, c := range list {
+		have[c.ID] = true
+	}
+	names := make([]string, 0, len(sim.clusters))
+	for n := range sim.clusters {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		ref := sim.clusters[n]
+		if sim.supervisors[ref.Value] && !have[ref.Value] {
+			list = append(list, namespace.ClusterSummary{
+				ID: ref.Value, Name: n,
+				ConfigStatus: &namespace.RunningConfigStatus, KubernetesStatus: &namespace.ReadyKubernetesStatus,
+			})
+		}
+	}
+	if list == nil {
+		list = []namespace.ClusterSummary{}
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (f *front) admin(w http.ResponseWriter, r *http.Request) {
+	p := strings.TrimSuffix(r.URL.Path, "/")
+	switch {
+	case p == "/_sim/stats" && r.Method == http.MethodGet:
+		f.stats.mu.Lock()
+		out := map[string]any{
+			"soap": map[string]any{"total": f.stats.soapN, "methods": copyMap(f.stats.soap)},
+			"rest": map[string]any{"total": f.stats.restN, "paths": copyMap(f.stats.rest)},
+		}
+		f.stats.mu.Unlock()
+		writeJSON(w, http.StatusOK, out)
+	case p == "/_sim/stats/reset" && r.Method == http.MethodPost:
+		f.stats.reset()
+		writeJSON(w, http.StatusOK, map[string]any{"reset": true})
+	case p == "/_sim/faults" && r.Method == http.MethodPost:
+		var req struct {
+			Host    string `json:"host"`
+			Op      string `json:"op"`
+			Message string `json:"message"`
+			Times   int    `json:"times"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+			return
+		}
+		switch req.Op {
+		case "install", "reboot", "update_graphics", "update_module_options":
+		default:
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "op must be install, reboot, update_graphics or update_module_options"})
+			return
+		}
+		sim.mu.Lock()
+		_, ok := sim.hosts[req.Host]
+		if ok {
+			if req.Times <= 0 {
+				req.Times = 1
+			}
+			if req.Message == "" {
+				req.Message = "injected fault: " + req.Op
+			}
+			sim.faults[req.Host+"/"+req.Op] = &injectedFault{Message: req.Message, Times: req.Times}
+		}
+		sim.mu.Unlock()
+		if !ok {
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": "unknown host " + req.Host})
+			return
+		}
+		writeJSON(w, http.StatusOK, req)
+	case p == "/_sim/faults" && r.Method == http.MethodDelete:
+		sim.mu.Lock()
+		sim.faults = map[string]*injectedFault{}
+		sim.mu.Unlock()
+		writeJSON(w, http.StatusOK, map[string]any{"cleared": true})
+	case strings.HasPrefix(p, "/_sim/hosts/"):
+		f.hostAdmin(w, r, strings.TrimPrefix(p, "/_sim/hosts/"))
+	default:
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such admin endpoint: " + r.Method + " " + r.URL.Path})
+	}
+}
+
+func copyMap(m map[string]int) map[string]int {
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func (f *front) hostAdmin(w http.ResponseWriter, r *http.Request, rest string) {
+	name, action, _ := strings.Cut(rest, "/")
+	sim.mu.Lock()
+	g, ok := sim.hosts[name]
+	sim.mu.Unlock()
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "unknown host " + name})
+		return
+	}
+	ctx := &simulator.Context{Context: context.Background(), Map: f.reg}
+	switch {
+	case action == "" && r.Method == http.MethodGet:
+		writeJSON(w, http.StatusOK, hostView(ctx, g))
+	case action == "driver" && r.Method == http.MethodPost:
+		var req struct {
+			Version string `json:"version"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+			return
+		}
+		sim.mu.Lock()
+		if g.spec.Model == nil && req.Version != "" {
+			sim.mu.Unlock()
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "host " + name + " has no GPU"})
+			return
+		}
+		// Drift: the driver on disk and in the kernel changes behind vCenter's back.
+		g.installed, g.running, g.rebootRequired = req.Version, req.Version, false
+		sim.mu.Unlock()
+		sim.render(ctx, g)
+		writeJSON(w, http.StatusOK, hostView(ctx, g))
+	default:
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such admin endpoint: " + r.Method + " " + r.URL.Path})
+	}
+}
+
+// hostView is the JSON form of GET /_sim/hosts/<name>.
+func hostView(ctx *simulator.Context, g *gpuHost) map[string]any {
+	host := ctx.Map.Get(g.ref).(*simulator.HostSystem)
+	var maint bool
+	var conn types.HostSystemConnectionState
+	var boot string
+	ctx.WithLock(host, func() {
+		maint = host.Runtime.InMaintenanceMode
+		conn = host.Runtime.ConnectionState
+		if host.Runtime.BootTime != nil {
+			boot = host.Runtime.BootTime.UTC().Format("2006-01-02T15:04:05.000Z")
+		}
+	})
+	sim.mu.Lock()
+	defer sim.mu.Unlock()
+	model, gpus := "", 0
+	if g.spec.Model != nil {
+		model, gpus = g.spec.Model.Name, g.spec.GPUCount
+	}
+	devices := map[string]string{}
+	for _, id := range g.gpuPciIDs() {
+		devices[id] = g.deviceGraphicsType(id)
+	}
+	return map[string]any{
+		"name":             g.spec.Name,
+		"moid":             g.ref.Value,
+		"cluster":          g.spec.Cluster,
+		"gpu_model":        model,
+		"gpu_count":        gpus,
+		"driver_installed": g.installed,
+		"driver_running":   g.running,
+		"reboot_required":  g.rebootRequired,
+		"reboot_count":     g.rebootCount,
+		"boot_time":        boot,
+		"graphics": map[string]any{
+			"default": g.graphics.HostDefaultGraphicsType,
+			"policy":  g.graphics.SharedPassthruAssignmentPolicy,
+			"devices": devices,
+		},
+		"nvidia_options":   g.nvidiaOptions,
+		"maintenance":      maint,
+		"connection_state": string(conn),
+		"vgpu_profiles":    len(g.offered()),
+	}
+}

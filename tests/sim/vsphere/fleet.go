@@ -1,0 +1,216 @@
+package main
+
+// The fleet file: which clusters, GPU hosts and VMs the simulator starts with.
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+type fleetFile struct {
+	Datacenter string         `yaml:"datacenter"`
+	Clusters   []fleetCluster `yaml:"clusters"`
+	VMs        []fleetVM      `yaml:"vms"`
+}
+
+type fleetCluster struct {
+	Name       string      `yaml:"name"`
+	Supervisor bool        `yaml:"supervisor"`
+	Hosts      []fleetHost `yaml:"hosts"`
+}
+
+// fleetHost is either one host (name) or a group (prefix + count).
+type fleetHost struct {
+	Name          string         `yaml:"name"`
+	Prefix        string         `yaml:"prefix"`
+	Count         int            `yaml:"count"`
+	GPU           *fleetGPU      `yaml:"gpu"`
+	DriverVersion string         `yaml:"driver_version"`
+	Graphics      *fleetGraphics `yaml:"graphics"`
+	NvidiaOptions string         `yaml:"nvidia_options"`
+	Maintenance   bool           `yaml:"maintenance"`
+}
+
+type fleetGPU struct {
+	Model string `yaml:"model"`
+	Count int    `yaml:"count"`
+}
+
+type fleetGraphics struct {
+	Default string `yaml:"default"`
+	Policy  string `yaml:"policy"`
+}
+
+type fleetVM struct {
+	Name    string   `yaml:"name"`
+	Host    string   `yaml:"host"`
+	Cluster string   `yaml:"cluster"`
+	VGPU    []string `yaml:"vgpu"`
+	Power   string   `yaml:"power"`
+	Count   int      `yaml:"count"`
+}
+
+// hostSpec is one expanded host of the fleet.
+type hostSpec struct {
+	Name          string
+	Cluster       string
+	Model         *gpuModel // nil: no GPU
+	GPUCount      int
+	Driver        string
+	GraphicsType  string
+	Policy        string
+	NvidiaOptions string
+	Maintenance   bool
+}
+
+// vmSpec is one expanded VM of the fleet.
+type vmSpec struct {
+	Name    string
+	Host    string // set when pinned to a host
+	Cluster string // set when placed round-robin in a cluster
+	VGPU    []string
+	PowerOn bool
+}
+
+func loadFleet(path string) (*fleetFile, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	f := new(fleetFile)
+	dec := yaml.NewDecoder(strings.NewReader(string(data)))
+	dec.KnownFields(true)
+	if err := dec.Decode(f); err != nil {
+		return nil, fmt.Errorf("fleet %s: %w", path, err)
+	}
+	if f.Datacenter == "" {
+		f.Datacenter = "DC0"
+	}
+	return f, nil
+}
+
+// numbered returns base01..baseNN (zero-padded to 2, or 3 when n > 99).
+func numbered(base string, n int) []string {
+	width := 2
+	if n > 99 {
+		width = 3
+	}
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%0*d", base, width, i+1)
+	}
+	return out
+}
+
+// expand checks the fleet and returns the flat host and VM lists.
+func (f *fleetFile) expand() ([]hostSpec, []vmSpec, error) {
+	var hosts []hostSpec
+	seen := map[string]bool{}
+	clusters := map[string]bool{}
+	for _, c := range f.Clusters {
+		if c.Name == "" {
+			return nil, nil, fmt.Errorf("a cluster has no name")
+		}
+		if clusters[c.Name] {
+			return nil, nil, fmt.Errorf("cluster %q listed twice", c.Name)
+		}
+		clusters[c.Name] = true
+		for _, h := range c.Hosts {
+			var names []string
+			switch {
+			case h.Name != "" && h.Prefix == "":
+				names = []string{h.Name}
+			case h.Prefix != "" && h.Name == "" && h.Count > 0:
+				names = numbered(h.Prefix, h.Count)
+			default:
+				return nil, nil, fmt.Errorf("cluster %s: each host needs either name, or prefix and count > 0", c.Name)
+			}
+			spec := hostSpec{
+				Cluster:       c.Name,
+				Driver:        h.DriverVersion,
+				GraphicsType:  "shared",
+				Policy:        "performance",
+				NvidiaOptions: h.NvidiaOptions,
+				Maintenance:   h.Maintenance,
+			}
+			if h.GPU != nil && h.GPU.Count > 0 {
+				m, ok := gpuModels[h.GPU.Model]
+				if !ok {
+					return nil, nil, fmt.Errorf("cluster %s: unknown GPU model %q", c.Name, h.GPU.Model)
+				}
+				spec.Model, spec.GPUCount = m, h.GPU.Count
+			}
+			if h.Graphics != nil {
+				if h.Graphics.Default != "" {
+					spec.GraphicsType = h.Graphics.Default
+				}
+				if h.Graphics.Policy != "" {
+					spec.Policy = h.Graphics.Policy
+				}
+			}
+			if err := checkGraphics(spec.GraphicsType, spec.Policy); err != nil {
+				return nil, nil, fmt.Errorf("cluster %s: %v", c.Name, err)
+			}
+			for _, n := range names {
+				if seen[n] {
+					return nil, nil, fmt.Errorf("host %q listed twice", n)
+				}
+				seen[n] = true
+				s := spec
+				s.Name = n
+				hosts = append(hosts, s)
+			}
+		}
+	}
+
+	var vms []vmSpec
+	vmNames := map[string]bool{}
+	for _, v := range f.VMs {
+		if v.Name == "" {
+			return nil, nil, fmt.Errorf("a VM has no name")
+		}
+		if (v.Host == "") == (v.Cluster == "") {
+			return nil, nil, fmt.Errorf("vm %s: give exactly one of host or cluster", v.Name)
+		}
+		if v.Host != "" && !seen[v.Host] {
+			return nil, nil, fmt.Errorf("vm %s: unknown host %q", v.Name, v.Host)
+		}
+		if v.Cluster != "" && !clusters[v.Cluster] {
+			return nil, nil, fmt.Errorf("vm %s: unknown cluster %q", v.Name, v.Cluster)
+		}
+		power := true
+		switch v.Power {
+		case "", "on":
+		case "off":
+			power = false
+		default:
+			return nil, nil, fmt.Errorf("vm %s: power must be on or off", v.Name)
+		}
+		names := []string{v.Name}
+		if v.Count > 1 {
+			names = numbered(v.Name+"-", v.Count)
+		}
+		for _, n := range names {
+			if vmNames[n] {
+				return nil, nil, fmt.Errorf("vm %q listed twice", n)
+			}
+			vmNames[n] = true
+			vms = append(vms, vmSpec{Name: n, Host: v.Host, Cluster: v.Cluster, VGPU: v.VGPU, PowerOn: power})
+		}
+	}
+	return hosts, vms, nil
+}
+
+// checkGraphics validates a graphics type and assignment policy like ESXi does.
+func checkGraphics(kind, policy string) error {
+	if kind != "shared" && kind != "sharedDirect" {
+		return fmt.Errorf("graphics type %q is not shared or sharedDirect", kind)
+	}
+	if policy != "performance" && policy != "consolidation" {
+		return fmt.Errorf("assignment policy %q is not performance or consolidation", policy)
+	}
+	return nil
+}

@@ -1,0 +1,283 @@
+package main
+
+// Per-host GPU state and how it shows in the vSphere inventory: PCI devices,
+// graphics info, shared GPU capabilities (vGPU profiles) and the host-level
+// managed objects vcsim does not have.
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// gpuHost is the simulator's view of one ESXi host's GPU side.
+// Fields are guarded by sim.mu.
+type gpuHost struct {
+	spec hostSpec
+	ref  types.ManagedObjectReference
+
+	// installed is the NVIDIA host driver VIB version on disk (what
+	// FetchSoftwarePackages reports); running is the version the kernel
+	// loaded at the last boot (what vGPU profiles and QueryModules follow).
+	installed      string
+	running        string
+	rebootRequired bool
+	rebootCount    int
+
+	graphics      types.HostGraphicsConfig
+	nvidiaOptions string
+
+	graphicsMgr *GraphicsManager
+	kernelMgr   *KernelModuleSystem
+	imageMgr    *ImageConfigManager
+	patchMgr    *PatchManager
+}
+
+// gpuPciIDs lists the PCI ids of the host's GPUs.
+func (g *gpuHost) gpuPciIDs() []string {
+	ids := make([]string, g.spec.GPUCount)
+	for i := range ids {
+		ids[i] = pciID(gpuBus(i))
+	}
+	return ids
+}
+
+// offered returns the vGPU profiles the host can run now: none without a GPU
+// or without a loaded NVIDIA driver (that is how real hosts behave).
+func (g *gpuHost) offered() []vgpuProfile {
+	if g.spec.Model == nil || g.running == "" {
+		return nil
+	}
+	return g.spec.Model.profiles()
+}
+
+func (g *gpuHost) offers(profile string) bool {
+	for _, p := range g.offered() {
+		if p.Name == profile {
+			return true
+		}
+	}
+	return false
+}
+
+// pciDevices returns one HostPciDevice per GPU.
+func (g *gpuHost) pciDevices() []types.HostPciDevice {
+	var out []types.HostPciDevice
+	if g.spec.Model == nil {
+		return out
+	}
+	for i := 0; i < g.spec.GPUCount; i++ {
+		bus := gpuBus(i)
+		out = append(out, types.HostPciDevice{
+			Id:              pciID(bus),
+			ClassId:         0x0302, // 3D controller
+			Bus:             byte(bus),
+			Slot:            0,
+			Function:        0,
+			VendorId:        int16(nvidiaVendorID),
+			SubVendorId:     int16(nvidiaVendorID),
+			VendorName:      "NVIDIA Corporation",
+			DeviceId:        int16(g.spec.Model.DeviceID),
+			SubDeviceId:     int16(0x1600 + g.spec.Model.DeviceID&0xff),
+			DeviceName:      g.spec.Model.PciName,
+			DeviceClassName: "3D controller",
+		})
+	}
+	return out
+}
+
+// graphicsInfo returns HostGraphicsInfo per GPU; vms maps a GPU index to the
+// powered-on vGPU VMs placed on it.
+func (g *gpuHost) graphicsInfo(vms map[int][]types.ManagedObjectReference) []types.HostGraphicsInfo {
+	var out []types.HostGraphicsInfo
+	if g.spec.Model == nil {
+		return out
+	}
+	for i, id := range g.gpuPciIDs() {
+		out = append(out, types.HostGraphicsInfo{
+			DeviceName:     g.spec.Model.DisplayName,
+			VendorName:     "NVIDIA Corporation",
+			PciId:          id,
+			GraphicsType:   g.deviceGraphicsType(id),
+			MemorySizeInKB: int64(g.spec.Model.MemoryGB) * 1024 * 1024,
+			Vm:             vms[i],
+		})
+	}
+	return out
+}
+
+// deviceGraphicsType is the configured type of one GPU, or the host default.
+func (g *gpuHost) deviceGraphicsType(id string) string {
+	for _, d := range g.graphics.DeviceType {
+		if d.DeviceId == id {
+			return d.GraphicsType
+		}
+	}
+	return g.graphics.HostDefaultGraphicsType
+}
+
+func (g *gpuHost) sharedGpuCapabilities() []types.HostSharedGpuCapabilities {
+	var out []types.HostSharedGpuCapabilities
+	for _, p := range g.offered() {
+		out = append(out, types.HostSharedGpuCapabilities{
+			Vgpu:                    p.Name,
+			DiskSnapshotSupported:   true,
+			MemorySnapshotSupported: p.Sharing == "timeSliced",
+			SuspendSupported:        p.Sharing == "timeSliced",
+			MigrateSupported:        true,
+		})
+	}
+	return out
+}
+
+func (g *gpuHost) sharedPassthruGpuTypes() []string {
+	var out []string
+	for _, p := range g.offered() {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+// sim holds every piece of state the simulator adds to vcsim's model.
+type simState struct {
+	mu     sync.Mutex
+	reg    *simulator.Registry
+	hosts  map[string]*gpuHost
+	byRef  map[types.ManagedObjectReference]*gpuHost
+	faults map[string]*injectedFault // key: host + "/" + op
+
+	clusters    map[string]types.ManagedObjectReference
+	supervisors map[string]bool // cluster moref value -> Supervisor-enabled
+
+	rebootDelay time.Duration
+}
+
+type injectedFault struct {
+	Message string
+	Times   int
+}
+
+var sim = &simState{
+	hosts:       map[string]*gpuHost{},
+	byRef:       map[types.ManagedObjectReference]*gpuHost{},
+	faults:      map[string]*injectedFault{},
+	clusters:    map[string]types.ManagedObjectReference{},
+	supervisors: map[string]bool{},
+}
+
+// takeFault consumes one injected fault for (host, op), if any.
+func (s *simState) takeFault(host, op string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := host + "/" + op
+	f, ok := s.faults[key]
+	if !ok {
+		return "", false
+	}
+	f.Times--
+	if f.Times <= 0 {
+		delete(s.faults, key)
+	}
+	return f.Message, true
+}
+
+// simFault builds a fault whose message reaches the client both as the SOAP
+// faultstring / task error message and in faultMessage.
+func simFault(fault types.BaseMethodFault, format string, args ...any) types.BaseMethodFault {
+	msg := fmt.Sprintf(format, args...)
+	fault.GetMethodFault().FaultMessage = []types.LocalizableMessage{{Key: "gpupool.sim", Message: msg}}
+	return fault
+}
+
+func faultMessage(f types.BaseMethodFault) string {
+	if f == nil {
+		return ""
+	}
+	if m := f.GetMethodFault().FaultMessage; len(m) > 0 {
+		return m[0].Message
+	}
+	return fmt.Sprintf("%T", f)
+}
+
+// render copies the host's GPU state into the HostSystem and the graphics
+// manager. It locks the host, then the manager, one after the other (never
+// nested), so it cannot deadlock with a task that holds the host lock.
+func (s *simState) render(ctx *simulator.Context, g *gpuHost) {
+	s.mu.Lock()
+	vms := s.vgpuVMsByGPU(ctx, g)
+	caps := g.sharedGpuCapabilities()
+	info := g.graphicsInfo(vms)
+	types_ := g.sharedPassthruGpuTypes()
+	cfg := g.graphics
+	cfg.DeviceType = append([]types.HostGraphicsConfigDeviceType(nil), g.graphics.DeviceType...)
+	reboot := g.rebootRequired
+	s.mu.Unlock()
+
+	host := ctx.Map.Get(g.ref).(*simulator.HostSystem)
+	ctx.WithLock(host, func() {
+		host.Config.SharedGpuCapabilities = caps
+		host.Config.GraphicsInfo = info
+		host.Config.SharedPassthruGpuTypes = types_
+		c := cfg
+		host.Config.GraphicsConfig = &c
+		host.Summary.RebootRequired = reboot
+	})
+	gm := g.graphicsMgr
+	ctx.WithLock(gm, func() {
+		gm.SharedGpuCapabilities = caps
+		gm.GraphicsInfo = info
+		gm.SharedPassthruGpuTypes = types_
+		c := cfg
+		gm.GraphicsConfig = &c
+	})
+}
+
+// vgpuVMsByGPU spreads the host's powered-on vGPU VMs over its GPUs
+// (consolidation fills GPU 0 first, performance spreads round-robin).
+// Called with s.mu held; reads VM objects without their locks (best effort).
+func (s *simState) vgpuVMsByGPU(ctx *simulator.Context, g *gpuHost) map[int][]types.ManagedObjectReference {
+	out := map[int][]types.ManagedObjectReference{}
+	if g.spec.GPUCount == 0 {
+		return out
+	}
+	host, ok := ctx.Map.Get(g.ref).(*simulator.HostSystem)
+	if !ok {
+		return out
+	}
+	refs := append([]types.ManagedObjectReference(nil), host.Vm...)
+	sort.Slice(refs, func(i, j int) bool { return refs[i].Value < refs[j].Value })
+	n := 0
+	for _, ref := range refs {
+		vm, ok := ctx.Map.Get(ref).(*simulator.VirtualMachine)
+		if !ok || vm.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOn || len(vmProfiles(vm)) == 0 {
+			continue
+		}
+		idx := n % g.spec.GPUCount
+		if g.graphics.SharedPassthruAssignmentPolicy == "consolidation" {
+			idx = 0
+		}
+		out[idx] = append(out[idx], ref)
+		n++
+	}
+	return out
+}
+
+// vmProfiles lists the vGPU profiles of a VM's devices.
+func vmProfiles(vm *simulator.VirtualMachine) []string {
+	var out []string
+	if vm.Config == nil {
+		return out
+	}
+	for _, d := range vm.Config.Hardware.Device {
+		if p, ok := d.(*types.VirtualPCIPassthrough); ok {
+			if b, ok := p.Backing.(*types.VirtualPCIPassthroughVmiopBackingInfo); ok && b.Vgpu != "" {
+				out = append(out, b.Vgpu)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,135 @@
+// Command vspheresim is the project's vSphere simulator: govmomi's vcsim
+// model of a vCenter (API 8.0.3.0) with its REST simulators, plus NVIDIA GPU
+// hosts built from a fleet file (see README.md).
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vim25/types"
+
+	// REST simulators: /rest and /api session, tagging, content library,
+	// namespaces and VM classes, vLCM (esx settings), cluster modules.
+	_ "github.com/vmware/govmomi/vapi/cluster/simulator"
+	_ "github.com/vmware/govmomi/vapi/esx/settings/simulator"
+	_ "github.com/vmware/govmomi/vapi/namespace/simulator"
+	_ "github.com/vmware/govmomi/vapi/simulator"
+)
+
+const apiVersion = "8.0.3.0"
+
+func main() {
+	fleetPath := flag.String("fleet", "", "fleet file (YAML), see README.md")
+	listen := flag.String("listen", "127.0.0.1:0", "address to listen on (port 0: any free port)")
+	stateDir := flag.String("state-dir", ".sim", "folder for the CA certificate")
+	envFile := flag.String("env-file", "", "write VMWARE_* connection variables to this file")
+	username := flag.String("username", "administrator@vsphere.local", "user name clients log in with")
+	password := flag.String("password", "", "password (default: generated)")
+	rebootSeconds := flag.Float64("reboot-seconds", 1, "how long a rebooting host stays notResponding")
+	flag.Parse()
+
+	if err := run(*fleetPath, *listen, *stateDir, *envFile, *username, *password, *rebootSeconds); err != nil {
+		log.Fatalf("vspheresim: %v", err)
+	}
+}
+
+func run(fleetPath, listen, stateDir, envFile, username, password string, rebootSeconds float64) error {
+	if fleetPath == "" {
+		return fmt.Errorf("-fleet is required")
+	}
+	fleet, err := loadFleet(fleetPath)
+	if err != nil {
+		return err
+	}
+	hosts, vms, err := fleet.expand()
+	if err != nil {
+		return err
+	}
+	if password == "" {
+		b := make([]byte, 12)
+		_, _ = rand.Read(b)
+		password = hex.EncodeToString(b)
+	}
+	if err := os.MkdirAll(stateDir, 0o755); err != nil {
+		return err
+	}
+	caFile, err := filepath.Abs(filepath.Join(stateDir, "vsphere-ca.pem"))
+	if err != nil {
+		return err
+	}
+	tlsConfig, err := newTLS(caFile)
+	if err != nil {
+		return fmt.Errorf("tls: %w", err)
+	}
+	sim.rebootDelay = time.Duration(rebootSeconds * float64(time.Second))
+
+	// pyvmomi sends a managed object reference inside an anyType field (for
+	// example ArrayUpdateSpec.removeKey when removing a DRS override) typed
+	// xsi:type="ManagedObject"; govmomi does not know that name.
+	types.Add("ManagedObject", reflect.TypeOf((*types.ManagedObjectReference)(nil)).Elem())
+
+	// An empty vCenter: the fleet creates every datacenter, cluster and host.
+	model := simulator.VPX()
+	model.Datacenter, model.Cluster, model.ClusterHost, model.Host = 0, 0, 0, 0
+	model.Datastore, model.Machine, model.Portgroup = 0, 0, 0
+	model.ServiceContent.About.ApiVersion = apiVersion
+	model.ServiceContent.About.Version = "8.0.3"
+	model.ServiceContent.About.FullName = "VMware vCenter Server 8.0.3 build-24022515 (gpupool simulator)"
+	if err := model.Create(); err != nil {
+		return err
+	}
+	defer model.Remove()
+
+	reg := model.Map()
+	reg.Handler = dispatch
+	reg.AddHandler(&taskMessages{Self: types.ManagedObjectReference{Type: "GpupoolTaskMessages", Value: "task-messages"}})
+	sim.reg = reg
+
+	start := time.Now()
+	if err := buildInventory(model, fleet, hosts, vms); err != nil {
+		return err
+	}
+
+	model.Service.Listen = &url.URL{Host: listen, User: url.UserPassword(username, password)}
+	model.Service.TLS = tlsConfig
+	model.Service.RegisterEndpoints = true
+	server := model.Service.NewServer()
+	defer server.Close()
+
+	// Count requests and serve /_sim/: the server was started a moment ago
+	// and nobody knows its port yet, so swapping the handler is safe here.
+	stats := newCounters()
+	server.Config.Handler = &front{next: server.Config.Handler, stats: stats, reg: reg}
+
+	_, port, _ := net.SplitHostPort(server.Listener.Addr().String())
+	if envFile != "" {
+		env := fmt.Sprintf("VMWARE_HOST=127.0.0.1\nVMWARE_PORT=%s\nVMWARE_USER=%s\nVMWARE_PASSWORD=%s\nVMWARE_CA_FILE=%s\nVMWARE_VALIDATE_CERTS=true\n",
+			port, username, password, caFile)
+		if err := os.WriteFile(envFile, []byte(env), 0o600); err != nil {
+			return err
+		}
+	}
+	p, _ := strconv.Atoi(port)
+	log.Printf("vspheresim: %d hosts, %d VMs in %s, listening on port %d", len(hosts), len(vms), time.Since(start).Round(time.Millisecond), p)
+	fmt.Printf("READY https://127.0.0.1:%s/sdk\n", port)
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	<-sig
+	log.Printf("vspheresim: stopping")
+	return nil
+}
