@@ -46,11 +46,23 @@ test: venv collection sim-build
 
 # ansible-test wants a real ansible_collections/<ns>/<name> tree: copy the tracked and new files
 SANITY_DIR := .build/sanity/ansible_collections/gpupool/vcf
-sanity: venv
+# ansible-test installs its pinned linters (pylint, pycodestyle, ...) with --requirements: a venv of
+# their own, so they do not clash with ansible-lint's in .venv
+SANITY_VENV := .build/sanity-venv
+sanity: $(SANITY_VENV)/.stamp
 	rm -rf .build/sanity && mkdir -p $(SANITY_DIR)
-	git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C $(SANITY_DIR)
-	cd $(SANITY_DIR) && $(CURDIR)/$(VENV)/bin/ansible-test sanity --venv --python 3.11 \
-	  --exclude tests/sim/ --exclude tests/bench/ --exclude tests/lib/ $(SANITY_ARGS)
+	git ls-files -co --exclude-standard | grep -v -E '^tests/(sim|bench|lib)/' | \
+	  tar -T - -cf - | tar -xf - -C $(SANITY_DIR)
+	# its own git repository, so ansible-test lists these files and not the enclosing checkout's
+	cd $(SANITY_DIR) && git init -q && git add -A
+	cd $(SANITY_DIR) && $(CURDIR)/$(SANITY_VENV)/bin/ansible-test sanity --local --python 3.11 \
+	  --requirements $(SANITY_ARGS)
+
+$(SANITY_VENV)/.stamp: requirements.txt requirements-dev.txt
+	$(PYTHON) -m venv $(SANITY_VENV) || python3 -m venv $(SANITY_VENV)
+	$(SANITY_VENV)/bin/python -m pip install -q -r requirements.txt \
+	  "$$(grep -E '^ansible-core' requirements-dev.txt)"
+	touch $@
 
 lint: venv collection
 	$(VENV)/bin/ansible-lint --offline

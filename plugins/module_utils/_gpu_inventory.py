@@ -65,8 +65,24 @@ def is_nvidia_gpu(pci):
 
 
 def gpu_model_name(device_id, device_name):
-    model = _nvidia.gpu_model_or_none(device_id)
-    return model.name if model is not None else device_name
+    """The catalog name of a GPU (H100-80GB), or the PCI device name for a model we do not know."""
+    try:
+        return _nvidia.gpu_model(device_id).name
+    except _nvidia.NvidiaError:
+        return device_name
+
+
+def scheduler_dict(policy):
+    """A decoded RmPVMRL value as plain data for module results."""
+    return dict(
+        policy=policy.policy,
+        time_slice_ms=policy.time_slice_ms,
+        strict_round_robin=policy.strict_round_robin,
+        averaging_factor=policy.averaging_factor,
+        frequency_hz=policy.frequency_hz,
+        rmpvmrl=_nvidia.format_rmpvmrl(policy.value),
+        canonical_rmpvmrl=policy.hex,
+    )
 
 
 def driver_from_packages(packages):
@@ -150,10 +166,9 @@ def scheduler_view(option_string):
     except _nvidia.NvidiaError as exc:
         return dict(policy=None, error=str(exc))
     every = sched["all"]
-    out = _nvidia.scheduler_as_dict(every) if every is not None else _nvidia.scheduler_as_dict(
-        _nvidia.decode_scheduler(0))
+    out = scheduler_dict(every if every is not None else _nvidia.decode_scheduler(None))
     out["configured"] = every is not None
-    out["per_device"] = dict((pci, _nvidia.scheduler_as_dict(s)) for pci, s in sched["per_device"].items())
+    out["per_device"] = dict((pci, scheduler_dict(s)) for pci, s in sched["per_device"].items())
     return out
 
 

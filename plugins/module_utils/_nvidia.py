@@ -338,11 +338,12 @@ _MODELS = (
              _mig_catalog(18, 35, 71, 141)),
     GpuModel("GH200-144GB", 144, "nvidia", (), (), _mig_catalog(18, 36, 72, 144)),
     GpuModel("B200", 180, "nvidia", ("B200X",), (), _mig_catalog(23, 45, 90, 180)),
-    GpuModel("L40S", 48, "nvidia", ("L40S",)),
-    GpuModel("L4", 24, "nvidia", ("L4",)),
-    GpuModel("A40", 48, "grid", ("A40",)),
-    GpuModel("A16", 16, "grid", ("A16",)),
-    GpuModel("T4", 16, "grid", ("T4",)),
+    # PCI device ids of the non-MIG models from the PCI ID repository (vendor 10de)
+    GpuModel("L40S", 48, "nvidia", ("L40S",), (0x26B9,)),
+    GpuModel("L4", 24, "nvidia", ("L4",), (0x27B8,)),
+    GpuModel("A40", 48, "grid", ("A40",), (0x2235,)),
+    GpuModel("A16", 16, "grid", ("A16",), (0x25B6,)),
+    GpuModel("T4", 16, "grid", ("T4",), (0x1EB8,)),
 )
 
 _PCI_RE = re.compile(r"^(?:(?:0x)?10de:)?(?:0x)?([0-9a-f]{4})$")

@@ -261,11 +261,11 @@ def test_mig_catalog_geometry(model):
     ("H200-141GB", 141, "nvidia", ("H200X", "H200NVL"), (0x2335, 0x233B)),
     ("GH200-144GB", 144, "nvidia", (), ()),
     ("B200", 180, "nvidia", ("B200X",), ()),
-    ("L40S", 48, "nvidia", ("L40S",), ()),
-    ("L4", 24, "nvidia", ("L4",), ()),
-    ("A40", 48, "grid", ("A40",), ()),
-    ("A16", 16, "grid", ("A16",), ()),
-    ("T4", 16, "grid", ("T4",), ()),
+    ("L40S", 48, "nvidia", ("L40S",), (0x26B9,)),
+    ("L4", 24, "nvidia", ("L4",), (0x27B8,)),
+    ("A40", 48, "grid", ("A40",), (0x2235,)),
+    ("A16", 16, "grid", ("A16",), (0x25B6,)),
+    ("T4", 16, "grid", ("T4",), (0x1EB8,)),
 ])
 def test_model_attributes(model, memory, prefix, stems, ids):
     found = gpu_model(model)
