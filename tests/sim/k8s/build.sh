@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Build the Kubernetes test rig's binaries from pinned Go modules (go.mod here and in tools/*)
+# into a per-user cache keyed by the module files, then link them into <bin-dir>.
+# A second clone on the same machine finds the cache and only links.
+# usage: build.sh <bin-dir> <share-dir>
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+bin_dir=$(mkdir -p "$1" && cd "$1" && pwd)
+share_dir=$(mkdir -p "$2" && cd "$2" && pwd)
+
+k8s_version=$(awk '$1 == "k8s.io/kubernetes" {print $2; exit}' "$here/go.mod")
+minor=$(echo "$k8s_version" | cut -d. -f2)
+key=$(cd "$here" && cat go.mod go.sum cmd/*/*.go tools/*/go.mod tools/*/go.sum build.sh | sha256sum | cut -c1-12)
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/gpupool-vcf/k8s-$k8s_version-$key
+mkdir -p "$cache/bin"
+
+gobuild() { # <module dir> <out name> <package> [extra ldflags]
+    local dir=$1 out=$2 pkg=$3 extra=${4:-}
+    [ -x "$cache/bin/$out" ] && return 0
+    echo "k8s-build: $out ($pkg)"
+    local t0=$SECONDS
+    (cd "$dir" && go build -trimpath -ldflags="-s -w $extra" -o "$cache/bin/$out.tmp" "$pkg")
+    mv "$cache/bin/$out.tmp" "$cache/bin/$out"
+    echo "k8s-build: $out built in $((SECONDS - t0)) s"
+}
+
+# the version the API server reports (helm checks charts' kubeVersion against it)
+vflags="-X k8s.io/component-base/version.gitVersion=$k8s_version"
+vflags+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
+vflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
+
+gobuild "$here" etcd ./cmd/etcd
+for c in kube-apiserver kube-controller-manager kube-scheduler; do
+    gobuild "$here" "$c" "k8s.io/kubernetes/cmd/$c" "$vflags"
+done
+gobuild "$here/tools/kwok" kwok sigs.k8s.io/kwok/cmd/kwok
+gobuild "$here/tools/helm" helm helm.sh/helm/v3/cmd/helm
+gobuild "$here/tools/kueue" kueue sigs.k8s.io/kueue/cmd/kueue
+
+# Kueue's CRDs as generated upstream from the same pinned module's Go types
+if [ ! -d "$cache/kueue-crds" ]; then
+    kueue_dir=$(cd "$here/tools/kueue" && go list -m -f '{{.Dir}}' sigs.k8s.io/kueue)
+    mkdir -p "$cache/kueue-crds.tmp"
+    cp "$kueue_dir"/config/components/crd/bases/*.yaml "$cache/kueue-crds.tmp/"
+    chmod -R u+w "$cache/kueue-crds.tmp"
+    mv "$cache/kueue-crds.tmp" "$cache/kueue-crds"
+fi
+
+for f in "$cache"/bin/*; do
+    ln -sfn "$f" "$bin_dir/$(basename "$f")"
+done
+ln -sfn "$cache/kueue-crds" "$share_dir/kueue-crds"
+echo "$k8s_version" > "$share_dir/version"

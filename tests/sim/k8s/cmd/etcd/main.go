@@ -1,0 +1,13 @@
+// Command etcd runs the etcd server from the pinned go.etcd.io/etcd/server/v3 module
+// with etcd's own command line (flags such as --data-dir, --listen-client-urls).
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() {
+	etcdmain.Main(os.Args)
+}
