@@ -201,13 +201,18 @@ class Rig:
                         out[name] = int(line.split()[1])
         return out
 
-    def stop(self) -> None:
+    def stop(self, keep: bool | None = None) -> None:
+        """Stop every process; remove the data folder unless `keep` (or GPUPOOL_K8S_KEEP=1)."""
+        if keep is None:
+            keep = os.environ.get("GPUPOOL_K8S_KEEP") == "1"
         order = ["kueue", "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"]
         for name in sorted(self.procs, key=lambda n: order.index(n) if n in order else -1):
             _terminate(self.procs[name])
         self.procs = {}
         with contextlib.suppress(FileNotFoundError):
             (self.data_dir / "pids.json").unlink()
+        if not keep:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def __enter__(self) -> "Rig":
         return self
@@ -322,6 +327,17 @@ def _kueue_objects(webhook_port: int, host_ip: str) -> list[dict]:
     return objs
 
 
+def _sweep_dead_rigs() -> None:
+    """Remove data folders of per-process rigs whose process is gone (a killed test run)."""
+    for d in DATA.glob("rig-*"):
+        try:
+            os.kill(int(d.name[4:]), 0)
+        except ProcessLookupError:
+            shutil.rmtree(d, ignore_errors=True)
+        except (ValueError, PermissionError):
+            pass
+
+
 def start(nodes_file: str | os.PathLike | None = None, kueue: bool = True, name: str | None = None,
           kubeconfig: str | os.PathLike | None = None, detach: bool = False,
           timeout: float = 120) -> Rig:
@@ -332,6 +348,7 @@ def start(nodes_file: str | os.PathLike | None = None, kueue: bool = True, name:
     missing = [b for b in BINARIES + (("kueue",) if kueue else ()) if not (BIN / b).exists()]
     if missing:
         raise RigError(f"rig binaries missing in {BIN}: {', '.join(missing)}; run `make k8s-build`")
+    _sweep_dead_rigs()
     name = name or f"rig-{os.getpid()}"
     data_dir = DATA / name
     if data_dir.exists():
@@ -358,7 +375,7 @@ def start(nodes_file: str | os.PathLike | None = None, kueue: bool = True, name:
         _start(rig, data_dir, pki, token, etcd_port, peer_port, api_port, nodes_file, kueue, detach,
                timeout, t0)
     except BaseException:
-        rig.stop()
+        rig.stop(keep=True)  # logs stay for the error report
         raise
     (data_dir / "pids.json").write_text(json.dumps({n: p.pid for n, p in procs.items()}))
     rig.timings["ready_s"] = round(time.monotonic() - t0, 2)
