@@ -1,0 +1,437 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpupool.vcf developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Pure ESXi host logic for gpupool.vcf: no I/O, no Ansible imports.
+
+* NVIDIA host driver versions: :func:`parse_driver_version`, :func:`compare_versions`,
+  :func:`driver_plan` (nothing / install / upgrade / downgrade, refusing a downgrade unless
+  allowed), :func:`version_from_bundle`, :func:`bundle_location`.
+* Fleet decisions: :func:`design_version` (the version a cluster runs: the design's, else
+  the majority of its GPU hosts, never a tie), :func:`version_gate`, :func:`roll_capacity`.
+* Graphics: :func:`graphics_plan` (host default, assignment policy, every GPU's type).
+* Scheduler: :func:`scheduler_plan` (the ``nvidia`` module option string to write, merged
+  with what is there, and the fixed-share check against the vGPUs each GPU carries).
+* Host MIG mode over SSH: :func:`mig_mode_commands` (the commands, quoted).
+
+Every error is an :class:`EsxiError` (a ``ValueError``) whose message says what is wrong
+and what would be valid.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+import shlex
+
+from ansible_collections.gpupool.vcf.plugins.module_utils import _nvidia
+
+
+class EsxiError(ValueError):
+    """Bad input or a state the collection refuses to act on."""
+
+
+# ---------------------------------------------------------------------------------------
+# driver versions
+# ---------------------------------------------------------------------------------------
+
+# 550.90.05 or 550.90.05-1OEM.800.1.0.20613240 (branch.minor[.patch][-<build suffix>])
+_VERSION_RE = re.compile(r"^([0-9]{2,4})\.([0-9]{1,4})(?:\.([0-9]{1,4}))?(?:-([0-9A-Za-z][0-9A-Za-z.]*))?$")
+VERSION_FORM = "<branch>.<minor>[.<patch>][-<build>] such as 550.90.05 or 550.90.05-1OEM.800.1.0.20613240"
+
+
+class DriverVersion:
+    """A parsed NVIDIA host driver version; ordered by its numbers, the build suffix aside."""
+
+    __slots__ = ("text", "numbers", "suffix")
+
+    def __init__(self, text, numbers, suffix):
+        self.text = text
+        self.numbers = numbers
+        self.suffix = suffix
+
+    @property
+    def short(self):
+        return self.text.split("-", 1)[0]
+
+    def __repr__(self):
+        return "DriverVersion(%r)" % self.text
+
+
+def parse_driver_version(text):
+    """Parse a driver version, short (550.90.05) or full (550.90.05-1OEM.800...)."""
+    if isinstance(text, DriverVersion):
+        return text
+    if not isinstance(text, str) or not _VERSION_RE.match(text.strip()):
+        raise EsxiError("Invalid NVIDIA driver version %r: the form is %s" % (text, VERSION_FORM))
+    text = text.strip()
+    m = _VERSION_RE.match(text)
+    numbers = (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
+    return DriverVersion(text, numbers, m.group(4))
+
+
+def compare_versions(a, b):
+    """-1, 0 or 1 as NVIDIA driver versions; the build suffix only breaks ties when both have one."""
+    va, vb = parse_driver_version(a), parse_driver_version(b)
+    if va.numbers != vb.numbers:
+        return -1 if va.numbers < vb.numbers else 1
+    if va.suffix and vb.suffix and va.suffix != vb.suffix:
+        # same driver, other build: compare the dotted numbers of the suffix where they are numbers
+        return -1 if _suffix_key(va.suffix) < _suffix_key(vb.suffix) else 1
+    return 0
+
+
+def _suffix_key(suffix):
+    return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"[.]", suffix)]
+
+
+def same_version(installed, target):
+    """Whether the installed driver is the target (a short target matches any build of it)."""
+    if installed is None:
+        return False
+    return compare_versions(installed, target) == 0
+
+
+def driver_plan(installed, target, allow_downgrade=False):
+    """What to do to get from ``installed`` (None: no driver) to ``target``.
+
+    Returns ``none``, ``install``, ``upgrade`` or ``downgrade``; a downgrade without
+    ``allow_downgrade`` is an error, so is a malformed version.
+    """
+    tv = parse_driver_version(target)
+    if installed is None:
+        return "install"
+    iv = parse_driver_version(installed)
+    order = compare_versions(iv, tv)
+    if order == 0:
+        return "none"
+    if order < 0:
+        return "upgrade"
+    if not allow_downgrade:
+        raise EsxiError("the host runs NVIDIA driver %s, newer than the target %s: a downgrade needs "
+                        "allow_downgrade=true" % (iv.text, tv.text))
+    return "downgrade"
+
+
+# NVD-AIE-800_550.90.05-1OEM.800.1.0.20613240_23912345.zip,
+# NVD-AIE_ESXi_8.0.0_Driver_550.90.05-1OEM.800.1.0.20613240.vib
+_BUNDLE_NAME_RES = (
+    re.compile(r"^NVD-AIE-[0-9]+_(.+)_[0-9]+\.zip$", re.I),
+    re.compile(r"^NVD-AIE_ESXi_[0-9.]+_Driver_(.+)\.vib$", re.I),
+    re.compile(r"^NVD[-_]AIE.*?_([0-9]{3}\.[0-9]+(?:\.[0-9]+)?(?:-[0-9A-Za-z.]+)?)(?:_[0-9]+)?\.(?:zip|vib)$", re.I),
+)
+_DATASTORE_PATH_RE = re.compile(r"^\[([^\]]+)\]\s*(.+)$")
+
+
+def version_from_bundle(bundle):
+    """The driver version an NVIDIA bundle or VIB file name carries, or None for another name."""
+    if not bundle:
+        return None
+    name = re.split(r"[/\\]", bundle.strip())[-1].split("?", 1)[0]
+    for regex in _BUNDLE_NAME_RES:
+        m = regex.match(name)
+        if m:
+            try:
+                return parse_driver_version(m.group(1)).text
+            except EsxiError:
+                return None
+    return None
+
+
+def bundle_location(bundle):
+    """(kind, location) for InstallHostPatchV2: kind ``bundle`` (.zip) or ``vib`` (.vib).
+
+    A URL (http, https, ftp, file) is passed on; a datastore path ``[ds] dir/file.zip``
+    becomes the absolute ``/vmfs/volumes/ds/dir/file.zip`` ESXi needs; an absolute path under
+    ``/vmfs/volumes/`` is kept.
+    """
+    if not bundle or not isinstance(bundle, str) or not bundle.strip():
+        raise EsxiError("no driver bundle given: option bundle (a URL or a datastore path such as "
+                        "'[datastore1] drivers/NVD-AIE-800_<version>_<build>.zip') is required to install")
+    text = bundle.strip()
+    m = _DATASTORE_PATH_RE.match(text)
+    if m:
+        location = "/vmfs/volumes/%s/%s" % (m.group(1).strip(), m.group(2).strip().lstrip("/"))
+    elif re.match(r"^(https?|ftp|file)://[^\s]+$", text, re.I) or text.startswith("/vmfs/volumes/"):
+        location = text
+    else:
+        raise EsxiError("Invalid bundle %r: a URL (https://depot.example.com/NVD-AIE-800_....zip), a "
+                        "datastore path ('[datastore1] drivers/NVD-AIE-800_....zip') or an absolute "
+                        "/vmfs/volumes/... path is required" % bundle)
+    lower = location.lower().split("?", 1)[0]
+    if lower.endswith(".zip"):
+        return "bundle", location
+    if lower.endswith(".vib"):
+        return "vib", location
+    raise EsxiError("Invalid bundle %r: an offline bundle (.zip) or a VIB (.vib) is required" % bundle)
+
+
+def check_bundle_matches(bundle, target):
+    """Refuse a bundle whose file name names another driver version than the target."""
+    named = version_from_bundle(bundle)
+    if named is not None and parse_driver_version(named).numbers != parse_driver_version(target).numbers:
+        raise EsxiError("bundle %s holds NVIDIA driver %s, not the target %s" % (bundle, named, target))
+    return named
+
+
+# ---------------------------------------------------------------------------------------
+# fleet decisions
+# ---------------------------------------------------------------------------------------
+
+
+def design_version(versions_by_host, target=None, exclude=()):
+    """The driver version a cluster runs.
+
+    ``versions_by_host`` maps host names to their short version (None: no driver). With a
+    ``target`` (the design's version) that is the answer. Otherwise the version most of the
+    other GPU hosts (``exclude`` left out) run; a tie or no host is an error that lists the
+    hosts on each version.
+    """
+    if target:
+        return parse_driver_version(target).text
+    groups = {}
+    for host, version in sorted(versions_by_host.items()):
+        if host in exclude or version is None:
+            continue
+        groups.setdefault(parse_driver_version(version).short, []).append(host)
+    if not groups:
+        raise EsxiError("no other GPU host with an NVIDIA driver to take the version from; give the target version")
+    ranked = sorted(groups.items(), key=lambda kv: -len(kv[1]))
+    if len(ranked) > 1 and len(ranked[0][1]) == len(ranked[1][1]):
+        raise EsxiError("no majority driver version: %s; give the target version" % describe_versions(groups))
+    return ranked[0][0]
+
+
+def describe_versions(groups):
+    return "; ".join("%s on %s" % (v, ", ".join(sorted(hosts)))
+                     for v, hosts in sorted(groups.items(), key=lambda kv: parse_driver_version(kv[0]).numbers))
+
+
+def version_gate(versions_by_host, target=None):
+    """Fail when a cluster's GPU hosts disagree and no target is given; return the target.
+
+    ``versions_by_host``: {host: short version or None}. With one version on every host,
+    that is the target (nothing to roll).
+    """
+    if target:
+        return parse_driver_version(target).text
+    groups = {}
+    for host, version in versions_by_host.items():
+        groups.setdefault(version or "none", []).append(host)
+    if len(groups) > 1:
+        raise EsxiError("the GPU hosts run different NVIDIA drivers (%s) and no target version is given: "
+                        "set the cluster's driver version" % describe_versions_any(groups))
+    if not groups:
+        raise EsxiError("no GPU hosts to take the driver version from and no target version given")
+    if "none" in groups:
+        raise EsxiError("no NVIDIA driver on %s and no target version given" % ", ".join(sorted(groups["none"])))
+    return next(iter(groups))
+
+
+def describe_versions_any(groups):
+    def key(kv):
+        try:
+            return (0, parse_driver_version(kv[0]).numbers)
+        except EsxiError:
+            return (1, ())
+    return "; ".join("%s on %s" % (v, ", ".join(sorted(h))) for v, h in sorted(groups.items(), key=key))
+
+
+def roll_capacity(gpus_by_host, min_gpus, force=False, unavailable=()):
+    """Can one host at a time leave the cluster? Returns (allowed, message).
+
+    Taking out the host with the most GPUs must leave at least ``min_gpus`` GPUs on the
+    hosts that remain available (``unavailable``: hosts already in maintenance or down).
+    """
+    available = dict((h, n) for h, n in gpus_by_host.items() if h not in unavailable)
+    total = sum(available.values())
+    if not available:
+        return False, "no GPU host available in the cluster"
+    biggest = max(available.items(), key=lambda kv: (kv[1], kv[0]))
+    left = total - biggest[1]
+    if min_gpus and left < min_gpus:
+        msg = ("taking %s (%d GPUs) out would leave %d of %d GPUs, fewer than the %d the design needs"
+               % (biggest[0], biggest[1], left, total, min_gpus))
+        if force:
+            return True, msg + " (forced)"
+        return False, msg
+    return True, "%d of %d GPUs stay available while one host is out" % (left, total)
+
+
+# ---------------------------------------------------------------------------------------
+# graphics
+# ---------------------------------------------------------------------------------------
+
+GRAPHICS_TYPES = {"shared_direct": "sharedDirect", "shared": "shared"}
+ASSIGNMENT_POLICIES = ("performance", "consolidation")
+
+
+def graphics_plan(current, gpu_pci_ids, graphics_type=None, assignment_policy=None):
+    """The graphics configuration to write, or None when nothing changes.
+
+    ``current``: dict(default_type, assignment_policy, device_types {pci: type}) in the
+    module's words (shared_direct / shared), as ``gpu_host_info`` returns it (None: unread).
+    Returns (desired dict in the same words, list of change descriptions).
+    """
+    current = current or {}
+    cur_types = dict(current.get("device_types") or {})
+    desired = dict(default_type=current.get("default_type"),
+                   assignment_policy=current.get("assignment_policy"),
+                   device_types=dict((pci, cur_types.get(pci, current.get("default_type"))) for pci in gpu_pci_ids))
+    changes = []
+    if graphics_type is not None:
+        if graphics_type not in GRAPHICS_TYPES:
+            raise EsxiError("Invalid graphics_type %r: one of %s" % (graphics_type, ", ".join(GRAPHICS_TYPES)))
+        if desired["default_type"] != graphics_type:
+            changes.append("host default graphics type %s -> %s" % (desired["default_type"], graphics_type))
+            desired["default_type"] = graphics_type
+        for pci in gpu_pci_ids:
+            if desired["device_types"].get(pci) != graphics_type:
+                changes.append("GPU %s graphics type %s -> %s" % (pci, desired["device_types"].get(pci), graphics_type))
+                desired["device_types"][pci] = graphics_type
+    if assignment_policy is not None:
+        if assignment_policy not in ASSIGNMENT_POLICIES:
+            raise EsxiError("Invalid assignment_policy %r: one of %s"
+                            % (assignment_policy, ", ".join(ASSIGNMENT_POLICIES)))
+        if desired["assignment_policy"] != assignment_policy:
+            changes.append("assignment policy %s -> %s" % (desired["assignment_policy"], assignment_policy))
+            desired["assignment_policy"] = assignment_policy
+    return desired, changes
+
+
+def vim_graphics_type(word):
+    """shared_direct -> sharedDirect (the VIM API's word)."""
+    return GRAPHICS_TYPES.get(word, word)
+
+
+# ---------------------------------------------------------------------------------------
+# scheduler
+# ---------------------------------------------------------------------------------------
+
+
+def _scheduler_value(policy, time_slice_ms, where):
+    if policy is None:
+        raise EsxiError("%s: a scheduler policy is required (one of %s)" % (where, ", ".join(_nvidia.SCHEDULER_POLICIES)))
+    if policy not in _nvidia.SCHEDULER_POLICIES:
+        raise EsxiError("%s: unknown scheduler policy %r; one of %s" % (where, policy, ", ".join(_nvidia.SCHEDULER_POLICIES)))
+    if time_slice_ms is not None:
+        if policy == "best_effort":
+            raise EsxiError("%s: best_effort takes no time_slice_ms; use equal_share or fixed_share" % where)
+        if isinstance(time_slice_ms, bool) or not isinstance(time_slice_ms, int) or not 1 <= time_slice_ms <= 30:
+            raise EsxiError("%s: time_slice_ms %r is outside 1-30 ms" % (where, time_slice_ms))
+    try:
+        return _nvidia.encode_scheduler(policy, time_slice_ms)
+    except _nvidia.NvidiaError as exc:
+        raise EsxiError("%s: %s" % (where, exc))
+
+
+def validate_scheduler(scheduler, gpu_pci_ids=None):
+    """Check a scheduler option dict; returns (value for all GPUs, {pci: value})."""
+    if not scheduler:
+        return None, {}
+    everywhere = None
+    if scheduler.get("policy") is not None or scheduler.get("time_slice_ms") is not None:
+        everywhere = _scheduler_value(scheduler.get("policy"), scheduler.get("time_slice_ms"), "scheduler")
+    per_gpu = {}
+    known = None if gpu_pci_ids is None else set(_nvidia.normalize_pci_address(p) for p in gpu_pci_ids)
+    for entry in scheduler.get("per_gpu") or []:
+        pci = entry.get("pci_id")
+        if not pci:
+            raise EsxiError("scheduler.per_gpu: every entry needs pci_id")
+        try:
+            address = _nvidia.normalize_pci_address(pci)
+        except _nvidia.NvidiaError as exc:
+            raise EsxiError("scheduler.per_gpu: %s" % exc)
+        if known is not None and address not in known:
+            raise EsxiError("scheduler.per_gpu: no NVIDIA GPU at PCI address %s; GPUs: %s"
+                            % (pci, ", ".join(sorted(known)) or "none"))
+        if address in per_gpu:
+            raise EsxiError("scheduler.per_gpu: PCI address %s is given twice" % address)
+        per_gpu[address] = _scheduler_value(entry.get("policy"), entry.get("time_slice_ms"),
+                                             "scheduler.per_gpu[%s]" % pci)
+    return everywhere, per_gpu
+
+
+def fixed_share_conflicts(everywhere, per_gpu, profiles_by_gpu):
+    """Reasons fixed share cannot be used: {pci: reason} for every GPU whose vGPUs forbid it.
+
+    ``profiles_by_gpu``: {pci: [vGPU profile names of the VMs on that GPU]}.
+    """
+    out = {}
+    for pci, profiles in sorted(profiles_by_gpu.items()):
+        address = _nvidia.normalize_pci_address(pci)
+        value = per_gpu.get(address, everywhere)
+        if value is None or _nvidia.decode_scheduler(value).policy != "fixed_share" or not profiles:
+            continue
+        try:
+            verdict = _nvidia.vgpu_fixed_share_allowed(profiles)
+        except _nvidia.NvidiaError:
+            continue  # a profile name we cannot read: leave the decision to the host
+        if not verdict:
+            out[pci] = verdict.reason
+    return out
+
+
+def scheduler_plan(current_options, scheduler, gpu_pci_ids=None, profiles_by_gpu=None):
+    """(new option string, changed) for the scheduler settings asked for.
+
+    Only what the user set is compared: without ``policy`` the all-GPU value is left
+    alone; GPUs not named in ``per_gpu`` are left alone. Everything else in the option
+    string is kept.
+    """
+    everywhere, per_gpu = validate_scheduler(scheduler, gpu_pci_ids)
+    conflicts = fixed_share_conflicts(everywhere, per_gpu, profiles_by_gpu or {})
+    if conflicts:
+        raise EsxiError("fixed share refused: " + "; ".join("GPU %s: %s" % kv for kv in sorted(conflicts.items())))
+    if everywhere is None and not per_gpu:
+        return current_options, False
+    try:
+        current = _nvidia.get_scheduler(current_options)
+        keep_all = current["all"].canonical_value if current["all"] is not None else None
+        value = everywhere if (scheduler or {}).get("policy") is not None else keep_all
+        new = _nvidia.set_scheduler(current_options, value, per_device=per_gpu or None)
+    except _nvidia.NvidiaError as exc:
+        raise EsxiError("the nvidia module options %r cannot be merged: %s" % (current_options, exc))
+    return new, new != (current_options or "")
+
+
+# ---------------------------------------------------------------------------------------
+# host MIG mode over SSH (the vSphere API has none)
+# ---------------------------------------------------------------------------------------
+
+
+def mig_mode_commands(enabled, gpu_indexes=None):
+    """The nvidia-smi commands that set MIG mode, quoted for the ESXi shell.
+
+    ``gpu_indexes``: GPU indexes as nvidia-smi numbers them (None: every GPU). MIG mode
+    takes effect after a GPU reset or a host reboot.
+    """
+    if not isinstance(enabled, bool):
+        raise EsxiError("MIG mode must be true or false, not %r" % (enabled,))
+    if gpu_indexes is None:
+        return ["nvidia-smi -mig %d" % int(enabled)]
+    cmds = []
+    for index in gpu_indexes:
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < 64:
+            raise EsxiError("Invalid GPU index %r: a whole number from 0 to 63 is required" % (index,))
+        cmds.append(" ".join(shlex.quote(a) for a in ("nvidia-smi", "-i", str(index), "-mig", str(int(enabled)))))
+    return cmds
+
+
+def mig_query_command():
+    """Read back the current and pending MIG mode of every GPU."""
+    return "nvidia-smi --query-gpu=index,pci.bus_id,mig.mode.current,mig.mode.pending --format=csv,noheader"
+
+
+def parse_mig_query(text):
+    """Parse :func:`mig_query_command` output into [{index, pci_id, current, pending}]."""
+    out = []
+    for line in (text or "").splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) != 4 or not parts[0].isdigit():
+            continue
+        out.append(dict(index=int(parts[0]), pci_id=parts[1], current=parts[2] == "Enabled",
+                        pending=parts[3] == "Enabled"))
+    return out

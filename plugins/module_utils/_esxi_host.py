@@ -1,0 +1,175 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""ESXi host operations through the vSphere API (I/O part of the host link).
+
+Knows nothing of Ansible: raises :class:`VsphereError` and its subclasses. Used by
+``esxi_host_driver`` and ``esxi_gpu_config``; the decisions live in ``_esxi.py``.
+
+Requests made by :meth:`HostOps.find_host`: one ContainerView + one retrieval of a few
+properties of every host (the name is not an index vCenter offers for hosts added by IP or
+short name). Everything else is per host, only on the host being changed.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import time
+
+from ansible_collections.gpupool.vcf.plugins.module_utils._gpu_inventory import (
+    driver_from_packages,
+    is_nvidia_gpu,
+    vgpu_profiles_of,
+)
+from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import (
+    VsphereError,
+    VsphereNotFound,
+    VsphereTaskError,
+    fault_message,
+    vim,
+    vmodl,
+)
+
+HOST_PROPERTIES = [
+    "name",
+    "parent",
+    "runtime.inMaintenanceMode",
+    "runtime.connectionState",
+    "runtime.bootTime",
+    "vm",
+]
+VM_PROPERTIES = ["name", "runtime.powerState", "config.hardware.device"]
+VGPU_HOTMIGRATE = "vgpu.hotmigrate.enabled"
+
+
+class HostOps:
+    """Operations on ESXi hosts through one :class:`VsphereClient`."""
+
+    def __init__(self, client, sleep=time.sleep, clock=time.monotonic):
+        self.client = client
+        self.sleep = sleep
+        self.clock = clock
+
+    # -- reading -------------------------------------------------------------------------
+    def find_host(self, name, properties=HOST_PROPERTIES):
+        """ObjectProps of the named host; VsphereNotFound lists a few names when absent."""
+        hosts = self.client.retrieve({vim.HostSystem: list(properties)})
+        for h in hosts:
+            if h["name"] == name:
+                return h
+        names = sorted(h["name"] for h in hosts)
+        raise VsphereNotFound("host %s not found (%d hosts, e.g. %s)" % (name, len(names), ", ".join(names[:5]) or "none"))
+
+    def refresh(self, host, properties=HOST_PROPERTIES):
+        got = self.client.retrieve_objects([host.obj], list(properties))
+        if not got:
+            raise VsphereNotFound("host %s disappeared from the inventory" % host.get("name", host.moid))
+        got[0].props.setdefault("name", host.get("name"))
+        return got[0]
+
+    def installed_driver(self, host_obj):
+        """(short, full) NVIDIA driver version installed on the host, or (None, None)."""
+        try:
+            packages = host_obj.configManager.imageConfigManager.FetchSoftwarePackages()
+        except vmodl.MethodFault as exc:
+            raise VsphereError("cannot list the software packages of the host: %s" % fault_message(exc))
+        short, full, _ = driver_from_packages(packages)
+        return short, full
+
+    def vgpu_vms(self, host):
+        """[{name, moid, power_state, vgpu_profiles, obj}] of the host's VMs holding vGPUs."""
+        vms = host.get("vm") or []
+        out = []
+        for vm in self.client.retrieve_objects(vms, VM_PROPERTIES):
+            profiles = vgpu_profiles_of(vm.get("config.hardware.device"))
+            if profiles:
+                out.append(dict(name=vm["name"], moid=vm.moid, power_state=str(vm.get("runtime.powerState")),
+                                vgpu_profiles=profiles, obj=vm.obj))
+        return sorted(out, key=lambda v: v["name"])
+
+    def vgpu_hotmigrate_enabled(self):
+        """Whether vCenter migrates powered-on vGPU VMs (advanced setting vgpu.hotmigrate.enabled)."""
+        try:
+            opts = self.client.content.setting.QueryOptions(name=VGPU_HOTMIGRATE)
+        except vim.fault.InvalidName:
+            return False
+        except vmodl.MethodFault:
+            return False
+        for opt in opts or []:
+            if opt.key == VGPU_HOTMIGRATE:
+                return str(opt.value).lower() == "true"
+        return False
+
+    # -- changing ------------------------------------------------------------------------
+    def power_off(self, vm_obj, name, timeout=300):
+        self.client.wait_for_task(vm_obj.PowerOffVM_Task(), timeout=timeout, what="power off VM %s" % name)
+
+    def power_on(self, vm_obj, name, timeout=300):
+        self.client.wait_for_task(vm_obj.PowerOnVM_Task(), timeout=timeout, what="power on VM %s" % name)
+
+    def enter_maintenance(self, host, timeout):
+        if host.get("runtime.inMaintenanceMode"):
+            return False
+        task = host.obj.EnterMaintenanceMode_Task(timeout=int(timeout), evacuatePoweredOffVms=False)
+        self.client.wait_for_task(task, timeout=timeout + 60, what="enter maintenance mode")
+        return True
+
+    def exit_maintenance(self, host, timeout=600):
+        task = host.obj.ExitMaintenanceMode_Task(timeout=int(timeout))
+        self.client.wait_for_task(task, timeout=timeout + 60, what="exit maintenance mode")
+
+    def install(self, host, kind, location, timeout):
+        """InstallHostPatchV2 of an offline bundle (.zip) or a VIB; returns the task result."""
+        manager = host.obj.configManager.patchManager
+        spec = vim.HostPatchManager.PatchManagerOperationSpec()
+        kwargs = dict(metaUrls=None, bundleUrls=None, vibUrls=None, spec=spec)
+        kwargs["bundleUrls" if kind == "bundle" else "vibUrls"] = [location]
+        task = manager.InstallHostPatchV2_Task(**kwargs)
+        return self.client.wait_for_task(task, timeout=timeout, what="install %s" % location)
+
+    def reboot_and_wait(self, host, timeout):
+        """Reboot a host in maintenance mode and wait until it is connected with a new boot time."""
+        before = host.get("runtime.bootTime")
+        started = self.clock()
+        self.client.wait_for_task(host.obj.RebootHost_Task(force=False), timeout=timeout, what="reboot")
+        delay = 0.25
+        seen_down = False
+        while True:
+            try:
+                now = self.refresh(host)
+            except VsphereNotFound:
+                raise
+            except VsphereError:
+                now = None  # vCenter busy with the host: try again
+            if now is not None:
+                state = str(now.get("runtime.connectionState"))
+                boot = now.get("runtime.bootTime")
+                if state != "connected":
+                    seen_down = True
+                elif (before is None and seen_down) or (before is not None and boot is not None and boot > before):
+                    return now
+            if self.clock() - started > timeout:
+                raise VsphereTaskError("the host did not come back within %ss of the reboot" % timeout)
+            self.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+    # -- graphics and module options -----------------------------------------------------
+    def graphics_manager(self, host_obj):
+        return host_obj.configManager.graphicsManager
+
+    def nvidia_module_options(self, host_obj):
+        """The configured nvidia module option string; None when the module is absent."""
+        try:
+            return host_obj.configManager.kernelModuleSystem.QueryConfiguredModuleOptionString("nvidia")
+        except vim.fault.NotFound:
+            return None
+        except vmodl.MethodFault as exc:
+            raise VsphereError("cannot read the nvidia module options: %s" % fault_message(exc))
+
+
+def gpu_pci_ids(pci_devices):
+    return sorted(p.id for p in pci_devices or [] if is_nvidia_gpu(p))
+
+
+__all__ = ["HostOps", "gpu_pci_ids"]
