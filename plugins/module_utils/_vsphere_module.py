@@ -15,6 +15,11 @@ from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import (
     VsphereClient,
     VsphereError,
 )
+from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_rest import (
+    HAS_REQUESTS,
+    REQUESTS_IMPORT_ERROR,
+    VsphereRestClient,
+)
 
 
 def vsphere_argument_spec():
@@ -41,6 +46,22 @@ class VsphereModule(AnsibleModule):
         if not HAS_PYVMOMI:
             self.fail_json(msg=missing_required_lib("pyvmomi"), exception=str(PYVMOMI_IMPORT_ERROR))
         self._client = None
+        self._rest = None
+
+    def rest_client(self):
+        """The vSphere Automation API (/api) session of this module run."""
+        if self._rest is None:
+            if not HAS_REQUESTS:
+                self.fail_json(msg=missing_required_lib("requests"), exception=str(REQUESTS_IMPORT_ERROR))
+            p = self.params
+            try:
+                self._rest = VsphereRestClient(
+                    hostname=p["hostname"], username=p["username"], password=p["password"],
+                    port=p["port"], validate_certs=p["validate_certs"], ca_file=p["ca_file"],
+                    timeout=p["timeout"])
+            except VsphereError as exc:
+                self.fail_json(msg="Unable to connect to the vSphere API: %s" % exc)
+        return self._rest
 
     def client(self):
         """The session of this module run (logged in on first use)."""
@@ -59,6 +80,9 @@ class VsphereModule(AnsibleModule):
         if self._client is not None:
             self._client.close()
             self._client = None
+        if self._rest is not None:
+            self._rest.close()
+            self._rest = None
 
     def fail_vsphere(self, verb, obj, exc, **result):
         """fail_json(msg="Unable to <verb> <object>: <reason>"), logging out first."""

@@ -4,18 +4,10 @@ A test module sets ``FLEET`` (a fleet dict, see tests/sim/vsphere/README.md); th
 ``vsphere`` fixture starts the simulator on it and stops it after the module.
 """
 import pathlib
-import sys
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-for path in (ROOT, ROOT / "tests" / "sim"):
-    if str(path) not in sys.path:
-        sys.path.insert(0, str(path))
-
-from tests.lib.ansible_run import ensure_collection_tree  # noqa: E402
-
-ensure_collection_tree()
 
 
 @pytest.fixture(scope="module")
