@@ -92,6 +92,10 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			f.stats.mu.Unlock()
 		}
 	}
+	if r.URL.Path == "/api/session" {
+		f.apiSession(w, r)
+		return
+	}
 	if r.Method == http.MethodGet && r.URL.Path == "/api/vcenter/namespace-management/clusters" {
 		f.supervisorClusters(w, r)
 		return
@@ -137,6 +141,38 @@ func (f *front) supervisorClusters(w http.ResponseWriter, r *http.Request) {
 		list = []namespace.ClusterSummary{}
 	}
 	writeJSON(w, http.StatusOK, list)
+}
+
+// apiSession serves the /api/session form of the Automation API session
+// (POST -> 201 "id", GET -> info, DELETE -> 204) through the /rest session
+// vcsim implements, so both forms share one session store.
+func (f *front) apiSession(w http.ResponseWriter, r *http.Request) {
+	r2 := r.Clone(r.Context())
+	r2.URL.Path = "/rest/com/vmware/cis/session"
+	r2.RequestURI = r2.URL.RequestURI()
+	rec := httptest.NewRecorder()
+	f.next.ServeHTTP(rec, r2)
+	if rec.Code != http.StatusOK {
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+		return
+	}
+	var wrapped struct {
+		Value json.RawMessage `json:"value"`
+	}
+	_ = json.Unmarshal(rec.Body.Bytes(), &wrapped)
+	switch r.Method {
+	case http.MethodPost:
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(wrapped.Value)
+	case http.MethodDelete:
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(wrapped.Value)
+	}
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -281,3 +281,9 @@ func vmProfiles(vm *simulator.VirtualMachine) []string {
 	}
 	return out
 }
+
+// hostOf returns the GPU state of a host reference; it ignores serverGuid,
+// which clients may send along with the reference.
+func (s *simState) hostOf(ref types.ManagedObjectReference) *gpuHost {
+	return s.byRef[types.ManagedObjectReference{Type: ref.Type, Value: ref.Value}]
+}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vmware/govmomi/simulator"
@@ -18,23 +19,44 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// dispatch is installed as Registry.Handler.
+// dispatch is installed as Registry.Handler. vcsim looks the handler up
+// again in the caller's session after this hook, so returning an object is
+// not enough: the method's target is re-pointed at a small ops object kept in
+// the registry (one per target) that implements the method.
 func dispatch(ctx *simulator.Context, m *simulator.Method) (mo.Reference, types.BaseMethodFault) {
+	var ops mo.Reference
 	switch m.Name {
 	case "RebootHost_Task", "EnterMaintenanceMode_Task":
 		if h, ok := ctx.Map.Get(m.This).(*simulator.HostSystem); ok {
-			return &hostOps{Self: m.This, host: h}, nil
+			ops = opsFor(ctx, m.This, func(self types.ManagedObjectReference) mo.Reference { return &hostOps{Self: self, host: h} })
 		}
 	case "PowerOnVM_Task":
 		if vm, ok := ctx.Map.Get(m.This).(*simulator.VirtualMachine); ok {
-			return &vmOps{Self: m.This, vm: vm}, nil
+			ops = opsFor(ctx, m.This, func(self types.ManagedObjectReference) mo.Reference { return &vmOps{Self: self, vm: vm} })
 		}
 	case "QueryConfigTarget":
 		if b, ok := ctx.Map.Get(m.This).(*simulator.EnvironmentBrowser); ok {
-			return &envBrowserOps{Self: m.This, browser: b}, nil
+			ops = opsFor(ctx, m.This, func(self types.ManagedObjectReference) mo.Reference { return &envBrowserOps{Self: self, browser: b} })
 		}
 	}
-	return nil, nil
+	if ops == nil {
+		return nil, nil
+	}
+	m.This = ops.Reference()
+	return ops, nil
+}
+
+var opsMu sync.Mutex
+
+// opsFor returns the ops object for a target, creating it on first use.
+func opsFor(ctx *simulator.Context, target types.ManagedObjectReference, create func(types.ManagedObjectReference) mo.Reference) mo.Reference {
+	self := types.ManagedObjectReference{Type: "GpupoolOps", Value: target.Type + "-" + target.Value}
+	opsMu.Lock()
+	defer opsMu.Unlock()
+	if obj := ctx.Map.Get(self); obj != nil {
+		return obj
+	}
+	return ctx.Map.Put(create(self))
 }
 
 // hostOps adds reboot and evacuating maintenance mode to HostSystem.
@@ -47,7 +69,7 @@ func (h *hostOps) Reference() types.ManagedObjectReference { return h.Self }
 
 func (h *hostOps) RebootHostTask(ctx *simulator.Context, req *types.RebootHost_Task) soap.HasFault {
 	host := h.host
-	g := sim.byRef[h.Self]
+	g := sim.hostOf(host.Self)
 	task := simulator.CreateTask(host, "rebootHost", func(t *simulator.Task) (types.AnyType, types.BaseMethodFault) {
 		if g != nil {
 			if msg, ok := sim.takeFault(g.spec.Name, "reboot"); ok {
@@ -180,7 +202,7 @@ func (v *vmOps) Reference() types.ManagedObjectReference { return v.Self }
 func (v *vmOps) PowerOnVMTask(ctx *simulator.Context, req *types.PowerOnVM_Task) soap.HasFault {
 	vm := v.vm
 	if vm.Runtime.Host != nil {
-		if g := sim.byRef[*vm.Runtime.Host]; g != nil {
+		if g := sim.hostOf(*vm.Runtime.Host); g != nil {
 			sim.mu.Lock()
 			var missing []string
 			for _, p := range vmProfiles(vm) {
@@ -198,9 +220,10 @@ func (v *vmOps) PowerOnVMTask(ctx *simulator.Context, req *types.PowerOnVM_Task)
 			}
 		}
 	}
-	res := vm.PowerOnVMTask(ctx, req)
+	var res soap.HasFault
+	ctx.WithLock(vm, func() { res = vm.PowerOnVMTask(ctx, req) })
 	if vm.Runtime.Host != nil {
-		if g := sim.byRef[*vm.Runtime.Host]; g != nil && len(vmProfiles(vm)) > 0 {
+		if g := sim.hostOf(*vm.Runtime.Host); g != nil && len(vmProfiles(vm)) > 0 {
 			go func() { // refresh graphicsInfo.vm once the power-on task is done
 				time.Sleep(50 * time.Millisecond)
 				sim.render(&simulator.Context{Context: context.Background(), Map: ctx.Map}, g)
@@ -238,7 +261,7 @@ func (e *envBrowserOps) QueryConfigTarget(ctx *simulator.Context, req *types.Que
 	seen := map[string]bool{}
 	sim.mu.Lock()
 	for _, ref := range hosts {
-		g := sim.byRef[ref]
+		g := sim.hostOf(ref)
 		if g == nil {
 			continue
 		}
@@ -267,7 +290,7 @@ func (e *envBrowserOps) hostsOfBrowser(ctx *simulator.Context) map[types.Managed
 	out := map[types.ManagedObjectReference]bool{}
 	for _, ref := range sim.clusters {
 		cr, ok := ctx.Map.Get(ref).(*simulator.ClusterComputeResource)
-		if ok && cr.EnvironmentBrowser != nil && *cr.EnvironmentBrowser == e.Self {
+		if ok && cr.EnvironmentBrowser != nil && *cr.EnvironmentBrowser == e.browser.Self {
 			for _, h := range cr.Host {
 				out[h] = true
 			}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/simulator"
@@ -137,10 +138,18 @@ func attachGPU(ctx *simulator.Context, reg *simulator.Registry, hs hostSpec, ref
 		g.installed, g.running = "", "" // no GPU, no NVIDIA driver
 	}
 
+	// Managed object ids follow the host's: hostgraphicsmanager-host-21 and so on.
+	id := func(kind string) types.ManagedObjectReference {
+		return types.ManagedObjectReference{Type: kind, Value: strings.ToLower(kind) + "-" + ref.Value}
+	}
 	g.graphicsMgr = &GraphicsManager{host: g}
+	g.graphicsMgr.Self = id("HostGraphicsManager")
 	g.kernelMgr = &KernelModuleSystem{host: g}
+	g.kernelMgr.Self = id("HostKernelModuleSystem")
 	g.imageMgr = &ImageConfigManager{host: g}
+	g.imageMgr.Self = id("HostImageConfigManager")
 	g.patchMgr = &PatchManager{host: g}
+	g.patchMgr.Self = id("HostPatchManager")
 	gm := reg.Put(g.graphicsMgr).Reference()
 	km := reg.Put(g.kernelMgr).Reference()
 	im := reg.Put(g.imageMgr).Reference()

@@ -1,0 +1,181 @@
+"""Start the project's vSphere simulator (tests/sim/vsphere) from Python tests.
+
+    from vsphere_sim import start, fleet_of
+    with start(fleet_of(4)) as sim:
+        sim.env["VMWARE_PORT"], sim.stats(), sim.host_state("esx-h100-01")
+
+Needs the binary built by `make sim-build` (<repo>/.sim/bin/vspheresim).
+Standard library plus PyYAML only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import ssl
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+BINARY = REPO / ".sim" / "bin" / "vspheresim"
+
+DEFAULT_DRIVER = "550.90.05-1OEM.800.1.0.20613240"
+
+
+class SimulatorError(RuntimeError):
+    """The simulator could not be started or an admin call failed."""
+
+
+class VsphereSim:
+    """A running simulator process; use start() to create one."""
+
+    def __init__(self, proc: subprocess.Popen, workdir: tempfile.TemporaryDirectory, env: dict[str, str], url: str):
+        self._proc = proc
+        self._workdir = workdir
+        self.env = env
+        self.url = url
+        self.host = env["VMWARE_HOST"]
+        self.port = int(env["VMWARE_PORT"])
+        self.user = env["VMWARE_USER"]
+        self.password = env["VMWARE_PASSWORD"]
+        self.ca_file = env["VMWARE_CA_FILE"]
+        self._ssl = ssl.create_default_context(cafile=self.ca_file)
+
+    # --- admin endpoints -------------------------------------------------
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(f"https://{self.host}:{self.port}{path}", data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, context=self._ssl, timeout=30) as res:
+                return json.loads(res.read() or b"null")
+        except urllib.error.HTTPError as err:
+            raise SimulatorError(f"{method} {path}: {err.code} {err.read().decode(errors='replace')}") from None
+
+    def stats(self) -> dict:
+        """Request counts since start or the last reset: {"soap": {...}, "rest": {...}}."""
+        return self._call("GET", "/_sim/stats")
+
+    def reset_stats(self) -> None:
+        self._call("POST", "/_sim/stats/reset")
+
+    def host_state(self, name: str) -> dict:
+        """JSON view of a host's GPU state (driver, graphics, module options, maintenance...)."""
+        return self._call("GET", f"/_sim/hosts/{name}")
+
+    def inject_fault(self, host: str, op: str, message: str = "", times: int = 1) -> None:
+        """Make the next `times` calls of op (install|reboot|update_graphics|update_module_options) on host fail."""
+        self._call("POST", "/_sim/faults", {"host": host, "op": op, "message": message, "times": times})
+
+    def clear_faults(self) -> None:
+        self._call("DELETE", "/_sim/faults")
+
+    def set_driver(self, host: str, version: str) -> dict:
+        """Change a host's installed and running NVIDIA driver behind vCenter's back (drift)."""
+        return self._call("POST", f"/_sim/hosts/{host}/driver", {"version": version})
+
+    # --- lifecycle -------------------------------------------------------
+    def stop(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGTERM)
+            try:
+                self._proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._workdir.cleanup()
+
+    def __enter__(self) -> "VsphereSim":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def start(fleet: dict | str | os.PathLike, port: int = 0, reboot_seconds: float = 1.0,
+          username: str = "administrator@vsphere.local", password: str | None = None,
+          timeout: float = 60.0) -> VsphereSim:
+    """Start the simulator with a fleet (a dict, or the path of a fleet YAML file)."""
+    if not BINARY.exists():
+        raise SimulatorError(f"simulator binary {BINARY} is missing: run make sim-build")
+    workdir = tempfile.TemporaryDirectory(prefix="vspheresim-")
+    wd = Path(workdir.name)
+    if isinstance(fleet, dict):
+        fleet_file = wd / "fleet.yml"
+        fleet_file.write_text(yaml.safe_dump(fleet, sort_keys=False))
+    else:
+        fleet_file = Path(fleet)
+    env_file = wd / "vsphere.env"
+    cmd = [str(BINARY), "-fleet", str(fleet_file), "-listen", f"127.0.0.1:{port}", "-state-dir", str(wd),
+           "-env-file", str(env_file), "-username", username, "-reboot-seconds", str(reboot_seconds)]
+    if password:
+        cmd += ["-password", password]
+    log = open(wd / "vsphere.log", "wb")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log)
+    log.close()
+
+    ready: list[str] = []
+
+    def read_ready() -> None:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            text = line.decode(errors="replace").strip()
+            if text.startswith("READY "):
+                ready.append(text.split(" ", 1)[1])
+                return
+
+    reader = threading.Thread(target=read_ready, daemon=True)
+    reader.start()
+    reader.join(timeout)
+    if not ready:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        err = (wd / "vsphere.log").read_text(errors="replace")[-2000:]
+        workdir.cleanup()
+        raise SimulatorError(f"vSphere simulator did not become ready: {err}")
+    env = {}
+    for line in env_file.read_text().splitlines():
+        if "=" in line:
+            key, value = line.split("=", 1)
+            env[key] = value
+    return VsphereSim(proc, workdir, env, ready[0])
+
+
+def fleet_of(n_hosts: int, model: str = "H100-80GB", gpus: int = 4, vms_per_host: int = 0,
+             vgpu: str | None = None, driver: str = DEFAULT_DRIVER, cluster: str = "gpu",
+             supervisor: bool = True, prefix: str = "esx-") -> dict:
+    """A one-cluster fleet of n_hosts identical GPU hosts, for benchmarks.
+
+    vms_per_host powered-on VMs are spread over the cluster, each with one vGPU
+    (default: the model's smallest MIG profile, or its smallest C profile when
+    the model has no MIG).
+    """
+    if vgpu is None:
+        vgpu = {
+            "A100-80GB": "grid_a100d-1-10c",
+            "H100-80GB": "nvidia_h100-1-10c",
+            "H200-141GB": "nvidia_h200x-1-18c",
+            "L40S": "nvidia_l40s-4c",
+        }.get(model, "")
+    fleet: dict = {
+        "clusters": [{
+            "name": cluster,
+            "supervisor": supervisor,
+            "hosts": [{"prefix": prefix, "count": n_hosts, "gpu": {"model": model, "count": gpus},
+                       "driver_version": driver}],
+        }],
+        "vms": [],
+    }
+    if vms_per_host > 0 and n_hosts > 0:
+        fleet["vms"].append({"name": "vm", "cluster": cluster, "count": n_hosts * vms_per_host,
+                             "vgpu": [vgpu] if vgpu else []})
+    return fleet
