@@ -129,7 +129,7 @@ def version_from_bundle(bundle):
     """The driver version an NVIDIA bundle or VIB file name carries, or None for another name."""
     if not bundle:
         return None
-    name = re.split(r"[/\\]", bundle.strip())[-1].split("?", 1)[0]
+    name = re.split(r"[/\\\]\s]", bundle.strip())[-1].split("?", 1)[0]
     for regex in _BUNDLE_NAME_RES:
         m = regex.match(name)
         if m:
