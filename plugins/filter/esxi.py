@@ -1,0 +1,90 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters over the pure ESXi host logic (_esxi.py), for the esxi_gpu_host role and playbooks."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+name: esxi
+short_description: ESXi GPU host decisions (driver version gate, design version, roll capacity, MIG commands)
+version_added: 0.1.0
+description:
+  - C(driver_version_gate(hosts, target)) - the driver version a cluster must run; fails listing the hosts on
+    each version when they disagree and no target is given. O(hosts) is gpu_host_info's C(hosts).
+  - C(design_driver_version(hosts, exclude, target)) - the version most other GPU hosts run (never the excluded ones).
+  - C(roll_capacity(hosts, min_gpus, force)) - C({allowed, message}): can one host leave the cluster at a time.
+  - C(driver_version_compare(a, b)) - -1, 0 or 1 as NVIDIA driver versions.
+  - C(mig_mode_commands(enabled, indexes)) - the nvidia-smi commands that set host MIG mode.
+options:
+  _input:
+    description: See each filter.
+    type: raw
+    required: true
+author:
+  - gpupool.vcf developers
+"""
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpupool.vcf.plugins.module_utils import _esxi
+
+
+def _gpu_hosts(hosts):
+    return [h for h in hosts or [] if h.get("gpu_count")]
+
+
+def _versions(hosts):
+    return dict((h["name"], ((h.get("driver") or {}).get("version"))) for h in _gpu_hosts(hosts))
+
+
+def driver_version_gate(hosts, target=None):
+    try:
+        return _esxi.version_gate(_versions(hosts), target or None)
+    except _esxi.EsxiError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+def design_driver_version(hosts, exclude=(), target=None):
+    if isinstance(exclude, str):
+        exclude = [exclude]
+    try:
+        return _esxi.design_version(_versions(hosts), target or None, exclude=exclude)
+    except _esxi.EsxiError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+def roll_capacity(hosts, min_gpus=0, force=False):
+    gpu_hosts = _gpu_hosts(hosts)
+    unavailable = [h["name"] for h in gpu_hosts
+                   if h.get("connection_state") != "connected"]
+    allowed, message = _esxi.roll_capacity(dict((h["name"], h["gpu_count"]) for h in gpu_hosts),
+                                           int(min_gpus or 0), bool(force), unavailable)
+    return dict(allowed=allowed, message=message)
+
+
+def driver_version_compare(a, b):
+    try:
+        return _esxi.compare_versions(a, b)
+    except _esxi.EsxiError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+def mig_mode_commands(enabled, indexes=None):
+    try:
+        return _esxi.mig_mode_commands(enabled, indexes)
+    except _esxi.EsxiError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "driver_version_gate": driver_version_gate,
+            "design_driver_version": design_driver_version,
+            "roll_capacity": roll_capacity,
+            "driver_version_compare": driver_version_compare,
+            "mig_mode_commands": mig_mode_commands,
+        }

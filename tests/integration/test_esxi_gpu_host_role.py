@@ -1,0 +1,106 @@
+"""Role esxi_gpu_host against the vSphere simulator: version gate, rolling convergence, check mode,
+rerun unchanged, a failed install stopping the roll."""
+from tests.lib.ansible_run import run_playbook
+
+OLD = "550.54.10-1OEM.800.1.0.20613240"
+NEW = "550.90.05-1OEM.800.1.0.20613240"
+BUNDLE = "[ds1] nvidia/NVD-AIE-800_%s_23912345.zip" % NEW
+
+FLEET = {
+    "clusters": [
+        {"name": "roll", "hosts": [
+            {"prefix": "esx-r", "count": 2, "gpu": {"model": "H100-80GB", "count": 2}, "driver_version": OLD},
+            {"name": "esx-r03", "gpu": {"model": "H100-80GB", "count": 2}, "driver_version": NEW,
+             "nvidia_options": "NVreg_EnableMSI=1"},
+        ]},
+        {"name": "fail", "hosts": [
+            {"prefix": "esx-f", "count": 3, "gpu": {"model": "L40S", "count": 2}, "driver_version": OLD},
+        ]},
+        {"name": "small", "hosts": [
+            {"prefix": "esx-s", "count": 2, "gpu": {"model": "L40S", "count": 2}, "driver_version": NEW},
+        ]},
+    ],
+    "vms": [{"name": "plain", "host": "esx-r01"}],
+}
+
+
+def play(cluster, **extra):
+    role_vars = {"esxi_gpu_host_cluster": cluster, "esxi_gpu_host_driver_bundle": BUNDLE,
+                 "esxi_gpu_host_reboot_timeout": 120}
+    role_vars.update(extra)
+    return [{"name": "esxi_gpu_host", "hosts": "localhost", "gather_facts": False,
+             "tasks": [{"name": "role", "ansible.builtin.include_role": {"name": "gpupool.vcf.esxi_gpu_host"},
+                        "vars": role_vars}]}]
+
+
+def changed_tasks(res):
+    return [name.split(" : ", 1)[-1] for name, r in res.tasks if r.get("changed")]
+
+
+def failed(res):
+    return [(name, r.get("msg")) for name, r in res.tasks if r.get("failed") and not r.get("ignore_errors")]
+
+
+def test_version_gate_lists_hosts_per_version(vsphere_env):
+    res = run_playbook(play("roll"), env=vsphere_env)
+    assert res.rc != 0
+    msg = " ".join(str(m) for _, m in failed(res))
+    assert "550.54.10 on esx-r01, esx-r02" in msg and "550.90.05 on esx-r03" in msg, msg
+
+
+def test_roll_refused_when_too_few_gpus_left(vsphere, vsphere_env):
+    res = run_playbook(play("small", esxi_gpu_host_min_gpus=4), env=vsphere_env)
+    assert res.rc != 0
+    assert "fewer than the 4" in " ".join(str(m) for _, m in failed(res))
+    forced = run_playbook(play("small", esxi_gpu_host_min_gpus=4, esxi_gpu_host_force=True,
+                               esxi_gpu_host_graphics_type=""), env=vsphere_env)
+    assert forced.rc == 0, failed(forced)
+
+
+def test_check_mode_predicts_then_converges_host_by_host_then_unchanged(vsphere, vsphere_env):
+    design = dict(esxi_gpu_host_driver_version="550.90.05", esxi_gpu_host_assignment_policy="consolidation",
+                  esxi_gpu_host_scheduler={"policy": "equal_share", "time_slice_ms": 3})
+    before = {h: vsphere.host_state(h) for h in ("esx-r01", "esx-r02", "esx-r03")}
+    check = run_playbook(play("roll", **design), env=vsphere_env, check=True, diff=True)
+    assert check.rc == 0, failed(check)
+    assert {h: vsphere.host_state(h)["driver_installed"] for h in before} == \
+        {h: s["driver_installed"] for h, s in before.items()}
+    predicted = changed_tasks(check)
+
+    real = run_playbook(play("roll", **design), env=vsphere_env, diff=True)
+    assert real.rc == 0, failed(real)
+    assert changed_tasks(real) == predicted
+    assert "esx-r01: NVIDIA driver 550.90.05" in predicted and "esx-r02: NVIDIA driver 550.90.05" in predicted
+    assert not any(t.startswith("esx-r03: NVIDIA driver") for t in predicted)
+
+    after = {h: vsphere.host_state(h) for h in before}
+    for name, state in after.items():
+        assert state["driver_installed"] == NEW and state["driver_running"] == NEW
+        assert state["maintenance"] is False and state["graphics"]["default"] == "sharedDirect"
+        assert state["graphics"]["policy"] == "consolidation"
+        assert "RmPVMRL=0x00030001" in state["nvidia_options"]
+    # one reboot per host at most; esx-r03 (right driver) rebooted only for its new options
+    assert [after[h]["reboot_count"] - before[h]["reboot_count"] for h in sorted(after)] == [1, 1, 1]
+    assert "NVreg_EnableMSI=1" in after["esx-r03"]["nvidia_options"]
+    # one host at a time, in name order
+    assert after["esx-r01"]["boot_time"] < after["esx-r02"]["boot_time"] < after["esx-r03"]["boot_time"]
+
+    again = run_playbook(play("roll", **design), env=vsphere_env)
+    assert again.rc == 0, failed(again)
+    assert changed_tasks(again) == []
+
+
+def test_failed_install_stops_the_roll_in_maintenance_mode(vsphere, vsphere_env):
+    vsphere.inject_fault("esx-f02", "install", "injected: depot unreachable")
+    try:
+        res = run_playbook(play("fail", esxi_gpu_host_driver_version="550.90.05", esxi_gpu_host_graphics_type=""),
+                           env=vsphere_env)
+    finally:
+        vsphere.clear_faults()
+    assert res.rc != 0
+    msgs = " ".join(str(m) for _, m in failed(res))
+    assert "esx-f02" in msgs and "left in maintenance mode" in msgs and "depot unreachable" in msgs
+    f1, f2, f3 = (vsphere.host_state(h) for h in ("esx-f01", "esx-f02", "esx-f03"))
+    assert f1["driver_installed"] == NEW and f1["maintenance"] is False
+    assert f2["maintenance"] is True and f2["driver_installed"] == OLD
+    assert f3["driver_installed"] == OLD and f3["maintenance"] is False and f3["reboot_count"] == 0
