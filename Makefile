@@ -50,6 +50,7 @@ SANITY_DIR := .build/sanity/ansible_collections/gpupool/vcf
 # their own, so they do not clash with ansible-lint's in .venv
 SANITY_VENV := .build/sanity-venv
 sanity: $(SANITY_VENV)/.stamp
+	$(SANITY_VENV)/bin/python tests/tools/seed_ansible_test_cache.py
 	rm -rf .build/sanity && mkdir -p $(SANITY_DIR)
 	git ls-files -co --exclude-standard | grep -v -E '^tests/(sim|bench|lib)/' | \
 	  tar -T - -cf - | tar -xf - -C $(SANITY_DIR)
@@ -67,8 +68,9 @@ $(SANITY_VENV)/.stamp: requirements.txt requirements-dev.txt
 lint: venv collection
 	$(VENV)/bin/ansible-lint --offline
 
+# every benchmark under tests/bench prints its own figures
 bench: venv collection sim-build
-	$(PY) tests/bench/bench_gpu_host_info.py
+	set -e; for b in tests/bench/bench_*.py; do echo "== $$b"; $(PY) $$b; done
 
 # the main job: the example fleet in the simulator, then the GPU inventory it holds
 demo: venv collection sim-build

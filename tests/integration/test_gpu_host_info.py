@@ -109,7 +109,7 @@ def test_gather_subset_skips_per_host_calls(vsphere, vsphere_env):
     res, _ = run_module("gpupool.vcf.gpu_host_info", {"cluster": "gpu-h100", "gather": ["vms"]}, env=vsphere_env)
     assert not res.get("failed"), res.get("msg")
     methods = vsphere.stats()["soap"]["methods"]
-    assert "FetchSoftwarePackages" not in methods
+    assert "fetchSoftwarePackages" not in methods and "FetchSoftwarePackages" not in methods
     assert "QueryConfiguredModuleOptionString" not in methods
     assert all("driver" not in h for h in res["hosts"])
 
