@@ -40,13 +40,15 @@ class VsphereModule(AnsibleModule):
     """AnsibleModule with the vSphere connection options and one way to fail."""
 
     def __init__(self, argument_spec, **kwargs):
+        # set before AnsibleModule validates the arguments: a bad option fails through
+        # fail_json, which closes the sessions
+        self._client = None
+        self._rest = None
         spec = vsphere_argument_spec()
         spec.update(argument_spec)
         super(VsphereModule, self).__init__(argument_spec=spec, **kwargs)
         if not HAS_PYVMOMI:
             self.fail_json(msg=missing_required_lib("pyvmomi"), exception=str(PYVMOMI_IMPORT_ERROR))
-        self._client = None
-        self._rest = None
 
     def rest_client(self):
         """The vSphere Automation API (/api) session of this module run."""
