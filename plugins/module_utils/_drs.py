@@ -1,0 +1,143 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Per-VM DRS overrides for GPU VMs: pure planning, no I/O.
+
+``drs_gpu_pinning`` reads a cluster once (its DRS VM overrides and every VM with its
+devices), then :func:`plan_pinning` decides which overrides to add, edit and remove.
+The module turns the plan into at most one ``ReconfigureComputeResource_Task``.
+
+Values are plain data so the planner is unit-tested without pyvmomi:
+
+* a VM is ``{"moid": "vm-42", "name": "llm-01", "vgpu_profiles": ["nvidia_h100-1-10c"]}``;
+* an override is ``{"moid": "vm-42", "behavior": "manual", "enabled": True}``.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+BEHAVIORS = ("manual", "partiallyAutomated")
+DEFAULT_BEHAVIOR = "partiallyAutomated"
+
+
+class DrsPlanError(ValueError):
+    """The request cannot be planned (unknown VM, bad behavior); nothing is changed."""
+
+
+class PinningPlan:
+    """What to change: lists of overrides to add, edit and remove, plus before/after views."""
+
+    def __init__(self):
+        self.add = []      # [{"moid", "name", "behavior", "enabled"}]
+        self.edit = []     # [{"moid", "name", "behavior", "enabled", "was"}]
+        self.remove = []   # [{"moid", "name", "behavior"}]
+        self.pinned = []   # every VM this run wants pinned, sorted by name
+        self.before = {}   # {vm name: behavior or None} over every VM the plan touched or checked
+        self.after = {}
+
+    @property
+    def changed(self):
+        return bool(self.add or self.edit or self.remove)
+
+    def summary(self):
+        return dict(
+            added=sorted(x["name"] for x in self.add),
+            updated=sorted(x["name"] for x in self.edit),
+            removed=sorted(x["name"] for x in self.remove),
+            pinned=list(self.pinned),
+        )
+
+
+def _index_vms(vms):
+    by_moid = {}
+    by_name = {}
+    for vm in vms:
+        by_moid[vm["moid"]] = vm
+        by_name.setdefault(vm["name"], []).append(vm)
+    return by_moid, by_name
+
+
+def resolve_vms(names, vms, what="vms"):
+    """VMs of the cluster named by name or managed object id; unknown or ambiguous names fail."""
+    by_moid, by_name = _index_vms(vms)
+    out = []
+    missing = []
+    for name in names or []:
+        if name in by_moid:
+            out.append(by_moid[name])
+            continue
+        found = by_name.get(name, [])
+        if not found:
+            missing.append(name)
+        elif len(found) > 1:
+            raise DrsPlanError("%s: VM name %s is not unique in the cluster (%s); give its managed object id"
+                               % (what, name, ", ".join(sorted(v["moid"] for v in found))))
+        else:
+            out.append(found[0])
+    if missing:
+        raise DrsPlanError("%s: VM(s) not in the cluster: %s" % (what, ", ".join(missing)))
+    return out
+
+
+def plan_pinning(vms, overrides, behavior=DEFAULT_BEHAVIOR, names=None, exclude=None, purge_stale=False):
+    """Plan the overrides for one cluster.
+
+    ``vms``: every VM of the cluster (see module docstring). ``overrides``: the cluster's
+    current DRS VM overrides. ``names``: pin exactly these VMs (names or moids) instead of
+    every VM holding a vGPU. ``exclude``: VMs (names or moids) never touched. With
+    ``purge_stale``, overrides of VMs that hold no vGPU (and are not named in ``names``),
+    and of VMs no longer in the cluster, are removed.
+    """
+    if behavior not in BEHAVIORS:
+        raise DrsPlanError("behavior %r is not one of %s" % (behavior, ", ".join(BEHAVIORS)))
+    by_moid, _ = _index_vms(vms)
+    # exclude may name VMs that are gone: ignore those rather than fail a cleanup run
+    excluded = set()
+    for name in exclude or []:
+        excluded.update(v["moid"] for v in vms if v["moid"] == name or v["name"] == name)
+        excluded.add(name)
+    if names is not None:
+        wanted = resolve_vms(names, vms)
+    else:
+        wanted = [v for v in vms if v.get("vgpu_profiles")]
+    wanted = [v for v in wanted if v["moid"] not in excluded]
+    wanted_ids = set(v["moid"] for v in wanted)
+    current = dict((o["moid"], o) for o in overrides)
+
+    plan = PinningPlan()
+    for vm in sorted(wanted, key=lambda v: (v["name"], v["moid"])):
+        have = current.get(vm["moid"])
+        plan.pinned.append(vm["name"])
+        plan.before[vm["name"]] = _view(have)
+        plan.after[vm["name"]] = behavior
+        entry = dict(moid=vm["moid"], name=vm["name"], behavior=behavior, enabled=True)
+        if have is None:
+            plan.add.append(entry)
+        elif have.get("behavior") != behavior or have.get("enabled") is False:
+            entry["was"] = _view(have)
+            plan.edit.append(entry)
+    if purge_stale:
+        for moid, have in sorted(current.items()):
+            if moid in wanted_ids or moid in excluded:
+                continue
+            vm = by_moid.get(moid)
+            if vm is not None and vm.get("vgpu_profiles"):
+                continue  # still holds a vGPU: not stale, whatever this run pins
+            name = vm["name"] if vm is not None else moid
+            plan.remove.append(dict(moid=moid, name=name, behavior=have.get("behavior")))
+            plan.before[name] = _view(have)
+            plan.after[name] = None
+    return plan
+
+
+def _view(override):
+    """An override as the diff shows it: its behavior, 'disabled', or None for none."""
+    if override is None:
+        return None
+    if override.get("enabled") is False:
+        return "disabled"
+    return override.get("behavior")
+
+
+__all__ = ["BEHAVIORS", "DEFAULT_BEHAVIOR", "DrsPlanError", "PinningPlan", "plan_pinning", "resolve_vms"]

@@ -1,0 +1,92 @@
+"""Planning of per-VM DRS overrides for GPU VMs (pure)."""
+import pytest
+
+from ansible_collections.gpupool.vcf.plugins.module_utils._drs import DrsPlanError, plan_pinning, resolve_vms
+
+
+def vm(moid, name, *profiles):
+    return dict(moid=moid, name=name, vgpu_profiles=list(profiles))
+
+
+def ov(moid, behavior="partiallyAutomated", enabled=True):
+    return dict(moid=moid, behavior=behavior, enabled=enabled)
+
+
+VMS = [
+    vm("vm-1", "gpu-a", "nvidia_h100-1-10c"),
+    vm("vm-2", "gpu-b", "nvidia_h100-80c", "nvidia_h100-80c"),
+    vm("vm-3", "plain"),
+    vm("vm-4", "was-gpu"),
+]
+
+
+def test_discovers_every_vgpu_vm_and_adds_overrides():
+    plan = plan_pinning(VMS, [])
+    assert [e["name"] for e in plan.add] == ["gpu-a", "gpu-b"]
+    assert all(e["behavior"] == "partiallyAutomated" and e["enabled"] for e in plan.add)
+    assert plan.edit == [] and plan.remove == []
+    assert plan.changed
+    assert plan.before == {"gpu-a": None, "gpu-b": None}
+    assert plan.after == {"gpu-a": "partiallyAutomated", "gpu-b": "partiallyAutomated"}
+
+
+def test_nothing_to_do_when_already_pinned():
+    plan = plan_pinning(VMS, [ov("vm-1"), ov("vm-2")])
+    assert not plan.changed
+    assert plan.pinned == ["gpu-a", "gpu-b"]
+
+
+def test_edit_on_other_behavior_or_disabled():
+    plan = plan_pinning(VMS, [ov("vm-1", "manual"), ov("vm-2", enabled=False)])
+    assert [(e["name"], e["was"]) for e in plan.edit] == [("gpu-a", "manual"), ("gpu-b", "disabled")]
+    assert plan.add == []
+
+
+def test_manual_behavior():
+    plan = plan_pinning(VMS, [ov("vm-1")], behavior="manual")
+    assert [e["name"] for e in plan.edit] == ["gpu-a"]
+    assert [e["name"] for e in plan.add] == ["gpu-b"]
+
+
+def test_bad_behavior_fails():
+    with pytest.raises(DrsPlanError, match="behavior"):
+        plan_pinning(VMS, [], behavior="fullyAutomated")
+
+
+def test_stale_kept_without_purge_and_removed_with_it():
+    current = [ov("vm-1"), ov("vm-4"), ov("vm-99")]
+    assert plan_pinning(VMS, current).remove == []
+    plan = plan_pinning(VMS, current, purge_stale=True)
+    assert [e["name"] for e in plan.remove] == ["was-gpu", "vm-99"]
+    assert plan.after["was-gpu"] is None and plan.before["was-gpu"] == "partiallyAutomated"
+
+
+def test_purge_never_removes_vgpu_vms_or_named_or_excluded():
+    current = [ov("vm-2", "manual"), ov("vm-3"), ov("vm-4")]
+    plan = plan_pinning(VMS, current, names=["gpu-a", "plain"], exclude=["was-gpu"], purge_stale=True)
+    assert [e["name"] for e in plan.add] == ["gpu-a"]
+    assert plan.remove == []  # vm-2 holds a vGPU, vm-3 is named, vm-4 excluded
+    assert plan.pinned == ["gpu-a", "plain"]
+
+
+def test_exclude_by_name_or_moid():
+    plan = plan_pinning(VMS, [], exclude=["gpu-a", "vm-2"])
+    assert not plan.changed and plan.pinned == []
+
+
+def test_exclude_of_absent_vm_is_ignored():
+    assert plan_pinning(VMS, [], exclude=["gone"]).pinned == ["gpu-a", "gpu-b"]
+
+
+def test_named_vms_resolve_by_name_or_moid():
+    assert [v["moid"] for v in resolve_vms(["gpu-b", "vm-3"], VMS)] == ["vm-2", "vm-3"]
+
+
+def test_unknown_named_vm_fails():
+    with pytest.raises(DrsPlanError, match="not in the cluster: nope"):
+        plan_pinning(VMS, [], names=["gpu-a", "nope"])
+
+
+def test_ambiguous_name_fails():
+    with pytest.raises(DrsPlanError, match="not unique"):
+        resolve_vms(["dup"], VMS + [vm("vm-7", "dup"), vm("vm-8", "dup")])
