@@ -119,7 +119,7 @@ full_version:
   description: Full version reported by the host after the run (null in check mode).
   returned: always
   type: str
-action:
+plan:
   description: What was (or would be) done, V(none), V(install), V(upgrade) or V(downgrade).
   returned: always
   type: str
@@ -206,7 +206,7 @@ class DriverRollout:
                                   previous_version=installed)
         in_mm = bool(host.get("runtime.inMaintenanceMode"))
         result = dict(changed=False, previous_version=installed, version=installed, full_version=installed_full,
-                      action=action, rebooted=False, maintenance_mode=in_mm, powered_off_vms=[], steps=[],
+                      plan=action, rebooted=False, maintenance_mode=in_mm, powered_off_vms=[], steps=[],
                       component=p["component"])
         before = dict(version=installed, maintenance_mode=in_mm)
         if action == "none":
