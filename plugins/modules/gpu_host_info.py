@@ -26,7 +26,7 @@ description:
     number of requests.
   - This module does not change anything; it supports check mode.
 author:
-  - gpupool.vcf developers
+  - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
   - gpupool.vcf.vsphere
 options:
@@ -54,8 +54,10 @@ options:
 attributes:
   check_mode:
     support: full
+    description: The module only reads; check mode returns the same inventory.
   diff_mode:
     support: none
+    description: Nothing changes, so there is nothing to diff.
 """
 
 EXAMPLES = r"""
@@ -93,7 +95,7 @@ hosts:
     name: {description: Host name in vCenter., type: str}
     moid: {description: Managed object id., type: str}
     cluster: {description: Cluster of the host (null for a standalone host)., type: str}
-    connection_state: {description: connected, disconnected or notResponding., type: str}
+    connection_state: {description: "V(connected), V(disconnected) or V(notResponding).", type: str}
     maintenance_mode: {description: Whether the host is in maintenance mode., type: bool}
     gpu_count: {description: Number of NVIDIA GPUs., type: int}
     gpu_model: {description: GPU model (comma-separated when the host mixes models)., type: str}

@@ -46,7 +46,7 @@ def by_name(result):
 
 
 def test_cluster_inventory(vsphere_env):
-    res, _ = run_module("gpupool.vcf.gpu_host_info", {"cluster": "gpu-h100"}, env=vsphere_env)
+    res = run_module("gpupool.vcf.gpu_host_info", {"cluster": "gpu-h100"}, env=vsphere_env)[0]
     assert not res.get("failed"), res.get("msg")
     assert res["changed"] is False
     hosts = by_name(res)
@@ -75,8 +75,8 @@ def test_cluster_inventory(vsphere_env):
 
 
 def test_graphics_and_models(vsphere_env):
-    res, _ = run_module("gpupool.vcf.gpu_host_info", {"hosts": ["esx-l40s-01", "esx-a100-01", "esx-h200-01"]},
-                        env=vsphere_env)
+    res = run_module("gpupool.vcf.gpu_host_info", {"hosts": ["esx-l40s-01", "esx-a100-01", "esx-h200-01"]},
+                        env=vsphere_env)[0]
     assert not res.get("failed"), res.get("msg")
     hosts = by_name(res)
     l40s = hosts["esx-l40s-01"]
@@ -93,7 +93,7 @@ def test_graphics_and_models(vsphere_env):
 
 
 def test_host_without_driver_and_non_gpu_hosts(vsphere_env):
-    res, _ = run_module("gpupool.vcf.gpu_host_info", {"hosts": ["esx-nodriver", "esx-mgmt-01"]}, env=vsphere_env)
+    res = run_module("gpupool.vcf.gpu_host_info", {"hosts": ["esx-nodriver", "esx-mgmt-01"]}, env=vsphere_env)[0]
     hosts = by_name(res)
     nodrv = hosts["esx-nodriver"]
     assert nodrv["gpu_count"] == 1
@@ -106,7 +106,7 @@ def test_host_without_driver_and_non_gpu_hosts(vsphere_env):
 
 def test_gather_subset_skips_per_host_calls(vsphere, vsphere_env):
     vsphere.reset_stats()
-    res, _ = run_module("gpupool.vcf.gpu_host_info", {"cluster": "gpu-h100", "gather": ["vms"]}, env=vsphere_env)
+    res = run_module("gpupool.vcf.gpu_host_info", {"cluster": "gpu-h100", "gather": ["vms"]}, env=vsphere_env)[0]
     assert not res.get("failed"), res.get("msg")
     methods = vsphere.stats()["soap"]["methods"]
     assert "fetchSoftwarePackages" not in methods and "FetchSoftwarePackages" not in methods
@@ -115,25 +115,25 @@ def test_gather_subset_skips_per_host_calls(vsphere, vsphere_env):
 
 
 def test_check_mode_reads_the_same(vsphere_env):
-    res, _ = run_module("gpupool.vcf.gpu_host_info", {"cluster": "gpu-h100"}, env=vsphere_env, check=True)
+    res = run_module("gpupool.vcf.gpu_host_info", {"cluster": "gpu-h100"}, env=vsphere_env, check=True)[0]
     assert not res.get("failed") and res["changed"] is False
     assert len(res["hosts"]) == 4
 
 
 def test_unknown_cluster_fails_clearly(vsphere_env):
-    res, _ = run_module("gpupool.vcf.gpu_host_info", {"cluster": "nope"}, env=vsphere_env)
+    res = run_module("gpupool.vcf.gpu_host_info", {"cluster": "nope"}, env=vsphere_env)[0]
     assert res["failed"]
     assert "cluster nope not found" in res["msg"] and "gpu-h100" in res["msg"]
 
 
 def test_unknown_host_fails_clearly(vsphere_env):
-    res, _ = run_module("gpupool.vcf.gpu_host_info", {"hosts": ["esx-h100-01", "ghost"]}, env=vsphere_env)
+    res = run_module("gpupool.vcf.gpu_host_info", {"hosts": ["esx-h100-01", "ghost"]}, env=vsphere_env)[0]
     assert res["failed"] and "ghost" in res["msg"] and "not found" in res["msg"]
 
 
 def test_wrong_password_fails_clearly(vsphere_env):
     env = dict(vsphere_env, VMWARE_PASSWORD="wrong")
-    res, _ = run_module("gpupool.vcf.gpu_host_info", {"cluster": "gpu-h100"}, env=env)
+    res = run_module("gpupool.vcf.gpu_host_info", {"cluster": "gpu-h100"}, env=env)[0]
     assert res["failed"]
     assert "invalid user name or password" in res["msg"]
     assert "wrong" not in res["msg"]
@@ -142,7 +142,7 @@ def test_wrong_password_fails_clearly(vsphere_env):
 def test_untrusted_certificate_fails_clearly(vsphere_env):
     env = dict(vsphere_env)
     env.pop("VMWARE_CA_FILE")  # the system trust store does not know the rig's CA
-    res, _ = run_module("gpupool.vcf.gpu_host_info", {"cluster": "gpu-h100"}, env=env)
+    res = run_module("gpupool.vcf.gpu_host_info", {"cluster": "gpu-h100"}, env=env)[0]
     assert res["failed"]
     assert "certificate" in res["msg"] and "not trusted" in res["msg"]
 
@@ -151,7 +151,7 @@ def test_ca_bundle_from_standard_variable(vsphere_env):
     env = dict(vsphere_env)
     ca = env.pop("VMWARE_CA_FILE")
     env["REQUESTS_CA_BUNDLE"] = ca
-    res, _ = run_module("gpupool.vcf.gpu_host_info", {"hosts": ["esx-h100-01"], "gather": []}, env=env)
+    res = run_module("gpupool.vcf.gpu_host_info", {"hosts": ["esx-h100-01"], "gather": []}, env=env)[0]
     assert not res.get("failed"), res.get("msg")
 
 
@@ -159,5 +159,5 @@ def test_validate_certs_is_on_by_default(vsphere_env):
     env = dict(vsphere_env)
     env.pop("VMWARE_VALIDATE_CERTS", None)
     env.pop("VMWARE_CA_FILE")
-    res, _ = run_module("gpupool.vcf.gpu_host_info", {"cluster": "gpu-h100", "gather": []}, env=env)
+    res = run_module("gpupool.vcf.gpu_host_info", {"cluster": "gpu-h100", "gather": []}, env=env)[0]
     assert res["failed"] and "not trusted" in res["msg"]
