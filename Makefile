@@ -76,7 +76,7 @@ bench: venv collection sim-build
 demo: venv collection sim-build
 	$(MAKE) --no-print-directory sim-up FLEET=examples/fleet.yml
 	set -a && . $(SIM_DIR)/vsphere.env && set +a && \
-	  ANSIBLE_STDOUT_CALLBACK=default $(VENV)/bin/ansible-playbook -i localhost, playbooks/gpu_inventory.yml; \
+	  ANSIBLE_STDOUT_CALLBACK=default $(VENV)/bin/ansible-playbook -i examples/inventory.yml playbooks/gpu_inventory.yml; \
 	  rc=$$?; $(MAKE) --no-print-directory sim-down; exit $$rc
 
 clean:
