@@ -156,6 +156,7 @@ class ClusterPinning:
                    vim.VirtualMachine: ["name", "config.hardware.device", "config.template"]})
         vms = []
         overrides = []
+        self.warnings = []
         for item in objects:
             if isinstance(item.obj, vim.VirtualMachine):
                 if item.get("config.template"):
@@ -165,6 +166,13 @@ class ClusterPinning:
                                 vgpu_profiles=vgpu_profiles_of(item.get("config.hardware.device"))))
             elif isinstance(item.obj, vim.ClusterComputeResource):
                 config = item.get("configurationEx")
+                drs = getattr(config, "drsConfig", None)
+                if drs is not None and (drs.enabled is False or drs.enableVmBehaviorOverrides is False):
+                    self.warnings.append(
+                        "DRS or its per-VM overrides are disabled on cluster %s (drsConfig.enabled=%s, "
+                        "enableVmBehaviorOverrides=%s): the overrides are recorded but take effect only once "
+                        "both are enabled; this module does not change cluster settings"
+                        % (self.name, drs.enabled, drs.enableVmBehaviorOverrides))
                 for o in getattr(config, "drsVmConfig", None) or []:
                     self.refs.setdefault(o.key._moId, o.key)
                     overrides.append(dict(moid=o.key._moId, behavior=o.behavior, enabled=o.enabled))
@@ -211,6 +219,8 @@ def main():
                             purge_stale=p["purge_stale"])
     except DrsPlanError as exc:
         module.fail_json(msg="Unable to pin GPU VMs of cluster %s: %s" % (p["cluster"], exc))
+    for warning in pinning.warnings:
+        module.warn(warning)
     result = dict(changed=plan.changed, **plan.summary())
     if module._diff:
         result["diff"] = dict(before=plan.before, after=plan.after)
