@@ -18,6 +18,8 @@ description:
   - C(roll_capacity(hosts, min_gpus, force)) - C({allowed, message}): can one host leave the cluster at a time.
   - C(driver_version_compare(a, b)) - -1, 0 or 1 as NVIDIA driver versions.
   - C(mig_mode_commands(enabled, indexes)) - the nvidia-smi commands that set host MIG mode.
+  - C(common_scheduler(hosts, exclude)) - C({policy, time_slice_ms}) every other GPU host agrees on, else C({}).
+  - C(vm_class_vgpu_profiles(classes)) - every vGPU profile named by a list of VM classes (config_spec or devices form).
 options:
   _input:
     description: See each filter.
@@ -79,6 +81,43 @@ def mig_mode_commands(enabled, indexes=None):
         raise AnsibleFilterError(str(exc))
 
 
+def common_scheduler(hosts, exclude=()):
+    """The scheduler (policy, time slice) most other GPU hosts run, for esxi_gpu_config; {} on a tie or none."""
+    if isinstance(exclude, str):
+        exclude = [exclude]
+    counts = {}
+    for h in _gpu_hosts(hosts):
+        sched = h.get("scheduler") or {}
+        if h["name"] in exclude or not sched.get("policy"):
+            continue
+        key = (sched["policy"], sched.get("time_slice_ms"))
+        counts[key] = counts.get(key, 0) + 1
+    ranked = sorted(counts.items(), key=lambda kv: -kv[1])
+    if not ranked or (len(ranked) > 1 and ranked[0][1] == ranked[1][1]):
+        return {}
+    policy, time_slice = ranked[0][0]
+    out = dict(policy=policy)
+    if time_slice is not None and policy != "best_effort":
+        out["time_slice_ms"] = time_slice
+    return out
+
+
+def vm_class_vgpu_profiles(classes):
+    """Profiles named by VM classes as the namespace-management API returns them (both forms)."""
+    out = set()
+    for cls in classes or []:
+        devices = (cls.get("devices") or {}).get("vgpu_devices") or []
+        for dev in devices:
+            if dev.get("profile_name"):
+                out.add(dev["profile_name"])
+        spec = cls.get("config_spec") or {}
+        for dev in spec.get("device_change") or spec.get("devices") or []:
+            backing = ((dev or {}).get("device") or dev or {}).get("backing") or {}
+            if backing.get("vgpu"):
+                out.add(backing["vgpu"])
+    return sorted(out)
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -87,4 +126,6 @@ class FilterModule(object):
             "roll_capacity": roll_capacity,
             "driver_version_compare": driver_version_compare,
             "mig_mode_commands": mig_mode_commands,
+            "vm_class_vgpu_profiles": vm_class_vgpu_profiles,
+            "common_scheduler": common_scheduler,
         }
