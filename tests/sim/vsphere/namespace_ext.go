@@ -1,0 +1,561 @@
+package main
+
+// Namespaces, VM classes, storage policies and content libraries as vCenter 8.0 U3's
+// Automation API serves them (/api/...), replacing govmomi's in-memory stubs, which
+// keep only a few fields (no description, access list, storage specs or limits), and
+// accept anything. What is kept and checked here:
+//
+//   - /api/vcenter/namespace-management/virtual-machine-classes[/{id}]: GET, POST
+//     (memory_MB or memory_mb), PATCH (fields present replace), DELETE. 400 on an id
+//     that is not a DNS label, a duplicate id, config_spec numCPUs/memoryMB that differ
+//     from cpu_count/memory, a vGPU with memory_reservation below 100.
+//   - /api/vcenter/namespaces/instances[/{ns}]: GET, POST (CreateSpec), PATCH
+//     (UpdateSpec: fields present replace, lists included), DELETE. 400 on a name that
+//     is not a DNS label, an existing name, a cluster that is not a Supervisor, an
+//     unknown storage policy, VM class or content library, an access role outside
+//     OWNER/EDIT/VIEW.
+//   - /api/vcenter/namespaces/instances/{ns}/access/{domain}/{subject}?type=USER|GROUP:
+//     GET, POST (exists: 400), PUT, DELETE.
+//   - /api/vcenter/storage/policies: the default policies of a vCenter with vSAN.
+//   - /api/content/library[/{id}] and POST /api/content/local-library: through vcsim's
+//     /rest content library, so both forms see the same libraries (a library created
+//     without storage_backings is put on the first datastore).
+//
+// Authentication is vcsim's: every call is checked against its session store.
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/vmware/govmomi/simulator"
+)
+
+const (
+	vmClassesPath   = "/api/vcenter/namespace-management/virtual-machine-classes"
+	namespacesPath  = "/api/vcenter/namespaces/instances"
+	policiesPath    = "/api/vcenter/storage/policies"
+	libraryPath     = "/api/content/library"
+	localLibPath    = "/api/content/local-library"
+	legacyLibPath   = "/rest/com/vmware/content/library"
+	legacyLocalPath = "/rest/com/vmware/content/local-library"
+)
+
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+type storagePolicy struct {
+	Policy      string `json:"policy"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
+}
+
+var defaultPolicies = []storagePolicy{
+	{"aa6d5a82-1c88-45da-85d3-3d74b91a5bad", "vSAN Default Storage Policy", "Storage policy used as default for vSAN datastores"},
+	{"4d5f673c-536f-11e6-beb8-9e71128cae77", "VM Encryption Policy", "Sample storage policy for VMware's VM and virtual disk encryption"},
+	{"f4e5bade-15a2-4805-bf8e-52318c4ce443", "Management Storage Policy - Thin", "Management Storage policy used for VMC"},
+	{"c7e5bade-15a2-4805-bf8e-52318c4ce551", "gpu-nvme-gold", "Tag-based placement on the NVMe datastores of the GPU hosts"},
+}
+
+type restExt struct {
+	mu         sync.Mutex
+	svc        *simulator.Service
+	reg        *simulator.Registry
+	classes    map[string]map[string]any
+	namespaces map[string]map[string]any
+}
+
+// HandleFunc swallows the registrations of govmomi's stubs for the same paths
+// (vcsim hands them to the handler already registered there).
+func (e *restExt) HandleFunc(string, func(http.ResponseWriter, *http.Request)) {}
+
+func init() {
+	simulator.RegisterEndpoint(func(s *simulator.Service, r *simulator.Registry) {
+		if !r.IsVPX() {
+			return
+		}
+		e := &restExt{svc: s, reg: r, classes: map[string]map[string]any{}, namespaces: map[string]map[string]any{}}
+		for _, p := range []string{vmClassesPath, namespacesPath, policiesPath, libraryPath, localLibPath} {
+			s.ServeMux.Handle(p, e)
+			s.ServeMux.Handle(p+"/", e)
+		}
+	})
+}
+
+func apiError(w http.ResponseWriter, code int, kind, format string, args ...any) {
+	writeJSON(w, code, map[string]any{
+		"error_type": kind,
+		"messages":   []map[string]any{{"id": "vcsim.gpupool." + strings.ToLower(kind), "default_message": fmt.Sprintf(format, args...), "args": []string{}}},
+	})
+}
+
+// inner runs a request against vcsim's own handlers (session check, /rest library).
+func (e *restExt) inner(r *http.Request, method, path string, body io.Reader) *httptest.ResponseRecorder {
+	req, _ := http.NewRequest(method, path, body)
+	req.Header = r.Header.Clone()
+	req.URL.Scheme, req.URL.Host, req.Host = "https", r.Host, r.Host
+	rec := httptest.NewRecorder()
+	e.svc.ServeMux.ServeHTTP(rec, req)
+	return rec
+}
+
+func (e *restExt) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if rec := e.inner(r, http.MethodGet, legacySessionPath, nil); rec.Code != http.StatusOK {
+		apiError(w, http.StatusUnauthorized, "UNAUTHENTICATED", "Authentication required.")
+		return
+	}
+	p := strings.TrimSuffix(r.URL.Path, "/")
+	switch {
+	case p == policiesPath || strings.HasPrefix(p, policiesPath+"/"):
+		if r.Method != http.MethodGet {
+			apiError(w, http.StatusMethodNotAllowed, "OPERATION_NOT_FOUND", "method not allowed")
+			return
+		}
+		writeJSON(w, http.StatusOK, defaultPolicies)
+	case p == libraryPath || strings.HasPrefix(p, libraryPath+"/") || p == localLibPath:
+		e.library(w, r, p)
+	case p == vmClassesPath || strings.HasPrefix(p, vmClassesPath+"/"):
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.vmClasses(w, r, strings.TrimPrefix(strings.TrimPrefix(p, vmClassesPath), "/"))
+	default:
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.namespacesAPI(w, r, strings.Split(strings.TrimPrefix(strings.TrimPrefix(p, namespacesPath), "/"), "/"))
+	}
+}
+
+// ---- content libraries (through vcsim's /rest API) ----------------------------------
+
+func (e *restExt) library(w http.ResponseWriter, r *http.Request, p string) {
+	unwrap := func(rec *httptest.ResponseRecorder, code int) {
+		if rec.Code >= 300 {
+			apiError(w, rec.Code, "NOT_FOUND", "content library not found")
+			return
+		}
+		var body struct {
+			Value json.RawMessage `json:"value"`
+		}
+		_ = json.Unmarshal(rec.Body.Bytes(), &body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_, _ = w.Write(body.Value)
+	}
+	switch {
+	case p == localLibPath && r.Method == http.MethodPost:
+		var spec map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&spec); err != nil {
+			apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "body: %v", err)
+			return
+		}
+		if len(asList(spec["storage_backings"])) == 0 {
+			// vcsim keeps library files on a datastore: default to the first one
+			for _, ds := range e.reg.All("Datastore") {
+				spec["storage_backings"] = []any{map[string]any{"type": "DATASTORE", "datastore_id": ds.Reference().Value}}
+				break
+			}
+		}
+		b, _ := json.Marshal(map[string]any{"create_spec": spec})
+		unwrap(e.inner(r, http.MethodPost, legacyLocalPath, strings.NewReader(string(b))), http.StatusCreated)
+	case p == libraryPath && r.Method == http.MethodGet:
+		unwrap(e.inner(r, http.MethodGet, legacyLibPath, nil), http.StatusOK)
+	case strings.HasPrefix(p, libraryPath+"/") && r.Method == http.MethodGet:
+		id := strings.TrimPrefix(p, libraryPath+"/")
+		unwrap(e.inner(r, http.MethodGet, legacyLibPath+"/id:"+url.PathEscape(id), nil), http.StatusOK)
+	default:
+		apiError(w, http.StatusMethodNotAllowed, "OPERATION_NOT_FOUND", "method not allowed")
+	}
+}
+
+func (e *restExt) libraryIDs(r *http.Request) map[string]bool {
+	rec := e.inner(r, http.MethodGet, legacyLibPath, nil)
+	var body struct {
+		Value []string `json:"value"`
+	}
+	_ = json.Unmarshal(rec.Body.Bytes(), &body)
+	out := map[string]bool{}
+	for _, id := range body.Value {
+		out[id] = true
+	}
+	return out
+}
+
+// ---- VM classes ---------------------------------------------------------------------
+
+func num(v any) (int64, bool) {
+	f, ok := v.(float64)
+	return int64(f), ok
+}
+
+// classFields copies the CreateSpec/UpdateSpec fields present in spec into c.
+func classFields(c, spec map[string]any) {
+	for _, k := range []string{"cpu_count", "cpu_reservation", "memory_reservation", "description", "devices", "config_spec", "instance_storage"} {
+		if v, ok := spec[k]; ok {
+			c[k] = v
+		}
+	}
+	for _, k := range []string{"memory_MB", "memory_mb"} {
+		if v, ok := spec[k]; ok {
+			c["memory_mb"] = v
+		}
+	}
+}
+
+func classHasVgpu(c map[string]any) bool {
+	if d, ok := c["devices"].(map[string]any); ok {
+		if l, ok := d["vgpu_devices"].([]any); ok && len(l) > 0 {
+			return true
+		}
+	}
+	if cs, ok := c["config_spec"].(map[string]any); ok {
+		changes, _ := cs["deviceChange"].([]any)
+		for _, ch := range changes {
+			dev, _ := ch.(map[string]any)["device"].(map[string]any)
+			backing, _ := dev["backing"].(map[string]any)
+			if backing["_typeName"] == "VirtualPCIPassthroughVmiopBackingInfo" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func classCheck(c map[string]any) string {
+	if cs, ok := c["config_spec"].(map[string]any); ok {
+		if n, ok := num(cs["numCPUs"]); ok {
+			if cpu, _ := num(c["cpu_count"]); cpu != n {
+				return fmt.Sprintf("config_spec.numCPUs %d differs from cpu_count %d", n, cpu)
+			}
+		}
+		if n, ok := num(cs["memoryMB"]); ok {
+			if mem, _ := num(c["memory_mb"]); mem != n {
+				return fmt.Sprintf("config_spec.memoryMB %d differs from memory %d", n, mem)
+			}
+		}
+	}
+	if classHasVgpu(c) {
+		if res, _ := num(c["memory_reservation"]); res != 100 {
+			return "a VM class with a vGPU device needs memory_reservation 100"
+		}
+	}
+	return ""
+}
+
+func (e *restExt) classInfo(id string, c map[string]any) map[string]any {
+	out := map[string]any{"id": id, "config_status": "READY", "messages": []any{}, "vms": []string{}}
+	for k, v := range c {
+		out[k] = v
+	}
+	if _, ok := out["description"]; !ok {
+		out["description"] = ""
+	}
+	used := []string{}
+	for name, ns := range e.namespaces {
+		if vs, ok := ns["vm_service_spec"].(map[string]any); ok {
+			for _, v := range asList(vs["vm_classes"]) {
+				if v == id {
+					used = append(used, name)
+				}
+			}
+		}
+	}
+	sort.Strings(used)
+	out["namespaces"] = used
+	return out
+}
+
+func (e *restExt) vmClasses(w http.ResponseWriter, r *http.Request, id string) {
+	switch {
+	case id == "" && r.Method == http.MethodGet:
+		ids := make([]string, 0, len(e.classes))
+		for k := range e.classes {
+			ids = append(ids, k)
+		}
+		sort.Strings(ids)
+		out := make([]map[string]any, 0, len(ids))
+		for _, k := range ids {
+			out = append(out, e.classInfo(k, e.classes[k]))
+		}
+		writeJSON(w, http.StatusOK, out)
+	case id == "" && r.Method == http.MethodPost:
+		var spec map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&spec); err != nil {
+			apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "body: %v", err)
+			return
+		}
+		name, _ := spec["id"].(string)
+		if !dnsLabel.MatchString(name) {
+			apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "VM class id %q is not a DNS label", name)
+			return
+		}
+		if _, ok := e.classes[name]; ok {
+			apiError(w, http.StatusBadRequest, "ALREADY_EXISTS", "VM class %s already exists", name)
+			return
+		}
+		c := map[string]any{}
+		classFields(c, spec)
+		if msg := classCheck(c); msg != "" {
+			apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "%s", msg)
+			return
+		}
+		e.classes[name] = c
+		w.WriteHeader(http.StatusNoContent)
+	case id != "":
+		c, ok := e.classes[id]
+		if !ok {
+			apiError(w, http.StatusNotFound, "NOT_FOUND", "VM class %s not found", id)
+			return
+		}
+		switch r.Method {
+		case http.MethodGet:
+			writeJSON(w, http.StatusOK, e.classInfo(id, c))
+		case http.MethodPatch:
+			var spec map[string]any
+			if err := json.NewDecoder(r.Body).Decode(&spec); err != nil {
+				apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "body: %v", err)
+				return
+			}
+			next := map[string]any{}
+			classFields(next, c)
+			classFields(next, spec)
+			if msg := classCheck(next); msg != "" {
+				apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "%s", msg)
+				return
+			}
+			e.classes[id] = next
+			w.WriteHeader(http.StatusNoContent)
+		case http.MethodDelete:
+			delete(e.classes, id)
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			apiError(w, http.StatusMethodNotAllowed, "OPERATION_NOT_FOUND", "method not allowed")
+		}
+	default:
+		apiError(w, http.StatusMethodNotAllowed, "OPERATION_NOT_FOUND", "method not allowed")
+	}
+}
+
+// ---- namespaces ---------------------------------------------------------------------
+
+func asList(v any) []any {
+	l, _ := v.([]any)
+	return l
+}
+
+var nsFields = []string{"description", "access_list", "storage_specs", "vm_service_spec", "resource_spec", "content_libraries"}
+
+func (e *restExt) nsCheck(r *http.Request, ns map[string]any) string {
+	policies := map[string]bool{}
+	for _, p := range defaultPolicies {
+		policies[p.Policy] = true
+	}
+	for _, s := range asList(ns["storage_specs"]) {
+		m, _ := s.(map[string]any)
+		if p, _ := m["policy"].(string); !policies[p] {
+			return fmt.Sprintf("storage policy %q not found", p)
+		}
+	}
+	for _, a := range asList(ns["access_list"]) {
+		m, _ := a.(map[string]any)
+		if msg := accessCheck(m["role"], m["subject_type"]); msg != "" {
+			return msg
+		}
+	}
+	if vs, ok := ns["vm_service_spec"].(map[string]any); ok {
+		for _, c := range asList(vs["vm_classes"]) {
+			if _, ok := e.classes[fmt.Sprint(c)]; !ok {
+				return fmt.Sprintf("VM class %v not found", c)
+			}
+		}
+		if libs := asList(vs["content_libraries"]); len(libs) > 0 {
+			have := e.libraryIDs(r)
+			for _, l := range libs {
+				if !have[fmt.Sprint(l)] {
+					return fmt.Sprintf("content library %v not found", l)
+				}
+			}
+		}
+	}
+	return ""
+}
+
+func accessCheck(role, kind any) string {
+	switch role {
+	case "OWNER", "EDIT", "VIEW":
+	default:
+		return fmt.Sprintf("access role %v is not one of OWNER, EDIT, VIEW", role)
+	}
+	switch kind {
+	case "USER", "GROUP":
+	default:
+		return fmt.Sprintf("subject type %v is not USER or GROUP", kind)
+	}
+	return ""
+}
+
+func (e *restExt) namespacesAPI(w http.ResponseWriter, r *http.Request, route []string) {
+	name := route[0]
+	switch {
+	case name == "" && r.Method == http.MethodGet:
+		names := make([]string, 0, len(e.namespaces))
+		for k := range e.namespaces {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		out := []map[string]any{}
+		for _, k := range names {
+			ns := e.namespaces[k]
+			out = append(out, map[string]any{"namespace": k, "cluster": ns["cluster"], "description": ns["description"], "config_status": "RUNNING"})
+		}
+		writeJSON(w, http.StatusOK, out)
+	case name == "" && r.Method == http.MethodPost:
+		var spec map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&spec); err != nil {
+			apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "body: %v", err)
+			return
+		}
+		ns, _ := spec["namespace"].(string)
+		if !dnsLabel.MatchString(ns) {
+			apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "namespace name %q is not a DNS label", ns)
+			return
+		}
+		if _, ok := e.namespaces[ns]; ok {
+			apiError(w, http.StatusBadRequest, "ALREADY_EXISTS", "namespace %s already exists", ns)
+			return
+		}
+		cluster, _ := spec["cluster"].(string)
+		sim.mu.Lock()
+		enabled := sim.supervisors[cluster]
+		sim.mu.Unlock()
+		if !enabled {
+			apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "cluster %s is not enabled for vSphere Supervisor", cluster)
+			return
+		}
+		rec := map[string]any{"cluster": cluster, "description": "", "access_list": []any{}, "storage_specs": []any{},
+			"vm_service_spec": map[string]any{"vm_classes": []any{}, "content_libraries": []any{}}, "resource_spec": map[string]any{}}
+		for _, k := range nsFields {
+			if v, ok := spec[k]; ok && v != nil {
+				rec[k] = v
+			}
+		}
+		if msg := e.nsCheck(r, rec); msg != "" {
+			apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "%s", msg)
+			return
+		}
+		e.namespaces[ns] = rec
+		w.WriteHeader(http.StatusNoContent)
+	case name != "":
+		ns, ok := e.namespaces[name]
+		if !ok {
+			apiError(w, http.StatusNotFound, "NOT_FOUND", "namespace %s not found", name)
+			return
+		}
+		if len(route) >= 4 && route[1] == "access" {
+			e.access(w, r, ns, route[2], strings.Join(route[3:], "/"))
+			return
+		}
+		if len(route) > 1 {
+			apiError(w, http.StatusNotFound, "NOT_FOUND", "no such operation")
+			return
+		}
+		switch r.Method {
+		case http.MethodGet:
+			out := map[string]any{"config_status": "RUNNING", "messages": []any{}, "self_service_namespace": false}
+			for k, v := range ns {
+				out[k] = v
+			}
+			writeJSON(w, http.StatusOK, out)
+		case http.MethodPatch:
+			var spec map[string]any
+			if err := json.NewDecoder(r.Body).Decode(&spec); err != nil {
+				apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "body: %v", err)
+				return
+			}
+			next := map[string]any{}
+			for k, v := range ns {
+				next[k] = v
+			}
+			for _, k := range nsFields {
+				if v, ok := spec[k]; ok && v != nil {
+					next[k] = v
+				}
+			}
+			if msg := e.nsCheck(r, next); msg != "" {
+				apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "%s", msg)
+				return
+			}
+			e.namespaces[name] = next
+			w.WriteHeader(http.StatusNoContent)
+		case http.MethodDelete:
+			delete(e.namespaces, name)
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			apiError(w, http.StatusMethodNotAllowed, "OPERATION_NOT_FOUND", "method not allowed")
+		}
+	default:
+		apiError(w, http.StatusMethodNotAllowed, "OPERATION_NOT_FOUND", "method not allowed")
+	}
+}
+
+func (e *restExt) access(w http.ResponseWriter, r *http.Request, ns map[string]any, domain, subject string) {
+	kind := r.URL.Query().Get("type")
+	list := asList(ns["access_list"])
+	idx := -1
+	for i, a := range list {
+		m, _ := a.(map[string]any)
+		if m["domain"] == domain && m["subject"] == subject && m["subject_type"] == kind {
+			idx = i
+		}
+	}
+	switch r.Method {
+	case http.MethodGet:
+		if idx < 0 {
+			apiError(w, http.StatusNotFound, "NOT_FOUND", "no access entry for %s %s@%s", kind, subject, domain)
+			return
+		}
+		m := list[idx].(map[string]any)
+		writeJSON(w, http.StatusOK, map[string]any{"role": m["role"], "inherited": false})
+	case http.MethodPost, http.MethodPut:
+		var spec map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&spec); err != nil {
+			apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "body: %v", err)
+			return
+		}
+		if msg := accessCheck(spec["role"], kind); msg != "" {
+			apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "%s", msg)
+			return
+		}
+		if r.Method == http.MethodPost && idx >= 0 {
+			apiError(w, http.StatusBadRequest, "ALREADY_EXISTS", "access entry for %s %s@%s exists", kind, subject, domain)
+			return
+		}
+		if r.Method == http.MethodPut && idx < 0 {
+			apiError(w, http.StatusNotFound, "NOT_FOUND", "no access entry for %s %s@%s", kind, subject, domain)
+			return
+		}
+		entry := map[string]any{"domain": domain, "subject": subject, "subject_type": kind, "role": spec["role"]}
+		next := append([]any{}, list...)
+		if idx >= 0 {
+			next[idx] = entry
+		} else {
+			next = append(next, entry)
+		}
+		ns["access_list"] = next
+		w.WriteHeader(http.StatusNoContent)
+	case http.MethodDelete:
+		if idx < 0 {
+			apiError(w, http.StatusNotFound, "NOT_FOUND", "no access entry for %s %s@%s", kind, subject, domain)
+			return
+		}
+		ns["access_list"] = append(append([]any{}, list[:idx]...), list[idx+1:]...)
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		apiError(w, http.StatusMethodNotAllowed, "OPERATION_NOT_FOUND", "method not allowed")
+	}
+}
