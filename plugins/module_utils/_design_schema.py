@@ -1,0 +1,351 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpupool.vcf developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The schema of a gpupool.vcf pool design, as data (no I/O, standard library only).
+
+``DESIGN_SCHEMA`` describes every field of a design with the vocabulary of an Ansible
+argument spec, so modules can use it without reading a file:
+
+* ``type``: ``str``, ``int``, ``float`` (an int is accepted), ``bool``, ``dict`` (fixed
+  keys, described in ``options``), ``list`` (items described by ``elements``: a type name,
+  or ``dict`` with ``options``), ``map`` (free keys, values described by ``values``);
+* ``required``, ``default`` (filled in when the key is absent; ``None`` means "not set"),
+  ``choices``, ``min`` (numbers and list length);
+* ``description``: the field's documentation (docs/design.md explains the same fields with
+  an example).
+
+Unknown keys are errors. ``_design.normalize`` applies the schema; ``json_schema()`` gives
+the same schema as JSON Schema (draft 2020-12) for editors.
+"""
+
+from __future__ import (absolute_import, division, print_function)
+
+__metaclass__ = type
+
+import copy
+
+SCHEMA_VERSION = 1
+
+_ACCESS = {
+    "type": "list", "elements": "dict", "default": [],
+    "description": "Who may use the namespace (the vSphere namespace access list).",
+    "options": {
+        "subject": {"type": "str", "required": True, "description": "User or group name, without the domain."},
+        "type": {"type": "str", "choices": ["group", "user"], "default": "group",
+                 "description": "Whether the subject is a group or a user."},
+        "domain": {"type": "str", "default": "vsphere.local", "description": "Identity source domain."},
+        "role": {"type": "str", "choices": ["owner", "edit", "view"], "default": "edit",
+                 "description": "Namespace role."},
+    },
+}
+
+_TAINT = {
+    "key": {"type": "str", "required": True, "description": "Taint key."},
+    "value": {"type": "str", "default": None, "description": "Taint value."},
+    "effect": {"type": "str", "choices": ["NoSchedule", "PreferNoSchedule", "NoExecute"],
+               "default": "NoSchedule", "description": "Taint effect."},
+}
+
+DEFAULT_PRIORITIES = {
+    "gpu-inference": {"value": 100000, "preemption_policy": "PreemptLowerPriority",
+                      "description": "Online inference: preempts training and notebooks."},
+    "gpu-training": {"value": 50000, "preemption_policy": "PreemptLowerPriority",
+                     "description": "Batch training: preempts notebooks."},
+    "gpu-notebook": {"value": 1000, "preemption_policy": "Never",
+                     "description": "Interactive notebooks: best effort, preempted first."},
+}
+
+DESIGN_SCHEMA = {
+    "type": "dict",
+    "description": "One GPU pool design: everything the collection builds is derived from it.",
+    "options": {
+        "version": {"type": "int", "default": SCHEMA_VERSION, "choices": [SCHEMA_VERSION],
+                    "description": "Schema version of the design."},
+        "name": {"type": "str", "default": "gpupool", "description": "Name of the design (labels, reports)."},
+        "vcenter": {
+            "type": "dict", "default": {},
+            "description": "The vCenter endpoint. Credentials never go in the design.",
+            "options": {
+                "hostname": {"type": "str", "default": None,
+                             "description": "vCenter address; null takes it from the vSphere modules' "
+                                            "connection (module_defaults or VMWARE_HOST)."},
+                "datacenter": {"type": "str", "default": None, "description": "Datacenter of the GPU clusters."},
+            },
+        },
+        "supervisor": {
+            "type": "dict", "required": True,
+            "description": "The Supervisor that serves the namespaces and the VKS clusters.",
+            "options": {
+                "name": {"type": "str", "default": None,
+                         "description": "Supervisor name; null - the Supervisor of the GPU clusters."},
+                "endpoint": {"type": "str", "default": None,
+                             "description": "Supervisor control plane address (kubectl); null - discovered."},
+                "storage_policy": {"type": "str", "required": True,
+                                   "description": "Default storage policy of every namespace."},
+            },
+        },
+        "vks_clusters": {
+            "type": "list", "elements": "dict", "required": True, "min": 1,
+            "description": "VKS (guest Kubernetes) clusters that carry the GPU node pools.",
+            "options": {
+                "name": {"type": "str", "required": True, "description": "Cluster name."},
+                "namespace": {"type": "str", "required": True,
+                              "description": "vSphere namespace of the cluster (gets the node pools' VM classes)."},
+                "version": {"type": "str", "default": None,
+                            "description": "Kubernetes release (v1.35.5+vmware.1-vkr.1); null - leave alone."},
+                "storage_class": {"type": "str", "default": None, "description": "Storage class of the nodes."},
+                "access": _ACCESS,
+            },
+        },
+        "clusters": {
+            "type": "list", "elements": "dict", "required": True, "min": 1,
+            "description": "vSphere clusters with GPU hosts.",
+            "options": {
+                "name": {"type": "str", "required": True, "description": "vSphere cluster name."},
+                "gpu": {
+                    "type": "dict", "required": True, "description": "The GPUs of every host of the cluster.",
+                    "options": {
+                        "model": {"type": "str", "required": True,
+                                  "description": "GPU model as the NVIDIA catalog names it (H100-80GB, L40S)."},
+                        "per_host": {"type": "int", "required": True, "min": 1, "description": "GPUs per host."},
+                    },
+                },
+                "hosts": {"type": "int", "required": True, "min": 1, "description": "GPU hosts in the cluster."},
+                "driver": {
+                    "type": "dict", "default": {}, "description": "The NVIDIA host driver, one version for every host.",
+                    "options": {
+                        "version": {"type": "str", "default": None,
+                                    "description": "Full component version, pinned "
+                                                   "(550.90.05-1OEM.800.1.0.20613240)."},
+                        "lifecycle": {"type": "str", "choices": ["direct", "vlcm"], "default": "direct",
+                                      "description": "direct - install the bundle host by host through the "
+                                                     "vSphere API; vlcm - the cluster's vLCM desired image."},
+                        "bundle": {"type": "str", "default": None,
+                                   "description": "Offline bundle (datastore path or URL) for the direct lifecycle."},
+                        "depot": {"type": "str", "default": None, "description": "Offline depot URL for vLCM."},
+                        "component": {"type": "str", "default": "NVD-AIE-800",
+                                      "description": "NVIDIA driver component name."},
+                    },
+                },
+                "graphics": {
+                    "type": "dict", "default": {}, "description": "Host graphics configuration.",
+                    "options": {
+                        "type": {"type": "str", "choices": ["shared_direct", "shared"], "default": "shared_direct",
+                                 "description": "Host default and per-GPU graphics type; vGPU needs shared_direct."},
+                        "assignment_policy": {"type": "str", "choices": ["performance", "consolidation"],
+                                              "default": "performance",
+                                              "description": "performance spreads vGPU VMs over the GPUs, "
+                                                             "consolidation fills one GPU first."},
+                    },
+                },
+                "scheduler": {
+                    "type": "dict", "default": {}, "description": "vGPU scheduler of every GPU (time-sliced vGPUs).",
+                    "options": {
+                        "policy": {"type": "str", "choices": ["best_effort", "equal_share", "fixed_share"],
+                                   "default": "best_effort", "description": "Scheduler policy."},
+                        "time_slice_ms": {"type": "int", "default": None,
+                                          "description": "Time slice 1-30 ms (equal_share, fixed_share); "
+                                                         "null - NVIDIA's default."},
+                    },
+                },
+                "mig_mix": {"type": "map", "values": "int", "default": None,
+                            "description": "Optional layout of one MIG card when pools share cards: "
+                                           "MIG-backed vGPU profile -> instances per card."},
+                "drs": {
+                    "type": "dict", "default": {}, "description": "DRS per-VM overrides for the vGPU VMs.",
+                    "options": {
+                        "pinning": {"type": "bool", "default": True, "description": "Pin the vGPU VMs."},
+                        "behavior": {"type": "str", "choices": ["partiallyAutomated", "manual"],
+                                     "default": "partiallyAutomated", "description": "Per-VM automation level."},
+                    },
+                },
+            },
+        },
+        "pools": {
+            "type": "list", "elements": "dict", "required": True, "min": 1,
+            "description": "One pool per workload shape: a vGPU profile, a VM class and a node pool.",
+            "options": {
+                "name": {"type": "str", "required": True, "description": "Pool name (DNS label)."},
+                "shape": {"type": "str", "required": True, "choices": ["inference", "training", "notebooks"],
+                          "description": "Workload shape."},
+                "cluster": {"type": "str", "required": True, "description": "vSphere cluster (clusters[].name)."},
+                "sharing": {"type": "str", "required": True, "choices": ["mig", "full_card", "time_sliced"],
+                            "description": "How a card is shared: MIG instances, whole cards, or time-sliced vGPUs."},
+                "vgpu_profile": {"type": "str", "required": True,
+                                 "description": "vGPU profile of each vGPU (nvidia_h100-3-40c)."},
+                "gpus_per_node": {"type": "int", "default": 1, "min": 1, "description": "vGPUs per node VM."},
+                "per_card": {"type": "int", "default": None, "min": 1,
+                             "description": "vGPUs of this profile per physical card; null - as many as fit."},
+                "priority": {"type": "str", "default": None,
+                             "description": "PriorityClass (priorities key); null - gpu-<shape> default."},
+                "vm_class": {
+                    "type": "dict", "required": True, "description": "The VM class of the node VMs.",
+                    "options": {
+                        "name": {"type": "str", "default": None,
+                                 "description": "VM class name; null - gpu-<pool name>."},
+                        "cpu": {"type": "int", "required": True, "min": 1, "description": "vCPUs."},
+                        "memory_gb": {"type": "int", "required": True, "min": 1,
+                                      "description": "Memory in GiB (reserved 100 %)."},
+                    },
+                },
+                "node_pool": {
+                    "type": "dict", "required": True, "description": "The VKS node pool of the pool.",
+                    "options": {
+                        "name": {"type": "str", "default": None, "description": "Node pool name; null - pool name."},
+                        "vks_cluster": {"type": "str", "default": None,
+                                        "description": "VKS cluster (vks_clusters[].name); null - the only one."},
+                        "replicas": {"type": "int", "required": True, "min": 0, "description": "Node VMs."},
+                        "labels": {"type": "map", "values": "str", "nullable_values": True, "default": {},
+                                   "description": "Extra node labels, merged over the derived ones "
+                                                  "(a null value removes a derived label)."},
+                        "taints": {"type": "list", "elements": "dict", "default": None, "options": _TAINT,
+                                   "description": "Node taints; null - nvidia.com/gpu=present:NoSchedule and "
+                                                  "gpupool.vcf/pool=<pool>:NoSchedule."},
+                    },
+                },
+                "training": {
+                    "type": "dict", "default": {}, "description": "Training jobs (shape training).",
+                    "options": {
+                        "gpus_per_job": {"type": "int", "default": 1, "min": 1, "description": "GPUs of one job."},
+                        "gang_scheduling": {"type": "bool", "default": False,
+                                            "description": "Admit a job's pods all at once (Kueue)."},
+                    },
+                },
+                "guest_time_slicing": {
+                    "type": "dict", "default": {}, "description": "GPU Operator time-slicing inside the guests.",
+                    "options": {
+                        "replicas": {"type": "int", "default": None, "min": 2,
+                                     "description": "Pods sharing one vGPU; null - no guest time-slicing."},
+                    },
+                },
+                "model": {
+                    "type": "dict", "default": {}, "description": "Declared model size (inference).",
+                    "options": {
+                        "weights_gb": {"type": "float", "default": None, "description": "Model weights in GB."},
+                        "kv_cache_gb": {"type": "float", "default": None, "description": "KV cache in GB."},
+                    },
+                },
+            },
+        },
+        "priorities": {
+            "type": "map", "default": {},
+            "description": "PriorityClasses, merged over the defaults gpu-inference, gpu-training, gpu-notebook.",
+            "values": {
+                "type": "dict",
+                "options": {
+                    "value": {"type": "int", "required": True, "description": "Priority value."},
+                    "preemption_policy": {"type": "str", "choices": ["PreemptLowerPriority", "Never"],
+                                          "default": "PreemptLowerPriority",
+                                          "description": "Whether pods of this class preempt lower ones."},
+                    "description": {"type": "str", "default": None, "description": "Description."},
+                },
+            },
+        },
+        "tenants": {
+            "type": "list", "elements": "dict", "default": [],
+            "description": "Tenants: a vSphere namespace and a guest namespace each, with GPU quotas.",
+            "options": {
+                "name": {"type": "str", "required": True, "description": "Tenant name."},
+                "namespace": {"type": "str", "default": None,
+                              "description": "vSphere and guest namespace; null - the tenant name."},
+                "description": {"type": "str", "default": None, "description": "Description."},
+                "access": _ACCESS,
+                "gpu_quota": {"type": "map", "values": "int", "default": {},
+                              "description": "Pool name -> GPUs the tenant may request from that pool."},
+                "storage_policy": {"type": "str", "default": None,
+                                   "description": "Storage policy; null - supervisor.storage_policy."},
+                "limits": {
+                    "type": "dict", "default": {}, "description": "vSphere namespace limits (null - unlimited).",
+                    "options": {
+                        "cpu_mhz": {"type": "int", "default": None, "description": "CPU limit in MHz."},
+                        "memory_mib": {"type": "int", "default": None, "description": "Memory limit in MiB."},
+                        "storage_mib": {"type": "int", "default": None, "description": "Storage limit in MiB."},
+                    },
+                },
+            },
+        },
+        "guest": {
+            "type": "dict", "default": {}, "description": "Settings of the guest clusters (GPU Operator, Kueue).",
+            "options": {
+                "mig_strategy": {"type": "str", "choices": ["auto", "none", "single", "mixed"], "default": "auto",
+                                 "description": "GPU Operator mig.strategy; auto - single when a pool is "
+                                                "MIG-backed, else none."},
+                "operator_namespace": {"type": "str", "default": "gpu-operator",
+                                       "description": "Namespace of the GPU Operator."},
+                "time_slicing_config": {"type": "str", "default": "gpupool-time-slicing",
+                                        "description": "Name of the device plugin time-slicing ConfigMap."},
+                "rename_shared": {"type": "bool", "default": False,
+                                  "description": "renameByDefault: advertise time-sliced GPUs as "
+                                                 "nvidia.com/gpu.shared."},
+                "licensing": {
+                    "type": "dict", "default": {}, "description": "NVIDIA licensing of the guest drivers.",
+                    "options": {
+                        "secret_name": {"type": "str", "default": "licensing-config",
+                                        "description": "Secret with gridd.conf and the client token."},
+                        "feature_type": {"type": "int", "choices": [0, 1, 2, 4], "default": 1,
+                                         "description": "gridd.conf FeatureType (1 - NVIDIA vGPU)."},
+                        "dls_host": {"type": "str", "default": None, "description": "DLS appliance address."},
+                    },
+                },
+                "kueue": {
+                    "type": "dict", "default": {}, "description": "Kueue queues for gang-scheduled training.",
+                    "options": {
+                        "cohort": {"type": "str", "default": "gpupool", "description": "Cohort of the ClusterQueues."},
+                        "wait_for_pods_ready_timeout": {"type": "str", "default": "10m",
+                                                        "description": "waitForPodsReady timeout (gang)."},
+                    },
+                },
+            },
+        },
+    },
+}
+
+
+def schema():
+    """A copy of the design schema."""
+    return copy.deepcopy(DESIGN_SCHEMA)
+
+
+_JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean",
+               "dict": "object", "list": "array", "map": "object"}
+
+
+def _json_node(spec):
+    if isinstance(spec, str):
+        spec = {"type": spec}
+    kind = spec["type"]
+    node = {"type": _JSON_TYPES[kind]}
+    if "description" in spec:
+        node["description"] = spec["description"]
+    if spec.get("choices") is not None:
+        node["enum"] = list(spec["choices"])
+    if spec.get("default") is not None:
+        node["default"] = copy.deepcopy(spec["default"])
+    if spec.get("min") is not None:
+        node["minItems" if kind == "list" else "minimum"] = spec["min"]
+    if kind == "dict":
+        options = spec.get("options", {})
+        node["properties"] = dict((k, _json_node(v)) for k, v in options.items())
+        required = [k for k, v in options.items() if v.get("required")]
+        if required:
+            node["required"] = required
+        node["additionalProperties"] = False
+    elif kind == "list":
+        elements = spec.get("elements", "str")
+        node["items"] = _json_node({"type": "dict", "options": spec.get("options", {})}
+                                   if elements == "dict" else elements)
+    elif kind == "map":
+        node["additionalProperties"] = _json_node(spec.get("values", "str"))
+    if kind in ("str", "int", "float", "dict", "list", "map") and spec.get("default", 0) is None:
+        node["type"] = [node["type"], "null"]
+    return node
+
+
+def json_schema():
+    """The design schema as a JSON Schema (draft 2020-12) document."""
+    node = _json_node(DESIGN_SCHEMA)
+    node["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    node["title"] = "gpupool.vcf pool design"
+    return node
