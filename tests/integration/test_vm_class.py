@@ -1,0 +1,124 @@
+"""vm_class against the vSphere simulator (REST VM classes, SOAP vGPU profiles), through ansible-playbook."""
+import sys
+
+from tests.lib.ansible_run import COLLECTIONS, run_module
+
+DRIVER = "550.90.05-1OEM.800.1.0.20613240"
+FLEET = {
+    "clusters": [
+        {"name": "gpu-h100", "supervisor": True,
+         "hosts": [{"prefix": "esx-h100-", "count": 2, "gpu": {"model": "H100-80GB", "count": 2},
+                    "driver_version": DRIVER}]},
+        {"name": "gpu-l40s", "hosts": [{"prefix": "esx-l40s-", "count": 1, "gpu": {"model": "L40S", "count": 2},
+                                        "driver_version": DRIVER}]},
+    ],
+}
+M = "gpupool.vcf.vm_class"
+PATH = "/api/vcenter/namespace-management/virtual-machine-classes"
+
+
+def rest(sim):
+    if str(COLLECTIONS) not in sys.path:
+        sys.path.insert(0, str(COLLECTIONS))
+    from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_rest import VsphereRestClient
+    return VsphereRestClient(sim.host, sim.user, sim.password, port=sim.port, ca_file=sim.ca_file)
+
+
+def raw(sim, name):
+    from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereNotFound
+    client = rest(sim)
+    try:
+        return client.get("%s/%s" % (PATH, name))
+    except VsphereNotFound:
+        return None
+    finally:
+        client.close()
+
+
+BASE = {"name": "gpu-small", "cpu_count": 4, "memory_mb": 16384, "vgpu_profiles": ["nvidia_h100-1-10c"],
+        "cluster": "gpu-h100", "description": "inference"}
+
+
+def test_create_rerun_check_diff_update_delete(vsphere, vsphere_env):
+    res, _ = run_module(M, BASE, env=vsphere_env, check=True, diff=True)
+    assert not res.get("failed"), res.get("msg")
+    assert res["changed"] is True and res["diff"]["before"] is None
+    assert res["diff"]["after"]["memory_reservation"] == 100
+    assert raw(vsphere, "gpu-small") is None
+
+    res, _ = run_module(M, BASE, env=vsphere_env)
+    assert res["changed"] is True and res["api_form"] == "config_spec"
+    info = raw(vsphere, "gpu-small")
+    assert info["cpu_count"] == 4 and info["memory_mb"] == 16384 and info["memory_reservation"] == 100
+    assert info["description"] == "inference"
+    change = info["config_spec"]["deviceChange"][0]
+    assert change["device"]["backing"]["vgpu"] == "nvidia_h100-1-10c"
+    assert info["config_spec"]["numCPUs"] == 4 and info["config_spec"]["memoryMB"] == 16384
+
+    res, _ = run_module(M, BASE, env=vsphere_env)
+    assert res["changed"] is False, res["changed_fields"]
+
+    # one field: the others stay
+    res, _ = run_module(M, {"name": "gpu-small", "cpu_count": 8}, env=vsphere_env, diff=True)
+    assert res["changed"] is True and res["changed_fields"] == ["cpu_count"]
+    assert res["diff"]["before"]["cpu_count"] == 4 and res["diff"]["after"]["cpu_count"] == 8
+    info = raw(vsphere, "gpu-small")
+    assert info["cpu_count"] == 8 and info["memory_mb"] == 16384 and info["description"] == "inference"
+    assert info["config_spec"]["deviceChange"][0]["device"]["backing"]["vgpu"] == "nvidia_h100-1-10c"
+
+    res, _ = run_module(M, {"name": "gpu-small", "state": "absent"}, env=vsphere_env, check=True)
+    assert res["changed"] is True and raw(vsphere, "gpu-small") is not None
+    res, _ = run_module(M, {"name": "gpu-small", "state": "absent"}, env=vsphere_env)
+    assert res["changed"] is True and raw(vsphere, "gpu-small") is None
+    res, _ = run_module(M, {"name": "gpu-small", "state": "absent"}, env=vsphere_env)
+    assert res["changed"] is False
+
+
+def test_legacy_devices_form(vsphere, vsphere_env):
+    args = dict(BASE, name="gpu-legacy", api_form="devices", vgpu_profiles=["nvidia_h100-80c", "nvidia_h100-80c"])
+    res, _ = run_module(M, args, env=vsphere_env)
+    assert res["changed"] is True and res["api_form"] == "devices"
+    info = raw(vsphere, "gpu-legacy")
+    assert info["devices"]["vgpu_devices"] == [{"profile_name": "nvidia_h100-80c"}] * 2
+    res, _ = run_module(M, args, env=vsphere_env)
+    assert res["changed"] is False
+    # read in the legacy form, rewritten in the config_spec form without counting profiles twice
+    res, _ = run_module(M, dict(args, api_form="config_spec", description="moved"), env=vsphere_env)
+    assert res["changed"] is True and res["changed_fields"] == ["description"]
+    res, _ = run_module(M, dict(args, api_form="config_spec", description="moved"), env=vsphere_env)
+    assert res["changed"] is False
+
+
+def test_bad_input_changes_nothing(vsphere, vsphere_env):
+    cases = [
+        (dict(BASE, name="bad1", vgpu_profiles=["nvidia_l40s-48q"]), "not offered by the hosts of cluster gpu-h100"),
+        (dict(BASE, name="bad2", vgpu_profiles=["h100-10c"]), "vGPU profile h100-10c"),
+        (dict(BASE, name="bad3", memory_reservation=50), "memory_reservation 50% with a vGPU"),
+        (dict(BASE, name="Not_A_Label"), "is not a DNS label"),
+        (dict(name="bad4", cpu_count=2), "memory_mb required"),
+        (dict(BASE, name="bad5", cpu_reservation=150), "cpu_reservation must be a percentage"),
+    ]
+    for args, msg in cases:
+        res, _ = run_module(M, args, env=vsphere_env)
+        assert res.get("failed"), args
+        assert msg in res["msg"], res["msg"]
+        if "offered" in msg:
+            assert "offered: " in res["msg"] and "nvidia_h100-1-10c" in res["msg"]
+        if args["name"].islower():
+            assert raw(vsphere, args["name"]) is None
+    client = rest(vsphere)
+    try:
+        assert [c["id"] for c in client.get(PATH)] in ([], ["gpu-legacy"])
+    finally:
+        client.close()
+
+
+def test_reservation_forced_to_100_on_existing_class(vsphere, vsphere_env):
+    res, _ = run_module(M, {"name": "cpu-only", "cpu_count": 2, "memory_mb": 4096, "memory_reservation": 20},
+                        env=vsphere_env)
+    assert res["changed"] is True and raw(vsphere, "cpu-only")["memory_reservation"] == 20
+    res, _ = run_module(M, {"name": "cpu-only", "vgpu_profiles": ["nvidia_h100-2-20c"]}, env=vsphere_env)
+    assert res["changed"] is True and sorted(res["changed_fields"]) == ["memory_reservation", "vgpu_profiles"]
+    assert raw(vsphere, "cpu-only")["memory_reservation"] == 100
+    res, _ = run_module(M, {"name": "cpu-only", "memory_reservation": 20}, env=vsphere_env)
+    assert res.get("failed") and "memory_reservation 20%" in res["msg"]
