@@ -9,7 +9,8 @@ package main
 //     (memory_MB or memory_mb), PATCH (fields present replace), DELETE. 400 on an id
 //     that is not a DNS label, a duplicate id, config_spec numCPUs/memoryMB that differ
 //     from cpu_count/memory, a vGPU with memory_reservation below 100.
-//   - /api/vcenter/namespaces/instances[/{ns}]: GET, POST (CreateSpec), PATCH
+//   - /api/vcenter/namespaces/instances[/{ns}]: GET, POST (CreateSpec; POST .../v2 with
+//     a supervisor, whose id here is its cluster's), PATCH
 //     (UpdateSpec: fields present replace, lists included), DELETE. 400 on a name that
 //     is not a DNS label, an existing name, a cluster that is not a Supervisor, an
 //     unknown storage policy, VM class or content library, an access role outside
@@ -401,6 +402,10 @@ func accessCheck(role, kind any) string {
 
 func (e *restExt) namespacesAPI(w http.ResponseWriter, r *http.Request, route []string) {
 	name := route[0]
+	v2 := name == "v2" && len(route) == 1 && r.Method == http.MethodPost
+	if v2 {
+		name = "" // the v2 create names a Supervisor; here a Supervisor's id is its cluster's
+	}
 	switch {
 	case name == "" && r.Method == http.MethodGet:
 		names := make([]string, 0, len(e.namespaces))
@@ -430,6 +435,9 @@ func (e *restExt) namespacesAPI(w http.ResponseWriter, r *http.Request, route []
 			return
 		}
 		cluster, _ := spec["cluster"].(string)
+		if v2 {
+			cluster, _ = spec["supervisor"].(string)
+		}
 		sim.mu.Lock()
 		enabled := sim.supervisors[cluster]
 		sim.mu.Unlock()

@@ -1,0 +1,343 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: supervisor_namespace
+short_description: vSphere Namespace with its VM classes, storage, limits and access list
+version_added: 0.1.0
+description:
+  - Creates, updates or deletes a vSphere Namespace on a Supervisor through the vSphere
+    Automation API (C(/api/vcenter/namespaces/instances)): the tenancy boundary of the GPU
+    pools, with the VM classes and content libraries its users may use, storage policies with
+    limits, CPU, memory and storage limits, and who may use it.
+  - The API replaces list fields on update, so the module reads the namespace, merges, and
+    writes whole lists. Entries given in O(vm_classes), O(content_libraries) and
+    O(storage_policies) are added to those already there (a policy's limit is updated);
+    with O(purge_lists) the lists are exactly what is given. Options left out are not touched.
+  - Access entries are added or get their role changed through the per-entry access
+    endpoints; entries not listed are removed only with O(purge_access).
+  - Storage policies and content libraries are given by name or id; an unknown one fails
+    before anything changes, listing what exists. A cluster that is not a Supervisor fails.
+author:
+  - gpupool.vcf developers
+extends_documentation_fragment:
+  - gpupool.vcf.vsphere
+options:
+  name:
+    description: Namespace name (a DNS label, at most 63 characters).
+    type: str
+    required: true
+  state:
+    description: Whether the namespace exists.
+    type: str
+    choices: [present, absent]
+    default: present
+  cluster:
+    description:
+      - Name of the Supervisor cluster (vSphere cluster with the Supervisor enabled). Required
+        to create unless O(supervisor) is given.
+    type: str
+  supervisor:
+    description:
+      - Id of the Supervisor (vSphere 8.0 U3 and later); the namespace is created with the
+        C(/api/vcenter/namespaces/instances/v2) call.
+    type: str
+  description:
+    description: Free text.
+    type: str
+  vm_classes:
+    description: VM classes (ids) the namespace may use.
+    type: list
+    elements: str
+  content_libraries:
+    description: Content libraries (names or ids) for the VM Service.
+    type: list
+    elements: str
+  storage_policies:
+    description: Storage policies (name or id) with an optional limit in MiB.
+    type: list
+    elements: dict
+    suboptions:
+      policy:
+        description: Storage policy name or id.
+        type: str
+        required: true
+      limit_mib:
+        description: Storage limit of this policy in MiB; unset is unlimited.
+        type: int
+  limits:
+    description: Resource limits of the namespace; a key left out is not touched.
+    type: dict
+    suboptions:
+      cpu_mhz:
+        description: CPU limit in MHz.
+        type: int
+      memory_mib:
+        description: Memory limit in MiB.
+        type: int
+      storage_mib:
+        description: Total storage request limit in MiB.
+        type: int
+  access:
+    description: Who may use the namespace.
+    type: list
+    elements: dict
+    suboptions:
+      subject:
+        description: User or group name.
+        type: str
+        required: true
+      domain:
+        description: Identity source domain (for example V(vsphere.local)).
+        type: str
+        required: true
+      type:
+        description: Subject type.
+        type: str
+        choices: [USER, GROUP]
+        default: USER
+      role:
+        description: Role on the namespace.
+        type: str
+        required: true
+        choices: [OWNER, EDIT, VIEW]
+  purge_access:
+    description: Remove access entries not listed in O(access).
+    type: bool
+    default: false
+  purge_lists:
+    description: Make O(vm_classes), O(content_libraries) and O(storage_policies) exact instead of adding to them.
+    type: bool
+    default: false
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: A tenant namespace for inference on the H100 Supervisor
+  gpupool.vcf.supervisor_namespace:
+    hostname: vcenter.example.com
+    username: administrator@vsphere.local
+    password: "{{ vcenter_password }}"
+    name: team-a-inference
+    cluster: gpu-h100
+    description: Team A, inference pool
+    vm_classes: [gpu-h100-1g10, best-effort-small]
+    content_libraries: [vm-images]
+    storage_policies:
+      - policy: vSAN Default Storage Policy
+        limit_mib: 512000
+    limits:
+      memory_mib: 262144
+    access:
+      - subject: team-a
+        domain: example.com
+        type: GROUP
+        role: EDIT
+
+- name: Add one VM class, nothing else changes (connection from module_defaults)
+  module_defaults:
+    group/gpupool.vcf.vsphere:
+      hostname: vcenter.example.com
+      username: administrator@vsphere.local
+      password: "{{ vcenter_password }}"
+  gpupool.vcf.supervisor_namespace:
+    name: team-a-inference
+    vm_classes: [gpu-h100-2g20]
+"""
+
+RETURN = r"""
+namespace:
+  description: The namespace after the run in normal form (ids for policies and libraries); null when absent.
+  returned: always
+  type: dict
+  sample:
+    name: team-a-inference
+    cluster: domain-c9
+    description: Team A
+    vm_classes: [gpu-h100-1g10]
+    content_libraries: [6a4c0b5e-0d0b-4a1e-9c59-5b0e3f0c1a11]
+    storage_policies: {aa6d5a82-1c88-45da-85d3-3d74b91a5bad: 512000}
+    limits: {cpu_mhz: null, memory_mib: 262144, storage_mib: null}
+    access: [{type: GROUP, domain: example.com, subject: team-a, role: EDIT}]
+changed_fields:
+  description: Fields that differ (all on create).
+  returned: always
+  type: list
+  elements: str
+diff:
+  description: The namespace before and after.
+  returned: with --diff
+  type: dict
+"""
+
+from ansible_collections.gpupool.vcf.plugins.module_utils import _namespace as nsu
+from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereError, VsphereNotFound
+from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
+
+NS_PATH = "/api/vcenter/namespaces/instances"
+CLUSTERS_PATH = "/api/vcenter/namespace-management/clusters"
+POLICIES_PATH = "/api/vcenter/storage/policies"
+LIBRARY_PATH = "/api/content/library"
+
+
+def supervisor_cluster(module, rest, cluster):
+    """The id of a Supervisor cluster by name; clear errors for a missing or non-Supervisor cluster."""
+    summaries = rest.get(CLUSTERS_PATH) or []
+    for s in summaries:
+        if s.get("cluster_name") == cluster or s.get("cluster") == cluster:
+            return s["cluster"]
+    clusters = module.client().clusters_by_name()
+    if cluster in clusters:
+        raise nsu.NamespaceError("cluster %s is not a Supervisor (no Supervisor is enabled on it); Supervisor "
+                                 "clusters: %s" % (cluster, ", ".join(sorted(s.get("cluster_name") or s["cluster"]
+                                                                            for s in summaries)) or "none"))
+    raise nsu.NamespaceError("cluster %s not found" % cluster)
+
+
+def policy_names(rest):
+    return dict((p["policy"], p.get("name") or p["policy"]) for p in rest.get(POLICIES_PATH) or [])
+
+
+def library_names(rest, wanted):
+    ids = rest.get(LIBRARY_PATH) or []
+    if all(w in ids for w in wanted):
+        return dict((i, i) for i in ids)
+    return dict((i, (rest.get("%s/%s" % (LIBRARY_PATH, i)) or {}).get("name") or i) for i in ids)
+
+
+def view(name, ns):
+    if ns is None:
+        return None
+    out = dict(name=name)
+    out.update(ns)
+    return out
+
+
+def run(module):
+    p = module.params
+    name = p["name"]
+    nsu.check_name(name)
+    access = nsu.check_access(p["access"])
+    limits = nsu.check_limits(p["limits"])
+    rest = module.rest_client()
+    try:
+        info = rest.get("%s/%s" % (NS_PATH, name))
+    except VsphereNotFound:
+        info = None
+    current = nsu.normalize(info)
+    result = dict(changed=False, changed_fields=[])
+
+    if p["state"] == "absent":
+        result["namespace"] = None
+        if module._diff:
+            result["diff"] = dict(before=view(name, current), after=None)
+        if current is not None:
+            result.update(changed=True, changed_fields=nsu.differs(None, current))
+            if not module.check_mode:
+                rest.delete("%s/%s" % (NS_PATH, name))
+        return result
+
+    cluster_id = None
+    if p["cluster"]:
+        cluster_id = supervisor_cluster(module, rest, p["cluster"])
+        if current is not None and current["cluster"] and current["cluster"] != cluster_id:
+            raise nsu.NamespaceError("namespace %s exists on cluster %s, not on %s; a namespace cannot move"
+                                     % (name, current["cluster"], p["cluster"]))
+    elif p["supervisor"]:
+        cluster_id = p["supervisor"]
+    elif current is None:
+        raise nsu.NamespaceError("cluster or supervisor is required to create namespace %s" % name)
+
+    want = dict(description=p["description"], vm_classes=p["vm_classes"], limits=limits, access=access)
+    if p["storage_policies"] is not None:
+        known = policy_names(rest)
+        ids = nsu.resolve([s["policy"] for s in p["storage_policies"]], known, "storage policy",
+                          "storage policies")
+        want["storage_policies"] = [dict(policy=i, limit_mib=s.get("limit_mib"))
+                                    for i, s in zip(ids, p["storage_policies"])]
+    if p["content_libraries"] is not None:
+        known = library_names(rest, p["content_libraries"])
+        want["content_libraries"] = nsu.resolve(p["content_libraries"], known, "content library",
+                                                "content libraries")
+    base = current if current is not None else nsu.empty(cluster_id)
+    after = nsu.merge(base, want, purge_lists=p["purge_lists"], purge_access=p["purge_access"])
+    fields = nsu.differs(current, after)
+    result.update(changed=bool(fields), changed_fields=fields, namespace=view(name, after))
+    if module._diff:
+        result["diff"] = dict(before=view(name, current), after=view(name, after))
+    if not fields or module.check_mode:
+        return result
+    if current is None:
+        if p["supervisor"] and not p["cluster"]:
+            rest.post(NS_PATH + "/v2", nsu.create_body(name, after, cluster_field="supervisor"))
+        else:
+            rest.post(NS_PATH, nsu.create_body(name, after))
+        return result
+    body = nsu.update_body(current, after)
+    if body:
+        rest.patch("%s/%s" % (NS_PATH, name), body)
+    for method, entry in nsu.access_changes(current, after):
+        path = "%s/%s/access/%s/%s" % (NS_PATH, name, entry["domain"], entry["subject"])
+        params = {"type": entry["type"]}
+        if method == "DELETE":
+            rest.delete(path, params=params)
+        elif method == "POST":
+            rest.post(path, {"role": entry["role"]}, params=params)
+        else:
+            rest.put(path, {"role": entry["role"]}, params=params)
+    return result
+
+
+def main():
+    module = VsphereModule(
+        argument_spec=dict(
+            name=dict(type="str", required=True),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
+            cluster=dict(type="str"),
+            supervisor=dict(type="str"),
+            description=dict(type="str"),
+            vm_classes=dict(type="list", elements="str"),
+            content_libraries=dict(type="list", elements="str"),
+            storage_policies=dict(type="list", elements="dict", options=dict(
+                policy=dict(type="str", required=True),
+                limit_mib=dict(type="int"),
+            )),
+            limits=dict(type="dict", options=dict(
+                cpu_mhz=dict(type="int"),
+                memory_mib=dict(type="int"),
+                storage_mib=dict(type="int"),
+            )),
+            access=dict(type="list", elements="dict", options=dict(
+                subject=dict(type="str", required=True),
+                domain=dict(type="str", required=True),
+                type=dict(type="str", choices=["USER", "GROUP"], default="USER"),
+                role=dict(type="str", required=True, choices=list(nsu.ROLES)),
+            )),
+            purge_access=dict(type="bool", default=False),
+            purge_lists=dict(type="bool", default=False),
+        ),
+        mutually_exclusive=[("cluster", "supervisor")],
+        supports_check_mode=True,
+    )
+    name = module.params["name"]
+    try:
+        result = run(module)
+    except nsu.NamespaceError as exc:
+        module.fail_json(msg="Unable to manage namespace %s: %s" % (name, exc))
+    except VsphereError as exc:
+        module.fail_vsphere("manage namespace", name, exc)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

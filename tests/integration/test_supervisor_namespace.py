@@ -1,0 +1,142 @@
+"""supervisor_namespace against the vSphere simulator, through ansible-playbook."""
+import sys
+
+import pytest
+
+from tests.lib.ansible_run import COLLECTIONS, run_module
+
+DRIVER = "550.90.05-1OEM.800.1.0.20613240"
+FLEET = {
+    "clusters": [
+        {"name": "gpu-h100", "supervisor": True,
+         "hosts": [{"prefix": "esx-h100-", "count": 1, "gpu": {"model": "H100-80GB", "count": 2},
+                    "driver_version": DRIVER}]},
+        {"name": "mgmt", "hosts": [{"prefix": "esx-mgmt-", "count": 1}]},
+    ],
+}
+M = "gpupool.vcf.supervisor_namespace"
+NS = "/api/vcenter/namespaces/instances"
+VSAN = "aa6d5a82-1c88-45da-85d3-3d74b91a5bad"
+
+
+def rest(sim):
+    if str(COLLECTIONS) not in sys.path:
+        sys.path.insert(0, str(COLLECTIONS))
+    from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_rest import VsphereRestClient
+    return VsphereRestClient(sim.host, sim.user, sim.password, port=sim.port, ca_file=sim.ca_file)
+
+
+@pytest.fixture(scope="module")
+def seeded(vsphere):
+    """Two VM classes and a content library, made directly through the API."""
+    c = rest(vsphere)
+    try:
+        for cid in ("gpu-small", "gpu-large"):
+            c.post("/api/vcenter/namespace-management/virtual-machine-classes",
+                   {"id": cid, "cpu_count": 4, "memory_MB": 8192})
+        lib = c.post("/api/content/local-library", {"name": "vm-images", "type": "LOCAL"})
+    finally:
+        c.close()
+    return dict(library=lib)
+
+
+def raw(sim, name):
+    from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereNotFound
+    c = rest(sim)
+    try:
+        return c.get("%s/%s" % (NS, name))
+    except VsphereNotFound:
+        return None
+    finally:
+        c.close()
+
+
+FULL = {
+    "name": "team-a", "cluster": "gpu-h100", "description": "Team A inference",
+    "vm_classes": ["gpu-small"], "content_libraries": ["vm-images"],
+    "storage_policies": [{"policy": "vSAN Default Storage Policy", "limit_mib": 102400}],
+    "limits": {"memory_mib": 65536},
+    "access": [{"subject": "team-a", "domain": "example.com", "type": "GROUP", "role": "EDIT"}],
+}
+
+
+def test_create_rerun_check_diff_update_delete(vsphere, vsphere_env, seeded):
+    res, _ = run_module(M, FULL, env=vsphere_env, check=True, diff=True)
+    assert not res.get("failed"), res.get("msg")
+    assert res["changed"] is True and res["diff"]["before"] is None
+    assert res["diff"]["after"]["storage_policies"] == {VSAN: 102400}
+    assert raw(vsphere, "team-a") is None
+
+    res, _ = run_module(M, FULL, env=vsphere_env)
+    assert res["changed"] is True
+    info = raw(vsphere, "team-a")
+    assert info["description"] == "Team A inference"
+    assert info["vm_service_spec"] == {"vm_classes": ["gpu-small"], "content_libraries": [seeded["library"]]}
+    assert info["storage_specs"] == [{"policy": VSAN, "limit": 102400}]
+    assert info["resource_spec"] == {"memory_limit": 65536}
+    assert info["access_list"] == [{"subject_type": "GROUP", "domain": "example.com", "subject": "team-a",
+                                    "role": "EDIT"}]
+
+    res, _ = run_module(M, FULL, env=vsphere_env)
+    assert res["changed"] is False, res["changed_fields"]
+
+    # one VM class added: the library, policies, limits and access stay
+    res, _ = run_module(M, {"name": "team-a", "vm_classes": ["gpu-large"]}, env=vsphere_env, diff=True)
+    assert res["changed"] is True and res["changed_fields"] == ["vm_classes"]
+    assert res["diff"]["before"]["vm_classes"] == ["gpu-small"]
+    assert res["diff"]["after"]["vm_classes"] == ["gpu-large", "gpu-small"]
+    info = raw(vsphere, "team-a")
+    assert sorted(info["vm_service_spec"]["vm_classes"]) == ["gpu-large", "gpu-small"]
+    assert info["vm_service_spec"]["content_libraries"] == [seeded["library"]]
+    assert info["storage_specs"] == [{"policy": VSAN, "limit": 102400}]
+    assert info["resource_spec"] == {"memory_limit": 65536}
+
+    # exact list with purge_lists
+    res, _ = run_module(M, {"name": "team-a", "vm_classes": ["gpu-large"], "purge_lists": True}, env=vsphere_env)
+    assert res["changed"] is True and raw(vsphere, "team-a")["vm_service_spec"]["vm_classes"] == ["gpu-large"]
+
+    # access: add one and change a role through the access endpoints; purge drops the rest
+    vsphere.reset_stats()
+    res, _ = run_module(M, {"name": "team-a", "access": [
+        {"subject": "team-a", "domain": "example.com", "type": "GROUP", "role": "VIEW"},
+        {"subject": "alice", "domain": "vsphere.local", "role": "OWNER"}]}, env=vsphere_env)
+    assert res["changed"] is True and res["changed_fields"] == ["access"]
+    paths = vsphere.stats()["rest"]["paths"]
+    assert paths.get("POST %s/team-a/access/vsphere.local/alice" % NS) == 1
+    assert paths.get("PUT %s/team-a/access/example.com/team-a" % NS) == 1
+    assert not any(k.startswith("PATCH") for k in paths)
+    res, _ = run_module(M, {"name": "team-a", "purge_access": True,
+                            "access": [{"subject": "alice", "domain": "vsphere.local", "role": "OWNER"}]},
+                        env=vsphere_env)
+    assert res["changed"] is True
+    assert raw(vsphere, "team-a")["access_list"] == [{"subject_type": "USER", "domain": "vsphere.local",
+                                                      "subject": "alice", "role": "OWNER"}]
+
+    res, _ = run_module(M, {"name": "team-a", "state": "absent"}, env=vsphere_env, check=True)
+    assert res["changed"] is True and raw(vsphere, "team-a") is not None
+    res, _ = run_module(M, {"name": "team-a", "state": "absent"}, env=vsphere_env)
+    assert res["changed"] is True and raw(vsphere, "team-a") is None
+    res, _ = run_module(M, {"name": "team-a", "state": "absent"}, env=vsphere_env)
+    assert res["changed"] is False
+
+
+def test_bad_input_changes_nothing(vsphere, vsphere_env, seeded):
+    cases = [
+        (dict(FULL, name="bad-policy", storage_policies=[{"policy": "gold"}]),
+         "unknown storage policy gold; storage policies: "),
+        (dict(FULL, name="bad-lib", content_libraries=["nope"]), "unknown content library nope; content libraries: vm-images"),
+        (dict(FULL, name="Team_B"), "is not a DNS label"),
+        (dict(FULL, name="bad-role", access=[{"subject": "x", "domain": "d", "role": "ADMIN"}]), "OWNER, EDIT, VIEW"),
+        (dict(FULL, name="not-sup", cluster="mgmt"), "cluster mgmt is not a Supervisor"),
+        (dict(FULL, name="no-cluster", cluster="nope"), "cluster nope not found"),
+        ({"name": "orphan", "description": "x"}, "cluster or supervisor is required"),
+    ]
+    for args, msg in cases:
+        res, _ = run_module(M, args, env=vsphere_env)
+        assert res.get("failed"), args
+        assert msg in res["msg"], res["msg"]
+    c = rest(vsphere)
+    try:
+        assert [n["namespace"] for n in c.get(NS)] == []
+    finally:
+        c.close()
