@@ -1,0 +1,289 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: vks_node_pool
+short_description: Node pools of a VKS cluster on the Supervisor
+version_added: 0.1.0
+description:
+  - Creates and updates the node pools (C(spec.topology.workers.machineDeployments)) of a VKS
+    C(Cluster) (C(cluster.x-k8s.io)) through the Supervisor's Kubernetes API: replicas, the
+    VM class override (which carries the vGPU profile), node labels and node taints.
+  - Pools not named are left as they are unless O(purge); fields of a pool that are not set are
+    left as they are; every other field of the Cluster is kept.
+  - How labels and taints are written is read from the variable schema of the Cluster's
+    ClusterClass, not from a list of VKS releases - a labels variable (a map, or a list of
+    key/value pairs such as C(nodePoolLabels)), a taints variable (a list of key/effect items),
+    or such properties of an object variable (for example C(node.labels), C(node.taints)).
+    When the class has no place for what is asked (taints on the legacy
+    C(tanzukubernetescluster) class) the module fails before any change.
+  - The Cluster is read, changed and written with its C(resourceVersion); a conflict (another
+    writer in between) re-reads and retries.
+  - Check mode sends the same update as a server-side dry run, so the Supervisor's own
+    validation of the variables runs without storing anything.
+author:
+  - gpupool.vcf developers
+extends_documentation_fragment:
+  - gpupool.vcf.k8s_auth
+options:
+  cluster_name:
+    description: Name of the VKS Cluster.
+    type: str
+    required: true
+  namespace:
+    description: vSphere Namespace (Supervisor namespace) of the Cluster.
+    type: str
+    required: true
+  node_pools:
+    description: Node pools to create or update.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      name:
+        description: Name of the node pool (machineDeployment).
+        type: str
+        required: true
+      class:
+        description:
+          - machineDeployment class of the ClusterClass for a new pool; default the only one the
+            class defines (C(node-pool) in VKS).
+        type: str
+      replicas:
+        description: Number of nodes.
+        type: int
+      vm_class:
+        description: VM class of the pool's nodes (the override of the C(vmClass) variable).
+        type: str
+      labels:
+        description: Node labels of the pool (the whole set the class variable holds).
+        type: dict
+      taints:
+        description: Node taints of the pool (the whole list).
+        type: list
+        elements: dict
+        suboptions:
+          key:
+            description: Taint key.
+            type: str
+            required: true
+          value:
+            description: Taint value.
+            type: str
+          effect:
+            description: Taint effect.
+            type: str
+            required: true
+            choices: [NoSchedule, PreferNoSchedule, NoExecute]
+  purge:
+    description: Remove node pools of the Cluster that O(node_pools) does not name.
+    type: bool
+    default: false
+  retries:
+    description: How many times a conflicting update is re-read and retried.
+    type: int
+    default: 5
+"""
+
+EXAMPLES = r"""
+- name: GPU node pools of a VKS cluster
+  gpupool.vcf.vks_node_pool:
+    kubeconfig: "{{ supervisor_kubeconfig }}"
+    namespace: ml-team
+    cluster_name: gpu-cluster
+    node_pools:
+      - name: inference-h100
+        replicas: 2
+        vm_class: vmclass-h100-80c
+        labels:
+          gpupool.vcf/workload: inference
+        taints:
+          - {key: nvidia.com/gpu, value: present, effect: NoSchedule}
+"""
+
+RETURN = r"""
+machine_deployments:
+  description: The Cluster's node pools after the run (or as check mode predicts them).
+  returned: success
+  type: list
+  elements: dict
+variable_plan:
+  description: Which ClusterClass variables carry the VM class, node labels and node taints.
+  returned: success
+  type: dict
+  sample: {"vm_class": "vmClass", "labels": {"variable": "node", "property": "labels", "form": "map"},
+           "taints": {"variable": "node", "property": "taints"}}
+api_version:
+  description: The C(cluster.x-k8s.io) version the Cluster was read and written in.
+  returned: success
+  type: str
+  sample: cluster.x-k8s.io/v1beta2
+diff:
+  description: C(before) and C(after) of the Cluster's machineDeployments (with C(--diff)).
+  returned: changed and diff mode
+  type: dict
+"""
+
+import copy
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+try:
+    from kubernetes import dynamic
+    from kubernetes.client.rest import ApiException
+    HAS_K8S = True
+    K8S_IMPORT_ERROR = None
+except ImportError:
+    HAS_K8S = False
+    K8S_IMPORT_ERROR = traceback.format_exc()
+
+from ansible_collections.gpupool.vcf.plugins.module_utils._k8s import (
+    PlanError, api_client, auth_argument_spec, plan_machine_deployments, variable_plan)
+
+GROUP = "cluster.x-k8s.io"
+VERSIONS = ("v1beta2", "v1beta1")
+VKS_CLASS_NAMESPACE = "vmware-system-vks-public"
+
+
+def _reason(e):
+    import json
+    try:
+        return json.loads(e.body).get("message") or e.reason
+    except (ValueError, TypeError, AttributeError):
+        return "%s %s" % (e.status, e.reason)
+
+
+class NodePools(object):
+    def __init__(self, module):
+        self.module = module
+        self.p = module.params
+        self.dyn = dynamic.DynamicClient(api_client(self.p))
+        self.ident = "%s/%s" % (self.p["namespace"], self.p["cluster_name"])
+
+    def fail(self, verb, reason):
+        self.module.fail_json(msg="Unable to %s Cluster %s: %s" % (verb, self.ident, reason))
+
+    def resource(self, version, kind):
+        return self.dyn.resources.get(api_version="%s/%s" % (GROUP, version), kind=kind)
+
+    def read(self):
+        """(version, cluster dict, class ref dict) in the version the Cluster was written in."""
+        last = None
+        for version in VERSIONS:
+            try:
+                obj = self.resource(version, "Cluster").get(name=self.p["cluster_name"],
+                                                            namespace=self.p["namespace"]).to_dict()
+            except ApiException as e:
+                if e.status == 404:
+                    self.fail("read", "not found")
+                last = e
+                continue
+            except Exception as e:  # noqa: BLE001 - resource discovery (version not served)
+                last = e
+                continue
+            topo = (obj.get("spec") or {}).get("topology") or {}
+            if version == "v1beta2" and (topo.get("classRef") or {}).get("name"):
+                ref = topo["classRef"]
+                return version, obj, {"name": ref["name"], "namespace": ref.get("namespace") or self.p["namespace"]}
+            if version == "v1beta1" and topo.get("class"):
+                return version, obj, {"name": topo["class"],
+                                      "namespace": topo.get("classNamespace") or self.p["namespace"]}
+        if last is not None and not isinstance(last, ApiException):
+            self.fail("read", str(last))
+        if last is not None:
+            self.fail("read", _reason(last))
+        self.fail("read", "it has no managed topology (spec.topology with a ClusterClass)")
+
+    def read_class(self, version, ref):
+        for v in (version,) + tuple(x for x in VERSIONS if x != version):
+            try:
+                return self.resource(v, "ClusterClass").get(name=ref["name"], namespace=ref["namespace"]).to_dict()
+            except ApiException as e:
+                if e.status != 404:
+                    self.fail("read the ClusterClass of", _reason(e))
+            except Exception:  # noqa: BLE001 - version not served
+                continue
+        self.fail("read the ClusterClass of", "ClusterClass %s/%s not found" % (ref["namespace"], ref["name"]))
+
+    def desired(self, obj, cc):
+        plan = variable_plan((cc.get("spec") or {}).get("variables") or [])
+        md_classes = [m.get("class") for m in
+                      (((cc.get("spec") or {}).get("workers") or {}).get("machineDeployments") or [])]
+        default_class = md_classes[0] if len(md_classes) == 1 else None
+        pools = []
+        for pool in self.p["node_pools"]:
+            pool = dict(pool)
+            if pool.get("class") and md_classes and pool["class"] not in md_classes:
+                raise PlanError("node pool %s: class %s is not a machineDeployment class of the ClusterClass (%s)"
+                                % (pool["name"], pool["class"], ", ".join(md_classes)))
+            pools.append(pool)
+        workers = ((obj["spec"]["topology"]).get("workers") or {})
+        current = workers.get("machineDeployments") or []
+        new = plan_machine_deployments(current, pools, plan, default_class, self.p["purge"])
+        return plan, current, new
+
+    def run(self):
+        names = [p["name"] for p in self.p["node_pools"]]
+        if len(set(names)) != len(names):
+            self.module.fail_json(msg="node_pools names must be unique: %s" % ", ".join(names))
+        for attempt in range(self.p["retries"] + 1):
+            version, obj, ref = self.read()
+            cc = self.read_class(version, ref)
+            try:
+                plan, current, new = self.desired(obj, cc)
+            except PlanError as e:
+                self.fail("update the node pools of", str(e))
+            result = dict(changed=current != new, machine_deployments=new, api_version="%s/%s" % (GROUP, version),
+                          variable_plan=dict((k, v) for k, v in plan.items() if k != "names"))
+            if self.module._diff:
+                result["diff"] = dict(before={"machineDeployments": current}, after={"machineDeployments": new})
+            if not result["changed"]:
+                self.module.exit_json(**result)
+            body = copy.deepcopy(obj)
+            body["spec"]["topology"].setdefault("workers", {})
+            body["spec"]["topology"]["workers"]["machineDeployments"] = new
+            for key in ("managedFields",):
+                body["metadata"].pop(key, None)
+            try:
+                kwargs = {"dry_run": "All"} if self.module.check_mode else {}
+                self.resource(version, "Cluster").replace(body=body, namespace=self.p["namespace"], **kwargs)
+            except ApiException as e:
+                if e.status == 409 and attempt < self.p["retries"]:
+                    continue
+                self.fail("update the node pools of", _reason(e))
+            self.module.exit_json(**result)
+
+
+def main():
+    taint = dict(key=dict(type="str", required=True, no_log=False), value=dict(type="str"),
+                 effect=dict(type="str", required=True, choices=["NoSchedule", "PreferNoSchedule", "NoExecute"]))
+    pool = dict(name=dict(type="str", required=True), replicas=dict(type="int"),
+                vm_class=dict(type="str"), labels=dict(type="dict"),
+                taints=dict(type="list", elements="dict", options=taint),
+                **{"class": dict(type="str")})
+    spec = dict(cluster_name=dict(type="str", required=True), namespace=dict(type="str", required=True),
+                node_pools=dict(type="list", elements="dict", required=True, options=pool),
+                purge=dict(type="bool", default=False), retries=dict(type="int", default=5))
+    spec.update(auth_argument_spec())
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    if not HAS_K8S:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=K8S_IMPORT_ERROR)
+    for p in module.params["node_pools"]:
+        if p.get("replicas") is not None and p["replicas"] < 0:
+            module.fail_json(msg="node pool %s: replicas must be 0 or more" % p["name"])
+    try:
+        NodePools(module).run()
+    except ApiException as e:
+        module.fail_json(msg="Unable to reach the Supervisor API for Cluster %s/%s: %s"
+                         % (module.params["namespace"], module.params["cluster_name"], _reason(e)))
+
+
+if __name__ == "__main__":
+    main()
