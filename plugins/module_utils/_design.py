@@ -461,8 +461,8 @@ def _rule_unique_names(ctx):
         ("tenants", "tenants", [t.get("name") for t in d["tenants"]]),
         ("vks_clusters", "vks_clusters", [v.get("name") for v in d["vks_clusters"]]),
         ("tenants", "tenant namespaces", [t.get("namespace") for t in d["tenants"]]),
-        ("pools", "VM classes", [(p.get("vm_class") or {}).get("name") for p in d["pools"]]),
-        ("pools", "node pools", [((p.get("node_pool") or {}).get("vks_cluster"),
+        ("vm_classes", "VM classes", [(p.get("vm_class") or {}).get("name") for p in d["pools"]]),
+        ("node_pools", "node pools", [((p.get("node_pool") or {}).get("vks_cluster"),
                                   (p.get("node_pool") or {}).get("name")) for p in d["pools"]]),
     )
     for section, what, names in groups:

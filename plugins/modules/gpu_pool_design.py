@@ -1,0 +1,226 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) gpupool.vcf developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import (absolute_import, division, print_function)
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: gpu_pool_design
+short_description: Validate a GPU pool design and derive what every link needs from it
+version_added: 0.1.0
+description:
+  - Reads one pool design (the schema and every field are explained in the collection's
+    C(docs/design.md); C(examples/design.yml) is a complete example), fills in the defaults,
+    checks it against every design rule and returns all findings at once, each with the
+    rule's name, the object, what is wrong and the fix.
+  - When the design has no errors, returns the per-link inputs derived from it (RV(derived)), namely
+    ESXi host settings per cluster, VM classes, namespaces and DRS pinning, VKS node pools,
+    and the guest objects (PriorityClasses, ResourceQuotas, Kueue queues, time-slicing
+    configuration, GPU Operator settings, licensing).
+  - Fails listing every error unless O(fail_on_error=false). Warnings never fail the task; each
+    is in RV(findings), and also in the standard C(warnings) of the result (one line per
+    warning, rule, object, message and fix), so Ansible shows it.
+  - It talks to no system and changes nothing, so it runs the same in check mode. Run it
+    first in a playbook, before any change.
+author:
+  - gpupool.vcf developers (@gpupool)
+options:
+  design:
+    description:
+      - The design as a mapping, for example C({{ lookup('ansible.builtin.file', 'design.yml') | from_yaml }}).
+      - Exactly one of O(design) and O(design_file) is required.
+    type: dict
+  design_file:
+    description:
+      - Path to a YAML (or JSON) file with the design, on the host the module runs on. A relative
+        path is relative to the module's working directory; give an absolute path
+        (C({{ playbook_dir }}/design.yml)).
+    type: path
+  fail_on_error:
+    description:
+      - Fail when the design has errors. With V(false) the errors are only returned
+        (RV(errors)), so a report can be made of them.
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    support: full
+    description: The module only reads the design; check mode gives the same result.
+  diff_mode:
+    support: none
+    description: Nothing changes.
+notes:
+  - The rules, their severity and their fixes are listed in C(docs/design.md).
+seealso:
+  - module: gpupool.vcf.gpu_host_info
+"""
+
+EXAMPLES = r"""
+- name: Validate the design before anything changes
+  gpupool.vcf.gpu_pool_design:
+    design_file: "{{ playbook_dir }}/design.yml"
+  register: pool_design
+
+- name: Roll the H100 hosts to the design's driver
+  ansible.builtin.include_role:
+    name: gpupool.vcf.esxi_gpu_host
+  vars:
+    esxi_gpu_host_cluster: gpu-h100
+    esxi_gpu_host_driver_version: "{{ pool_design.derived.esxi.clusters['gpu-h100'].driver_version }}"
+    esxi_gpu_host_driver_bundle: "{{ pool_design.derived.esxi.clusters['gpu-h100'].driver_bundle }}"
+    esxi_gpu_host_min_gpus: "{{ pool_design.derived.esxi.clusters['gpu-h100'].min_gpus }}"
+
+- name: Report every finding without failing
+  gpupool.vcf.gpu_pool_design:
+    design: "{{ lookup('ansible.builtin.file', 'design.yml') | from_yaml }}"
+    fail_on_error: false
+  register: review
+
+- name: Show the errors
+  ansible.builtin.debug:
+    msg: "{{ item.rule }}: {{ item.object }}: {{ item.message }} (fix: {{ item.fix }})"
+  loop: "{{ review.errors }}"
+"""
+
+RETURN = r"""
+findings:
+  description: Every finding, errors and warnings, in rule order.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    rule:
+      description: Stable name of the rule (C(tenant_gpu_quota), C(spare_capacity), ...).
+      type: str
+      sample: spare_capacity
+    severity:
+      description: V(error) or V(warning).
+      type: str
+      sample: error
+    object:
+      description: What the finding is about, as a dotted path in the design.
+      type: str
+      sample: pools.inference
+    message:
+      description: What is wrong.
+      type: str
+    fix:
+      description: How to fix it.
+      type: str
+errors:
+  description: The findings of severity error (same form as RV(findings)).
+  returned: always
+  type: list
+  elements: dict
+design:
+  description: The design with every default filled in (null when it is not a mapping).
+  returned: always
+  type: dict
+derived:
+  description:
+    - The per-link inputs; null when the design has errors.
+    - C(esxi.clusters.<cluster>) - cluster, gpu_model, hosts, gpus_per_host, driver_version,
+      driver_bundle, lifecycle, vlcm_depot_url, component, graphics_type, assignment_policy,
+      scheduler (policy, time_slice_ms), rmpvmrl, mig_mode, min_gpus.
+    - C(vsphere) - vm_classes (name, cpu_count, memory_mb, vgpu_profiles, memory_reservation,
+      pool, cluster, description), namespaces (name, supervisor, kind, description,
+      vm_classes, storage_policies, limits, access), drs_pinning (name, behavior).
+    - C(vks.clusters.<vks cluster>) - name, namespace, version, storage_class, node_pools
+      (name, replicas, vm_class, failure_domain, labels, taints).
+    - C(guest) - priority_classes, namespaces, resource_quotas (Kubernetes manifests), kueue
+      (enabled, wait_for_pods_ready, resource_flavors, cluster_queues, local_queues),
+      time_slicing (config_name, namespace, data, manifest), gpu_operator (namespace,
+      mig_strategy, mig_manager_enabled, device_plugin_config), licensing.
+  returned: always
+  type: dict
+  sample:
+    esxi:
+      clusters:
+        gpu-h100:
+          driver_version: 550.90.05-1OEM.800.1.0.20613240
+          lifecycle: direct
+          min_gpus: 10
+"""
+
+import json
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_native
+
+from ansible_collections.gpupool.vcf.plugins.module_utils._design import (
+    DesignError,
+    derive,
+    errors,
+    normalize,
+    summarize,
+    validate,
+    warnings,
+)
+
+try:
+    import yaml
+    HAS_YAML = True
+except ImportError:  # pragma: no cover - ansible-core ships PyYAML
+    HAS_YAML = False
+
+
+def read_design(module, path):
+    try:
+        with open(path, "rb") as handle:
+            text = handle.read().decode("utf-8")
+    except (IOError, OSError) as exc:
+        module.fail_json(msg="Unable to read design file %s: %s" % (path, to_native(exc)))
+    try:
+        if HAS_YAML:
+            return yaml.safe_load(text)
+        return json.loads(text)
+    except ValueError as exc:
+        module.fail_json(msg="Unable to parse design file %s: %s" % (path, to_native(exc)))
+    except Exception as exc:  # yaml.YAMLError
+        module.fail_json(msg="Unable to parse design file %s: %s" % (path, to_native(exc)))
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            design=dict(type="dict"),
+            design_file=dict(type="path"),
+            fail_on_error=dict(type="bool", default=True),
+        ),
+        mutually_exclusive=[("design", "design_file")],
+        required_one_of=[("design", "design_file")],
+        supports_check_mode=True,
+    )
+    design = module.params["design"]
+    if module.params["design_file"]:
+        design = read_design(module, module.params["design_file"])
+
+    findings = validate(design)
+    normalized = normalize(design)[0] if isinstance(design, dict) else None
+    errs, warns = errors(findings), warnings(findings)
+    derived = None
+    if not errs:
+        try:
+            derived = derive(design)
+        except DesignError as exc:  # validate and derive agree; kept for safety
+            errs = exc.findings
+    for finding in warns:
+        module.warn(str(finding))
+    result = dict(
+        changed=False,
+        findings=[f.to_dict() for f in findings],
+        errors=[f.to_dict() for f in errs],
+        design=normalized,
+        derived=derived,
+    )
+    if errs and module.params["fail_on_error"]:
+        module.fail_json(msg=summarize(findings), **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
