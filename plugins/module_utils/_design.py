@@ -92,10 +92,10 @@ class Finding:
 
     __slots__ = ("rule", "severity", "object", "message", "fix")
 
-    def __init__(self, rule, object, message, fix, severity=None):
+    def __init__(self, rule, obj, message, fix, severity=None):
         self.rule = rule
         self.severity = severity or RULES[rule][0]
-        self.object = object
+        self.object = obj
         self.message = message
         self.fix = fix
 

@@ -174,13 +174,12 @@ def read_design(module, path):
             text = handle.read().decode("utf-8")
     except (IOError, OSError) as exc:
         module.fail_json(msg="Unable to read design file %s: %s" % (path, to_native(exc)))
+    parse_errors = (ValueError, yaml.YAMLError) if HAS_YAML else (ValueError,)
     try:
         if HAS_YAML:
             return yaml.safe_load(text)
         return json.loads(text)
-    except ValueError as exc:
-        module.fail_json(msg="Unable to parse design file %s: %s" % (path, to_native(exc)))
-    except Exception as exc:  # yaml.YAMLError
+    except parse_errors as exc:
         module.fail_json(msg="Unable to parse design file %s: %s" % (path, to_native(exc)))
 
 
