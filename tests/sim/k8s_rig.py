@@ -43,6 +43,10 @@ DEFAULT_NODES = HERE / "nodes.yml"
 POOL_LABEL = "gpupool.vcf/pool"
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 SERVICE_CIDR = "10.96.0.0/16"
+# the CRDs Kueue v0.17 converts by webhook (and injects its CA into); the others are identical
+# in v1beta1 and v1beta2 and keep conversion strategy None
+KUEUE_CONVERTED = {f"{r}.kueue.x-k8s.io" for r in
+                   ("localqueues", "clusterqueues", "workloads", "cohorts", "multikueueclusters")}
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
 
@@ -303,6 +307,9 @@ def _kueue_objects(webhook_port: int, host_ip: str) -> list[dict]:
     Kueue process through a selector-less Service whose Endpoints are this machine."""
     objs: list[dict] = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueue-system"}},
+        # Kueue's certificate rotator fills this Secret (it must exist, as Kueue's manifests make it)
+        {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+         "metadata": {"name": "kueue-webhook-server-cert", "namespace": "kueue-system"}},
         {"apiVersion": "v1", "kind": "Service",
          "metadata": {"name": "kueue-webhook-service", "namespace": "kueue-system"},
          "spec": {"ports": [{"name": "https", "port": 443, "targetPort": webhook_port}]}},
@@ -316,8 +323,7 @@ def _kueue_objects(webhook_port: int, host_ip: str) -> list[dict]:
         raise RigError(f"Kueue CRDs missing under {crd_dir}: run `make k8s-build`")
     for f in sorted(crd_dir.glob("*.yaml")):
         for crd in _yaml_objects(f):
-            served = [v["name"] for v in crd["spec"]["versions"]]
-            if len(served) > 1:
+            if crd["metadata"]["name"] in KUEUE_CONVERTED:
                 crd["spec"]["conversion"] = {"strategy": "Webhook", "webhook": {
                     "conversionReviewVersions": ["v1"],
                     "clientConfig": {"service": {"namespace": "kueue-system",
@@ -468,6 +474,9 @@ def _start(rig, data_dir, pki, token, etcd_port, peer_port, api_port, nodes_file
             "internalCertManagement": {"enable": True},
             "manageJobsWithoutQueueName": False,
             "integrations": {"frameworks": ["batch/job"]},
+            # the on-demand visibility API server needs in-cluster delegated authentication
+            # and writes its certificate to /visibility: off
+            "featureGates": {"VisibilityOnDemand": False},
         }
         (data_dir / "kueue.yml").write_text(yaml.safe_dump(kcfg))
         env = dict(os.environ, KUBECONFIG=str(rig.kubeconfig))
@@ -501,17 +510,31 @@ def _start(rig, data_dir, pki, token, etcd_port, peer_port, api_port, nodes_file
 
     _wait("default ServiceAccount", default_sa, timeout, procs, data_dir)
     if kueue:
+        cert_dir = data_dir / "kueue-certs"
+
         def kueue_ready():
+            # what a kubelet does for Kueue's pod: project the Secret its certificate rotator
+            # fills into the webhook server's certificate folder
+            if not (cert_dir / "tls.key").exists():
+                data = core.read_namespaced_secret("kueue-webhook-server-cert", "kueue-system").data or {}
+                if not {"tls.crt", "tls.key"} <= set(data):
+                    return False
+                cert_dir.mkdir(mode=0o700, exist_ok=True)
+                for key, value in data.items():
+                    f = cert_dir / key
+                    f.write_bytes(base64.b64decode(value))
+                    f.chmod(0o600)
             with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/readyz", timeout=2) as r:
                 if r.status != 200:
                     return False
-            # a v1beta1 list needs the conversion webhook to answer
-            from kubernetes import dynamic
-            dyn = dynamic.DynamicClient(api)
-            dyn.resources.get(api_version="kueue.x-k8s.io/v1beta1", kind="ResourceFlavor").get()
+            # Kueue has put its CA into the CRDs it converts
+            for n in KUEUE_CONVERTED:
+                conv = ext.read_custom_resource_definition(n).spec.conversion
+                if not (conv.webhook and conv.webhook.client_config.ca_bundle):
+                    return False
             return True
 
-        _wait("Kueue readyz and conversion webhook", kueue_ready, timeout, procs, data_dir, interval=0.3)
+        _wait("Kueue readyz and its CA in the CRDs", kueue_ready, timeout, procs, data_dir, interval=0.3)
 
 
 def main(argv=None) -> int:

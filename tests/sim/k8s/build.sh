@@ -13,14 +13,17 @@ minor=$(echo "$k8s_version" | cut -d. -f2)
 key=$(cd "$here" && cat go.mod go.sum cmd/*/*.go tools/*/go.mod tools/*/go.sum build.sh | sha256sum | cut -c1-12)
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/gpupool-vcf/k8s-$k8s_version-$key
 mkdir -p "$cache/bin"
+# one build at a time per cache (two clones or two make runs may start it together)
+exec 9>"$cache/.lock"
+flock 9
 
 gobuild() { # <module dir> <out name> <package> [extra ldflags]
     local dir=$1 out=$2 pkg=$3 extra=${4:-}
     [ -x "$cache/bin/$out" ] && return 0
     echo "k8s-build: $out ($pkg)"
     local t0=$SECONDS
-    (cd "$dir" && go build -trimpath -ldflags="-s -w $extra" -o "$cache/bin/$out.tmp" "$pkg")
-    mv "$cache/bin/$out.tmp" "$cache/bin/$out"
+    (cd "$dir" && go build -trimpath -ldflags="-s -w $extra" -o "$cache/bin/$out.tmp.$$" "$pkg")
+    mv "$cache/bin/$out.tmp.$$" "$cache/bin/$out"
     echo "k8s-build: $out built in $((SECONDS - t0)) s"
 }
 
@@ -47,6 +50,7 @@ if [ ! -d "$cache/kueue-crds" ]; then
 fi
 
 for f in "$cache"/bin/*; do
+    case $f in *.tmp*) continue ;; esac
     ln -sfn "$f" "$bin_dir/$(basename "$f")"
 done
 ln -sfn "$cache/kueue-crds" "$share_dir/kueue-crds"

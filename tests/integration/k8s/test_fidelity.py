@@ -1,0 +1,320 @@
+"""Fidelity of the Kubernetes test rig: each test passes against a real control plane and
+fails against a dictionary-backed fake (no conflicts, validation, admission, scheduler,
+preemption or queueing)."""
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client, dynamic
+from kubernetes.client.rest import ApiException
+
+ROOT = Path(__file__).resolve().parents[3]
+CHART = ROOT.parent / "shared" / "charts" / "gpu-operator"
+GPU = "nvidia.com/gpu"
+MIG = "nvidia.com/mig-1g.10gb"
+GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
+
+
+def wait_for(what, check, timeout=60, interval=0.2):
+    end = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < end:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    pytest.fail(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
+
+
+def uid() -> str:
+    return uuid.uuid4().hex[:6]
+
+
+def pod(name, resources=None, tolerations=None, node=None, priority_class=None, annotations=None):
+    spec = {"containers": [{"name": "main", "image": "registry.invalid/cuda:12",
+                            "resources": {"limits": resources or {}}}],
+            "tolerations": tolerations or [], "terminationGracePeriodSeconds": 0}
+    if node:
+        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "annotations": annotations or {}}, "spec": spec}
+
+
+def phase(core, ns, name):
+    try:
+        return core.read_namespaced_pod(name, ns).status.phase
+    except ApiException as e:
+        if e.status == 404:
+            return "Gone"
+        raise
+
+
+def require_chart():
+    if not (CHART / "Chart.yaml").is_file():
+        pytest.fail(f"GPU Operator chart not found at {CHART} (expected ../shared/charts/gpu-operator "
+                    "relative to the repository root); the rig tests need the real chart", pytrace=False)
+
+
+def apply_chart_crd(api, filename):
+    require_chart()
+    crd = yaml.safe_load((CHART / "crds" / filename).read_text())
+    dynamic.DynamicClient(api).resources.get(
+        api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition").server_side_apply(
+        body=crd, name=crd["metadata"]["name"], field_manager="fidelity-test", force_conflicts=True)
+    ext = client.ApiextensionsV1Api(api)
+    wait_for("CRD established", lambda: any(
+        c.type == "Established" and c.status == "True"
+        for c in ext.read_custom_resource_definition(crd["metadata"]["name"]).status.conditions or []))
+    return crd
+
+
+# --- API machinery -------------------------------------------------------------------------
+
+def test_stale_resource_version_is_a_conflict(k8s_api, k8s_namespace):
+    core = client.CoreV1Api(k8s_api)
+    cm = core.create_namespaced_config_map(k8s_namespace, {"metadata": {"name": "cm"}, "data": {"a": "1"}})
+    stale = cm.metadata.resource_version
+    core.patch_namespaced_config_map("cm", k8s_namespace, {"data": {"a": "2"}})
+    with pytest.raises(ApiException) as e:
+        core.replace_namespaced_config_map("cm", k8s_namespace, {
+            "metadata": {"name": "cm", "resourceVersion": stale}, "data": {"a": "3"}})
+    assert e.value.status == 409
+
+
+def test_server_side_apply_field_manager_conflict(k8s_api, k8s_namespace):
+    cms = dynamic.DynamicClient(k8s_api).resources.get(api_version="v1", kind="ConfigMap")
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": {"owner": "a"}}
+    cms.server_side_apply(body=body, namespace=k8s_namespace, name="ssa", field_manager="manager-a")
+    body["data"]["owner"] = "b"
+    with pytest.raises(ApiException) as e:
+        cms.server_side_apply(body=body, namespace=k8s_namespace, name="ssa", field_manager="manager-b")
+    assert e.value.status == 409
+    assert "manager-a" in e.value.body
+    cms.server_side_apply(body=body, namespace=k8s_namespace, name="ssa", field_manager="manager-b",
+                          force_conflicts=True)
+    assert cms.get(namespace=k8s_namespace, name="ssa").data.owner == "b"
+
+
+def test_priority_class_value_is_immutable(k8s_api):
+    sched = client.SchedulingV1Api(k8s_api)
+    name = f"fidelity-{uid()}"
+    sched.create_priority_class({"metadata": {"name": name}, "value": 1000})
+    try:
+        with pytest.raises(ApiException) as e:
+            sched.patch_priority_class(name, {"value": 2000})
+        assert e.value.status == 422
+        assert "may not be changed" in e.value.body
+    finally:
+        sched.delete_priority_class(name)
+
+
+def test_invalid_taint_effect_is_rejected(k8s_api):
+    core = client.CoreV1Api(k8s_api)
+    with pytest.raises(ApiException) as e:
+        core.create_node({"metadata": {"name": f"bad-taint-{uid()}"},
+                          "spec": {"taints": [{"key": GPU, "value": "present", "effect": "Sometimes"}]}})
+    assert e.value.status == 422
+    assert "effect" in e.value.body
+
+
+# --- GPU Operator chart and CRDs -----------------------------------------------------------
+
+def test_cluster_policy_rejected_by_crd_schema(k8s_api):
+    apply_chart_crd(k8s_api, "nvidia.com_clusterpolicies.yaml")
+    cp = dynamic.DynamicClient(k8s_api).resources.get(api_version="nvidia.com/v1", kind="ClusterPolicy")
+    name = f"fidelity-{uid()}"
+    with pytest.raises(ApiException) as e:
+        cp.create(body={"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": name},
+                        "spec": {"driver": {"enabled": "yes please"}}})
+    assert e.value.status == 422
+    assert "spec.driver.enabled" in e.value.body
+
+
+def test_gpu_operator_chart_installs_with_helm(k8s_rig, k8s_api, k8s_namespace):
+    require_chart()
+    rel = "gpu-operator"
+    k8s_rig.helm("install", rel, str(CHART), "--namespace", k8s_namespace,
+                 "--set", "operator.upgradeCRD=false",
+                 "--set", "dcgmExporter.serviceMonitor.enabled=false",
+                 "--set", "node-feature-discovery.master.serviceAccount.name=nfd-master-" + k8s_namespace,
+                 timeout=300)
+    try:
+        status = k8s_rig.helm("status", rel, "--namespace", k8s_namespace, "-o", "json")
+        assert '"status":"deployed"' in status.stdout.replace(" ", "")
+        apps = client.AppsV1Api(k8s_api)
+        deps = {d.metadata.name for d in apps.list_namespaced_deployment(k8s_namespace).items}
+        assert "gpu-operator" in deps
+        cp = dynamic.DynamicClient(k8s_api).resources.get(api_version="nvidia.com/v1", kind="ClusterPolicy")
+        assert cp.get(name="cluster-policy").spec.mig.strategy in ("single", "mixed", "none")
+        core = client.CoreV1Api(k8s_api)
+        wait_for("the operator pod Running", lambda: any(
+            p.status.phase == "Running"
+            for p in core.list_namespaced_pod(k8s_namespace, label_selector="app=gpu-operator").items),
+            timeout=60)
+    finally:
+        k8s_rig.helm("uninstall", rel, "--namespace", k8s_namespace, "--no-hooks", check=False)
+
+
+# --- quota, taints, priority ---------------------------------------------------------------
+
+def test_pod_over_gpu_quota_is_rejected(k8s_api, k8s_namespace):
+    core = client.CoreV1Api(k8s_api)
+    core.create_namespaced_resource_quota(k8s_namespace, {
+        "metadata": {"name": "gpus"}, "spec": {"hard": {f"requests.{GPU}": "1"}}})
+    wait_for("quota status", lambda: (core.read_namespaced_resource_quota("gpus", k8s_namespace)
+                                      .status.hard or {}).get(f"requests.{GPU}"))
+    with pytest.raises(ApiException) as e:
+        core.create_namespaced_pod(k8s_namespace, pod("two-gpus", {GPU: "2"}, [GPU_TOLERATION]))
+    assert e.value.status == 403
+    assert "exceeded quota" in e.value.body
+    core.create_namespaced_pod(k8s_namespace, pod("one-gpu", {GPU: "1"}, [GPU_TOLERATION]))
+
+
+def test_pod_without_toleration_never_lands_on_tainted_gpu_node(k8s_api, k8s_namespace):
+    core = client.CoreV1Api(k8s_api)
+    core.create_namespaced_pod(k8s_namespace, pod("no-toleration", {GPU: "1"}))
+    core.create_namespaced_pod(k8s_namespace, pod("tolerates", {GPU: "1"}, [GPU_TOLERATION]))
+    wait_for("tolerating pod Running", lambda: phase(core, k8s_namespace, "tolerates") == "Running")
+
+    def unschedulable():
+        p = core.read_namespaced_pod("no-toleration", k8s_namespace)
+        return next((c for c in p.status.conditions or []
+                     if c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable"), None)
+
+    cond = wait_for("scheduler to give up on the pod without toleration", unschedulable)
+    assert "untolerated taint" in cond.message and GPU in cond.message
+    time.sleep(2)
+    p = core.read_namespaced_pod("no-toleration", k8s_namespace)
+    assert p.spec.node_name is None and p.status.phase == "Pending"
+
+
+def test_high_priority_pod_preempts_low_priority_on_full_gpu_node(k8s_api, k8s_namespace):
+    core = client.CoreV1Api(k8s_api)
+    sched = client.SchedulingV1Api(k8s_api)
+    low, high = f"low-{uid()}", f"high-{uid()}"
+    sched.create_priority_class({"metadata": {"name": low}, "value": 100})
+    sched.create_priority_class({"metadata": {"name": high}, "value": 100000})
+    node = "gpu-h100-0"
+    try:
+        core.create_namespaced_pod(k8s_namespace, pod("batch", {GPU: "1"}, [GPU_TOLERATION], node, low))
+        wait_for("low-priority pod Running", lambda: phase(core, k8s_namespace, "batch") == "Running")
+        core.create_namespaced_pod(k8s_namespace, pod("urgent", {GPU: "1"}, [GPU_TOLERATION], node, high))
+        wait_for("low-priority pod preempted", lambda: phase(core, k8s_namespace, "batch") == "Gone")
+        wait_for("high-priority pod Running", lambda: phase(core, k8s_namespace, "urgent") == "Running")
+        assert core.read_namespaced_pod("urgent", k8s_namespace).spec.node_name == node
+    finally:
+        core.delete_collection_namespaced_pod(k8s_namespace, grace_period_seconds=0)
+        sched.delete_priority_class(low)
+        sched.delete_priority_class(high)
+
+
+# --- Supervisor (VKS) Cluster API objects --------------------------------------------------
+
+def _cluster(name, cls, variables, overrides=None):
+    return {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": name},
+            "spec": {"topology": {
+                "classRef": {"name": cls, "namespace": "vmware-system-vks-public"},
+                "version": "v1.35.5+vmware.1-vkr.1",
+                "controlPlane": {"replicas": 1},
+                "workers": {"machineDeployments": [{
+                    "class": "node-pool", "name": "gpu", "replicas": 2,
+                    "metadata": {"labels": {"gpupool.vcf/pool": "gpu"}},
+                    "variables": {"overrides": overrides or []}}]},
+                "variables": variables}}}
+
+
+def test_clusterclass_variable_with_wrong_type_is_rejected(k8s_rig, k8s_api, k8s_namespace):
+    dyn = dynamic.DynamicClient(k8s_api)
+    ccs = dyn.resources.get(api_version="cluster.x-k8s.io/v1beta2", kind="ClusterClass")
+    bad_class = {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "ClusterClass",
+                 "metadata": {"name": "bad"},
+                 "spec": {"variables": [{"name": "vmClass", "required": True,
+                                         "schema": {"openAPIV3Schema": {"type": "strnig"}}}]}}
+    with pytest.raises(ApiException) as e:
+        ccs.create(body=bad_class, namespace=k8s_namespace)
+    assert e.value.status == 422 and "openAPIV3Schema.type" in e.value.body
+
+    clusters = dyn.resources.get(api_version="cluster.x-k8s.io/v1beta2", kind="Cluster")
+    good = [{"name": "vmClass", "value": "best-effort-large"}, {"name": "storageClass", "value": "gold"}]
+    gpu_override = [{"name": "vmClass", "value": "vmclass-h100-80c"},
+                    {"name": "node", "value": {"labels": {"nvidia.com/gpu.present": "true"},
+                                               "taints": [{"key": GPU, "value": "present",
+                                                           "effect": "NoSchedule"}]}}]
+    clusters.create(body=_cluster("ok", "builtin-generic-v3.4.0", good, gpu_override), namespace=k8s_namespace)
+    wrong_type = [{"name": "vmClass", "value": 42}, {"name": "storageClass", "value": "gold"}]
+    with pytest.raises(ApiException) as e:
+        clusters.create(body=_cluster("wrong-type", "builtin-generic-v3.4.0", wrong_type), namespace=k8s_namespace)
+    assert e.value.status == 422 and "wrong type" in e.value.body
+    # the legacy class has no variable for taints: a taint request fails clearly
+    with pytest.raises(ApiException) as e:
+        clusters.create(body=_cluster("legacy", "tanzukubernetescluster", good, gpu_override),
+                        namespace=k8s_namespace)
+    assert e.value.status == 422 and "not defined by ClusterClass tanzukubernetescluster: node" in e.value.body
+    # a missing required variable
+    with pytest.raises(ApiException) as e:
+        clusters.create(body=_cluster("no-vars", "builtin-generic-v3.4.0", []), namespace=k8s_namespace)
+    assert e.value.status == 422 and "requires variables" in e.value.body
+
+
+# --- Kueue ---------------------------------------------------------------------------------
+
+def test_kueue_admits_whole_pool_jobs_one_at_a_time(k8s_rig, k8s_api, k8s_namespace):
+    if not k8s_rig.kueue:
+        pytest.fail("the rig was started without Kueue (GPUPOOL_K8S_KUEUE=0)", pytrace=False)
+    dyn = dynamic.DynamicClient(k8s_api)
+    kv = "kueue.x-k8s.io/v1beta1"
+    flavor, cq = f"a100-mig-{uid()}", f"pool-{uid()}"
+    dyn.resources.get(api_version=kv, kind="ResourceFlavor").create(body={
+        "apiVersion": kv, "kind": "ResourceFlavor", "metadata": {"name": flavor},
+        "spec": {"nodeLabels": {"gpupool.vcf/pool": "gpu-a100-mig"}, "tolerations": [GPU_TOLERATION]}})
+    dyn.resources.get(api_version=kv, kind="ClusterQueue").create(body={
+        "apiVersion": kv, "kind": "ClusterQueue", "metadata": {"name": cq},
+        "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": k8s_namespace}},
+                 "resourceGroups": [{"coveredResources": [MIG], "flavors": [
+                     {"name": flavor, "resources": [{"name": MIG, "nominalQuota": 7}]}]}]}})
+    dyn.resources.get(api_version=kv, kind="LocalQueue").create(namespace=k8s_namespace, body={
+        "apiVersion": kv, "kind": "LocalQueue", "metadata": {"name": "gpus"}, "spec": {"clusterQueue": cq}})
+    batch = client.BatchV1Api(k8s_api)
+    core = client.CoreV1Api(k8s_api)
+    try:
+        for name in ("train-a", "train-b"):
+            batch.create_namespaced_job(k8s_namespace, {
+                "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": "gpus"}},
+                "spec": {"suspend": True, "parallelism": 1, "completions": 1, "template": {
+                    "spec": {"restartPolicy": "Never", "containers": [{
+                        "name": "main", "image": "registry.invalid/train:1",
+                        "resources": {"limits": {MIG: "7"}}}]}}}})
+            time.sleep(1.1)  # creation timestamps have 1 s resolution: train-a queues first
+
+        def running():
+            return sorted(j.metadata.name for j in batch.list_namespaced_job(k8s_namespace).items
+                          if not j.spec.suspend)
+
+        assert wait_for("one Job admitted", running) == ["train-a"]
+        pods = wait_for("train-a pod Running", lambda: [
+            p for p in core.list_namespaced_pod(k8s_namespace, label_selector="job-name=train-a").items
+            if p.status.phase == "Running"])
+        assert pods[0].spec.node_name.startswith("gpu-a100-mig-")  # flavor's node labels and toleration
+        time.sleep(3)
+        assert running() == ["train-a"], "both whole-pool Jobs admitted at once"
+        workloads = dyn.resources.get(api_version=kv, kind="Workload").get(namespace=k8s_namespace).items
+        pending = [w for w in workloads if not any(
+            c.type == "Admitted" and c.status == "True" for c in (w.status or {}).get("conditions") or [])]
+        assert len(pending) == 1
+        # train-a finishes: its quota goes back and train-b is admitted
+        core.patch_namespaced_pod(pods[0].metadata.name, k8s_namespace,
+                                  {"metadata": {"annotations": {"gpupool.vcf/sim-complete": "true"}}})
+        wait_for("train-a complete", lambda: (batch.read_namespaced_job("train-a", k8s_namespace)
+                                              .status.succeeded or 0) == 1)
+        wait_for("train-b admitted", lambda: "train-b" in running(), timeout=60)
+    finally:
+        batch.delete_collection_namespaced_job(k8s_namespace, propagation_policy="Background")
+        dyn.resources.get(api_version=kv, kind="LocalQueue").delete(namespace=k8s_namespace, name="gpus")
+        dyn.resources.get(api_version=kv, kind="ClusterQueue").delete(name=cq)
+        dyn.resources.get(api_version=kv, kind="ResourceFlavor").delete(name=flavor)
