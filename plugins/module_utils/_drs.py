@@ -91,7 +91,7 @@ def plan_pinning(vms, overrides, behavior=DEFAULT_BEHAVIOR, names=None, exclude=
     """
     if behavior not in BEHAVIORS:
         raise DrsPlanError("behavior %r is not one of %s" % (behavior, ", ".join(BEHAVIORS)))
-    by_moid, _ = _index_vms(vms)
+    by_moid = _index_vms(vms)[0]
     # exclude may name VMs that are gone: ignore those rather than fail a cleanup run
     excluded = set()
     for name in exclude or []:

@@ -27,6 +27,7 @@ import re
 ROLES = ("OWNER", "EDIT", "VIEW")
 SUBJECT_TYPES = ("USER", "GROUP")
 LIMITS = (("cpu_mhz", "cpu_limit"), ("memory_mib", "memory_limit"), ("storage_mib", "storage_request_limit"))
+LIMIT_KEYS = tuple(k for k, api in LIMITS)
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -74,12 +75,12 @@ def check_limits(limits):
     if limits is None:
         return None
     out = {}
-    for key, _ in LIMITS:
+    for key in LIMIT_KEYS:
         value = limits.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
             raise NamespaceError("limits.%s must be a non-negative number, not %r" % (key, value))
         out[key] = value
-    unknown = set(limits) - set(k for k, _ in LIMITS)
+    unknown = set(limits) - set(LIMIT_KEYS)
     if unknown:
         raise NamespaceError("unknown limits %s; known: cpu_mhz, memory_mib, storage_mib" % ", ".join(sorted(unknown)))
     return out
@@ -104,8 +105,8 @@ def resolve(values, known, what, where):
         else:
             missing.append(v)
     if missing:
-        raise NamespaceError("unknown %s %s; %s: %s" % (what, ", ".join(missing), where,
-                                                       ", ".join(sorted(set(known.values()))) or "none"))
+        names = ", ".join(sorted(set(known.values()))) or "none"
+        raise NamespaceError("unknown %s %s; %s: %s" % (what, ", ".join(missing), where, names))
     return out
 
 
@@ -132,7 +133,7 @@ def normalize(info):
 
 def empty(cluster):
     return dict(cluster=cluster, description="", vm_classes=[], content_libraries=[], storage_policies={},
-                limits=dict((k, None) for k, _ in LIMITS), access=[])
+                limits=dict((k, None) for k in LIMIT_KEYS), access=[])
 
 
 def merge(current, want, purge_lists=False, purge_access=False):

@@ -22,7 +22,7 @@ description:
     PropertyCollector retrieval) and changes it with at most one
     C(ReconfigureComputeResource_Task), whatever the number of VMs.
 author:
-  - gpupool.vcf developers
+  - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
   - gpupool.vcf.vsphere
 options:
@@ -54,8 +54,10 @@ options:
     default: false
 attributes:
   check_mode:
+    description: Predicts the change without making it.
     support: full
   diff_mode:
+    description: Returns the state before and after.
     support: full
 notes:
   - VMs created and managed by the Supervisor (VM Service, VKS nodes) are owned by the VM

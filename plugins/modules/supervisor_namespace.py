@@ -13,7 +13,7 @@ short_description: vSphere Namespace with its VM classes, storage, limits and ac
 version_added: 0.1.0
 description:
   - Creates, updates or deletes a vSphere Namespace on a Supervisor through the vSphere
-    Automation API (C(/api/vcenter/namespaces/instances)): the tenancy boundary of the GPU
+    Automation API (C(/api/vcenter/namespaces/instances)), the tenancy boundary of the GPU
     pools, with the VM classes and content libraries its users may use, storage policies with
     limits, CPU, memory and storage limits, and who may use it.
   - The API replaces list fields on update, so the module reads the namespace, merges, and
@@ -25,7 +25,7 @@ description:
   - Storage policies and content libraries are given by name or id; an unknown one fails
     before anything changes, listing what exists. A cluster that is not a Supervisor fails.
 author:
-  - gpupool.vcf developers
+  - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
   - gpupool.vcf.vsphere
 options:
@@ -117,8 +117,10 @@ options:
     default: false
 attributes:
   check_mode:
+    description: Predicts the change without making it.
     support: full
   diff_mode:
+    description: Returns the state before and after.
     support: full
 """
 
@@ -198,9 +200,9 @@ def supervisor_cluster(module, rest, cluster):
             return s["cluster"]
     clusters = module.client().clusters_by_name()
     if cluster in clusters:
+        names = sorted(s.get("cluster_name") or s["cluster"] for s in summaries)
         raise nsu.NamespaceError("cluster %s is not a Supervisor (no Supervisor is enabled on it); Supervisor "
-                                 "clusters: %s" % (cluster, ", ".join(sorted(s.get("cluster_name") or s["cluster"]
-                                                                            for s in summaries)) or "none"))
+                                 "clusters: %s" % (cluster, ", ".join(names) or "none"))
     raise nsu.NamespaceError("cluster %s not found" % cluster)
 
 

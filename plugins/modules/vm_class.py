@@ -23,7 +23,7 @@ description:
     Both forms are read, as are both spellings of the memory field (C(memory_MB), C(memory_mb)).
   - Only the options that are set are compared; an option left out keeps its value.
 author:
-  - gpupool.vcf developers
+  - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
   - gpupool.vcf.vsphere
 options:
@@ -72,8 +72,10 @@ options:
     default: auto
 attributes:
   check_mode:
+    description: Predicts the change without making it.
     support: full
   diff_mode:
+    description: Returns the state before and after.
     support: full
 """
 
