@@ -142,7 +142,6 @@ def test_gpu_operator_chart_installs_with_helm(k8s_rig, k8s_api, k8s_namespace):
     k8s_rig.helm("install", rel, str(CHART), "--namespace", k8s_namespace,
                  "--set", "operator.upgradeCRD=false",
                  "--set", "dcgmExporter.serviceMonitor.enabled=false",
-                 "--set", "node-feature-discovery.master.serviceAccount.name=nfd-master-" + k8s_namespace,
                  timeout=300)
     try:
         status = k8s_rig.helm("status", rel, "--namespace", k8s_namespace, "-o", "json")
