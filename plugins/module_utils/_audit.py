@@ -1,0 +1,574 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Drift audit of a GPU pool: the derived design against already-read live state (pure).
+
+The module ``gpu_pool_audit`` reads each link once and hands plain data to the functions
+here; nothing in this file does I/O, so every rule is unit-tested with hand-made states.
+
+Live state, per link (every value is plain data):
+
+``esxi``
+    ``hosts``: host records as ``_gpu_inventory.GpuInventory.read`` returns them (``name``,
+    ``cluster``, ``connection_state``, ``maintenance_mode``, ``gpu_count``, ``graphics``,
+    ``driver``, ``scheduler``, ``vgpu_vms``, ``errors``); ``drs``: per cluster name
+    ``{"enabled": bool, "overrides_enabled": bool, "overrides": {vm moid: {"behavior",
+    "enabled"}}}``.
+``vsphere``
+    ``vm_classes``: ``{id: normal form of _vm_class.normalize}``; ``namespaces``: ``{name:
+    normal form of _namespace.normalize}`` (a name absent from the dict does not exist).
+``vks``
+    ``clusters``: ``{name: {"namespace", "machine_deployments": {name: {"replicas",
+    "vm_class"}}}}`` or the name absent when the Cluster does not exist.
+``guest``
+    ``nodes``: ``[{"name", "labels": {}, "taints": [{"key", "value", "effect"}],
+    "capacity": {}}]``; ``namespaces``: names; ``resource_quotas``: ``{namespace:
+    {quota name: hard dict}}``; ``secrets``: ``{namespace: [names]}`` (only the names
+    asked for need be there); ``priority_classes``: ``{name: {"value",
+    "preemptionPolicy"}}``.
+
+A finding is a dict: ``rule``, ``severity`` (error | warning | info), ``link``, ``object``,
+``message``, ``fix``. :data:`RULES` names every rule with its severity, link and one line.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+from collections import OrderedDict
+
+LINKS = ("esxi", "vsphere", "vks", "guest")
+SEVERITIES = ("error", "warning", "info")
+GPU_TAINT_KEY = "nvidia.com/gpu"
+PROFILE_LABEL = "nvidia.com/vgpu.profile"
+POOL_LABEL = "gpupool.vcf/pool"
+PINNED_BEHAVIORS = ("manual", "partiallyAutomated")
+
+RULES = OrderedDict([
+    # esxi
+    ("cluster_missing", ("error", "esxi", "Every GPU cluster of the design exists in vCenter.")),
+    ("gpu_hosts_short", ("warning", "esxi", "A cluster has at least the GPU hosts the design counts on.")),
+    ("host_unreachable", ("warning", "esxi", "Every GPU host is connected and could be read.")),
+    ("host_in_maintenance", ("warning", "esxi", "No GPU host is left in maintenance mode.")),
+    ("driver_mixed", ("error", "esxi", "Every GPU host of a cluster runs the same NVIDIA driver.")),
+    ("driver_off_design", ("error", "esxi", "Every GPU host runs the driver version of the design.")),
+    ("graphics_not_shared_direct", ("error", "esxi", "Host default and every NVIDIA device are Shared Direct.")),
+    ("assignment_policy_off_design", ("warning", "esxi", "The shared passthrough assignment policy is the "
+                                                         "design's.")),
+    ("scheduler_off_design", ("error", "esxi", "The vGPU scheduler (RmPVMRL) is the design's.")),
+    ("drs_overrides_disabled", ("warning", "esxi", "DRS and its per-VM overrides are on where GPU VMs are "
+                                                   "pinned.")),
+    ("gpu_vm_not_pinned", ("error", "esxi", "Every VM holding a vGPU has an enabled DRS override that keeps it "
+                                            "from being moved automatically.")),
+    ("gpu_vm_pin_behavior", ("warning", "esxi", "A GPU VM's DRS override has the design's behavior.")),
+    # vsphere
+    ("vm_class_missing", ("error", "vsphere", "Every pool's VM class exists.")),
+    ("vm_class_profile_changed", ("error", "vsphere", "A VM class carries the vGPU profiles of its pool.")),
+    ("vm_class_size_changed", ("warning", "vsphere", "A VM class has the design's vCPUs, memory and 100% memory "
+                                                     "reservation.")),
+    ("namespace_missing", ("error", "vsphere", "Every platform and tenant namespace exists.")),
+    ("namespace_class_missing", ("error", "vsphere", "A namespace offers every VM class of its pools.")),
+    # vks
+    ("vks_cluster_missing", ("error", "vks", "Every VKS cluster of the design exists on the Supervisor.")),
+    ("node_pool_missing", ("error", "vks", "Every GPU pool has its node pool in its VKS cluster.")),
+    ("node_pool_changed", ("warning", "vks", "A node pool has the design's replicas and VM class.")),
+    # guest
+    ("gpu_node_untainted", ("error", "guest", "Every GPU node carries the nvidia.com/gpu taint and its pool's "
+                                              "taints.")),
+    ("gpu_node_profile_label_missing", ("error", "guest", "Every GPU node of a pool carries the "
+                                                          "nvidia.com/vgpu.profile label of the pool's profile.")),
+    ("node_pool_no_nodes", ("warning", "guest", "A node pool with replicas has nodes in the guest cluster.")),
+    ("guest_namespace_missing", ("error", "guest", "Every tenant namespace exists in the guest cluster.")),
+    ("gpu_quota_missing", ("error", "guest", "Every tenant namespace has its GPU ResourceQuotas.")),
+    ("gpu_quota_changed", ("warning", "guest", "A GPU ResourceQuota has the design's limits.")),
+    ("priority_class_missing", ("error", "guest", "Every PriorityClass of the design exists.")),
+    ("priority_class_changed", ("warning", "guest", "A PriorityClass has the design's value and preemption "
+                                                    "policy.")),
+    ("licensing_secret_missing", ("error", "guest", "The licensing Secret is in the GPU Operator namespace.")),
+    # any link
+    ("link_not_audited", ("info", None, "A link that was not audited says so.")),
+])
+
+
+def finding(rule, obj, message, fix, link=None, severity=None):
+    sev, rule_link, _doc = RULES[rule]
+    return OrderedDict([("rule", rule), ("severity", severity or sev), ("link", link or rule_link),
+                        ("object", obj), ("message", message), ("fix", fix)])
+
+
+def not_audited(link, reason, fix):
+    return finding("link_not_audited", link, "link %s not audited: %s" % (link, reason), fix, link=link)
+
+
+# ---------------------------------------------------------------------------------------
+# esxi
+# ---------------------------------------------------------------------------------------
+
+
+def _same_version(live, want):
+    """Compare a host's full version with the design's (full, or a short x.y.z)."""
+    if not live:
+        return False
+    if "-" in want:
+        return live == want
+    return live.split("-", 1)[0] == want
+
+
+def _rmpvmrl(value):
+    try:
+        return int(str(value), 16)
+    except (TypeError, ValueError):
+        return None
+
+
+def audit_esxi(derived, hosts, drs=None):
+    """Findings of the ESXi link: drivers, graphics, scheduler, maintenance, DRS pinning."""
+    out = []
+    drs = drs or {}
+    clusters = (derived.get("esxi") or {}).get("clusters") or {}
+    pinning = dict((p["name"], p["behavior"]) for p in (derived.get("vsphere") or {}).get("drs_pinning") or [])
+    by_cluster = {}
+    for h in hosts or []:
+        by_cluster.setdefault(h.get("cluster"), []).append(h)
+    for name, want in clusters.items():
+        members = sorted(by_cluster.get(name, []), key=lambda h: h["name"])
+        if not members:
+            out.append(finding("cluster_missing", "cluster %s" % name, "cluster %s has no hosts in vCenter" % name,
+                               "create the cluster and add its GPU hosts, or fix the name in the design"))
+            continue
+        gpu_hosts = [h for h in members if h.get("gpu_count")]
+        if len(gpu_hosts) < (want.get("hosts") or 0):
+            out.append(finding(
+                "gpu_hosts_short", "cluster %s" % name,
+                "%d GPU host(s), the design counts on %d" % (len(gpu_hosts), want["hosts"]),
+                "add GPU hosts to the cluster or lower clusters.%s.hosts in the design" % name))
+        versions = OrderedDict()
+        for h in gpu_hosts:
+            if h.get("connection_state", "connected") != "connected" or h.get("errors"):
+                out.append(finding(
+                    "host_unreachable", "host %s" % h["name"],
+                    "host %s could not be read fully (%s)" % (
+                        h["name"], "; ".join(h.get("errors") or []) or h.get("connection_state")),
+                    "reconnect the host in vCenter and run the audit again"))
+            if h.get("maintenance_mode"):
+                out.append(finding(
+                    "host_in_maintenance", "host %s" % h["name"],
+                    "host %s is in maintenance mode: its GPUs serve no VM" % h["name"],
+                    "finish the work on the host and exit maintenance mode"))
+            _host_graphics(out, h, want)
+            _host_scheduler(out, h, want)
+            if "driver" not in h:
+                continue
+            full = (h.get("driver") or {}).get("full_version")
+            versions.setdefault(full or "none", []).append(h["name"])
+            if not _same_version(full, want["driver_version"]):
+                out.append(finding(
+                    "driver_off_design", "host %s" % h["name"],
+                    "host %s runs NVIDIA driver %s, the design pins %s" % (
+                        h["name"], full or "(none installed)", want["driver_version"]),
+                    "install %s on the host (esxi_host_driver, or remediate the cluster image)"
+                    % want["driver_version"]))
+        if len(versions) > 1:
+            listing = "; ".join("%s on %s" % (v, ", ".join(names)) for v, names in versions.items())
+            out.append(finding(
+                "driver_mixed", "cluster %s" % name,
+                "GPU hosts of cluster %s run different NVIDIA drivers: %s" % (name, listing),
+                "bring every GPU host to %s, one host at a time" % want["driver_version"]))
+        if name in pinning:
+            _cluster_pinning(out, name, gpu_hosts, drs.get(name), pinning[name])
+    return out
+
+
+def _host_graphics(out, h, want):
+    graphics = h.get("graphics")
+    if graphics is None:
+        return
+    wrong = []
+    if graphics.get("default_type") != "shared_direct":
+        wrong.append("host default %s" % graphics.get("default_type"))
+    for pci, kind in sorted((graphics.get("device_types") or {}).items()):
+        if kind != "shared_direct":
+            wrong.append("device %s %s" % (pci, kind))
+    if wrong and want.get("graphics_type", "shared_direct") == "shared_direct":
+        out.append(finding(
+            "graphics_not_shared_direct", "host %s" % h["name"],
+            "host %s graphics are not Shared Direct: %s" % (h["name"], ", ".join(wrong)),
+            "set the host default and every NVIDIA device to Shared Direct (esxi_gpu_config), then "
+            "restart the X.Org service or reboot the host"))
+    policy = want.get("assignment_policy")
+    if policy and graphics.get("assignment_policy") and graphics["assignment_policy"] != policy:
+        out.append(finding(
+            "assignment_policy_off_design", "host %s" % h["name"],
+            "host %s places vGPUs by %s, the design says %s" % (h["name"], graphics["assignment_policy"], policy),
+            "set the assignment policy to %s (esxi_gpu_config)" % policy))
+
+
+def _host_scheduler(out, h, want):
+    sched = h.get("scheduler")
+    if sched is None or not want.get("rmpvmrl"):
+        return
+    live = _rmpvmrl(sched.get("canonical_rmpvmrl") or sched.get("rmpvmrl"))
+    design = _rmpvmrl(want["rmpvmrl"])
+    if sched.get("error") or live != design:
+        wanted = (want.get("scheduler") or {}).get("policy")
+        out.append(finding(
+            "scheduler_off_design", "host %s" % h["name"],
+            "host %s vGPU scheduler is %s (RmPVMRL %s), the design says %s (%s)" % (
+                h["name"], sched.get("policy") or sched.get("error"), sched.get("rmpvmrl"), wanted, want["rmpvmrl"]),
+            "set the nvidia module option NVreg_RegistryDwords=RmPVMRL=%s (esxi_gpu_config) and reboot the host"
+            % want["rmpvmrl"]))
+
+
+def _cluster_pinning(out, name, gpu_hosts, drs, behavior):
+    if drs is None:
+        return
+    if drs.get("enabled") is False or drs.get("overrides_enabled") is False:
+        out.append(finding(
+            "drs_overrides_disabled", "cluster %s" % name,
+            "DRS or its per-VM overrides are disabled on cluster %s: the overrides of GPU VMs do not apply" % name,
+            "enable DRS and VM overrides on the cluster"))
+    overrides = drs.get("overrides") or {}
+    for h in gpu_hosts:
+        for vm in h.get("vgpu_vms") or []:
+            have = overrides.get(vm.get("moid"))
+            obj = "vm %s" % vm["name"]
+            if have is None or have.get("enabled") is False or have.get("behavior") not in PINNED_BEHAVIORS:
+                state = "no DRS override" if have is None else (
+                    "a disabled DRS override" if have.get("enabled") is False else
+                    "a %s DRS override" % have.get("behavior"))
+                out.append(finding(
+                    "gpu_vm_not_pinned", obj,
+                    "VM %s holds a vGPU (%s) on host %s and has %s: DRS may try to move it" % (
+                        vm["name"], ", ".join(vm.get("vgpu_profiles") or []), h["name"], state),
+                    "pin it: drs_gpu_pinning cluster=%s behavior=%s" % (name, behavior)))
+            elif have.get("behavior") != behavior:
+                out.append(finding(
+                    "gpu_vm_pin_behavior", obj,
+                    "VM %s is pinned %s, the design says %s" % (vm["name"], have.get("behavior"), behavior),
+                    "drs_gpu_pinning cluster=%s behavior=%s" % (name, behavior)))
+
+
+# ---------------------------------------------------------------------------------------
+# vsphere
+# ---------------------------------------------------------------------------------------
+
+
+def audit_vsphere(derived, vm_classes, namespaces):
+    """Findings of the vSphere link: VM classes and namespaces."""
+    out = []
+    vs = derived.get("vsphere") or {}
+    vm_classes = vm_classes or {}
+    namespaces = namespaces or {}
+    for want in vs.get("vm_classes") or []:
+        name = want["name"]
+        have = vm_classes.get(name)
+        obj = "vm_class %s" % name
+        if have is None:
+            out.append(finding("vm_class_missing", obj, "VM class %s of pool %s does not exist" % (name, want["pool"]),
+                               "create it (vm_class, or the supervisor_gpu_tenancy role)"))
+            continue
+        live = sorted(p.lower() for p in have.get("vgpu_profiles") or [])
+        if live != sorted(want["vgpu_profiles"]):
+            out.append(finding(
+                "vm_class_profile_changed", obj,
+                "VM class %s has vGPU profiles [%s], pool %s needs [%s]" % (
+                    name, ", ".join(live), want["pool"], ", ".join(want["vgpu_profiles"])),
+                "set its profiles back (vm_class, or the supervisor_gpu_tenancy role); node VMs created since "
+                "run the wrong profile and must be recreated"))
+        size = []
+        for key, label in (("cpu_count", "vCPUs"), ("memory_mb", "memory MB"),
+                           ("memory_reservation", "memory reservation %")):
+            if want.get(key) is not None and have.get(key) is not None and have[key] != want[key]:
+                size.append("%s %s (design %s)" % (label, have[key], want[key]))
+        if size:
+            out.append(finding("vm_class_size_changed", obj, "VM class %s: %s" % (name, ", ".join(size)),
+                               "set the VM class back to the design (vm_class)"))
+    for want in vs.get("namespaces") or []:
+        name = want["name"]
+        have = namespaces.get(name)
+        obj = "namespace %s" % name
+        if have is None:
+            out.append(finding("namespace_missing", obj,
+                               "%s namespace %s does not exist" % (want.get("kind", ""), name),
+                               "create it (supervisor_namespace, or the supervisor_gpu_tenancy role)"))
+            continue
+        missing = [c for c in want.get("vm_classes") or [] if c not in (have.get("vm_classes") or [])]
+        if missing:
+            out.append(finding(
+                "namespace_class_missing", obj,
+                "namespace %s does not offer VM class(es) %s" % (name, ", ".join(missing)),
+                "add them to the namespace (supervisor_namespace vm_classes)"))
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# vks (Supervisor)
+# ---------------------------------------------------------------------------------------
+
+
+def audit_vks(derived, clusters):
+    """Findings of the VKS link: each cluster and its node pools (MachineDeployments)."""
+    out = []
+    clusters = clusters or {}
+    for name, want in ((derived.get("vks") or {}).get("clusters") or {}).items():
+        have = clusters.get(name)
+        if have is None:
+            out.append(finding("vks_cluster_missing", "vks_cluster %s" % name,
+                               "VKS cluster %s is not in namespace %s" % (name, want.get("namespace")),
+                               "create the cluster, or fix vks_clusters in the design"))
+            continue
+        mds = have.get("machine_deployments") or {}
+        for pool in want.get("node_pools") or []:
+            obj = "node_pool %s/%s" % (name, pool["name"])
+            md = mds.get(pool["name"])
+            if md is None:
+                out.append(finding("node_pool_missing", obj,
+                                   "VKS cluster %s has no node pool %s" % (name, pool["name"]),
+                                   "add it (vks_node_pool, or the vks_gpu_node_pools role)"))
+                continue
+            diffs = []
+            if md.get("replicas") is not None and md["replicas"] != pool.get("replicas"):
+                diffs.append("replicas %s (design %s)" % (md["replicas"], pool.get("replicas")))
+            if md.get("vm_class") and md["vm_class"] != pool.get("vm_class"):
+                diffs.append("VM class %s (design %s)" % (md["vm_class"], pool.get("vm_class")))
+            if diffs:
+                out.append(finding("node_pool_changed", obj, "node pool %s: %s" % (pool["name"], ", ".join(diffs)),
+                                   "set it back (vks_node_pool)"))
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# guest
+# ---------------------------------------------------------------------------------------
+
+
+def is_gpu_node(node):
+    labels = node.get("labels") or {}
+    if labels.get(POOL_LABEL) or labels.get("nvidia.com/gpu.present") == "true":
+        return True
+    return any(k == "nvidia.com/gpu" or k.startswith("nvidia.com/mig-") for k in (node.get("capacity") or {}))
+
+
+def _has_taint(node, taint):
+    for t in node.get("taints") or []:
+        if t.get("key") == taint["key"] and t.get("effect") == taint["effect"] and \
+                (taint.get("value") is None or t.get("value") == taint["value"]):
+            return True
+    return False
+
+
+def _taint_text(t):
+    return "%s=%s:%s" % (t["key"], t.get("value") or "", t["effect"])
+
+
+def _pools(derived):
+    out = OrderedDict()
+    for cluster in ((derived.get("vks") or {}).get("clusters") or {}).values():
+        for pool in cluster.get("node_pools") or []:
+            out[pool["labels"].get(POOL_LABEL, pool["name"])] = pool
+    return out
+
+
+def audit_guest(derived, nodes=None, namespaces=None, resource_quotas=None, secrets=None,
+                priority_classes=None):
+    """Findings of the guest link: GPU nodes, tenant quotas, PriorityClasses, licensing Secret."""
+    out = []
+    guest = derived.get("guest") or {}
+    pools = _pools(derived)
+    gpu_taint = {"key": GPU_TAINT_KEY, "value": "present", "effect": "NoSchedule"}
+    seen = dict((p, 0) for p in pools)
+    for node in sorted(nodes or [], key=lambda n: n["name"]):
+        if not is_gpu_node(node):
+            continue
+        pool_name = (node.get("labels") or {}).get(POOL_LABEL)
+        pool = pools.get(pool_name)
+        if pool is not None:
+            seen[pool_name] += 1
+        wanted = list(pool.get("taints") or []) if pool is not None else [gpu_taint]
+        if not any(t["key"] == GPU_TAINT_KEY for t in wanted):
+            wanted.insert(0, gpu_taint)
+        missing = [t for t in wanted if not _has_taint(node, t)]
+        if missing:
+            out.append(finding(
+                "gpu_node_untainted", "node %s" % node["name"],
+                "GPU node %s%s lacks taint(s) %s: pods without the toleration land on it" % (
+                    node["name"], " (pool %s)" % pool_name if pool_name else "",
+                    ", ".join(_taint_text(t) for t in missing)),
+                "set the taints on the node pool (vks_node_pool taints) so every node gets them; "
+                "kubectl taint nodes %s %s for this node now" % (node["name"], " ".join(
+                    _taint_text(t) for t in missing))))
+        if pool is not None:
+            profile = pool["labels"].get(PROFILE_LABEL)
+            live = (node.get("labels") or {}).get(PROFILE_LABEL)
+            if profile and live != profile:
+                out.append(finding(
+                    "gpu_node_profile_label_missing", "node %s" % node["name"],
+                    "GPU node %s of pool %s has %s=%s, the pool's profile is %s" % (
+                        node["name"], pool_name, PROFILE_LABEL, live if live is not None else "(none)", profile),
+                    "set the node pool labels (vks_node_pool labels) to %s=%s" % (PROFILE_LABEL, profile)))
+    if nodes is not None:
+        for name, count in seen.items():
+            if not count and pools[name].get("replicas"):
+                out.append(finding(
+                    "node_pool_no_nodes", "node_pool %s" % name,
+                    "no node of the guest cluster has %s=%s; the design asks for %s" % (
+                        POOL_LABEL, name, pools[name]["replicas"]),
+                    "check the node pool on the Supervisor and its %s label" % POOL_LABEL))
+    if namespaces is not None:
+        present = set(namespaces)
+        quotas = resource_quotas or {}
+        missing_ns = set()
+        for ns in guest.get("namespaces") or []:
+            name = ns["metadata"]["name"]
+            if name not in present:
+                missing_ns.add(name)
+                out.append(finding("guest_namespace_missing", "namespace %s" % name,
+                                   "tenant namespace %s does not exist in the guest cluster" % name,
+                                   "create it with its quotas (gpu_scheduling_policy role)"))
+        for q in guest.get("resource_quotas") or []:
+            ns, qname = q["metadata"]["namespace"], q["metadata"]["name"]
+            if ns in missing_ns:
+                continue
+            have = (quotas.get(ns) or {}).get(qname)
+            obj = "resource_quota %s/%s" % (ns, qname)
+            want = dict((k, str(v)) for k, v in (q["spec"].get("hard") or {}).items())
+            if have is None:
+                out.append(finding(
+                    "gpu_quota_missing", obj,
+                    "namespace %s has no ResourceQuota %s (%s): its GPU use is unbounded" % (
+                        ns, qname, ", ".join("%s=%s" % kv for kv in sorted(want.items()))),
+                    "create it (gpu_scheduling_policy role)"))
+                continue
+            live = dict((k, str(v)) for k, v in (have or {}).items())
+            changed = ["%s=%s (design %s)" % (k, live.get(k, "unset"), v) for k, v in sorted(want.items())
+                       if live.get(k) != v]
+            if changed:
+                out.append(finding("gpu_quota_changed", obj, "ResourceQuota %s/%s: %s" % (ns, qname, ", ".join(changed)),
+                                   "set it back (gpu_scheduling_policy role)"))
+    if priority_classes is not None:
+        for pc in guest.get("priority_classes") or []:
+            name = pc["metadata"]["name"]
+            have = priority_classes.get(name)
+            obj = "priority_class %s" % name
+            if have is None:
+                out.append(finding("priority_class_missing", obj, "PriorityClass %s does not exist" % name,
+                                   "create it (gpu_scheduling_policy role)"))
+                continue
+            diffs = []
+            if have.get("value") != pc.get("value"):
+                diffs.append("value %s (design %s)" % (have.get("value"), pc.get("value")))
+            if pc.get("preemptionPolicy") and have.get("preemptionPolicy") != pc["preemptionPolicy"]:
+                diffs.append("preemptionPolicy %s (design %s)" % (have.get("preemptionPolicy"),
+                                                                  pc["preemptionPolicy"]))
+            if diffs:
+                out.append(finding("priority_class_changed", obj, "PriorityClass %s: %s" % (name, ", ".join(diffs)),
+                                   "PriorityClass values are immutable: delete and recreate it "
+                                   "(gpu_scheduling_policy role)"))
+    licensing = guest.get("licensing") or {}
+    if secrets is not None and licensing.get("nls_enabled", True) and licensing.get("secret_name"):
+        ns = (guest.get("gpu_operator") or {}).get("namespace") or "gpu-operator"
+        if licensing["secret_name"] not in (secrets.get(ns) or []):
+            out.append(finding(
+                "licensing_secret_missing", "secret %s/%s" % (ns, licensing["secret_name"]),
+                "the licensing Secret %s is not in namespace %s: guest vGPU drivers run unlicensed and "
+                "are throttled" % (licensing["secret_name"], ns),
+                "create it from a DLS client configuration token (nls_licensing role)"))
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# results and reports
+# ---------------------------------------------------------------------------------------
+
+
+def sort_findings(findings):
+    rule_order = dict((r, i) for i, r in enumerate(RULES))
+    link_order = dict((l, i) for i, l in enumerate(LINKS))
+    return sorted(findings, key=lambda f: (link_order.get(f["link"], 99), rule_order.get(f["rule"], 999),
+                                           f["object"]))
+
+
+def summarize(findings):
+    """Counts per severity and per link (each link: counts per severity)."""
+    by_severity = OrderedDict((s, 0) for s in SEVERITIES)
+    by_link = OrderedDict((l, OrderedDict((s, 0) for s in SEVERITIES)) for l in LINKS)
+    for f in findings:
+        by_severity[f["severity"]] += 1
+        by_link.setdefault(f["link"], OrderedDict((s, 0) for s in SEVERITIES))[f["severity"]] += 1
+    return OrderedDict([("total", len(findings)), ("severity", by_severity), ("link", by_link)])
+
+
+def is_clean(findings):
+    """No error and no warning (info findings, such as a link not audited, do not count)."""
+    return not any(f["severity"] in ("error", "warning") for f in findings)
+
+
+def should_fail(findings, fail_on):
+    if fail_on == "error":
+        return any(f["severity"] == "error" for f in findings)
+    if fail_on == "warning":
+        return any(f["severity"] in ("error", "warning") for f in findings)
+    return False
+
+
+def _md_cell(value):
+    text = "" if value is None else str(value)
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+def _html(value):
+    text = "" if value is None else str(value)
+    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace('"', "&quot;").replace("'", "&#x27;"))
+
+
+def render(design_name, findings, summary, audited, fmt):
+    """The report text in ``json``, ``markdown`` or ``html``; no timestamps, so an unchanged
+    state renders the same text."""
+    if fmt == "json":
+        return json.dumps(OrderedDict([("design", design_name), ("audited", list(audited)),
+                                       ("clean", is_clean(findings)), ("summary", summary),
+                                       ("findings", findings)]), indent=2) + "\n"
+    sev = summary["severity"]
+    counts = ", ".join("%d %s" % (sev[s], s) for s in SEVERITIES)
+    status = "clean" if is_clean(findings) else "drift found"
+    if fmt == "markdown":
+        lines = ["# GPU pool audit: %s" % _md_cell(design_name), "",
+                 "Links audited: %s. Result: %s (%s)." % (", ".join(audited) or "none", status, counts), "",
+                 "| link | errors | warnings | info |", "|---|---|---|---|"]
+        for link, c in summary["link"].items():
+            lines.append("| %s | %d | %d | %d |" % (link, c["error"], c["warning"], c["info"]))
+        lines += ["", "## Findings", ""]
+        if not findings:
+            lines.append("No findings.")
+        else:
+            lines += ["| rule | severity | link | object | message | fix |", "|---|---|---|---|---|---|"]
+            for f in findings:
+                lines.append("| %s |" % " | ".join(_md_cell(f[k]) for k in
+                                                   ("rule", "severity", "link", "object", "message", "fix")))
+        return "\n".join(lines) + "\n"
+    if fmt == "html":
+        rows = []
+        for f in findings:
+            rows.append("<tr class=\"%s\">%s</tr>" % (_html(f["severity"]), "".join(
+                "<td>%s</td>" % _html(f[k]) for k in ("rule", "severity", "link", "object", "message", "fix"))))
+        link_rows = "".join("<tr><td>%s</td><td>%d</td><td>%d</td><td>%d</td></tr>" % (
+            _html(link), c["error"], c["warning"], c["info"]) for link, c in summary["link"].items())
+        return "\n".join([
+            "<!DOCTYPE html>",
+            "<html><head><meta charset=\"utf-8\"><title>GPU pool audit: %s</title>" % _html(design_name),
+            "<style>table{border-collapse:collapse}td,th{border:1px solid #999;padding:2px 6px}"
+            "tr.error{background:#fdd}tr.warning{background:#ffd}</style></head><body>",
+            "<h1>GPU pool audit: %s</h1>" % _html(design_name),
+            "<p>Links audited: %s. Result: %s (%s).</p>" % (_html(", ".join(audited) or "none"), status, counts),
+            "<table><tr><th>link</th><th>errors</th><th>warnings</th><th>info</th></tr>%s</table>" % link_rows,
+            "<h2>Findings</h2>",
+            ("<table><tr><th>rule</th><th>severity</th><th>link</th><th>object</th><th>message</th>"
+             "<th>fix</th></tr>\n%s\n</table>" % "\n".join(rows)) if rows else "<p>No findings.</p>",
+            "</body></html>", ""])
+    raise ValueError("unknown report format %r" % (fmt,))
+
+
+__all__ = ["RULES", "LINKS", "finding", "not_audited", "audit_esxi", "audit_vsphere", "audit_vks", "audit_guest",
+           "sort_findings", "summarize", "is_clean", "should_fail", "render"]

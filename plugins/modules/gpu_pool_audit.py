@@ -1,0 +1,434 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: gpu_pool_audit
+short_description: Compare every link of a GPU pool with its design and report the drift
+version_added: 0.1.0
+description:
+  - Derives the per-link inputs from the pool design (see M(gpupool.vcf.gpu_pool_design)) and
+    compares the live state of each link with them.
+  - C(esxi) - NVIDIA driver versions mixed in a cluster or off the design, graphics not Shared
+    Direct, assignment policy, vGPU scheduler off the design, hosts in maintenance mode or not
+    readable, GPU VMs without an enabled DRS override. Read with the GPU inventory (a fixed
+    number of PropertyCollector retrievals plus two calls per GPU host) and one retrieval of
+    every cluster's C(configurationEx).
+  - C(vsphere) - VM classes missing or with changed vGPU profiles or size, namespaces missing or
+    without the VM classes of their pools. Read through the vSphere Automation API (one list of
+    VM classes, one read per namespace of the design).
+  - C(vks) - VKS clusters and their node pools on the Supervisor (needs O(supervisor_kubeconfig)).
+  - C(guest) - GPU nodes without their taints or vGPU profile label, tenant namespaces without
+    their GPU ResourceQuotas, PriorityClasses, the licensing Secret in the GPU Operator namespace
+    (needs O(kubeconfig)).
+  - A link whose connection is not given is not audited, and an C(info) finding
+    (C(link_not_audited)) says so.
+  - The module only reads. It reports C(changed) only when it writes or updates the report file,
+    and only when the file's content differs; in check mode it predicts that and writes nothing.
+author:
+  - gpupool.vcf developers (@gpupool)
+extends_documentation_fragment:
+  - gpupool.vcf.vsphere
+options:
+  design:
+    description:
+      - The pool design as a mapping. Exactly one of O(design) and O(design_file) is required.
+    type: dict
+  design_file:
+    description:
+      - Path to a YAML (or JSON) file with the design, on the host the module runs on.
+    type: path
+  links:
+    description:
+      - The links to audit. By default every link whose connection is given.
+      - A link named here whose connection is missing fails the module.
+    type: list
+    elements: str
+    choices: [esxi, vsphere, vks, guest]
+  report:
+    description:
+      - Path of a report file to write (created or replaced when its content differs).
+    type: path
+  report_format:
+    description:
+      - Format of O(report). V(markdown) and V(html) hold a summary table and one row per
+        finding (rule, severity, link, object, message, fix).
+    type: str
+    choices: [json, markdown, html]
+    default: markdown
+  kubeconfig:
+    description:
+      - Kubeconfig of the guest (VKS) cluster, for the C(guest) link.
+      - Falls back to E(K8S_AUTH_KUBECONFIG). Without it the C(guest) link is not audited.
+    type: path
+  context:
+    description:
+      - Context of O(kubeconfig). Falls back to E(K8S_AUTH_CONTEXT).
+    type: str
+  supervisor_kubeconfig:
+    description:
+      - Kubeconfig of the Supervisor, for the C(vks) link (the VKS Cluster objects).
+        Without it the C(vks) link is not audited.
+    type: path
+  supervisor_context:
+    description:
+      - Context of O(supervisor_kubeconfig).
+    type: str
+  fail_on:
+    description:
+      - Fail the task when a finding of this severity or worse is found (after writing the report).
+    type: str
+    choices: [none, error, warning]
+    default: none
+attributes:
+  check_mode:
+    support: full
+    description: The audit runs; the report file is not written, C(changed) predicts whether it would be.
+  diff_mode:
+    support: full
+    description: The report file before and after.
+notes:
+  - Requires the C(kubernetes) Python library for the C(vks) and C(guest) links.
+"""
+
+EXAMPLES = r"""
+- name: Audit the pool and write a Markdown report
+  gpupool.vcf.gpu_pool_audit:
+    design_file: "{{ playbook_dir }}/design.yml"
+    kubeconfig: ~/.kube/gpu-workloads.kubeconfig
+    report: gpu-pool-audit.md
+  register: audit
+
+- name: Only the vSphere side, failing on any error
+  module_defaults:
+    group/gpupool.vcf.vsphere:
+      hostname: vcenter.example.com
+      username: administrator@vsphere.local
+      password: "{{ vcenter_password }}"
+  gpupool.vcf.gpu_pool_audit:
+    design: "{{ lookup('ansible.builtin.file', 'design.yml') | from_yaml }}"
+    links: [esxi, vsphere]
+    fail_on: error
+"""
+
+RETURN = r"""
+findings:
+  description: Every finding, sorted by link, rule and object.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    rule: {description: Stable name of the rule (driver_mixed, gpu_vm_not_pinned, ...)., type: str}
+    severity: {description: "V(error), V(warning) or V(info).", type: str}
+    link: {description: "V(esxi), V(vsphere), V(vks) or V(guest).", type: str}
+    object: {description: "What it is about: V(host esx-01), V(vm_class gpu-inference), V(node gpu-1)...", type: str}
+    message: {description: What is wrong., type: str}
+    fix: {description: How to fix it., type: str}
+  sample:
+    - rule: driver_off_design
+      severity: error
+      link: esxi
+      object: host esx-h100-04
+      message: host esx-h100-04 runs NVIDIA driver 550.54.10-1OEM.800.1.0.20613240, the design pins 550.90.05-1OEM.800.1.0.20613240
+      fix: install 550.90.05-1OEM.800.1.0.20613240 on the host (esxi_host_driver, or remediate the cluster image)
+summary:
+  description: Counts of findings per severity and per link.
+  returned: always
+  type: dict
+  sample: {total: 3, severity: {error: 2, warning: 0, info: 1},
+           link: {esxi: {error: 2, warning: 0, info: 0}, vsphere: {error: 0, warning: 0, info: 0},
+                  vks: {error: 0, warning: 0, info: 1}, guest: {error: 0, warning: 0, info: 0}}}
+clean:
+  description: Whether no error and no warning was found (info findings do not count).
+  returned: always
+  type: bool
+audited:
+  description: The links that were audited.
+  returned: always
+  type: list
+  elements: str
+report:
+  description: Path of the report file.
+  returned: when O(report) is given
+  type: str
+"""
+
+import json
+import os
+import tempfile
+
+try:
+    import yaml
+    HAS_YAML = True
+except ImportError:  # pragma: no cover - ansible-core ships PyYAML
+    HAS_YAML = False
+
+from ansible.module_utils.basic import env_fallback
+from ansible.module_utils.common.text.converters import to_native
+
+from ansible_collections.gpupool.vcf.plugins.module_utils import _audit
+from ansible_collections.gpupool.vcf.plugins.module_utils import _namespace as nsu
+from ansible_collections.gpupool.vcf.plugins.module_utils import _vm_class as vmc
+from ansible_collections.gpupool.vcf.plugins.module_utils._design import DesignError, derive
+from ansible_collections.gpupool.vcf.plugins.module_utils._gpu_inventory import GpuInventory
+from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereError, VsphereNotFound, vim
+from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
+
+VM_CLASSES_PATH = "/api/vcenter/namespace-management/virtual-machine-classes"
+NS_PATH = "/api/vcenter/namespaces/instances"
+CAPI_GROUP = "cluster.x-k8s.io"
+
+
+class LinkError(Exception):
+    """A link could not be read."""
+
+
+# --- readers: I/O only, plain data out ---------------------------------------------------------
+
+
+def read_esxi(client):
+    """(host records, DRS state per cluster): the GPU inventory and one retrieval of configurationEx."""
+    hosts = GpuInventory(client).read()
+    drs = {}
+    for item in client.retrieve({vim.ClusterComputeResource: ["name", "configurationEx"]}):
+        config = item.get("configurationEx")
+        dc = getattr(config, "drsConfig", None)
+        drs[item.get("name")] = dict(
+            enabled=getattr(dc, "enabled", None),
+            overrides_enabled=getattr(dc, "enableVmBehaviorOverrides", None),
+            overrides=dict((o.key._moId, dict(behavior=o.behavior, enabled=o.enabled))
+                           for o in getattr(config, "drsVmConfig", None) or []))
+    return hosts, drs
+
+
+def read_vsphere(rest, derived):
+    """({id: VM class}, {name: namespace}) in normal form; absent ones are left out."""
+    classes = {}
+    for info in rest.get(VM_CLASSES_PATH) or []:
+        classes[info.get("id")] = vmc.normalize(info)
+    namespaces = {}
+    for ns in (derived.get("vsphere") or {}).get("namespaces") or []:
+        try:
+            namespaces[ns["name"]] = nsu.normalize(rest.get("%s/%s" % (NS_PATH, ns["name"])))
+        except VsphereNotFound:
+            pass
+    return classes, namespaces
+
+
+def k8s_client(kubeconfig, context):
+    from kubernetes import client, config
+    cfg = client.Configuration()
+    config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg,
+                            persist_config=False)
+    return client.ApiClient(cfg)
+
+
+def _status(exc):
+    return getattr(exc, "status", None)
+
+
+def read_vks(api, derived):
+    """{VKS cluster name: {namespace, machine_deployments: {name: {replicas, vm_class}}}}."""
+    from kubernetes import client
+    custom = client.CustomObjectsApi(api)
+    out = {}
+    for name, want in ((derived.get("vks") or {}).get("clusters") or {}).items():
+        obj = None
+        for version in ("v1beta2", "v1beta1"):
+            try:
+                obj = custom.get_namespaced_custom_object(CAPI_GROUP, version, want["namespace"], "clusters", name)
+                break
+            except client.exceptions.ApiException as exc:
+                if _status(exc) != 404:
+                    raise LinkError("read VKS cluster %s/%s: %s" % (want["namespace"], name, exc.reason))
+        if obj is None:
+            continue
+        topology = (obj.get("spec") or {}).get("topology") or {}
+        top_vars = dict((v.get("name"), v.get("value")) for v in topology.get("variables") or [])
+        mds = {}
+        for md in (topology.get("workers") or {}).get("machineDeployments") or []:
+            overrides = dict((v.get("name"), v.get("value"))
+                             for v in ((md.get("variables") or {}).get("overrides") or []))
+            mds[md.get("name")] = dict(replicas=md.get("replicas"),
+                                       vm_class=overrides.get("vmClass") or top_vars.get("vmClass"))
+        out[name] = dict(namespace=want["namespace"], machine_deployments=mds)
+    return out
+
+
+def read_guest(api, derived):
+    """Nodes, namespaces, ResourceQuotas of the tenant namespaces, the licensing Secret, PriorityClasses."""
+    from kubernetes import client
+    core = client.CoreV1Api(api)
+    sched = client.SchedulingV1Api(api)
+    guest = derived.get("guest") or {}
+    try:
+        nodes = []
+        for n in core.list_node().items:
+            nodes.append(dict(
+                name=n.metadata.name, labels=dict(n.metadata.labels or {}),
+                taints=[dict(key=t.key, value=t.value, effect=t.effect) for t in (n.spec.taints or [])],
+                capacity=dict((n.status.capacity or {}) if n.status else {})))
+        namespaces = [ns.metadata.name for ns in core.list_namespace().items]
+        quotas = {}
+        for ns in set(q["metadata"]["namespace"] for q in guest.get("resource_quotas") or []):
+            if ns not in namespaces:
+                continue
+            quotas[ns] = dict((q.metadata.name, dict(q.spec.hard or {}))
+                              for q in core.list_namespaced_resource_quota(ns).items)
+        secrets = {}
+        licensing = guest.get("licensing") or {}
+        op_ns = (guest.get("gpu_operator") or {}).get("namespace") or "gpu-operator"
+        if licensing.get("secret_name"):
+            try:
+                core.read_namespaced_secret(licensing["secret_name"], op_ns)
+                secrets[op_ns] = [licensing["secret_name"]]
+            except client.exceptions.ApiException as exc:
+                if _status(exc) != 404:
+                    raise
+                secrets[op_ns] = []
+        pcs = dict((pc.metadata.name, dict(value=pc.value, preemptionPolicy=pc.preemption_policy))
+                   for pc in sched.list_priority_class().items)
+    except client.exceptions.ApiException as exc:
+        raise LinkError("%s %s" % (_status(exc), exc.reason))
+    return dict(nodes=nodes, namespaces=namespaces, resource_quotas=quotas, secrets=secrets, priority_classes=pcs)
+
+
+# --- the module -----------------------------------------------------------------------------------
+
+
+def read_design(module, path):
+    try:
+        with open(path) as fh:
+            text = fh.read()
+    except (IOError, OSError) as exc:
+        module.fail_json(msg="Unable to read design file %s: %s" % (path, to_native(exc)))
+    try:
+        return yaml.safe_load(text) if HAS_YAML else json.loads(text)
+    except Exception as exc:  # yaml.YAMLError or ValueError
+        module.fail_json(msg="Unable to parse design file %s: %s" % (path, to_native(exc)))
+
+
+def write_report(module, path, text):
+    """(changed, diff) of writing the report; check mode predicts only."""
+    path = os.path.abspath(os.path.expanduser(path))
+    before = None
+    if os.path.exists(path):
+        try:
+            with open(path) as fh:
+                before = fh.read()
+        except (IOError, OSError) as exc:
+            module.fail_json(msg="Unable to read report %s: %s" % (path, to_native(exc)))
+    changed = before != text
+    diff = dict(before=before or "", after=text, before_header=path, after_header=path)
+    if changed and not module.check_mode:
+        directory = os.path.dirname(path) or "."
+        try:
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".gpu-pool-audit-")
+            with os.fdopen(fd, "w") as fh:
+                fh.write(text)
+            os.chmod(tmp, 0o644)
+            module.atomic_move(tmp, path)
+        except (IOError, OSError) as exc:
+            module.fail_json(msg="Unable to write report %s: %s" % (path, to_native(exc)))
+    return changed, diff
+
+
+def main():
+    module = VsphereModule(
+        argument_spec=dict(
+            design=dict(type="dict"),
+            design_file=dict(type="path"),
+            links=dict(type="list", elements="str", choices=list(_audit.LINKS)),
+            report=dict(type="path"),
+            report_format=dict(type="str", choices=["json", "markdown", "html"], default="markdown"),
+            kubeconfig=dict(type="path", fallback=(env_fallback, ["K8S_AUTH_KUBECONFIG"])),
+            context=dict(type="str", fallback=(env_fallback, ["K8S_AUTH_CONTEXT"])),
+            supervisor_kubeconfig=dict(type="path"),
+            supervisor_context=dict(type="str"),
+            fail_on=dict(type="str", choices=["none", "error", "warning"], default="none"),
+        ),
+        mutually_exclusive=[("design", "design_file")],
+        required_one_of=[("design", "design_file")],
+        supports_check_mode=True,
+    )
+    p = module.params
+    design = p["design"] if p["design"] is not None else read_design(module, p["design_file"])
+    try:
+        derived = derive(design)
+    except DesignError as exc:
+        module.fail_json(msg="The design has errors; fix them first (gpu_pool_design): %s" % exc,
+                         findings=[f.to_dict() for f in exc.findings])
+
+    connection = dict(esxi=bool(p["hostname"]), vsphere=bool(p["hostname"]),
+                      vks=bool(p["supervisor_kubeconfig"]), guest=bool(p["kubeconfig"]))
+    how = dict(esxi="give the vSphere connection (hostname, username, password or VMWARE_HOST...)",
+               vsphere="give the vSphere connection (hostname, username, password or VMWARE_HOST...)",
+               vks="give supervisor_kubeconfig (the Supervisor's kubeconfig)",
+               guest="give kubeconfig (the guest cluster's kubeconfig, or K8S_AUTH_KUBECONFIG)")
+    asked = p["links"]
+    if asked:
+        lacking = [link for link in asked if not connection[link]]
+        if lacking:
+            module.fail_json(msg="Unable to audit link(s) %s: no connection; %s" % (
+                ", ".join(lacking), "; ".join(how[link] for link in lacking)))
+    wanted = [link for link in _audit.LINKS if (link in asked if asked else True)]
+
+    findings = []
+    audited = []
+    for link in wanted:
+        if not connection[link]:
+            findings.append(_audit.not_audited(link, "no connection given", how[link]))
+            continue
+        try:
+            if link == "esxi":
+                hosts, drs = read_esxi(module.client())
+                findings += _audit.audit_esxi(derived, hosts, drs)
+            elif link == "vsphere":
+                classes, namespaces = read_vsphere(module.rest_client(), derived)
+                findings += _audit.audit_vsphere(derived, classes, namespaces)
+            elif link in ("vks", "guest"):
+                try:
+                    import kubernetes  # noqa: F401
+                except ImportError:
+                    module.fail_json(msg="The kubernetes Python library is required for the %s link" % link)
+                if link == "vks":
+                    api = k8s_client(p["supervisor_kubeconfig"], p["supervisor_context"])
+                    findings += _audit.audit_vks(derived, read_vks(api, derived))
+                else:
+                    api = k8s_client(p["kubeconfig"], p["context"])
+                    findings += _audit.audit_guest(derived, **read_guest(api, derived))
+        except VsphereError as exc:
+            module.fail_vsphere("audit link", link, exc)
+        except LinkError as exc:
+            module.fail_json(msg="Unable to audit link %s: %s" % (link, exc))
+        except Exception as exc:  # kubeconfig errors, API errors of the kubernetes client
+            if link in ("vks", "guest"):
+                module.fail_json(msg="Unable to audit link %s: %s" % (link, to_native(exc)))
+            raise
+        audited.append(link)
+
+    findings = _audit.sort_findings(findings)
+    summary = _audit.summarize(findings)
+    result = dict(changed=False, findings=findings, summary=summary, clean=_audit.is_clean(findings),
+                  audited=audited)
+    if p["report"]:
+        text = _audit.render(derived["design"], findings, summary, audited, p["report_format"])
+        changed, diff = write_report(module, p["report"], text)
+        result["changed"] = changed
+        result["report"] = p["report"]
+        if module._diff and changed:
+            result["diff"] = diff
+    if _audit.should_fail(findings, p["fail_on"]):
+        counts = summary["severity"]
+        module.fail_json(msg="The audit found %d error(s) and %d warning(s) (fail_on=%s)" % (
+            counts["error"], counts["warning"], p["fail_on"]), **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
