@@ -1,0 +1,407 @@
+"""Audit rules of _audit against hand-made live states (no I/O)."""
+import copy
+import json
+import pathlib
+
+import pytest
+import yaml
+
+from ansible_collections.gpupool.vcf.plugins.module_utils import _audit as a
+from ansible_collections.gpupool.vcf.plugins.module_utils._design import derive
+
+ROOT = pathlib.Path(__file__).resolve().parents[4]
+FULL = "550.90.05-1OEM.800.1.0.20613240"
+OLD = "550.54.10-1OEM.800.1.0.20613240"
+
+
+@pytest.fixture(scope="module")
+def derived():
+    return derive(yaml.safe_load((ROOT / "examples" / "design.yml").read_text()))
+
+
+def host(name, cluster="gpu-h100", version=FULL, rmpvmrl="0x00000001", policy="performance", vms=None, **kw):
+    rec = dict(name=name, cluster=cluster, connection_state="connected", maintenance_mode=False, gpu_count=4,
+               graphics=dict(default_type="shared_direct", assignment_policy=policy,
+                             device_types={"0000:3b:00.0": "shared_direct"}),
+               driver=dict(version=version.split("-")[0] if version else None, full_version=version),
+               scheduler=dict(policy="equal_share" if rmpvmrl == "0x00000001" else "best_effort",
+                              rmpvmrl=rmpvmrl, canonical_rmpvmrl=rmpvmrl),
+               vgpu_vms=vms or [], errors=[])
+    rec.update(kw)
+    return rec
+
+
+def good_hosts():
+    hosts = [host("esx-h100-0%d" % i, vms=[dict(name="vm-%d" % i, moid="vm-%d" % i,
+                                              vgpu_profiles=["nvidia_h100-3-40c"])]) for i in range(1, 5)]
+    hosts += [host("esx-l40s-0%d" % i, cluster="gpu-l40s", rmpvmrl="0x00000000", policy="consolidation")
+              for i in range(1, 4)]
+    hosts.append(dict(name="esx-mgmt-01", cluster="mgmt", connection_state="connected", maintenance_mode=False,
+                      gpu_count=0, graphics=None, vgpu_vms=[], errors=[]))
+    return hosts
+
+
+def good_drs():
+    pinned = dict(("vm-%d" % i, dict(behavior="partiallyAutomated", enabled=True)) for i in range(1, 5))
+    return {"gpu-h100": dict(enabled=True, overrides_enabled=True, overrides=pinned),
+            "gpu-l40s": dict(enabled=True, overrides_enabled=True, overrides={})}
+
+
+def rules(findings):
+    return sorted((f["rule"], f["object"]) for f in findings)
+
+
+def test_every_rule_has_severity_and_doc():
+    for name, (sev, link, doc) in a.RULES.items():
+        assert sev in a.SEVERITIES and (link in a.LINKS or name == "link_not_audited") and doc
+
+
+# --- esxi -----------------------------------------------------------------------------------------
+
+
+def test_esxi_clean(derived):
+    assert a.audit_esxi(derived, good_hosts(), good_drs()) == []
+
+
+def test_driver_mixed_and_off_design(derived):
+    hosts = good_hosts()
+    hosts[3]["driver"] = dict(version="550.54.10", full_version=OLD)
+    out = a.audit_esxi(derived, hosts, good_drs())
+    assert rules(out) == [("driver_mixed", "cluster gpu-h100"), ("driver_off_design", "host esx-h100-04")]
+    mixed = [f for f in out if f["rule"] == "driver_mixed"][0]
+    assert "esx-h100-04" in mixed["message"] and OLD in mixed["message"] and mixed["severity"] == "error"
+    assert all(f["link"] == "esxi" and f["fix"] for f in out)
+
+
+def test_driver_off_design_everywhere_is_not_mixed(derived):
+    hosts = [h for h in good_hosts() if h["cluster"] == "gpu-l40s"]
+    for h in hosts:
+        h["driver"] = dict(version="550.54.10", full_version=OLD)
+    out = a.audit_esxi(derived, hosts, good_drs())
+    assert [r for r, _ in rules(out) if r.startswith("driver")] == ["driver_off_design"] * 3
+
+
+def test_driver_missing_is_off_design(derived):
+    hosts = good_hosts()
+    hosts[0]["driver"] = dict(version=None, full_version=None, packages=[])
+    out = a.audit_esxi(derived, hosts, good_drs())
+    assert ("driver_off_design", "host esx-h100-01") in rules(out)
+    assert "none installed" in [f for f in out if f["rule"] == "driver_off_design"][0]["message"]
+
+
+def test_short_design_version_matches_full_host_version(derived):
+    d = copy.deepcopy(derived)
+    d["esxi"]["clusters"]["gpu-h100"]["driver_version"] = "550.90.05"
+    assert a.audit_esxi(d, good_hosts(), good_drs()) == []
+
+
+def test_graphics_not_shared_direct(derived):
+    hosts = good_hosts()
+    hosts[0]["graphics"]["default_type"] = "shared"
+    hosts[1]["graphics"]["device_types"]["0000:3b:00.0"] = "shared"
+    out = a.audit_esxi(derived, hosts, good_drs())
+    assert rules(out) == [("graphics_not_shared_direct", "host esx-h100-01"),
+                          ("graphics_not_shared_direct", "host esx-h100-02")]
+    assert "0000:3b:00.0" in out[1]["message"]
+
+
+def test_assignment_policy_off_design(derived):
+    hosts = good_hosts()
+    hosts[4]["graphics"]["assignment_policy"] = "performance"
+    out = a.audit_esxi(derived, hosts, good_drs())
+    assert rules(out) == [("assignment_policy_off_design", "host esx-l40s-01")]
+    assert out[0]["severity"] == "warning"
+
+
+def test_scheduler_off_design(derived):
+    hosts = good_hosts()
+    hosts[2]["scheduler"] = dict(policy="best_effort", rmpvmrl="0x00000000", canonical_rmpvmrl="0x00000000")
+    out = a.audit_esxi(derived, hosts, good_drs())
+    assert rules(out) == [("scheduler_off_design", "host esx-h100-03")]
+    assert "0x00000001" in out[0]["fix"]
+
+
+def test_scheduler_undecodable_is_off_design(derived):
+    hosts = good_hosts()
+    hosts[0]["scheduler"] = dict(policy=None, error="bad RmPVMRL")
+    assert rules(a.audit_esxi(derived, hosts, good_drs())) == [("scheduler_off_design", "host esx-h100-01")]
+
+
+def test_host_in_maintenance_is_a_warning(derived):
+    hosts = good_hosts()
+    hosts[1]["maintenance_mode"] = True
+    out = a.audit_esxi(derived, hosts, good_drs())
+    assert rules(out) == [("host_in_maintenance", "host esx-h100-02")]
+    assert out[0]["severity"] == "warning"
+
+
+def test_host_unreachable(derived):
+    hosts = good_hosts()
+    hosts[0]["connection_state"] = "notResponding"
+    del hosts[0]["driver"]
+    del hosts[0]["scheduler"]
+    assert rules(a.audit_esxi(derived, hosts, good_drs())) == [("host_unreachable", "host esx-h100-01")]
+
+
+def test_cluster_missing_and_hosts_short(derived):
+    hosts = [h for h in good_hosts() if h["cluster"] != "gpu-l40s"][:3]
+    out = a.audit_esxi(derived, hosts, good_drs())
+    assert rules(out) == [("cluster_missing", "cluster gpu-l40s"), ("gpu_hosts_short", "cluster gpu-h100")]
+
+
+def test_gpu_vm_not_pinned(derived):
+    drs = good_drs()
+    del drs["gpu-h100"]["overrides"]["vm-1"]
+    drs["gpu-h100"]["overrides"]["vm-2"]["enabled"] = False
+    drs["gpu-h100"]["overrides"]["vm-3"]["behavior"] = "fullyAutomated"
+    drs["gpu-h100"]["overrides"]["vm-4"]["behavior"] = "manual"
+    out = a.audit_esxi(derived, good_hosts(), drs)
+    assert rules(out) == [("gpu_vm_not_pinned", "vm vm-1"), ("gpu_vm_not_pinned", "vm vm-2"),
+                          ("gpu_vm_not_pinned", "vm vm-3"), ("gpu_vm_pin_behavior", "vm vm-4")]
+    by = dict((f["object"], f) for f in out)
+    assert "no DRS override" in by["vm vm-1"]["message"] and "disabled" in by["vm vm-2"]["message"]
+    assert "cluster=gpu-h100" in by["vm vm-1"]["fix"]
+
+
+def test_drs_overrides_disabled(derived):
+    drs = good_drs()
+    drs["gpu-l40s"]["overrides_enabled"] = False
+    assert rules(a.audit_esxi(derived, good_hosts(), drs)) == [("drs_overrides_disabled", "cluster gpu-l40s")]
+
+
+def test_no_pinning_in_design_means_no_pinning_findings(derived):
+    d = copy.deepcopy(derived)
+    d["vsphere"]["drs_pinning"] = []
+    assert a.audit_esxi(d, good_hosts(), {}) == []
+
+
+# --- vsphere ---------------------------------------------------------------------------------------
+
+
+def good_vsphere(derived):
+    classes = dict((c["name"], dict(cpu_count=c["cpu_count"], memory_mb=c["memory_mb"], memory_reservation=100,
+                                    cpu_reservation=0, description="", vgpu_profiles=list(c["vgpu_profiles"])))
+                   for c in derived["vsphere"]["vm_classes"])
+    namespaces = dict((n["name"], dict(vm_classes=sorted(n["vm_classes"]))) for n in derived["vsphere"]["namespaces"])
+    return classes, namespaces
+
+
+def test_vsphere_clean(derived):
+    assert a.audit_vsphere(derived, *good_vsphere(derived)) == []
+
+
+def test_vm_class_missing(derived):
+    classes, namespaces = good_vsphere(derived)
+    del classes["gpu-training"]
+    assert rules(a.audit_vsphere(derived, classes, namespaces)) == [("vm_class_missing", "vm_class gpu-training")]
+
+
+def test_vm_class_profile_changed(derived):
+    classes, namespaces = good_vsphere(derived)
+    classes["gpu-inference"]["vgpu_profiles"] = ["nvidia_h100-2-20c"]
+    out = a.audit_vsphere(derived, classes, namespaces)
+    assert rules(out) == [("vm_class_profile_changed", "vm_class gpu-inference")]
+    assert "nvidia_h100-2-20c" in out[0]["message"] and "nvidia_h100-3-40c" in out[0]["message"]
+
+
+def test_vm_class_profile_compared_without_case_or_order(derived):
+    classes, namespaces = good_vsphere(derived)
+    classes["gpu-inference"]["vgpu_profiles"] = ["NVIDIA_H100-3-40C"]
+    assert a.audit_vsphere(derived, classes, namespaces) == []
+
+
+def test_vm_class_size_changed(derived):
+    classes, namespaces = good_vsphere(derived)
+    classes["gpu-notebooks"]["cpu_count"] = 2
+    classes["gpu-notebooks"]["memory_reservation"] = 50
+    out = a.audit_vsphere(derived, classes, namespaces)
+    assert rules(out) == [("vm_class_size_changed", "vm_class gpu-notebooks")]
+    assert out[0]["severity"] == "warning" and "vCPUs 2" in out[0]["message"]
+
+
+def test_namespace_missing_and_class_missing(derived):
+    classes, namespaces = good_vsphere(derived)
+    del namespaces["research"]
+    namespaces["team-vision"]["vm_classes"] = ["gpu-inference"]
+    out = a.audit_vsphere(derived, classes, namespaces)
+    assert rules(out) == [("namespace_class_missing", "namespace team-vision"),
+                          ("namespace_missing", "namespace research")]
+    msg = [f for f in out if f["rule"] == "namespace_class_missing"][0]["message"]
+    assert "gpu-training" in msg and "gpu-notebooks" in msg
+
+
+# --- vks -------------------------------------------------------------------------------------------
+
+
+def good_vks(derived):
+    out = {}
+    for name, c in derived["vks"]["clusters"].items():
+        out[name] = dict(namespace=c["namespace"], machine_deployments=dict(
+            (p["name"], dict(replicas=p["replicas"], vm_class=p["vm_class"])) for p in c["node_pools"]))
+    return out
+
+
+def test_vks_clean_and_rules(derived):
+    assert a.audit_vks(derived, good_vks(derived)) == []
+    live = good_vks(derived)
+    mds = live["gpu-workloads"]["machine_deployments"]
+    del mds["notebooks"]
+    mds["training"]["replicas"] = 1
+    assert rules(a.audit_vks(derived, live)) == [("node_pool_changed", "node_pool gpu-workloads/training"),
+                                                 ("node_pool_missing", "node_pool gpu-workloads/notebooks")]
+    assert rules(a.audit_vks(derived, {})) == [("vks_cluster_missing", "vks_cluster gpu-workloads")]
+
+
+# --- guest -----------------------------------------------------------------------------------------
+
+
+def node(name, pool, derived, **kw):
+    np = [p for c in derived["vks"]["clusters"].values() for p in c["node_pools"] if p["name"] == pool][0]
+    n = dict(name=name, labels=dict(np["labels"]), taints=[dict(t) for t in np["taints"]],
+             capacity={"nvidia.com/gpu": "1"})
+    n.update(kw)
+    return n
+
+
+def good_guest(derived):
+    g = derived["guest"]
+    quotas = {}
+    for q in g["resource_quotas"]:
+        quotas.setdefault(q["metadata"]["namespace"], {})[q["metadata"]["name"]] = dict(q["spec"]["hard"])
+    return dict(
+        nodes=[node("inference-0", "inference", derived), node("training-0", "training", derived),
+               node("notebooks-0", "notebooks", derived),
+               dict(name="cpu-0", labels={}, taints=[], capacity={"cpu": "8"})],
+        namespaces=["default", "gpu-operator"] + [n["metadata"]["name"] for n in g["namespaces"]],
+        resource_quotas=quotas,
+        secrets={"gpu-operator": ["licensing-config"]},
+        priority_classes=dict((p["metadata"]["name"], dict(value=p["value"], preemptionPolicy=p["preemptionPolicy"]))
+                              for p in g["priority_classes"]))
+
+
+def test_guest_clean(derived):
+    assert a.audit_guest(derived, **good_guest(derived)) == []
+
+
+def test_gpu_node_untainted(derived):
+    live = good_guest(derived)
+    live["nodes"][0]["taints"] = [t for t in live["nodes"][0]["taints"] if t["key"] != "nvidia.com/gpu"]
+    live["nodes"].append(dict(name="stray-gpu", labels={"nvidia.com/gpu.present": "true"}, taints=[],
+                              capacity={"nvidia.com/gpu": "1"}))
+    out = a.audit_guest(derived, **live)
+    assert rules(out) == [("gpu_node_untainted", "node inference-0"), ("gpu_node_untainted", "node stray-gpu")]
+    assert "nvidia.com/gpu=present:NoSchedule" in out[0]["message"] and "(pool inference)" in out[0]["message"]
+
+
+def test_pool_taint_missing_is_untainted(derived):
+    live = good_guest(derived)
+    live["nodes"][1]["taints"] = [t for t in live["nodes"][1]["taints"] if t["key"] != "gpupool.vcf/pool"]
+    out = a.audit_guest(derived, **live)
+    assert rules(out) == [("gpu_node_untainted", "node training-0")]
+    assert "gpupool.vcf/pool=training:NoSchedule" in out[0]["message"]
+
+
+def test_gpu_node_profile_label_missing(derived):
+    live = good_guest(derived)
+    del live["nodes"][2]["labels"]["nvidia.com/vgpu.profile"]
+    live["nodes"][0]["labels"]["nvidia.com/vgpu.profile"] = "nvidia_h100-1-10c"
+    out = a.audit_guest(derived, **live)
+    assert rules(out) == [("gpu_node_profile_label_missing", "node inference-0"),
+                          ("gpu_node_profile_label_missing", "node notebooks-0")]
+
+
+def test_node_pool_no_nodes(derived):
+    live = good_guest(derived)
+    live["nodes"] = [n for n in live["nodes"] if n["name"] != "training-0"]
+    assert rules(a.audit_guest(derived, **live)) == [("node_pool_no_nodes", "node_pool training")]
+
+
+def test_gpu_quota_missing_and_changed(derived):
+    live = good_guest(derived)
+    del live["resource_quotas"]["team-search"]["gpupool-gpus"]
+    live["resource_quotas"]["research"]["gpupool-gpus"]["requests.nvidia.com/gpu"] = "99"
+    out = a.audit_guest(derived, **live)
+    assert rules(out) == [("gpu_quota_changed", "resource_quota research/gpupool-gpus"),
+                          ("gpu_quota_missing", "resource_quota team-search/gpupool-gpus")]
+
+
+def test_guest_namespace_missing_reports_once(derived):
+    live = good_guest(derived)
+    live["namespaces"].remove("research")
+    del live["resource_quotas"]["research"]
+    assert rules(a.audit_guest(derived, **live)) == [("guest_namespace_missing", "namespace research")]
+
+
+def test_priority_class_missing_and_changed(derived):
+    live = good_guest(derived)
+    del live["priority_classes"]["gpu-training"]
+    live["priority_classes"]["gpu-notebook"]["preemptionPolicy"] = "PreemptLowerPriority"
+    assert rules(a.audit_guest(derived, **live)) == [("priority_class_changed", "priority_class gpu-notebook"),
+                                                     ("priority_class_missing", "priority_class gpu-training")]
+
+
+def test_licensing_secret_missing(derived):
+    live = good_guest(derived)
+    live["secrets"] = {"gpu-operator": []}
+    out = a.audit_guest(derived, **live)
+    assert rules(out) == [("licensing_secret_missing", "secret gpu-operator/licensing-config")]
+    assert out[0]["link"] == "guest"
+
+
+def test_licensing_not_checked_when_nls_off(derived):
+    d = copy.deepcopy(derived)
+    d["guest"]["licensing"]["nls_enabled"] = False
+    live = good_guest(d)
+    live["secrets"] = {}
+    assert a.audit_guest(d, **live) == []
+
+
+def test_parts_not_read_are_not_judged(derived):
+    assert a.audit_guest(derived) == []
+
+
+# --- results and reports ---------------------------------------------------------------------------
+
+
+def sample():
+    return a.sort_findings([
+        a.not_audited("guest", "no connection given", "give kubeconfig"),
+        a.finding("vm_class_missing", "vm_class x", "missing | <b>&", "create it"),
+        a.finding("host_in_maintenance", "host h", "in maintenance\nmode", "exit"),
+    ])
+
+
+def test_sort_summary_clean_fail_on():
+    f = sample()
+    assert [x["rule"] for x in f] == ["host_in_maintenance", "vm_class_missing", "link_not_audited"]
+    s = a.summarize(f)
+    assert s["total"] == 3 and s["severity"] == {"error": 1, "warning": 1, "info": 1}
+    assert s["link"]["guest"]["info"] == 1 and s["link"]["esxi"]["warning"] == 1
+    assert not a.is_clean(f) and a.is_clean([f[2]])
+    assert a.should_fail(f, "error") and a.should_fail(f, "warning") and not a.should_fail(f, "none")
+    assert not a.should_fail([f[0]], "error") and a.should_fail([f[0]], "warning")
+
+
+def test_render_markdown_escapes_cells():
+    f = sample()
+    text = a.render("pool", f, a.summarize(f), ["esxi", "vsphere"], "markdown")
+    assert "| rule | severity | link | object | message | fix |" in text
+    assert "missing \\| <b>&" in text and "in maintenance mode" in text
+    row = [line for line in text.splitlines() if line.startswith("| vm_class_missing")][0]
+    assert row.replace("\\|", "").count("|") == 7
+
+
+def test_render_html_escapes():
+    f = sample()
+    text = a.render("<pool>", f, a.summarize(f), ["esxi"], "html")
+    assert "&lt;pool&gt;" in text and "missing | &lt;b&gt;&amp;" in text and "<b>" not in text
+
+
+def test_render_json_and_stable():
+    f = sample()
+    one = a.render("pool", f, a.summarize(f), ["esxi"], "json")
+    assert json.loads(one)["findings"][1]["rule"] == "vm_class_missing"
+    assert one == a.render("pool", f, a.summarize(f), ["esxi"], "json")
+    assert "No findings." in a.render("pool", [], a.summarize([]), [], "markdown")
+    with pytest.raises(ValueError):
+        a.render("pool", f, a.summarize(f), [], "pdf")
