@@ -1,7 +1,8 @@
 """pytest fixtures for the Kubernetes test rig (tests/sim/k8s_rig.py).
 
-Load as a plugin: ``pytest_plugins = ["k8s_fixtures"]`` with tests/sim on sys.path, or import
-the fixtures into a conftest. One rig per test session; each test gets its own namespace.
+With tests/sim on sys.path, import the fixtures into a conftest
+(``from k8s_fixtures import k8s_api, k8s_namespace, k8s_rig, k8s_rig_instance``) or load the
+module as a plugin from the root conftest or with ``-p k8s_fixtures``. One rig per test session; each test gets its own namespace.
 """
 from __future__ import annotations
 

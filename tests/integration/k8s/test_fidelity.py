@@ -35,7 +35,7 @@ def uid() -> str:
 
 
 def pod(name, resources=None, tolerations=None, node=None, priority_class=None, annotations=None):
-    spec = {"containers": [{"name": "main", "image": "registry.invalid/cuda:12",
+    spec = {"containers": [{"name": "main", "image": "sim/cuda:12",
                             "resources": {"limits": resources or {}}}],
             "tolerations": tolerations or [], "terminationGracePeriodSeconds": 0}
     if node:
@@ -249,7 +249,13 @@ def test_clusterclass_variable_with_wrong_type_is_rejected(k8s_rig, k8s_api, k8s
     wrong_type = [{"name": "vmClass", "value": 42}, {"name": "storageClass", "value": "gold"}]
     with pytest.raises(ApiException) as e:
         clusters.create(body=_cluster("wrong-type", "builtin-generic-v3.4.0", wrong_type), namespace=k8s_namespace)
-    assert e.value.status == 422 and "wrong type" in e.value.body
+    assert e.value.status == 422 and "wrong type for ClusterClass builtin-generic-v3.4.0: vmClass" in e.value.body
+    # per-pool overrides are checked the same way
+    with pytest.raises(ApiException) as e:
+        clusters.create(body=_cluster("wrong-override", "builtin-generic-v3.4.0", good,
+                                      [{"name": "vmClass", "value": {"name": "vmclass-h100-80c"}}]),
+                        namespace=k8s_namespace)
+    assert e.value.status == 422 and "wrong type for ClusterClass builtin-generic-v3.4.0: vmClass" in e.value.body
     # the legacy class has no variable for taints: a taint request fails clearly
     with pytest.raises(ApiException) as e:
         clusters.create(body=_cluster("legacy", "tanzukubernetescluster", good, gpu_override),
@@ -287,7 +293,7 @@ def test_kueue_admits_whole_pool_jobs_one_at_a_time(k8s_rig, k8s_api, k8s_namesp
                 "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": "gpus"}},
                 "spec": {"suspend": True, "parallelism": 1, "completions": 1, "template": {
                     "spec": {"restartPolicy": "Never", "containers": [{
-                        "name": "main", "image": "registry.invalid/train:1",
+                        "name": "main", "image": "sim/train:1",
                         "resources": {"limits": {MIG: "7"}}}]}}}})
             time.sleep(1.1)  # creation timestamps have 1 s resolution: train-a queues first
 
