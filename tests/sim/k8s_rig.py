@@ -276,7 +276,8 @@ def _wait(what: str, check, timeout: float, procs: dict, data_dir: Path, interva
         except Exception as e:  # noqa: BLE001 - keep polling, report the last error
             last = e
         time.sleep(interval)
-    raise RigError(f"timed out after {timeout:.0f} s waiting for {what} (last error: {last})")
+    raise RigError(f"timed out after {timeout:.0f} s waiting for {what} (last error: {last}); "
+                   f"component logs in {data_dir}")
 
 
 def _apply(api, objs: list[dict]) -> None:
@@ -364,8 +365,7 @@ def start(nodes_file: str | os.PathLike | None = None, kueue: bool = True, name:
                 _terminate(pid)
         shutil.rmtree(data_dir)
     data_dir.mkdir(parents=True)
-    pki = DATA / "pki"
-    pki.parent.mkdir(parents=True, exist_ok=True)
+    pki = data_dir / "pki"  # per rig: parallel test workers must not share certificate files
     _make_pki(pki)
     kubeconfig = Path(kubeconfig) if kubeconfig else data_dir / "kubeconfig"
     token = base64.b32encode(os.urandom(20)).decode().lower()
