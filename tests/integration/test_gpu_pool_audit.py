@@ -1,0 +1,188 @@
+"""gpu_pool_audit against the vSphere simulator (examples/fleet.yml) and the Kubernetes rig."""
+import copy
+import pathlib
+import sys
+
+import pytest
+import yaml
+
+from tests.lib.ansible_run import COLLECTIONS, ROOT, run_module, run_playbook
+
+_SIM = str(ROOT / "tests" / "sim")
+if _SIM not in sys.path:
+    sys.path.insert(0, _SIM)
+
+from k8s_fixtures import k8s_api, k8s_namespace, k8s_rig, k8s_rig_instance  # noqa: E402,F401
+
+M = "gpupool.vcf.gpu_pool_audit"
+DESIGN_FILE = str(ROOT / "examples" / "design.yml")
+FULL = "550.90.05-1OEM.800.1.0.20613240"
+OLD = "550.54.10-1OEM.800.1.0.20613240"
+DRIFT = "550.127.06-1OEM.800.1.0.20613240"
+VM_CLASSES = "/api/vcenter/namespace-management/virtual-machine-classes"
+
+
+def rules(result, rule=None):
+    return [(f["rule"], f["object"]) for f in result["findings"] if rule is None or f["rule"] == rule]
+
+
+def no_k8s(env):
+    """The simulator's environment without a guest kubeconfig from the caller's environment."""
+    return dict(env, K8S_AUTH_KUBECONFIG="", K8S_AUTH_CONTEXT="")
+
+
+def rest(sim):
+    if str(COLLECTIONS) not in sys.path:
+        sys.path.insert(0, str(COLLECTIONS))
+    from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_rest import VsphereRestClient
+    return VsphereRestClient(sim.host, sim.user, sim.password, port=sim.port, ca_file=sim.ca_file)
+
+
+def test_fleet_driver_drift_is_reported(vsphere, vsphere_env):
+    res, _ = run_module(M, {"design_file": DESIGN_FILE}, env=no_k8s(vsphere_env))
+    assert not res.get("failed"), res.get("msg")
+    assert res["changed"] is False and res["clean"] is False
+    assert res["audited"] == ["esxi", "vsphere"]
+    assert ("driver_mixed", "cluster gpu-h100") in rules(res)
+    mixed = [f for f in res["findings"] if f["rule"] == "driver_mixed"][0]
+    assert "esx-h100-04" in mixed["message"] and OLD in mixed["message"] and mixed["severity"] == "error"
+    assert rules(res, "driver_off_design") == [("driver_off_design", "host esx-h100-04")]
+    # the fleet's GPU VMs have no DRS overrides yet; the Kubernetes links had no connection
+    assert ("gpu_vm_not_pinned", "vm llm-training-01") in rules(res)
+    assert rules(res, "link_not_audited") == [("link_not_audited", "vks"), ("link_not_audited", "guest")]
+    assert all(f["severity"] == "info" for f in res["findings"] if f["rule"] == "link_not_audited")
+    for f in res["findings"]:
+        assert set(f) == {"rule", "severity", "link", "object", "message", "fix"} and f["fix"]
+    assert res["summary"]["severity"]["info"] == 2
+    assert res["summary"]["link"]["esxi"]["error"] == sum(
+        1 for f in res["findings"] if f["link"] == "esxi" and f["severity"] == "error")
+
+
+def test_injected_driver_drift_is_reported(vsphere, vsphere_env):
+    vsphere.set_driver("esx-l40s-02", DRIFT)
+    try:
+        res, _ = run_module(M, {"design_file": DESIGN_FILE, "links": ["esxi"]}, env=no_k8s(vsphere_env))
+    finally:
+        vsphere.set_driver("esx-l40s-02", FULL)
+    assert res["audited"] == ["esxi"]
+    assert ("driver_mixed", "cluster gpu-l40s") in rules(res)
+    assert ("driver_off_design", "host esx-l40s-02") in rules(res)
+    assert DRIFT in [f for f in res["findings"] if f["object"] == "host esx-l40s-02"][0]["message"]
+    # only the asked link, and no "not audited" findings for links not asked for
+    assert {f["link"] for f in res["findings"]} == {"esxi"}
+
+    res, _ = run_module(M, {"design_file": DESIGN_FILE, "links": ["esxi"]}, env=no_k8s(vsphere_env))
+    assert ("driver_mixed", "cluster gpu-l40s") not in rules(res)
+
+
+def test_vm_class_profile_changed(vsphere, vsphere_env):
+    c = rest(vsphere)
+    try:
+        c.post(VM_CLASSES, {"id": "gpu-inference", "cpu_count": 8, "memory_MB": 65536, "memory_reservation": 100,
+                            "devices": {"vgpu_devices": [{"profile_name": "nvidia_h100-1-10c"}]}})
+        res, _ = run_module(M, {"design_file": DESIGN_FILE, "links": ["vsphere"]}, env=no_k8s(vsphere_env))
+    finally:
+        c.delete(VM_CLASSES + "/gpu-inference")
+        c.close()
+    assert rules(res, "vm_class_profile_changed") == [("vm_class_profile_changed", "vm_class gpu-inference")]
+    assert ("vm_class_missing", "vm_class gpu-training") in rules(res)
+    assert ("namespace_missing", "namespace team-search") in rules(res)
+
+
+def test_markdown_report_written_rerun_and_check_mode(vsphere, vsphere_env, tmp_path):
+    report = tmp_path / "audit.md"
+    args = {"design_file": DESIGN_FILE, "report": str(report), "report_format": "markdown", "links": ["esxi"]}
+
+    res, _ = run_module(M, args, env=no_k8s(vsphere_env), check=True)
+    assert res["changed"] is True and not report.exists()
+
+    res, _ = run_module(M, args, env=no_k8s(vsphere_env))
+    assert res["changed"] is True and res["report"] == str(report)
+    text = report.read_text()
+    assert text.startswith("# GPU pool audit: lab-gpupool")
+    assert "| rule | severity | link | object | message | fix |" in text
+    assert "| driver_off_design | error | esxi | host esx-h100-04 |" in text
+
+    res, _ = run_module(M, args, env=no_k8s(vsphere_env))
+    assert res["changed"] is False
+
+    vsphere.set_driver("esx-h100-01", DRIFT)
+    try:
+        res, _ = run_module(M, args, env=no_k8s(vsphere_env), check=True, diff=True)
+        assert res["changed"] is True and report.read_text() == text
+        assert "esx-h100-01" in res["diff"]["after"] and "esx-h100-01 runs" not in res["diff"]["before"]
+    finally:
+        vsphere.set_driver("esx-h100-01", FULL)
+
+    html = tmp_path / "audit.html"
+    res, _ = run_module(M, dict(args, report=str(html), report_format="html"), env=no_k8s(vsphere_env))
+    assert res["changed"] is True and "<td>driver_mixed</td>" in html.read_text()
+
+
+def test_fail_on_error(vsphere, vsphere_env):
+    res, _ = run_module(M, {"design_file": DESIGN_FILE, "links": ["esxi"], "fail_on": "error"}, env=no_k8s(vsphere_env))
+    assert res["failed"] and "error(s)" in res["msg"]
+    assert ("driver_off_design", "host esx-h100-04") in rules(res)
+
+
+def test_asked_link_without_connection_fails(vsphere_env):
+    res, _ = run_module(M, {"design_file": DESIGN_FILE, "links": ["guest"]}, env=no_k8s(vsphere_env))
+    assert res["failed"] and "kubeconfig" in res["msg"]
+
+
+def test_playbook(vsphere, vsphere_env, tmp_path):
+    report = tmp_path / "gpu-pool-audit.md"
+    res = run_playbook(ROOT / "playbooks" / "audit.yml", env=no_k8s(vsphere_env),
+                       extra_vars={"audit_report": str(report), "audit_kubeconfig": ""})
+    assert res.rc == 0, res.stdout[-3000:]
+    audit = res.result("Audit every link against the design")
+    assert audit["changed"] is True and report.exists()
+    summary = res.result("Show the summary")["msg"]
+    assert summary[0].startswith("drift found") and "links audited: esxi, vsphere" in summary[0]
+    assert any(line.startswith("error: driver_off_design: host esx-h100-04") for line in summary)
+
+    res = run_playbook(ROOT / "playbooks" / "audit.yml", env=no_k8s(vsphere_env),
+                       extra_vars={"audit_report": str(report), "audit_kubeconfig": "", "audit_fail_on": "error"})
+    assert res.rc != 0
+
+
+# --- Kubernetes links on the rig ------------------------------------------------------------------
+
+
+def k8s_design(namespace):
+    design = yaml.safe_load(pathlib.Path(DESIGN_FILE).read_text())
+    design = copy.deepcopy(design)
+    design["guest"]["operator_namespace"] = namespace
+    return design
+
+
+def test_guest_untainted_gpu_node_and_missing_licensing_secret(k8s_rig, k8s_api, k8s_namespace):
+    from kubernetes import client
+
+    core = client.CoreV1Api(k8s_api)
+    node = "gpu-h100-0"
+    taints = core.read_node(node).spec.taints or []
+    kept = [t for t in taints if t.key != "nvidia.com/gpu"]
+    assert len(kept) < len(taints), "the rig's GPU node should start with the nvidia.com/gpu taint"
+    args = {"design": k8s_design(k8s_namespace), "links": ["guest", "vks"],
+            "kubeconfig": str(k8s_rig.kubeconfig), "supervisor_kubeconfig": str(k8s_rig.kubeconfig)}
+    core.patch_node(node, {"spec": {"taints": [t.to_dict() for t in kept] or None}})
+    try:
+        res, _ = run_module(M, args)
+    finally:
+        core.patch_node(node, {"spec": {"taints": [t.to_dict() for t in taints]}})
+    assert not res.get("failed"), res.get("msg")
+    assert res["audited"] == ["vks", "guest"]
+    assert ("gpu_node_untainted", "node %s" % node) in rules(res)
+    assert ("gpu_node_untainted", "node gpu-h100-1") not in rules(res)
+    assert ("licensing_secret_missing", "secret %s/licensing-config" % k8s_namespace) in rules(res)
+    assert ("guest_namespace_missing", "namespace team-search") in rules(res)
+    assert ("priority_class_missing", "priority_class gpu-inference") in rules(res)
+    assert ("vks_cluster_missing", "vks_cluster gpu-workloads") in rules(res)
+    assert ("node_pool_no_nodes", "node_pool inference") in rules(res)
+
+    core.create_namespaced_secret(k8s_namespace, {"metadata": {"name": "licensing-config"},
+                                                  "stringData": {"client_configuration_token.tok": "x"}})
+    res, _ = run_module(M, args)
+    assert not rules(res, "licensing_secret_missing")
+    assert not rules(res, "gpu_node_untainted")
