@@ -19,6 +19,7 @@ type fleetFile struct {
 type fleetCluster struct {
 	Name       string      `yaml:"name"`
 	Supervisor bool        `yaml:"supervisor"`
+	Lifecycle  string      `yaml:"lifecycle"` // vlcm (desired image, vlcm.go) or baseline (default)
 	Hosts      []fleetHost `yaml:"hosts"`
 }
 
@@ -118,6 +119,12 @@ func (f *fleetFile) expand() ([]hostSpec, []vmSpec, error) {
 			return nil, nil, fmt.Errorf("cluster %q listed twice", c.Name)
 		}
 		clusters[c.Name] = true
+		switch c.Lifecycle {
+		case "", "baseline", "vlcm":
+			clusterLifecycle[c.Name] = c.Lifecycle
+		default:
+			return nil, nil, fmt.Errorf("cluster %s: lifecycle must be vlcm or baseline", c.Name)
+		}
 		for _, h := range c.Hosts {
 			var names []string
 			switch {
