@@ -343,9 +343,10 @@ def audit_vks(derived, clusters):
 # ---------------------------------------------------------------------------------------
 
 
-def is_gpu_node(node):
+def is_gpu_node(node, pools=()):
+    """A node of a GPU pool of the design, or one with an NVIDIA GPU (label or capacity)."""
     labels = node.get("labels") or {}
-    if labels.get(POOL_LABEL) or labels.get("nvidia.com/gpu.present") == "true":
+    if labels.get(POOL_LABEL) in pools or labels.get("nvidia.com/gpu.present") == "true":
         return True
     return any(k == "nvidia.com/gpu" or k.startswith("nvidia.com/mig-") for k in (node.get("capacity") or {}))
 
@@ -379,7 +380,7 @@ def audit_guest(derived, nodes=None, namespaces=None, resource_quotas=None, secr
     gpu_taint = {"key": GPU_TAINT_KEY, "value": "present", "effect": "NoSchedule"}
     seen = dict((p, 0) for p in pools)
     for node in sorted(nodes or [], key=lambda n: n["name"]):
-        if not is_gpu_node(node):
+        if not is_gpu_node(node, pools):
             continue
         pool_name = (node.get("labels") or {}).get(POOL_LABEL)
         pool = pools.get(pool_name)

@@ -271,7 +271,7 @@ def good_guest(derived):
     return dict(
         nodes=[node("inference-0", "inference", derived), node("training-0", "training", derived),
                node("notebooks-0", "notebooks", derived),
-               dict(name="cpu-0", labels={}, taints=[], capacity={"cpu": "8"})],
+               dict(name="cpu-0", labels={"gpupool.vcf/pool": "cpu"}, taints=[], capacity={"cpu": "8"})],
         namespaces=["default", "gpu-operator"] + [n["metadata"]["name"] for n in g["namespaces"]],
         resource_quotas=quotas,
         secrets={"gpu-operator": ["licensing-config"]},
@@ -291,6 +291,12 @@ def test_gpu_node_untainted(derived):
     out = a.audit_guest(derived, **live)
     assert rules(out) == [("gpu_node_untainted", "node inference-0"), ("gpu_node_untainted", "node stray-gpu")]
     assert "nvidia.com/gpu=present:NoSchedule" in out[0]["message"] and "(pool inference)" in out[0]["message"]
+
+
+def test_gpu_node_by_mig_capacity_only(derived):
+    live = good_guest(derived)
+    live["nodes"].append(dict(name="mig-0", labels={}, taints=[], capacity={"nvidia.com/mig-1g.10gb": "7"}))
+    assert rules(a.audit_guest(derived, **live)) == [("gpu_node_untainted", "node mig-0")]
 
 
 def test_pool_taint_missing_is_untainted(derived):
