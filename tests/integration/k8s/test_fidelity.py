@@ -123,6 +123,39 @@ def test_invalid_taint_effect_is_rejected(k8s_api):
     assert "effect" in e.value.body
 
 
+def test_namespace_deletion_is_finished_by_the_controller_manager(k8s_api):
+    core = client.CoreV1Api(k8s_api)
+    ns = f"doomed-{uid()}"
+    core.create_namespace({"metadata": {"name": ns}})
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "cm"}})
+    core.delete_namespace(ns)
+    assert core.read_namespace(ns).status.phase == "Terminating"
+
+    def gone():
+        try:
+            core.read_namespace(ns)
+        except ApiException as e:
+            return e.status == 404
+        return False
+
+    wait_for("namespace removed", gone, timeout=60)
+
+
+def test_custom_resource_pruning_and_status_subresource(k8s_api, k8s_namespace):
+    clusters = dynamic.DynamicClient(k8s_api).resources.get(api_version="cluster.x-k8s.io/v1beta2", kind="Cluster")
+    body = _cluster("pruned", "builtin-generic-v3.4.0",
+                    [{"name": "vmClass", "value": "best-effort-large"}, {"name": "storageClass", "value": "gold"}])
+    body["spec"]["topology"]["notAField"] = True
+    body["status"] = {"phase": "Provisioned"}
+    obj = clusters.create(body=body, namespace=k8s_namespace)
+    assert "notAField" not in obj.spec.topology
+    assert not obj.get("status")  # status is a subresource: ignored on create
+    obj = obj.to_dict()
+    obj["status"] = {"phase": "Provisioned"}
+    clusters.status.replace(body=obj, namespace=k8s_namespace)
+    assert clusters.get(namespace=k8s_namespace, name="pruned").status.phase == "Provisioned"
+
+
 # --- GPU Operator chart and CRDs -----------------------------------------------------------
 
 def test_cluster_policy_rejected_by_crd_schema(k8s_api):
