@@ -1,0 +1,269 @@
+"""Roles gpu_scheduling_policy, gpu_operator and nls_licensing (Kubernetes part) against the rig:
+one converge for the module (check, converge, rerun, diff), then behaviour through the real
+scheduler, quota admission and Kueue."""
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from kubernetes import client, dynamic
+from kubernetes.client.rest import ApiException
+
+from tests.lib.ansible_run import run_playbook
+
+ROOT = Path(__file__).resolve().parents[3]
+CHART = ROOT.parent / "shared" / "charts" / "gpu-operator"
+GPU = "nvidia.com/gpu"
+MIG = "nvidia.com/mig-1g.10gb"
+GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
+KV = "kueue.x-k8s.io/v1beta1"
+U = uuid.uuid4().hex[:5]
+NAMES = {
+    "infer": f"t-infer-{U}", "quota": f"t-quota-{U}", "train": f"t-train-{U}", "operator": f"gpu-op-{U}",
+    "pc_inference": f"gpu-inference-{U}", "pc_training": f"gpu-training-{U}", "pc_notebook": f"gpu-notebook-{U}",
+    "flavor": f"training-{U}", "cq": f"training-{U}", "culling_ns": f"gpupool-system-{U}",
+}
+
+
+def wait_for(what, check, timeout=60, interval=0.2):
+    end = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < end:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    pytest.fail(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
+
+
+def play(rig, kueue):
+    n = NAMES
+    return [{"hosts": "localhost", "gather_facts": False, "roles": [
+        {"role": "gpupool.vcf.gpu_scheduling_policy",
+         "gpu_scheduling_policy_inference_priority_class": n["pc_inference"],
+         "gpu_scheduling_policy_training_priority_class": n["pc_training"],
+         "gpu_scheduling_policy_notebook_priority_class": n["pc_notebook"],
+         "gpu_scheduling_policy_mig_resources": [MIG],
+         "gpu_scheduling_policy_tenants": [
+             {"namespace": n["infer"], "gpus": 2},
+             {"namespace": n["quota"], "gpus": 1},
+             {"namespace": n["train"], "gpus": 0, "mig": {MIG: 14}, "training": True}],
+         "gpu_scheduling_policy_manage_nodes": True,
+         "gpu_scheduling_policy_node_pools": [
+             {"pool": "gpu-h100", "labels": {"gpupool.vcf/workload": "inference"},
+              "taints": [{"key": GPU, "value": "present", "effect": "NoSchedule"}]},
+             {"pool": "gpu-a100-mig", "labels": {"gpupool.vcf/workload": "training"}}],
+         "gpu_scheduling_policy_kueue": kueue,
+         "gpu_scheduling_policy_training_flavor": n["flavor"],
+         "gpu_scheduling_policy_training_cluster_queue": n["cq"],
+         "gpu_scheduling_policy_training_node_labels": {"gpupool.vcf/pool": "gpu-a100-mig"},
+         "gpu_scheduling_policy_training_resources": {MIG: 7},
+         "gpu_scheduling_policy_culling_namespace": n["culling_ns"]},
+        {"role": "gpupool.vcf.gpu_operator",
+         "gpu_operator_namespace": n["operator"],
+         "gpu_operator_chart_ref": str(CHART),
+         "gpu_operator_upgrade_crd": False,
+         "gpu_operator_driver_repository": "registry.example.com/nvaie",
+         "gpu_operator_driver_image": "vgpu-guest-driver",
+         "gpu_operator_driver_version": "550.127.05",
+         "gpu_operator_driver_pull_secrets": ["ngc-registry"],
+         "gpu_operator_licensing_secret_name": "licensing-config",
+         "gpu_operator_mig_strategy": "mixed",
+         "gpu_operator_time_slicing": {"notebook": {"replicas": 4}},
+         "gpu_operator_extra_values": {"node-feature-discovery": {"master": {"serviceAccount": {
+             "name": f"nfd-master-{U}"}}}}},
+    ]}]
+
+
+@pytest.fixture(scope="module")
+def converged(k8s_rig, k8s_api):
+    if not (CHART / "Chart.yaml").is_file():
+        pytest.fail(f"GPU Operator chart not found at {CHART}", pytrace=False)
+    p = play(k8s_rig, k8s_rig.kueue)
+    runs = {"check": run_playbook(p, env=k8s_rig.env, check=True, diff=True)}
+    runs["converge"] = run_playbook(p, env=k8s_rig.env, diff=True)
+    runs["again"] = run_playbook(p, env=k8s_rig.env)
+    try:
+        yield runs
+    finally:
+        k8s_rig.helm("uninstall", "gpu-operator", "--namespace", NAMES["operator"], "--no-hooks", check=False)
+        sched = client.SchedulingV1Api(k8s_api)
+        core = client.CoreV1Api(k8s_api)
+        for key in ("pc_inference", "pc_training", "pc_notebook"):
+            try:
+                sched.delete_priority_class(NAMES[key])
+            except ApiException:
+                pass
+        for key in ("infer", "quota", "train", "operator", "culling_ns"):
+            try:
+                core.delete_namespace(NAMES[key])
+            except ApiException:
+                pass
+        if k8s_rig.kueue:
+            dyn = dynamic.DynamicClient(k8s_api)
+            for kind, key in (("ClusterQueue", "cq"), ("ResourceFlavor", "flavor")):
+                try:
+                    dyn.resources.get(api_version=KV, kind=kind).delete(name=NAMES[key])
+                except ApiException:
+                    pass
+
+
+def _failed(run):
+    return [(name, res.get("msg")) for name, res in run.tasks if res.get("failed")]
+
+
+def test_converge_rerun_check_and_diff(converged, k8s_api):
+    for mode, run in converged.items():
+        assert run.rc == 0, (mode, _failed(run), run.stdout[-2000:], run.stderr[-2000:])
+    assert converged["check"].stats["changed"] > 0
+    assert converged["converge"].stats["changed"] > 0
+    assert converged["again"].stats["changed"] == 0, [n for n, r in converged["again"].tasks if r.get("changed")]
+    # check mode predicted what the converge then changed, task by task
+    # (objects in a namespace the run creates cannot be dry-run: a stand-in task reports them)
+    predicted = sorted(n.replace(" (in a namespace this run creates)", "")
+                       for n, r in converged["check"].tasks if r.get("changed"))
+    done = sorted(n for n, r in converged["converge"].tasks if r.get("changed"))
+    assert predicted == done
+    # --diff gives before/after for the changed objects
+    diffs = [r for n, r in converged["converge"].tasks if r.get("changed") and "PriorityClass" in n]
+    assert diffs and all(r.get("diff") for r in diffs)
+
+
+def test_priority_classes_and_quota_objects(converged, k8s_api):
+    sched = client.SchedulingV1Api(k8s_api)
+    inf = sched.read_priority_class(NAMES["pc_inference"])
+    train = sched.read_priority_class(NAMES["pc_training"])
+    nb = sched.read_priority_class(NAMES["pc_notebook"])
+    assert inf.value > train.value > nb.value
+    assert inf.preemption_policy == "PreemptLowerPriority" and nb.preemption_policy == "Never"
+    q = client.CoreV1Api(k8s_api).read_namespaced_resource_quota("gpu-quota", NAMES["train"])
+    assert q.spec.hard == {f"requests.{GPU}": "0", f"requests.{MIG}": "14"}
+    q = client.CoreV1Api(k8s_api).read_namespaced_resource_quota("gpu-quota", NAMES["quota"])
+    assert q.spec.hard == {f"requests.{GPU}": "1", f"requests.{MIG}": "0"}
+    node = client.CoreV1Api(k8s_api).read_node("gpu-h100-0")
+    assert node.metadata.labels["gpupool.vcf/workload"] == "inference"
+
+
+def _pod(name, resources=None, tolerations=None, node=None, priority_class=None, cpu="100m"):
+    spec = {"containers": [{"name": "main", "image": "registry.invalid/x:1",
+                            "resources": {"limits": dict(resources or {}), "requests": {"cpu": cpu}}}],
+            "tolerations": tolerations or [], "terminationGracePeriodSeconds": 0}
+    if node:
+        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+def _phase(core, ns, name):
+    try:
+        p = core.read_namespaced_pod(name, ns)
+    except ApiException as e:
+        if e.status == 404:
+            return "Gone"
+        raise
+    return p.status.phase
+
+
+def test_cpu_pods_never_land_on_gpu_nodes(converged, k8s_api):
+    core = client.CoreV1Api(k8s_api)
+    ns = NAMES["infer"]
+    for i in range(4):
+        core.create_namespaced_pod(ns, _pod(f"cpu-{i}"))
+    core.create_namespaced_pod(ns, {**_pod("cpu-on-gpu-node"), "spec": {
+        **_pod("x")["spec"], "nodeSelector": {"gpupool.vcf/pool": "gpu-h100"}}})
+    try:
+        wait_for("CPU pods Running", lambda: all(_phase(core, ns, f"cpu-{i}") == "Running" for i in range(4)))
+        for i in range(4):
+            assert core.read_namespaced_pod(f"cpu-{i}", ns).spec.node_name == "cpu-0"
+        time.sleep(2)
+        p = core.read_namespaced_pod("cpu-on-gpu-node", ns)
+        assert p.spec.node_name is None and p.status.phase == "Pending"
+    finally:
+        core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+
+
+def test_tenant_over_gpu_quota_is_rejected(converged, k8s_api):
+    core = client.CoreV1Api(k8s_api)
+    ns = NAMES["quota"]
+    wait_for("quota status", lambda: (core.read_namespaced_resource_quota("gpu-quota", ns).status.hard or {}))
+    try:
+        core.create_namespaced_pod(ns, _pod("first", {GPU: "1"}, [GPU_TOLERATION]))
+        with pytest.raises(ApiException) as e:
+            core.create_namespaced_pod(ns, _pod("second", {GPU: "1"}, [GPU_TOLERATION]))
+        assert e.value.status == 403 and "exceeded quota" in e.value.body
+        with pytest.raises(ApiException) as e:  # no MIG for this tenant
+            core.create_namespaced_pod(ns, _pod("mig", {MIG: "1"}, [GPU_TOLERATION]))
+        assert e.value.status == 403 and "exceeded quota" in e.value.body
+    finally:
+        core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+
+
+def test_inference_preempts_notebook_never_the_reverse(converged, k8s_api):
+    core = client.CoreV1Api(k8s_api)
+    ns = NAMES["infer"]
+    node = "gpu-h100-0"
+    try:
+        core.create_namespaced_pod(ns, _pod("notebook", {GPU: "1"}, [GPU_TOLERATION], node, NAMES["pc_notebook"]))
+        wait_for("notebook Running", lambda: _phase(core, ns, "notebook") == "Running")
+        core.create_namespaced_pod(ns, _pod("inference", {GPU: "1"}, [GPU_TOLERATION], node, NAMES["pc_inference"]))
+        wait_for("notebook preempted", lambda: _phase(core, ns, "notebook") == "Gone")
+        wait_for("inference Running", lambda: _phase(core, ns, "inference") == "Running")
+        # the reverse: a notebook on the now full node waits, the inference pod stays
+        core.create_namespaced_pod(ns, _pod("notebook-2", {GPU: "1"}, [GPU_TOLERATION], node, NAMES["pc_notebook"]))
+        time.sleep(4)
+        assert _phase(core, ns, "inference") == "Running"
+        assert _phase(core, ns, "notebook-2") == "Pending"
+    finally:
+        core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+
+
+def test_two_whole_pool_training_jobs_admitted_one_at_a_time(converged, k8s_rig, k8s_api):
+    if not k8s_rig.kueue:
+        pytest.fail("the rig was started without Kueue (GPUPOOL_K8S_KUEUE=0)", pytrace=False)
+    ns = NAMES["train"]
+    batch = client.BatchV1Api(k8s_api)
+    core = client.CoreV1Api(k8s_api)
+    try:
+        for name in ("train-a", "train-b"):
+            batch.create_namespaced_job(ns, {
+                "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": "training"}},
+                "spec": {"suspend": True, "parallelism": 1, "completions": 1, "template": {"spec": {
+                    "restartPolicy": "Never", "priorityClassName": NAMES["pc_training"],
+                    "containers": [{"name": "main", "image": "registry.invalid/train:1",
+                                    "resources": {"limits": {MIG: "7"}}}]}}}})
+            time.sleep(1.1)
+
+        def running():
+            return sorted(j.metadata.name for j in batch.list_namespaced_job(ns).items if not j.spec.suspend)
+
+        assert wait_for("one Job admitted", running) == ["train-a"]
+        pods = wait_for("train-a pod Running", lambda: [
+            p for p in core.list_namespaced_pod(ns, label_selector="job-name=train-a").items
+            if p.status.phase == "Running"])
+        assert pods[0].spec.node_name.startswith("gpu-a100-mig-")
+        time.sleep(3)
+        assert running() == ["train-a"]
+        core.patch_namespaced_pod(pods[0].metadata.name, ns,
+                                  {"metadata": {"annotations": {"gpupool.vcf/sim-complete": "true"}}})
+        wait_for("train-b admitted", lambda: "train-b" in running(), timeout=60)
+    finally:
+        batch.delete_collection_namespaced_job(ns, propagation_policy="Background")
+
+
+def test_cluster_policy_holds_licensing_mig_and_time_slicing(converged, k8s_api):
+    cp = dynamic.DynamicClient(k8s_api).resources.get(api_version="nvidia.com/v1", kind="ClusterPolicy")
+    spec = cp.get(name="cluster-policy").to_dict()["spec"]
+    assert spec["driver"]["licensingConfig"]["secretName"] == "licensing-config"
+    assert spec["driver"]["repository"] == "registry.example.com/nvaie"
+    assert spec["driver"]["version"] == "550.127.05"
+    assert spec["mig"]["strategy"] == "mixed"
+    assert spec["migManager"]["enabled"] is False
+    assert spec["devicePlugin"]["config"]["name"] == "gpupool-device-plugin-config"
+    assert spec["dcgmExporter"]["serviceMonitor"]["enabled"] is False  # no Prometheus operator CRDs
+    cm = client.CoreV1Api(k8s_api).read_namespaced_config_map("gpupool-device-plugin-config", NAMES["operator"])
+    assert "replicas: 4" in cm.data["notebook"] and "default" in cm.data
+    facts = [r for n, r in converged["converge"].tasks if n.endswith("ClusterPolicy state")]
+    assert facts[0]["ansible_facts"]["gpu_operator_cluster_policy"]["exists"] is True
