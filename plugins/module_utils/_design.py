@@ -1038,7 +1038,8 @@ def _derive_esxi(ctx):
 
 
 def _access(entries):
-    return [OrderedDict([("subject", a["subject"]), ("subject_type", a["type"].upper()),
+    # the option names of gpupool.vcf.supervisor_namespace's access entries
+    return [OrderedDict([("subject", a["subject"]), ("type", a["type"].upper()),
                          ("domain", a["domain"]), ("role", a["role"].upper())]) for a in entries]
 
 
@@ -1068,7 +1069,8 @@ def _derive_vsphere(ctx):
             existing[0]["access"].extend(a for a in _access(vks["access"]) if a not in existing[0]["access"])
             continue
         namespaces.append(OrderedDict([
-            ("name", vks["namespace"]), ("supervisor", d["supervisor"]["name"]), ("kind", "platform"),
+            ("name", vks["namespace"]), ("cluster", d["supervisor"]["cluster"]),
+            ("supervisor", d["supervisor"]["name"]), ("kind", "platform"),
             ("description", "gpupool platform namespace of VKS cluster %s" % vks["name"]),
             ("vm_classes", classes), ("storage_policies", [OrderedDict([("policy", storage), ("limit_mib", None)])]),
             ("limits", OrderedDict([("cpu_mhz", None), ("memory_mib", None), ("storage_mib", None)])),
@@ -1077,7 +1079,8 @@ def _derive_vsphere(ctx):
     for tenant in d["tenants"]:
         classes = [ctx.pools[p]["vm_class"]["name"] for p, n in tenant["gpu_quota"].items() if n > 0]
         namespaces.append(OrderedDict([
-            ("name", tenant["namespace"]), ("supervisor", d["supervisor"]["name"]), ("kind", "tenant"),
+            ("name", tenant["namespace"]), ("cluster", d["supervisor"]["cluster"]),
+            ("supervisor", d["supervisor"]["name"]), ("kind", "tenant"),
             ("description", tenant["description"] or "gpupool tenant %s" % tenant["name"]),
             ("vm_classes", classes),
             ("storage_policies", [OrderedDict([("policy", tenant["storage_policy"]),

@@ -80,6 +80,9 @@ DESIGN_SCHEMA = {
             "options": {
                 "name": {"type": "str", "default": None,
                          "description": "Supervisor name; null - the Supervisor of the GPU clusters."},
+                "cluster": {"type": "str", "default": None,
+                            "description": "vSphere cluster the Supervisor is enabled on (namespaces are "
+                                           "created there); null - give name instead."},
                 "endpoint": {"type": "str", "default": None,
                              "description": "Supervisor control plane address (kubectl); null - discovered."},
                 "storage_policy": {"type": "str", "required": True,

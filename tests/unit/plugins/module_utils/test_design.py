@@ -437,7 +437,7 @@ def test_derive_vsphere():
     namespaces = {n["name"]: n for n in vs["namespaces"]}
     assert namespaces["gpu-platform"]["vm_classes"] == ["gpu-inference", "gpu-training", "gpu-notebooks"]
     assert namespaces["team-search"]["vm_classes"] == ["gpu-inference"]
-    assert namespaces["research"]["access"][1] == {"subject": "auditors", "subject_type": "GROUP",
+    assert namespaces["research"]["access"][1] == {"subject": "auditors", "type": "GROUP",
                                                    "domain": "vsphere.local", "role": "VIEW"}
     assert namespaces["team-vision"]["limits"]["cpu_mhz"] == 200000
     assert vs["drs_pinning"] == [{"name": "gpu-h100", "behavior": "partiallyAutomated"},
