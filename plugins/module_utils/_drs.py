@@ -33,6 +33,7 @@ class PinningPlan:
         self.edit = []     # [{"moid", "name", "behavior", "enabled", "was"}]
         self.remove = []   # [{"moid", "name", "behavior"}]
         self.pinned = []   # every VM this run wants pinned, sorted by name
+        self.pinned_moids = []
         self.before = {}   # {vm name: behavior or None} over every VM the plan touched or checked
         self.after = {}
 
@@ -109,6 +110,7 @@ def plan_pinning(vms, overrides, behavior=DEFAULT_BEHAVIOR, names=None, exclude=
     for vm in sorted(wanted, key=lambda v: (v["name"], v["moid"])):
         have = current.get(vm["moid"])
         plan.pinned.append(vm["name"])
+        plan.pinned_moids.append(vm["moid"])
         plan.before[vm["name"]] = _view(have)
         plan.after[vm["name"]] = behavior
         entry = dict(moid=vm["moid"], name=vm["name"], behavior=behavior, enabled=True)
@@ -140,4 +142,54 @@ def _view(override):
     return override.get("behavior")
 
 
-__all__ = ["BEHAVIORS", "DEFAULT_BEHAVIOR", "DrsPlanError", "PinningPlan", "plan_pinning", "resolve_vms"]
+def plan_vm_host_rule(rule, groups, rules, vm_moids, host_moids):
+    """Keep the pinned VMs on the GPU hosts: a VM group, a host group and a VM-host rule.
+
+    ``rule``: {"name", "vm_group", "host_group", "mandatory"}. ``groups``: the cluster's groups
+    {name: {"kind": "vm"|"host", "members": [moid]}}. ``rules``: its rules {name: {"key", "kind",
+    "vm_group", "host_group", "mandatory", "enabled"}}; kind "vmhost" for VM-host rules.
+    The two groups belong to the rule: their members are made exactly ``vm_moids`` and
+    ``host_moids``. Returns {"groups": [(operation, kind, name, members)], "rule": (operation,
+    key) or None, "before": view, "after": view}.
+    """
+    if not host_moids:
+        raise DrsPlanError("vm_host_rule %s: no host of the cluster has an NVIDIA GPU" % rule["name"])
+    out = dict(groups=[], rule=None)
+    existed = False
+    before = dict(name=rule["name"], vm_group=None, host_group=None, mandatory=None, enabled=None)
+    for kind, name, members in (("vm", rule["vm_group"], vm_moids), ("host", rule["host_group"], host_moids)):
+        have = groups.get(name)
+        want = sorted(set(members))
+        if have is None:
+            out["groups"].append(("add", kind, name, want))
+            continue
+        if have["kind"] != kind:
+            raise DrsPlanError("vm_host_rule %s: group %s exists but is a %s group, not a %s group"
+                               % (rule["name"], name, have["kind"], kind))
+        existed = True
+        before["%s_group" % kind] = sorted(have["members"])
+        if sorted(set(have["members"])) != want:
+            out["groups"].append(("edit", kind, name, want))
+    have = rules.get(rule["name"])
+    wanted = dict(vm_group=rule["vm_group"], host_group=rule["host_group"], mandatory=bool(rule.get("mandatory")),
+                  enabled=True)
+    if have is None:
+        out["rule"] = ("add", None)
+    else:
+        if have.get("kind") != "vmhost":
+            raise DrsPlanError("rule %s exists but is not a VM-host rule" % rule["name"])
+        existed = True
+        before.update(mandatory=have.get("mandatory"), enabled=have.get("enabled"))
+        current = dict(vm_group=have.get("vm_group"), host_group=have.get("host_group"),
+                       mandatory=bool(have.get("mandatory")), enabled=have.get("enabled") is not False)
+        if current != wanted:
+            out["rule"] = ("edit", have.get("key"))
+    after = dict(name=rule["name"], vm_group=sorted(set(vm_moids)), host_group=sorted(set(host_moids)),
+                 mandatory=wanted["mandatory"], enabled=True)
+    out["before"] = before if existed else None
+    out["after"] = after
+    out["changed"] = bool(out["groups"] or out["rule"])
+    return out
+
+
+__all__ = ["BEHAVIORS", "DEFAULT_BEHAVIOR", "DrsPlanError", "PinningPlan", "plan_pinning", "plan_vm_host_rule", "resolve_vms"]

@@ -52,6 +52,28 @@ options:
         are no longer in the cluster.
     type: bool
     default: false
+  vm_host_rule:
+    description:
+      - Also keep the pinned VMs on the hosts that have an NVIDIA GPU, with a VM group, a host
+        group and a VM-host affinity rule, set in the same cluster reconfigure.
+      - The two groups belong to the rule; their members are made exactly the pinned VMs and
+        the GPU hosts.
+    type: dict
+    suboptions:
+      name:
+        description: Name of the VM-host rule.
+        type: str
+        required: true
+      vm_group:
+        description: Name of the VM group; default the rule name with C(-vms).
+        type: str
+      host_group:
+        description: Name of the host group; default the rule name with C(-hosts).
+        type: str
+      mandatory:
+        description: A mandatory rule (VMs must run on the group's hosts) instead of a preferential one.
+        type: bool
+        default: false
 attributes:
   check_mode:
     description: Predicts the change without making it.
@@ -83,6 +105,12 @@ EXAMPLES = r"""
     cluster: gpu-h100
     behavior: manual
     vms: [train-01, train-02]
+
+- name: Pin every vGPU VM and keep them on the GPU hosts (preferential rule)
+  gpupool.vcf.drs_gpu_pinning:
+    cluster: gpu-mixed
+    vm_host_rule:
+      name: gpu-vms-on-gpu-hosts
 """
 
 RETURN = r"""
@@ -106,11 +134,18 @@ removed:
   returned: always
   type: list
   elements: str
+vm_host_rule:
+  description: The VM-host rule and its groups after the run (VM and host names).
+  returned: when O(vm_host_rule) is given
+  type: dict
+  sample: {name: gpu-vms-on-gpu-hosts, vm_group: [llm-01], host_group: [esx-01], mandatory: false, enabled: true}
 diff:
-  description: Override per VM before and after (behavior, V(disabled) or null), only VMs the run touched or checked.
+  description:
+    - C(overrides) is the override per VM before and after (behavior, V(disabled) or null), only
+      VMs the run touched or checked; C(vm_host_rule) the rule and its groups.
   returned: with --diff
   type: dict
-  sample: {before: {llm-01: null}, after: {llm-01: partiallyAutomated}}
+  sample: {before: {overrides: {llm-01: null}}, after: {overrides: {llm-01: partiallyAutomated}}}
 """
 
 from ansible_collections.gpupool.vcf.plugins.module_utils._drs import (
@@ -118,8 +153,9 @@ from ansible_collections.gpupool.vcf.plugins.module_utils._drs import (
     DEFAULT_BEHAVIOR,
     DrsPlanError,
     plan_pinning,
+    plan_vm_host_rule,
 )
-from ansible_collections.gpupool.vcf.plugins.module_utils._gpu_inventory import vgpu_profiles_of
+from ansible_collections.gpupool.vcf.plugins.module_utils._gpu_inventory import is_nvidia_gpu, vgpu_profiles_of
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import (
     VsphereError,
     VsphereNotFound,
@@ -137,6 +173,10 @@ class ClusterPinning:
         self.name = cluster_name
         self.cluster = None
         self.refs = {}
+        self.names = {}
+        self.gpu_hosts = []
+        self.groups = {}
+        self.rules = {}
 
     def read(self):
         """(vms, overrides) of the cluster: one lookup of the cluster, one retrieval of the rest."""
@@ -154,13 +194,18 @@ class ClusterPinning:
         objects = self.client._collect(
             obj_spec_list=[obj_spec],
             specs={vim.ClusterComputeResource: ["configurationEx"],
-                   vim.HostSystem: ["name"],
+                   vim.HostSystem: ["name", "hardware.pciDevice"],
                    vim.VirtualMachine: ["name", "config.hardware.device", "config.template"]})
         vms = []
         overrides = []
         self.warnings = []
         for item in objects:
-            if isinstance(item.obj, vim.VirtualMachine):
+            self.names[item.moid] = item.get("name")
+            if isinstance(item.obj, vim.HostSystem):
+                self.refs[item.moid] = item.obj
+                if any(is_nvidia_gpu(pci) for pci in item.get("hardware.pciDevice") or []):
+                    self.gpu_hosts.append(item.moid)
+            elif isinstance(item.obj, vim.VirtualMachine):
                 if item.get("config.template"):
                     continue
                 self.refs[item.moid] = item.obj
@@ -175,12 +220,30 @@ class ClusterPinning:
                         "enableVmBehaviorOverrides=%s): the overrides are recorded but take effect only once "
                         "both are enabled; this module does not change cluster settings"
                         % (self.name, drs.enabled, drs.enableVmBehaviorOverrides))
+                self._groups_and_rules(config)
                 for o in getattr(config, "drsVmConfig", None) or []:
                     self.refs.setdefault(o.key._moId, o.key)
                     overrides.append(dict(moid=o.key._moId, behavior=o.behavior, enabled=o.enabled))
         return vms, overrides
 
-    def apply(self, plan):
+    def _groups_and_rules(self, config):
+        for g in getattr(config, "group", None) or []:
+            if isinstance(g, vim.cluster.VmGroup):
+                self.groups[g.name] = dict(kind="vm", members=[v._moId for v in g.vm or []])
+            elif isinstance(g, vim.cluster.HostGroup):
+                self.groups[g.name] = dict(kind="host", members=[h._moId for h in g.host or []])
+            else:
+                self.groups[g.name] = dict(kind="other", members=[])
+        for r in getattr(config, "rule", None) or []:
+            entry = dict(key=r.key, kind="other", mandatory=r.mandatory, enabled=r.enabled)
+            if isinstance(r, vim.cluster.VmHostRuleInfo):
+                entry.update(kind="vmhost", vm_group=r.vmGroupName, host_group=r.affineHostGroupName)
+            self.rules[r.name] = entry
+
+    def named(self, moids):
+        return sorted(self.names.get(m) or m for m in moids)
+
+    def apply(self, plan, rule_plan=None, rule=None):
         """One reconfigure for the whole plan; the cluster's own DRS settings are not in the spec."""
         specs = []
         for op, entries in (("add", plan.add), ("edit", plan.edit)):
@@ -192,6 +255,21 @@ class ClusterPinning:
             specs.append(vim.cluster.DrsVmConfigSpec(
                 operation="remove", removeKey=self.refs[e["moid"]]))
         spec = vim.cluster.ConfigSpecEx(drsVmConfigSpec=specs)
+        if rule_plan is not None and rule_plan["changed"]:
+            group_specs = []
+            for op, kind, name, members in rule_plan["groups"]:
+                refs = [self.refs[m] for m in members]
+                info = (vim.cluster.VmGroup(name=name, vm=refs) if kind == "vm"
+                        else vim.cluster.HostGroup(name=name, host=refs))
+                group_specs.append(vim.cluster.GroupSpec(operation=op, info=info))
+            spec.groupSpec = group_specs
+            if rule_plan["rule"] is not None:
+                op, key = rule_plan["rule"]
+                info = vim.cluster.VmHostRuleInfo(name=rule["name"], enabled=True, mandatory=bool(rule["mandatory"]),
+                                                  vmGroupName=rule["vm_group"], affineHostGroupName=rule["host_group"])
+                if key is not None:
+                    info.key = key
+                spec.rulesSpec = [vim.cluster.RuleSpec(operation=op, info=info)]
         try:
             task = self.cluster.ReconfigureComputeResource_Task(spec=spec, modify=True)
         except vmodl.MethodFault as exc:
@@ -207,6 +285,12 @@ def main():
             vms=dict(type="list", elements="str"),
             exclude=dict(type="list", elements="str", default=[]),
             purge_stale=dict(type="bool", default=False),
+            vm_host_rule=dict(type="dict", options=dict(
+                name=dict(type="str", required=True),
+                vm_group=dict(type="str"),
+                host_group=dict(type="str"),
+                mandatory=dict(type="bool", default=False),
+            )),
         ),
         supports_check_mode=True,
     )
@@ -219,16 +303,36 @@ def main():
     try:
         plan = plan_pinning(vms, overrides, behavior=p["behavior"], names=p["vms"], exclude=p["exclude"],
                             purge_stale=p["purge_stale"])
+        rule = rule_plan = None
+        if p["vm_host_rule"]:
+            rule = dict(p["vm_host_rule"])
+            rule["vm_group"] = rule["vm_group"] or rule["name"] + "-vms"
+            rule["host_group"] = rule["host_group"] or rule["name"] + "-hosts"
+            rule_plan = plan_vm_host_rule(rule, pinning.groups, pinning.rules, plan.pinned_moids,
+                                          pinning.gpu_hosts)
     except DrsPlanError as exc:
         module.fail_json(msg="Unable to pin GPU VMs of cluster %s: %s" % (p["cluster"], exc))
     for warning in pinning.warnings:
         module.warn(warning)
-    result = dict(changed=plan.changed, **plan.summary())
+    changed = plan.changed or bool(rule_plan and rule_plan["changed"])
+    result = dict(changed=changed, **plan.summary())
+    before, after = dict(overrides=plan.before), dict(overrides=plan.after)
+    if rule_plan is not None:
+        views = []
+        for v in (rule_plan["before"], rule_plan["after"]):
+            if v is not None:
+                v = dict(v)
+                for key in ("vm_group", "host_group"):
+                    if v.get(key) is not None:
+                        v[key] = pinning.named(v[key])
+            views.append(v)
+        before["vm_host_rule"], after["vm_host_rule"] = views
+        result["vm_host_rule"] = views[1]
     if module._diff:
-        result["diff"] = dict(before=plan.before, after=plan.after)
-    if plan.changed and not module.check_mode:
+        result["diff"] = dict(before=before, after=after)
+    if changed and not module.check_mode:
         try:
-            pinning.apply(plan)
+            pinning.apply(plan, rule_plan, rule)
         except VsphereError as exc:
             module.fail_vsphere("set DRS overrides on cluster", p["cluster"], exc, **result)
     module.exit_json(**result)

@@ -8,7 +8,8 @@ FLEET = {
     "clusters": [
         {"name": "gpu-h100", "supervisor": True,
          "hosts": [{"prefix": "esx-h100-", "count": 2, "gpu": {"model": "H100-80GB", "count": 4},
-                    "driver_version": "550.90.05-1OEM.800.1.0.20613240"}]},
+                    "driver_version": "550.90.05-1OEM.800.1.0.20613240"},
+                   {"name": "esx-cpu-01"}]},
         {"name": "mgmt", "hosts": [{"prefix": "esx-mgmt-", "count": 1}]},
     ],
     "vms": [
@@ -44,8 +45,8 @@ def test_pin_rerun_check_diff_purge(vsphere, vsphere_env):
     res, _ = run_module(M, {"cluster": "gpu-h100"}, env=vsphere_env, check=True, diff=True)
     assert not res.get("failed"), res.get("msg")
     assert res["changed"] is True and res["added"] == GPU_VMS
-    assert res["diff"]["before"] == dict((n, None) for n in GPU_VMS)
-    assert res["diff"]["after"] == dict((n, "partiallyAutomated") for n in GPU_VMS)
+    assert res["diff"]["before"] == {"overrides": dict((n, None) for n in GPU_VMS)}
+    assert res["diff"]["after"] == {"overrides": dict((n, "partiallyAutomated") for n in GPU_VMS)}
     assert cluster_state(vsphere)[0] == {}
 
     vsphere.reset_stats()
@@ -64,7 +65,8 @@ def test_pin_rerun_check_diff_purge(vsphere, vsphere_env):
     res, _ = run_module(M, {"cluster": "gpu-h100", "vms": ["train-01", "plain-01"], "behavior": "manual"},
                         env=vsphere_env, diff=True)
     assert res["changed"] is True and res["updated"] == ["train-01"] and res["added"] == ["plain-01"]
-    assert res["diff"]["before"]["train-01"] == "partiallyAutomated" and res["diff"]["after"]["train-01"] == "manual"
+    assert res["diff"]["before"]["overrides"]["train-01"] == "partiallyAutomated"
+    assert res["diff"]["after"]["overrides"]["train-01"] == "manual"
     overrides, _ = cluster_state(vsphere)
     assert overrides["train-01"] == "manual" and overrides["infer-01"] == "partiallyAutomated"
 
@@ -80,6 +82,52 @@ def test_pin_rerun_check_diff_purge(vsphere, vsphere_env):
                          "train-01": "manual"}
     res, _ = run_module(M, {"cluster": "gpu-h100", "behavior": "manual", "purge_stale": True,
                             "exclude": ["infer-03"]}, env=vsphere_env)
+    assert res["changed"] is False
+
+
+def rules_and_groups(sim):
+    import ssl
+    ctx = ssl.create_default_context(cafile=sim.ca_file)
+    si = connect.SmartConnect(host=sim.host, port=sim.port, user=sim.user, pwd=sim.password, sslContext=ctx)
+    try:
+        content = si.RetrieveContent()
+        view = content.viewManager.CreateContainerView(content.rootFolder, [vim.ClusterComputeResource], True)
+        cfg = [c for c in view.view if c.name == "gpu-h100"][0].configurationEx
+        groups = {}
+        for g in cfg.group:
+            members = getattr(g, "vm", None) if isinstance(g, vim.cluster.VmGroup) else g.host
+            groups[g.name] = sorted(m.name for m in members or [])
+        rules = dict((r.name, (r.vmGroupName, r.affineHostGroupName, r.mandatory)) for r in cfg.rule)
+        return groups, rules
+    finally:
+        connect.Disconnect(si)
+
+
+def test_vm_host_rule(vsphere, vsphere_env):
+    args = {"cluster": "gpu-h100", "exclude": ["infer-03"], "vm_host_rule": {"name": "gpu-on-gpu"}}
+    res, _ = run_module(M, args, env=vsphere_env, check=True, diff=True)
+    assert not res.get("failed"), res.get("msg")
+    assert res["changed"] is True and res["diff"]["before"]["vm_host_rule"] is None
+    assert res["diff"]["after"]["vm_host_rule"]["host_group"] == ["esx-h100-01", "esx-h100-02"]
+    assert rules_and_groups(vsphere) == ({}, {})
+    vsphere.reset_stats()
+    res, _ = run_module(M, args, env=vsphere_env)
+    assert res["changed"] is True
+    assert vsphere.stats()["soap"]["methods"].get("ReconfigureComputeResource_Task") == 1
+    groups, rules = rules_and_groups(vsphere)
+    assert groups == {"gpu-on-gpu-vms": ["infer-01", "infer-02", "train-01"],
+                      "gpu-on-gpu-hosts": ["esx-h100-01", "esx-h100-02"]}
+    assert rules == {"gpu-on-gpu": ("gpu-on-gpu-vms", "gpu-on-gpu-hosts", False)}
+    res, _ = run_module(M, args, env=vsphere_env)
+    assert res["changed"] is False
+    # mandatory and one more VM: the rule and the VM group change, in one reconfigure
+    args = {"cluster": "gpu-h100", "vm_host_rule": {"name": "gpu-on-gpu", "mandatory": True}}
+    res, _ = run_module(M, args, env=vsphere_env, diff=True)
+    assert res["changed"] is True
+    assert res["diff"]["before"]["vm_host_rule"]["mandatory"] is False
+    groups, rules = rules_and_groups(vsphere)
+    assert groups["gpu-on-gpu-vms"] == GPU_VMS and rules["gpu-on-gpu"][2] is True
+    res, _ = run_module(M, args, env=vsphere_env)
     assert res["changed"] is False
 
 

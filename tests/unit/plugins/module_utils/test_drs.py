@@ -1,7 +1,7 @@
 """Planning of per-VM DRS overrides for GPU VMs (pure)."""
 import pytest
 
-from ansible_collections.gpupool.vcf.plugins.module_utils._drs import DrsPlanError, plan_pinning, resolve_vms
+from ansible_collections.gpupool.vcf.plugins.module_utils._drs import DrsPlanError, plan_pinning, plan_vm_host_rule, resolve_vms
 
 
 def vm(moid, name, *profiles):
@@ -90,3 +90,31 @@ def test_unknown_named_vm_fails():
 def test_ambiguous_name_fails():
     with pytest.raises(DrsPlanError, match="not unique"):
         resolve_vms(["dup"], VMS + [vm("vm-7", "dup"), vm("vm-8", "dup")])
+
+
+RULE = {"name": "r", "vm_group": "r-vms", "host_group": "r-hosts", "mandatory": False}
+
+
+def test_vm_host_rule_created():
+    out = plan_vm_host_rule(RULE, {}, {}, ["vm-1"], ["host-1", "host-2"])
+    assert out["groups"] == [("add", "vm", "r-vms", ["vm-1"]), ("add", "host", "r-hosts", ["host-1", "host-2"])]
+    assert out["rule"] == ("add", None) and out["changed"] and out["before"] is None
+
+
+def test_vm_host_rule_unchanged_and_edits():
+    groups = {"r-vms": {"kind": "vm", "members": ["vm-1"]}, "r-hosts": {"kind": "host", "members": ["host-1"]}}
+    rules = {"r": {"key": 7, "kind": "vmhost", "vm_group": "r-vms", "host_group": "r-hosts", "mandatory": False,
+                   "enabled": True}}
+    assert not plan_vm_host_rule(RULE, groups, rules, ["vm-1"], ["host-1"])["changed"]
+    out = plan_vm_host_rule(dict(RULE, mandatory=True), groups, rules, ["vm-1", "vm-2"], ["host-1"])
+    assert out["groups"] == [("edit", "vm", "r-vms", ["vm-1", "vm-2"])] and out["rule"] == ("edit", 7)
+    assert out["before"]["mandatory"] is False and out["after"]["mandatory"] is True
+
+
+def test_vm_host_rule_conflicts():
+    with pytest.raises(DrsPlanError, match="no host of the cluster has an NVIDIA GPU"):
+        plan_vm_host_rule(RULE, {}, {}, ["vm-1"], [])
+    with pytest.raises(DrsPlanError, match="is a host group, not a vm group"):
+        plan_vm_host_rule(RULE, {"r-vms": {"kind": "host", "members": []}}, {}, ["vm-1"], ["h"])
+    with pytest.raises(DrsPlanError, match="not a VM-host rule"):
+        plan_vm_host_rule(RULE, {}, {"r": {"key": 1, "kind": "other"}}, ["vm-1"], ["h"])
