@@ -421,7 +421,7 @@ def test_derive_esxi():
     assert h100["driver_version"] == "550.90.05-1OEM.800.1.0.20613240"
     assert h100["lifecycle"] == "direct" and h100["driver_bundle"].startswith("[LocalDS_0] drivers/NVD-AIE-800_")
     assert h100["graphics_type"] == "shared_direct" and h100["assignment_policy"] == "performance"
-    assert h100["scheduler"] == {"policy": "equal_share", "time_slice_ms": None} and h100["rmpvmrl"] == "0x00000001"
+    assert h100["scheduler"] == {"policy": "best_effort", "time_slice_ms": None} and h100["rmpvmrl"] == "0x00000000"
     assert h100["mig_mode"] == "enabled"
     assert h100["min_gpus"] == 10        # 2 training nodes x 4 cards + 4 inference nodes on 2 cards
     l40s = esxi["gpu-l40s"]
