@@ -20,6 +20,9 @@ description:
   - C(mig_mode_commands(enabled, indexes)) - the nvidia-smi commands that set host MIG mode.
   - C(common_scheduler(hosts, exclude)) - C({policy, time_slice_ms}) every other GPU host agrees on, else C({}).
   - C(vm_class_vgpu_profiles(classes)) - every vGPU profile named by a list of VM classes (config_spec or devices form).
+  - C(esxi_hosts_to_roll(hosts, target, graphics_type, assignment_policy, scheduler, allow_downgrade, only, always)) -
+    C({host: [reasons]}) for the GPU hosts whose turn in the esxi_gpu_host role would change something, judged
+    from one gpu_host_info read (driver, scheduler and vms gathered); hosts at the design are left out.
 options:
   _input:
     description: See each filter.
@@ -118,6 +121,15 @@ def vm_class_vgpu_profiles(classes):
     return sorted(out)
 
 
+def esxi_hosts_to_roll(hosts, target, graphics_type=None, assignment_policy=None, scheduler=None,
+                       allow_downgrade=False, only=None, always=False):
+    try:
+        return _esxi.hosts_to_roll(hosts, target, graphics_type or None, assignment_policy or None,
+                                   scheduler or None, bool(allow_downgrade), only or None, bool(always))
+    except _esxi.EsxiError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -128,4 +140,5 @@ class FilterModule(object):
             "mig_mode_commands": mig_mode_commands,
             "vm_class_vgpu_profiles": vm_class_vgpu_profiles,
             "common_scheduler": common_scheduler,
+            "esxi_hosts_to_roll": esxi_hosts_to_roll,
         }

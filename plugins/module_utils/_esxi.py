@@ -13,6 +13,8 @@
 * Graphics: :func:`graphics_plan` (host default, assignment policy, every GPU's type).
 * Scheduler: :func:`scheduler_plan` (the ``nvidia`` module option string to write, merged
   with what is there, and the fixed-share check against the vGPUs each GPU carries).
+* Which hosts need their turn: :func:`host_changes`, :func:`hosts_to_roll` (from one
+  ``gpu_host_info`` read of the cluster, without a call per host).
 * Host MIG mode over SSH: :func:`mig_mode_commands` (the commands, quoted).
 
 Every error is an :class:`EsxiError` (a ``ValueError``) whose message says what is wrong
@@ -395,6 +397,91 @@ def scheduler_plan(current_options, scheduler, gpu_pci_ids=None, profiles_by_gpu
     except _nvidia.NvidiaError as exc:
         raise EsxiError("the nvidia module options %r cannot be merged: %s" % (current_options, exc))
     return new, new != (current_options or "")
+
+
+# ---------------------------------------------------------------------------------------
+# which hosts of a cluster need their turn
+# ---------------------------------------------------------------------------------------
+
+
+def _normalized_scheduler(scheduler):
+    """The scheduler option as esxi_gpu_config reads it: None when nothing is asked."""
+    if not scheduler:
+        return None
+    if scheduler.get("policy") is None and not scheduler.get("per_gpu") and scheduler.get("time_slice_ms") is None:
+        return None
+    return scheduler
+
+
+def host_changes(host, target, graphics_type=None, assignment_policy=None, scheduler=None, allow_downgrade=False):
+    """What the per-host roll would change on one GPU host, from ``gpu_host_info`` data alone.
+
+    ``host`` is one entry of gpu_host_info's ``hosts`` read with ``driver`` and
+    ``scheduler`` gathered (``vms`` too when fixed share is asked). Returns a list of
+    reasons; empty means the host is at the design and its turn would change nothing.
+    Anything this cannot judge from the data (a host not connected, a read error, no
+    nvidia module, a downgrade, fixed share next to running vGPUs, a driver installed but
+    not loaded) is a reason too, so the per-host modules decide and report it as before.
+    """
+    reasons = []
+    if host.get("connection_state") != "connected":
+        return ["host is %s" % host.get("connection_state")]
+    if host.get("errors"):
+        return ["read errors: %s" % "; ".join(str(e) for e in host["errors"])]
+    driver = host.get("driver") or {}
+    installed = driver.get("full_version") or driver.get("version")
+    try:
+        plan = driver_plan(installed, target, allow_downgrade)
+    except EsxiError as exc:
+        return ["driver: %s" % exc]
+    if plan != "none":
+        reasons.append("driver %s -> %s (%s)" % (driver.get("version"), parse_driver_version(target).short, plan))
+    if not host.get("vgpu_profiles"):
+        reasons.append("no vGPU profiles offered (driver not loaded)")
+    pcis = sorted(g["pci_id"] for g in host.get("gpus") or [])
+    if graphics_type is not None or assignment_policy is not None:
+        if host.get("graphics") is None:
+            reasons.append("graphics configuration not read")
+        else:
+            _, changes = graphics_plan(host["graphics"], pcis, graphics_type, assignment_policy)
+            reasons.extend(changes)
+    scheduler = _normalized_scheduler(scheduler)
+    if scheduler is not None:
+        if "nvidia_module_options" not in host:
+            reasons.append("nvidia module options not available")
+        else:
+            policies = [scheduler.get("policy")] + [e.get("policy") for e in scheduler.get("per_gpu") or []]
+            running_vgpus = [v for v in host.get("vgpu_vms") or [] if v.get("power_state") == "poweredOn"]
+            if "fixed_share" in policies and running_vgpus:
+                reasons.append("fixed share asked with %d powered-on vGPU VMs (checked per GPU by esxi_gpu_config)"
+                               % len(running_vgpus))
+            else:
+                options = host.get("nvidia_module_options")
+                new, changed = scheduler_plan(options, scheduler, pcis)
+                if changed:
+                    reasons.append("nvidia module options %r -> %r" % (options, new))
+    return reasons
+
+
+def hosts_to_roll(hosts, target, graphics_type=None, assignment_policy=None, scheduler=None,
+                  allow_downgrade=False, only=None, always=False):
+    """{host name: reasons} for the GPU hosts whose turn would change something.
+
+    ``only`` limits the hosts (names); ``always`` (for example host MIG mode, which the
+    vSphere API cannot read) makes every selected GPU host take its turn.
+    """
+    out = {}
+    for host in hosts or []:
+        if not host.get("gpu_count") or (only and host["name"] not in only):
+            continue
+        try:
+            reasons = ["always"] if always else host_changes(host, target, graphics_type, assignment_policy,
+                                                              scheduler, allow_downgrade)
+        except EsxiError as exc:
+            reasons = [str(exc)]
+        if reasons:
+            out[host["name"]] = reasons
+    return out
 
 
 # ---------------------------------------------------------------------------------------

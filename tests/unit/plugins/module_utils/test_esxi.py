@@ -162,3 +162,63 @@ def test_mig_mode_commands():
     rows = _esxi.parse_mig_query("0, 00000000:3B:00.0, Disabled, Enabled\n1, 00000000:5E:00.0, Enabled, Enabled\n")
     assert rows[0] == dict(index=0, pci_id="00000000:3B:00.0", current=False, pending=True)
     assert rows[1]["current"] is True
+
+
+# --- which hosts need their turn -------------------------------------------------------
+
+NEW_FULL = "550.90.05-1OEM.800.1.0.20613240"
+
+
+def _host(name="esx-01", version="550.90.05", options="NVreg_RegistryDwords=RmPVMRL=0x00030001", **extra):
+    host = dict(name=name, connection_state="connected", gpu_count=2, errors=[],
+                gpus=[dict(pci_id="0000:3b:00.0"), dict(pci_id="0000:5e:00.0")],
+                graphics=dict(default_type="shared_direct", assignment_policy="performance",
+                              device_types={"0000:3b:00.0": "shared_direct", "0000:5e:00.0": "shared_direct"}),
+                driver=dict(version=version, full_version=version and NEW_FULL.replace("550.90.05", version)),
+                nvidia_module_options=options, vgpu_profiles=["nvidia_h100-80c"], vgpu_vms=[])
+    host.update(extra)
+    return host
+
+
+EQUAL3 = dict(policy="equal_share", time_slice_ms=3)
+
+
+def test_host_at_the_design_needs_nothing():
+    assert _esxi.host_changes(_host(), "550.90.05", "shared_direct", None, EQUAL3) == []
+    assert _esxi.host_changes(_host(), NEW_FULL, "shared_direct", "performance", {}) == []
+    assert _esxi.hosts_to_roll([_host(), _host("plain", gpu_count=0)], "550.90.05", "shared_direct", None, EQUAL3) == {}
+
+
+def test_each_difference_is_a_reason():
+    assert "upgrade" in _esxi.host_changes(_host(version="550.54.10"), "550.90.05")[0]
+    assert _esxi.host_changes(_host(version=None), "550.90.05")[0].endswith("(install)")
+    graphics = _host()["graphics"]
+    graphics["device_types"]["0000:5e:00.0"] = "shared"
+    assert _esxi.host_changes(_host(graphics=graphics), "550.90.05", "shared_direct") == [
+        "GPU 0000:5e:00.0 graphics type shared -> shared_direct"]
+    assert _esxi.host_changes(_host(), "550.90.05", None, "consolidation") == [
+        "assignment policy performance -> consolidation"]
+    assert "nvidia module options" in _esxi.host_changes(_host(options=""), "550.90.05", None, None, EQUAL3)[0]
+    # only what is asked is compared
+    assert _esxi.host_changes(_host(options=""), "550.90.05", None, None, {}) == []
+
+
+def test_what_cannot_be_judged_rolls_the_host():
+    assert _esxi.host_changes(_host(connection_state="notResponding"), "550.90.05") == ["host is notResponding"]
+    assert "downgrade" in _esxi.host_changes(_host(version="560.28.03"), "550.90.05")[0]
+    no_module = _host()
+    del no_module["nvidia_module_options"]
+    assert _esxi.host_changes(no_module, "550.90.05", None, None, EQUAL3) == ["nvidia module options not available"]
+    assert _esxi.host_changes(_host(vgpu_profiles=[]), "550.90.05") == ["no vGPU profiles offered (driver not loaded)"]
+    fixed = _host(options="NVreg_RegistryDwords=RmPVMRL=0x11",
+                  vgpu_vms=[dict(name="vm", power_state="poweredOn", vgpu_profiles=["nvidia_h100-40c"])])
+    assert "fixed share" in _esxi.host_changes(fixed, "550.90.05", None, None, dict(policy="fixed_share"))[0]
+    assert _esxi.host_changes(_host(options="NVreg_RegistryDwords=RmPVMRL=0x11"), "550.90.05", None, None,
+                              dict(policy="fixed_share")) == []
+
+
+def test_hosts_to_roll_only_and_always():
+    hosts = [_host("a"), _host("b", version="550.54.10"), _host("c", version="550.54.10")]
+    assert sorted(_esxi.hosts_to_roll(hosts, "550.90.05")) == ["b", "c"]
+    assert sorted(_esxi.hosts_to_roll(hosts, "550.90.05", only=["a", "b"])) == ["b"]
+    assert sorted(_esxi.hosts_to_roll(hosts, "550.90.05", always=True)) == ["a", "b", "c"]
