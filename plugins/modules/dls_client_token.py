@@ -1,0 +1,334 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: dls_client_token
+short_description: A client configuration token from an NVIDIA DLS appliance
+version_added: 0.1.0
+description:
+  - Logs in to the REST API of an NVIDIA Delegated License Service (DLS) appliance, finds its
+    service instance, its license server's scope reference and the node to lease from, and
+    composes a client configuration token (C(compose-messenger-token)) that vGPU guests and the
+    GPU Operator use to lease licenses.
+  - The token is written to O(dest) with mode 0600 (written to a temporary file in the same
+    folder, then renamed). No new token is minted while the one in O(dest) is valid for more than
+    O(renew_before_days) days and was made for the same appliance, address type and leasing port,
+    unless O(force).
+  - The format of the token is not documented by NVIDIA, so its expiry is not read from the token
+    itself. The module keeps a metadata file next to it, C(<dest>.meta.json) (mode 0600; expiry date,
+    appliance, address, leasing port and the SHA-256 of the token, never the token), and treats a
+    token whose content no longer matches that file as unknown (a new one is made).
+  - Check mode logs in and reads the appliance (so an unreachable appliance or wrong credentials
+    fail as they would) but composes nothing and writes nothing.
+author:
+  - gpupool.vcf developers
+options:
+  dls_host:
+    description: Host name or address of the DLS appliance (any node of an HA cluster).
+    type: str
+    required: true
+  port:
+    description: HTTPS port of the appliance's API.
+    type: int
+    default: 443
+  username:
+    description: DLS user (a local DLS administrator, C(dls_admin) by default on the appliance).
+    type: str
+    required: true
+  password:
+    description: Password of O(username).
+    type: str
+    required: true
+  dest:
+    description: File the token is written to (conventionally C(client_configuration_token_<date>.tok)).
+    type: path
+    required: true
+  expiry_days:
+    description: Validity of a new token in days.
+    type: int
+    default: 365
+  renew_before_days:
+    description: A token that expires within this many days is replaced.
+    type: int
+    default: 30
+  address_type:
+    description: How clients address the license node - its FQDN or its IPv4 address.
+    type: str
+    choices: [fqdn, ipv4]
+    default: fqdn
+  leasing_port:
+    description: Port the clients lease on.
+    type: int
+    choices: [443, 8082]
+    default: 443
+  validate_certs:
+    description: Verify the appliance's TLS certificate.
+    type: bool
+    default: true
+  ca_file:
+    description: PEM bundle of the CA that signed the appliance's certificate (default the system trust store).
+    type: path
+  force:
+    description: Make a new token even when the one in O(dest) is still valid.
+    type: bool
+    default: false
+  timeout:
+    description: Seconds to wait for one request.
+    type: int
+    default: 30
+notes:
+  - Endpoints - C(POST /auth/v1/login), C(GET /auth/v1/user/me), C(GET /service_instance_manager/v1/service-instance),
+    C(GET /admin/v1/org/{org}/virtual-groups/{vg}/license-servers/{ls}),
+    C(POST /service_instance_manager/v1/service-instance/compose-messenger-token). An expired bearer token
+    (401) is answered by one new login.
+"""
+
+EXAMPLES = r"""
+- name: Client configuration token for the GPU pool
+  gpupool.vcf.dls_client_token:
+    dls_host: dls-1.example.com
+    username: dls_admin
+    password: "{{ vault_dls_password }}"
+    dest: /srv/nls/client_configuration_token.tok
+    ca_file: /etc/pki/dls-ca.pem
+    address_type: fqdn
+    expiry_days: 365
+"""
+
+RETURN = r"""
+dest:
+  description: Path of the token file.
+  returned: always
+  type: str
+expiry:
+  description: Expiry date (UTC) of the token in O(dest) after the run.
+  returned: success
+  type: str
+  sample: "2027-11-29"
+reason:
+  description: Why a token was (or would be) made - V(missing), V(unknown), V(expiring), V(settings), V(force); V(valid) when kept.
+  returned: success
+  type: str
+address:
+  description: The license node address written into the token.
+  returned: when a token was made
+  type: str
+meta_file:
+  description: Path of the metadata file kept next to the token.
+  returned: success
+  type: str
+"""
+
+import datetime
+import hashlib
+import json
+import os
+import socket
+import ssl
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
+from ansible.module_utils.six.moves.urllib.request import Request, build_opener, HTTPSHandler
+
+
+class DlsError(Exception):
+    def __init__(self, msg, status=None):
+        super(DlsError, self).__init__(msg)
+        self.status = status
+
+
+class DlsClient(object):
+    """The appliance's REST API; knows nothing of Ansible."""
+
+    def __init__(self, host, port, username, password, validate_certs=True, ca_file=None, timeout=30):
+        self.base = "https://%s:%d" % (host, port)
+        self.where = "%s:%d" % (host, port)
+        self.username, self.password, self.timeout = username, password, timeout
+        if validate_certs:
+            ctx = ssl.create_default_context(cafile=ca_file)
+        else:
+            ctx = ssl.create_default_context()
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        self.opener = build_opener(HTTPSHandler(context=ctx))
+        self.bearer = None
+
+    def _call(self, method, path, body=None, auth=True):
+        headers = {"Accept": "application/json"}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        if auth:
+            headers["Authorization"] = "Bearer %s" % self.bearer
+        req = Request(self.base + path, data=data, headers=headers)
+        req.get_method = lambda: method
+        try:
+            resp = self.opener.open(req, timeout=self.timeout)
+            return json.loads(resp.read() or b"{}")
+        except HTTPError as e:
+            try:
+                detail = json.loads(e.read()).get("detail")
+            except (ValueError, AttributeError):
+                detail = None
+            raise DlsError("%s %s: HTTP %s %s" % (method, path, e.code, detail or e.reason), e.code)
+        except URLError as e:
+            reason = getattr(e, "reason", e)
+            if isinstance(reason, ssl.SSLError):
+                raise DlsError("TLS with %s failed: %s (give ca_file with the appliance's CA)" % (self.where, reason))
+            raise DlsError("cannot reach %s: %s" % (self.where, getattr(reason, "strerror", None) or reason))
+        except (socket.timeout, OSError) as e:
+            raise DlsError("cannot reach %s: %s" % (self.where, e))
+        except ValueError:
+            raise DlsError("%s %s: the answer is not JSON" % (method, path))
+
+    def login(self):
+        self.bearer = self._call("POST", "/auth/v1/login",
+                                 {"username": self.username, "password": self.password}, auth=False).get("token")
+        if not self.bearer:
+            raise DlsError("login answered without a token")
+
+    def call(self, method, path, body=None):
+        """A call with the bearer token; one new login when the token has expired (401)."""
+        if self.bearer is None:
+            self.login()
+        try:
+            return self._call(method, path, body)
+        except DlsError as e:
+            if e.status != 401:
+                raise
+            self.login()
+            return self._call(method, path, body)
+
+    def discover(self, address_type):
+        """(node selection, scope reference) for the token request."""
+        me = self.call("GET", "/auth/v1/user/me")
+        scope = me.get("userScope") or {}
+        org, vg, ls = me.get("orgName"), scope.get("virtualGroupId"), scope.get("licenseServerId")
+        if not (org and vg is not None and ls):
+            raise DlsError("the user has no license server in its scope (orgName, virtualGroupId, licenseServerId)")
+        instance = self.call("GET", "/service_instance_manager/v1/service-instance")
+        nodes = (((instance.get("high_availability_config") or {}).get("config") or {}).get("nodeList")) or []
+        if not nodes:
+            raise DlsError("the service instance lists no node")
+        node = next((n for n in nodes if (n.get("role") or "").upper() == "PRIMARY"), nodes[0])
+        server = self.call("GET", "/admin/v1/org/%s/virtual-groups/%s/license-servers/%s" % (org, vg, ls))
+        ref = (server.get("licenseServer") or {}).get("scopeReference")
+        if not ref:
+            raise DlsError("license server %s has no scope reference (is it installed on the service instance?)" % ls)
+        address = node.get("fqdn") if address_type == "fqdn" else node.get("network_location")
+        if not address:
+            raise DlsError("node %s has no %s" % (node.get("node_id"), "FQDN" if address_type == "fqdn" else "IPv4 address"))
+        sel = {"node_id": node.get("node_id"), "role": node.get("role"),
+               "addressType": "FQDN" if address_type == "fqdn" else "IPV4", "address": address}
+        return sel, ref
+
+    def compose(self, selection, scope_ref, leasing_port, expiry):
+        ans = self.call("POST", "/service_instance_manager/v1/service-instance/compose-messenger-token", {
+            "scopeReferenceList": [scope_ref], "fulfillmentClassReferenceList": [],
+            "addressTypeSelections": [selection], "leasingPort": leasing_port, "expiry": expiry})
+        token = ans.get("messengerToken")
+        if not token:
+            raise DlsError("compose-messenger-token answered without messengerToken")
+        return token
+
+
+def _atomic_write(path, data):
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".%s." % os.path.basename(path))
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.rename(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def current_state(dest, meta_path):
+    """(meta dict or None, reason or None): None reason means the file is a known token."""
+    if not os.path.exists(dest):
+        return None, "missing"
+    try:
+        with open(meta_path) as f:
+            meta = json.load(f)
+        with open(dest, "rb") as f:
+            digest = hashlib.sha256(f.read().strip()).hexdigest()
+    except (OSError, ValueError):
+        return None, "unknown"
+    if meta.get("sha256") != digest or not meta.get("expiry"):
+        return None, "unknown"
+    return meta, None
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            dls_host=dict(type="str", required=True), port=dict(type="int", default=443),
+            username=dict(type="str", required=True), password=dict(type="str", required=True, no_log=True),
+            dest=dict(type="path", required=True), expiry_days=dict(type="int", default=365),
+            renew_before_days=dict(type="int", default=30),
+            address_type=dict(type="str", choices=["fqdn", "ipv4"], default="fqdn"),
+            leasing_port=dict(type="int", choices=[443, 8082], default=443),
+            validate_certs=dict(type="bool", default=True), ca_file=dict(type="path"),
+            force=dict(type="bool", default=False), timeout=dict(type="int", default=30),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    if p["expiry_days"] < 1 or p["renew_before_days"] < 0 or p["renew_before_days"] >= p["expiry_days"]:
+        module.fail_json(msg="expiry_days must be 1 or more and renew_before_days between 0 and expiry_days - 1")
+    dest = p["dest"]
+    if os.path.isdir(dest) or not os.path.isdir(os.path.dirname(os.path.abspath(dest))):
+        module.fail_json(msg="dest %s must be a file path in an existing folder" % dest)
+    meta_path = dest + ".meta.json"
+    today = datetime.datetime.now(datetime.timezone.utc).date()
+    meta, reason = current_state(dest, meta_path)
+    settings = {"dls_host": p["dls_host"], "port": p["port"], "address_type": p["address_type"],
+                "leasing_port": p["leasing_port"]}
+    if reason is None:
+        expiry = datetime.date.fromisoformat(meta["expiry"])
+        if p["force"]:
+            reason = "force"
+        elif any(meta.get(k) != v for k, v in settings.items()):
+            reason = "settings"
+        elif (expiry - today).days <= p["renew_before_days"]:
+            reason = "expiring"
+    result = dict(changed=False, dest=dest, meta_file=meta_path)
+    if reason is None:
+        module.exit_json(reason="valid", expiry=meta["expiry"], **result)
+    new_expiry = (today + datetime.timedelta(days=p["expiry_days"])).isoformat()
+    client = DlsClient(p["dls_host"], p["port"], p["username"], p["password"], p["validate_certs"],
+                       p["ca_file"], p["timeout"])
+    try:
+        selection, scope_ref = client.discover(p["address_type"])
+        after = dict(settings, expiry=new_expiry, address=selection["address"])
+        result.update(changed=True, reason=reason, expiry=new_expiry, address=selection["address"])
+        if module._diff:
+            result["diff"] = dict(before=dict((k, meta.get(k)) for k in after) if meta else {}, after=after)
+        if module.check_mode:
+            module.exit_json(**result)
+        token = client.compose(selection, scope_ref, p["leasing_port"], new_expiry)
+    except DlsError as e:
+        module.fail_json(msg="Unable to get a client configuration token from DLS %s: %s" % (p["dls_host"], e))
+    token_bytes = token.strip().encode()
+    _atomic_write(dest, token_bytes + b"\n")
+    new_meta = dict(settings, expiry=new_expiry, address=selection["address"],
+                    sha256=hashlib.sha256(token_bytes).hexdigest(), created=today.isoformat())
+    _atomic_write(meta_path, (json.dumps(new_meta, indent=2, sort_keys=True) + "\n").encode())
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,229 @@
+"""Contract test double of an NVIDIA DLS appliance's REST API (stdlib http.server over TLS).
+
+It answers exactly the requests the collection makes (login, user/me, service instance,
+license server, compose-messenger-token) with the documented shapes, and their errors: a
+missing or expired bearer token gives 401, an unknown service instance / license server /
+node 404, a malformed token request 400. Stopping it leaves the port closed (connection
+refused), as an appliance that is down.
+
+The real client configuration token's format is not documented. The double returns a
+JWT-shaped token (base64url header.payload.signature) whose payload carries `exp` (epoch
+seconds, end of the requested expiry day, UTC) so tests can check what was asked for; the
+module does not rely on it (it keeps a metadata file next to the token).
+
+    from dls_double import start
+    with start() as dls:    # dls.host, dls.port, dls.ca_file, dls.state (counters and switches)
+        ...
+"""
+from __future__ import annotations
+
+import base64
+import datetime
+import hashlib
+import hmac
+import json
+import os
+import re
+import shutil
+import ssl
+import subprocess
+import tempfile
+import threading
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+USERNAME = "dls_admin"
+PASSWORD = "Dls-Secret-1!"
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _pki(folder: Path) -> tuple[Path, Path, Path]:
+    def ossl(*args):
+        subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True)
+    curve = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    ossl("req", "-x509", *curve, "-keyout", "ca.key", "-out", "ca.crt", "-days", "30", "-subj", "/CN=dls-double-ca")
+    ossl("req", *curve, "-keyout", "dls.key", "-out", "dls.csr", "-subj", "/CN=localhost")
+    (folder / "ext.cnf").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+    ossl("x509", "-req", "-in", "dls.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+         "-out", "dls.crt", "-days", "30", "-extfile", "ext.cnf")
+    return folder / "ca.crt", folder / "dls.crt", folder / "dls.key"
+
+
+class State:
+    """What the appliance holds, counters, and switches for error cases."""
+
+    def __init__(self):
+        self.org = "org-" + uuid.uuid4().hex[:8]
+        self.virtual_group = 3
+        self.license_server = str(uuid.uuid4())
+        self.scope_reference = str(uuid.uuid4())
+        self.node = {"node_id": str(uuid.uuid4()), "network_location": "10.20.30.40",
+                     "fqdn": "dls-1.example.com", "role": "PRIMARY"}
+        self.service_instance = {"xid": str(uuid.uuid4()), "name": "DEFAULT_2024-01-01_00-00-00",
+                                 "high_availability_config": {"config": {"nodeList": [self.node]}}}
+        self.bearers: dict[str, datetime.datetime] = {}
+        self.expire_next_bearer = 0
+        self.requests: list[tuple[str, str]] = []
+        self.composed: list[dict] = []
+        self.key = os.urandom(32)
+        self.lock = threading.Lock()
+
+    def count(self, method, path):
+        return sum(1 for m, p in self.requests if m == method and p == path)
+
+
+class Handler(BaseHTTPRequestHandler):
+    server_version = "dls-double"
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    @property
+    def state(self) -> State:
+        return self.server.state
+
+    def reply(self, code, body):
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def body(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        try:
+            return json.loads(self.rfile.read(n) or b"{}")
+        except ValueError:
+            return None
+
+    def authorized(self):
+        auth = self.headers.get("Authorization", "")
+        token = auth[7:] if auth.startswith("Bearer ") else None
+        exp = self.state.bearers.get(token) if token else None
+        if exp is None or exp <= datetime.datetime.now(datetime.timezone.utc):
+            self.reply(401, {"detail": "Authentication credentials expired or not provided"})
+            return False
+        return True
+
+    def do_POST(self):  # noqa: N802
+        path = self.path.split("?")[0]
+        self.state.requests.append(("POST", path))
+        body = self.body()
+        if body is None:
+            return self.reply(400, {"detail": "malformed JSON"})
+        if path == "/auth/v1/login":
+            if body.get("username") != USERNAME or body.get("password") != PASSWORD:
+                return self.reply(401, {"detail": "Invalid username or password"})
+            token = _b64(os.urandom(24))
+            now = datetime.datetime.now(datetime.timezone.utc)
+            with self.state.lock:
+                expired = self.state.expire_next_bearer > 0
+                if expired:
+                    self.state.expire_next_bearer -= 1
+            self.state.bearers[token] = now - datetime.timedelta(seconds=1) if expired \
+                else now + datetime.timedelta(hours=1)
+            return self.reply(200, {"token": token, "expires": 3600})
+        if path == "/service_instance_manager/v1/service-instance/compose-messenger-token":
+            if not self.authorized():
+                return None
+            return self.compose(body)
+        return self.reply(404, {"detail": "Not found"})
+
+    def compose(self, body):
+        st = self.state
+        if st.service_instance is None:
+            return self.reply(404, {"detail": "Service instance not found"})
+        try:
+            scopes = body["scopeReferenceList"]
+            sel = body["addressTypeSelections"]
+            port = body["leasingPort"]
+            expiry = datetime.date.fromisoformat(body["expiry"])
+        except (KeyError, TypeError, ValueError) as e:
+            return self.reply(400, {"detail": "invalid request: %s" % e})
+        if not isinstance(scopes, list) or st.scope_reference not in scopes:
+            return self.reply(404, {"detail": "Scope reference not found"})
+        if port not in (443, 8082) or expiry <= datetime.date.today():
+            return self.reply(400, {"detail": "leasingPort must be 443 or 8082 and expiry in the future"})
+        if not sel or not isinstance(sel, list):
+            return self.reply(400, {"detail": "addressTypeSelections required"})
+        for s in sel:
+            if s.get("node_id") != st.node["node_id"]:
+                return self.reply(404, {"detail": "Node not found"})
+            want = st.node["fqdn"] if s.get("addressType") == "FQDN" else st.node["network_location"]
+            if s.get("addressType") not in ("FQDN", "IPV4") or s.get("address") != want:
+                return self.reply(400, {"detail": "address does not match the node"})
+        exp = datetime.datetime.combine(expiry, datetime.time(23, 59, 59), datetime.timezone.utc)
+        header = _b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
+        payload = _b64(json.dumps({"iss": "dls-double", "jti": str(uuid.uuid4()), "exp": int(exp.timestamp()),
+                                   "iat": int(datetime.datetime.now(datetime.timezone.utc).timestamp()),
+                                   "scope": scopes, "address": sel[0]["address"], "port": port}).encode())
+        sig = _b64(hmac.new(st.key, ("%s.%s" % (header, payload)).encode(), hashlib.sha256).digest())
+        st.composed.append(body)
+        return self.reply(200, {"messengerToken": "%s.%s.%s" % (header, payload, sig)})
+
+    def do_GET(self):  # noqa: N802
+        path = self.path.split("?")[0]
+        st = self.state
+        st.requests.append(("GET", path))
+        if not self.authorized():
+            return None
+        if path == "/auth/v1/user/me":
+            return self.reply(200, {"name": USERNAME, "orgName": st.org, "userScope": {
+                "virtualGroupId": st.virtual_group, "licenseServerId": st.license_server}})
+        if path == "/service_instance_manager/v1/service-instance":
+            if st.service_instance is None:
+                return self.reply(404, {"detail": "Service instance not found"})
+            return self.reply(200, st.service_instance)
+        m = re.fullmatch(r"/admin/v1/org/([^/]+)/virtual-groups/([^/]+)/license-servers/([^/]+)", path)
+        if m:
+            if (m.group(1), m.group(2), m.group(3)) != (st.org, str(st.virtual_group), st.license_server):
+                return self.reply(404, {"detail": "License server not found"})
+            return self.reply(200, {"licenseServer": {"id": st.license_server, "name": "gpu-pool",
+                                                      "scopeReference": st.scope_reference}})
+        return self.reply(404, {"detail": "Not found"})
+
+
+class Double:
+    def __init__(self):
+        self.tmp = Path(tempfile.mkdtemp(prefix="dls-double."))
+        ca, crt, key = _pki(self.tmp)
+        self.ca_file = str(ca)
+        self.state = State()
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.state = self.state
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(str(crt), str(key))
+        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        self.host = "localhost"
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def start() -> Double:
+    return Double()
+
+
+def token_expiry(token: str) -> datetime.datetime:
+    """The `exp` of a token this double issued."""
+    payload = token.split(".")[1]
+    payload += "=" * (-len(payload) % 4)
+    return datetime.datetime.fromtimestamp(json.loads(base64.urlsafe_b64decode(payload))["exp"],
+                                           datetime.timezone.utc)
