@@ -123,7 +123,7 @@ findings:
   type: list
   elements: dict
   contains:
-    rule: {description: Stable name of the rule (driver_mixed, gpu_vm_not_pinned, ...)., type: str}
+    rule: {description: "Stable name of the rule: V(driver_mixed), V(gpu_vm_not_pinned)...", type: str}
     severity: {description: "V(error), V(warning) or V(info).", type: str}
     link: {description: "V(esxi), V(vsphere), V(vks) or V(guest).", type: str}
     object: {description: "What it is about: V(host esx-01), V(vm_class gpu-inference), V(node gpu-1)...", type: str}

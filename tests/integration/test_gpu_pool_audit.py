@@ -12,7 +12,7 @@ _SIM = str(ROOT / "tests" / "sim")
 if _SIM not in sys.path:
     sys.path.insert(0, _SIM)
 
-from k8s_fixtures import k8s_api, k8s_namespace, k8s_rig, k8s_rig_instance  # noqa: E402,F401
+from k8s_fixtures import k8s_api, k8s_namespace, k8s_rig, k8s_rig_instance  # noqa: E402,F401 pylint: disable=unused-import
 
 M = "gpupool.vcf.gpu_pool_audit"
 DESIGN_FILE = str(ROOT / "examples" / "design.yml")
@@ -24,6 +24,11 @@ VM_CLASSES = "/api/vcenter/namespace-management/virtual-machine-classes"
 
 def rules(result, rule=None):
     return [(f["rule"], f["object"]) for f in result["findings"] if rule is None or f["rule"] == rule]
+
+
+def audit(args, **kwargs):
+    """The module's result (run_module also gives the playbook run)."""
+    return run_module(M, args, **kwargs)[0]
 
 
 def no_k8s(env):
@@ -39,7 +44,7 @@ def rest(sim):
 
 
 def test_fleet_driver_drift_is_reported(vsphere, vsphere_env):
-    res, _ = run_module(M, {"design_file": DESIGN_FILE}, env=no_k8s(vsphere_env))
+    res = audit({"design_file": DESIGN_FILE}, env=no_k8s(vsphere_env))
     assert not res.get("failed"), res.get("msg")
     assert res["changed"] is False and res["clean"] is False
     assert res["audited"] == ["esxi", "vsphere"]
@@ -61,7 +66,7 @@ def test_fleet_driver_drift_is_reported(vsphere, vsphere_env):
 def test_injected_driver_drift_is_reported(vsphere, vsphere_env):
     vsphere.set_driver("esx-l40s-02", DRIFT)
     try:
-        res, _ = run_module(M, {"design_file": DESIGN_FILE, "links": ["esxi"]}, env=no_k8s(vsphere_env))
+        res = audit({"design_file": DESIGN_FILE, "links": ["esxi"]}, env=no_k8s(vsphere_env))
     finally:
         vsphere.set_driver("esx-l40s-02", FULL)
     assert res["audited"] == ["esxi"]
@@ -71,7 +76,7 @@ def test_injected_driver_drift_is_reported(vsphere, vsphere_env):
     # only the asked link, and no "not audited" findings for links not asked for
     assert {f["link"] for f in res["findings"]} == {"esxi"}
 
-    res, _ = run_module(M, {"design_file": DESIGN_FILE, "links": ["esxi"]}, env=no_k8s(vsphere_env))
+    res = audit({"design_file": DESIGN_FILE, "links": ["esxi"]}, env=no_k8s(vsphere_env))
     assert ("driver_mixed", "cluster gpu-l40s") not in rules(res)
 
 
@@ -80,7 +85,7 @@ def test_vm_class_profile_changed(vsphere, vsphere_env):
     try:
         c.post(VM_CLASSES, {"id": "gpu-inference", "cpu_count": 8, "memory_MB": 65536, "memory_reservation": 100,
                             "devices": {"vgpu_devices": [{"profile_name": "nvidia_h100-1-10c"}]}})
-        res, _ = run_module(M, {"design_file": DESIGN_FILE, "links": ["vsphere"]}, env=no_k8s(vsphere_env))
+        res = audit({"design_file": DESIGN_FILE, "links": ["vsphere"]}, env=no_k8s(vsphere_env))
     finally:
         c.delete(VM_CLASSES + "/gpu-inference")
         c.close()
@@ -93,40 +98,40 @@ def test_markdown_report_written_rerun_and_check_mode(vsphere, vsphere_env, tmp_
     report = tmp_path / "audit.md"
     args = {"design_file": DESIGN_FILE, "report": str(report), "report_format": "markdown", "links": ["esxi"]}
 
-    res, _ = run_module(M, args, env=no_k8s(vsphere_env), check=True)
+    res = audit(args, env=no_k8s(vsphere_env), check=True)
     assert res["changed"] is True and not report.exists()
 
-    res, _ = run_module(M, args, env=no_k8s(vsphere_env))
+    res = audit(args, env=no_k8s(vsphere_env))
     assert res["changed"] is True and res["report"] == str(report)
     text = report.read_text()
     assert text.startswith("# GPU pool audit: lab-gpupool")
     assert "| rule | severity | link | object | message | fix |" in text
     assert "| driver_off_design | error | esxi | host esx-h100-04 |" in text
 
-    res, _ = run_module(M, args, env=no_k8s(vsphere_env))
+    res = audit(args, env=no_k8s(vsphere_env))
     assert res["changed"] is False
 
     vsphere.set_driver("esx-h100-01", DRIFT)
     try:
-        res, _ = run_module(M, args, env=no_k8s(vsphere_env), check=True, diff=True)
+        res = audit(args, env=no_k8s(vsphere_env), check=True, diff=True)
         assert res["changed"] is True and report.read_text() == text
         assert "esx-h100-01" in res["diff"]["after"] and "esx-h100-01 runs" not in res["diff"]["before"]
     finally:
         vsphere.set_driver("esx-h100-01", FULL)
 
     html = tmp_path / "audit.html"
-    res, _ = run_module(M, dict(args, report=str(html), report_format="html"), env=no_k8s(vsphere_env))
+    res = audit(dict(args, report=str(html), report_format="html"), env=no_k8s(vsphere_env))
     assert res["changed"] is True and "<td>driver_mixed</td>" in html.read_text()
 
 
 def test_fail_on_error(vsphere, vsphere_env):
-    res, _ = run_module(M, {"design_file": DESIGN_FILE, "links": ["esxi"], "fail_on": "error"}, env=no_k8s(vsphere_env))
+    res = audit({"design_file": DESIGN_FILE, "links": ["esxi"], "fail_on": "error"}, env=no_k8s(vsphere_env))
     assert res["failed"] and "error(s)" in res["msg"]
     assert ("driver_off_design", "host esx-h100-04") in rules(res)
 
 
 def test_asked_link_without_connection_fails(vsphere_env):
-    res, _ = run_module(M, {"design_file": DESIGN_FILE, "links": ["guest"]}, env=no_k8s(vsphere_env))
+    res = audit({"design_file": DESIGN_FILE, "links": ["guest"]}, env=no_k8s(vsphere_env))
     assert res["failed"] and "kubeconfig" in res["msg"]
 
 
@@ -168,7 +173,7 @@ def test_guest_untainted_gpu_node_and_missing_licensing_secret(k8s_rig, k8s_api,
             "kubeconfig": str(k8s_rig.kubeconfig), "supervisor_kubeconfig": str(k8s_rig.kubeconfig)}
     core.patch_node(node, {"spec": {"taints": [t.to_dict() for t in kept] or None}})
     try:
-        res, _ = run_module(M, args)
+        res = audit(args)
     finally:
         core.patch_node(node, {"spec": {"taints": [t.to_dict() for t in taints]}})
     assert not res.get("failed"), res.get("msg")
@@ -183,6 +188,6 @@ def test_guest_untainted_gpu_node_and_missing_licensing_secret(k8s_rig, k8s_api,
 
     core.create_namespaced_secret(k8s_namespace, {"metadata": {"name": "licensing-config"},
                                                   "stringData": {"client_configuration_token.tok": "x"}})
-    res, _ = run_module(M, args)
+    res = audit(args)
     assert not rules(res, "licensing_secret_missing")
     assert not rules(res, "gpu_node_untainted")

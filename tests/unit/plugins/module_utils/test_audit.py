@@ -14,28 +14,32 @@ FULL = "550.90.05-1OEM.800.1.0.20613240"
 OLD = "550.54.10-1OEM.800.1.0.20613240"
 
 
-@pytest.fixture(scope="module")
+DERIVED = derive(yaml.safe_load((ROOT / "examples" / "design.yml").read_text()))
+
+
+@pytest.fixture
 def derived():
-    return derive(yaml.safe_load((ROOT / "examples" / "design.yml").read_text()))
+    return copy.deepcopy(DERIVED)
 
 
-def host(name, cluster="gpu-h100", version=FULL, rmpvmrl="0x00000001", policy="performance", vms=None, **kw):
+def host(name, cluster="gpu-h100", version=FULL, vms=None, **kw):
+    want = DERIVED["esxi"]["clusters"][cluster]
     rec = dict(name=name, cluster=cluster, connection_state="connected", maintenance_mode=False, gpu_count=4,
-               graphics=dict(default_type="shared_direct", assignment_policy=policy,
+               graphics=dict(default_type="shared_direct", assignment_policy=want["assignment_policy"],
                              device_types={"0000:3b:00.0": "shared_direct"}),
                driver=dict(version=version.split("-")[0] if version else None, full_version=version),
-               scheduler=dict(policy="equal_share" if rmpvmrl == "0x00000001" else "best_effort",
-                              rmpvmrl=rmpvmrl, canonical_rmpvmrl=rmpvmrl),
+               scheduler=dict(policy=want["scheduler"]["policy"], rmpvmrl=want["rmpvmrl"],
+                              canonical_rmpvmrl=want["rmpvmrl"]),
                vgpu_vms=vms or [], errors=[])
     rec.update(kw)
     return rec
 
 
 def good_hosts():
-    hosts = [host("esx-h100-0%d" % i, vms=[dict(name="vm-%d" % i, moid="vm-%d" % i,
-                                              vgpu_profiles=["nvidia_h100-3-40c"])]) for i in range(1, 5)]
-    hosts += [host("esx-l40s-0%d" % i, cluster="gpu-l40s", rmpvmrl="0x00000000", policy="consolidation")
-              for i in range(1, 4)]
+    hosts = [host("esx-h100-0%d" % i,
+                  vms=[dict(name="vm-%d" % i, moid="vm-%d" % i, vgpu_profiles=["nvidia_h100-3-40c"])])
+             for i in range(1, 5)]
+    hosts += [host("esx-l40s-0%d" % i, cluster="gpu-l40s") for i in range(1, 4)]
     hosts.append(dict(name="esx-mgmt-01", cluster="mgmt", connection_state="connected", maintenance_mode=False,
                       gpu_count=0, graphics=None, vgpu_vms=[], errors=[]))
     return hosts
@@ -78,7 +82,7 @@ def test_driver_off_design_everywhere_is_not_mixed(derived):
     for h in hosts:
         h["driver"] = dict(version="550.54.10", full_version=OLD)
     out = a.audit_esxi(derived, hosts, good_drs())
-    assert [r for r, _ in rules(out) if r.startswith("driver")] == ["driver_off_design"] * 3
+    assert [r for r, obj in rules(out) if r.startswith("driver")] == ["driver_off_design"] * 3
 
 
 def test_driver_missing_is_off_design(derived):
@@ -107,7 +111,7 @@ def test_graphics_not_shared_direct(derived):
 
 def test_assignment_policy_off_design(derived):
     hosts = good_hosts()
-    hosts[4]["graphics"]["assignment_policy"] = "performance"
+    hosts[4]["graphics"]["assignment_policy"] = "spread"
     out = a.audit_esxi(derived, hosts, good_drs())
     assert rules(out) == [("assignment_policy_off_design", "host esx-l40s-01")]
     assert out[0]["severity"] == "warning"
@@ -115,10 +119,12 @@ def test_assignment_policy_off_design(derived):
 
 def test_scheduler_off_design(derived):
     hosts = good_hosts()
-    hosts[2]["scheduler"] = dict(policy="best_effort", rmpvmrl="0x00000000", canonical_rmpvmrl="0x00000000")
+    want = derived["esxi"]["clusters"]["gpu-h100"]["rmpvmrl"]
+    drift = "0x00030002" if want != "0x00030002" else "0x00000000"
+    hosts[2]["scheduler"] = dict(policy="fixed_share", rmpvmrl=drift, canonical_rmpvmrl=drift)
     out = a.audit_esxi(derived, hosts, good_drs())
     assert rules(out) == [("scheduler_off_design", "host esx-h100-03")]
-    assert "0x00000001" in out[0]["fix"]
+    assert want in out[0]["fix"] and drift in out[0]["message"]
 
 
 def test_scheduler_undecodable_is_off_design(derived):
