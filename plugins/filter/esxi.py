@@ -20,9 +20,11 @@ description:
   - C(mig_mode_commands(enabled, indexes)) - the nvidia-smi commands that set host MIG mode.
   - C(common_scheduler(hosts, exclude)) - C({policy, time_slice_ms}) every other GPU host agrees on, else C({}).
   - C(vm_class_vgpu_profiles(classes)) - every vGPU profile named by a list of VM classes (config_spec or devices form).
-  - C(esxi_hosts_to_roll(hosts, target, graphics_type, assignment_policy, scheduler, allow_downgrade, only, always)) -
+  - C(esxi_hosts_to_roll(hosts, target, graphics_type, assignment_policy, scheduler, allow_downgrade, only, always,
+    driver)) -
     C({host: [reasons]}) for the GPU hosts whose turn in the esxi_gpu_host role would change something, judged
-    from one gpu_host_info read (driver, scheduler and vms gathered); hosts at the design are left out.
+    from one gpu_host_info read (driver, scheduler and vms gathered); hosts at the design are left out;
+    C(driver=false) leaves the driver out (the vLCM lifecycle).
 options:
   _input:
     description: See each filter.
@@ -122,10 +124,10 @@ def vm_class_vgpu_profiles(classes):
 
 
 def esxi_hosts_to_roll(hosts, target, graphics_type=None, assignment_policy=None, scheduler=None,
-                       allow_downgrade=False, only=None, always=False):
+                       allow_downgrade=False, only=None, always=False, driver=True):
     try:
         return _esxi.hosts_to_roll(hosts, target, graphics_type or None, assignment_policy or None,
-                                   scheduler or None, bool(allow_downgrade), only or None, bool(always))
+                                   scheduler or None, bool(allow_downgrade), only or None, bool(always), bool(driver))
     except _esxi.EsxiError as exc:
         raise AnsibleFilterError(str(exc))
 

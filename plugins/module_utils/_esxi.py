@@ -413,7 +413,8 @@ def _normalized_scheduler(scheduler):
     return scheduler
 
 
-def host_changes(host, target, graphics_type=None, assignment_policy=None, scheduler=None, allow_downgrade=False):
+def host_changes(host, target, graphics_type=None, assignment_policy=None, scheduler=None, allow_downgrade=False,
+                 driver=True):
     """What the per-host roll would change on one GPU host, from ``gpu_host_info`` data alone.
 
     ``host`` is one entry of gpu_host_info's ``hosts`` read with ``driver`` and
@@ -422,20 +423,22 @@ def host_changes(host, target, graphics_type=None, assignment_policy=None, sched
     Anything this cannot judge from the data (a host not connected, a read error, no
     nvidia module, a downgrade, fixed share next to running vGPUs, a driver installed but
     not loaded) is a reason too, so the per-host modules decide and report it as before.
+    ``driver=False`` leaves the driver out (vLCM's remediation owns it).
     """
     reasons = []
     if host.get("connection_state") != "connected":
         return ["host is %s" % host.get("connection_state")]
     if host.get("errors"):
         return ["read errors: %s" % "; ".join(str(e) for e in host["errors"])]
-    driver = host.get("driver") or {}
-    installed = driver.get("full_version") or driver.get("version")
-    try:
-        plan = driver_plan(installed, target, allow_downgrade)
-    except EsxiError as exc:
-        return ["driver: %s" % exc]
-    if plan != "none":
-        reasons.append("driver %s -> %s (%s)" % (driver.get("version"), parse_driver_version(target).short, plan))
+    if driver:
+        info = host.get("driver") or {}
+        installed = info.get("full_version") or info.get("version")
+        try:
+            plan = driver_plan(installed, target, allow_downgrade)
+        except EsxiError as exc:
+            return ["driver: %s" % exc]
+        if plan != "none":
+            reasons.append("driver %s -> %s (%s)" % (info.get("version"), parse_driver_version(target).short, plan))
     if not host.get("vgpu_profiles"):
         reasons.append("no vGPU profiles offered (driver not loaded)")
     pcis = sorted(g["pci_id"] for g in host.get("gpus") or [])
@@ -464,7 +467,7 @@ def host_changes(host, target, graphics_type=None, assignment_policy=None, sched
 
 
 def hosts_to_roll(hosts, target, graphics_type=None, assignment_policy=None, scheduler=None,
-                  allow_downgrade=False, only=None, always=False):
+                  allow_downgrade=False, only=None, always=False, driver=True):
     """{host name: reasons} for the GPU hosts whose turn would change something.
 
     ``only`` limits the hosts (names); ``always`` (for example host MIG mode, which the
@@ -476,7 +479,7 @@ def hosts_to_roll(hosts, target, graphics_type=None, assignment_policy=None, sch
             continue
         try:
             reasons = ["always"] if always else host_changes(host, target, graphics_type, assignment_policy,
-                                                              scheduler, allow_downgrade)
+                                                              scheduler, allow_downgrade, driver)
         except EsxiError as exc:
             reasons = [str(exc)]
         if reasons:

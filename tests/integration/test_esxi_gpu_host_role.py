@@ -16,6 +16,9 @@ FLEET = {
         {"name": "fail", "hosts": [
             {"prefix": "esx-f", "count": 3, "gpu": {"model": "L40S", "count": 2}, "driver_version": OLD},
         ]},
+        {"name": "image", "lifecycle": "vlcm", "hosts": [
+            {"prefix": "esx-i", "count": 2, "gpu": {"model": "H100-80GB", "count": 2}, "driver_version": OLD},
+        ]},
         {"name": "small", "hosts": [
             {"prefix": "esx-s", "count": 2, "gpu": {"model": "L40S", "count": 2}, "driver_version": NEW},
         ]},
@@ -104,3 +107,31 @@ def test_failed_install_stops_the_roll_in_maintenance_mode(vsphere, vsphere_env)
     assert f1["driver_installed"] == NEW and f1["maintenance"] is False
     assert f2["maintenance"] is True and f2["driver_installed"] == OLD
     assert f3["driver_installed"] == OLD and f3["maintenance"] is False and f3["reboot_count"] == 0
+
+
+DEPOT = "https://depot.example.com/nvidia/NVD-AIE-800_%s_23912345.zip" % NEW
+
+
+def test_vlcm_lifecycle_sets_the_image_remediates_then_configures(vsphere, vsphere_env):
+    design = dict(esxi_gpu_host_lifecycle="vlcm", esxi_gpu_host_driver_version="550.90.05",
+                  esxi_gpu_host_driver_bundle="", esxi_gpu_host_vlcm_depot_url=DEPOT)
+    hosts = ("esx-i01", "esx-i02")
+    before = {h: vsphere.host_state(h) for h in hosts}
+    check = run_playbook(play("image", **design), env=vsphere_env, check=True)
+    assert check.rc == 0, failed(check)
+    assert {h: vsphere.host_state(h) for h in hosts} == before
+    predicted = changed_tasks(check)
+    assert any(t.startswith("NVIDIA driver in the vLCM desired image") for t in predicted), predicted
+
+    real = run_playbook(play("image", **design), env=vsphere_env)
+    assert real.rc == 0, failed(real)
+    assert changed_tasks(real) == predicted
+    for name in hosts:
+        state = vsphere.host_state(name)
+        assert state["driver_installed"] == NEW and state["driver_running"] == NEW
+        assert state["maintenance"] is False and state["graphics"]["default"] == "sharedDirect"
+        assert state["reboot_count"] - before[name]["reboot_count"] == 1
+
+    again = run_playbook(play("image", **design), env=vsphere_env)
+    assert again.rc == 0, failed(again)
+    assert changed_tasks(again) == []

@@ -222,3 +222,8 @@ def test_hosts_to_roll_only_and_always():
     assert sorted(_esxi.hosts_to_roll(hosts, "550.90.05")) == ["b", "c"]
     assert sorted(_esxi.hosts_to_roll(hosts, "550.90.05", only=["a", "b"])) == ["b"]
     assert sorted(_esxi.hosts_to_roll(hosts, "550.90.05", always=True)) == ["a", "b", "c"]
+
+
+def test_vlcm_lifecycle_leaves_the_driver_out():
+    hosts = [_host("a", version="550.54.10"), _host("b", version="550.54.10", options="")]
+    assert sorted(_esxi.hosts_to_roll(hosts, "550.90.05", scheduler=EQUAL3, driver=False)) == ["b"]
