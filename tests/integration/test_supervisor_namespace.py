@@ -140,3 +140,21 @@ def test_bad_input_changes_nothing(vsphere, vsphere_env, seeded):
         assert [n["namespace"] for n in c.get(NS)] == []
     finally:
         c.close()
+
+
+def test_create_by_supervisor_id(vsphere, vsphere_env, seeded):
+    c = rest(vsphere)
+    try:
+        sup = [s["cluster"] for s in c.get("/api/vcenter/namespace-management/clusters")
+               if s["cluster_name"] == "gpu-h100"][0]
+    finally:
+        c.close()
+    args = {"name": "team-v2", "supervisor": sup, "vm_classes": ["gpu-small"]}
+    res, _ = run_module(M, args, env=vsphere_env)
+    assert res["changed"] is True, res.get("msg")
+    assert raw(vsphere, "team-v2")["vm_service_spec"]["vm_classes"] == ["gpu-small"]
+    assert vsphere.stats()["rest"]["paths"].get("POST %s/v2" % NS) == 1
+    res, _ = run_module(M, args, env=vsphere_env)
+    assert res["changed"] is False
+    res, _ = run_module(M, {"name": "team-v2", "state": "absent"}, env=vsphere_env)
+    assert res["changed"] is True and raw(vsphere, "team-v2") is None
