@@ -9,7 +9,7 @@ COLL_DIR := $(COLL_ROOT)/ansible_collections/gpupool/vcf
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/$(COLL_ROOT)
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/$(SIM_DIR)/bin:$(PATH)
 
-.PHONY: help venv collection test unit integration sanity lint demo bench clean sim-build sim-up sim-down
+.PHONY: help venv collection test unit integration sanity lint demo bench clean sim-build sim-up sim-down molecule
 
 help:
 	@echo "make test   - create the venv, build the simulators, run every test"
@@ -42,23 +42,22 @@ integration: venv collection sim-build
 
 test: venv collection sim-build
 	$(PY) -m pytest -q tests/unit tests/integration
-	$(MAKE) --no-print-directory sanity lint
+	$(MAKE) --no-print-directory molecule sanity lint
 
-# ansible-test wants a real ansible_collections/<ns>/<name> tree: copy the tracked and new files
-SANITY_DIR := .build/sanity/ansible_collections/gpupool/vcf
-# ansible-test installs its pinned linters (pylint, pycodestyle, ...) with --requirements: a venv of
-# their own, so they do not clash with ansible-lint's in .venv
+# site.yml through molecule (converge, idempotence, verify) against simulators started here
+molecule: venv collection sim-build
+	$(MAKE) --no-print-directory sim-up FLEET=examples/fleet.yml
+	set -a && . $(SIM_DIR)/vsphere.env && set +a && \
+	  $(VENV)/bin/molecule test -s default; rc=$$?; $(MAKE) --no-print-directory sim-down; exit $$rc
+
+# ansible-test wants a real ansible_collections/<ns>/<name> tree: tests/tools/sanity.sh copies one
 SANITY_VENV := .build/sanity-venv
 sanity: $(SANITY_VENV)/.stamp
 	$(SANITY_VENV)/bin/python tests/tools/seed_ansible_test_cache.py
-	rm -rf .build/sanity && mkdir -p $(SANITY_DIR)
-	git ls-files -co --exclude-standard | grep -v -E '^tests/(sim|bench|lib)/' | \
-	  tar -T - -cf - | tar -xf - -C $(SANITY_DIR)
-	# its own git repository, so ansible-test lists these files and not the enclosing checkout's
-	cd $(SANITY_DIR) && git init -q && git add -A
-	cd $(SANITY_DIR) && $(CURDIR)/$(SANITY_VENV)/bin/ansible-test sanity --local --python 3.11 \
-	  --requirements $(SANITY_ARGS)
+	tests/tools/sanity.sh $(CURDIR)/$(SANITY_VENV)/bin/ansible-test $(SANITY_ARGS)
 
+# ansible-test installs its pinned linters (pylint, pycodestyle, ...) with --requirements: a venv of
+# their own, so they do not clash with ansible-lint's in .venv
 $(SANITY_VENV)/.stamp: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(SANITY_VENV) || python3 -m venv $(SANITY_VENV)
 	$(SANITY_VENV)/bin/python -m pip install -q -r requirements.txt \
