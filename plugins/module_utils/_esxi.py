@@ -352,7 +352,7 @@ def validate_scheduler(scheduler, gpu_pci_ids=None):
         if address in per_gpu:
             raise EsxiError("scheduler.per_gpu: PCI address %s is given twice" % address)
         per_gpu[address] = _scheduler_value(entry.get("policy"), entry.get("time_slice_ms"),
-                                             "scheduler.per_gpu[%s]" % pci)
+                                            "scheduler.per_gpu[%s]" % pci)
     return everywhere, per_gpu
 
 
@@ -446,8 +446,7 @@ def host_changes(host, target, graphics_type=None, assignment_policy=None, sched
         if host.get("graphics") is None:
             reasons.append("graphics configuration not read")
         else:
-            _, changes = graphics_plan(host["graphics"], pcis, graphics_type, assignment_policy)
-            reasons.extend(changes)
+            reasons.extend(graphics_plan(host["graphics"], pcis, graphics_type, assignment_policy)[1])
     scheduler = _normalized_scheduler(scheduler)
     if scheduler is not None:
         if "nvidia_module_options" not in host:
@@ -478,8 +477,10 @@ def hosts_to_roll(hosts, target, graphics_type=None, assignment_policy=None, sch
         if not host.get("gpu_count") or (only and host["name"] not in only):
             continue
         try:
-            reasons = ["always"] if always else host_changes(host, target, graphics_type, assignment_policy,
-                                                              scheduler, allow_downgrade, driver)
+            if always:
+                reasons = ["always"]
+            else:
+                reasons = host_changes(host, target, graphics_type, assignment_policy, scheduler, allow_downgrade, driver)
         except EsxiError as exc:
             reasons = [str(exc)]
         if reasons:

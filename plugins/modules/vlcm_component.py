@@ -26,7 +26,7 @@ description:
   - With O(remediate), non-compliant hosts are remediated (vLCM takes them through maintenance
     mode, install and reboot, one at a time) and the module waits for the end.
 author:
-  - gpupool.vcf developers
+  - gpupool.vcf developers (@gpupool)
 notes:
   - Remediation calls C(POST /api/esx/settings/clusters/{cluster}/software?action=apply&vmw-task=true),
     the software C(apply) operation PowerCLI's remediation (C(Set-Cluster -Remediate)) uses.
@@ -64,8 +64,10 @@ options:
     default: 7200
 attributes:
   check_mode:
+    description: Predicts the depot import, the image change and the remediation without making them.
     support: full
   diff_mode:
+    description: Returns the desired component version before and after.
     support: full
 """
 
