@@ -3,7 +3,6 @@ import copy
 import pathlib
 import sys
 
-import pytest
 import yaml
 
 from tests.lib.ansible_run import COLLECTIONS, ROOT, run_module, run_playbook
