@@ -178,7 +178,7 @@ class ClusterPinning:
         self.groups = {}
         self.rules = {}
 
-    def read(self):
+    def read(self, gpu_hosts=False):
         """(vms, overrides) of the cluster: one lookup of the cluster, one retrieval of the rest."""
         clusters = self.client.clusters_by_name()
         if self.name not in clusters:
@@ -194,7 +194,8 @@ class ClusterPinning:
         objects = self.client._collect(
             obj_spec_list=[obj_spec],
             specs={vim.ClusterComputeResource: ["configurationEx"],
-                   vim.HostSystem: ["name", "hardware.pciDevice"],
+                   # the PCI devices only for vm_host_rule: they weigh more than every VM's devices
+                   vim.HostSystem: ["name", "hardware.pciDevice"] if gpu_hosts else ["name"],
                    vim.VirtualMachine: ["name", "config.hardware.device", "config.template"]})
         vms = []
         overrides = []
@@ -297,7 +298,7 @@ def main():
     p = module.params
     pinning = ClusterPinning(module.client(), p["cluster"])
     try:
-        vms, overrides = pinning.read()
+        vms, overrides = pinning.read(gpu_hosts=bool(p["vm_host_rule"]))
     except VsphereError as exc:
         module.fail_vsphere("read DRS overrides of cluster", p["cluster"], exc)
     try:
