@@ -71,12 +71,10 @@ lint: venv collection
 bench: venv collection sim-build
 	set -e; for b in tests/bench/bench_*.py; do echo "== $$b"; $(PY) $$b; done
 
-# the main job: the example fleet in the simulator, then the GPU inventory it holds
+# the main job: the example design converged end to end against the simulators, run again
+# showing nothing left to change, audited, drifted, audited and repaired (tests/tools/demo.py)
 demo: venv collection sim-build
-	$(MAKE) --no-print-directory sim-up FLEET=examples/fleet.yml
-	set -a && . $(SIM_DIR)/vsphere.env && set +a && \
-	  ANSIBLE_STDOUT_CALLBACK=default $(VENV)/bin/ansible-playbook -i examples/inventory.yml playbooks/gpu_inventory.yml; \
-	  rc=$$?; $(MAKE) --no-print-directory sim-down; exit $$rc
+	$(PY) tests/tools/demo.py
 
 clean:
 	rm -rf .build $(SIM_DIR) .pytest_cache

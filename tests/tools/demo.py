@@ -1,0 +1,145 @@
+"""make demo: the example design converged end to end against the simulators.
+
+Steps, each printed with its time:
+  1. simulators up (vSphere with examples/fleet.yml, the Kubernetes rig, the DLS appliance double)
+  2. site.yml on examples/design.yml: changes
+  3. site.yml again: nothing left to change (changed=0)
+  4. audit: clean
+  5. drift: one host's NVIDIA driver changed behind the collection's back
+  6. audit: names the drifted host
+  7. site.yml: repairs it; the audit is clean again
+"""
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "sim")]
+
+import vsphere_sim  # noqa: E402
+from tests.lib.ansible_run import ansible_env  # noqa: E402
+
+# the H100 host that carries no vGPU VM: its repair can go through maintenance mode
+DRIFT_HOST = "esx-h100-04"
+DRIFT_VERSION = "550.54.10-1OEM.800.1.0.20613240"
+RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+
+
+def banner(step, text):
+    print("\n" + "=" * 100, flush=True)
+    print("== step %s: %s" % (step, text), flush=True)
+    print("=" * 100, flush=True)
+
+
+def playbook(name, env, extra=None, show=True):
+    """Run a playbook with the default screen output; return (rc, {host: changed}, output)."""
+    cmd = [str(ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", str(ROOT / "examples" / "inventory.yml"),
+           str(ROOT / "playbooks" / name)]
+    for key, value in (extra or {}).items():
+        cmd += ["-e", "%s=%s" % (key, value)]
+    run_env = ansible_env(env)
+    run_env["ANSIBLE_STDOUT_CALLBACK"] = "default"
+    run_env["ANSIBLE_DISPLAY_SKIPPED_HOSTS"] = "false"
+    proc = subprocess.Popen(cmd, env=run_env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out = []
+    for line in proc.stdout:
+        out.append(line)
+        if show:
+            sys.stdout.write(line)
+    rc = proc.wait()
+    text = "".join(out)
+    changed = {m.group(1): int(m.group(3)) for m in RECAP.finditer(text)}
+    failed = {m.group(1): int(m.group(5)) for m in RECAP.finditer(text)}
+    if rc != 0 or any(failed.values()):
+        raise SystemExit("demo: %s failed (rc %s)" % (name, rc))
+    return changed, text
+
+
+def audit(env, report):
+    playbook("audit.yml", env, {"audit_report": report, "audit_report_format": "json"})
+    return json.loads(pathlib.Path(report).read_text())
+
+
+def main():
+    steps = []
+    t0 = time.monotonic()
+
+    def timed(label, start):
+        steps.append((label, time.monotonic() - start))
+
+    banner(1, "simulators up")
+    start = time.monotonic()
+    sim = vsphere_sim.start(ROOT / "examples" / "fleet.yml")
+    env = dict(sim.env)
+    print("vSphere simulator: %s (fleet examples/fleet.yml, CA %s)" % (sim.url, env["VMWARE_CA_FILE"]))
+    timed("simulators up", start)
+    report_dir = ROOT / ".sim" / "demo"
+    report_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        banner(2, "site.yml on examples/design.yml")
+        start = time.monotonic()
+        changed, _ = playbook("site.yml", env)
+        total = sum(changed.values())
+        print("\n>> first converge: %d change(s)" % total)
+        if total == 0:
+            raise SystemExit("demo: the first converge changed nothing; the example fleet should start drifted")
+        timed("site.yml (converge)", start)
+
+        banner(3, "site.yml again: nothing left to change")
+        start = time.monotonic()
+        changed, _ = playbook("site.yml", env)
+        print("\n>> second run: changed=%d" % sum(changed.values()))
+        if sum(changed.values()):
+            raise SystemExit("demo: the second run changed %s" % changed)
+        timed("site.yml (no-op rerun)", start)
+
+        banner(4, "audit: the pool matches the design")
+        start = time.monotonic()
+        result = audit(env, str(report_dir / "audit-clean.json"))
+        print("\n>> audit: %s" % ("clean" if result["clean"] else "DRIFT"))
+        if not result["clean"]:
+            raise SystemExit("demo: the audit after the converge is not clean")
+        timed("audit (clean)", start)
+
+        banner(5, "drift: %s gets NVIDIA driver %s behind the collection's back" % (DRIFT_HOST, DRIFT_VERSION))
+        start = time.monotonic()
+        sim.set_driver(DRIFT_HOST, DRIFT_VERSION)
+        print("simulator: %s now reports %s" % (DRIFT_HOST, sim.host_state(DRIFT_HOST).get("driver_version")))
+        timed("drift injected", start)
+
+        banner(6, "audit: names the drift")
+        start = time.monotonic()
+        report = report_dir / "audit-drift.md"
+        playbook("audit.yml", env, {"audit_report": str(report), "audit_report_format": "markdown"})
+        text = report.read_text()
+        print("\n>> report %s:\n" % report.relative_to(ROOT))
+        print(text)
+        if DRIFT_HOST not in text or "driver_off_design" not in text:
+            raise SystemExit("demo: the audit did not name %s" % DRIFT_HOST)
+        timed("audit (drift found)", start)
+
+        banner(7, "site.yml repairs it")
+        start = time.monotonic()
+        changed, _ = playbook("site.yml", env)
+        print("\n>> repair: %d change(s)" % sum(changed.values()))
+        result = audit(env, str(report_dir / "audit-repaired.json"))
+        print(">> audit after the repair: %s" % ("clean" if result["clean"] else "DRIFT"))
+        if not result["clean"] or not sum(changed.values()):
+            raise SystemExit("demo: the repair did not bring the pool back to the design")
+        timed("site.yml (repair) + audit", start)
+    finally:
+        sim.stop()
+
+    print("\n" + "=" * 100)
+    print("demo finished in %.0f s" % (time.monotonic() - t0))
+    for label, seconds in steps:
+        print("  %-32s %6.1f s" % (label, seconds))
+
+
+if __name__ == "__main__":
+    os.chdir(ROOT)
+    main()
