@@ -27,7 +27,7 @@ description:
   - Check mode logs in and reads the appliance (so an unreachable appliance or wrong credentials
     fail as they would) but composes nothing and writes nothing.
 author:
-  - gpupool.vcf developers
+  - gpupool.vcf developers (@gpupool)
 options:
   dls_host:
     description: Host name or address of the DLS appliance (any node of an HA cluster).

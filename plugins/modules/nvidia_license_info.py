@@ -17,7 +17,7 @@ description:
   - A guest without a working NVIDIA driver is reported (RV(driver_present) false), not failed.
   - Changes nothing; check mode runs it as well.
 author:
-  - gpupool.vcf developers
+  - gpupool.vcf developers (@gpupool)
 options:
   nvidia_smi:
     description: The nvidia-smi command (a name on E(PATH) or a path).
@@ -65,7 +65,7 @@ gpus:
     licensed_product: {description: Licensed product., type: str, sample: NVIDIA Virtual Compute Server}
     license_status: {description: License status as nvidia-smi prints it., type: str}
     licensed: {description: Licensed and not expired., type: bool}
-    expiry: {description: Expiry of the license (UTC, ISO 8601)., type: str}
+    expiry: {description: "Expiry of the license (UTC, ISO 8601).", type: str}
     expired: {description: The expiry is past., type: bool}
 message:
   description: What nvidia-smi said when the driver was not reachable.

@@ -13,7 +13,7 @@ short_description: Node pools of a VKS cluster on the Supervisor
 version_added: 0.1.0
 description:
   - Creates and updates the node pools (C(spec.topology.workers.machineDeployments)) of a VKS
-    C(Cluster) (C(cluster.x-k8s.io)) through the Supervisor's Kubernetes API: replicas, the
+    C(Cluster) (C(cluster.x-k8s.io)) through the Supervisor's Kubernetes API - replicas, the
     VM class override (which carries the vGPU profile), node labels and node taints.
   - Pools not named are left as they are unless O(purge); fields of a pool that are not set are
     left as they are; every other field of the Cluster is kept.
@@ -28,7 +28,7 @@ description:
   - Check mode sends the same update as a server-side dry run, so the Supervisor's own
     validation of the variables runs without storing anything.
 author:
-  - gpupool.vcf developers
+  - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
   - gpupool.vcf.k8s_auth
 options:

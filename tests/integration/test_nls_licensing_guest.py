@@ -43,7 +43,7 @@ def test_guest_licensing_converge_rerun_check_diff(tmp_path):
     run = run_playbook(play(root, token, smi), diff=True)
     assert run.rc == 0, run.stdout[-3000:]
     assert changed(check) == changed(run)
-    assert "Client configuration token" in changed(run) and "gridd.conf" in changed(run)
+    assert "Client configuration token" in changed(run) and "The gridd.conf licensing settings" in changed(run)
     tok = root / "etc/nvidia/ClientConfigToken/client_configuration_token.tok"
     assert stat.S_IMODE(tok.stat().st_mode) == 0o600 and tok.read_text() == token.read_text()
     assert not old.exists()

@@ -18,7 +18,7 @@ CHART = ROOT.parent / "shared" / "charts" / "gpu-operator"
 GPU = "nvidia.com/gpu"
 MIG = "nvidia.com/mig-1g.10gb"
 GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
-KV = "kueue.x-k8s.io/v1beta1"
+KV = "kueue.x-k8s.io/v1beta2"
 U = uuid.uuid4().hex[:5]
 NAMES = {
     "infer": f"t-infer-{U}", "quota": f"t-quota-{U}", "train": f"t-train-{U}", "operator": f"gpu-op-{U}",
@@ -38,9 +38,20 @@ def wait_for(what, check, timeout=60, interval=0.2):
     pytest.fail(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
 
 
-def play(rig, kueue):
+def _role(name, vars_, tasks_from="main"):
+    return {"name": f"role {name} {tasks_from}", "ansible.builtin.import_role": {
+        "name": f"gpupool.vcf.{name}", "tasks_from": tasks_from}, "vars": vars_}
+
+
+def nls_play(token):
+    return [{"hosts": "localhost", "gather_facts": False, "tasks": [
+        _role("nls_licensing", {"nls_licensing_token_src": str(token),
+                                "nls_licensing_operator_namespace": NAMES["operator"]}, "kubernetes")]}]
+
+
+def play(rig, kueue, token):
     n = NAMES
-    return [{"hosts": "localhost", "gather_facts": False, "roles": [
+    roles = [
         {"role": "gpupool.vcf.gpu_scheduling_policy",
          "gpu_scheduling_policy_inference_priority_class": n["pc_inference"],
          "gpu_scheduling_policy_training_priority_class": n["pc_training"],
@@ -69,19 +80,31 @@ def play(rig, kueue):
          "gpu_operator_driver_image": "vgpu-guest-driver",
          "gpu_operator_driver_version": "550.127.05",
          "gpu_operator_driver_pull_secrets": ["ngc-registry"],
-         "gpu_operator_licensing_secret_name": "licensing-config",
+         "gpu_operator_licensing_secret_name": "{{ nls_licensing_secret_name }}",
          "gpu_operator_mig_strategy": "mixed",
          "gpu_operator_time_slicing": {"notebook": {"replicas": 4}},
          "gpu_operator_extra_values": {"node-feature-discovery": {"master": {"serviceAccount": {
              "name": f"nfd-master-{U}"}}}}},
-    ]}]
+    ]
+    tasks = [_role("gpu_scheduling_policy", {k: v for k, v in roles[0].items() if k != "role"}),
+             nls_play(token)[0]["tasks"][0],
+             _role("gpu_operator", {k: v for k, v in roles[1].items() if k != "role"})]
+    return [{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]
 
 
 @pytest.fixture(scope="module")
-def converged(k8s_rig, k8s_api):
+def token_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("nls")
+    (d / "first.tok").write_text("first-client-configuration-token\n")
+    (d / "second.tok").write_text("second-client-configuration-token\n")
+    return d
+
+
+@pytest.fixture(scope="module")
+def converged(k8s_rig, k8s_api, token_dir):
     if not (CHART / "Chart.yaml").is_file():
         pytest.fail(f"GPU Operator chart not found at {CHART}", pytrace=False)
-    p = play(k8s_rig, k8s_rig.kueue)
+    p = play(k8s_rig, k8s_rig.kueue, token_dir / "first.tok")
     runs = {"check": run_playbook(p, env=k8s_rig.env, check=True, diff=True)}
     runs["converge"] = run_playbook(p, env=k8s_rig.env, diff=True)
     runs["again"] = run_playbook(p, env=k8s_rig.env)
@@ -122,13 +145,16 @@ def test_converge_rerun_check_and_diff(converged, k8s_api):
     assert converged["again"].stats["changed"] == 0, [n for n, r in converged["again"].tasks if r.get("changed")]
     # check mode predicted what the converge then changed, task by task
     # (objects in a namespace the run creates cannot be dry-run: a stand-in task reports them)
-    predicted = sorted(n.replace(" (in a namespace this run creates)", "")
-                       for n, r in converged["check"].tasks if r.get("changed"))
-    done = sorted(n for n, r in converged["converge"].tasks if r.get("changed"))
-    assert predicted == done
+    predicted = {n.replace(" (in a namespace this run creates)", "")
+                 for n, r in converged["check"].tasks if r.get("changed")}
+    done = {n for n, r in converged["converge"].tasks if r.get("changed")}
+    # the operator namespace: both nls_licensing and gpu_operator would create it in check mode,
+    # the first one does in the real run
+    assert done <= predicted
+    assert predicted - done <= {"gpupool.vcf.gpu_operator : Namespace of the release"}
     # --diff gives before/after for the changed objects
     diffs = [r for n, r in converged["converge"].tasks if r.get("changed") and "PriorityClass" in n]
-    assert diffs and all(r.get("diff") for r in diffs)
+    assert diffs and all(item.get("diff") for item in diffs[0]["results"])
 
 
 def test_priority_classes_and_quota_objects(converged, k8s_api):
@@ -256,7 +282,7 @@ def test_two_whole_pool_training_jobs_admitted_one_at_a_time(converged, k8s_rig,
 def test_cluster_policy_holds_licensing_mig_and_time_slicing(converged, k8s_api):
     cp = dynamic.DynamicClient(k8s_api).resources.get(api_version="nvidia.com/v1", kind="ClusterPolicy")
     spec = cp.get(name="cluster-policy").to_dict()["spec"]
-    assert spec["driver"]["licensingConfig"]["secretName"] == "licensing-config"
+    assert spec["driver"]["licensingConfig"]["secretName"].startswith("licensing-config-")
     assert spec["driver"]["repository"] == "registry.example.com/nvaie"
     assert spec["driver"]["version"] == "550.127.05"
     assert spec["mig"]["strategy"] == "mixed"
@@ -267,3 +293,26 @@ def test_cluster_policy_holds_licensing_mig_and_time_slicing(converged, k8s_api)
     assert "replicas: 4" in cm.data["notebook"] and "default" in cm.data
     facts = [r for n, r in converged["converge"].tasks if n.endswith("ClusterPolicy state")]
     assert facts[0]["ansible_facts"]["gpu_operator_cluster_policy"]["exists"] is True
+
+
+def test_licensing_secret_and_rotation(converged, k8s_rig, k8s_api, token_dir):
+    core = client.CoreV1Api(k8s_api)
+    cp = dynamic.DynamicClient(k8s_api).resources.get(api_version="nvidia.com/v1", kind="ClusterPolicy")
+    first = cp.get(name="cluster-policy").spec.driver.licensingConfig.secretName
+    secret = core.read_namespaced_secret(first, NAMES["operator"])
+    assert set(secret.data) == {"gridd.conf", "client_configuration_token.tok"}
+    import base64
+    assert "FeatureType=1" in base64.b64decode(secret.data["gridd.conf"]).decode()
+    assert base64.b64decode(secret.data["client_configuration_token.tok"]).decode() == "first-client-configuration-token"
+    secret_tasks = [r for n, r in converged["converge"].tasks if n.endswith(": Licensing Secret for the GPU Operator")]
+    assert secret_tasks and "first-client-configuration-token" not in converged["converge"].stdout
+    # rotation: a new token is a new Secret name, and the ClusterPolicy points at it
+    run = run_playbook(nls_play(token_dir / "second.tok"), env=k8s_rig.env)
+    assert run.rc == 0, run.stdout[-2000:]
+    second = cp.get(name="cluster-policy").spec.driver.licensingConfig.secretName
+    assert second != first and second.startswith("licensing-config-")
+    assert base64.b64decode(core.read_namespaced_secret(second, NAMES["operator"]).data[
+        "client_configuration_token.tok"]).decode() == "second-client-configuration-token"
+    core.read_namespaced_secret(first, NAMES["operator"])  # kept for pods not yet redeployed
+    again = run_playbook(nls_play(token_dir / "second.tok"), env=k8s_rig.env)
+    assert again.rc == 0 and again.stats["changed"] == 0
