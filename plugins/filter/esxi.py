@@ -1,38 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpupool.vcf contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters over the pure ESXi host logic (_esxi.py), for the esxi_gpu_host role and playbooks."""
+"""Filters over the pure ESXi host logic (_esxi.py), for the esxi_gpu_host role and playbooks.
+
+Each filter is documented in the <filter name>.yml file next to this one.
+"""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
-
-DOCUMENTATION = r"""
-name: esxi
-short_description: ESXi GPU host decisions (driver version gate, design version, roll capacity, MIG commands)
-version_added: 0.1.0
-description:
-  - C(driver_version_gate(hosts, target)) - the driver version a cluster must run; fails listing the hosts on
-    each version when they disagree and no target is given. O(hosts) is gpu_host_info's C(hosts).
-  - C(design_driver_version(hosts, exclude, target)) - the version most other GPU hosts run (never the excluded ones).
-  - C(roll_capacity(hosts, min_gpus, force)) - C({allowed, message}): can one host leave the cluster at a time.
-  - C(driver_version_compare(a, b)) - -1, 0 or 1 as NVIDIA driver versions.
-  - C(mig_mode_commands(enabled, indexes)) - the nvidia-smi commands that set host MIG mode.
-  - C(common_scheduler(hosts, exclude)) - C({policy, time_slice_ms}) every other GPU host agrees on, else C({}).
-  - C(vm_class_vgpu_profiles(classes)) - every vGPU profile named by a list of VM classes (config_spec or devices form).
-  - C(esxi_hosts_to_roll(hosts, target, graphics_type, assignment_policy, scheduler, allow_downgrade, only, always,
-    driver)) -
-    C({host: [reasons]}) for the GPU hosts whose turn in the esxi_gpu_host role would change something, judged
-    from one gpu_host_info read (driver, scheduler and vms gathered); hosts at the design are left out;
-    C(driver=false) leaves the driver out (the vLCM lifecycle).
-options:
-  _input:
-    description: See each filter.
-    type: raw
-    required: true
-author:
-  - gpupool.vcf developers
-"""
 
 from ansible.errors import AnsibleFilterError
 
