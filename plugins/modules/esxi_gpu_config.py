@@ -18,14 +18,14 @@ description:
   - The scheduler is the C(RmPVMRL) registry value in the C(nvidia) kernel module options
     (C(NVreg_RegistryDwords) for every GPU, C(NVreg_RegistryDwordsPerDevice) per GPU). The
     value is merged into the options already there; everything else in them is kept.
-    Module options take effect when the host reboots: the result says O(reboot)-less runs
+    Module options take effect when the host reboots; the result says O(reboot)-less runs
     need one with RV(reboot_required).
   - Only the options given are compared and changed; hosts already as asked are left alone.
   - Fixed share on a GPU that carries time-sliced vGPUs of different sizes (powered-on VMs
     placed on it) is refused, as NVIDIA does not support it.
   - All hosts are read and every check is made before the first change.
 author:
-  - gpupool.vcf developers
+  - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
   - gpupool.vcf.vsphere
 options:
@@ -93,8 +93,10 @@ options:
     default: 1800
 attributes:
   check_mode:
+    description: Reports the changes each host would get without making them.
     support: full
   diff_mode:
+    description: Returns the graphics configuration and the nvidia module options of each host before and after.
     support: full
 notes:
   - A new graphics type is used by VMs powered on after the change once the host's graphics

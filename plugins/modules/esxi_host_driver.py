@@ -29,7 +29,7 @@ description:
     A short target (V(550.90.05)) matches any build of it; a full one
     (V(550.90.05-1OEM.800.1.0.20613240)) also compares the build.
 author:
-  - gpupool.vcf developers
+  - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
   - gpupool.vcf.vsphere
 options:
@@ -79,8 +79,10 @@ options:
     default: 1800
 attributes:
   check_mode:
+    description: Reports what would be done (maintenance mode, install, reboot) without doing it.
     support: full
   diff_mode:
+    description: Returns the driver version and maintenance mode before and after.
     support: full
 notes:
   - The install task runs on the host; a URL must be reachable from the host, not only from

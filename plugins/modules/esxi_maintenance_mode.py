@@ -17,7 +17,7 @@ description:
     (advanced setting C(vgpu.hotmigrate.enabled)).
   - Used by C(playbooks/host_rebuild.yml) to hand a host back only after every check passed.
 author:
-  - gpupool.vcf developers
+  - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
   - gpupool.vcf.vsphere
 options:
@@ -36,8 +36,10 @@ options:
     default: 1800
 attributes:
   check_mode:
+    description: Reports whether the host would enter or exit maintenance mode without doing it.
     support: full
   diff_mode:
+    description: Returns the maintenance mode before and after.
     support: full
 """
 
