@@ -463,7 +463,7 @@ def _rule_unique_names(ctx):
         ("tenants", "tenant namespaces", [t.get("namespace") for t in d["tenants"]]),
         ("vm_classes", "VM classes", [(p.get("vm_class") or {}).get("name") for p in d["pools"]]),
         ("node_pools", "node pools", [((p.get("node_pool") or {}).get("vks_cluster"),
-                                  (p.get("node_pool") or {}).get("name")) for p in d["pools"]]),
+                                       (p.get("node_pool") or {}).get("name")) for p in d["pools"]]),
     )
     for section, what, names in groups:
         seen = set()
@@ -827,7 +827,7 @@ def _nodes(ctx, cluster):
                 _mig_mix_problem(model, {ctx.usable(pool).mig_profile: pool["per_card"]}):
             continue
         cap = per_card(pool, model)
-        for _ in range(pool["node_pool"].get("replicas") or 0):
+        for _replica in range(pool["node_pool"].get("replicas") or 0):
             nodes.append((pool, pool.get("gpus_per_node") or 1, cap))
     return nodes
 
@@ -839,7 +839,7 @@ def pack(nodes, hosts, gpus_per_host):
     node goes to a different card of one host; a card holds one profile (one pool's
     ``per_card`` vGPUs).
     """
-    cards = [[None] * gpus_per_host for _ in range(hosts)]   # None or [pool name, used, cap]
+    cards = [[None] * gpus_per_host for _host in range(hosts)]   # None or [pool name, used, cap]
     unplaced = []
     for pool, vgpus, cap in nodes:
         placed = False
@@ -877,7 +877,7 @@ def _rule_cluster_capacity(ctx):
         if ctx.models.get(cluster.get("name")) is None or not _capacity_ok(cluster):
             continue
         nodes = _nodes(ctx, cluster)
-        _, unplaced = pack(_sorted_nodes(nodes), cluster["hosts"], cluster["gpu"]["per_host"])
+        _cards, unplaced = pack(_sorted_nodes(nodes), cluster["hosts"], cluster["gpu"]["per_host"])
         if unplaced:
             short = OrderedDict()
             for pool in unplaced:
@@ -894,13 +894,13 @@ def _rule_spare_capacity(ctx):
         if ctx.models.get(cluster.get("name")) is None or not _capacity_ok(cluster):
             continue
         nodes = _nodes(ctx, cluster)
-        if not any(p.get("shape") == "inference" for p, _, _ in nodes):
+        if not any(p.get("shape") == "inference" for p, _gpus, _cap in nodes):
             continue
-        _, unplaced = pack(_sorted_nodes(nodes), cluster["hosts"], cluster["gpu"]["per_host"])
+        _cards, unplaced = pack(_sorted_nodes(nodes), cluster["hosts"], cluster["gpu"]["per_host"])
         if unplaced:
             continue  # cluster_capacity reports it
-        _, unplaced = pack(_sorted_nodes(nodes, inference_last=True), cluster["hosts"] - 1,
-                           cluster["gpu"]["per_host"])
+        _cards, unplaced = pack(_sorted_nodes(nodes, inference_last=True), cluster["hosts"] - 1,
+                                cluster["gpu"]["per_host"])
         short = OrderedDict()
         for pool in unplaced:
             if pool.get("shape") == "inference":
@@ -1014,7 +1014,7 @@ def _derive_esxi(ctx):
     for cluster in ctx.d["clusters"]:
         model = ctx.models[cluster["name"]]
         driver, scheduler = cluster["driver"], cluster["scheduler"]
-        used, _ = pack(_sorted_nodes(_nodes(ctx, cluster)), cluster["hosts"], cluster["gpu"]["per_host"])
+        used, _unplaced = pack(_sorted_nodes(_nodes(ctx, cluster)), cluster["hosts"], cluster["gpu"]["per_host"])
         uses_mig = any(p["cluster"] == cluster["name"] and ctx.profiles[p["name"]].mig_backed for p in ctx.d["pools"])
         clusters[cluster["name"]] = OrderedDict([
             ("cluster", cluster["name"]),
@@ -1057,7 +1057,7 @@ def _derive_vsphere(ctx):
             ("pool", pool["name"]),
             ("cluster", pool["cluster"]),
             ("description", "gpupool %s: %s, %d x %s" % (pool["name"], pool["shape"], pool["gpus_per_node"],
-                                                          pool["vgpu_profile"])),
+                                                         pool["vgpu_profile"])),
         ]))
     namespaces = []
     storage = d["supervisor"]["storage_policy"]

@@ -52,17 +52,20 @@ class HostOps:
         self.clock = clock
 
     # -- reading -------------------------------------------------------------------------
-    def find_host(self, name, properties=HOST_PROPERTIES):
-        """ObjectProps of the named host; VsphereNotFound lists a few names when absent."""
-        hosts = self.client.retrieve({vim.HostSystem: list(properties)})
+    def find_host(self, name, properties=None):
+        """ObjectProps of the named host; VsphereNotFound lists a few names when absent.
+
+        ``properties``: the host properties to read (None: HOST_PROPERTIES).
+        """
+        hosts = self.client.retrieve({vim.HostSystem: list(HOST_PROPERTIES if properties is None else properties)})
         for h in hosts:
             if h["name"] == name:
                 return h
         names = sorted(h["name"] for h in hosts)
         raise VsphereNotFound("host %s not found (%d hosts, e.g. %s)" % (name, len(names), ", ".join(names[:5]) or "none"))
 
-    def refresh(self, host, properties=HOST_PROPERTIES):
-        got = self.client.retrieve_objects([host.obj], list(properties))
+    def refresh(self, host, properties=None):
+        got = self.client.retrieve_objects([host.obj], list(HOST_PROPERTIES if properties is None else properties))
         if not got:
             raise VsphereNotFound("host %s disappeared from the inventory" % host.get("name", host.moid))
         got[0].props.setdefault("name", host.get("name"))
@@ -74,7 +77,7 @@ class HostOps:
             packages = host_obj.configManager.imageConfigManager.FetchSoftwarePackages()
         except vmodl.MethodFault as exc:
             raise VsphereError("cannot list the software packages of the host: %s" % fault_message(exc))
-        short, full, _ = driver_from_packages(packages)
+        short, full, _listing = driver_from_packages(packages)
         return short, full
 
     def vgpu_vms(self, host):

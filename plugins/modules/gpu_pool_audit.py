@@ -315,7 +315,7 @@ def read_design(module, path):
 
 def write_report(module, path, text):
     """(changed, diff) of writing the report; check mode predicts only."""
-    path = os.path.abspath(os.path.expanduser(path))
+    path = os.path.abspath(path)  # the report option is type=path: user and variables already expanded
     before = None
     if os.path.exists(path):
         try:
