@@ -473,7 +473,7 @@ def test_derive_guest():
     assert queue["metadata"]["name"] == "gpupool-training"
     assert queue["spec"]["namespaceSelector"]["matchExpressions"][0]["values"] == ["team-vision", "research"]
     assert queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][2] == {"name": "nvidia.com/gpu",
-                                                                                 "nominalQuota": 8}
+                                                                                "nominalQuota": 8}
     assert sorted(q["metadata"]["namespace"] for q in kueue["local_queues"]) == ["research", "team-vision"]
     config = json.loads(guest["time_slicing"]["manifest"]["data"]["notebooks"])
     assert config["sharing"]["timeSlicing"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 4}]

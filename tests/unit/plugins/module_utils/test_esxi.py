@@ -96,7 +96,7 @@ def test_roll_capacity():
     assert not ok and "fewer than the 8" in msg
     ok, msg = _esxi.roll_capacity({"a": 4, "b": 4}, min_gpus=8, force=True)
     assert ok and "forced" in msg
-    ok, _ = _esxi.roll_capacity({"a": 4, "b": 4, "c": 4}, min_gpus=8, unavailable=["c"])
+    ok, _message = _esxi.roll_capacity({"a": 4, "b": 4, "c": 4}, min_gpus=8, unavailable=["c"])
     assert not ok
 
 

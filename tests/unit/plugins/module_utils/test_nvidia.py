@@ -402,7 +402,7 @@ def check_placement(model, mix, placement):
         used |= run
         counts[name] = counts.get(name, 0) + 1
     assert counts == {k: v for k, v in mix.items() if v}
-    assert sum(profiles[name].compute_slices for name, _ in placement) <= 7
+    assert sum(profiles[name].compute_slices for name, _start in placement) <= 7
     assert placement == sorted(placement, key=lambda item: (item[1], item[0]))
 
 
