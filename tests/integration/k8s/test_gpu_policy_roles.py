@@ -152,9 +152,7 @@ def test_converge_rerun_check_and_diff(converged, k8s_api):
     # the first one does in the real run
     assert done <= predicted
     assert predicted - done <= {"gpupool.vcf.gpu_operator : Namespace of the release"}
-    # --diff gives before/after for the changed objects
-    diffs = [r for n, r in converged["converge"].tasks if r.get("changed") and "PriorityClass" in n]
-    assert diffs and all(item.get("diff") for item in diffs[0]["results"])
+    # (kubernetes.core.k8s gives before/after for updates, not creations: see the rotation test)
 
 
 def test_priority_classes_and_quota_objects(converged, k8s_api):
@@ -307,12 +305,50 @@ def test_licensing_secret_and_rotation(converged, k8s_rig, k8s_api, token_dir):
     secret_tasks = [r for n, r in converged["converge"].tasks if n.endswith(": Licensing Secret for the GPU Operator")]
     assert secret_tasks and "first-client-configuration-token" not in converged["converge"].stdout
     # rotation: a new token is a new Secret name, and the ClusterPolicy points at it
-    run = run_playbook(nls_play(token_dir / "second.tok"), env=k8s_rig.env)
+    run = run_playbook(nls_play(token_dir / "second.tok"), env=k8s_rig.env, diff=True)
     assert run.rc == 0, run.stdout[-2000:]
     second = cp.get(name="cluster-policy").spec.driver.licensingConfig.secretName
+    patch = run.result("gpupool.vcf.nls_licensing : Point the ClusterPolicy at the Secret")
+    assert patch["changed"]
+    assert patch["diff"]["before"]["spec"]["driver"]["licensingConfig"]["secretName"] == first
+    assert patch["diff"]["after"]["spec"]["driver"]["licensingConfig"]["secretName"] == second
     assert second != first and second.startswith("licensing-config-")
     assert base64.b64decode(core.read_namespaced_secret(second, NAMES["operator"]).data[
         "client_configuration_token.tok"]).decode() == "second-client-configuration-token"
     core.read_namespaced_secret(first, NAMES["operator"])  # kept for pods not yet redeployed
     again = run_playbook(nls_play(token_dir / "second.tok"), env=k8s_rig.env)
     assert again.rc == 0 and again.stats["changed"] == 0
+
+
+def test_kubeflow_notebook_controller_culling(k8s_rig, k8s_api, k8s_namespace):
+    """With Kubeflow, its notebook controller's own culling settings are switched on."""
+    apps = client.AppsV1Api(k8s_api)
+    labels = {"app": "notebook-controller"}
+    apps.create_namespaced_deployment(k8s_namespace, {
+        "metadata": {"name": "notebook-controller-deployment"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {
+            "metadata": {"labels": labels},
+            "spec": {"containers": [
+                {"name": "manager", "image": "registry.invalid/notebook-controller:1",
+                 "env": [{"name": "USE_ISTIO", "value": "true"}, {"name": "CULL_IDLE_TIME", "value": "1440"}]},
+                {"name": "sidecar", "image": "registry.invalid/sidecar:1"}]}}}})
+    pc = {f"gpu_scheduling_policy_{k}_priority_class": f"kf-{k}-{U}" for k in ("inference", "training", "notebook")}
+    p = [{"hosts": "localhost", "gather_facts": False, "roles": [dict(
+        role="gpupool.vcf.gpu_scheduling_policy", gpu_scheduling_policy_kueue=False,
+        gpu_scheduling_policy_culling="kubeflow", gpu_scheduling_policy_culling_idle_minutes=120,
+        gpu_scheduling_policy_kubeflow_controller_namespace=k8s_namespace, **pc)]}]
+    try:
+        run = run_playbook(p, env=k8s_rig.env)
+        assert run.rc == 0, _failed(run)
+        again = run_playbook(p, env=k8s_rig.env)
+        assert again.rc == 0 and again.stats["changed"] == 0
+    finally:
+        for name in pc.values():
+            try:
+                client.SchedulingV1Api(k8s_api).delete_priority_class(name)
+            except ApiException:
+                pass
+    spec = apps.read_namespaced_deployment("notebook-controller-deployment", k8s_namespace).spec.template.spec
+    env = {e.name: e.value for e in spec.containers[0].env}
+    assert env == {"USE_ISTIO": "true", "CULL_IDLE_TIME": "120", "ENABLE_CULLING": "true", "IDLENESS_CHECK_PERIOD": "10"}
+    assert spec.containers[1].name == "sidecar" and not spec.containers[1].env
