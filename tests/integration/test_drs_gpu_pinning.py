@@ -40,9 +40,9 @@ def cluster_state(sim):
 
 
 def test_pin_rerun_check_diff_purge(vsphere, vsphere_env):
-    _, default_before = cluster_state(vsphere)
+    _overrides_before, default_before = cluster_state(vsphere)
     # check mode predicts, changes nothing
-    res, _ = run_module(M, {"cluster": "gpu-h100"}, env=vsphere_env, check=True, diff=True)
+    res, _playbook = run_module(M, {"cluster": "gpu-h100"}, env=vsphere_env, check=True, diff=True)
     assert not res.get("failed"), res.get("msg")
     assert res["changed"] is True and res["added"] == GPU_VMS
     assert res["diff"]["before"] == {"overrides": dict((n, None) for n in GPU_VMS)}
@@ -50,7 +50,7 @@ def test_pin_rerun_check_diff_purge(vsphere, vsphere_env):
     assert cluster_state(vsphere)[0] == {}
 
     vsphere.reset_stats()
-    res, _ = run_module(M, {"cluster": "gpu-h100"}, env=vsphere_env)
+    res, _playbook = run_module(M, {"cluster": "gpu-h100"}, env=vsphere_env)
     assert res["changed"] is True and res["added"] == GPU_VMS
     soap = vsphere.stats()["soap"]["methods"]
     assert soap.get("ReconfigureComputeResource_Task") == 1
@@ -58,30 +58,30 @@ def test_pin_rerun_check_diff_purge(vsphere, vsphere_env):
     assert overrides == dict((n, "partiallyAutomated") for n in GPU_VMS)
     assert default_after == default_before  # the cluster's own level is never touched
 
-    res, _ = run_module(M, {"cluster": "gpu-h100"}, env=vsphere_env)
+    res, _playbook = run_module(M, {"cluster": "gpu-h100"}, env=vsphere_env)
     assert res["changed"] is False and res["added"] == [] and res["pinned"] == GPU_VMS
 
     # one VM named, behavior manual: only that one changes
-    res, _ = run_module(M, {"cluster": "gpu-h100", "vms": ["train-01", "plain-01"], "behavior": "manual"},
-                        env=vsphere_env, diff=True)
+    res, _playbook = run_module(M, {"cluster": "gpu-h100", "vms": ["train-01", "plain-01"], "behavior": "manual"},
+                                env=vsphere_env, diff=True)
     assert res["changed"] is True and res["updated"] == ["train-01"] and res["added"] == ["plain-01"]
     assert res["diff"]["before"]["overrides"]["train-01"] == "partiallyAutomated"
     assert res["diff"]["after"]["overrides"]["train-01"] == "manual"
-    overrides, _ = cluster_state(vsphere)
+    overrides, _default = cluster_state(vsphere)
     assert overrides["train-01"] == "manual" and overrides["infer-01"] == "partiallyAutomated"
 
     # purge: plain-01 holds no vGPU; excluded VMs are left alone
-    res, _ = run_module(M, {"cluster": "gpu-h100", "behavior": "manual", "purge_stale": True,
-                            "exclude": ["infer-03"]}, env=vsphere_env, check=True)
+    res, _playbook = run_module(M, {"cluster": "gpu-h100", "behavior": "manual", "purge_stale": True,
+                                    "exclude": ["infer-03"]}, env=vsphere_env, check=True)
     assert res["removed"] == ["plain-01"] and res["updated"] == ["infer-01", "infer-02"]
-    res, _ = run_module(M, {"cluster": "gpu-h100", "behavior": "manual", "purge_stale": True,
-                            "exclude": ["infer-03"]}, env=vsphere_env)
+    res, _playbook = run_module(M, {"cluster": "gpu-h100", "behavior": "manual", "purge_stale": True,
+                                    "exclude": ["infer-03"]}, env=vsphere_env)
     assert res["changed"] is True and res["removed"] == ["plain-01"]
-    overrides, _ = cluster_state(vsphere)
+    overrides, _default = cluster_state(vsphere)
     assert overrides == {"infer-01": "manual", "infer-02": "manual", "infer-03": "partiallyAutomated",
                          "train-01": "manual"}
-    res, _ = run_module(M, {"cluster": "gpu-h100", "behavior": "manual", "purge_stale": True,
-                            "exclude": ["infer-03"]}, env=vsphere_env)
+    res, _playbook = run_module(M, {"cluster": "gpu-h100", "behavior": "manual", "purge_stale": True,
+                                    "exclude": ["infer-03"]}, env=vsphere_env)
     assert res["changed"] is False
 
 
@@ -105,39 +105,39 @@ def rules_and_groups(sim):
 
 def test_vm_host_rule(vsphere, vsphere_env):
     args = {"cluster": "gpu-h100", "exclude": ["infer-03"], "vm_host_rule": {"name": "gpu-on-gpu"}}
-    res, _ = run_module(M, args, env=vsphere_env, check=True, diff=True)
+    res, _playbook = run_module(M, args, env=vsphere_env, check=True, diff=True)
     assert not res.get("failed"), res.get("msg")
     assert res["changed"] is True and res["diff"]["before"]["vm_host_rule"] is None
     assert res["diff"]["after"]["vm_host_rule"]["host_group"] == ["esx-h100-01", "esx-h100-02"]
     assert rules_and_groups(vsphere) == ({}, {})
     vsphere.reset_stats()
-    res, _ = run_module(M, args, env=vsphere_env)
+    res, _playbook = run_module(M, args, env=vsphere_env)
     assert res["changed"] is True
     assert vsphere.stats()["soap"]["methods"].get("ReconfigureComputeResource_Task") == 1
     groups, rules = rules_and_groups(vsphere)
     assert groups == {"gpu-on-gpu-vms": ["infer-01", "infer-02", "train-01"],
                       "gpu-on-gpu-hosts": ["esx-h100-01", "esx-h100-02"]}
     assert rules == {"gpu-on-gpu": ("gpu-on-gpu-vms", "gpu-on-gpu-hosts", False)}
-    res, _ = run_module(M, args, env=vsphere_env)
+    res, _playbook = run_module(M, args, env=vsphere_env)
     assert res["changed"] is False
     # mandatory and one more VM: the rule and the VM group change, in one reconfigure
     args = {"cluster": "gpu-h100", "vm_host_rule": {"name": "gpu-on-gpu", "mandatory": True}}
-    res, _ = run_module(M, args, env=vsphere_env, diff=True)
+    res, _playbook = run_module(M, args, env=vsphere_env, diff=True)
     assert res["changed"] is True
     assert res["diff"]["before"]["vm_host_rule"]["mandatory"] is False
     groups, rules = rules_and_groups(vsphere)
     assert groups["gpu-on-gpu-vms"] == GPU_VMS and rules["gpu-on-gpu"][2] is True
-    res, _ = run_module(M, args, env=vsphere_env)
+    res, _playbook = run_module(M, args, env=vsphere_env)
     assert res["changed"] is False
 
 
 def test_bad_input_changes_nothing(vsphere, vsphere_env):
-    before, _ = cluster_state(vsphere)
-    res, _ = run_module(M, {"cluster": "gpu-h100", "vms": ["infer-01", "no-such-vm"]}, env=vsphere_env)
+    before, _default = cluster_state(vsphere)
+    res, _playbook = run_module(M, {"cluster": "gpu-h100", "vms": ["infer-01", "no-such-vm"]}, env=vsphere_env)
     assert res["failed"] and "not in the cluster: no-such-vm" in res["msg"]
-    res, _ = run_module(M, {"cluster": "nope"}, env=vsphere_env)
+    res, _playbook = run_module(M, {"cluster": "nope"}, env=vsphere_env)
     assert res["failed"] and "cluster nope not found" in res["msg"]
-    res, _ = run_module(M, {"cluster": "gpu-h100", "behavior": "fullyAutomated"}, env=vsphere_env)
+    res, _playbook = run_module(M, {"cluster": "gpu-h100", "behavior": "fullyAutomated"}, env=vsphere_env)
     assert res["failed"] and "behavior" in res["msg"]
     assert cluster_state(vsphere)[0] == before
 
@@ -152,7 +152,7 @@ def test_role(vsphere, vsphere_env):
     }]
     res = run_playbook(play, env=vsphere_env)
     assert res.rc == 0, res.stdout[-3000:]
-    overrides, _ = cluster_state(vsphere)
+    overrides, _default = cluster_state(vsphere)
     assert overrides == dict((n, "partiallyAutomated") for n in GPU_VMS)
     res = run_playbook(play, env=vsphere_env)
     assert res.rc == 0 and res.stats.get("changed") == 0, res.stdout[-3000:]

@@ -47,14 +47,14 @@ def failed(res):
 def test_version_gate_lists_hosts_per_version(vsphere_env):
     res = run_playbook(play("roll"), env=vsphere_env)
     assert res.rc != 0
-    msg = " ".join(str(m) for _, m in failed(res))
+    msg = " ".join(str(m) for _task, m in failed(res))
     assert "550.54.10 on esx-r01, esx-r02" in msg and "550.90.05 on esx-r03" in msg, msg
 
 
 def test_roll_refused_when_too_few_gpus_left(vsphere, vsphere_env):
     res = run_playbook(play("small", esxi_gpu_host_min_gpus=4), env=vsphere_env)
     assert res.rc != 0
-    assert "fewer than the 4" in " ".join(str(m) for _, m in failed(res))
+    assert "fewer than the 4" in " ".join(str(m) for _task, m in failed(res))
     forced = run_playbook(play("small", esxi_gpu_host_min_gpus=4, esxi_gpu_host_force=True,
                                esxi_gpu_host_graphics_type=""), env=vsphere_env)
     assert forced.rc == 0, failed(forced)
@@ -101,7 +101,7 @@ def test_failed_install_stops_the_roll_in_maintenance_mode(vsphere, vsphere_env)
     finally:
         vsphere.clear_faults()
     assert res.rc != 0
-    msgs = " ".join(str(m) for _, m in failed(res))
+    msgs = " ".join(str(m) for _task, m in failed(res))
     assert "esx-f02" in msgs and "left in maintenance mode" in msgs and "depot unreachable" in msgs
     f1, f2, f3 = (vsphere.host_state(h) for h in ("esx-f01", "esx-f02", "esx-f03"))
     assert f1["driver_installed"] == NEW and f1["maintenance"] is False

@@ -76,7 +76,7 @@ def test_cluster_inventory(vsphere_env):
 
 def test_graphics_and_models(vsphere_env):
     res = run_module("gpupool.vcf.gpu_host_info", {"hosts": ["esx-l40s-01", "esx-a100-01", "esx-h200-01"]},
-                        env=vsphere_env)[0]
+                     env=vsphere_env)[0]
     assert not res.get("failed"), res.get("msg")
     hosts = by_name(res)
     l40s = hosts["esx-l40s-01"]

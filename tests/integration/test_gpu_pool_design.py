@@ -12,7 +12,7 @@ EXAMPLE = yaml.safe_load(EXAMPLE_FILE.read_text())
 
 
 def test_example_design_file_is_clean_and_derived():
-    res, _ = run_module("gpupool.vcf.gpu_pool_design", {"design_file": str(EXAMPLE_FILE)})
+    res, _playbook = run_module("gpupool.vcf.gpu_pool_design", {"design_file": str(EXAMPLE_FILE)})
     assert not res.get("failed"), res.get("msg")
     assert res["changed"] is False
     assert res["findings"] == [] and res["errors"] == []
@@ -25,7 +25,7 @@ def test_example_design_file_is_clean_and_derived():
 
 
 def test_check_mode_gives_the_same_result():
-    res, _ = run_module("gpupool.vcf.gpu_pool_design", {"design": EXAMPLE}, check=True)
+    res, _playbook = run_module("gpupool.vcf.gpu_pool_design", {"design": EXAMPLE}, check=True)
     assert not res.get("failed"), res.get("msg")
     assert res["derived"]["guest"]["gpu_operator"]["mig_strategy"] == "single"
 
@@ -43,7 +43,7 @@ def broken():
 
 
 def test_errors_fail_with_every_error_listed():
-    res, _ = run_module("gpupool.vcf.gpu_pool_design", {"design": broken()})
+    res, _playbook = run_module("gpupool.vcf.gpu_pool_design", {"design": broken()})
     assert res["failed"]
     assert res["msg"].startswith("The pool design has 3 error(s): ")
     for part in ("training_multi_gpu: pools.training: ", "notebook_preemptible: pools.notebooks: ",
@@ -55,12 +55,12 @@ def test_errors_fail_with_every_error_listed():
 
 
 def test_fail_on_error_false_reports_without_failing():
-    res, _ = run_module("gpupool.vcf.gpu_pool_design", {"design": broken(), "fail_on_error": False}, check=True)
+    res, _playbook = run_module("gpupool.vcf.gpu_pool_design", {"design": broken(), "fail_on_error": False}, check=True)
     assert not res.get("failed")
     assert len(res["errors"]) == 3 and len(res["findings"]) == 4
     assert [f for f in res["findings"] if f["severity"] == "warning"][0]["rule"] == "quota_exceeds_pool"
 
 
 def test_unreadable_file():
-    res, _ = run_module("gpupool.vcf.gpu_pool_design", {"design_file": str(ROOT / "examples" / "missing.yml")})
+    res, _playbook = run_module("gpupool.vcf.gpu_pool_design", {"design_file": str(ROOT / "examples" / "missing.yml")})
     assert res["failed"] and "Unable to read design file" in res["msg"]

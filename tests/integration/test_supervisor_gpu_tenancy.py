@@ -1,6 +1,10 @@
 """Role supervisor_gpu_tenancy against the vSphere simulator: classes, namespaces, rerun, removal."""
-from tests.integration.test_supervisor_namespace import FLEET, raw, rest  # noqa: F401  (same fleet)
+from tests.integration import test_supervisor_namespace
+from tests.integration.test_supervisor_namespace import raw, rest
 from tests.lib.ansible_run import run_playbook
+
+# conftest.py starts the simulator on the module's FLEET: the same fleet as test_supervisor_namespace
+FLEET = test_supervisor_namespace.FLEET
 
 CLASSES = [
     {"name": "gpu-h100-1g10", "cpu_count": 8, "memory_mb": 65536, "vgpu_profiles": ["nvidia_h100-1-10c"]},

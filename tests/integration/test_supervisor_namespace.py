@@ -61,13 +61,13 @@ FULL = {
 
 
 def test_create_rerun_check_diff_update_delete(vsphere, vsphere_env, seeded):
-    res, _ = run_module(M, FULL, env=vsphere_env, check=True, diff=True)
+    res, _playbook = run_module(M, FULL, env=vsphere_env, check=True, diff=True)
     assert not res.get("failed"), res.get("msg")
     assert res["changed"] is True and res["diff"]["before"] is None
     assert res["diff"]["after"]["storage_policies"] == {VSAN: 102400}
     assert raw(vsphere, "team-a") is None
 
-    res, _ = run_module(M, FULL, env=vsphere_env)
+    res, _playbook = run_module(M, FULL, env=vsphere_env)
     assert res["changed"] is True
     info = raw(vsphere, "team-a")
     assert info["description"] == "Team A inference"
@@ -77,11 +77,11 @@ def test_create_rerun_check_diff_update_delete(vsphere, vsphere_env, seeded):
     assert info["access_list"] == [{"subject_type": "GROUP", "domain": "example.com", "subject": "team-a",
                                     "role": "EDIT"}]
 
-    res, _ = run_module(M, FULL, env=vsphere_env)
+    res, _playbook = run_module(M, FULL, env=vsphere_env)
     assert res["changed"] is False, res["changed_fields"]
 
     # one VM class added: the library, policies, limits and access stay
-    res, _ = run_module(M, {"name": "team-a", "vm_classes": ["gpu-large"]}, env=vsphere_env, diff=True)
+    res, _playbook = run_module(M, {"name": "team-a", "vm_classes": ["gpu-large"]}, env=vsphere_env, diff=True)
     assert res["changed"] is True and res["changed_fields"] == ["vm_classes"]
     assert res["diff"]["before"]["vm_classes"] == ["gpu-small"]
     assert res["diff"]["after"]["vm_classes"] == ["gpu-large", "gpu-small"]
@@ -92,12 +92,12 @@ def test_create_rerun_check_diff_update_delete(vsphere, vsphere_env, seeded):
     assert info["resource_spec"] == {"memory_limit": 65536}
 
     # exact list with purge_lists
-    res, _ = run_module(M, {"name": "team-a", "vm_classes": ["gpu-large"], "purge_lists": True}, env=vsphere_env)
+    res, _playbook = run_module(M, {"name": "team-a", "vm_classes": ["gpu-large"], "purge_lists": True}, env=vsphere_env)
     assert res["changed"] is True and raw(vsphere, "team-a")["vm_service_spec"]["vm_classes"] == ["gpu-large"]
 
     # access: add one and change a role through the access endpoints; purge drops the rest
     vsphere.reset_stats()
-    res, _ = run_module(M, {"name": "team-a", "access": [
+    res, _playbook = run_module(M, {"name": "team-a", "access": [
         {"subject": "team-a", "domain": "example.com", "type": "GROUP", "role": "VIEW"},
         {"subject": "alice", "domain": "vsphere.local", "role": "OWNER"}]}, env=vsphere_env)
     assert res["changed"] is True and res["changed_fields"] == ["access"]
@@ -105,18 +105,18 @@ def test_create_rerun_check_diff_update_delete(vsphere, vsphere_env, seeded):
     assert paths.get("POST %s/team-a/access/vsphere.local/alice" % NS) == 1
     assert paths.get("PUT %s/team-a/access/example.com/team-a" % NS) == 1
     assert not any(k.startswith("PATCH") for k in paths)
-    res, _ = run_module(M, {"name": "team-a", "purge_access": True,
-                            "access": [{"subject": "alice", "domain": "vsphere.local", "role": "OWNER"}]},
-                        env=vsphere_env)
+    res, _playbook = run_module(M, {"name": "team-a", "purge_access": True,
+                                    "access": [{"subject": "alice", "domain": "vsphere.local", "role": "OWNER"}]},
+                                env=vsphere_env)
     assert res["changed"] is True
     assert raw(vsphere, "team-a")["access_list"] == [{"subject_type": "USER", "domain": "vsphere.local",
                                                       "subject": "alice", "role": "OWNER"}]
 
-    res, _ = run_module(M, {"name": "team-a", "state": "absent"}, env=vsphere_env, check=True)
+    res, _playbook = run_module(M, {"name": "team-a", "state": "absent"}, env=vsphere_env, check=True)
     assert res["changed"] is True and raw(vsphere, "team-a") is not None
-    res, _ = run_module(M, {"name": "team-a", "state": "absent"}, env=vsphere_env)
+    res, _playbook = run_module(M, {"name": "team-a", "state": "absent"}, env=vsphere_env)
     assert res["changed"] is True and raw(vsphere, "team-a") is None
-    res, _ = run_module(M, {"name": "team-a", "state": "absent"}, env=vsphere_env)
+    res, _playbook = run_module(M, {"name": "team-a", "state": "absent"}, env=vsphere_env)
     assert res["changed"] is False
 
 
@@ -132,7 +132,7 @@ def test_bad_input_changes_nothing(vsphere, vsphere_env, seeded):
         ({"name": "orphan", "description": "x"}, "cluster or supervisor is required"),
     ]
     for args, msg in cases:
-        res, _ = run_module(M, args, env=vsphere_env)
+        res, _playbook = run_module(M, args, env=vsphere_env)
         assert res.get("failed"), args
         assert msg in res["msg"], res["msg"]
     c = rest(vsphere)
@@ -150,11 +150,11 @@ def test_create_by_supervisor_id(vsphere, vsphere_env, seeded):
     finally:
         c.close()
     args = {"name": "team-v2", "supervisor": sup, "vm_classes": ["gpu-small"]}
-    res, _ = run_module(M, args, env=vsphere_env)
+    res, _playbook = run_module(M, args, env=vsphere_env)
     assert res["changed"] is True, res.get("msg")
     assert raw(vsphere, "team-v2")["vm_service_spec"]["vm_classes"] == ["gpu-small"]
     assert vsphere.stats()["rest"]["paths"].get("POST %s/v2" % NS) == 1
-    res, _ = run_module(M, args, env=vsphere_env)
+    res, _playbook = run_module(M, args, env=vsphere_env)
     assert res["changed"] is False
-    res, _ = run_module(M, {"name": "team-v2", "state": "absent"}, env=vsphere_env)
+    res, _playbook = run_module(M, {"name": "team-v2", "state": "absent"}, env=vsphere_env)
     assert res["changed"] is True and raw(vsphere, "team-v2") is None

@@ -40,13 +40,13 @@ BASE = {"name": "gpu-small", "cpu_count": 4, "memory_mb": 16384, "vgpu_profiles"
 
 
 def test_create_rerun_check_diff_update_delete(vsphere, vsphere_env):
-    res, _ = run_module(M, BASE, env=vsphere_env, check=True, diff=True)
+    res, _playbook = run_module(M, BASE, env=vsphere_env, check=True, diff=True)
     assert not res.get("failed"), res.get("msg")
     assert res["changed"] is True and res["diff"]["before"] is None
     assert res["diff"]["after"]["memory_reservation"] == 100
     assert raw(vsphere, "gpu-small") is None
 
-    res, _ = run_module(M, BASE, env=vsphere_env)
+    res, _playbook = run_module(M, BASE, env=vsphere_env)
     assert res["changed"] is True and res["api_form"] == "config_spec"
     info = raw(vsphere, "gpu-small")
     assert info["cpu_count"] == 4 and info["memory_mb"] == 16384 and info["memory_reservation"] == 100
@@ -55,37 +55,37 @@ def test_create_rerun_check_diff_update_delete(vsphere, vsphere_env):
     assert change["device"]["backing"]["vgpu"] == "nvidia_h100-1-10c"
     assert info["config_spec"]["numCPUs"] == 4 and info["config_spec"]["memoryMB"] == 16384
 
-    res, _ = run_module(M, BASE, env=vsphere_env)
+    res, _playbook = run_module(M, BASE, env=vsphere_env)
     assert res["changed"] is False, res["changed_fields"]
 
     # one field: the others stay
-    res, _ = run_module(M, {"name": "gpu-small", "cpu_count": 8}, env=vsphere_env, diff=True)
+    res, _playbook = run_module(M, {"name": "gpu-small", "cpu_count": 8}, env=vsphere_env, diff=True)
     assert res["changed"] is True and res["changed_fields"] == ["cpu_count"]
     assert res["diff"]["before"]["cpu_count"] == 4 and res["diff"]["after"]["cpu_count"] == 8
     info = raw(vsphere, "gpu-small")
     assert info["cpu_count"] == 8 and info["memory_mb"] == 16384 and info["description"] == "inference"
     assert info["config_spec"]["deviceChange"][0]["device"]["backing"]["vgpu"] == "nvidia_h100-1-10c"
 
-    res, _ = run_module(M, {"name": "gpu-small", "state": "absent"}, env=vsphere_env, check=True)
+    res, _playbook = run_module(M, {"name": "gpu-small", "state": "absent"}, env=vsphere_env, check=True)
     assert res["changed"] is True and raw(vsphere, "gpu-small") is not None
-    res, _ = run_module(M, {"name": "gpu-small", "state": "absent"}, env=vsphere_env)
+    res, _playbook = run_module(M, {"name": "gpu-small", "state": "absent"}, env=vsphere_env)
     assert res["changed"] is True and raw(vsphere, "gpu-small") is None
-    res, _ = run_module(M, {"name": "gpu-small", "state": "absent"}, env=vsphere_env)
+    res, _playbook = run_module(M, {"name": "gpu-small", "state": "absent"}, env=vsphere_env)
     assert res["changed"] is False
 
 
 def test_legacy_devices_form(vsphere, vsphere_env):
     args = dict(BASE, name="gpu-legacy", api_form="devices", vgpu_profiles=["nvidia_h100-80c", "nvidia_h100-80c"])
-    res, _ = run_module(M, args, env=vsphere_env)
+    res, _playbook = run_module(M, args, env=vsphere_env)
     assert res["changed"] is True and res["api_form"] == "devices"
     info = raw(vsphere, "gpu-legacy")
     assert info["devices"]["vgpu_devices"] == [{"profile_name": "nvidia_h100-80c"}] * 2
-    res, _ = run_module(M, args, env=vsphere_env)
+    res, _playbook = run_module(M, args, env=vsphere_env)
     assert res["changed"] is False
     # read in the legacy form, rewritten in the config_spec form without counting profiles twice
-    res, _ = run_module(M, dict(args, api_form="config_spec", description="moved"), env=vsphere_env)
+    res, _playbook = run_module(M, dict(args, api_form="config_spec", description="moved"), env=vsphere_env)
     assert res["changed"] is True and res["changed_fields"] == ["description"]
-    res, _ = run_module(M, dict(args, api_form="config_spec", description="moved"), env=vsphere_env)
+    res, _playbook = run_module(M, dict(args, api_form="config_spec", description="moved"), env=vsphere_env)
     assert res["changed"] is False
 
 
@@ -99,7 +99,7 @@ def test_bad_input_changes_nothing(vsphere, vsphere_env):
         (dict(BASE, name="bad5", cpu_reservation=150), "cpu_reservation must be a percentage"),
     ]
     for args, msg in cases:
-        res, _ = run_module(M, args, env=vsphere_env)
+        res, _playbook = run_module(M, args, env=vsphere_env)
         assert res.get("failed"), args
         assert msg in res["msg"], res["msg"]
         if "offered" in msg:
@@ -114,11 +114,11 @@ def test_bad_input_changes_nothing(vsphere, vsphere_env):
 
 
 def test_reservation_forced_to_100_on_existing_class(vsphere, vsphere_env):
-    res, _ = run_module(M, {"name": "cpu-only", "cpu_count": 2, "memory_mb": 4096, "memory_reservation": 20},
-                        env=vsphere_env)
+    res, _playbook = run_module(M, {"name": "cpu-only", "cpu_count": 2, "memory_mb": 4096, "memory_reservation": 20},
+                                env=vsphere_env)
     assert res["changed"] is True and raw(vsphere, "cpu-only")["memory_reservation"] == 20
-    res, _ = run_module(M, {"name": "cpu-only", "vgpu_profiles": ["nvidia_h100-2-20c"]}, env=vsphere_env)
+    res, _playbook = run_module(M, {"name": "cpu-only", "vgpu_profiles": ["nvidia_h100-2-20c"]}, env=vsphere_env)
     assert res["changed"] is True and sorted(res["changed_fields"]) == ["memory_reservation", "vgpu_profiles"]
     assert raw(vsphere, "cpu-only")["memory_reservation"] == 100
-    res, _ = run_module(M, {"name": "cpu-only", "memory_reservation": 20}, env=vsphere_env)
+    res, _playbook = run_module(M, {"name": "cpu-only", "memory_reservation": 20}, env=vsphere_env)
     assert res.get("failed") and "memory_reservation 20%" in res["msg"]

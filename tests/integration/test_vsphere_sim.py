@@ -98,7 +98,9 @@ def test_gpus_in_pci_devices(si, host, device_id, count):
 
 
 def test_shared_gpu_capabilities_per_model(si):
-    caps = lambda h: {c.vgpu for c in obj(si, vim.HostSystem, h).config.sharedGpuCapabilities}  # noqa: E731
+    def caps(host):
+        return {c.vgpu for c in obj(si, vim.HostSystem, host).config.sharedGpuCapabilities}
+
     h100 = caps("h100-a")
     assert {"nvidia_h100-80c", "nvidia_h100-4c", "nvidia_h100-3-40c", "nvidia_h100-7-80c", "nvidia_h100-1-10cme"} <= h100
     assert not any(p.endswith("q") for p in h100)
@@ -286,7 +288,7 @@ def test_drs_override_remove(si):
 def test_stats_count_requests(si, sim):
     sim.reset_stats()
     host = obj(si, vim.HostSystem, "mgmt-01")
-    _ = host.name
+    host_name = host.name
     stats = sim.stats()
     assert stats["soap"]["total"] >= 2
     methods = stats["soap"]["methods"]
