@@ -57,31 +57,31 @@ def test_token_lifecycle(dls, tmp_path):
     assert "diff" in res and token not in json.dumps(res["diff"])
     # still valid: nothing to do, no request at all
     before = len(dls.state.requests)
-    res, _ = run_module("gpupool.vcf.dls_client_token", args(dls, dest, expiry_days=200))
+    res = run_module("gpupool.vcf.dls_client_token", args(dls, dest, expiry_days=200))[0]
     assert res["changed"] is False and res["reason"] == "valid"
     assert len(dls.state.requests) == before
     # force makes a new one
-    res, _ = run_module("gpupool.vcf.dls_client_token", args(dls, dest, expiry_days=200, force=True))
+    res = run_module("gpupool.vcf.dls_client_token", args(dls, dest, expiry_days=200, force=True))[0]
     assert res["changed"] is True and res["reason"] == "force" and dest.read_text().strip() != token
     # another address type is another token
-    res, _ = run_module("gpupool.vcf.dls_client_token", args(dls, dest, expiry_days=200, address_type="ipv4"))
+    res = run_module("gpupool.vcf.dls_client_token", args(dls, dest, expiry_days=200, address_type="ipv4"))[0]
     assert res["changed"] is True and res["reason"] == "settings"
     assert res["address"] == dls.state.node["network_location"]
     # a token file that no longer matches its metadata is replaced
     dest.write_text("edited by hand\n")
-    res, _ = run_module("gpupool.vcf.dls_client_token", args(dls, dest, expiry_days=200, address_type="ipv4"))
+    res = run_module("gpupool.vcf.dls_client_token", args(dls, dest, expiry_days=200, address_type="ipv4"))[0]
     assert res["changed"] is True and res["reason"] == "unknown"
 
 
 def test_renews_inside_the_margin(dls, tmp_path):
     dest = tmp_path / "t.tok"
     a = args(dls, dest, expiry_days=20, renew_before_days=30)
-    res, _ = run_module("gpupool.vcf.dls_client_token", a)
+    res = run_module("gpupool.vcf.dls_client_token", a)[0]
     assert res.get("failed") and "renew_before_days" in res["msg"]
     a["renew_before_days"] = 5
     assert run_module("gpupool.vcf.dls_client_token", a)[0]["changed"] is True
     a.update(renew_before_days=19)
-    res, _ = run_module("gpupool.vcf.dls_client_token", a)
+    res = run_module("gpupool.vcf.dls_client_token", a)[0]
     assert res["changed"] is False
     a.update(renew_before_days=19, expiry_days=40)  # 20 days left <= 19? no; 40-day setting does not matter
     assert run_module("gpupool.vcf.dls_client_token", a)[0]["changed"] is False
@@ -89,13 +89,13 @@ def test_renews_inside_the_margin(dls, tmp_path):
     m = json.loads(meta.read_text())
     m["expiry"] = (datetime.date.today() + datetime.timedelta(days=3)).isoformat()
     meta.write_text(json.dumps(m))
-    res, _ = run_module("gpupool.vcf.dls_client_token", a)
+    res = run_module("gpupool.vcf.dls_client_token", a)[0]
     assert res["changed"] is True and res["reason"] == "expiring"
 
 
 def test_expired_bearer_token_logs_in_again(dls, tmp_path):
     dls.state.expire_next_bearer = 1
-    res, _ = run_module("gpupool.vcf.dls_client_token", args(dls, tmp_path / "t.tok"))
+    res = run_module("gpupool.vcf.dls_client_token", args(dls, tmp_path / "t.tok"))[0]
     assert res["changed"] is True, res
     assert dls.state.count("POST", "/auth/v1/login") == 2
 
@@ -106,7 +106,7 @@ def test_errors_fail_clearly_and_write_nothing(dls, tmp_path):
     assert res.get("failed") and "401" in res["msg"] and "/auth/v1/login" in res["msg"], res
     assert "wrong" not in run.stdout.replace('"password": "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"', "")
     dls.state.service_instance = None
-    res, _ = run_module("gpupool.vcf.dls_client_token", args(dls, dest))
+    res = run_module("gpupool.vcf.dls_client_token", args(dls, dest))[0]
     assert res.get("failed") and "404" in res["msg"] and "Service instance not found" in res["msg"], res
     assert not dest.exists()
 
@@ -115,11 +115,11 @@ def test_certificate_and_appliance_down(dls, tmp_path):
     dest = tmp_path / "t.tok"
     a = args(dls, dest)
     del a["ca_file"]
-    res, _ = run_module("gpupool.vcf.dls_client_token", a, env={"SSL_CERT_FILE": os.devnull})
+    res = run_module("gpupool.vcf.dls_client_token", a, env={"SSL_CERT_FILE": os.devnull})[0]
     assert res.get("failed") and "TLS" in res["msg"], res
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         free = s.getsockname()[1]
-    res, _ = run_module("gpupool.vcf.dls_client_token", args(dls, dest, port=free))
+    res = run_module("gpupool.vcf.dls_client_token", args(dls, dest, port=free))[0]
     assert res.get("failed") and "refused" in res["msg"].lower(), res
     assert not dest.exists()

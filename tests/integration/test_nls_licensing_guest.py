@@ -1,6 +1,5 @@
 """Role nls_licensing on a Linux guest, against localhost under a temporary root, with a stand-in
 nvidia-smi printing a realistic sample; module nvidia_license_info on the same samples."""
-import os
 import stat
 from pathlib import Path
 
@@ -69,11 +68,11 @@ def test_guest_licensing_fails_when_unlicensed_or_no_driver(tmp_path):
 
 
 def test_nvidia_license_info_module(tmp_path):
-    res, _ = run_module("gpupool.vcf.nvidia_license_info", {"nvidia_smi": fake_smi(tmp_path, "expired")})
+    res = run_module("gpupool.vcf.nvidia_license_info", {"nvidia_smi": fake_smi(tmp_path, "expired")})[0]
     assert res["changed"] is False and res["driver_present"] and not res["licensed"]
     assert res["gpus"][0]["expired"] is True
-    res, _ = run_module("gpupool.vcf.nvidia_license_info", {"nvidia_smi": "nvidia-smi-not-installed"})
+    res = run_module("gpupool.vcf.nvidia_license_info", {"nvidia_smi": "nvidia-smi-not-installed"})[0]
     assert res["driver_present"] is False and "not found" in res["message"]
-    res, _ = run_module("gpupool.vcf.nvidia_license_info", {"nvidia_smi": fake_smi(tmp_path, "no_driver", rc=9)},
-                        check=True)
+    res = run_module("gpupool.vcf.nvidia_license_info", {"nvidia_smi": fake_smi(tmp_path, "no_driver", rc=9)},
+                        check=True)[0]
     assert res["driver_present"] is False and not res.get("failed")

@@ -44,13 +44,13 @@ def test_vks_node_pool_lifecycle(k8s_rig, k8s_api, k8s_namespace):
         {"name": "inference", "replicas": 2, "vm_class": "vmclass-h100-80c",
          "labels": {"gpupool.vcf/workload": "inference"}, "taints": [TAINT]}]}
     # check mode predicts, nothing stored
-    res, _ = run_module("gpupool.vcf.vks_node_pool", args, env=env, check=True, diff=True)
+    res = run_module("gpupool.vcf.vks_node_pool", args, env=env, check=True, diff=True)[0]
     assert res.get("changed") is True, res
     assert "inference" not in _mds(k8s_api, k8s_namespace, "gpu-cluster")[0]
     predicted = res["machine_deployments"]
     assert res["diff"]["before"]["machineDeployments"][0]["name"] == "cpu"
     # converge
-    res, _ = run_module("gpupool.vcf.vks_node_pool", args, env=env, diff=True)
+    res = run_module("gpupool.vcf.vks_node_pool", args, env=env, diff=True)[0]
     assert res.get("changed") is True, res
     assert res["machine_deployments"] == predicted
     mds, obj = _mds(k8s_api, k8s_namespace, "gpu-cluster")
@@ -61,22 +61,22 @@ def test_vks_node_pool_lifecycle(k8s_rig, k8s_api, k8s_namespace):
     assert ovs["node"] == {"labels": {"gpupool.vcf/workload": "inference"}, "taints": [TAINT]}
     assert res["variable_plan"]["taints"] == {"variable": "node", "property": "taints"}
     # second run: nothing to change
-    res, _ = run_module("gpupool.vcf.vks_node_pool", args, env=env)
+    res = run_module("gpupool.vcf.vks_node_pool", args, env=env)[0]
     assert res.get("changed") is False, res
     # scale only: labels and taints left alone
-    res, _ = run_module("gpupool.vcf.vks_node_pool", {**args, "node_pools": [{"name": "inference", "replicas": 3}]},
-                        env=env)
+    res = run_module("gpupool.vcf.vks_node_pool", {**args, "node_pools": [{"name": "inference", "replicas": 3}]},
+                        env=env)[0]
     assert res["changed"] is True
-    mds, _ = _mds(k8s_api, k8s_namespace, "gpu-cluster")
+    mds = _mds(k8s_api, k8s_namespace, "gpu-cluster")[0]
     assert mds["inference"]["replicas"] == 3 and mds["cpu"]["replicas"] == 2
     assert {o["name"] for o in mds["inference"]["variables"]["overrides"]} == {"vmClass", "node"}
     # bad input fails with no change
-    res, _ = run_module("gpupool.vcf.vks_node_pool", {**args, "node_pools": [{"name": "Bad_Name", "replicas": 1}]},
-                        env=env)
+    res = run_module("gpupool.vcf.vks_node_pool", {**args, "node_pools": [{"name": "Bad_Name", "replicas": 1}]},
+                        env=env)[0]
     assert res.get("failed") and "Unable to update the node pools of Cluster" in res["msg"]
     assert set(_mds(k8s_api, k8s_namespace, "gpu-cluster")[0]) == {"cpu", "inference"}
     # purge removes what is not listed
-    res, _ = run_module("gpupool.vcf.vks_node_pool", {**args, "purge": True}, env=env)
+    res = run_module("gpupool.vcf.vks_node_pool", {**args, "purge": True}, env=env)[0]
     assert res["changed"] is True
     assert set(_mds(k8s_api, k8s_namespace, "gpu-cluster")[0]) == {"inference"}
 
@@ -98,9 +98,9 @@ def test_vks_node_pool_retries_on_conflict(k8s_rig, k8s_api, k8s_namespace):
     t = threading.Thread(target=other_writer, daemon=True)
     t.start()
     try:
-        res, _ = run_module("gpupool.vcf.vks_node_pool", {
+        res = run_module("gpupool.vcf.vks_node_pool", {
             "namespace": k8s_namespace, "cluster_name": "busy", "retries": 50,
-            "node_pools": [{"name": "train", "replicas": 1, "vm_class": "vmclass-a100-7-10c"}]}, env=k8s_rig.env)
+            "node_pools": [{"name": "train", "replicas": 1, "vm_class": "vmclass-a100-7-10c"}]}, env=k8s_rig.env)[0]
     finally:
         stop.set()
         t.join()
@@ -114,17 +114,17 @@ def test_legacy_class_labels_work_and_taints_fail_clearly(k8s_rig, k8s_api, k8s_
     args = {"namespace": k8s_namespace, "cluster_name": "legacy",
             "node_pools": [{"name": "gpu", "replicas": 1, "vm_class": "vmclass-h100-80c",
                             "labels": {"gpupool.vcf/workload": "training"}}]}
-    res, _ = run_module("gpupool.vcf.vks_node_pool", args, env=k8s_rig.env)
+    res = run_module("gpupool.vcf.vks_node_pool", args, env=k8s_rig.env)[0]
     assert res.get("changed") is True, res
     assert res["variable_plan"]["labels"] == {"variable": "nodePoolLabels", "property": None, "form": "kv_list"}
-    mds, _ = _mds(k8s_api, k8s_namespace, "legacy")
+    mds = _mds(k8s_api, k8s_namespace, "legacy")[0]
     ovs = {o["name"]: o["value"] for o in mds["gpu"]["variables"]["overrides"]}
     assert ovs["nodePoolLabels"] == [{"key": "gpupool.vcf/workload", "value": "training"}]
     args["node_pools"][0]["taints"] = [TAINT]
-    res, _ = run_module("gpupool.vcf.vks_node_pool", args, env=k8s_rig.env)
+    res = run_module("gpupool.vcf.vks_node_pool", args, env=k8s_rig.env)[0]
     assert res.get("failed") and "no variable for node taints" in res["msg"], res
     assert "nodePoolLabels" in res["msg"]
-    mds2, _ = _mds(k8s_api, k8s_namespace, "legacy")
+    mds2 = _mds(k8s_api, k8s_namespace, "legacy")[0]
     assert mds2 == mds
 
 
@@ -146,7 +146,7 @@ def test_role_vks_gpu_node_pools(k8s_rig, k8s_api, k8s_namespace):
         runs[mode] = r.result("gpupool.vcf.vks_gpu_node_pools : Node pools of VKS cluster %s/roles" % k8s_namespace)
     assert runs["check"]["changed"] and runs["converge"]["changed"] and not runs["again"]["changed"]
     assert runs["check"]["machine_deployments"] == runs["converge"]["machine_deployments"]
-    mds, _ = _mds(k8s_api, k8s_namespace, "roles")
+    mds = _mds(k8s_api, k8s_namespace, "roles")[0]
     node = {o["name"]: o["value"] for o in mds["inference"]["variables"]["overrides"]}["node"]
     assert node["taints"] == [TAINT]
     assert "node" not in {o["name"] for o in mds["cpu"]["variables"]["overrides"]}
