@@ -28,6 +28,13 @@ options:
       - Run nvidia-smi inside this root (C(/run/nvidia/driver) on a node whose driver the GPU
         Operator's driver container provides).
     type: path
+attributes:
+  check_mode:
+    description: Runs as usual; it changes nothing.
+    support: full
+  diff_mode:
+    description: Nothing to compare; it changes nothing.
+    support: none
 """
 
 EXAMPLES = r"""

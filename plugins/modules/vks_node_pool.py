@@ -89,6 +89,13 @@ options:
     description: How many times a conflicting update is re-read and retried.
     type: int
     default: 5
+attributes:
+  check_mode:
+    description: Sends the update as a server-side dry run (the Supervisor's validation runs, nothing is stored) and returns the node pools it would write.
+    support: full
+  diff_mode:
+    description: Returns the Cluster's machineDeployments before and after.
+    support: full
 """
 
 EXAMPLES = r"""
