@@ -73,6 +73,6 @@ def test_nvidia_license_info_module(tmp_path):
     assert res["gpus"][0]["expired"] is True
     res = run_module("gpupool.vcf.nvidia_license_info", {"nvidia_smi": "nvidia-smi-not-installed"})[0]
     assert res["driver_present"] is False and "not found" in res["message"]
-    res = run_module("gpupool.vcf.nvidia_license_info", {"nvidia_smi": fake_smi(tmp_path, "no_driver", rc=9)},
-                        check=True)[0]
+    no_driver = {"nvidia_smi": fake_smi(tmp_path, "no_driver", rc=9)}
+    res = run_module("gpupool.vcf.nvidia_license_info", no_driver, check=True)[0]
     assert res["driver_present"] is False and not res.get("failed")

@@ -1,9 +1,8 @@
-"""The Kubernetes rig's fixtures (tests/sim/k8s_fixtures.py) for this folder."""
-import sys
-from pathlib import Path
+"""The Kubernetes rig's fixtures (tests/sim/k8s_fixtures.py) for this folder.
 
-_SIM = str(Path(__file__).resolve().parents[2] / "sim")
-if _SIM not in sys.path:
-    sys.path.insert(0, _SIM)
+tests/conftest.py puts tests/sim on the import path; the fixtures are re-exported here so
+pytest finds them for the tests of this folder.
+"""
+from k8s_fixtures import k8s_api, k8s_namespace, k8s_rig, k8s_rig_instance
 
-from k8s_fixtures import k8s_api, k8s_namespace, k8s_rig, k8s_rig_instance  # noqa: E402,F401
+__all__ = ["k8s_api", "k8s_namespace", "k8s_rig", "k8s_rig_instance"]

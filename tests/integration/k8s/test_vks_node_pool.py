@@ -64,15 +64,15 @@ def test_vks_node_pool_lifecycle(k8s_rig, k8s_api, k8s_namespace):
     res = run_module("gpupool.vcf.vks_node_pool", args, env=env)[0]
     assert res.get("changed") is False, res
     # scale only: labels and taints left alone
-    res = run_module("gpupool.vcf.vks_node_pool", {**args, "node_pools": [{"name": "inference", "replicas": 3}]},
-                        env=env)[0]
+    scale_only = {**args, "node_pools": [{"name": "inference", "replicas": 3}]}
+    res = run_module("gpupool.vcf.vks_node_pool", scale_only, env=env)[0]
     assert res["changed"] is True
     mds = _mds(k8s_api, k8s_namespace, "gpu-cluster")[0]
     assert mds["inference"]["replicas"] == 3 and mds["cpu"]["replicas"] == 2
     assert {o["name"] for o in mds["inference"]["variables"]["overrides"]} == {"vmClass", "node"}
     # bad input fails with no change
-    res = run_module("gpupool.vcf.vks_node_pool", {**args, "node_pools": [{"name": "Bad_Name", "replicas": 1}]},
-                        env=env)[0]
+    bad_name = {**args, "node_pools": [{"name": "Bad_Name", "replicas": 1}]}
+    res = run_module("gpupool.vcf.vks_node_pool", bad_name, env=env)[0]
     assert res.get("failed") and "Unable to update the node pools of Cluster" in res["msg"]
     assert set(_mds(k8s_api, k8s_namespace, "gpu-cluster")[0]) == {"cpu", "inference"}
     # purge removes what is not listed
