@@ -36,6 +36,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import re
 from collections import OrderedDict
 
 LINKS = ("esxi", "vsphere", "vks", "guest")
@@ -371,9 +372,18 @@ def _pools(derived):
     return out
 
 
+def licensing_secret_matches(name, secret_name):
+    """The design's licensing Secret, or one nls_licensing made from it (``<secret_name>-<content hash>``)."""
+    return name == secret_name or re.match(r"^%s-[0-9a-f]{10}$" % re.escape(secret_name), name or "") is not None
+
+
 def audit_guest(derived, nodes=None, namespaces=None, resource_quotas=None, secrets=None,
-                priority_classes=None):
-    """Findings of the guest link: GPU nodes, tenant quotas, PriorityClasses, licensing Secret."""
+                priority_classes=None, licensing_secret_in_use=None):
+    """Findings of the guest link: GPU nodes, tenant quotas, PriorityClasses, licensing Secret.
+
+    The licensing Secret is the one the ClusterPolicy names (``licensing_secret_in_use``) when there
+    is one, else any Secret named as the design says or ``<secret_name>-<hash>`` (rotation by name).
+    """
     out = []
     guest = derived.get("guest") or {}
     pools = _pools(derived)
@@ -469,11 +479,18 @@ def audit_guest(derived, nodes=None, namespaces=None, resource_quotas=None, secr
     licensing = guest.get("licensing") or {}
     if secrets is not None and licensing.get("nls_enabled", True) and licensing.get("secret_name"):
         ns = (guest.get("gpu_operator") or {}).get("namespace") or "gpu-operator"
-        if licensing["secret_name"] not in (secrets.get(ns) or []):
+        present = secrets.get(ns) or []
+        if licensing_secret_in_use:
+            missing = licensing_secret_in_use if licensing_secret_in_use not in present else None
+            what = "the ClusterPolicy names licensing Secret %s, which is not in namespace %s" % (missing, ns)
+        else:
+            found = [n for n in present if licensing_secret_matches(n, licensing["secret_name"])]
+            missing = None if found else licensing["secret_name"]
+            what = "no licensing Secret %s (or %s-<hash>) is in namespace %s" % (missing, missing, ns)
+        if missing:
             out.append(finding(
-                "licensing_secret_missing", "secret %s/%s" % (ns, licensing["secret_name"]),
-                "the licensing Secret %s is not in namespace %s: guest vGPU drivers run unlicensed and "
-                "are throttled" % (licensing["secret_name"], ns),
+                "licensing_secret_missing", "secret %s/%s" % (ns, missing),
+                "%s: guest vGPU drivers run unlicensed and are throttled" % what,
                 "create it from a DLS client configuration token (nls_licensing role)"))
     return out
 

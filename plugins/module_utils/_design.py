@@ -1248,8 +1248,85 @@ def _derive_guest(ctx):
     ])
 
 
+def _derive_roles(ctx, vks, guest):
+    """Each Kubernetes role's variables for the design, so a playbook only passes them through.
+
+    What the roles create with these variables is what ``guest`` (the audit's expectation) lists.
+    """
+    d = ctx.d
+    node_pools = [OrderedDict([
+        ("vks_gpu_node_pools_cluster_name", cluster["name"]),
+        ("vks_gpu_node_pools_namespace", cluster["namespace"]),
+        ("vks_gpu_node_pools_node_pools", [OrderedDict([
+            ("name", p["name"]), ("replicas", p["replicas"]), ("vm_class", p["vm_class"]),
+            ("labels", p["labels"]), ("taints", p["taints"]), ("gpu", True)]) for p in cluster["node_pools"]]),
+    ]) for cluster in vks["clusters"].values()]
+    operator = guest["gpu_operator"]
+    licensing = guest["licensing"]
+    time_slicing = OrderedDict()
+    for pool_name, config in guest["time_slicing"]["data"].items():
+        ts = config["sharing"]["timeSlicing"]
+        time_slicing[pool_name] = OrderedDict([
+            ("replicas", ts["resources"][0]["replicas"]),
+            ("resources", [r["name"] for r in ts["resources"]]),
+            ("rename_by_default", ts["renameByDefault"]),
+            ("fail_requests_greater_than_one", ts["failRequestsGreaterThanOne"])])
+    gpu_operator = OrderedDict([
+        ("gpu_operator_namespace", operator["namespace"]),
+        ("gpu_operator_mig_strategy", operator["mig_strategy"]),
+        ("gpu_operator_mig_manager_enabled", operator["mig_manager_enabled"]),
+        ("gpu_operator_time_slicing", time_slicing),
+        ("gpu_operator_device_plugin_config_name", guest["time_slicing"]["config_name"]),
+        ("gpu_operator_licensing_secret_name", licensing["secret_name"]),
+    ])
+    nls_licensing = OrderedDict([
+        ("nls_licensing_operator_namespace", operator["namespace"]),
+        ("nls_licensing_secret_prefix", licensing["secret_name"]),
+        ("nls_licensing_feature_type", licensing["feature_type"]),
+    ])
+    quotas = OrderedDict()
+    for q in guest["resource_quotas"]:
+        spec = q["spec"]
+        entry = OrderedDict([("name", q["metadata"]["name"]), ("hard", OrderedDict(spec["hard"]))])
+        if spec.get("scopeSelector"):
+            entry["priority_class"] = spec["scopeSelector"]["matchExpressions"][0]["values"][0]
+        quotas.setdefault(q["metadata"]["namespace"], []).append(entry)
+    training = set(q["metadata"]["namespace"] for q in guest["kueue"]["local_queues"])
+    tenants = [OrderedDict([
+        ("namespace", ns["metadata"]["name"]),
+        ("labels", OrderedDict(ns["metadata"]["labels"])),
+        ("training", ns["metadata"]["name"] in training),
+        ("quotas", quotas.get(ns["metadata"]["name"], [])),
+    ]) for ns in guest["namespaces"]]
+    policy = OrderedDict([
+        ("gpu_scheduling_policy_priority_classes", [OrderedDict([
+            ("name", pc["metadata"]["name"]), ("value", pc["value"]),
+            ("preemption_policy", pc["preemptionPolicy"]), ("description", pc["description"])])
+            for pc in guest["priority_classes"]]),
+        ("gpu_scheduling_policy_tenants", tenants),
+        ("gpu_scheduling_policy_kueue", bool(guest["kueue"]["cluster_queues"])),
+    ])
+    gang = [p for p in d["pools"] if p["shape"] == "training" and p["training"]["gang_scheduling"]]
+    if gang:
+        # the role keeps one training pool's queue: the first gang-scheduled one
+        cq = guest["kueue"]["cluster_queues"][0]
+        flavor = guest["kueue"]["resource_flavors"][0]
+        group = cq["spec"]["resourceGroups"][0]["flavors"][0]
+        policy.update([
+            ("gpu_scheduling_policy_training_flavor", flavor["metadata"]["name"]),
+            ("gpu_scheduling_policy_training_cluster_queue", cq["metadata"]["name"]),
+            ("gpu_scheduling_policy_training_local_queue", gang[0]["name"]),
+            ("gpu_scheduling_policy_training_node_labels", OrderedDict(flavor["spec"]["nodeLabels"])),
+            ("gpu_scheduling_policy_training_tolerations", list(flavor["spec"]["tolerations"])),
+            ("gpu_scheduling_policy_training_resources",
+             OrderedDict((r["name"], r["nominalQuota"]) for r in group["resources"])),
+        ])
+    return OrderedDict([("vks_gpu_node_pools", node_pools), ("nls_licensing", nls_licensing),
+                        ("gpu_operator", gpu_operator), ("gpu_scheduling_policy", policy)])
+
+
 def derive(design):
-    """The per-link inputs of a valid design: ``{esxi, vsphere, vks, guest}`` (see docs/design.md).
+    """The per-link inputs of a valid design: ``{esxi, vsphere, vks, guest, roles}`` (see docs/design.md).
 
     Raises ``DesignError`` listing the errors when the design has any.
     """
@@ -1259,6 +1336,7 @@ def derive(design):
     if errs:
         raise DesignError(errs)
     ctx = _Context(d)
+    vks, guest = _derive_vks(ctx), _derive_guest(ctx)
     return OrderedDict([
         ("design", d["name"]),
         ("vcenter", OrderedDict([("hostname", d["vcenter"]["hostname"]),
@@ -1266,6 +1344,7 @@ def derive(design):
         ("supervisor", OrderedDict((k, d["supervisor"][k]) for k in ("name", "endpoint", "storage_policy"))),
         ("esxi", _derive_esxi(ctx)),
         ("vsphere", _derive_vsphere(ctx)),
-        ("vks", _derive_vks(ctx)),
-        ("guest", _derive_guest(ctx)),
+        ("vks", vks),
+        ("guest", guest),
+        ("roles", _derive_roles(ctx, vks, guest)),
     ])

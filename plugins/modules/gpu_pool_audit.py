@@ -281,21 +281,27 @@ def read_guest(api, derived):
             quotas[ns] = dict((q.metadata.name, dict(q.spec.hard or {}))
                               for q in core.list_namespaced_resource_quota(ns).items)
         secrets = {}
+        in_use = None
         licensing = guest.get("licensing") or {}
         op_ns = (guest.get("gpu_operator") or {}).get("namespace") or "gpu-operator"
         if licensing.get("secret_name"):
+            # names only: nls_licensing rotates the Secret by name (<secret_name>-<content hash>)
+            secrets[op_ns] = [s.metadata.name for s in core.list_namespaced_secret(op_ns).items] \
+                if op_ns in namespaces else []
             try:
-                core.read_namespaced_secret(licensing["secret_name"], op_ns)
-                secrets[op_ns] = [licensing["secret_name"]]
+                policy = client.CustomObjectsApi(api).get_cluster_custom_object(
+                    "nvidia.com", "v1", "clusterpolicies", "cluster-policy")
+                in_use = (((policy.get("spec") or {}).get("driver") or {}).get("licensingConfig") or {}).get(
+                    "secretName") or None
             except client.exceptions.ApiException as exc:
                 if _status(exc) != 404:
                     raise
-                secrets[op_ns] = []
         pcs = dict((pc.metadata.name, dict(value=pc.value, preemptionPolicy=pc.preemption_policy))
                    for pc in sched.list_priority_class().items)
     except client.exceptions.ApiException as exc:
         raise LinkError("%s %s" % (_status(exc), exc.reason))
-    return dict(nodes=nodes, namespaces=namespaces, resource_quotas=quotas, secrets=secrets, priority_classes=pcs)
+    return dict(nodes=nodes, namespaces=namespaces, resource_quotas=quotas, secrets=secrets, priority_classes=pcs,
+                licensing_secret_in_use=in_use)
 
 
 # --- the module -----------------------------------------------------------------------------------

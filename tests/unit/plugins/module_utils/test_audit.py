@@ -417,3 +417,22 @@ def test_render_json_and_stable():
     assert "No findings." in a.render("pool", [], a.summarize([]), [], "markdown")
     with pytest.raises(ValueError):
         a.render("pool", f, a.summarize(f), [], "pdf")
+
+
+def test_licensing_secret_rotated_by_name_is_accepted(derived):
+    live = good_guest(derived)
+    live["secrets"] = {"gpu-operator": ["licensing-config-0123456789"]}
+    assert a.audit_guest(derived, **live) == []
+    live["secrets"] = {"gpu-operator": ["licensing-config-old", "other"]}
+    assert rules(a.audit_guest(derived, **live)) == [("licensing_secret_missing", "secret gpu-operator/licensing-config")]
+
+
+def test_licensing_secret_named_by_cluster_policy(derived):
+    live = good_guest(derived)
+    live["secrets"] = {"gpu-operator": ["licensing-config-0123456789"]}
+    live["licensing_secret_in_use"] = "licensing-config-0123456789"
+    assert a.audit_guest(derived, **live) == []
+    live["licensing_secret_in_use"] = "licensing-config-abcdefabcd"
+    out = a.audit_guest(derived, **live)
+    assert rules(out) == [("licensing_secret_missing", "secret gpu-operator/licensing-config-abcdefabcd")]
+    assert "ClusterPolicy" in out[0]["message"]

@@ -513,3 +513,52 @@ def test_docs_explain_every_field():
 
     missing = [p for p in walk(_design_schema.DESIGN_SCHEMA, "") if "`%s`" % p not in docs]
     assert missing == []
+
+
+def test_derive_roles_match_guest():
+    derived = derive(EXAMPLE)
+    roles, guest = derived["roles"], derived["guest"]
+    pools = roles["vks_gpu_node_pools"]
+    assert [(p["vks_gpu_node_pools_cluster_name"], p["vks_gpu_node_pools_namespace"]) for p in pools] == \
+        [("gpu-workloads", "gpu-platform")]
+    want = derived["vks"]["clusters"]["gpu-workloads"]["node_pools"]
+    assert [(p["name"], p["replicas"], p["vm_class"], p["labels"], p["taints"]) for p in
+            pools[0]["vks_gpu_node_pools_node_pools"]] == \
+        [(p["name"], p["replicas"], p["vm_class"], p["labels"], p["taints"]) for p in want]
+    assert roles["nls_licensing"]["nls_licensing_secret_prefix"] == guest["licensing"]["secret_name"]
+    assert roles["nls_licensing"]["nls_licensing_operator_namespace"] == guest["gpu_operator"]["namespace"]
+    operator = roles["gpu_operator"]
+    assert operator["gpu_operator_mig_strategy"] == "single"
+    assert operator["gpu_operator_time_slicing"]["notebooks"]["replicas"] == 4
+    assert operator["gpu_operator_device_plugin_config_name"] == guest["time_slicing"]["config_name"]
+    policy = roles["gpu_scheduling_policy"]
+    assert [(c["name"], c["value"], c["preemption_policy"]) for c in policy["gpu_scheduling_policy_priority_classes"]] \
+        == [(c["metadata"]["name"], c["value"], c["preemptionPolicy"]) for c in guest["priority_classes"]]
+    # every quota the audit expects is one the role creates, with the same limits and scope
+    made = {}
+    for tenant in policy["gpu_scheduling_policy_tenants"]:
+        for q in tenant["quotas"]:
+            made[(tenant["namespace"], q["name"])] = (q["hard"], q.get("priority_class"))
+    expected = {}
+    for q in guest["resource_quotas"]:
+        scope = q["spec"].get("scopeSelector")
+        expected[(q["metadata"]["namespace"], q["metadata"]["name"])] = (
+            q["spec"]["hard"], scope["matchExpressions"][0]["values"][0] if scope else None)
+    assert made == expected
+    assert [t["namespace"] for t in policy["gpu_scheduling_policy_tenants"]] == \
+        [n["metadata"]["name"] for n in guest["namespaces"]]
+    training = {t["namespace"] for t in policy["gpu_scheduling_policy_tenants"] if t["training"]}
+    assert training == {q["metadata"]["namespace"] for q in guest["kueue"]["local_queues"]}
+    assert policy["gpu_scheduling_policy_kueue"] is True
+    assert policy["gpu_scheduling_policy_training_cluster_queue"] == "gpupool-training"
+    assert policy["gpu_scheduling_policy_training_resources"]["nvidia.com/gpu"] == 8
+
+
+def test_derive_roles_without_gang_training():
+    design = copy.deepcopy(EXAMPLE)
+    for pool in design["pools"]:
+        if pool["name"] == "training":
+            pool["training"] = {"gpus_per_job": 1, "gang_scheduling": False}
+    policy = derive(design)["roles"]["gpu_scheduling_policy"]
+    assert policy["gpu_scheduling_policy_kueue"] is False
+    assert "gpu_scheduling_policy_training_resources" not in policy
