@@ -50,17 +50,17 @@ class VsphereModule(AnsibleModule):
         if not HAS_PYVMOMI:
             self.fail_json(msg=missing_required_lib("pyvmomi"), exception=str(PYVMOMI_IMPORT_ERROR))
 
+    def _connection_args(self):
+        """The connection options, as both client layers take them."""
+        return dict((name, self.params[name]) for name in vsphere_argument_spec())
+
     def rest_client(self):
         """The vSphere Automation API (/api) session of this module run."""
         if self._rest is None:
             if not HAS_REQUESTS:
                 self.fail_json(msg=missing_required_lib("requests"), exception=str(REQUESTS_IMPORT_ERROR))
-            p = self.params
             try:
-                self._rest = VsphereRestClient(
-                    hostname=p["hostname"], username=p["username"], password=p["password"],
-                    port=p["port"], validate_certs=p["validate_certs"], ca_file=p["ca_file"],
-                    timeout=p["timeout"])
+                self._rest = VsphereRestClient(**self._connection_args())
             except VsphereError as exc:
                 self.fail_json(msg="Unable to connect to the vSphere API: %s" % exc)
         return self._rest
@@ -68,12 +68,8 @@ class VsphereModule(AnsibleModule):
     def client(self):
         """The session of this module run (logged in on first use)."""
         if self._client is None:
-            p = self.params
             try:
-                self._client = VsphereClient(
-                    hostname=p["hostname"], username=p["username"], password=p["password"],
-                    port=p["port"], validate_certs=p["validate_certs"], ca_file=p["ca_file"],
-                    timeout=p["timeout"])
+                self._client = VsphereClient(**self._connection_args())
             except VsphereError as exc:
                 self.fail_json(msg="Unable to connect to vCenter: %s" % exc)
         return self._client
