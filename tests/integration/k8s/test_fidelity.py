@@ -8,12 +8,14 @@ import uuid
 from pathlib import Path
 
 import pytest
+
+from tests.lib.paths import gpu_operator_chart, gpu_operator_chart_missing
 import yaml
 from kubernetes import client, dynamic
 from kubernetes.client.rest import ApiException
 
 ROOT = Path(__file__).resolve().parents[3]
-CHART = ROOT.parent / "shared" / "charts" / "gpu-operator"
+CHART = gpu_operator_chart() or ROOT.parent / "shared" / "charts" / "gpu-operator"
 GPU = "nvidia.com/gpu"
 MIG = "nvidia.com/mig-1g.10gb"
 GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
@@ -57,8 +59,7 @@ def phase(core, ns, name):
 
 def require_chart():
     if not (CHART / "Chart.yaml").is_file():
-        pytest.fail(f"GPU Operator chart not found at {CHART} (expected ../shared/charts/gpu-operator "
-                    "relative to the repository root); the rig tests need the real chart", pytrace=False)
+        pytest.fail(gpu_operator_chart_missing(), pytrace=False)
 
 
 def apply_chart_crd(api, filename):

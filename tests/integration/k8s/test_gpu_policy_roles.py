@@ -12,9 +12,10 @@ from kubernetes import client, dynamic
 from kubernetes.client.rest import ApiException
 
 from tests.lib.ansible_run import run_playbook
+from tests.lib.paths import gpu_operator_chart, gpu_operator_chart_missing
 
 ROOT = Path(__file__).resolve().parents[3]
-CHART = ROOT.parent / "shared" / "charts" / "gpu-operator"
+CHART = gpu_operator_chart() or ROOT.parent / "shared" / "charts" / "gpu-operator"
 GPU = "nvidia.com/gpu"
 MIG = "nvidia.com/mig-1g.10gb"
 GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
@@ -103,7 +104,7 @@ def token_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def converged(k8s_rig, k8s_api, token_dir):
     if not (CHART / "Chart.yaml").is_file():
-        pytest.fail(f"GPU Operator chart not found at {CHART}", pytrace=False)
+        pytest.fail(gpu_operator_chart_missing(), pytrace=False)
     p = play(k8s_rig, k8s_rig.kueue, token_dir / "first.tok")
     runs = {"check": run_playbook(p, env=k8s_rig.env, check=True, diff=True)}
     runs["converge"] = run_playbook(p, env=k8s_rig.env, diff=True)
