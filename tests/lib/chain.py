@@ -1,0 +1,126 @@
+"""The whole chain's simulators for site.yml: vSphere, the Kubernetes rig, the DLS double.
+
+The Kubernetes rig serves both as the Supervisor API (VKS Clusters) and as the guest cluster.
+Its kwok nodes stand for the VMs of the design's node pools (the rig has no VM behind a node
+pool), so they are made from the design: per node pool `replicas` nodes with its labels and taints.
+
+    python tests/lib/chain.py up      # k8s rig (detached) + platform cluster + DLS double
+    python tests/lib/chain.py down
+"""
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+for _p in (ROOT / ".build" / "collections", ROOT / "tests" / "sim", ROOT / "tests" / "sim" / "dls"):
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+
+from ansible_collections.gpupool.vcf.plugins.module_utils import _design  # noqa: E402
+
+DESIGN = ROOT / "examples" / "design.yml"
+CHART = (ROOT / ".." / "shared" / "charts" / "gpu-operator").resolve()
+SIM = ROOT / ".sim"
+CAPI = "cluster.x-k8s.io/v1beta2"
+CLASS = "builtin-generic-v3.4.0"
+
+
+def derived(design=DESIGN):
+    return _design.derive(yaml.safe_load(pathlib.Path(design).read_text()))
+
+
+def nodes_file(path, design=DESIGN):
+    """A rig nodes file with the nodes of every node pool of the design's VKS clusters."""
+    pools = []
+    for cluster in derived(design)["vks"]["clusters"].values():
+        for pool in cluster["node_pools"]:
+            labels = dict(pool["labels"])
+            labels.update({"nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": "1"})
+            pools.append({"name": labels[_design.POOL_LABEL], "count": pool["replicas"], "vmClass": pool["vm_class"],
+                          "capacity": {"nvidia.com/gpu": "1"}, "labels": labels,
+                          "taints": [dict(t) for t in pool["taints"]]})
+    spec = {"defaults": {"cpu": "16", "memory": "64Gi",
+                         "labels": {"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}},
+            "pools": pools + [{"name": "cpu", "count": 1, "vmClass": "best-effort-large"}]}
+    pathlib.Path(path).write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def platform_clusters(api_client, design=DESIGN):
+    """The design's VKS clusters as the platform team created them: a control plane, no GPU pools yet."""
+    from kubernetes import client, dynamic
+    core = client.CoreV1Api(api_client)
+    clusters = dynamic.DynamicClient(api_client).resources.get(api_version=CAPI, kind="Cluster")
+    made = []
+    for vks in derived(design)["vks"]["clusters"].values():
+        if vks["namespace"] not in [n.metadata.name for n in core.list_namespace().items]:
+            core.create_namespace({"metadata": {"name": vks["namespace"]}})
+        clusters.create(namespace=vks["namespace"], body={
+            "apiVersion": CAPI, "kind": "Cluster", "metadata": {"name": vks["name"]},
+            "spec": {"topology": {
+                "classRef": {"name": CLASS, "namespace": "vmware-system-vks-public"},
+                "version": vks["version"], "controlPlane": {"replicas": 1},
+                "workers": {"machineDeployments": []},
+                "variables": [{"name": "vmClass", "value": "best-effort-large"},
+                              {"name": "storageClass", "value": vks["storage_class"]}]}}})
+        made.append("%s/%s" % (vks["namespace"], vks["name"]))
+    return made
+
+
+def site_vars(kubeconfig, dls, token_dir):
+    """site.yml's connection variables for the rig (Supervisor and guest) and the DLS double."""
+    import dls_double
+    return {"gpupool_supervisor_kubeconfig": str(kubeconfig), "gpupool_guest_kubeconfig": str(kubeconfig),
+            "gpupool_dls_host": dls.host, "gpupool_dls_port": dls.port,
+            "gpupool_dls_username": dls_double.USERNAME, "gpupool_dls_password": dls_double.PASSWORD,
+            "gpupool_dls_ca_file": dls.ca_file, "gpupool_token_dir": str(token_dir),
+            "gpupool_gpu_operator_chart": str(CHART), "gpupool_gpu_operator_upgrade_crd": False}
+
+
+def _up():
+    """Detached: the rig (`.sim/kubeconfig`), its platform cluster, and a DLS double in a child process."""
+    SIM.mkdir(exist_ok=True)
+    nodes = nodes_file(SIM / "chain-nodes.yml")
+    subprocess.run([sys.executable, str(ROOT / "tests" / "sim" / "k8s_rig.py"), "up", "--nodes", str(nodes)],
+                   check=True)
+    from kubernetes import config
+    api = config.new_client_from_config(str(SIM / "kubeconfig"))
+    print("platform team's existing VKS cluster(s): %s" % ", ".join(platform_clusters(api)))
+    proc = subprocess.Popen([sys.executable, __file__, "dls"], stdout=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    info = json.loads(proc.stdout.readline())
+    (SIM / "dls.pid").write_text(str(proc.pid))
+    extra = site_vars(SIM / "kubeconfig", type("D", (), info)(), SIM / "tokens")
+    (SIM / "chain-vars.json").write_text(json.dumps(extra))
+    print("DLS double at %s:%s; site.yml variables in %s" % (info["host"], info["port"], SIM / "chain-vars.json"))
+
+
+def _dls():
+    import dls_double
+    dls = dls_double.start()
+    print(json.dumps({"host": dls.host, "port": dls.port, "ca_file": dls.ca_file}), flush=True)
+    signal.signal(signal.SIGTERM, lambda *a: (dls.stop(), sys.exit(0)))
+    while True:
+        time.sleep(3600)
+
+
+def _down():
+    pid_file = SIM / "dls.pid"
+    if pid_file.exists():
+        try:
+            os.kill(int(pid_file.read_text()), signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        pid_file.unlink()
+    subprocess.run([sys.executable, str(ROOT / "tests" / "sim" / "k8s_rig.py"), "down"], check=False)
+
+
+if __name__ == "__main__":
+    {"up": _up, "down": _down, "dls": _dls}[sys.argv[1]]()
