@@ -1,10 +1,12 @@
 """make demo: the example design converged end to end against the simulators.
 
 Steps, each printed with its time:
-  1. simulators up (vSphere with examples/fleet.yml, the Kubernetes rig, the DLS appliance double)
+  1. simulators up (vSphere with examples/fleet.yml, the Kubernetes rig, the DLS appliance double);
+     the rig is both the Supervisor API and the guest cluster, and holds the VKS cluster
+     gpu-workloads as the platform team created it (no GPU node pools yet)
   2. site.yml on examples/design.yml: changes
   3. site.yml again: nothing left to change (changed=0)
-  4. audit: clean
+  4. audit: clean, all four links
   5. drift: one host's NVIDIA driver changed behind the collection's back
   6. audit: names the drifted host
   7. site.yml: repairs it; the audit is clean again
@@ -18,9 +20,12 @@ import sys
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "sim")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "sim"), str(ROOT / "tests" / "sim" / "dls")]
 
+import dls_double  # noqa: E402
+import k8s_rig  # noqa: E402
 import vsphere_sim  # noqa: E402
+from tests.lib import chain  # noqa: E402
 from tests.lib.ansible_run import ansible_env  # noqa: E402
 
 # the H100 host that carries no vGPU VM: its repair can go through maintenance mode
@@ -38,9 +43,7 @@ def banner(step, text):
 def playbook(name, env, extra=None, show=True):
     """Run a playbook with the default screen output; return (rc, {host: changed}, output)."""
     cmd = [str(ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", str(ROOT / "examples" / "inventory.yml"),
-           str(ROOT / "playbooks" / name)]
-    for key, value in (extra or {}).items():
-        cmd += ["-e", "%s=%s" % (key, value)]
+           str(ROOT / "playbooks" / name), "-e", json.dumps(extra or {})]
     run_env = ansible_env(env)
     run_env["ANSIBLE_STDOUT_CALLBACK"] = "default"
     run_env["ANSIBLE_DISPLAY_SKIPPED_HOSTS"] = "false"
@@ -59,8 +62,8 @@ def playbook(name, env, extra=None, show=True):
     return changed, text
 
 
-def audit(env, report):
-    playbook("audit.yml", env, {"audit_report": report, "audit_report_format": "json"})
+def audit(env, report, kube):
+    playbook("audit.yml", env, dict(kube, audit_report=report, audit_report_format="json"))
     return json.loads(pathlib.Path(report).read_text())
 
 
@@ -76,13 +79,26 @@ def main():
     sim = vsphere_sim.start(ROOT / "examples" / "fleet.yml")
     env = dict(sim.env)
     print("vSphere simulator: %s (fleet examples/fleet.yml, CA %s)" % (sim.url, env["VMWARE_CA_FILE"]))
-    timed("simulators up", start)
     report_dir = ROOT / ".sim" / "demo"
     report_dir.mkdir(parents=True, exist_ok=True)
+    rig = dls = None
     try:
+        # the rig's kwok nodes stand for the VMs of the design's node pools
+        rig = k8s_rig.start(nodes_file=chain.nodes_file(report_dir / "nodes.yml"))
+        print("Kubernetes rig: %s (the Supervisor API and the guest cluster; %s)" % (rig.server, rig.kubeconfig))
+        made = chain.platform_clusters(rig.api_client())
+        print("VKS cluster(s) %s created as the platform team's existing cluster: a control plane, "
+              "no GPU node pools yet" % ", ".join(made))
+        dls = dls_double.start()
+        print("DLS appliance double: https://%s:%s" % (dls.host, dls.port))
+        site = chain.site_vars(rig.kubeconfig, dls, report_dir / "tokens")
+        kube = {"audit_kubeconfig": str(rig.kubeconfig), "audit_supervisor_kubeconfig": str(rig.kubeconfig)}
+        env["PATH"] = rig.env["PATH"]
+        timed("simulators up", start)
+
         banner(2, "site.yml on examples/design.yml")
         start = time.monotonic()
-        changed, _ = playbook("site.yml", env)
+        changed, _ = playbook("site.yml", env, site)
         total = sum(changed.values())
         print("\n>> first converge: %d change(s)" % total)
         if total == 0:
@@ -91,7 +107,7 @@ def main():
 
         banner(3, "site.yml again: nothing left to change")
         start = time.monotonic()
-        changed, _ = playbook("site.yml", env)
+        changed, _ = playbook("site.yml", env, site)
         print("\n>> second run: changed=%d" % sum(changed.values()))
         if sum(changed.values()):
             raise SystemExit("demo: the second run changed %s" % changed)
@@ -99,8 +115,9 @@ def main():
 
         banner(4, "audit: the pool matches the design")
         start = time.monotonic()
-        result = audit(env, str(report_dir / "audit-clean.json"))
-        print("\n>> audit: %s" % ("clean" if result["clean"] else "DRIFT"))
+        result = audit(env, str(report_dir / "audit-clean.json"), kube)
+        print("\n>> audit: %s (links audited: %s)" % ("clean" if result["clean"] else "DRIFT",
+                                                     ", ".join(result.get("audited") or [])))
         if not result["clean"]:
             raise SystemExit("demo: the audit after the converge is not clean")
         timed("audit (clean)", start)
@@ -114,7 +131,7 @@ def main():
         banner(6, "audit: names the drift")
         start = time.monotonic()
         report = report_dir / "audit-drift.md"
-        playbook("audit.yml", env, {"audit_report": str(report), "audit_report_format": "markdown"})
+        playbook("audit.yml", env, dict(kube, audit_report=str(report), audit_report_format="markdown"))
         text = report.read_text()
         print("\n>> report %s:\n" % report.relative_to(ROOT))
         print(text)
@@ -124,14 +141,18 @@ def main():
 
         banner(7, "site.yml repairs it")
         start = time.monotonic()
-        changed, _ = playbook("site.yml", env)
+        changed, _ = playbook("site.yml", env, site)
         print("\n>> repair: %d change(s)" % sum(changed.values()))
-        result = audit(env, str(report_dir / "audit-repaired.json"))
+        result = audit(env, str(report_dir / "audit-repaired.json"), kube)
         print(">> audit after the repair: %s" % ("clean" if result["clean"] else "DRIFT"))
         if not result["clean"] or not sum(changed.values()):
             raise SystemExit("demo: the repair did not bring the pool back to the design")
         timed("site.yml (repair) + audit", start)
     finally:
+        if dls:
+            dls.stop()
+        if rig:
+            rig.stop()
         sim.stop()
 
     print("\n" + "=" * 100)
