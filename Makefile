@@ -45,10 +45,14 @@ test: venv collection sim-build
 	$(MAKE) --no-print-directory molecule sanity lint
 
 # site.yml through molecule (converge, idempotence, verify) against simulators started here
+# (vSphere; the Kubernetes rig as Supervisor and guest cluster, with the platform's VKS cluster;
+# the DLS double: tests/lib/chain.py, whose site.yml variables molecule reads from .sim/chain-vars.json)
 molecule: venv collection sim-build
 	$(MAKE) --no-print-directory sim-up FLEET=examples/fleet.yml
-	set -a && . $(SIM_DIR)/vsphere.env && set +a && \
-	  $(VENV)/bin/molecule test -s default; rc=$$?; $(MAKE) --no-print-directory sim-down; exit $$rc
+	$(PY) tests/lib/chain.py up || { $(PY) tests/lib/chain.py down; $(MAKE) --no-print-directory sim-down; exit 1; }
+	set -a && . $(SIM_DIR)/vsphere.env && set +a && GPUPOOL_CHAIN_VARS=$(CURDIR)/$(SIM_DIR)/chain-vars.json \
+	  $(VENV)/bin/molecule test -s default; rc=$$?; \
+	  $(PY) tests/lib/chain.py down; $(MAKE) --no-print-directory sim-down; exit $$rc
 
 # ansible-test wants a real ansible_collections/<ns>/<name> tree: tests/tools/sanity.sh copies one
 SANITY_VENV := .build/sanity-venv
