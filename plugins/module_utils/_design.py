@@ -1307,20 +1307,19 @@ def _derive_roles(ctx, vks, guest):
         ("gpu_scheduling_policy_kueue", bool(guest["kueue"]["cluster_queues"])),
     ])
     gang = [p for p in d["pools"] if p["shape"] == "training" and p["training"]["gang_scheduling"]]
-    if gang:
-        # the role keeps one training pool's queue: the first gang-scheduled one
-        cq = guest["kueue"]["cluster_queues"][0]
-        flavor = guest["kueue"]["resource_flavors"][0]
-        group = cq["spec"]["resourceGroups"][0]["flavors"][0]
-        policy.update([
-            ("gpu_scheduling_policy_training_flavor", flavor["metadata"]["name"]),
-            ("gpu_scheduling_policy_training_cluster_queue", cq["metadata"]["name"]),
-            ("gpu_scheduling_policy_training_local_queue", gang[0]["name"]),
-            ("gpu_scheduling_policy_training_node_labels", OrderedDict(flavor["spec"]["nodeLabels"])),
-            ("gpu_scheduling_policy_training_tolerations", list(flavor["spec"]["tolerations"])),
-            ("gpu_scheduling_policy_training_resources",
-             OrderedDict((r["name"], r["nominalQuota"]) for r in group["resources"])),
-        ])
+    # the role keeps one training pool's queue: the first gang-scheduled one (empty values without one)
+    cq = guest["kueue"]["cluster_queues"][0] if gang else None
+    flavor = guest["kueue"]["resource_flavors"][0] if gang else None
+    group = cq["spec"]["resourceGroups"][0]["flavors"][0] if gang else {"resources": []}
+    policy.update([
+        ("gpu_scheduling_policy_training_flavor", flavor["metadata"]["name"] if gang else ""),
+        ("gpu_scheduling_policy_training_cluster_queue", cq["metadata"]["name"] if gang else ""),
+        ("gpu_scheduling_policy_training_local_queue", gang[0]["name"] if gang else ""),
+        ("gpu_scheduling_policy_training_node_labels", OrderedDict(flavor["spec"]["nodeLabels"]) if gang else {}),
+        ("gpu_scheduling_policy_training_tolerations", list(flavor["spec"]["tolerations"]) if gang else []),
+        ("gpu_scheduling_policy_training_resources",
+         OrderedDict((r["name"], r["nominalQuota"]) for r in group["resources"])),
+    ])
     return OrderedDict([("vks_gpu_node_pools", node_pools), ("nls_licensing", nls_licensing),
                         ("gpu_operator", gpu_operator), ("gpu_scheduling_policy", policy)])
 

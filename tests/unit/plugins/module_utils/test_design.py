@@ -561,4 +561,4 @@ def test_derive_roles_without_gang_training():
             pool["training"] = {"gpus_per_job": 1, "gang_scheduling": False}
     policy = derive(design)["roles"]["gpu_scheduling_policy"]
     assert policy["gpu_scheduling_policy_kueue"] is False
-    assert "gpu_scheduling_policy_training_resources" not in policy
+    assert policy["gpu_scheduling_policy_training_resources"] == {}
