@@ -18,14 +18,15 @@ import time
 import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-for _p in (ROOT / ".build" / "collections", ROOT / "tests" / "sim", ROOT / "tests" / "sim" / "dls"):
+for _p in (ROOT, ROOT / ".build" / "collections", ROOT / "tests" / "sim", ROOT / "tests" / "sim" / "dls"):
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
 from ansible_collections.gpupool.vcf.plugins.module_utils import _design  # noqa: E402
+from tests.lib.paths import gpu_operator_chart  # noqa: E402
 
 DESIGN = ROOT / "examples" / "design.yml"
-CHART = (ROOT / ".." / "shared" / "charts" / "gpu-operator").resolve()
+CHART = gpu_operator_chart() or (ROOT / ".." / "shared" / "charts" / "gpu-operator").resolve()
 SIM = ROOT / ".sim"
 CAPI = "cluster.x-k8s.io/v1beta2"
 CLASS = "builtin-generic-v3.4.0"
