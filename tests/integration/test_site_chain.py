@@ -57,7 +57,7 @@ def test_check_mode_predicts_changes_and_changes_nothing(vsphere, pool):
     run = run_playbook(SITE, env=env, check=True, diff=True, extra_vars=extra)
     assert run.rc == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert run.stats.get("changed", 0) > 0
-    names = [name for name, _ in run.tasks]
+    names = [name for name, _result in run.tasks]
     for task in ("Node pools of each VKS cluster of the design", "Client configuration token from the DLS appliance",
                  "PriorityClasses, tenant quotas and Kueue queues of the design"):
         assert task in names
@@ -74,7 +74,7 @@ def test_failing_link_is_named_and_later_links_do_not_run(vsphere, pool, tmp_pat
         del extra[key]  # no DLS: the licensing link is skipped, with its message
     run = run_playbook(SITE, env=env, extra_vars=extra)
     assert run.rc != 0
-    names = [name for name, _ in run.tasks]
+    names = [name for name, _result in run.tasks]
     skipped = run.result("Say why the licensing link is skipped")
     assert "Link 'licensing' skipped: no DLS appliance" in skipped["msg"]
     failed = run.result("Stop at the VKS link")
