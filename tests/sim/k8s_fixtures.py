@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -58,3 +59,15 @@ def k8s_namespace(k8s_api, request):
         yield name
     finally:
         core.delete_namespace(name)
+
+
+def wait_for(what, check, timeout=60, interval=0.2):
+    """Poll ``check`` until it returns something true; fail the test after ``timeout`` s."""
+    end = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < end:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    pytest.fail(f"timed out after {timeout} s waiting for {what} (last: {last!r})")

@@ -8,6 +8,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from k8s_fixtures import wait_for
 
 from tests.lib.paths import gpu_operator_chart, gpu_operator_chart_missing
 import yaml
@@ -19,17 +20,6 @@ CHART = gpu_operator_chart() or ROOT.parent / "shared" / "charts" / "gpu-operato
 GPU = "nvidia.com/gpu"
 MIG = "nvidia.com/mig-1g.10gb"
 GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
-
-
-def wait_for(what, check, timeout=60, interval=0.2):
-    end = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < end:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    pytest.fail(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
 
 
 def uid() -> str:

@@ -8,6 +8,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from k8s_fixtures import wait_for
 from kubernetes import client, dynamic
 from kubernetes.client.rest import ApiException
 
@@ -26,17 +27,6 @@ NAMES = {
     "pc_inference": f"gpu-inference-{U}", "pc_training": f"gpu-training-{U}", "pc_notebook": f"gpu-notebook-{U}",
     "flavor": f"training-{U}", "cq": f"training-{U}", "culling_ns": f"gpupool-system-{U}",
 }
-
-
-def wait_for(what, check, timeout=60, interval=0.2):
-    end = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < end:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    pytest.fail(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
 
 
 def _role(name, vars_, tasks_from="main"):
