@@ -213,9 +213,7 @@ class GpuInventory:
                 cluster_of[h._moId] = name
         root = None
         if cluster:
-            if cluster not in clusters:
-                raise VsphereNotFound("cluster %s not found; clusters: %s" % (cluster, ", ".join(sorted(clusters)) or "none"))
-            root = clusters[cluster].obj
+            root = self.client.cluster_named(cluster, clusters).obj
         specs = {vim.HostSystem: HOST_PROPERTIES}
         if "vms" in gather:
             specs[vim.VirtualMachine] = VM_PROPERTIES

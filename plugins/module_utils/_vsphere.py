@@ -248,3 +248,10 @@ class VsphereClient:
     def clusters_by_name(self):
         """{cluster name: ObjectProps(name, host)} for every cluster, in one retrieval."""
         return dict((c["name"], c) for c in self.retrieve({vim.ClusterComputeResource: ["name", "host"]}))
+
+    @staticmethod
+    def cluster_named(name, clusters):
+        """The entry of ``clusters_by_name()`` for ``name``, or VsphereNotFound listing the clusters."""
+        if name not in clusters:
+            raise VsphereNotFound("cluster %s not found; clusters: %s" % (name, ", ".join(sorted(clusters)) or "none"))
+        return clusters[name]

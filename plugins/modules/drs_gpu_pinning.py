@@ -158,7 +158,6 @@ from ansible_collections.gpupool.vcf.plugins.module_utils._drs import (
 from ansible_collections.gpupool.vcf.plugins.module_utils._gpu_inventory import is_nvidia_gpu, vgpu_profiles_of
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import (
     VsphereError,
-    VsphereNotFound,
     vim,
     vmodl,
 )
@@ -180,11 +179,7 @@ class ClusterPinning:
 
     def read(self, gpu_hosts=False):
         """(vms, overrides) of the cluster: one lookup of the cluster, one retrieval of the rest."""
-        clusters = self.client.clusters_by_name()
-        if self.name not in clusters:
-            raise VsphereNotFound("cluster %s not found; clusters: %s"
-                                  % (self.name, ", ".join(sorted(clusters)) or "none"))
-        self.cluster = clusters[self.name].obj
+        self.cluster = self.client.cluster_named(self.name, self.client.clusters_by_name()).obj
         pc = vmodl.query.PropertyCollector
         # cluster -> host -> vm: the cluster's own configuration and every VM on its hosts together
         to_vm = pc.TraversalSpec(name="hostToVm", type=vim.HostSystem, path="vm", skip=False)

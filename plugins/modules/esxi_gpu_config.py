@@ -155,7 +155,7 @@ diff:
 from ansible_collections.gpupool.vcf.plugins.module_utils import _esxi
 from ansible_collections.gpupool.vcf.plugins.module_utils._esxi_host import HostOps, gpu_pci_ids
 from ansible_collections.gpupool.vcf.plugins.module_utils._gpu_inventory import GRAPHICS_TYPES as VIM_TO_WORD
-from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereError, VsphereNotFound, vim
+from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereError, vim
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
 
 HOST_PROPERTIES = [
@@ -194,10 +194,8 @@ class GpuConfig:
     def read_hosts(self):
         p = self.p
         if p["cluster"]:
-            clusters = self.client.clusters_by_name()
-            if p["cluster"] not in clusters:
-                raise VsphereNotFound("cluster %s not found; clusters: %s" % (p["cluster"], ", ".join(sorted(clusters)) or "none"))
-            hosts = self.client.retrieve({vim.HostSystem: HOST_PROPERTIES}, root=clusters[p["cluster"]].obj)
+            cluster = self.client.cluster_named(p["cluster"], self.client.clusters_by_name())
+            hosts = self.client.retrieve({vim.HostSystem: HOST_PROPERTIES}, root=cluster.obj)
         else:
             hosts = [self.ops.find_host(p["host"], HOST_PROPERTIES)]
         return sorted(hosts, key=lambda h: h["name"])

@@ -149,10 +149,8 @@ PATH = "/api/vcenter/namespace-management/virtual-machine-classes"
 
 def offered_profiles(client, cluster):
     """vGPU profiles offered by any host of the cluster (host.config.sharedGpuCapabilities)."""
-    clusters = client.clusters_by_name()
-    if cluster not in clusters:
-        raise VsphereNotFound("cluster %s not found; clusters: %s" % (cluster, ", ".join(sorted(clusters)) or "none"))
-    hosts = client.retrieve({vim.HostSystem: ["config.sharedGpuCapabilities"]}, root=clusters[cluster].obj)
+    root = client.cluster_named(cluster, client.clusters_by_name()).obj
+    hosts = client.retrieve({vim.HostSystem: ["config.sharedGpuCapabilities"]}, root=root)
     offered = set()
     for h in hosts:
         for cap in h.get("config.sharedGpuCapabilities") or []:
