@@ -23,7 +23,7 @@ Entry points
 
 Rules (``RULES`` maps each name to its severity and one line of documentation)
 
-``schema``, ``unique_names``, ``unknown_reference``, ``gpu_model_known``,
+``schema``, ``design_name_safe``, ``dns_label``, ``label_syntax``, ``unique_names``, ``unknown_reference``, ``gpu_model_known``,
 ``profile_offered``, ``sharing_matches_profile``, ``mig_mix_fits``,
 ``inference_not_time_sliced``, ``training_multi_gpu``, ``notebook_preemptible``,
 ``node_pool_gpu_taint``, ``node_pool_profile_label``, ``tenant_gpu_quota``,
@@ -120,6 +120,10 @@ WARNING = "warning"
 
 RULES = OrderedDict([
     ("schema", (ERROR, "The design matches the schema: known keys, types, choices, required fields.")),
+    ("design_name_safe", (ERROR, "The design name is a safe file name and label value (it names the token file).")),
+    ("dns_label", (ERROR, "Every name the design gives or derives for a vCenter or Kubernetes object is an RFC 1123 "
+                          "label (lower-case letters, digits, '-', at most 63 characters).")),
+    ("label_syntax", (ERROR, "Node label and taint keys and values are valid Kubernetes label keys and values.")),
     ("unique_names", (ERROR, "Cluster, pool, tenant, namespace, VM class and node pool names are unique.")),
     ("unknown_reference", (ERROR, "Every cluster, VKS cluster, priority and pool a field names exists.")),
     ("gpu_model_known", (ERROR, "A cluster's GPU model is in the NVIDIA catalog.")),
@@ -451,6 +455,231 @@ def _pool_object(pool):
 # ---------------------------------------------------------------------------------------
 # rules
 # ---------------------------------------------------------------------------------------
+
+
+# names -------------------------------------------------------------------------------
+
+DNS_LABEL_MAX = 63
+LICENSING_HASH_SUFFIX = 11      # the nls_licensing role names the Secret <secret_name>-<10 hex characters>
+_DNS_LABEL_CHARS = re.compile(r"[a-z0-9-]")
+_FILE_NAME_CHARS = re.compile(r"[A-Za-z0-9._-]")
+_LABEL_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+DNS_LABEL_FORM = ("lower-case letters, digits and '-', starting and ending with a letter or digit, at most %d "
+                  "characters")
+
+
+def _chars(chars):
+    return ", ".join(repr(c) for c in sorted(set(chars)))
+
+
+def dns_label_problem(name, limit=DNS_LABEL_MAX):
+    """None when ``name`` is an RFC 1123 label of at most ``limit`` characters, else why not."""
+    if not isinstance(name, str) or not name:
+        return "it is empty"
+    reasons = []
+    upper = [c for c in name if c.isupper()]
+    other = [c for c in name if not c.isupper() and not _DNS_LABEL_CHARS.match(c)]
+    if upper:
+        reasons.append("upper-case letters")
+    if other:
+        reasons.append("characters %s" % _chars(other))
+    if name[0] == "-" or name[-1] == "-":
+        reasons.append("it %s with '-'" % ("starts" if name[0] == "-" else "ends"))
+    if len(name) > limit:
+        reasons.append("%d characters, over %d" % (len(name), limit))
+    return "; ".join(reasons) or None
+
+
+def dns_label_suggestion(name, limit=DNS_LABEL_MAX):
+    """The closest RFC 1123 label of at most ``limit`` characters (``GPU_Inference`` -> ``gpu-inference``)."""
+    text = re.sub(r"[^a-z0-9]+", "-", str(name or "").lower()).strip("-")
+    return text[:limit].rstrip("-") or "gpupool"[:limit]
+
+
+def file_name_problem(name, limit=DNS_LABEL_MAX):
+    """None when ``name`` is a safe file name (and a label value), else why not."""
+    if not isinstance(name, str) or not name:
+        return "it is empty"
+    reasons = []
+    if "/" in name or "\\" in name:
+        reasons.append("a path separator")
+    if "\0" in name:
+        reasons.append("a NUL character")
+    if any(c.isspace() for c in name):
+        reasons.append("white space")
+    other = [c for c in name if not _FILE_NAME_CHARS.match(c) and c not in "/\\\0" and not c.isspace()]
+    if other:
+        reasons.append("characters %s" % _chars(other))
+    if name[0] in ".-":
+        reasons.append("it starts with %r" % name[0])
+    elif name[-1] in ".-":
+        reasons.append("it ends with %r" % name[-1])
+    if len(name) > limit:
+        reasons.append("%d characters, over %d" % (len(name), limit))
+    return "; ".join(reasons) or None
+
+
+def file_name_suggestion(name, limit=DNS_LABEL_MAX):
+    """The closest safe file name (``../../x`` -> ``x``)."""
+    text = re.sub(r"[^A-Za-z0-9._-]+", "-", str(name or "")).strip(".-")
+    return text[:limit].rstrip(".-") or "gpupool"
+
+
+def label_value_problem(value):
+    """None when ``value`` is a valid Kubernetes label value (empty allowed), else why not."""
+    if not isinstance(value, str):
+        return "it is not a string"
+    if value == "":
+        return None
+    if len(value) > DNS_LABEL_MAX:
+        return "%d characters, over %d" % (len(value), DNS_LABEL_MAX)
+    if not _LABEL_NAME_RE.match(value):
+        return "not alphanumerics, '-', '_' and '.' starting and ending with an alphanumeric"
+    return None
+
+
+def label_key_problem(key):
+    """None when ``key`` is a valid Kubernetes label (or taint) key: ``[prefix/]name``, else why not."""
+    if not isinstance(key, str) or not key:
+        return "it is empty"
+    prefix, _slash, name = key.rpartition("/")
+    if _slash and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN_RE.match(prefix)):
+        return "the prefix %r is not a DNS subdomain" % prefix
+    if not name or len(name) > DNS_LABEL_MAX or not _LABEL_NAME_RE.match(name):
+        return ("the name %r is not at most %d alphanumerics, '-', '_' and '.' starting and ending with an "
+                "alphanumeric" % (name, DNS_LABEL_MAX))
+    return None
+
+
+def _name_finding(obj, what, name, where, limit=DNS_LABEL_MAX, derived=None, fix=None):
+    """A dns_label finding for ``name`` (None when it is fine)."""
+    problem = dns_label_problem(name, limit)
+    if problem is None:
+        return None
+    origin = "derived from %s as %s" % (where, derived) if derived else where
+    if fix is None:
+        fix = "use %r (%s)" % (dns_label_suggestion(name, limit), DNS_LABEL_FORM % limit)
+    return Finding("dns_label", obj, "%s %r (%s) is not a name vCenter and Kubernetes accept: %s"
+                   % (what, name, origin, problem), fix)
+
+
+def _design_names(ctx):
+    """Every finding of the dns_label rule: the names the design gives, then those derive() makes of them."""
+    d = ctx.d
+    found = []
+
+    def check(obj, what, name, where, **kwargs):
+        if isinstance(name, str):
+            found.append(_name_finding(obj, what, name, where, **kwargs))
+
+    def derived_name(obj, what, template, source, where, alternative):
+        """A name made of a valid ``source``: only its length can be wrong."""
+        if not isinstance(source, str) or dns_label_problem(source) is not None:
+            return
+        name = template % source
+        if len(name) > DNS_LABEL_MAX:
+            room = DNS_LABEL_MAX - len(template % "")
+            found.append(_name_finding(obj, what, name, where, derived=template % ("<%s>" % where),
+                                       fix="shorten %s to at most %d characters (e.g. %r)%s"
+                                       % (where, room, dns_label_suggestion(source, room), alternative)))
+
+    for index, vks in enumerate(d["vks_clusters"]):
+        obj = "vks_clusters.%s" % vks.get("name")
+        check(obj, "VKS cluster name", vks.get("name"), "vks_clusters[%d].name" % index)
+        check(obj, "vSphere namespace", vks.get("namespace"), "vks_clusters[%d].namespace" % index)
+    for index, pool in enumerate(d["pools"]):
+        obj, where = _pool_object(pool), "pools[%d].name" % index
+        name = pool.get("name")
+        check(obj, "pool name", name, where)
+        vm_class = (pool.get("vm_class") or {}).get("name")
+        if isinstance(name, str) and vm_class == "gpu-%s" % name:
+            derived_name(obj, "VM class name", "gpu-%s", name, where, ", or set pools[%d].vm_class.name" % index)
+        else:
+            check(obj, "VM class name", vm_class, "pools[%d].vm_class.name" % index)
+        node_pool = (pool.get("node_pool") or {}).get("name")
+        if node_pool != name:
+            check(obj, "VKS node pool name", node_pool, "pools[%d].node_pool.name" % index)
+        if pool.get("shape") == "training" and (pool.get("training") or {}).get("gang_scheduling"):
+            derived_name(obj, "Kueue ClusterQueue and ResourceFlavor name", "gpupool-%s", name, where, "")
+    used = set(p.get("priority") for p in d["pools"])
+    for name in d["priorities"]:
+        obj = "priorities.%s" % name
+        check(obj, "PriorityClass name", name, "priorities.%s" % name)
+        if name in used:
+            derived_name(obj, "ResourceQuota name", "gpupool-%s", name, "priorities.%s" % name, "")
+    for index, tenant in enumerate(d["tenants"]):
+        obj = "tenants.%s" % tenant.get("name")
+        check(obj, "tenant name", tenant.get("name"), "tenants[%d].name" % index)
+        if tenant.get("namespace") != tenant.get("name"):
+            check(obj, "tenant namespace", tenant.get("namespace"), "tenants[%d].namespace" % index)
+    guest = d.get("guest") or {}
+    check("guest", "GPU Operator namespace", guest.get("operator_namespace"), "guest.operator_namespace")
+    check("guest", "time-slicing ConfigMap name", guest.get("time_slicing_config"), "guest.time_slicing_config")
+    check("guest", "Kueue cohort", (guest.get("kueue") or {}).get("cohort"), "guest.kueue.cohort")
+    secret = (guest.get("licensing") or {}).get("secret_name")
+    check("guest", "licensing Secret name", secret, "guest.licensing.secret_name",
+          limit=DNS_LABEL_MAX - LICENSING_HASH_SUFFIX,
+          fix="use %r (%s; the licensing role appends '-' and a 10-character content hash)"
+          % (dns_label_suggestion(secret, DNS_LABEL_MAX - LICENSING_HASH_SUFFIX),
+             DNS_LABEL_FORM % (DNS_LABEL_MAX - LICENSING_HASH_SUFFIX)))
+    return [f for f in found if f is not None]
+
+
+def _rule_design_name_safe(ctx):
+    name = ctx.d.get("name")
+    if not isinstance(name, str):
+        return
+    problem = file_name_problem(name)
+    if problem:
+        yield Finding("design_name_safe", "name", "design name %r is not a safe file name: %s; it names the "
+                      "client token file and labels every object the design makes" % (name, problem),
+                      "use %r (letters, digits, '.', '_' and '-', starting and ending with a letter or digit, at "
+                      "most %d characters)" % (file_name_suggestion(name), DNS_LABEL_MAX))
+
+
+def _rule_dns_label(ctx):
+    return _design_names(ctx)
+
+
+def _rule_label_syntax(ctx):
+    for index, pool in enumerate(ctx.d["pools"]):
+        node_pool = pool.get("node_pool")
+        if not isinstance(node_pool, dict):
+            continue
+        obj = _pool_object(pool)
+        for key, value in (node_pool.get("labels") or {}).items():
+            problem = label_key_problem(key)
+            if problem:
+                yield Finding("label_syntax", obj, "node label key %r (pools[%d].node_pool.labels) is not a "
+                              "Kubernetes label key: %s" % (key, index, problem),
+                              "use [<DNS subdomain>/]<name>, e.g. %r" % _label_key_suggestion(key))
+            problem = None if value is None else label_value_problem(value)
+            if problem:
+                yield Finding("label_syntax", obj, "node label %s value %r (pools[%d].node_pool.labels) is not a "
+                              "Kubernetes label value: %s" % (key, value, index, problem),
+                              "use %r (at most 63 alphanumerics, '-', '_' and '.', starting and ending with an "
+                              "alphanumeric)" % file_name_suggestion(value))
+        for taint in node_pool.get("taints") or []:
+            key, value = taint.get("key"), taint.get("value")
+            problem = label_key_problem(key) if isinstance(key, str) else None
+            if problem:
+                yield Finding("label_syntax", obj, "taint key %r (pools[%d].node_pool.taints) is not a valid key: %s"
+                              % (key, index, problem), "use [<DNS subdomain>/]<name>, e.g. %r"
+                              % _label_key_suggestion(key))
+            problem = None if value is None else label_value_problem(value)
+            if problem:
+                yield Finding("label_syntax", obj, "taint %s value %r (pools[%d].node_pool.taints) is not valid: %s"
+                              % (key, value, index, problem), "use %r" % file_name_suggestion(value))
+
+
+def _label_key_suggestion(key):
+    prefix, slash, name = str(key).rpartition("/")
+    name = file_name_suggestion(name)
+    if slash:
+        prefix = ".".join(dns_label_suggestion(part) for part in prefix.split(".") if dns_label_suggestion(part))
+        return "%s/%s" % (prefix, name) if prefix else name
+    return name
 
 
 def _rule_unique_names(ctx):
@@ -936,6 +1165,9 @@ def _rule_model_fits_framebuffer(ctx):
 
 
 _RULE_FUNCS = OrderedDict([
+    ("design_name_safe", _rule_design_name_safe),
+    ("dns_label", _rule_dns_label),
+    ("label_syntax", _rule_label_syntax),
     ("unique_names", _rule_unique_names),
     ("unknown_reference", _rule_unknown_reference),
     ("gpu_model_known", _rule_gpu_model_known),

@@ -24,6 +24,11 @@ description:
   - Fails listing every error unless O(fail_on_error=false). Warnings never fail the task; each
     is in RV(findings), and also in the standard C(warnings) of the result (one line per
     warning, rule, object, message and fix), so Ansible shows it.
+  - Every name the design gives or derives for a vCenter or Kubernetes object (pools, tenants,
+    namespaces, VM classes, node pools, VKS clusters, PriorityClasses, Kueue and quota names) must
+    be an RFC 1123 label (rule C(dns_label)), and the design name a safe file name (rule
+    C(design_name_safe)); each finding names the field and a corrected name, so a name vCenter or
+    Kubernetes would refuse fails here, before the first link changes anything.
   - It talks to no system and changes nothing, so it runs the same in check mode. Run it
     first in a playbook, before any change.
 author:
