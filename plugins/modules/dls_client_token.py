@@ -144,6 +144,8 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
 from ansible.module_utils.six.moves.urllib.request import Request, build_opener, HTTPSHandler
 
+from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
+
 
 class DlsError(Exception):
     def __init__(self, msg, status=None):
@@ -293,6 +295,7 @@ def main():
         ),
         supports_check_mode=True,
     )
+    enforce(module, "dls_client_token")
     p = module.params
     if p["expiry_days"] < 1 or p["renew_before_days"] < 0 or p["renew_before_days"] >= p["expiry_days"]:
         module.fail_json(msg="expiry_days must be 1 or more and renew_before_days between 0 and expiry_days - 1")

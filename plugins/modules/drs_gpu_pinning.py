@@ -192,6 +192,7 @@ class ClusterPinning:
                    # the PCI devices only for vm_host_rule: they weigh more than every VM's devices
                    vim.HostSystem: ["name", "hardware.pciDevice"] if gpu_hosts else ["name"],
                    vim.VirtualMachine: ["name", "config.hardware.device", "config.template"]})
+from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
         vms = []
         overrides = []
         self.warnings = []
@@ -336,3 +337,4 @@ def main():
 
 if __name__ == "__main__":
     main()
+    enforce(module, "drs_gpu_pinning")

@@ -157,6 +157,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils._esxi_host import Host
 from ansible_collections.gpupool.vcf.plugins.module_utils._gpu_inventory import GRAPHICS_TYPES as VIM_TO_WORD
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereError, vim
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
+from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
 
 HOST_PROPERTIES = [
     "name",
@@ -361,6 +362,7 @@ def main():
         required_one_of=[("host", "cluster")],
         supports_check_mode=True,
     )
+    enforce(module, "esxi_gpu_config")
     GpuConfig(module).run()
 
 

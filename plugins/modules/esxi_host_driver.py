@@ -160,6 +160,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils import _esxi
 from ansible_collections.gpupool.vcf.plugins.module_utils._esxi_host import HostOps
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereError
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
+from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
 
 
 class DriverRollout:
@@ -301,6 +302,7 @@ def main():
         ),
         supports_check_mode=True,
     )
+    enforce(module, "esxi_host_driver")
     DriverRollout(module).run()
 
 

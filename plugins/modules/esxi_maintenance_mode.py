@@ -60,6 +60,7 @@ maintenance_mode:
 from ansible_collections.gpupool.vcf.plugins.module_utils._esxi_host import HostOps
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereError
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
+from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
 
 
 def main():
@@ -71,6 +72,7 @@ def main():
         ),
         supports_check_mode=True,
     )
+    enforce(module, "esxi_maintenance_mode")
     p = module.params
     want = p["state"] == "present"
     ops = HostOps(module.client())

@@ -156,6 +156,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils._gpu_inventory import 
 )
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereError
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
+from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
 
 
 def main():
@@ -168,6 +169,7 @@ def main():
         mutually_exclusive=[("cluster", "hosts")],
         supports_check_mode=True,
     )
+    enforce(module, "gpu_host_info")
     p = module.params
     scope = "cluster %s" % p["cluster"] if p["cluster"] else ("hosts %s" % ", ".join(p["hosts"]) if p["hosts"] else "all hosts")
     try:

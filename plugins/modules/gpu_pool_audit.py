@@ -178,6 +178,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils._design import DesignE
 from ansible_collections.gpupool.vcf.plugins.module_utils._gpu_inventory import GpuInventory
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereError, VsphereNotFound, vim
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
+from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
 
 VM_CLASSES_PATH = "/api/vcenter/namespace-management/virtual-machine-classes"
 NS_PATH = "/api/vcenter/namespaces/instances"
@@ -362,6 +363,7 @@ def main():
         required_one_of=[("design", "design_file")],
         supports_check_mode=True,
     )
+    enforce(module, "gpu_pool_audit")
     p = module.params
     design = p["design"] if p["design"] is not None else read_design(module, p["design_file"])
     try:

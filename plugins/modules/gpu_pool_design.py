@@ -165,6 +165,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils._design import (
     validate,
     warnings,
 )
+from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
 
 try:
     import yaml
@@ -199,6 +200,7 @@ def main():
         required_one_of=[("design", "design_file")],
         supports_check_mode=True,
     )
+    enforce(module, "gpu_pool_design")
     design = module.params["design"]
     if module.params["design_file"]:
         design = read_design(module, module.params["design_file"])

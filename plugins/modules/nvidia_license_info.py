@@ -83,12 +83,14 @@ message:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpupool.vcf.plugins.module_utils._nls import parse
+from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
 
 
 def main():
     module = AnsibleModule(argument_spec=dict(nvidia_smi=dict(type="str", default="nvidia-smi"),
                                               chroot=dict(type="path")),
                            supports_check_mode=True)
+    enforce(module, "nvidia_license_info")
     cmd = [module.params["nvidia_smi"], "-q"]
     if module.params["chroot"]:
         cmd = [module.get_bin_path("chroot", required=True), module.params["chroot"]] + cmd

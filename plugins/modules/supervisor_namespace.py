@@ -185,6 +185,7 @@ diff:
 from ansible_collections.gpupool.vcf.plugins.module_utils import _namespace as nsu
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereError, VsphereNotFound
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
+from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
 
 NS_PATH = "/api/vcenter/namespaces/instances"
 CLUSTERS_PATH = "/api/vcenter/namespace-management/clusters"
@@ -331,6 +332,7 @@ def main():
         mutually_exclusive=[("cluster", "supervisor")],
         supports_check_mode=True,
     )
+    enforce(module, "supervisor_namespace")
     name = module.params["name"]
     try:
         result = run(module)

@@ -153,6 +153,7 @@ except ImportError:
 
 from ansible_collections.gpupool.vcf.plugins.module_utils._k8s import (
     PlanError, api_client, auth_argument_spec, plan_machine_deployments, variable_plan)
+from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
 
 GROUP = "cluster.x-k8s.io"
 VERSIONS = ("v1beta2", "v1beta1")
@@ -280,6 +281,7 @@ def main():
                 purge=dict(type="bool", default=False), retries=dict(type="int", default=5))
     spec.update(auth_argument_spec())
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    enforce(module, "vks_node_pool")
     if not HAS_K8S:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=K8S_IMPORT_ERROR)
     for p in module.params["node_pools"]:

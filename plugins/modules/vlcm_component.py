@@ -116,6 +116,7 @@ diff:
 from ansible_collections.gpupool.vcf.plugins.module_utils import _esxi, _vlcm
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereError
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
+from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
 
 SETTINGS = "/api/esx/settings"
 TASK = {"vmw-task": "true"}
@@ -304,6 +305,7 @@ def main():
         ),
         supports_check_mode=True,
     )
+    enforce(module, "vlcm_component")
     VlcmComponent(module).run()
 
 

@@ -143,6 +143,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import (
     vim,
 )
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
+from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
 
 PATH = "/api/vcenter/namespace-management/virtual-machine-classes"
 
@@ -182,6 +183,7 @@ def main():
         ),
         supports_check_mode=True,
     )
+    enforce(module, "vm_class")
     p = module.params
     name = p["name"]
     try:
