@@ -162,6 +162,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import (
     vmodl,
 )
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
+from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
 
 
 class ClusterPinning:
@@ -192,7 +193,6 @@ class ClusterPinning:
                    # the PCI devices only for vm_host_rule: they weigh more than every VM's devices
                    vim.HostSystem: ["name", "hardware.pciDevice"] if gpu_hosts else ["name"],
                    vim.VirtualMachine: ["name", "config.hardware.device", "config.template"]})
-from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
         vms = []
         overrides = []
         self.warnings = []
@@ -291,6 +291,7 @@ def main():
         ),
         supports_check_mode=True,
     )
+    enforce(module, "drs_gpu_pinning")
     p = module.params
     pinning = ClusterPinning(module.client(), p["cluster"])
     try:
@@ -337,4 +338,3 @@ def main():
 
 if __name__ == "__main__":
     main()
-    enforce(module, "drs_gpu_pinning")
