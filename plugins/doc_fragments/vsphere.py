@@ -47,9 +47,19 @@ options:
     type: path
   timeout:
     description:
-      - Seconds to wait for one HTTP request to vCenter.
+      - Seconds to wait for one HTTP request to vCenter. Must be above 0.
     type: int
     default: 60
+  retries:
+    description:
+      - How often one vCenter call is repeated after a transient failure, and how often an
+        expired session is logged in again, before the module fails.
+      - Reads are repeated after a dropped or refused connection, a timeout or a 5xx answer;
+        changes only where the request cannot have reached vCenter (connection refused,
+        HTTP 502/503/504). Delays grow from 1 s, doubled up to 30 s, with jitter.
+      - V(0) turns retries and re-login off. Must not be negative.
+    type: int
+    default: 5
 requirements:
   - pyvmomi >= 8.0.3.0
 notes:

@@ -24,11 +24,10 @@ from ansible_collections.gpupool.vcf.plugins.module_utils._gpu_inventory import 
 )
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import (
     VsphereError,
+    VsphereFault,
     VsphereNotFound,
     VsphereTaskError,
-    fault_message,
     vim,
-    vmodl,
 )
 
 HOST_PROPERTIES = [
@@ -75,8 +74,8 @@ class HostOps:
         """(short, full) NVIDIA driver version installed on the host, or (None, None)."""
         try:
             packages = host_obj.configManager.imageConfigManager.FetchSoftwarePackages()
-        except vmodl.MethodFault as exc:
-            raise VsphereError("cannot list the software packages of the host: %s" % fault_message(exc))
+        except VsphereError as exc:
+            raise VsphereError("cannot list the software packages of the host: %s" % exc)
         short, full, _listing = driver_from_packages(packages)
         return short, full
 
@@ -95,9 +94,7 @@ class HostOps:
         """Whether vCenter migrates powered-on vGPU VMs (advanced setting vgpu.hotmigrate.enabled)."""
         try:
             opts = self.client.content.setting.QueryOptions(name=VGPU_HOTMIGRATE)
-        except vim.fault.InvalidName:
-            return False
-        except vmodl.MethodFault:
+        except VsphereFault:  # InvalidName: the setting is not there, so it is off
             return False
         for opt in opts or []:
             if opt.key == VGPU_HOTMIGRATE:
@@ -165,10 +162,10 @@ class HostOps:
         """The configured nvidia module option string; None when the module is absent."""
         try:
             return host_obj.configManager.kernelModuleSystem.QueryConfiguredModuleOptionString("nvidia")
-        except vim.fault.NotFound:
-            return None
-        except vmodl.MethodFault as exc:
-            raise VsphereError("cannot read the nvidia module options: %s" % fault_message(exc))
+        except VsphereFault as exc:
+            if exc.is_a(vim.fault.NotFound):
+                return None
+            raise VsphereError("cannot read the nvidia module options: %s" % exc)
 
 
 def gpu_pci_ids(pci_devices):

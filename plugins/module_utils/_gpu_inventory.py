@@ -26,10 +26,9 @@ from concurrent.futures import ThreadPoolExecutor
 from ansible_collections.gpupool.vcf.plugins.module_utils import _nvidia
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import (
     VsphereError,
+    VsphereFault,
     VsphereNotFound,
-    fault_message,
     vim,
-    vmodl,
 )
 
 NVIDIA_VENDOR_ID = 0x10DE
@@ -269,16 +268,18 @@ class GpuInventory:
                 try:
                     packages = h["configManager.imageConfigManager"].FetchSoftwarePackages()
                     driver = driver_from_packages(packages)
-                except vmodl.MethodFault as exc:
-                    errors.append("software packages: %s" % fault_message(exc))
+                except VsphereError as exc:
+                    errors.append("software packages: %s" % exc)
             if "scheduler" in gather:
                 try:
                     options = h["configManager.kernelModuleSystem"].QueryConfiguredModuleOptionString(NVIDIA_MODULE)
-                except vim.fault.NotFound:
-                    options = None
-                    errors.append("no nvidia kernel module (host driver not installed)")
-                except vmodl.MethodFault as exc:
-                    errors.append("nvidia module options: %s" % fault_message(exc))
+                except VsphereFault as exc:
+                    if exc.is_a(vim.fault.NotFound):
+                        errors.append("no nvidia kernel module (host driver not installed)")
+                    else:
+                        errors.append("nvidia module options: %s" % exc)
+                except VsphereError as exc:
+                    errors.append("nvidia module options: %s" % exc)
             return h.moid, (driver, options, errors)
 
         with ThreadPoolExecutor(max_workers=max(1, min(self.workers, len(todo)))) as pool:

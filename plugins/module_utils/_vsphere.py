@@ -10,13 +10,22 @@ What it offers:
 
 * one session per client (login once, logout on close), certificate verification on by
   default against the system trust store or a CA bundle the caller names;
+* one fault boundary: every SOAP call of the session (methods and property reads, whatever
+  object they are made on) goes through :class:`_BoundaryStub`. A vSphere fault becomes a
+  :class:`VsphereFault` naming the operation and the object; an expired or killed session
+  (``NotAuthenticated``) is logged in again and the call repeated, a bounded number of
+  times; a dropped connection, a refused one (vCenter restarting) or a 5xx from a proxy is
+  retried with bounded exponential backoff and jitter for reads, and for changes only where
+  the request cannot have been carried out (connection refused, 503); then one
+  :class:`VsphereConnectionError` says what was attempted and how often;
 * :meth:`VsphereClient.retrieve`: exactly the named properties of every object of the
   given types, in one ContainerView and one PropertyCollector retrieval, whatever the
   number of objects (pages are followed with ContinueRetrievePropertiesEx);
 * :meth:`VsphereClient.retrieve_objects`: properties of a known list of objects in one
   retrieval;
-* :meth:`VsphereClient.wait_for_task`: one task waiter with exponential backoff and a
-  timeout;
+* :func:`wait`: the one waiter (vSphere tasks, REST tasks, host reconnects) with bounded
+  exponential backoff, jitter and a deadline; transient errors while waiting do not end the
+  wait before the deadline;
 * :func:`fault_message`: any vSphere fault as one readable line.
 """
 
@@ -25,12 +34,20 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import random
+import socket
 import ssl
 import time
 
 try:
+    from http.client import HTTPException
+except ImportError:  # pragma: no cover - Python 2 is not supported, kept for sanity tests
+    HTTPException = OSError
+
+try:
     from pyVim import connect
     from pyVmomi import vim, vmodl
+    from pyVmomi.SoapAdapter import StubAdapterBase
 
     HAS_PYVMOMI = True
     PYVMOMI_IMPORT_ERROR = None
@@ -38,9 +55,16 @@ except ImportError as exc:  # pragma: no cover - reported by the module layer
     HAS_PYVMOMI = False
     PYVMOMI_IMPORT_ERROR = exc
     vim = vmodl = connect = None
+    StubAdapterBase = object
 
 # vSphere 8.0 U3: newer data types (vGPU profile info, graphics config) come back typed
 DEFAULT_API_VERSION = "vim.version.v8_0_3_0"
+
+# SOAP methods that only read (or log in): repeated after a dropped connection or a 5xx
+REPEATABLE_PREFIXES = ("Retrieve", "Fetch", "Query", "Continue", "Find", "Browse", "Current", "Has",
+                 "CreateContainerView", "CreateListView", "DestroyView", "Login", "Logout")
+# HTTP statuses a proxy or a restarting vCenter answers before the request reached vCenter
+UNSENT_STATUSES = ("502", "503", "504")
 
 
 class VsphereError(Exception):
@@ -48,7 +72,7 @@ class VsphereError(Exception):
 
 
 class VsphereConnectionError(VsphereError):
-    """Login, TLS or network failure before any work is done."""
+    """Login, TLS or network failure (before any work, or after the retries ran out)."""
 
 
 class VsphereTaskError(VsphereError):
@@ -57,6 +81,23 @@ class VsphereTaskError(VsphereError):
 
 class VsphereNotFound(VsphereError):
     """A named object (cluster, host, VM) does not exist."""
+
+
+class VsphereFault(VsphereError):
+    """A vSphere fault answered to one call; ``fault`` is the pyvmomi fault object."""
+
+    def __init__(self, fault, operation=None, target=None):
+        self.fault = fault
+        self.operation = operation
+        self.target = target
+        text = fault_message(fault)
+        if operation:
+            text = "%s%s: %s" % (operation, (" on %s" % target) if target else "", text)
+        super(VsphereFault, self).__init__(text)
+
+    def is_a(self, *fault_types):
+        """Whether the fault is one of the given pyvmomi fault types."""
+        return isinstance(self.fault, fault_types)
 
 
 def fault_message(fault):
@@ -103,6 +144,89 @@ def ssl_context(validate_certs=True, ca_file=None):
     return ssl.create_default_context(cafile=bundle)
 
 
+def backoff_delays(initial=0.5, maximum=10.0, rand=random.random):
+    """Endless delays of a bounded exponential backoff with jitter (50-100 % of each step)."""
+    delay = initial
+    while True:
+        yield delay * (0.5 + rand() / 2)
+        delay = min(delay * 2, maximum)
+
+
+def wait(check, timeout, what, transient=(), initial_delay=0.2, max_delay=5.0,
+         sleep=time.sleep, clock=time.monotonic):
+    """The one waiter: call ``check()`` until it returns ``(True, value)``; return ``value``.
+
+    ``check`` returns ``(done, value)`` or ``(False, state text)``. An exception of a type in
+    ``transient`` (vCenter restarting, a proxy answering 503) does not end the wait before the
+    deadline; the last one is named if the deadline passes. Delays grow exponentially with
+    jitter up to ``max_delay``.
+    """
+    deadline = clock() + timeout
+    delays = backoff_delays(initial_delay, max_delay)
+    state = "not started"
+    while True:
+        try:
+            done, value = check()
+            if done:
+                return value
+            state = value
+        except transient as exc:  # pylint: disable=catching-non-exception
+            state = "unreachable: %s" % exc
+        if clock() >= deadline:
+            raise VsphereTaskError("%s did not finish within %ss (last state: %s)" % (what, timeout, state))
+        sleep(min(next(delays), max(0.0, deadline - clock()) or initial_delay))
+
+
+def _transient(exc):
+    """Connection refused or reset, a timeout, or a 5xx from a proxy: worth another try."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return False
+    if isinstance(exc, HTTPException):
+        return str(exc)[:1] == "5" or not str(exc)[:3].isdigit()
+    return isinstance(exc, (ConnectionError, socket.timeout, TimeoutError, OSError))
+
+
+def _unsent(exc):
+    """Whether the request cannot have reached vCenter (so a change may be repeated)."""
+    if isinstance(exc, ConnectionRefusedError):
+        return True
+    return isinstance(exc, HTTPException) and str(exc)[:3] in UNSENT_STATUSES
+
+
+def _is_read(operation):
+    return operation.startswith(REPEATABLE_PREFIXES)
+
+
+def _target(mo):
+    """'HostSystem host-21' for a managed object reference."""
+    if mo is None:
+        return None
+    kind = getattr(type(mo), "_wsdlName", None) or type(mo).__name__.split(".")[-1]
+    return "%s %s" % (kind, getattr(mo, "_moId", "?"))
+
+
+class _BoundaryStub(StubAdapterBase):  # pylint: disable=too-few-public-methods
+    """The SOAP stub every object of a :class:`VsphereClient` session is bound to.
+
+    pyvmomi binds each managed object it deserializes to the stub that made the call, so
+    objects read through this stub call back through it: every method and property read
+    of the session passes :meth:`VsphereClient._invoke`.
+    """
+
+    def __init__(self, inner, client):
+        self.inner = inner
+        self.client = client
+        StubAdapterBase.__init__(self, version=inner.version)
+
+    def InvokeMethod(self, mo, info, args):  # noqa: N802 - pyvmomi's name
+        return self.client._invoke(mo, info, args, self)  # pylint: disable=protected-access
+
+    def __getattr__(self, name):
+        if name in ("inner", "client"):  # not set yet: no delegation loop
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
 class ObjectProps:
     """One object of a retrieval: its reference and the properties that were set."""
 
@@ -127,10 +251,17 @@ class ObjectProps:
 
 
 class VsphereClient:
-    """A logged-in vSphere session. Use as a context manager, or call :meth:`close`."""
+    """A logged-in vSphere session. Use as a context manager, or call :meth:`close`.
+
+    ``retries``: how often a call is repeated after a transient failure (dropped or refused
+    connection, 5xx from a proxy) and how often the session is logged in again after
+    ``NotAuthenticated``; delays grow from ``retry_delay`` seconds, doubled each time up to
+    ``max_retry_delay``, with jitter.
+    """
 
     def __init__(self, hostname, username, password, port=443, validate_certs=True,
-                 ca_file=None, timeout=60):
+                 ca_file=None, timeout=60, retries=5, retry_delay=1.0, max_retry_delay=30.0,
+                 sleep=time.sleep):
         if not HAS_PYVMOMI:
             raise VsphereConnectionError("pyvmomi is required: %s" % PYVMOMI_IMPORT_ERROR)
         if not hostname:
@@ -141,30 +272,104 @@ class VsphereClient:
         self.hostname = hostname
         self.port = int(port or 443)
         self.endpoint = "https://%s:%d" % (hostname, self.port)
+        self.retries = max(0, int(retries))
+        self.retry_delay = retry_delay
+        self.max_retry_delay = max_retry_delay
+        self.sleep = sleep
+        self.relogins = 0
+        self.retried = 0
+        self._credentials = (username, password)
+        self._closing = False
         ctx = ssl_context(validate_certs, ca_file)
-        try:
-            self.si = connect.SmartConnect(host=hostname, user=username, pwd=password,
-                                           port=self.port, sslContext=ctx,
-                                           httpConnectionTimeout=timeout)
-        except vim.fault.InvalidLogin:
-            raise VsphereConnectionError(
-                "login to %s refused: invalid user name or password for %s" % (self.endpoint, username))
-        except ssl.SSLCertVerificationError as exc:
-            raise VsphereConnectionError(
-                "TLS certificate of %s not trusted (%s); name its CA with ca_file, VMWARE_CA_FILE, "
-                "REQUESTS_CA_BUNDLE or SSL_CERT_FILE, or add it to the system trust store"
-                % (self.endpoint, exc.verify_message or exc))
-        except vmodl.MethodFault as exc:
-            raise VsphereConnectionError("login to %s failed: %s" % (self.endpoint, fault_message(exc)))
-        except (OSError, ssl.SSLError) as exc:
-            raise VsphereConnectionError("cannot reach %s: %s" % (self.endpoint, exc))
+        si = self._connect(lambda: connect.SmartConnect(host=hostname, user=username, pwd=password,
+                                                        port=self.port, sslContext=ctx,
+                                                        httpConnectionTimeout=timeout))
+        # every object read from here on is bound to the boundary stub (see _BoundaryStub)
+        self._stub = _BoundaryStub(si._stub, self)  # pylint: disable=protected-access
+        self.si = vim.ServiceInstance("ServiceInstance", self._stub)
         self.content = self.si.RetrieveContent()
+
+    def _connect(self, login):
+        """Log in, retrying while vCenter refuses connections (restarting), then fail clearly."""
+        delays = backoff_delays(self.retry_delay, self.max_retry_delay)
+        attempt = 0
+        while True:
+            try:
+                return login()
+            except vim.fault.InvalidLogin:
+                raise VsphereConnectionError(
+                    "login to %s refused: invalid user name or password for %s" % (self.endpoint, self._credentials[0]))
+            except ssl.SSLCertVerificationError as exc:
+                raise VsphereConnectionError(
+                    "TLS certificate of %s not trusted (%s); name its CA with ca_file, VMWARE_CA_FILE, "
+                    "REQUESTS_CA_BUNDLE or SSL_CERT_FILE, or add it to the system trust store"
+                    % (self.endpoint, exc.verify_message or exc))
+            except vmodl.MethodFault as exc:
+                raise VsphereConnectionError("login to %s failed: %s" % (self.endpoint, fault_message(exc)))
+            except (OSError, ssl.SSLError, HTTPException) as exc:
+                if attempt >= self.retries or not _transient(exc):
+                    raise VsphereConnectionError("cannot reach %s: %s (%d attempts)" % (self.endpoint, exc, attempt + 1))
+            attempt += 1
+            self.sleep(next(delays))
+
+    # -- the fault boundary ----------------------------------------------------------------
+    def _invoke(self, mo, info, args, outer):
+        """One SOAP call through the boundary: re-login, bounded retries, one error type."""
+        operation = info.wsdlName
+        if operation == "Fetch" and args:
+            operation = "read of %s" % args[0]
+        read = _is_read(info.wsdlName)
+        delays = backoff_delays(self.retry_delay, self.max_retry_delay)
+        attempts = relogins = 0
+        while True:
+            try:
+                status, obj = self._stub.inner.InvokeMethod(mo, info, args, outer)
+            except (OSError, HTTPException) as exc:
+                unsent = _unsent(exc)
+                if self._closing or attempts >= self.retries or not (_transient(exc) and (read or unsent)):
+                    raise VsphereConnectionError(self._transport_text(operation, mo, exc, attempts, read or unsent))
+                attempts += 1
+                self.retried += 1
+                self.sleep(next(delays))
+                continue
+            if status == 200:
+                return obj
+            if isinstance(obj, vim.fault.NotAuthenticated) and info.wsdlName not in ("Login", "Logout") and not self._closing:
+                if relogins >= self.retries:
+                    raise VsphereConnectionError(
+                        "%s on %s: the session was refused (NotAuthenticated) again after %d re-logins to %s"
+                        % (operation, _target(mo), relogins, self.endpoint))
+                relogins += 1
+                self.relogins += 1
+                self._relogin()
+                continue
+            if isinstance(obj, Exception):
+                raise VsphereFault(obj, operation, _target(mo))
+            raise VsphereError("%s on %s: unexpected answer %r" % (operation, _target(mo), obj))
+
+    def _relogin(self):
+        """A new session on the same stub: objects already read stay usable."""
+        user, password = self._credentials
+        try:
+            self.content.sessionManager.Login(userName=user, password=password)
+        except VsphereFault as exc:
+            raise VsphereConnectionError("re-login to %s failed: %s" % (self.endpoint, exc))
+
+    def _transport_text(self, operation, mo, exc, attempts, retried):
+        text = "%s on %s: connection to %s failed (%s)" % (operation, _target(mo), self.endpoint, exc or type(exc).__name__)
+        if attempts:
+            text += " after %d attempts" % (attempts + 1)
+        if not retried:
+            text += ("; the request may or may not have been carried out, so it was not repeated: "
+                     "a rerun reads the state and resumes")
+        return text
 
     # -- lifecycle -----------------------------------------------------------------------
     def close(self):
         if getattr(self, "si", None) is not None:
+            self._closing = True
             try:
-                connect.Disconnect(self.si)
+                self.content.sessionManager.Logout()
             except Exception:  # logout is best effort: the session expires on its own
                 pass
             self.si = None
@@ -194,7 +399,7 @@ class VsphereClient:
         finally:
             try:
                 view.DestroyView()
-            except vmodl.MethodFault:
+            except VsphereError:  # the view dies with the session anyway
                 pass
 
     def retrieve_objects(self, objs, properties):
@@ -211,38 +416,40 @@ class VsphereClient:
         prop_specs = [pc.PropertySpec(type=t, pathSet=list(paths), all=False) for t, paths in specs.items()]
         filter_spec = pc.FilterSpec(objectSet=obj_spec_list, propSet=prop_specs)
         collector = self.content.propertyCollector
-        try:
-            result = collector.RetrievePropertiesEx(specSet=[filter_spec], options=pc.RetrieveOptions())
-            out = []
-            while result is not None:
-                for item in result.objects or []:
-                    out.append(ObjectProps(item.obj, dict((p.name, p.val) for p in item.propSet or [])))
-                if not result.token:
-                    break
-                result = collector.ContinueRetrievePropertiesEx(token=result.token)
-            return out
-        except vmodl.MethodFault as exc:
-            raise VsphereError("property retrieval failed: %s" % fault_message(exc))
+        result = collector.RetrievePropertiesEx(specSet=[filter_spec], options=pc.RetrieveOptions())
+        out = []
+        while result is not None:
+            for item in result.objects or []:
+                out.append(ObjectProps(item.obj, dict((p.name, p.val) for p in item.propSet or [])))
+            if not result.token:
+                break
+            result = collector.ContinueRetrievePropertiesEx(token=result.token)
+        return out
 
     # -- tasks ---------------------------------------------------------------------------
     def wait_for_task(self, task, timeout=600, what="task", initial_delay=0.1, max_delay=5.0,
                       sleep=time.sleep, clock=time.monotonic):
-        """Wait for a task to end; return its result or raise :class:`VsphereTaskError`."""
-        deadline = clock() + timeout
-        delay = initial_delay
-        while True:
+        """Wait for a task to end; return its result or raise :class:`VsphereTaskError`.
+
+        A vCenter that restarts during the wait (connection refused, session lost) does not
+        end the wait before ``timeout``; a task vCenter no longer knows does.
+        """
+        def check():
             try:
                 info = task.info
-            except vmodl.MethodFault as exc:
-                raise VsphereTaskError("%s: cannot read task state: %s" % (what, fault_message(exc)))
+            except VsphereFault as exc:
+                if exc.is_a(vmodl.fault.ManagedObjectNotFound):
+                    raise VsphereTaskError("%s: vCenter no longer knows task %s (%s); a rerun reads the state and resumes"
+                                           % (what, getattr(task, "_moId", "?"), exc))
+                raise VsphereTaskError("%s: cannot read task state: %s" % (what, exc))
             if info.state == "success":
-                return info.result
+                return True, info.result
             if info.state == "error":
                 raise VsphereTaskError("%s failed: %s" % (what, fault_message(info.error)))
-            if clock() >= deadline:
-                raise VsphereTaskError("%s did not finish within %ss (state %s)" % (what, timeout, info.state))
-            sleep(delay)
-            delay = min(delay * 2, max_delay)
+            return False, "%s%s" % (info.state, (", %s%%" % info.progress) if info.progress is not None else "")
+
+        return wait(check, timeout, what, transient=(VsphereConnectionError,), initial_delay=initial_delay,
+                    max_delay=max_delay, sleep=sleep, clock=clock)
 
     # -- helpers for modules -------------------------------------------------------------
     def clusters_by_name(self):

@@ -33,6 +33,7 @@ def vsphere_argument_spec():
         validate_certs=dict(type="bool", default=True, fallback=(env_fallback, ["VMWARE_VALIDATE_CERTS"])),
         ca_file=dict(type="path", fallback=(env_fallback, ["VMWARE_CA_FILE"])),
         timeout=dict(type="int", default=60),
+        retries=dict(type="int", default=5),
     )
 
 
@@ -46,9 +47,15 @@ class VsphereModule(AnsibleModule):
         self._rest = None
         spec = vsphere_argument_spec()
         spec.update(argument_spec)
+        # what a run changed so far, returned with any failure (see run_guarded)
+        self.partial = {}
         super(VsphereModule, self).__init__(argument_spec=spec, **kwargs)
         if not HAS_PYVMOMI:
             self.fail_json(msg=missing_required_lib("pyvmomi"), exception=str(PYVMOMI_IMPORT_ERROR))
+        if self.params["timeout"] is not None and self.params["timeout"] <= 0:
+            self.fail_json(msg="timeout must be a number of seconds above 0, not %s" % self.params["timeout"])
+        if self.params["retries"] is not None and self.params["retries"] < 0:
+            self.fail_json(msg="retries must be 0 or more, not %s" % self.params["retries"])
 
     def _connection_args(self):
         """The connection options, as both client layers take them."""
@@ -81,6 +88,21 @@ class VsphereModule(AnsibleModule):
         if self._rest is not None:
             self._rest.close()
             self._rest = None
+
+    def run_guarded(self, func, what):
+        """Call ``func()``; any vSphere error that escapes it fails with ``self.partial``.
+
+        The last line of defence of the fault boundary: no traceback, the message names
+        ``what`` was being done, and the result carries what the run had changed so far.
+        """
+        try:
+            func()
+        except VsphereError as exc:
+            result = dict(self.partial)
+            msg = "Unable to %s: %s" % (what, exc)
+            if result.get("next_step"):
+                msg += "; %s" % result["next_step"]
+            self.fail_json(msg=msg, **result)
 
     def fail_vsphere(self, verb, obj, exc, **result):
         """fail_json(msg="Unable to <verb> <object>: <reason>"), logging out first."""

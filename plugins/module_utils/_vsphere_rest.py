@@ -8,6 +8,12 @@ then the ``vmware-api-session-id`` header on every call, ``DELETE /api/session``
 Certificates are verified like the SOAP client (``_vsphere.ssl_context`` rules). Errors
 come back as :class:`VsphereRestError` with the API's ``error_type`` and messages, 404 as
 :class:`VsphereNotFound`.
+
+The same fault boundary as the SOAP client: a 401 (session expired or killed) logs in again
+and repeats the call, a bounded number of times; a refused or dropped connection, a timeout
+or a 5xx is retried with bounded exponential backoff and jitter for GET, and for changes only
+where the request cannot have been carried out (connection refused, 502/503/504); tasks are
+waited for with the one waiter of ``_vsphere``, which outlasts a vCenter restart.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -30,8 +36,12 @@ from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import (
     VsphereError,
     VsphereNotFound,
     VsphereTaskError,
+    backoff_delays,
     ca_bundle,
+    wait,
 )
+
+UNSENT_STATUSES = (502, 503, 504)
 
 SESSION_HEADER = "vmware-api-session-id"
 
@@ -75,7 +85,7 @@ class VsphereRestClient:
     """A logged-in vSphere Automation API session."""
 
     def __init__(self, hostname, username, password, port=443, validate_certs=True, ca_file=None,
-                 timeout=60, session=None):
+                 timeout=60, session=None, retries=5, retry_delay=1.0, max_retry_delay=30.0, sleep=time.sleep):
         if not HAS_REQUESTS:
             raise VsphereConnectionError("the requests library is required: %s" % REQUESTS_IMPORT_ERROR)
         if not hostname:
@@ -83,31 +93,55 @@ class VsphereRestClient:
         self.base = "https://%s:%d" % (hostname, int(port or 443))
         self.timeout = timeout
         self.requests = 0
+        self.retries = max(0, int(retries))
+        self.retry_delay = retry_delay
+        self.max_retry_delay = max_retry_delay
+        self.sleep = sleep
+        self.relogins = 0
+        self.retried = 0
+        self._credentials = (username or "", password or "")
+        self._closed = False
         self.http = session or requests.Session()
         # passed on every request: a Session-level verify loses to REQUESTS_CA_BUNDLE in requests
         self.verify = (ca_bundle(ca_file) or True) if validate_certs else False
         self.http.headers.update({"Accept": "application/json"})
-        try:
-            resp = self.http.post(self.base + "/api/session", auth=(username or "", password or ""),
-                                  timeout=timeout, verify=self.verify)
-        except requests.exceptions.SSLError as exc:
-            raise VsphereConnectionError(
-                "TLS certificate of %s not trusted (%s); name its CA with ca_file, VMWARE_CA_FILE, "
-                "REQUESTS_CA_BUNDLE or SSL_CERT_FILE" % (self.base, _reason(exc)))
-        except requests.exceptions.RequestException as exc:
-            raise VsphereConnectionError("cannot reach %s: %s" % (self.base, exc))
-        self.requests += 1
-        if resp.status_code == 401:
-            raise VsphereConnectionError(
-                "login to %s refused: invalid user name or password for %s" % (self.base, username))
-        if resp.status_code >= 400:
-            raise VsphereConnectionError("login to %s failed: HTTP %s" % (self.base, resp.status_code))
+        self._login()
+
+    def _login(self):
+        """POST /api/session; retried while vCenter refuses connections or answers 503."""
+        delays = backoff_delays(self.retry_delay, self.max_retry_delay)
+        attempt = 0
+        self.http.headers.pop(SESSION_HEADER, None)
+        while True:
+            try:
+                resp = self.http.post(self.base + "/api/session", auth=self._credentials,
+                                      timeout=self.timeout, verify=self.verify)
+            except requests.exceptions.SSLError as exc:
+                raise VsphereConnectionError(
+                    "TLS certificate of %s not trusted (%s); name its CA with ca_file, VMWARE_CA_FILE, "
+                    "REQUESTS_CA_BUNDLE or SSL_CERT_FILE" % (self.base, _reason(exc)))
+            except requests.exceptions.RequestException as exc:
+                if attempt >= self.retries:
+                    raise VsphereConnectionError("cannot reach %s: %s (%d attempts)" % (self.base, _reason(exc), attempt + 1))
+                resp = None
+            if resp is not None:
+                self.requests += 1
+                if resp.status_code == 401:
+                    raise VsphereConnectionError(
+                        "login to %s refused: invalid user name or password for %s" % (self.base, self._credentials[0]))
+                if resp.status_code < 400:
+                    break
+                if resp.status_code < 500 or attempt >= self.retries:
+                    raise VsphereConnectionError("login to %s failed: HTTP %s" % (self.base, resp.status_code))
+            attempt += 1
+            self.sleep(next(delays))
         token = resp.json()
         if isinstance(token, dict):  # older /rest style {"value": token}
             token = token.get("value")
         self.http.headers[SESSION_HEADER] = token
 
     def close(self):
+        self._closed = True  # no re-login after this
         if SESSION_HEADER in self.http.headers:
             try:
                 self.http.delete(self.base + "/api/session", timeout=self.timeout, verify=self.verify)
@@ -121,20 +155,52 @@ class VsphereRestClient:
     def __exit__(self, *exc):
         self.close()
 
-    def request(self, method, path, body=None, params=None):
+    def _send(self, method, path, body, params):
+        """One request through the fault boundary: (response, data)."""
         url = self.base + path
-        try:
-            resp = self.http.request(method, url, json=body, params=params, timeout=self.timeout,
-                                     verify=self.verify)
-        except requests.exceptions.RequestException as exc:
-            raise VsphereError("%s %s: %s" % (method, path, exc))
-        self.requests += 1
+        repeatable = method in ("GET", "HEAD")
+        delays = backoff_delays(self.retry_delay, self.max_retry_delay)
+        attempts = relogins = 0
+        while True:
+            try:
+                resp = self.http.request(method, url, json=body, params=params, timeout=self.timeout,
+                                         verify=self.verify)
+            except requests.exceptions.RequestException as exc:
+                unsent = isinstance(exc, requests.exceptions.ConnectionError) and "refused" in _reason(exc).lower()
+                if attempts >= self.retries or not (repeatable or unsent):
+                    text = "%s %s: connection to %s failed (%s)" % (method, path, self.base, _reason(exc))
+                    if attempts:
+                        text += " after %d attempts" % (attempts + 1)
+                    if not (repeatable or unsent):
+                        text += ("; the request may or may not have been carried out, so it was not repeated: "
+                                 "a rerun reads the state and resumes")
+                    raise VsphereConnectionError(text)
+                attempts += 1
+                self.retried += 1
+                self.sleep(next(delays))
+                continue
+            self.requests += 1
+            if resp.status_code == 401 and relogins < self.retries and not self._closed:
+                relogins += 1
+                self.relogins += 1
+                self._login()
+                continue
+            if resp.status_code >= 500 and attempts < self.retries and (repeatable or resp.status_code in UNSENT_STATUSES):
+                attempts += 1
+                self.retried += 1
+                self.sleep(next(delays))
+                continue
+            break
         data = None
         if resp.content:
             try:
                 data = resp.json()
             except ValueError:
                 data = resp.text
+        return resp, data
+
+    def request(self, method, path, body=None, params=None):
+        resp, data = self._send(method, path, body, params)
         if resp.status_code == 404:
             error_type, messages = error_text(data)
             raise VsphereNotFound("%s not found%s" % (path, (": " + "; ".join(messages)) if messages else ""))
@@ -163,18 +229,29 @@ class VsphereRestClient:
 
     def wait_for_task(self, task_id, timeout=600, what="task", initial_delay=0.2, max_delay=5.0,
                       sleep=time.sleep, clock=time.monotonic):
-        """Wait for a ``?vmw-task=true`` task (``/api/cis/tasks/{id}``); return its result."""
-        deadline = clock() + timeout
-        delay = initial_delay
-        while True:
-            info = self.get("/api/cis/tasks/%s" % task_id) or {}
+        """Wait for a ``?vmw-task=true`` task (``/api/cis/tasks/{id}``); return its result.
+
+        Connection failures and 5xx while waiting (vCenter restarting during a two-hour
+        remediation) do not end the wait before ``timeout``; the task goes on in vCenter.
+        """
+        def check():
+            try:
+                info = self.get("/api/cis/tasks/%s" % task_id) or {}
+            except VsphereNotFound:
+                raise VsphereTaskError("%s: vCenter no longer knows task %s; a rerun reads the state and resumes"
+                                       % (what, task_id))
+            except VsphereRestError as exc:
+                if exc.status is not None and exc.status < 500:
+                    raise
+                raise VsphereConnectionError(str(exc))
             status = info.get("status")
             if status == "SUCCEEDED":
-                return info.get("result")
+                return True, info.get("result")
             if status == "FAILED":
                 error_type, messages = error_text(info.get("error") or {})
                 raise VsphereTaskError("%s failed: %s" % (what, "; ".join(messages) or error_type or "no reason given"))
-            if clock() >= deadline:
-                raise VsphereTaskError("%s did not finish within %ss (status %s)" % (what, timeout, status))
-            sleep(delay)
-            delay = min(delay * 2, max_delay)
+            progress = (info.get("progress") or {}).get("completed")
+            return False, "%s%s" % (status, (", %s done" % progress) if progress is not None else "")
+
+        return wait(check, timeout, what, transient=(VsphereConnectionError,), initial_delay=initial_delay,
+                    max_delay=max_delay, sleep=sleep, clock=clock)

@@ -39,3 +39,12 @@ def test_not_found_and_errors(vsphere_env):
     with client(vsphere_env) as c:
         with pytest.raises(VsphereNotFound):
             c.get("/api/vcenter/namespace-management/virtual-machine-classes/no-such-class")
+
+
+def test_relogin_after_the_session_is_ended_elsewhere(vsphere_env):
+    """A session vCenter forgot (expired, killed, vCenter restarted) is logged in again once."""
+    with client(vsphere_env, retry_delay=0.01) as c:
+        c.http.delete(c.base + "/api/session", timeout=10, verify=c.verify)
+        clusters = c.get("/api/vcenter/namespace-management/clusters")
+        assert [x["cluster_name"] for x in clusters] == ["gpu-a"]
+        assert c.relogins == 1
