@@ -27,9 +27,17 @@ type gpuHost struct {
 	running        string
 	rebootRequired bool
 	rebootCount    int
+	// rebooting is true from a reboot until the host is back; hung keeps
+	// it notResponding after a reboot until released (fault reboot_hang).
+	rebooting bool
+	hung      bool
 
-	graphics      types.HostGraphicsConfig
-	nvidiaOptions string
+	graphics types.HostGraphicsConfig
+	// nvidiaOptions is the configured nvidia module option string (what
+	// QueryConfiguredModuleOptionString returns); nvidiaOptionsLoaded is the
+	// string the module was loaded with at the last boot.
+	nvidiaOptions       string
+	nvidiaOptionsLoaded string
 
 	graphicsMgr *GraphicsManager
 	kernelMgr   *KernelModuleSystem
@@ -148,7 +156,10 @@ type simState struct {
 	reg    *simulator.Registry
 	hosts  map[string]*gpuHost
 	byRef  map[types.ManagedObjectReference]*gpuHost
-	faults map[string]*injectedFault // key: host + "/" + op
+	faults map[string]*injectedFault // key: host + "/" + op, or "vm:" + VM name + "/" + op
+	// release is closed (and replaced) when the faults are cleared: hung
+	// tasks wait on the channel they were started with.
+	release chan struct{}
 
 	clusters    map[string]types.ManagedObjectReference
 	supervisors map[string]bool // cluster moref value -> Supervisor-enabled
@@ -159,30 +170,70 @@ type simState struct {
 type injectedFault struct {
 	Message string
 	Times   int
+	Hang    bool
 }
 
 var sim = &simState{
 	hosts:       map[string]*gpuHost{},
 	byRef:       map[types.ManagedObjectReference]*gpuHost{},
 	faults:      map[string]*injectedFault{},
+	release:     make(chan struct{}),
 	clusters:    map[string]types.ManagedObjectReference{},
 	supervisors: map[string]bool{},
 }
 
 // takeFault consumes one injected fault for (host, op), if any.
 func (s *simState) takeFault(host, op string) (string, bool) {
+	f := s.takeFaultEntry(host + "/" + op)
+	if f == nil {
+		return "", false
+	}
+	return f.Message, true
+}
+
+// takeFaultEntry consumes one use of the fault stored under key and
+// returns a copy of it, or nil. A hanging fault also returns the channel
+// its task waits on (closed when the faults are cleared).
+func (s *simState) takeFaultEntry(key string) *injectedFault {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	key := host + "/" + op
 	f, ok := s.faults[key]
 	if !ok {
-		return "", false
+		return nil
 	}
 	f.Times--
 	if f.Times <= 0 {
 		delete(s.faults, key)
 	}
-	return f.Message, true
+	c := *f
+	return &c
+}
+
+// hold returns the channel that hung tasks wait on.
+func (s *simState) hold() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.release
+}
+
+// clearFaults drops every host and VM fault, lets hung tasks finish and
+// brings back hosts held by reboot_hang.
+func (s *simState) clearFaults() {
+	s.mu.Lock()
+	s.faults = map[string]*injectedFault{}
+	close(s.release)
+	s.release = make(chan struct{})
+	var hung []*gpuHost
+	for _, g := range s.hosts {
+		if g.hung {
+			g.hung = false
+			hung = append(hung, g)
+		}
+	}
+	s.mu.Unlock()
+	for _, g := range hung {
+		go s.finishReboot(s.reg, s.reg.Get(g.ref).(*simulator.HostSystem), g, 0)
+	}
 }
 
 // simFault builds a fault whose message reaches the client both as the SOAP

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vmware/govmomi/simulator"
@@ -26,13 +27,17 @@ import (
 func dispatch(ctx *simulator.Context, m *simulator.Method) (mo.Reference, types.BaseMethodFault) {
 	var ops mo.Reference
 	switch m.Name {
-	case "RebootHost_Task", "EnterMaintenanceMode_Task":
+	case "RebootHost_Task", "EnterMaintenanceMode_Task", "ExitMaintenanceMode_Task", "ReconnectHost_Task":
 		if h, ok := ctx.Map.Get(m.This).(*simulator.HostSystem); ok {
 			ops = opsFor(ctx, m.This, func(self types.ManagedObjectReference) mo.Reference { return &hostOps{Self: self, host: h} })
 		}
-	case "PowerOnVM_Task":
+	case "PowerOnVM_Task", "PowerOffVM_Task":
 		if vm, ok := ctx.Map.Get(m.This).(*simulator.VirtualMachine); ok {
 			ops = opsFor(ctx, m.This, func(self types.ManagedObjectReference) mo.Reference { return &vmOps{Self: self, vm: vm} })
+		}
+	case "AddCustomFieldDef", "RemoveCustomFieldDef", "RenameCustomFieldDef", "SetField":
+		if cfm, ok := ctx.Map.Get(m.This).(*simulator.CustomFieldsManager); ok {
+			ops = opsFor(ctx, m.This, func(self types.ManagedObjectReference) mo.Reference { return &customFieldOps{Self: self, cfm: cfm} })
 		}
 	case "QueryConfigTarget":
 		if b, ok := ctx.Map.Get(m.This).(*simulator.EnvironmentBrowser); ok {
@@ -67,14 +72,36 @@ type hostOps struct {
 
 func (h *hostOps) Reference() types.ManagedObjectReference { return h.Self }
 
+// hostFault takes the injected fault for (host, op) at call time: a failing
+// fault makes the task body fail with its message, a hanging one makes the
+// task wait for the faults to be cleared.
+func hostFault(host *simulator.HostSystem, op string) (fail string, hold <-chan struct{}) {
+	g := sim.hostOf(host.Self)
+	if g == nil {
+		return "", nil
+	}
+	f := sim.takeFaultEntry(g.spec.Name + "/" + op)
+	switch {
+	case f == nil:
+		return "", nil
+	case f.Hang:
+		return "", sim.hold()
+	default:
+		return f.Message, nil
+	}
+}
+
 func (h *hostOps) RebootHostTask(ctx *simulator.Context, req *types.RebootHost_Task) soap.HasFault {
 	host := h.host
 	g := sim.hostOf(host.Self)
-	task := simulator.CreateTask(host, "rebootHost", func(t *simulator.Task) (types.AnyType, types.BaseMethodFault) {
-		if g != nil {
-			if msg, ok := sim.takeFault(g.spec.Name, "reboot"); ok {
-				return nil, simFault(&types.PlatformConfigFault{Text: msg}, "%s", msg)
-			}
+	fail, hold := hostFault(host, "reboot")
+	hang := false
+	if g != nil {
+		_, hang = sim.takeFault(g.spec.Name, "reboot_hang")
+	}
+	task := startTask(ctx, host, "rebootHost", hold, func(t *simulator.Task) (types.AnyType, types.BaseMethodFault) {
+		if fail != "" {
+			return nil, simFault(&types.PlatformConfigFault{Text: fail}, "%s", fail)
 		}
 		if !req.Force && !host.Runtime.InMaintenanceMode {
 			return nil, simFault(&types.InvalidState{}, "host %s is not in maintenance mode: reboot it in maintenance mode or with force", host.Name)
@@ -86,22 +113,36 @@ func (h *hostOps) RebootHostTask(ctx *simulator.Context, req *types.RebootHost_T
 			{Name: "runtime.connectionState", Val: types.HostSystemConnectionStateNotResponding},
 		})
 		host.Summary.Runtime = &host.Runtime
-		go sim.finishReboot(ctx.Map, host, g)
+		if g != nil {
+			sim.mu.Lock()
+			g.rebooting, g.hung = true, hang
+			sim.mu.Unlock()
+		}
+		if !hang {
+			go sim.finishReboot(ctx.Map, host, g, sim.rebootDelay)
+		}
 		return nil, nil
 	})
-	return &methods.RebootHost_TaskBody{Res: &types.RebootHost_TaskResponse{Returnval: task.Run(ctx)}}
+	return &methods.RebootHost_TaskBody{Res: &types.RebootHost_TaskResponse{Returnval: task}}
 }
 
-// finishReboot brings the host back after the reboot delay: the driver
-// installed on disk becomes the running one, boot time moves on.
-func (s *simState) finishReboot(reg *simulator.Registry, host *simulator.HostSystem, g *gpuHost) {
-	time.Sleep(s.rebootDelay)
+// finishReboot brings the host back after delay: the driver installed on
+// disk becomes the running one, the configured nvidia module options the
+// loaded ones, boot time moves on.
+func (s *simState) finishReboot(reg *simulator.Registry, host *simulator.HostSystem, g *gpuHost, delay time.Duration) {
+	time.Sleep(delay)
 	ctx := &simulator.Context{Context: context.Background(), Map: reg}
 	if g != nil {
 		s.mu.Lock()
+		if g.hung { // reboot_hang was injected again meanwhile: stay down
+			s.mu.Unlock()
+			return
+		}
 		g.running = g.installed
+		g.nvidiaOptionsLoaded = g.nvidiaOptions
 		g.rebootRequired = false
 		g.rebootCount++
+		g.rebooting = false
 		s.mu.Unlock()
 	}
 	now := time.Now()
@@ -115,9 +156,46 @@ func (s *simState) finishReboot(reg *simulator.Registry, host *simulator.HostSys
 	}
 }
 
+// reconnectHung brings back a host held by reboot_hang; false when the host
+// is not waiting for that.
+func (s *simState) reconnectHung(g *gpuHost) bool {
+	s.mu.Lock()
+	hung := g.hung
+	g.hung = false
+	s.mu.Unlock()
+	if hung {
+		s.finishReboot(s.reg, s.reg.Get(g.ref).(*simulator.HostSystem), g, 0)
+	}
+	return hung
+}
+
+// ReconnectHostTask fails while the host is down after a reboot (as vCenter
+// does when it cannot contact the host); otherwise it is vcsim's.
+func (h *hostOps) ReconnectHostTask(ctx *simulator.Context, req *types.ReconnectHost_Task) soap.HasFault {
+	host := h.host
+	if g := sim.hostOf(host.Self); g != nil {
+		sim.mu.Lock()
+		down := g.rebooting
+		sim.mu.Unlock()
+		if down {
+			task := simulator.CreateTask(host, "reconnectHost", func(t *simulator.Task) (types.AnyType, types.BaseMethodFault) {
+				return nil, simFault(&types.NoHost{Name: host.Name}, "Cannot contact the specified host (%s). The host may not be available on the network, a network configuration problem may exist, or the management services on this host may not be responding.", host.Name)
+			})
+			return &methods.ReconnectHost_TaskBody{Res: &types.ReconnectHost_TaskResponse{Returnval: task.Run(ctx)}}
+		}
+	}
+	var res soap.HasFault
+	ctx.WithLock(host, func() { res = host.ReconnectHostTask(ctx, req) })
+	return res
+}
+
 func (h *hostOps) EnterMaintenanceModeTask(ctx *simulator.Context, req *types.EnterMaintenanceMode_Task) soap.HasFault {
 	host := h.host
-	task := simulator.CreateTask(host, "enterMaintenanceMode", func(t *simulator.Task) (types.AnyType, types.BaseMethodFault) {
+	fail, hold := hostFault(host, "enter_maintenance")
+	task := startTask(ctx, host, "enterMaintenanceMode", hold, func(t *simulator.Task) (types.AnyType, types.BaseMethodFault) {
+		if fail != "" {
+			return nil, simFault(&types.PlatformConfigFault{Text: fail}, "%s", fail)
+		}
 		if host.Runtime.InMaintenanceMode {
 			return nil, nil
 		}
@@ -149,7 +227,67 @@ func (h *hostOps) EnterMaintenanceModeTask(ctx *simulator.Context, req *types.En
 		ctx.Update(host, []types.PropertyChange{{Name: "runtime.inMaintenanceMode", Val: true}})
 		return nil, nil
 	})
-	return &methods.EnterMaintenanceMode_TaskBody{Res: &types.EnterMaintenanceMode_TaskResponse{Returnval: task.Run(ctx)}}
+	return &methods.EnterMaintenanceMode_TaskBody{Res: &types.EnterMaintenanceMode_TaskResponse{Returnval: task}}
+}
+
+func (h *hostOps) ExitMaintenanceModeTask(ctx *simulator.Context, req *types.ExitMaintenanceMode_Task) soap.HasFault {
+	host := h.host
+	fail, hold := hostFault(host, "exit_maintenance")
+	task := startTask(ctx, host, "exitMaintenanceMode", hold, func(t *simulator.Task) (types.AnyType, types.BaseMethodFault) {
+		if fail != "" {
+			return nil, simFault(&types.PlatformConfigFault{Text: fail}, "%s", fail)
+		}
+		ctx.Update(host, []types.PropertyChange{{Name: "runtime.inMaintenanceMode", Val: false}})
+		return nil, nil
+	})
+	return &methods.ExitMaintenanceMode_TaskBody{Res: &types.ExitMaintenanceMode_TaskResponse{Returnval: task}}
+}
+
+// hangLock is the lock owner of a hung task while it waits: the task's
+// entity itself is not locked then, so its properties stay readable.
+type hangLock struct {
+	Self types.ManagedObjectReference
+}
+
+func (h *hangLock) Reference() types.ManagedObjectReference { return h.Self }
+
+var hangSeq atomic.Int64
+
+// startTask runs body as a task on entity and returns the task. With hold
+// nil it is an ordinary vcsim task. Otherwise the task is running at once
+// and stays so until hold is closed (DELETE /_sim/faults); then body runs
+// under the entity's lock as it would have, and the task finishes with its
+// result.
+func startTask(ctx *simulator.Context, entity mo.Reference, name string, hold <-chan struct{},
+	body func(*simulator.Task) (types.AnyType, types.BaseMethodFault)) types.ManagedObjectReference {
+	if hold == nil {
+		return simulator.CreateTask(entity, name, body).Run(ctx)
+	}
+	ref := entity.Reference()
+	waiter := &hangLock{Self: types.ManagedObjectReference{Type: "GpupoolHang", Value: fmt.Sprintf("hang-%d", hangSeq.Add(1))}}
+	task := simulator.CreateTask(waiter, name, func(t *simulator.Task) (types.AnyType, types.BaseMethodFault) {
+		<-hold
+		var res types.AnyType
+		var fault types.BaseMethodFault
+		ctx.WithLock(entity, func() { res, fault = body(t) })
+		return res, fault
+	})
+	self := task.Run(ctx)
+	ctx.Map.AtomicUpdate(ctx, task, []types.PropertyChange{
+		{Name: "info.entity", Val: ref},
+		{Name: "info.entityName", Val: entityName(ctx, entity)},
+		{Name: "info.descriptionId", Val: ref.Type + "." + name},
+	})
+	return self
+}
+
+// entityName reads the name of an inventory object.
+func entityName(ctx *simulator.Context, obj mo.Reference) string {
+	name := obj.Reference().Value
+	if e, ok := obj.(mo.Entity); ok {
+		ctx.WithLock(obj, func() { name = e.Entity().Name })
+	}
+	return name
 }
 
 // evacuationTarget picks the connected, not-in-maintenance host of the same
@@ -199,7 +337,70 @@ type vmOps struct {
 
 func (v *vmOps) Reference() types.ManagedObjectReference { return v.Self }
 
+// vmFault takes the injected fault for (VM, op) at call time, like hostFault.
+func vmFault(vm *simulator.VirtualMachine, op string) (fail string, hold <-chan struct{}) {
+	f := sim.takeFaultEntry("vm:" + vm.Name + "/" + op)
+	switch {
+	case f == nil:
+		return "", nil
+	case f.Hang:
+		return "", sim.hold()
+	default:
+		return f.Message, nil
+	}
+}
+
+// faultedPowerTask answers a power operation that has an injected fault: a
+// task that fails with the message, or one that hangs until the faults are
+// cleared and then runs the operation (start) and finishes with its result.
+func faultedPowerTask(ctx *simulator.Context, vm *simulator.VirtualMachine, name, fail string, hold <-chan struct{},
+	start func() soap.HasFault) types.ManagedObjectReference {
+	return startTask(ctx, vm, name, hold, func(t *simulator.Task) (types.AnyType, types.BaseMethodFault) {
+		if fail != "" {
+			return nil, simFault(&types.GenericVmConfigFault{Reason: fail}, "%s", fail)
+		}
+		res := start()
+		if f := res.Fault(); f != nil {
+			return nil, f.VimFault().(types.BaseMethodFault)
+		}
+		inner, ok := ctx.Map.Get(powerTaskRef(res)).(*simulator.Task)
+		if !ok {
+			return nil, nil
+		}
+		inner.Wait()
+		var result types.AnyType
+		var fault types.BaseMethodFault
+		ctx.Map.WithLock(&simulator.Context{}, inner, func() {
+			result = inner.Info.Result
+			if inner.Info.Error != nil {
+				fault = inner.Info.Error.Fault
+			}
+		})
+		return result, fault
+	})
+}
+
+func powerTaskRef(res soap.HasFault) types.ManagedObjectReference {
+	switch b := res.(type) {
+	case *methods.PowerOnVM_TaskBody:
+		return b.Res.Returnval
+	case *methods.PowerOffVM_TaskBody:
+		return b.Res.Returnval
+	}
+	return types.ManagedObjectReference{}
+}
+
 func (v *vmOps) PowerOnVMTask(ctx *simulator.Context, req *types.PowerOnVM_Task) soap.HasFault {
+	vm := v.vm
+	if fail, hold := vmFault(vm, "power_on"); fail != "" || hold != nil {
+		task := faultedPowerTask(ctx, vm, "powerOn", fail, hold, func() soap.HasFault { return v.powerOn(ctx, req) })
+		return &methods.PowerOnVM_TaskBody{Res: &types.PowerOnVM_TaskResponse{Returnval: task}}
+	}
+	return v.powerOn(ctx, req)
+}
+
+// powerOn checks the VM's vGPU profiles against its host, then powers it on.
+func (v *vmOps) powerOn(ctx *simulator.Context, req *types.PowerOnVM_Task) soap.HasFault {
 	vm := v.vm
 	if vm.Runtime.Host != nil {
 		if g := sim.hostOf(*vm.Runtime.Host); g != nil {
@@ -222,15 +423,38 @@ func (v *vmOps) PowerOnVMTask(ctx *simulator.Context, req *types.PowerOnVM_Task)
 	}
 	var res soap.HasFault
 	ctx.WithLock(vm, func() { res = vm.PowerOnVMTask(ctx, req) })
-	if vm.Runtime.Host != nil {
-		if g := sim.hostOf(*vm.Runtime.Host); g != nil && len(vmProfiles(vm)) > 0 {
-			go func() { // refresh graphicsInfo.vm once the power-on task is done
-				time.Sleep(50 * time.Millisecond)
-				sim.render(&simulator.Context{Context: context.Background(), Map: ctx.Map}, g)
-			}()
-		}
-	}
+	v.refreshGraphics(ctx)
 	return res
+}
+
+func (v *vmOps) PowerOffVMTask(ctx *simulator.Context, req *types.PowerOffVM_Task) soap.HasFault {
+	vm := v.vm
+	off := func() soap.HasFault {
+		var res soap.HasFault
+		ctx.WithLock(vm, func() { res = vm.PowerOffVMTask(ctx, req) })
+		v.refreshGraphics(ctx)
+		return res
+	}
+	if fail, hold := vmFault(vm, "power_off"); fail != "" || hold != nil {
+		task := faultedPowerTask(ctx, vm, "powerOff", fail, hold, off)
+		return &methods.PowerOffVM_TaskBody{Res: &types.PowerOffVM_TaskResponse{Returnval: task}}
+	}
+	return off()
+}
+
+// refreshGraphics re-renders the host's graphicsInfo.vm once a power task
+// of a vGPU VM is done.
+func (v *vmOps) refreshGraphics(ctx *simulator.Context) {
+	vm := v.vm
+	if vm.Runtime.Host == nil {
+		return
+	}
+	if g := sim.hostOf(*vm.Runtime.Host); g != nil && len(vmProfiles(vm)) > 0 {
+		go func() {
+			time.Sleep(50 * time.Millisecond)
+			sim.render(&simulator.Context{Context: context.Background(), Map: ctx.Map}, g)
+		}()
+	}
 }
 
 // envBrowserOps adds vgpuProfileInfo to QueryConfigTarget.

@@ -129,7 +129,8 @@ func buildInventory(model *simulator.Model, f *fleetFile, hosts []hostSpec, vms 
 // the GPU managers.
 func attachGPU(ctx *simulator.Context, reg *simulator.Registry, hs hostSpec, ref types.ManagedObjectReference) {
 	host := reg.Get(ref).(*simulator.HostSystem)
-	g := &gpuHost{spec: hs, ref: ref, installed: hs.Driver, running: hs.Driver, nvidiaOptions: hs.NvidiaOptions}
+	g := &gpuHost{spec: hs, ref: ref, installed: hs.Driver, running: hs.Driver,
+		nvidiaOptions: hs.NvidiaOptions, nvidiaOptionsLoaded: hs.NvidiaOptions}
 	g.graphics = types.HostGraphicsConfig{HostDefaultGraphicsType: hs.GraphicsType, SharedPassthruAssignmentPolicy: hs.Policy}
 	for _, id := range g.gpuPciIDs() {
 		g.graphics.DeviceType = append(g.graphics.DeviceType, types.HostGraphicsConfigDeviceType{DeviceId: id, GraphicsType: hs.GraphicsType})

@@ -97,6 +97,7 @@ func run(fleetPath, listen, stateDir, envFile, username, password string, reboot
 	reg := model.Map()
 	reg.Handler = dispatch
 	reg.AddHandler(&taskMessages{Self: types.ManagedObjectReference{Type: "GpupoolTaskMessages", Value: "task-messages"}})
+	reg.AddHandler(&newEntityFields{Self: types.ManagedObjectReference{Type: "GpupoolEntityFields", Value: "entity-fields"}})
 	sim.reg = reg
 
 	start := time.Now()
@@ -113,7 +114,7 @@ func run(fleetPath, listen, stateDir, envFile, username, password string, reboot
 	// Count requests and serve /_sim/: the server was started a moment ago
 	// and nobody knows its port yet, so swapping the handler is safe here.
 	stats := newCounters()
-	server.Config.Handler = &front{next: server.Config.Handler, stats: stats, reg: reg}
+	server.Config.Handler = &front{next: server.Config.Handler, stats: stats, reg: reg, srv: server}
 
 	_, port, _ := net.SplitHostPort(server.Listener.Addr().String())
 	if envFile != "" {

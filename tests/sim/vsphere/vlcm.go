@@ -634,10 +634,7 @@ func remediateHost(g *gpuHost, img *vlcmImage) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if !wasInMM {
-		var res any
-		ctx.WithLock(host, func() {
-			res = host.ExitMaintenanceModeTask(ctx, &types.ExitMaintenanceMode_Task{This: g.ref})
-		})
+		res := ops.ExitMaintenanceModeTask(ctx, &types.ExitMaintenanceMode_Task{This: g.ref})
 		if err := waitSoapTask(ctx, res.(*methods.ExitMaintenanceMode_TaskBody).Res.Returnval); err != nil {
 			return fmt.Errorf("the host did not exit maintenance mode: %v", err)
 		}
