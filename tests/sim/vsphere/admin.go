@@ -68,6 +68,7 @@ type front struct {
 	next  http.Handler
 	stats *counters
 	reg   *simulator.Registry
+	srv   *simulator.Server
 }
 
 func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -75,21 +76,50 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.admin(w, r)
 		return
 	}
-	if !internalClient(r) {
-		if r.Method == http.MethodPost && (r.URL.Path == "/sdk" || strings.HasPrefix(r.URL.Path, "/sdk/")) {
-			body, _ := io.ReadAll(r.Body)
-			_ = r.Body.Close()
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			name := soapMethod(body)
+	internal := internalClient(r)
+	isSOAP := r.Method == http.MethodPost && (r.URL.Path == "/sdk" || strings.HasPrefix(r.URL.Path, "/sdk/"))
+	isREST := strings.HasPrefix(r.URL.Path, "/api") || strings.HasPrefix(r.URL.Path, "/rest")
+	var body []byte
+	method := ""
+	if isSOAP && !internal {
+		body, _ = io.ReadAll(r.Body)
+		_ = r.Body.Close()
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		method = soapMethod(body)
+	}
+	if !internal {
+		// Counted first: a request a fault answers was still sent by the client.
+		if isSOAP {
 			f.stats.mu.Lock()
-			f.stats.soap[name]++
+			f.stats.soap[method]++
 			f.stats.soapN++
 			f.stats.mu.Unlock()
-		} else if strings.HasPrefix(r.URL.Path, "/api") || strings.HasPrefix(r.URL.Path, "/rest") {
+		} else if isREST {
 			f.stats.mu.Lock()
 			f.stats.rest[r.Method+" "+r.URL.Path]++
 			f.stats.restN++
 			f.stats.mu.Unlock()
+		}
+		// A proxy in front of vCenter answers before vCenter checks the session.
+		if isSOAP {
+			if rule := wire.match(true, method, ""); rule != nil && applyRule(w, r, rule) {
+				return
+			}
+			if rejectKilledSOAP(w, r, method, body) {
+				return
+			}
+		} else if isREST {
+			if rule := wire.match(false, r.Method, r.URL.RequestURI()); rule != nil && applyRule(w, r, rule) {
+				return
+			}
+			if rejectKilledREST(w, r) {
+				return
+			}
+			if restSessionCreate(r) {
+				rec := &sessionRecorder{ResponseWriter: w}
+				defer rec.remember()
+				w = rec
+			}
 		}
 	}
 	if r.URL.Path == "/api/session" {
@@ -196,49 +226,90 @@ func (f *front) admin(w http.ResponseWriter, r *http.Request) {
 		f.stats.reset()
 		writeJSON(w, http.StatusOK, map[string]any{"reset": true})
 	case p == "/_sim/faults" && r.Method == http.MethodPost:
-		var req struct {
-			Host    string `json:"host"`
-			Op      string `json:"op"`
-			Message string `json:"message"`
-			Times   int    `json:"times"`
-		}
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
-			return
-		}
-		switch req.Op {
-		case "install", "reboot", "update_graphics", "update_module_options":
-		default:
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "op must be install, reboot, update_graphics or update_module_options"})
-			return
-		}
+		f.addFault(w, r)
+	case p == "/_sim/faults" && r.Method == http.MethodDelete:
+		sim.clearFaults()
+		writeJSON(w, http.StatusOK, map[string]any{"cleared": true})
+	case strings.HasPrefix(p, "/_sim/hosts/"):
+		f.hostAdmin(w, r, strings.TrimPrefix(p, "/_sim/hosts/"))
+	case f.faultAdmin(w, r, p):
+	default:
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such admin endpoint: " + r.Method + " " + r.URL.Path})
+	}
+}
+
+// Fault ops on hosts and VMs, and whether "hang" applies (task ops only).
+var (
+	hostFaultOps = map[string]bool{"install": true, "reboot": true, "enter_maintenance": true, "exit_maintenance": true,
+		"reboot_hang": false, "update_graphics": false, "update_module_options": false}
+	vmFaultOps = map[string]bool{"power_on": true, "power_off": true}
+)
+
+// addFault serves POST /_sim/faults.
+func (f *front) addFault(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Host    string `json:"host,omitempty"`
+		VM      string `json:"vm,omitempty"`
+		Op      string `json:"op"`
+		Message string `json:"message"`
+		Times   int    `json:"times"`
+		Hang    bool   `json:"hang,omitempty"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		return
+	}
+	hangs, hostOp := hostFaultOps[req.Op]
+	if !hostOp {
+		hangs = vmFaultOps[req.Op]
+	}
+	switch {
+	case !hostOp && !vmFaultOps[req.Op]:
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "op must be one of install, reboot, reboot_hang, " +
+			"update_graphics, update_module_options, enter_maintenance, exit_maintenance (with host) or power_on, power_off (with vm)"})
+		return
+	case hostOp && (req.Host == "" || req.VM != ""), !hostOp && (req.VM == "" || req.Host != ""):
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "op " + req.Op + " takes " + map[bool]string{true: "host", false: "vm"}[hostOp] + " (and not the other)"})
+		return
+	case req.Hang && !hangs:
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "hang applies to the task ops install, reboot, enter_maintenance, exit_maintenance, power_on and power_off"})
+		return
+	}
+	key := req.Host + "/" + req.Op
+	if hostOp {
 		sim.mu.Lock()
 		_, ok := sim.hosts[req.Host]
-		if ok {
-			if req.Times <= 0 {
-				req.Times = 1
-			}
-			if req.Message == "" {
-				req.Message = "injected fault: " + req.Op
-			}
-			sim.faults[req.Host+"/"+req.Op] = &injectedFault{Message: req.Message, Times: req.Times}
-		}
 		sim.mu.Unlock()
 		if !ok {
 			writeJSON(w, http.StatusNotFound, map[string]string{"error": "unknown host " + req.Host})
 			return
 		}
-		writeJSON(w, http.StatusOK, req)
-	case p == "/_sim/faults" && r.Method == http.MethodDelete:
-		sim.mu.Lock()
-		sim.faults = map[string]*injectedFault{}
-		sim.mu.Unlock()
-		writeJSON(w, http.StatusOK, map[string]any{"cleared": true})
-	case strings.HasPrefix(p, "/_sim/hosts/"):
-		f.hostAdmin(w, r, strings.TrimPrefix(p, "/_sim/hosts/"))
-	default:
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such admin endpoint: " + r.Method + " " + r.URL.Path})
+	} else {
+		if !vmExists(f.reg, req.VM) {
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": "unknown VM " + req.VM})
+			return
+		}
+		key = "vm:" + req.VM + "/" + req.Op
 	}
+	if req.Times <= 0 {
+		req.Times = 1
+	}
+	if req.Message == "" && !req.Hang {
+		req.Message = "injected fault: " + req.Op
+	}
+	sim.mu.Lock()
+	sim.faults[key] = &injectedFault{Message: req.Message, Times: req.Times, Hang: req.Hang}
+	sim.mu.Unlock()
+	writeJSON(w, http.StatusOK, req)
+}
+
+func vmExists(reg *simulator.Registry, name string) bool {
+	for _, e := range reg.All("VirtualMachine") {
+		if vm, ok := e.(*simulator.VirtualMachine); ok && vm.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func copyMap(m map[string]int) map[string]int {
@@ -280,6 +351,13 @@ func (f *front) hostAdmin(w http.ResponseWriter, r *http.Request, rest string) {
 		g.installed, g.running, g.rebootRequired = req.Version, req.Version, false
 		sim.mu.Unlock()
 		sim.render(ctx, g)
+		writeJSON(w, http.StatusOK, hostView(ctx, g))
+	case action == "reconnect" && r.Method == http.MethodPost:
+		// A host held down by reboot_hang comes back (new boot time, staged driver running).
+		if !sim.reconnectHung(g) {
+			writeJSON(w, http.StatusConflict, map[string]string{"error": "host " + name + " is not waiting to reconnect after a reboot (no reboot_hang)"})
+			return
+		}
 		writeJSON(w, http.StatusOK, hostView(ctx, g))
 	default:
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such admin endpoint: " + r.Method + " " + r.URL.Path})
@@ -325,9 +403,12 @@ func hostView(ctx *simulator.Context, g *gpuHost) map[string]any {
 			"policy":  g.graphics.SharedPassthruAssignmentPolicy,
 			"devices": devices,
 		},
-		"nvidia_options":   g.nvidiaOptions,
-		"maintenance":      maint,
-		"connection_state": string(conn),
-		"vgpu_profiles":    len(g.offered()),
+		"nvidia_options":        g.nvidiaOptions,
+		"nvidia_options_loaded": g.nvidiaOptionsLoaded,
+		"rebooting":             g.rebooting,
+		"reboot_hung":           g.hung,
+		"maintenance":           maint,
+		"connection_state":      string(conn),
+		"vgpu_profiles":         len(g.offered()),
 	}
 }
