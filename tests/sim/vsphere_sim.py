@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import ssl
 import subprocess
 import tempfile
@@ -72,16 +73,100 @@ class VsphereSim:
         """JSON view of a host's GPU state (driver, graphics, module options, maintenance...)."""
         return self._call("GET", f"/_sim/hosts/{name}")
 
-    def inject_fault(self, host: str, op: str, message: str = "", times: int = 1) -> None:
-        """Make the next `times` calls of op (install|reboot|update_graphics|update_module_options) on host fail."""
-        self._call("POST", "/_sim/faults", {"host": host, "op": op, "message": message, "times": times})
+    def inject_fault(self, host: str | None, op: str, message: str = "", times: int = 1, hang: bool = False,
+                     vm: str | None = None) -> dict:
+        """Make the next `times` calls of op fail with message, or hang (task stays running) until cleared.
+
+        Host ops: install, reboot, reboot_hang, update_graphics, update_module_options,
+        enter_maintenance, exit_maintenance. VM ops (pass vm=, host=None): power_on, power_off.
+        """
+        body: dict[str, Any] = {"op": op, "message": message, "times": times, "hang": hang}
+        if host is not None:
+            body["host"] = host
+        if vm is not None:
+            body["vm"] = vm
+        return self._call("POST", "/_sim/faults", body)
 
     def clear_faults(self) -> None:
+        """Drop host and VM faults: hung tasks go on, hosts held by reboot_hang come back."""
         self._call("DELETE", "/_sim/faults")
 
     def set_driver(self, host: str, version: str) -> dict:
         """Change a host's installed and running NVIDIA driver behind vCenter's back (drift)."""
         return self._call("POST", f"/_sim/hosts/{host}/driver", {"version": version})
+
+    def reconnect_host(self, host: str) -> dict:
+        """Bring back a host held notResponding by reboot_hang; returns its host view."""
+        return self._call("POST", f"/_sim/hosts/{host}/reconnect")
+
+    def kill_sessions(self) -> dict:
+        """End every SOAP and REST session: {"soap": n, "rest": m}."""
+        return self._call("POST", "/_sim/sessions/kill")
+
+    def outage(self, seconds: float, wait_started: bool = True) -> dict:
+        """Refuse connections for `seconds` (sessions dropped, state kept).
+
+        The answer comes before the outage starts; with wait_started the call returns
+        once a connection is refused.
+        """
+        res = self._call("POST", "/_sim/outage", {"seconds": seconds})
+        if wait_started:
+            deadline = time.monotonic() + 5
+            while self.serving() and time.monotonic() < deadline:
+                time.sleep(0.01)
+        return res
+
+    def serving(self) -> bool:
+        """Whether the simulator's port accepts connections."""
+        try:
+            socket.create_connection((self.host, self.port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    def wait_serving(self, timeout: float = 30.0) -> None:
+        """Wait until the port accepts connections again (after an outage)."""
+        deadline = time.monotonic() + timeout
+        while not self.serving():
+            if time.monotonic() > deadline:
+                raise SimulatorError(f"simulator not serving after {timeout} s")
+            time.sleep(0.05)
+
+    def add_rest_fault(self, path: str, status: int = 503, method: str = "*", delay_seconds: float = 0,
+                       times: int = 1, reset: bool = False, body: str = "") -> dict:
+        """Answer the next `times` REST requests matching method and the path regexp (0: until cleared)
+        with status, after delay_seconds, or reset the connection; status=0 with a delay: slow answer."""
+        rule: dict[str, Any] = {"method": method, "path": path, "delay_seconds": delay_seconds, "times": times}
+        if reset:
+            rule["reset"] = True
+        elif status:
+            rule["status"] = status
+        if body:
+            rule["body"] = body
+        return self._call("POST", "/_sim/rest_faults", rule)
+
+    def rest_faults(self) -> list:
+        return self._call("GET", "/_sim/rest_faults")
+
+    def clear_rest_faults(self) -> None:
+        self._call("DELETE", "/_sim/rest_faults")
+
+    def add_soap_fault(self, method: str, status: int = 0, reset: bool = False, delay_seconds: float = 0,
+                       times: int = 1) -> dict:
+        """Answer the next `times` SOAP calls of method ("*": any) with an HTTP status, a reset
+        connection, or (only delay_seconds) a slow answer; times 0: until cleared."""
+        rule: dict[str, Any] = {"method": method, "delay_seconds": delay_seconds, "times": times}
+        if reset:
+            rule["reset"] = True
+        elif status:
+            rule["status"] = status
+        return self._call("POST", "/_sim/soap_faults", rule)
+
+    def soap_faults(self) -> list:
+        return self._call("GET", "/_sim/soap_faults")
+
+    def clear_soap_faults(self) -> None:
+        self._call("DELETE", "/_sim/soap_faults")
 
     # --- lifecycle -------------------------------------------------------
     def stop(self) -> None:
