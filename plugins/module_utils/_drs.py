@@ -11,14 +11,25 @@ Values are plain data so the planner is unit-tested without pyvmomi:
 
 * a VM is ``{"moid": "vm-42", "name": "llm-01", "vgpu_profiles": ["nvidia_h100-1-10c"]}``;
 * an override is ``{"moid": "vm-42", "behavior": "manual", "enabled": True}``.
+
+Ownership: the collection removes only the overrides it set. What it set is recorded on the
+cluster itself, in the custom attribute :data:`RECORD_FIELD` (the managed object ids of the VMs,
+see :func:`format_record`), so a run from another machine knows it too. An override that
+already existed and already matches is not recorded; one the run adds or changes is. Purge
+removes only recorded overrides of VMs that no longer hold a vGPU (or are gone), and the
+record drops every VM whose override is no longer there.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+
 BEHAVIORS = ("manual", "partiallyAutomated")
 DEFAULT_BEHAVIOR = "partiallyAutomated"
+# custom attribute of the cluster that records the VMs whose override the collection set
+RECORD_FIELD = "gpupool.vcf.drs-pinned"
 
 
 class DrsPlanError(ValueError):
@@ -36,10 +47,28 @@ class PinningPlan:
         self.pinned_moids = []
         self.before = {}   # {vm name: behavior or None} over every VM the plan touched or checked
         self.after = {}
+        # the record of the overrides the collection set (sets of VM moids): as read, as it must
+        # be before the reconfigure (adds and edits claimed), and after it (removals dropped)
+        self.owned_before = set()
+        self.owned_claim = set()
+        self.owned_after = set()
+        self.kept_foreign = []  # names of VMs without vGPU whose override purge left: not ours
+        self.names = {}     # {moid: name} for every VM and override the plan saw
+
+    @property
+    def overrides_changed(self):
+        return bool(self.add or self.edit or self.remove)
+
+    @property
+    def record_changed(self):
+        return self.owned_after != self.owned_before
 
     @property
     def changed(self):
-        return bool(self.add or self.edit or self.remove)
+        return self.overrides_changed or self.record_changed
+
+    def owned_names(self, moids):
+        return sorted(self.names.get(m, m) for m in moids)
 
     def summary(self):
         return dict(
@@ -47,6 +76,8 @@ class PinningPlan:
             updated=sorted(x["name"] for x in self.edit),
             removed=sorted(x["name"] for x in self.remove),
             pinned=list(self.pinned),
+            owned=self.owned_names(self.owned_after),
+            kept_foreign=sorted(self.kept_foreign),
         )
 
 
@@ -81,14 +112,37 @@ def resolve_vms(names, vms, what="vms"):
     return out
 
 
-def plan_pinning(vms, overrides, behavior=DEFAULT_BEHAVIOR, names=None, exclude=None, purge_stale=False):
+def _moid_key(moid):
+    """Sort key of a managed object id: ``vm-9`` before ``vm-10``."""
+    match = re.match(r"^(.*?)(\d+)$", moid)
+    return (match.group(1), int(match.group(2)), moid) if match else (moid, -1, moid)
+
+
+def format_record(moids):
+    """The record's value: the VM moids, sorted, comma-separated, no spaces (``vm-9,vm-10``)."""
+    return ",".join(sorted(set(moids), key=_moid_key))
+
+
+def parse_record(value):
+    """The set of VM moids a record holds; None or an empty value is an empty record.
+
+    The value may have been edited by hand: blanks are ignored, and an entry that is no VM
+    with an override is simply dropped from the record by the next run.
+    """
+    return set(x.strip() for x in (value or "").split(",") if x.strip())
+
+
+def plan_pinning(vms, overrides, behavior=DEFAULT_BEHAVIOR, names=None, exclude=None, purge_stale=False,
+                 owned=None):
     """Plan the overrides for one cluster.
 
     ``vms``: every VM of the cluster (see module docstring). ``overrides``: the cluster's
     current DRS VM overrides. ``names``: pin exactly these VMs (names or moids) instead of
-    every VM holding a vGPU. ``exclude``: VMs (names or moids) never touched. With
-    ``purge_stale``, overrides of VMs that hold no vGPU (and are not named in ``names``),
-    and of VMs no longer in the cluster, are removed.
+    every VM holding a vGPU. ``exclude``: VMs (names or moids) never touched. ``owned``: the
+    moids of the VMs whose override the collection set (the record; None or empty when there
+    is none). With ``purge_stale``, the owned overrides of VMs that hold no vGPU (and are not
+    named in ``names``), and of VMs no longer in the cluster, are removed; an override the
+    collection did not set is never removed.
     """
     if behavior not in BEHAVIORS:
         raise DrsPlanError("behavior %r is not one of %s" % (behavior, ", ".join(BEHAVIORS)))
@@ -106,7 +160,10 @@ def plan_pinning(vms, overrides, behavior=DEFAULT_BEHAVIOR, names=None, exclude=
     wanted_ids = set(v["moid"] for v in wanted)
     current = dict((o["moid"], o) for o in overrides)
 
+    owned = set(owned or ())
+
     plan = PinningPlan()
+    plan.names = dict((v["moid"], v["name"]) for v in vms)
     for vm in sorted(wanted, key=lambda v: (v["name"], v["moid"])):
         have = current.get(vm["moid"])
         plan.pinned.append(vm["name"])
@@ -127,10 +184,27 @@ def plan_pinning(vms, overrides, behavior=DEFAULT_BEHAVIOR, names=None, exclude=
             if vm is not None and vm.get("vgpu_profiles"):
                 continue  # still holds a vGPU: not stale, whatever this run pins
             name = vm["name"] if vm is not None else moid
+            if moid not in owned:
+                plan.kept_foreign.append(name)  # set by someone else: never ours to remove
+                continue
             plan.remove.append(dict(moid=moid, name=name, behavior=have.get("behavior")))
             plan.before[name] = _view(have)
             plan.after[name] = None
+    _plan_record(plan, owned, current)
     return plan
+
+
+def _plan_record(plan, owned, current):
+    """The record before and after the reconfigure.
+
+    Kept: recorded VMs whose override is still there; added: every VM whose override the run
+    adds or changes (the claim, written before the reconfigure so a failed write changes
+    nothing); dropped after the reconfigure: the overrides it removed.
+    """
+    plan.owned_before = set(owned)
+    claimed = set(e["moid"] for e in plan.add) | set(e["moid"] for e in plan.edit)
+    plan.owned_claim = (plan.owned_before & set(current)) | claimed
+    plan.owned_after = plan.owned_claim - set(e["moid"] for e in plan.remove)
 
 
 def _view(override):
@@ -192,4 +266,5 @@ def plan_vm_host_rule(rule, groups, rules, vm_moids, host_moids):
     return out
 
 
-__all__ = ["BEHAVIORS", "DEFAULT_BEHAVIOR", "DrsPlanError", "PinningPlan", "plan_pinning", "plan_vm_host_rule", "resolve_vms"]
+__all__ = ["BEHAVIORS", "DEFAULT_BEHAVIOR", "RECORD_FIELD", "DrsPlanError", "PinningPlan", "format_record", "parse_record",
+           "plan_pinning", "plan_vm_host_rule", "resolve_vms"]

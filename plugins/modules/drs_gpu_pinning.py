@@ -16,11 +16,22 @@ description:
     of a cluster that holds a vGPU device, or on the VMs named in O(vms). NVIDIA asks for
     vGPU VMs to run at one of these two levels; the Supervisor needs the cluster itself fully
     automated, so the cluster's own automation level is never changed.
-  - With O(purge_stale), removes the overrides of VMs that no longer hold a vGPU (and of VMs
-    that left the cluster), except those named in O(vms) or O(exclude).
-  - Reads the cluster once (its overrides and every VM with its devices, in one
+  - With O(purge_stale), removes the overrides this module set on VMs that no longer hold a
+    vGPU (and on VMs that left the cluster), except those named in O(vms) or O(exclude).
+    An override set by anyone else is never removed.
+  - What the module sets is recorded on vCenter itself, in the custom attribute
+    C(gpupool.vcf.drs-pinned) of the cluster (the managed object ids of the VMs, sorted and
+    comma-separated), so a later run from another machine or from AWX knows which overrides
+    are the collection's. The attribute is defined (for clusters) the first time a record is
+    written. An override that already existed on a vGPU VM and already matches O(behavior)
+    is not recorded; one the module adds or changes is. A VM whose override is gone is dropped
+    from the record.
+  - Reads the cluster once (its overrides, the record and every VM with its devices, in one
     PropertyCollector retrieval) and changes it with at most one
-    C(ReconfigureComputeResource_Task), whatever the number of VMs.
+    C(ReconfigureComputeResource_Task), whatever the number of VMs. The record is written with
+    one C(SetField) when it changes - before the reconfigure when overrides are added or
+    changed (a record that cannot be written changes nothing), after it when overrides are
+    removed (a failed write leaves an entry the next run drops).
 author:
   - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
@@ -49,7 +60,9 @@ options:
   purge_stale:
     description:
       - Remove the overrides of VMs that hold no vGPU (unless named in O(vms)) and of VMs that
-        are no longer in the cluster.
+        are no longer in the cluster, when the record says this module set them.
+      - Overrides an administrator set (on any VM), and overrides left by releases that kept no
+        record, are never removed; they are listed in RV(kept_foreign).
     type: bool
     default: false
   vm_host_rule:
@@ -84,6 +97,9 @@ attributes:
 notes:
   - VMs created and managed by the Supervisor (VM Service, VKS nodes) are owned by the VM
     Operator; use O(exclude) for them unless overriding them is known to be supported.
+  - An override on a vGPU VM that differs from O(behavior) is changed, and from then on counts
+    as the collection's; name the VM in O(exclude) to keep an administrator's own setting.
+  - Writing the record needs the privileges C(Global.SetCustomField) and, once, C(Global.ManageCustomFields).
 """
 
 EXAMPLES = r"""
@@ -134,6 +150,16 @@ removed:
   returned: always
   type: list
   elements: str
+owned:
+  description: VMs (or managed object ids of VMs gone from the cluster) whose override the record holds as the collection's after the run.
+  returned: always
+  type: list
+  elements: str
+kept_foreign:
+  description: Stale overrides (VMs without vGPU, or gone) that O(purge_stale) left because the collection did not set them.
+  returned: always
+  type: list
+  elements: str
 vm_host_rule:
   description: The VM-host rule and its groups after the run (VM and host names).
   returned: when O(vm_host_rule) is given
@@ -142,16 +168,20 @@ vm_host_rule:
 diff:
   description:
     - C(overrides) is the override per VM before and after (behavior, V(disabled) or null), only
-      VMs the run touched or checked; C(vm_host_rule) the rule and its groups.
+      VMs the run touched or checked; C(owned) the VMs the record holds as the collection's;
+      C(vm_host_rule) the rule and its groups.
   returned: with --diff
   type: dict
-  sample: {before: {overrides: {llm-01: null}}, after: {overrides: {llm-01: partiallyAutomated}}}
+  sample: {before: {overrides: {llm-01: null}, owned: []}, after: {overrides: {llm-01: partiallyAutomated}, owned: [llm-01]}}
 """
 
 from ansible_collections.gpupool.vcf.plugins.module_utils._drs import (
     BEHAVIORS,
     DEFAULT_BEHAVIOR,
+    RECORD_FIELD,
     DrsPlanError,
+    format_record,
+    parse_record,
     plan_pinning,
     plan_vm_host_rule,
 )
@@ -177,26 +207,41 @@ class ClusterPinning:
         self.gpu_hosts = []
         self.groups = {}
         self.rules = {}
+        self.warnings = []
+        self.record_key = None   # key of the record's custom attribute; None until it is defined
+        self.record_value = None  # the record as read (None: never written on this cluster)
 
     def read(self, gpu_hosts=False):
-        """(vms, overrides) of the cluster: one lookup of the cluster, one retrieval of the rest."""
+        """(vms, overrides, owned) of the cluster: one lookup of the cluster, one retrieval of the rest.
+
+        ``owned`` is the set of VM moids the record holds. The custom attribute definitions
+        (CustomFieldsManager ``field``) and the cluster's ``customValue`` come in the same retrieval.
+        """
         self.cluster = self.client.cluster_named(self.name, self.client.clusters_by_name()).obj
+        fields = self.client.content.customFieldsManager
         pc = vmodl.query.PropertyCollector
         # cluster -> host -> vm: the cluster's own configuration and every VM on its hosts together
         to_vm = pc.TraversalSpec(name="hostToVm", type=vim.HostSystem, path="vm", skip=False)
         to_host = pc.TraversalSpec(name="clusterToHost", type=vim.ClusterComputeResource, path="host",
                                    skip=False, selectSet=[to_vm])
-        obj_spec = pc.ObjectSpec(obj=self.cluster, skip=False, selectSet=[to_host])
-        objects = self.client._collect(
-            obj_spec_list=[obj_spec],
-            specs={vim.ClusterComputeResource: ["configurationEx"],
-                   # the PCI devices only for vm_host_rule: they weigh more than every VM's devices
-                   vim.HostSystem: ["name", "hardware.pciDevice"] if gpu_hosts else ["name"],
-                   vim.VirtualMachine: ["name", "config.hardware.device", "config.template"]})
+        obj_specs = [pc.ObjectSpec(obj=self.cluster, skip=False, selectSet=[to_host])]
+        specs = {vim.ClusterComputeResource: ["configurationEx", "customValue"],
+                 # the PCI devices only for vm_host_rule: they weigh more than every VM's devices
+                 vim.HostSystem: ["name", "hardware.pciDevice"] if gpu_hosts else ["name"],
+                 vim.VirtualMachine: ["name", "config.hardware.device", "config.template"]}
+        if fields is not None:
+            obj_specs.append(pc.ObjectSpec(obj=fields, skip=False))
+            specs[vim.CustomFieldsManager] = ["field"]
+        objects = self.client._collect(obj_spec_list=obj_specs, specs=specs)
         vms = []
         overrides = []
-        self.warnings = []
+        values = []
         for item in objects:
+            if isinstance(item.obj, vim.CustomFieldsManager):
+                self.record_key = self._record_key(item.get("field"))
+                continue
+            if isinstance(item.obj, vim.ClusterComputeResource):
+                values = item.get("customValue") or []
             self.names[item.moid] = item.get("name")
             if isinstance(item.obj, vim.HostSystem):
                 self.refs[item.moid] = item.obj
@@ -221,7 +266,44 @@ class ClusterPinning:
                 for o in getattr(config, "drsVmConfig", None) or []:
                     self.refs.setdefault(o.key._moId, o.key)
                     overrides.append(dict(moid=o.key._moId, behavior=o.behavior, enabled=o.enabled))
-        return vms, overrides
+        if self.record_key is not None:
+            for value in values:
+                if value.key == self.record_key:
+                    self.record_value = getattr(value, "value", None)
+        return vms, overrides, parse_record(self.record_value)
+
+    @staticmethod
+    def _record_key(field_defs):
+        """Key of the record's attribute: the one defined for clusters, else a global one of that name."""
+        found = None
+        for field in field_defs or []:
+            if field.name != RECORD_FIELD:
+                continue
+            if field.managedObjectType == vim.ClusterComputeResource:
+                return field.key
+            if field.managedObjectType is None:
+                found = field.key
+        return found
+
+    def write_record(self, moids):
+        """Record ``moids`` as the VMs whose override the collection set: one SetField (the
+        attribute is defined first, once per vCenter, when it does not exist yet)."""
+        manager = self.client.content.customFieldsManager
+        try:
+            if self.record_key is None:
+                try:
+                    self.record_key = manager.AddCustomFieldDef(name=RECORD_FIELD, moType=vim.ClusterComputeResource).key
+                except vim.fault.DuplicateName:  # defined by a run in between
+                    found = self.client.retrieve_objects([manager], ["field"])
+                    self.record_key = self._record_key(found[0].get("field") if found else None)
+                    if self.record_key is None:
+                        raise VsphereError("custom attribute %s exists but not for clusters" % RECORD_FIELD)
+            value = format_record(moids)
+            manager.SetField(entity=self.cluster, key=self.record_key, value=value)
+            self.record_value = value
+        except vmodl.MethodFault as exc:
+            raise VsphereError("custom attribute %s of cluster %s: %s"
+                               % (RECORD_FIELD, self.name, getattr(exc, "msg", None) or str(exc)))
 
     def _groups_and_rules(self, config):
         for g in getattr(config, "group", None) or []:
@@ -295,12 +377,12 @@ def main():
     p = module.params
     pinning = ClusterPinning(module.client(), p["cluster"])
     try:
-        vms, overrides = pinning.read(gpu_hosts=bool(p["vm_host_rule"]))
+        vms, overrides, owned = pinning.read(gpu_hosts=bool(p["vm_host_rule"]))
     except VsphereError as exc:
         module.fail_vsphere("read DRS overrides of cluster", p["cluster"], exc)
     try:
         plan = plan_pinning(vms, overrides, behavior=p["behavior"], names=p["vms"], exclude=p["exclude"],
-                            purge_stale=p["purge_stale"])
+                            purge_stale=p["purge_stale"], owned=owned)
         rule = rule_plan = None
         if p["vm_host_rule"]:
             rule = dict(p["vm_host_rule"])
@@ -314,7 +396,8 @@ def main():
         module.warn(warning)
     changed = plan.changed or bool(rule_plan and rule_plan["changed"])
     result = dict(changed=changed, **plan.summary())
-    before, after = dict(overrides=plan.before), dict(overrides=plan.after)
+    before = dict(overrides=plan.before, owned=plan.owned_names(plan.owned_before))
+    after = dict(overrides=plan.after, owned=plan.owned_names(plan.owned_after))
     if rule_plan is not None:
         views = []
         for v in (rule_plan["before"], rule_plan["after"]):
@@ -329,11 +412,29 @@ def main():
     if module._diff:
         result["diff"] = dict(before=before, after=after)
     if changed and not module.check_mode:
+        apply(module, pinning, plan, rule_plan, rule, result)
+    module.exit_json(**result)
+
+
+def apply(module, pinning, plan, rule_plan, rule, result):
+    """Claim in the record what the reconfigure adds or changes, reconfigure, then drop what it removed."""
+    cluster = module.params["cluster"]
+    reconfigure = plan.overrides_changed or bool(rule_plan and rule_plan["changed"])
+    if plan.owned_claim != plan.owned_before:
+        try:
+            pinning.write_record(plan.owned_claim)
+        except VsphereError as exc:
+            module.fail_vsphere("record the DRS overrides of cluster", cluster, exc, **result)
+    if reconfigure:
         try:
             pinning.apply(plan, rule_plan, rule)
         except VsphereError as exc:
-            module.fail_vsphere("set DRS overrides on cluster", p["cluster"], exc, **result)
-    module.exit_json(**result)
+            module.fail_vsphere("set DRS overrides on cluster", cluster, exc, **result)
+    if plan.owned_after != plan.owned_claim:
+        try:
+            pinning.write_record(plan.owned_after)
+        except VsphereError as exc:
+            module.fail_vsphere("record the DRS overrides of cluster", cluster, exc, **result)
 
 
 if __name__ == "__main__":

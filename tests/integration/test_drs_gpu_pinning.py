@@ -45,8 +45,8 @@ def test_pin_rerun_check_diff_purge(vsphere, vsphere_env):
     res, _playbook = run_module(M, {"cluster": "gpu-h100"}, env=vsphere_env, check=True, diff=True)
     assert not res.get("failed"), res.get("msg")
     assert res["changed"] is True and res["added"] == GPU_VMS
-    assert res["diff"]["before"] == {"overrides": dict((n, None) for n in GPU_VMS)}
-    assert res["diff"]["after"] == {"overrides": dict((n, "partiallyAutomated") for n in GPU_VMS)}
+    assert res["diff"]["before"] == {"overrides": dict((n, None) for n in GPU_VMS), "owned": []}
+    assert res["diff"]["after"] == {"overrides": dict((n, "partiallyAutomated") for n in GPU_VMS), "owned": GPU_VMS}
     assert cluster_state(vsphere)[0] == {}
 
     vsphere.reset_stats()

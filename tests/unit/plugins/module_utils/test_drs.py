@@ -1,7 +1,14 @@
 """Planning of per-VM DRS overrides for GPU VMs (pure)."""
 import pytest
 
-from ansible_collections.gpupool.vcf.plugins.module_utils._drs import DrsPlanError, plan_pinning, plan_vm_host_rule, resolve_vms
+from ansible_collections.gpupool.vcf.plugins.module_utils._drs import (
+    DrsPlanError,
+    format_record,
+    parse_record,
+    plan_pinning,
+    plan_vm_host_rule,
+    resolve_vms,
+)
 
 
 def vm(moid, name, *profiles):
@@ -55,15 +62,20 @@ def test_bad_behavior_fails():
 
 def test_stale_kept_without_purge_and_removed_with_it():
     current = [ov("vm-1"), ov("vm-4"), ov("vm-99")]
-    assert plan_pinning(VMS, current).remove == []
-    plan = plan_pinning(VMS, current, purge_stale=True)
+    owned = {"vm-1", "vm-4", "vm-99"}
+    assert plan_pinning(VMS, current, owned=owned).remove == []
+    plan = plan_pinning(VMS, current, purge_stale=True, owned=owned)
     assert [e["name"] for e in plan.remove] == ["was-gpu", "vm-99"]
     assert plan.after["was-gpu"] is None and plan.before["was-gpu"] == "partiallyAutomated"
+    assert [e["name"] for e in plan.add] == ["gpu-b"]
+    assert plan.owned_claim == owned | {"vm-2"} and plan.owned_after == {"vm-1", "vm-2"}
+    assert plan.summary()["owned"] == ["gpu-a", "gpu-b"] and plan.summary()["kept_foreign"] == []
 
 
 def test_purge_never_removes_vgpu_vms_or_named_or_excluded():
     current = [ov("vm-2", "manual"), ov("vm-3"), ov("vm-4")]
-    plan = plan_pinning(VMS, current, names=["gpu-a", "plain"], exclude=["was-gpu"], purge_stale=True)
+    plan = plan_pinning(VMS, current, names=["gpu-a", "plain"], exclude=["was-gpu"], purge_stale=True,
+                        owned={"vm-2", "vm-3", "vm-4"})
     assert [e["name"] for e in plan.add] == ["gpu-a"]
     assert plan.remove == []  # vm-2 holds a vGPU, vm-3 is named, vm-4 excluded
     assert plan.pinned == ["gpu-a", "plain"]
@@ -118,3 +130,71 @@ def test_vm_host_rule_conflicts():
         plan_vm_host_rule(RULE, {"r-vms": {"kind": "host", "members": []}}, {}, ["vm-1"], ["h"])
     with pytest.raises(DrsPlanError, match="not a VM-host rule"):
         plan_vm_host_rule(RULE, {}, {"r": {"key": 1, "kind": "other"}}, ["vm-1"], ["h"])
+
+
+# --- ownership: the record of the overrides the collection set ---------------------------------
+
+def test_record_format_is_sorted_compact_and_parse_is_lenient():
+    assert format_record(["vm-10", "vm-9", "vm-100", "vm-9"]) == "vm-9,vm-10,vm-100"
+    assert format_record([]) == ""
+    assert parse_record(" vm-9, vm-10 ,,vm-100 ") == {"vm-9", "vm-10", "vm-100"}
+    assert parse_record(None) == set() and parse_record("") == set()
+    assert parse_record(format_record(["vm-3", "vm-1"])) == {"vm-1", "vm-3"}
+
+
+def test_added_and_changed_overrides_are_recorded_matching_ones_are_not():
+    # vm-1 matches already (set by hand): not ours; vm-2 differs: changed, so ours; vm-5 is new
+    vms = VMS + [vm("vm-5", "gpu-c", "nvidia_h100-80c")]
+    plan = plan_pinning(vms, [ov("vm-1"), ov("vm-2", "manual")])
+    assert [e["name"] for e in plan.add] == ["gpu-c"] and [e["name"] for e in plan.edit] == ["gpu-b"]
+    assert plan.owned_before == set() and plan.owned_after == {"vm-2", "vm-5"}
+    assert plan.owned_claim == plan.owned_after
+    assert plan.record_changed and plan.summary()["owned"] == ["gpu-b", "gpu-c"]
+
+
+def test_purge_removes_only_recorded_overrides():
+    # vm-3 (no vGPU) pinned by hand, vm-4 (lost its vGPU) pinned by the collection, vm-98 (gone) by hand
+    current = [ov("vm-1"), ov("vm-3", "manual"), ov("vm-4"), ov("vm-98"), ov("vm-99")]
+    plan = plan_pinning(VMS, current, purge_stale=True, owned={"vm-1", "vm-4", "vm-99"})
+    assert [e["name"] for e in plan.remove] == ["was-gpu", "vm-99"]
+    assert plan.kept_foreign == ["plain", "vm-98"]
+    assert plan.owned_claim == {"vm-1", "vm-2", "vm-4", "vm-99"} and plan.owned_after == {"vm-1", "vm-2"}
+    assert plan.summary()["kept_foreign"] == ["plain", "vm-98"]
+    assert "plain" not in plan.before and "vm-98" not in plan.before
+
+
+def test_override_on_vgpu_vm_set_by_hand_survives_when_the_vm_loses_its_vgpu():
+    # pinned by hand while it held a vGPU (matching, so not recorded); later the vGPU is removed
+    first = plan_pinning(VMS, [ov("vm-1"), ov("vm-2")], purge_stale=True)
+    assert not first.changed and first.owned_after == set()
+    vms = [vm("vm-1", "gpu-a"), VMS[1], VMS[2], VMS[3]]
+    later = plan_pinning(vms, [ov("vm-1"), ov("vm-2")], purge_stale=True, owned=first.owned_after)
+    assert later.remove == [] and later.kept_foreign == ["gpu-a"] and not later.changed
+
+
+def test_no_change_no_record_write_and_rerun_is_stable():
+    plan = plan_pinning(VMS, [ov("vm-1"), ov("vm-2")], owned={"vm-1", "vm-2"}, purge_stale=True)
+    assert not plan.changed and not plan.record_changed
+    first = plan_pinning(VMS, [ov("vm-4")], owned={"vm-4"}, purge_stale=True)
+    assert first.owned_after == {"vm-1", "vm-2"}
+    again = plan_pinning(VMS, [ov("vm-1"), ov("vm-2")], owned=first.owned_after, purge_stale=True)
+    assert not again.changed
+
+
+def test_record_drops_vms_whose_override_is_gone():
+    # the override of vm-4 was removed by hand, vm-77 was deleted with its override: pruned, no reconfigure
+    plan = plan_pinning(VMS, [ov("vm-1"), ov("vm-2")], owned={"vm-1", "vm-4", "vm-77"})
+    assert not plan.overrides_changed and plan.record_changed and plan.changed
+    assert plan.owned_claim == plan.owned_after == {"vm-1"}
+
+
+def test_excluded_override_stays_recorded_and_is_never_removed():
+    plan = plan_pinning(VMS, [ov("vm-1"), ov("vm-2"), ov("vm-4")], owned={"vm-4"}, exclude=["was-gpu"],
+                        purge_stale=True)
+    assert plan.remove == [] and plan.owned_after == {"vm-4"} and not plan.changed
+
+
+def test_override_left_by_an_earlier_release_counts_as_someone_elses():
+    # no record at all (field never written): nothing is removed, nothing matching is claimed
+    plan = plan_pinning(VMS, [ov("vm-1"), ov("vm-2"), ov("vm-4")], purge_stale=True, owned=None)
+    assert plan.remove == [] and plan.kept_foreign == ["was-gpu"] and not plan.changed
