@@ -1,15 +1,20 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpupool.vcf contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What kubernetes.core does not offer: an API client from the shared auth options, and the
-pure logic that maps node pool labels and taints onto a ClusterClass's variable schema."""
+"""What kubernetes.core does not offer: an API client from the shared auth options with a
+request timeout, bounded retries and one error type (the fault boundary), and the pure logic
+that maps node pool labels and taints onto a ClusterClass's variable schema."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
 import copy
+import json
 import os
+import random
+import socket
+import time
 
 try:
     from ansible.module_utils.basic import env_fallback
@@ -33,19 +38,174 @@ def auth_argument_spec():
     )
 
 
-class K8sError(Exception):
-    """An API call failed; `status` is the HTTP status when there was one."""
+DEFAULT_REQUEST_TIMEOUT = 30
+ATTEMPTS = 3
+BACKOFF_BASE = 0.5
+BACKOFF_CAP = 8.0
+# answers that say "not now" rather than "no": retried on idempotent calls
+TRANSIENT_STATUS = (429, 500, 502, 503, 504)
+TIMES = {1: "once", 2: "twice", 3: "three times"}
+# urllib3 / http.client / socket exception names, by what they mean for a retry
+REFUSED = ("NewConnectionError", "ConnectionRefusedError", "NameResolutionError", "gaierror")
+TIMED_OUT = ("ReadTimeoutError", "ConnectTimeoutError", "TimeoutError", "timeout")
+DROPPED = ("ProtocolError", "ConnectionResetError", "RemoteDisconnected", "BrokenPipeError",
+           "ConnectionAbortedError", "IncompleteRead")
+TLS = ("SSLError", "SSLCertVerificationError", "CertificateError")
 
-    def __init__(self, msg, status=None):
+
+def request_argument_spec():
+    """The `request_timeout` option of every module that talks to a Kubernetes API."""
+    return dict(request_timeout=dict(type="int", default=DEFAULT_REQUEST_TIMEOUT))
+
+
+def request_timeout_error(value):
+    """The message for a request_timeout that is not a positive number of seconds, else None."""
+    if value is None or value <= 0:
+        return "request_timeout must be more than 0 seconds, got %s" % value
+    return None
+
+
+def backoff_delay(attempt, retry_after=None, base=BACKOFF_BASE, cap=BACKOFF_CAP, rand=random.random):
+    """Seconds to wait after failed attempt `attempt` (1, 2, ...): the step doubles from `base`
+    up to `cap`, with jitter (between half and all of the step); at least what a Retry-After
+    header asked, within `cap`."""
+    step = min(cap, base * 2 ** (attempt - 1))
+    delay = step * (0.5 + rand() / 2)
+    if retry_after:
+        delay = max(delay, min(cap, retry_after))
+    return delay
+
+
+def times(count):
+    """once, twice, three times, 4 times."""
+    return TIMES.get(count, "%d times" % count)
+
+
+def seconds(value):
+    """30 for 30.0, 2.5 for 2.5."""
+    if value is None:
+        return "?"
+    return ("%d" % value) if float(value).is_integer() else ("%s" % value)
+
+
+class K8sError(Exception):
+    """An API call failed.
+
+    `status` is the HTTP status when the server answered; `kind` is `answer`, `timeout`,
+    `refused` (nothing was sent), `reset`, `tls`, `config` (the kubeconfig is unusable),
+    `not_served` (the API server does not serve that group, version or kind) or `other`;
+    `attempts` is how many times the call was made.
+    """
+
+    def __init__(self, msg, status=None, kind="answer", attempts=1, reason=None, retry_after=None):
         super(K8sError, self).__init__(msg)
         self.status = status
+        self.kind = kind
+        self.attempts = attempts
+        self.reason = reason or msg
+        self.retry_after = retry_after
+
+    @property
+    def transient(self):
+        return self.kind in ("timeout", "refused", "reset") or self.status in TRANSIENT_STATUS
 
 
-def api_client(params):
-    """A kubernetes.client.ApiClient from the auth options (kubeconfig unless `host` is given)."""
+def _status_message(exc):
+    """The `message` of a Kubernetes Status body, else the start of the body."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    try:
+        msg = json.loads(body).get("message")
+    except (ValueError, TypeError, AttributeError):
+        msg = None
+    if msg:
+        return msg
+    return body.strip()[:200] if isinstance(body, str) and body.strip() else None
+
+
+def _retry_after(exc):
+    headers = getattr(exc, "headers", None) or {}
+    try:
+        return float(headers.get("Retry-After"))
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+def _chain(exc):
+    """The exception and what it wraps (urllib3's MaxRetryError.reason, __cause__, __context__)."""
+    seen = []
+    while exc is not None and exc not in seen and len(seen) < 6:
+        seen.append(exc)
+        wrapped = getattr(exc, "reason", None)
+        exc = wrapped if isinstance(wrapped, BaseException) else (exc.__cause__ or exc.__context__)
+    return seen
+
+
+def _tried(attempts):
+    return "" if attempts == 1 else " (%d attempts)" % attempts
+
+
+def to_k8s_error(exc, server, timeout=None, attempts=1):
+    """One K8sError for whatever the kubernetes client raised."""
+    if isinstance(exc, K8sError):
+        exc.attempts = attempts
+        return exc
+    chain = _chain(exc)
+    names = [type(e).__name__ for e in chain]
+    status = getattr(exc, "status", None)
+    text = str(exc).strip()
+    if isinstance(status, int) and status >= 100:
+        answer = ("%s %s" % (status, getattr(exc, "reason", None) or "")).strip()
+        detail = _status_message(exc)
+        msg = "the API server at %s answered %s%s" % (server, answer, "" if attempts == 1 else " " + times(attempts))
+        if detail:
+            msg += " (%s)" % detail
+        return K8sError(msg, status=status, attempts=attempts, reason=detail or answer, retry_after=_retry_after(exc))
+    if "ResourceNotFoundError" in names:
+        return K8sError("the API server at %s does not serve it (%s)" % (server, text), kind="not_served",
+                        attempts=attempts)
+    if any(n in TLS for n in names) or (status == 0 and "SSL" in text):
+        return K8sError("TLS with the API server at %s failed: %s (check ca_cert or the kubeconfig's "
+                        "certificate-authority)" % (server, text.splitlines()[-1] if text else type(exc).__name__),
+                        kind="tls", attempts=attempts)
+    if any(n in REFUSED for n in names):
+        return K8sError("cannot connect to the API server at %s: connection refused%s" % (server, _tried(attempts)),
+                        kind="refused", attempts=attempts)
+    if any(n in TIMED_OUT for n in names) or any(isinstance(e, socket.timeout) for e in chain):
+        return K8sError("the API server at %s did not answer within %s s%s" % (server, seconds(timeout), _tried(attempts)),
+                        kind="timeout", attempts=attempts)
+    if any(n in DROPPED for n in names):
+        return K8sError("the API server at %s dropped the connection%s: %s" % (server, _tried(attempts), text),
+                        kind="reset", attempts=attempts)
+    return K8sError("%s: %s" % (type(exc).__name__, text), kind="other", attempts=attempts)
+
+
+def _timeout_api_client(cfg, request_timeout):
+    """An ApiClient that gives every request `request_timeout` unless the call sets its own."""
+    from kubernetes import client
+
+    class TimeoutApiClient(client.ApiClient):
+        def call_api(self, *args, **kwargs):
+            if kwargs.get("_request_timeout") is None and len(args) < 6:
+                kwargs["_request_timeout"] = request_timeout
+            return super(TimeoutApiClient, self).call_api(*args, **kwargs)
+
+    return TimeoutApiClient(cfg)
+
+
+def api_client(params, request_timeout=None):
+    """A kubernetes.client.ApiClient from the auth options (kubeconfig unless `host` is given).
+
+    Every request it makes has `request_timeout` (default the `request_timeout` option, else
+    30 s); urllib3's own retries are off (K8sClient retries, bounded, with backoff). A
+    kubeconfig that cannot be used raises K8sError (kind `config`).
+    """
     from kubernetes import client, config
+    if request_timeout is None:
+        request_timeout = params.get("request_timeout") or DEFAULT_REQUEST_TIMEOUT
+    cfg = client.Configuration()
     if params.get("host"):
-        cfg = client.Configuration()
         cfg.host = params["host"]
         if params.get("api_key"):
             cfg.api_key = {"authorization": "Bearer " + params["api_key"]}
@@ -57,16 +217,71 @@ def api_client(params):
             cfg.key_file = params["client_key"]
         if params.get("validate_certs") is not None:
             cfg.verify_ssl = params["validate_certs"]
-        return client.ApiClient(cfg)
-    path = params.get("kubeconfig") or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or None
-    cfg = client.Configuration()
-    config.load_kube_config(config_file=path, context=params.get("context"), client_configuration=cfg,
-                            persist_config=False)
-    if params.get("validate_certs") is False:
-        cfg.verify_ssl = False
-    if params.get("ca_cert"):
-        cfg.ssl_ca_cert = params["ca_cert"]
-    return client.ApiClient(cfg)
+    else:
+        path = params.get("kubeconfig") or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or None
+        try:
+            config.load_kube_config(config_file=path, context=params.get("context"), client_configuration=cfg,
+                                    persist_config=False)
+        except Exception as exc:  # ConfigException, YAML and file errors: this kubeconfig is unusable
+            raise K8sError("cannot use kubeconfig %s%s: %s" % (
+                path or "~/.kube/config", " (context %s)" % params["context"] if params.get("context") else "",
+                str(exc).strip() or type(exc).__name__), kind="config")
+        if params.get("validate_certs") is False:
+            cfg.verify_ssl = False
+        if params.get("ca_cert"):
+            cfg.ssl_ca_cert = params["ca_cert"]
+    cfg.retries = False
+    return _timeout_api_client(cfg, request_timeout)
+
+
+class K8sClient(object):
+    """The fault boundary of the collection's Kubernetes calls.
+
+    `call(fn, *args, **kwargs)` runs an idempotent call - a read, or a write that carries a
+    precondition (the object's resourceVersion) so that a repeat cannot apply twice: timeouts,
+    dropped or refused connections and 429/5xx answers are retried, `attempts` times in all,
+    with exponential backoff and jitter. `call_once` runs a call that is not idempotent: it is
+    repeated only when the connection was refused (nothing reached the server). The last
+    failure, and every other one, is raised as one K8sError.
+    """
+
+    def __init__(self, params=None, request_timeout=None, attempts=ATTEMPTS, sleep=time.sleep, api=None):
+        params = params or {}
+        self.timeout = request_timeout or params.get("request_timeout") or DEFAULT_REQUEST_TIMEOUT
+        self.attempts = max(1, attempts)
+        self.sleep = sleep
+        self.api = api if api is not None else api_client(params, self.timeout)
+        self.server = getattr(getattr(self.api, "configuration", None), "host", None) or "?"
+        self._dynamic = None
+
+    def call(self, fn, *args, **kwargs):
+        return self._run(True, fn, args, kwargs)
+
+    def call_once(self, fn, *args, **kwargs):
+        return self._run(False, fn, args, kwargs)
+
+    def _run(self, idempotent, fn, args, kwargs):
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return fn(*args, **kwargs)
+            except Exception as exc:  # the boundary: every failure becomes one K8sError
+                err = to_k8s_error(exc, self.server, self.timeout, attempt)
+                if not (err.transient and (idempotent or err.kind == "refused")) or attempt >= self.attempts:
+                    raise err
+                self.sleep(backoff_delay(attempt, err.retry_after))
+
+    def dynamic(self):
+        """A DynamicClient; its discovery requests go through the boundary too."""
+        if self._dynamic is None:
+            from kubernetes import dynamic
+            self._dynamic = self.call(dynamic.DynamicClient, self.api)
+        return self._dynamic
+
+    def resource(self, api_version, kind):
+        """The dynamic resource api_version/kind; K8sError of kind `not_served` when the server lacks it."""
+        return self.call(self.dynamic().resources.get, api_version=api_version, kind=kind)
 
 
 # --- ClusterClass variables -> how node labels and taints are expressed ------------------------
