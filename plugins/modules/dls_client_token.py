@@ -78,10 +78,16 @@ options:
     description: Make a new token even when the one in O(dest) is still valid.
     type: bool
     default: false
-  timeout:
-    description: Seconds to wait for one request.
+  request_timeout:
+    description:
+      - Seconds to wait for one request to the appliance (connect and each read); 1 or more.
+      - A request that times out, a dropped or refused connection and a 429 or 5xx answer are
+        tried again, three times in all, with exponential backoff and jitter; so a read that never
+        answers fails after about three times this value. The token request itself is repeated
+        only when the connection was refused, as it mints a token each time it reaches the appliance.
     type: int
     default: 30
+    aliases: [timeout]
 attributes:
   check_mode:
     description: Logs in and reads the appliance, composes and writes nothing; reports whether a token would be made.
@@ -93,7 +99,9 @@ notes:
   - Endpoints - C(POST /auth/v1/login), C(GET /auth/v1/user/me), C(GET /service_instance_manager/v1/service-instance),
     C(GET /admin/v1/org/{org}/virtual-groups/{vg}/license-servers/{ls}),
     C(POST /service_instance_manager/v1/service-instance/compose-messenger-token). An expired bearer token
-    (401) is answered by one new login.
+    (401) is answered by one new login; a second 401 fails the module.
+  - When the appliance cannot be reached or fails, the module fails before anything is written - the token
+    and metadata file in O(dest) are left exactly as they were - and says so; a rerun makes the token.
 """
 
 EXAMPLES = r"""
@@ -136,117 +144,12 @@ import datetime
 import hashlib
 import json
 import os
-import socket
-import ssl
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
-from ansible.module_utils.six.moves.urllib.request import Request, build_opener, HTTPSHandler
-
+from ansible_collections.gpupool.vcf.plugins.module_utils._k8s import request_timeout_error
+from ansible_collections.gpupool.vcf.plugins.module_utils._nls import DlsClient, DlsError
 from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
-
-
-class DlsError(Exception):
-    def __init__(self, msg, status=None):
-        super(DlsError, self).__init__(msg)
-        self.status = status
-
-
-class DlsClient(object):
-    """The appliance's REST API; knows nothing of Ansible."""
-
-    def __init__(self, host, port, username, password, validate_certs=True, ca_file=None, timeout=30):
-        self.base = "https://%s:%d" % (host, port)
-        self.where = "%s:%d" % (host, port)
-        self.username, self.password, self.timeout = username, password, timeout
-        if validate_certs:
-            ctx = ssl.create_default_context(cafile=ca_file)
-        else:
-            ctx = ssl.create_default_context()
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
-        self.opener = build_opener(HTTPSHandler(context=ctx))
-        self.bearer = None
-
-    def _call(self, method, path, body=None, auth=True):
-        headers = {"Accept": "application/json"}
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
-        if auth:
-            headers["Authorization"] = "Bearer %s" % self.bearer
-        req = Request(self.base + path, data=data, headers=headers)
-        req.get_method = lambda: method
-        try:
-            resp = self.opener.open(req, timeout=self.timeout)
-            return json.loads(resp.read() or b"{}")
-        except HTTPError as e:
-            try:
-                detail = json.loads(e.read()).get("detail")
-            except (ValueError, AttributeError):
-                detail = None
-            raise DlsError("%s %s: HTTP %s %s" % (method, path, e.code, detail or e.reason), e.code)
-        except URLError as e:
-            reason = getattr(e, "reason", e)
-            if isinstance(reason, ssl.SSLError):
-                raise DlsError("TLS with %s failed: %s (give ca_file with the appliance's CA)" % (self.where, reason))
-            raise DlsError("cannot reach %s: %s" % (self.where, getattr(reason, "strerror", None) or reason))
-        except (socket.timeout, OSError) as e:
-            raise DlsError("cannot reach %s: %s" % (self.where, e))
-        except ValueError:
-            raise DlsError("%s %s: the answer is not JSON" % (method, path))
-
-    def login(self):
-        self.bearer = self._call("POST", "/auth/v1/login",
-                                 {"username": self.username, "password": self.password}, auth=False).get("token")
-        if not self.bearer:
-            raise DlsError("login answered without a token")
-
-    def call(self, method, path, body=None):
-        """A call with the bearer token; one new login when the token has expired (401)."""
-        if self.bearer is None:
-            self.login()
-        try:
-            return self._call(method, path, body)
-        except DlsError as e:
-            if e.status != 401:
-                raise
-            self.login()
-            return self._call(method, path, body)
-
-    def discover(self, address_type):
-        """(node selection, scope reference) for the token request."""
-        me = self.call("GET", "/auth/v1/user/me")
-        scope = me.get("userScope") or {}
-        org, vg, ls = me.get("orgName"), scope.get("virtualGroupId"), scope.get("licenseServerId")
-        if not (org and vg is not None and ls):
-            raise DlsError("the user has no license server in its scope (orgName, virtualGroupId, licenseServerId)")
-        instance = self.call("GET", "/service_instance_manager/v1/service-instance")
-        nodes = (((instance.get("high_availability_config") or {}).get("config") or {}).get("nodeList")) or []
-        if not nodes:
-            raise DlsError("the service instance lists no node")
-        node = next((n for n in nodes if (n.get("role") or "").upper() == "PRIMARY"), nodes[0])
-        server = self.call("GET", "/admin/v1/org/%s/virtual-groups/%s/license-servers/%s" % (org, vg, ls))
-        ref = (server.get("licenseServer") or {}).get("scopeReference")
-        if not ref:
-            raise DlsError("license server %s has no scope reference (is it installed on the service instance?)" % ls)
-        address = node.get("fqdn") if address_type == "fqdn" else node.get("network_location")
-        if not address:
-            raise DlsError("node %s has no %s" % (node.get("node_id"), "FQDN" if address_type == "fqdn" else "IPv4 address"))
-        sel = {"node_id": node.get("node_id"), "role": node.get("role"),
-               "addressType": "FQDN" if address_type == "fqdn" else "IPV4", "address": address}
-        return sel, ref
-
-    def compose(self, selection, scope_ref, leasing_port, expiry):
-        ans = self.call("POST", "/service_instance_manager/v1/service-instance/compose-messenger-token", {
-            "scopeReferenceList": [scope_ref], "fulfillmentClassReferenceList": [],
-            "addressTypeSelections": [selection], "leasingPort": leasing_port, "expiry": expiry})
-        token = ans.get("messengerToken")
-        if not token:
-            raise DlsError("compose-messenger-token answered without messengerToken")
-        return token
 
 
 def _atomic_write(path, data):
@@ -291,12 +194,15 @@ def main():
             address_type=dict(type="str", choices=["fqdn", "ipv4"], default="fqdn"),
             leasing_port=dict(type="int", choices=[443, 8082], default=443),
             validate_certs=dict(type="bool", default=True), ca_file=dict(type="path"),
-            force=dict(type="bool", default=False), timeout=dict(type="int", default=30),
+            force=dict(type="bool", default=False),
+            request_timeout=dict(type="int", default=30, aliases=["timeout"]),
         ),
         supports_check_mode=True,
     )
     enforce(module, "dls_client_token")
     p = module.params
+    if request_timeout_error(p["request_timeout"]):
+        module.fail_json(msg=request_timeout_error(p["request_timeout"]))
     if p["expiry_days"] < 1 or p["renew_before_days"] < 0 or p["renew_before_days"] >= p["expiry_days"]:
         module.fail_json(msg="expiry_days must be 1 or more and renew_before_days between 0 and expiry_days - 1")
     dest = p["dest"]
@@ -320,7 +226,7 @@ def main():
         module.exit_json(reason="valid", expiry=meta["expiry"], **result)
     new_expiry = (today + datetime.timedelta(days=p["expiry_days"])).isoformat()
     client = DlsClient(p["dls_host"], p["port"], p["username"], p["password"], p["validate_certs"],
-                       p["ca_file"], p["timeout"])
+                       p["ca_file"], p["request_timeout"])
     try:
         selection, scope_ref = client.discover(p["address_type"])
         after = dict(settings, expiry=new_expiry, address=selection["address"])
@@ -331,7 +237,9 @@ def main():
             module.exit_json(**result)
         token = client.compose(selection, scope_ref, p["leasing_port"], new_expiry)
     except DlsError as e:
-        module.fail_json(msg="Unable to get a client configuration token from DLS %s: %s" % (p["dls_host"], e))
+        left = "the token in %s was left as it was" % dest if os.path.exists(dest) else "no token was written"
+        module.fail_json(msg="Unable to get a client configuration token from DLS %s: %s; %s, a rerun makes it"
+                         % (client.where, e, left), reason=reason, dest=dest, meta_file=meta_path, written=False)
     token_bytes = token.strip().encode()
     _atomic_write(dest, token_bytes + b"\n")
     new_meta = dict(settings, expiry=new_expiry, address=selection["address"],

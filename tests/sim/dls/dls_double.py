@@ -6,6 +6,20 @@ missing or expired bearer token gives 401, an unknown service instance / license
 node 404, a malformed token request 400. Stopping it leaves the port closed (connection
 refused), as an appliance that is down.
 
+Faults (see README.md beside this file), from the Python handle or the admin endpoint:
+
+    dls.down()                      # the port refuses connections; the state is kept
+    dls.up()                        # listening again on the same port, same state
+    dls.fail_next(2, status=503)    # the next 2 requests answer 503 (any 4xx/5xx)
+    dls.fail_next(1, path="compose")  # only requests whose path matches (re.search) count
+    dls.slow_next(1, seconds=5)     # the next request is answered 5 s late (path= as well)
+    dls.clear_faults()              # no more injected failures or delays
+    dls.state.expire_next_bearer = 1  # the next login issues a bearer token that is already expired
+
+    POST /_sim/faults {"fail": 2, "status": 503, "path": "..."} | {"slow": 1, "seconds": 5, "path": "..."};
+    DELETE /_sim/faults;
+    GET /_sim/faults. Admin requests are neither counted nor subject to faults.
+
 The real client configuration token's format is not documented. The double returns a
 JWT-shaped token (base64url header.payload.signature) whose payload carries `exp` (epoch
 seconds, end of the requested expiry day, UTC) so tests can check what was asked for; the
@@ -71,6 +85,38 @@ class State:
         self.composed: list[dict] = []
         self.key = os.urandom(32)
         self.lock = threading.Lock()
+        # injected faults: the next `fail_count` requests answer `fail_status`; the next
+        # `slow_count` requests wait `slow_seconds` first (cut short by clear_faults)
+        self.fail_count = 0
+        self.fail_status = 503
+        self.fail_path: str | None = None
+        self.slow_count = 0
+        self.slow_seconds = 0.0
+        self.slow_path: str | None = None
+        self.faulted: list[tuple[str, str, str]] = []
+        self.wake = threading.Event()
+
+    def faults(self):
+        return {"fail": self.fail_count, "status": self.fail_status, "fail_path": self.fail_path,
+                "slow": self.slow_count, "seconds": self.slow_seconds, "slow_path": self.slow_path}
+
+    def clear_faults(self):
+        with self.lock:
+            self.fail_count = self.slow_count = 0
+            self.wake.set()
+            self.wake = threading.Event()
+
+    def take_fault(self, path):
+        """(status to answer or None, seconds to wait, event that cuts the wait) for a request."""
+        with self.lock:
+            status = delay = None
+            if self.slow_count > 0 and (not self.slow_path or re.search(self.slow_path, path)):
+                self.slow_count -= 1
+                delay = self.slow_seconds
+            if self.fail_count > 0 and (not self.fail_path or re.search(self.fail_path, path)):
+                self.fail_count -= 1
+                status = self.fail_status
+            return status, delay, self.wake
 
     def count(self, method, path):
         return sum(1 for m, p in self.requests if m == method and p == path)
@@ -102,6 +148,36 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError:
             return None
 
+    def admin(self, method, path):
+        """/_sim/faults: set (POST), read (GET) or clear (DELETE) the injected faults."""
+        if path != "/_sim/faults":
+            return False
+        st = self.state
+        if method == "POST":
+            body = self.body() or {}
+            with st.lock:
+                if "fail" in body:
+                    st.fail_count, st.fail_status = int(body["fail"]), int(body.get("status", 503))
+                    st.fail_path = body.get("path")
+                if "slow" in body:
+                    st.slow_count, st.slow_seconds = int(body["slow"]), float(body.get("seconds", 5))
+                    st.slow_path = body.get("path")
+        elif method == "DELETE":
+            st.clear_faults()
+        self.reply(200, st.faults())
+        return True
+
+    def fault(self, method, path):
+        """Serve an injected fault: True when the request was answered with it."""
+        status, delay, wake = self.state.take_fault(path)
+        if delay:
+            wake.wait(delay)
+        if status:
+            self.state.faulted.append((method, path, str(status)))
+            self.reply(status, {"detail": "Service temporarily unavailable (injected fault)"})
+            return True
+        return False
+
     def authorized(self):
         auth = self.headers.get("Authorization", "")
         token = auth[7:] if auth.startswith("Bearer ") else None
@@ -113,8 +189,12 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):  # noqa: N802
         path = self.path.split("?")[0]
+        if self.admin("POST", path):
+            return None
         self.state.requests.append(("POST", path))
         body = self.body()
+        if self.fault("POST", path):
+            return None
         if body is None:
             return self.reply(400, {"detail": "malformed JSON"})
         if path == "/auth/v1/login":
@@ -167,10 +247,18 @@ class Handler(BaseHTTPRequestHandler):
         st.composed.append(body)
         return self.reply(200, {"messengerToken": "%s.%s.%s" % (header, payload, sig)})
 
+    def do_DELETE(self):  # noqa: N802
+        if not self.admin("DELETE", self.path.split("?")[0]):
+            self.reply(405, {"detail": "Method not allowed"})
+
     def do_GET(self):  # noqa: N802
         path = self.path.split("?")[0]
+        if self.admin("GET", path):
+            return None
         st = self.state
         st.requests.append(("GET", path))
+        if self.fault("GET", path):
+            return None
         if not self.authorized():
             return None
         if path == "/auth/v1/user/me":
@@ -195,19 +283,54 @@ class Double:
         ca, crt, key = _pki(self.tmp)
         self.ca_file = str(ca)
         self.state = State()
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.state = self.state
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(str(crt), str(key))
-        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(str(crt), str(key))
         self.host = "localhost"
-        self.port = self.httpd.server_address[1]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.port = 0
+        self.httpd = None
+        self.up()
+
+    def up(self):
+        """Listen (again) on the same port with the same state."""
+        if self.httpd is not None:
+            return
+        httpd = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        httpd.daemon_threads = True
+        httpd.state = self.state
+        httpd.socket = self.ctx.wrap_socket(httpd.socket, server_side=True)
+        self.port = httpd.server_address[1]
+        self.httpd = httpd
+        self.thread = threading.Thread(target=httpd.serve_forever, daemon=True)
         self.thread.start()
 
-    def stop(self):
+    def down(self):
+        """Close the port: connections are refused until up(); the state is kept."""
+        if self.httpd is None:
+            return
+        with self.state.lock:  # wake requests waiting on a slow fault, keep the fault counts
+            self.state.wake.set()
+            self.state.wake = threading.Event()
         self.httpd.shutdown()
         self.httpd.server_close()
+        self.httpd = None
+
+    def fail_next(self, count: int, status: int = 503, path: str | None = None):
+        """The next `count` requests (whose path matches the regular expression `path`, if given)
+        answer `status` with a JSON `detail`."""
+        with self.state.lock:
+            self.state.fail_count, self.state.fail_status, self.state.fail_path = count, status, path
+
+    def slow_next(self, count: int, seconds: float, path: str | None = None):
+        """The next `count` requests (whose path matches `path`, if given) are answered `seconds` late."""
+        with self.state.lock:
+            self.state.slow_count, self.state.slow_seconds, self.state.slow_path = count, seconds, path
+
+    def clear_faults(self):
+        self.state.clear_faults()
+
+    def stop(self):
+        self.state.clear_faults()
+        self.down()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def __enter__(self):
