@@ -323,9 +323,16 @@ def test_hang_enter_maintenance_until_cleared(sim, si):
     assert not host.runtime.inMaintenanceMode
 
 
-def test_hang_reboot_task(sim, si):
+def test_hang_install_and_reboot(sim, si):
     host = obj(si, vim.HostSystem, "esx-05")
     wait(host.EnterMaintenanceMode_Task(timeout=0))
+    sim.inject_fault("esx-05", "install", hang=True)
+    task = host.configManager.patchManager.InstallHostPatchV2_Task(
+        bundleUrls=[BUNDLE], spec=vim.host.PatchManager.PatchManagerOperationSpec())
+    stays(lambda: task.info.state == "running" and sim.host_state("esx-05")["driver_installed"] == OLD, 0.5)
+    sim.clear_faults()
+    wait(task)
+    assert sim.host_state("esx-05")["driver_installed"] == NEW and host.summary.rebootRequired
     before = sim.host_state("esx-05")["reboot_count"]
     sim.inject_fault("esx-05", "reboot", hang=True)
     task = host.RebootHost_Task(force=False)
@@ -334,6 +341,7 @@ def test_hang_reboot_task(sim, si):
     wait(task)
     until(lambda: sim.host_state("esx-05")["reboot_count"] == before + 1)
     until(lambda: host.runtime.connectionState == "connected")
+    assert sim.host_state("esx-05")["driver_running"] == NEW
     wait(host.ExitMaintenanceMode_Task(timeout=0))
 
 

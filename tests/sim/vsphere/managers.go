@@ -235,9 +235,10 @@ func driverVersionOf(urls ...[]string) (string, bool) {
 func (m *PatchManager) InstallHostPatchV2Task(ctx *simulator.Context, req *types.InstallHostPatchV2_Task) soap.HasFault {
 	g := m.host
 	host := ctx.Map.Get(g.ref).(*simulator.HostSystem)
-	task := simulator.CreateTask(host, "installHostPatchV2", func(t *simulator.Task) (types.AnyType, types.BaseMethodFault) {
-		if msg, ok := sim.takeFault(g.spec.Name, "install"); ok {
-			return nil, simFault(&types.PlatformConfigFault{Text: msg}, "%s", msg)
+	fail, hold := hostFault(host, "install")
+	task := startTask(ctx, host, "installHostPatchV2", hold, func(t *simulator.Task) (types.AnyType, types.BaseMethodFault) {
+		if fail != "" {
+			return nil, simFault(&types.PlatformConfigFault{Text: fail}, "%s", fail)
 		}
 		if !host.Runtime.InMaintenanceMode {
 			return nil, simFault(&types.InvalidState{}, "host %s is not in maintenance mode: the NVIDIA driver can only be installed in maintenance mode", g.spec.Name)
@@ -262,7 +263,7 @@ func (m *PatchManager) InstallHostPatchV2Task(ctx *simulator.Context, req *types
 			XmlResult: fmt.Sprintf("<esxupdate-response><version>1.0</version><installed>NVD-AIE_ESXi_8.0.0_Driver_%s</installed><reboot-required>true</reboot-required></esxupdate-response>", version),
 		}, nil
 	})
-	return &methods.InstallHostPatchV2_TaskBody{Res: &types.InstallHostPatchV2_TaskResponse{Returnval: task.Run(ctx)}}
+	return &methods.InstallHostPatchV2_TaskBody{Res: &types.InstallHostPatchV2_TaskResponse{Returnval: task}}
 }
 
 func (m *PatchManager) ScanHostPatchV2Task(ctx *simulator.Context, req *types.ScanHostPatchV2_Task) soap.HasFault {
