@@ -25,6 +25,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import re
 import shlex
 
@@ -462,6 +463,9 @@ def host_changes(host, target, graphics_type=None, assignment_policy=None, sched
                 new, changed = scheduler_plan(options, scheduler, pcis)
                 if changed:
                     reasons.append("nvidia module options %r -> %r" % (options, new))
+    reasons.extend(host.get("reboot_pending") or [])
+    if host.get("maintenance_by_collection") and host.get("maintenance_mode"):
+        reasons.append("left in maintenance mode by an earlier run (%s)" % host["maintenance_by_collection"])
     return reasons
 
 
@@ -526,3 +530,54 @@ def parse_mig_query(text):
         out.append(dict(index=int(parts[0]), pci_id=parts[1], current=parts[2] == "Enabled",
                         pending=parts[3] == "Enabled"))
     return out
+
+
+# ---------------------------------------------------------------------------------------
+# what a run leaves on a host: running vs staged, and the collection's own record
+# ---------------------------------------------------------------------------------------
+
+# custom attribute on each host the collection changed: {"maintenance": "<by> <when>",
+# "options_boot": "<boot time when the nvidia module options were changed>"}
+HOST_STATE_FIELD = "gpupool.vcf.host-state"
+
+
+def parse_host_state(value):
+    """The collection's record on a host (a JSON object; anything else reads as empty)."""
+    try:
+        state = json.loads(value) if value else {}
+    except ValueError:
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
+def format_host_state(state):
+    """The record as written back: compact JSON of the keys set, "" when nothing is left."""
+    state = dict((k, v) for k, v in (state or {}).items() if v)
+    return json.dumps(state, sort_keys=True, separators=(",", ":")) if state else ""
+
+
+def boot_stamp(boot_time):
+    """A host's ``runtime.bootTime`` as the text the record keeps (None when unknown)."""
+    if boot_time is None:
+        return None
+    return boot_time.isoformat() if hasattr(boot_time, "isoformat") else str(boot_time)
+
+
+def pending_reboot(reboot_required, boot_time, state, running=None, installed=None):
+    """Why the host still owes a reboot: what is staged and not running. [] when nothing.
+
+    ``reboot_required``: the host's ``summary.rebootRequired`` (set by ESXi after an install
+    that takes effect at the next boot); ``state``: the collection's record, whose
+    ``options_boot`` is the boot the nvidia module options were changed in (they load at the
+    next boot); ``running`` / ``installed``: driver versions when known.
+    """
+    reasons = []
+    if running and installed and compare_versions(running, installed) != 0:
+        reasons.append("driver %s installed but %s running (staged, not running until a reboot)"
+                       % (parse_driver_version(installed).short, parse_driver_version(running).short))
+    elif reboot_required:
+        reasons.append("reboot pending on the host (staged software not running)")
+    stamp = (state or {}).get("options_boot")
+    if stamp and stamp == boot_stamp(boot_time):
+        reasons.append("nvidia module options changed since the last boot (not loaded until a reboot)")
+    return reasons

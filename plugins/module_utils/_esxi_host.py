@@ -17,6 +17,7 @@ __metaclass__ = type
 
 import time
 
+from ansible_collections.gpupool.vcf.plugins.module_utils import _esxi
 from ansible_collections.gpupool.vcf.plugins.module_utils._gpu_inventory import (
     driver_from_packages,
     is_nvidia_gpu,
@@ -26,8 +27,10 @@ from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import (
     VsphereError,
     VsphereFault,
     VsphereNotFound,
+    VsphereConnectionError,
     VsphereTaskError,
     vim,
+    wait,
 )
 
 HOST_PROPERTIES = [
@@ -36,6 +39,8 @@ HOST_PROPERTIES = [
     "runtime.inMaintenanceMode",
     "runtime.connectionState",
     "runtime.bootTime",
+    "summary.rebootRequired",
+    "customValue",
     "vm",
 ]
 VM_PROPERTIES = ["name", "runtime.powerState", "config.hardware.device"]
@@ -79,6 +84,35 @@ class HostOps:
         short, full, _listing = driver_from_packages(packages)
         return short, full
 
+    def running_driver(self, host_obj):
+        """The version of the nvidia kernel module loaded now (QueryModules), or None."""
+        try:
+            modules = host_obj.configManager.kernelModuleSystem.QueryModules()
+        except VsphereError as exc:
+            raise VsphereError("cannot list the kernel modules of the host: %s" % exc)
+        for mod in modules or []:
+            if mod.name == "nvidia" and getattr(mod, "loaded", True):
+                return mod.version or None
+        return None
+
+    def state(self, host):
+        """The collection's record on the host (``_esxi.HOST_STATE_FIELD``), parsed."""
+        key = self.client.custom_field_key(_esxi.HOST_STATE_FIELD, vim.HostSystem)
+        return _esxi.parse_host_state(self.client.custom_value(host.get("customValue"), key))
+
+    def update_state(self, host, **changes):
+        """Set (or, with None, drop) keys of the host's record; one SetField when it changes."""
+        state = self.state(host)
+        new = dict(state)
+        new.update(changes)
+        text = _esxi.format_host_state(new)
+        if text != _esxi.format_host_state(state):
+            self.client.set_custom_field(host.obj, _esxi.HOST_STATE_FIELD, text)
+            key = self.client.custom_field_key(_esxi.HOST_STATE_FIELD, vim.HostSystem)
+            values = [v for v in host.get("customValue") or [] if v.key != key]
+            values.append(vim.CustomFieldsManager.StringValue(key=key, value=text))
+            host.props["customValue"] = values
+
     def vgpu_vms(self, host):
         """[{name, moid, power_state, vgpu_profiles, obj}] of the host's VMs holding vGPUs."""
         vms = host.get("vm") or []
@@ -108,16 +142,21 @@ class HostOps:
     def power_on(self, vm_obj, name, timeout=300):
         self.client.wait_for_task(vm_obj.PowerOnVM_Task(), timeout=timeout, what="power on VM %s" % name)
 
-    def enter_maintenance(self, host, timeout):
+    def enter_maintenance(self, host, timeout, by="gpupool.vcf"):
+        """Maintenance mode, recorded on the host as the collection's (so a rerun may end it)."""
         if host.get("runtime.inMaintenanceMode"):
             return False
+        self.update_state(host, maintenance="%s %s" % (by, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))
         task = host.obj.EnterMaintenanceMode_Task(timeout=int(timeout), evacuatePoweredOffVms=False)
         self.client.wait_for_task(task, timeout=timeout + 60, what="enter maintenance mode")
+        host.props["runtime.inMaintenanceMode"] = True
         return True
 
     def exit_maintenance(self, host, timeout=600):
         task = host.obj.ExitMaintenanceMode_Task(timeout=int(timeout))
         self.client.wait_for_task(task, timeout=timeout + 60, what="exit maintenance mode")
+        host.props["runtime.inMaintenanceMode"] = False
+        self.update_state(host, maintenance=None)
 
     def install(self, host, kind, location, timeout):
         """InstallHostPatchV2 of an offline bundle (.zip) or a VIB; returns the task result."""
@@ -129,30 +168,32 @@ class HostOps:
         return self.client.wait_for_task(task, timeout=timeout, what="install %s" % location)
 
     def reboot_and_wait(self, host, timeout):
-        """Reboot a host in maintenance mode and wait until it is connected with a new boot time."""
+        """Reboot a host in maintenance mode and wait until it is connected with a new boot time.
+
+        vCenter unreachable meanwhile (restarting) does not end the wait before ``timeout``.
+        """
         before = host.get("runtime.bootTime")
         started = self.clock()
         self.client.wait_for_task(host.obj.RebootHost_Task(force=False), timeout=timeout, what="reboot")
-        delay = 0.25
-        seen_down = False
-        while True:
-            try:
-                now = self.refresh(host)
-            except VsphereNotFound:
-                raise
-            except VsphereError:
-                now = None  # vCenter busy with the host: try again
-            if now is not None:
-                state = str(now.get("runtime.connectionState"))
-                boot = now.get("runtime.bootTime")
-                if state != "connected":
-                    seen_down = True
-                elif (before is None and seen_down) or (before is not None and boot is not None and boot > before):
-                    return now
-            if self.clock() - started > timeout:
-                raise VsphereTaskError("the host did not come back within %ss of the reboot" % timeout)
-            self.sleep(delay)
-            delay = min(delay * 2, 5.0)
+        seen = dict(down=False)
+
+        def back():
+            now = self.refresh(host)
+            state = str(now.get("runtime.connectionState"))
+            boot = now.get("runtime.bootTime")
+            if state != "connected":
+                seen["down"] = True
+                return False, "host %s" % state
+            if (before is None and seen["down"]) or (before is not None and boot is not None and boot > before):
+                return True, now
+            return False, "host connected, not rebooted yet"
+
+        left = max(1.0, timeout - (self.clock() - started))
+        try:
+            return wait(back, left, "the host's return after the reboot", transient=(VsphereConnectionError,),
+                        initial_delay=0.25, max_delay=5.0, sleep=self.sleep, clock=self.clock)
+        except VsphereTaskError as exc:
+            raise VsphereTaskError("the host did not come back within %ss of the reboot (%s)" % (timeout, exc))
 
     # -- graphics and module options -----------------------------------------------------
     def graphics_manager(self, host_obj):

@@ -23,7 +23,7 @@ __metaclass__ = type
 
 from concurrent.futures import ThreadPoolExecutor
 
-from ansible_collections.gpupool.vcf.plugins.module_utils import _nvidia
+from ansible_collections.gpupool.vcf.plugins.module_utils import _esxi, _nvidia
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import (
     VsphereError,
     VsphereFault,
@@ -40,6 +40,9 @@ HOST_PROPERTIES = [
     "parent",
     "runtime.inMaintenanceMode",
     "runtime.connectionState",
+    "runtime.bootTime",
+    "summary.rebootRequired",
+    "customValue",
     "hardware.pciDevice",
     "config.graphicsInfo",
     "config.sharedGpuCapabilities",
@@ -105,8 +108,11 @@ def vgpu_profiles_of(devices):
     return profiles
 
 
-def host_record(host, cluster_name, graphics_config, vms, driver=None, module_options=None, errors=None):
-    """The per-host dict that gpu_host_info returns (pure: takes already-read values)."""
+def host_record(host, cluster_name, graphics_config, vms, driver=None, module_options=None, errors=None, state=None):
+    """The per-host dict that gpu_host_info returns (pure: takes already-read values).
+
+    ``state``: the collection's record on the host (``_esxi.HOST_STATE_FIELD``, parsed).
+    """
     info_by_pci = dict((g.pciId, g) for g in host.get("config.graphicsInfo") or [])
     device_types = {}
     if graphics_config is not None:
@@ -141,6 +147,9 @@ def host_record(host, cluster_name, graphics_config, vms, driver=None, module_op
         vgpu_profiles=sorted(c.vgpu for c in host.get("config.sharedGpuCapabilities") or []),
         vgpu_vms=vms,
         errors=errors or [],
+        reboot_required=bool(host.get("summary.rebootRequired")),
+        reboot_pending=_esxi.pending_reboot(host.get("summary.rebootRequired"), host.get("runtime.bootTime"), state),
+        maintenance_by_collection=(state or {}).get("maintenance") if host.get("runtime.inMaintenanceMode") else None,
     )
     if graphics_config is not None:
         record["graphics"] = dict(
@@ -235,6 +244,7 @@ class GpuInventory:
                 vms_by_host.setdefault(host_ref._moId, []).append(dict(
                     name=vm["name"], moid=vm.moid, power_state=str(vm.get("runtime.powerState")),
                     vgpu_profiles=profiles))
+        state_key = self.client.custom_field_key(_esxi.HOST_STATE_FIELD, vim.HostSystem)
         graphics = {}
         managers = [h.get("configManager.graphicsManager") for h in host_objs]
         managers = [m for m in managers if m is not None]
@@ -246,8 +256,9 @@ class GpuInventory:
             gm = h.get("configManager.graphicsManager")
             driver, options, errors = per_host.get(h.moid, (None, None, []))
             vms = sorted(vms_by_host.get(h.moid, []), key=lambda v: v["name"]) if "vms" in gather else None
+            state = _esxi.parse_host_state(self.client.custom_value(h.get("customValue"), state_key))
             records.append(host_record(h, cluster_of.get(h.moid), graphics.get(gm._moId) if gm is not None else None,
-                                       vms, driver=driver, module_options=options, errors=errors))
+                                       vms, driver=driver, module_options=options, errors=errors, state=state))
         return records
 
     def _per_host_calls(self, host_objs, gather):

@@ -280,6 +280,7 @@ class VsphereClient:
         self.retried = 0
         self._credentials = (username, password)
         self._closing = False
+        self._fields = None
         ctx = ssl_context(validate_certs, ca_file)
         si = self._connect(lambda: connect.SmartConnect(host=hostname, user=username, pwd=password,
                                                         port=self.port, sslContext=ctx,
@@ -450,6 +451,45 @@ class VsphereClient:
 
         return wait(check, timeout, what, transient=(VsphereConnectionError,), initial_delay=initial_delay,
                     max_delay=max_delay, sleep=sleep, clock=clock)
+
+    # -- custom attributes (what the collection records on vCenter objects) ---------------
+    def custom_field_key(self, name, mo_type, create=False):
+        """Key of the custom attribute ``name`` for objects of ``mo_type`` (None when absent).
+
+        The definitions are read once per session (one retrieval); ``create`` adds the
+        definition when it is missing (a definition made meanwhile by a parallel run is found).
+        """
+        if self._fields is None:
+            manager = self.content.customFieldsManager
+            got = self.retrieve_objects([manager], ["field"])
+            self._fields = list(got[0].get("field") or []) if got else []
+        for field in self._fields:
+            if field.name == name and field.managedObjectType in (None, mo_type):
+                return field.key
+        if not create:
+            return None
+        try:
+            field = self.content.customFieldsManager.AddCustomFieldDef(name=name, moType=mo_type)
+        except VsphereFault as exc:
+            if not exc.is_a(vim.fault.DuplicateName):
+                raise
+            self._fields = None
+            return self.custom_field_key(name, mo_type)
+        self._fields.append(field)
+        return field.key
+
+    def set_custom_field(self, entity, name, value):
+        """Write the custom attribute ``name`` of ``entity`` (defined on first use)."""
+        key = self.custom_field_key(name, type(entity), create=True)
+        self.content.customFieldsManager.SetField(entity=entity, key=key, value=value)
+
+    @staticmethod
+    def custom_value(values, key):
+        """The value of custom attribute ``key`` in an object's ``customValue`` ("" when unset)."""
+        for item in values or []:
+            if key is not None and item.key == key:
+                return getattr(item, "value", "") or ""
+        return ""
 
     # -- helpers for modules -------------------------------------------------------------
     def clusters_by_name(self):

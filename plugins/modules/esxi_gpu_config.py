@@ -127,7 +127,11 @@ EXAMPLES = r"""
 
 RETURN = r"""
 reboot_required:
-  description: Whether a host needs a reboot for the new module options (false after O(reboot) rebooted it).
+  description:
+    - Whether a host needs a reboot for new module options, changed by this run or by an earlier
+      one whose reboot did not happen yet (false after O(reboot) rebooted it).
+    - The module remembers an owed reboot on the host (custom attribute C(gpupool.vcf.host-state),
+      the boot in which the options were changed), so a rerun with O(reboot) still reboots it.
   returned: always
   type: bool
 hosts:
@@ -164,6 +168,8 @@ HOST_PROPERTIES = [
     "runtime.connectionState",
     "runtime.inMaintenanceMode",
     "runtime.bootTime",
+    "summary.rebootRequired",
+    "customValue",
     "hardware.pciDevice",
     "config.graphicsInfo",
     "configManager.graphicsManager",
@@ -264,7 +270,14 @@ class GpuConfig:
             except (_esxi.EsxiError, VsphereError) as exc:
                 errors.append(str(exc) if p["host"] else "host %s: %s" % (name, exc))
                 continue
-            plans.append(dict(host=h, name=name, current=current, desired=desired, changes=changes,
+            try:
+                pending = _esxi.pending_reboot(h.get("summary.rebootRequired"), h.get("runtime.bootTime"), self.ops.state(h))
+            except VsphereError as exc:
+                errors.append("host %s: %s" % (name, exc))
+                continue
+            if pending and p["reboot"]:
+                changes.append("reboot owed since an earlier run: %s" % "; ".join(pending))
+            plans.append(dict(host=h, name=name, current=current, desired=desired, changes=changes, pending=pending,
                               options=options, new_options=new_options,
                               graphics_changed=graphics_changed,
                               options_changed=new_options is not None and new_options != (options or "")))
@@ -273,7 +286,7 @@ class GpuConfig:
 
         if p["reboot"]:
             for plan in plans:
-                if plan["options_changed"] and not plan["host"].get("runtime.inMaintenanceMode"):
+                if (plan["options_changed"] or plan["pending"]) and not plan["host"].get("runtime.inMaintenanceMode"):
                     try:
                         vms = [v["name"] for v in self.ops.vgpu_vms(self.ops.refresh(plan["host"], ["name", "vm"]))
                                if v["power_state"] == "poweredOn"]
@@ -286,10 +299,11 @@ class GpuConfig:
         changed = any(plan["changes"] for plan in plans)
         result_hosts, before, after = {}, {}, {}
         for plan in plans:
+            needs_reboot = plan["options_changed"] or bool(plan["pending"])
             result_hosts[plan["name"]] = dict(changes=plan["changes"], graphics=plan["desired"],
                                               nvidia_module_options=plan["new_options"],
-                                              reboot_required=plan["options_changed"],
-                                              rebooted=bool(p["reboot"] and plan["options_changed"]))
+                                              reboot_required=needs_reboot, pending=plan["pending"],
+                                              rebooted=bool(p["reboot"] and needs_reboot))
             before[plan["name"]] = dict(graphics=plan["current"], nvidia_module_options=plan["options"])
             after[plan["name"]] = dict(graphics=plan["desired"], nvidia_module_options=plan["new_options"])
         result = dict(changed=changed, hosts=result_hosts, skipped_hosts=skipped,
@@ -300,6 +314,7 @@ class GpuConfig:
             self.module.exit_json(**result)
 
         done = []
+        self.module.partial.update(hosts_changed=done, hosts_in_maintenance=[])
         for plan in plans:
             if not plan["changes"]:
                 continue
@@ -314,29 +329,35 @@ class GpuConfig:
                                     for pci, t in sorted(d["device_types"].items())])
                     h["configManager.graphicsManager"].UpdateGraphicsConfig(cfg)
                 if plan["options_changed"]:
+                    # recorded first: the options load at the next boot, whatever happens next
+                    self.ops.update_state(h, options_boot=_esxi.boot_stamp(h.get("runtime.bootTime")))
                     h["configManager.kernelModuleSystem"].UpdateModuleOptionString(name="nvidia", options=plan["new_options"])
-            except Exception as exc:  # pyvmomi faults and transport errors alike
-                self.fail("Unable to configure the GPUs of host %s: %s (hosts already changed: %s)"
-                          % (plan["name"], getattr(exc, "msg", None) or exc, ", ".join(done) or "none"),
-                          hosts_changed=done)
+            except VsphereError as exc:
+                self.fail("Unable to configure the GPUs of host %s: %s (hosts already changed: %s); fix the cause "
+                          "and rerun: hosts already configured are skipped and owed reboots are remembered"
+                          % (plan["name"], exc, ", ".join(done) or "none"),
+                          hosts_changed=done, hosts_in_maintenance=[], next_step="fix the cause and rerun")
             done.append(plan["name"])
-            if p["reboot"] and plan["options_changed"]:
+            if p["reboot"] and (plan["options_changed"] or plan["pending"]):
                 self.reboot(h)
         self.module.exit_json(**result)
 
     def reboot(self, host):
-        was_in_mm = bool(host.get("runtime.inMaintenanceMode"))
+        # in maintenance mode by an earlier run of the collection: taken out after this reboot
+        was_in_mm = bool(host.get("runtime.inMaintenanceMode")) and not self.ops.state(host).get("maintenance")
         entered = False
         try:
-            entered = self.ops.enter_maintenance(host, self.p["evacuate_timeout"])
+            entered = self.ops.enter_maintenance(host, self.p["evacuate_timeout"], "esxi_gpu_config")
             back = self.ops.reboot_and_wait(self.ops.refresh(host), self.p["reboot_timeout"])
             if not was_in_mm:
                 self.ops.exit_maintenance(back)
         except VsphereError as exc:
             left = entered or was_in_mm
-            self.fail("Unable to reboot host %s for the new scheduler: %s%s" % (
-                host["name"], exc, "; the host is left in maintenance mode" if left else ""),
-                host_left_in_maintenance=left)
+            self.fail("Unable to reboot host %s for the new scheduler: %s%s; fix the cause and rerun with reboot=true: "
+                      "the owed reboot is remembered on the host" % (
+                          host["name"], exc, "; the host is left in maintenance mode" if left else ""),
+                      host_left_in_maintenance=left, hosts_in_maintenance=[host["name"]] if left else [],
+                      next_step="fix the cause and rerun with reboot=true")
 
 
 def main():

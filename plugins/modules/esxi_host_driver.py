@@ -23,8 +23,16 @@ description:
     C(vgpu.hotmigrate.enabled) is true. When they cannot move, the module fails before
     changing anything, unless O(power_off_vgpu_vms) is true; the VMs it powered off are
     powered on again at the end.
+  - The host is judged as running vs staged. A driver installed but not running (the host
+    still owes the reboot, C(summary.rebootRequired)) is finished: maintenance mode, reboot,
+    verify, exit. A host that an earlier run of this collection left in maintenance mode
+    (recorded in its custom attribute C(gpupool.vcf.host-state)) and that is otherwise done is
+    taken out of maintenance mode. So a plain rerun after any failure resumes; check mode
+    predicts it (RV(plan) V(reboot) or V(exit_maintenance_mode)).
   - A failure after the host entered maintenance mode leaves it in maintenance mode, and
-    the message says so; a host is never handed back to DRS with the wrong driver.
+    the message says so; a host is never handed back to DRS with the wrong driver. Every
+    failure result says what was left (RV(hosts_in_maintenance), RV(vms_powered_off),
+    RV(staged_not_running)), what was done (RV(steps)) and the next step (RV(next_step)).
   - Versions are compared as NVIDIA driver versions (550.90.05 is newer than 550.54.10).
     A short target (V(550.90.05)) matches any build of it; a full one
     (V(550.90.05-1OEM.800.1.0.20613240)) also compares the build.
@@ -122,9 +130,21 @@ full_version:
   returned: always
   type: str
 plan:
-  description: What was (or would be) done, V(none), V(install), V(upgrade) or V(downgrade).
+  description:
+    - What was (or would be) done, V(none), V(install), V(upgrade) or V(downgrade); V(reboot) to
+      finish a driver staged by an earlier run; V(exit_maintenance_mode) to take out a host an
+      earlier run left in maintenance mode.
   returned: always
   type: str
+running_version:
+  description: Version of the nvidia kernel module running on the host when it was read (null when none).
+  returned: always
+  type: str
+pending:
+  description: Why the host owed a reboot when it was read (staged driver, module options not loaded).
+  returned: always
+  type: list
+  elements: str
 rebooted:
   description: Whether the host was (or would be) rebooted.
   returned: always
@@ -148,6 +168,24 @@ host_left_in_maintenance:
   description: On failure, whether the host was left in maintenance mode.
   returned: failure
   type: bool
+hosts_in_maintenance:
+  description: On failure, the hosts left in maintenance mode (this host, or none).
+  returned: failure
+  type: list
+  elements: str
+vms_powered_off:
+  description: On failure, the VMs this run powered off that are still off.
+  returned: failure
+  type: list
+  elements: str
+staged_not_running:
+  description: On failure, the driver version installed on the host but not running yet (null when none).
+  returned: failure
+  type: str
+next_step:
+  description: On failure, what to do next (usually fix the cause and rerun, which resumes).
+  returned: failure
+  type: str
 diff:
   description: Before and after (with C(--diff)).
   returned: when diff mode is on
@@ -158,9 +196,11 @@ import time
 
 from ansible_collections.gpupool.vcf.plugins.module_utils import _esxi
 from ansible_collections.gpupool.vcf.plugins.module_utils._esxi_host import HostOps
+from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereError
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
-from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
+
+RERUN = "fix the cause, then rerun: the rerun reads the host and resumes where this run stopped"
 
 
 class DriverRollout:
@@ -169,22 +209,59 @@ class DriverRollout:
         self.p = module.params
         self.ops = HostOps(module.client())
         self.steps = []
-        self.in_maintenance_by_us = False
         self.powered_off = []
+        self.staged = None
+        self.host = None
 
     def step(self, name, func, *args):
         start = time.monotonic()
         out = func(*args)
         self.steps.append(dict(step=name, seconds=round(time.monotonic() - start, 2)))
+        self.module.partial["steps"] = self.steps
         return out
 
-    def fail(self, what, exc, **extra):
-        left = self.in_maintenance_by_us
+    def left(self):
+        """What the host is left with now, as every failure result carries it."""
+        in_mm = bool(self.host is not None and self.host.get("runtime.inMaintenanceMode"))
+        return dict(host_left_in_maintenance=in_mm, hosts_in_maintenance=[self.p["host"]] if in_mm else [],
+                    vms_powered_off=[v["name"] for v in self.powered_off], staged_not_running=self.staged,
+                    powered_off_vms=[v["name"] for v in self.powered_off], steps=self.steps)
+
+    def fail(self, what, exc):
+        left = self.left()
         msg = "Unable to %s on host %s: %s" % (what, self.p["host"], exc)
-        if left:
-            msg += "; the host is left in maintenance mode (fix the cause, then rerun or exit maintenance mode by hand)"
-        self.module.fail_vsphere_msg(msg, host_left_in_maintenance=left, steps=self.steps,
-                                     powered_off_vms=[v["name"] for v in self.powered_off], **extra)
+        parts = []
+        if left["host_left_in_maintenance"]:
+            parts.append("the host is left in maintenance mode")
+        if self.staged:
+            parts.append("driver %s is installed but not running" % self.staged)
+        if left["vms_powered_off"]:
+            parts.append("VMs powered off by this run: %s" % ", ".join(left["vms_powered_off"]))
+        if parts:
+            msg += "; " + "; ".join(parts)
+        msg += "; " + RERUN
+        self.module.fail_json(msg=msg, next_step=RERUN, **left)
+
+    def read(self, target):
+        """(host, installed short, installed full, running, pending reasons, state)."""
+        host = self.ops.find_host(self.p["host"])
+        self.host = host
+        if str(host.get("runtime.connectionState")) != "connected":
+            raise VsphereError("the host is %s" % host.get("runtime.connectionState"))
+        installed, installed_full = self.ops.installed_driver(host.obj)
+        running = self.ops.running_driver(host.obj) if installed else None
+        state = self.ops.state(host)
+        pending = _esxi.pending_reboot(host.get("summary.rebootRequired"), host.get("runtime.bootTime"), state,
+                                       running=running, installed=installed_full or installed)
+        return host, installed, installed_full, running, pending, state
+
+    def plan(self, installed, target, pending, state, in_mm):
+        action = _esxi.driver_plan(installed, target, self.p["allow_downgrade"])
+        if action == "none" and pending:
+            return "reboot"
+        if action == "none" and in_mm and state.get("maintenance"):
+            return "exit_maintenance_mode"
+        return action
 
     def run(self):
         p = self.p
@@ -193,102 +270,117 @@ class DriverRollout:
         except _esxi.EsxiError as exc:
             self.module.fail_json(msg=str(exc))
         try:
-            host = self.ops.find_host(p["host"])
-            if str(host.get("runtime.connectionState")) != "connected":
-                raise VsphereError("the host is %s" % host.get("runtime.connectionState"))
-            installed, installed_full = self.ops.installed_driver(host.obj)
+            host, installed, installed_full, running, pending, state = self.read(target)
         except VsphereError as exc:
             self.module.fail_vsphere("read the NVIDIA driver of", "host %s" % p["host"], exc)
+        in_mm = bool(host.get("runtime.inMaintenanceMode"))
+        ours = bool(in_mm and state.get("maintenance"))
         try:
-            action = _esxi.driver_plan(installed_full or installed, target, p["allow_downgrade"])
-            if action != "none":
+            action = self.plan(installed_full or installed, target, pending, state, in_mm)
+            if action in ("install", "upgrade", "downgrade"):
                 kind, location = _esxi.bundle_location(p["bundle"])
                 _esxi.check_bundle_matches(p["bundle"], target)
         except _esxi.EsxiError as exc:
             self.module.fail_json(msg="Unable to bring the NVIDIA driver of host %s to %s: %s" % (p["host"], target.text, exc),
                                   previous_version=installed)
-        in_mm = bool(host.get("runtime.inMaintenanceMode"))
+        if installed and pending and action == "reboot":
+            self.staged = installed
+        # maintenance mode at the end: as found, except a host an earlier run left there
+        end_mm = in_mm and not ours
         result = dict(changed=False, previous_version=installed, version=installed, full_version=installed_full,
-                      plan=action, rebooted=False, maintenance_mode=in_mm, powered_off_vms=[], steps=[],
-                      component=p["component"])
-        before = dict(version=installed, maintenance_mode=in_mm)
+                      running_version=running, pending=pending, plan=action, rebooted=False, maintenance_mode=in_mm,
+                      powered_off_vms=[], steps=[], component=p["component"])
+        before = dict(version=installed, running_version=running, maintenance_mode=in_mm, pending=pending)
         if action == "none":
             if self.module._diff:
                 result["diff"] = dict(before=before, after=before)
             self.module.exit_json(**result)
 
-        # what cannot move: decided before anything changes
-        try:
-            vgpu_vms = [v for v in self.ops.vgpu_vms(host) if v["power_state"] == "poweredOn"]
-            stuck = vgpu_vms if (vgpu_vms and not self.ops.vgpu_hotmigrate_enabled()) else []
-        except VsphereError as exc:
-            self.module.fail_vsphere("read the VMs of", "host %s" % p["host"], exc)
-        if stuck and not p["power_off_vgpu_vms"]:
-            self.module.fail_json(
-                msg="Unable to bring the NVIDIA driver of host %s to %s: %d powered-on VMs hold vGPUs and cannot be "
-                    "migrated (%s); power them off or move them first, or set power_off_vgpu_vms=true. Nothing was changed."
-                    % (p["host"], target.text, len(stuck), ", ".join(v["name"] for v in stuck)),
-                previous_version=installed, blocking_vms=[v["name"] for v in stuck])
+        stuck = []
+        if action != "exit_maintenance_mode" and not in_mm:
+            # what cannot move: decided before anything changes
+            try:
+                vgpu_vms = [v for v in self.ops.vgpu_vms(host) if v["power_state"] == "poweredOn"]
+                stuck = vgpu_vms if (vgpu_vms and not self.ops.vgpu_hotmigrate_enabled()) else []
+            except VsphereError as exc:
+                self.module.fail_vsphere("read the VMs of", "host %s" % p["host"], exc)
+            if stuck and not p["power_off_vgpu_vms"]:
+                self.module.fail_json(
+                    msg="Unable to bring the NVIDIA driver of host %s to %s: %d powered-on VMs hold vGPUs and cannot be "
+                        "migrated (%s); power them off or move them first, or set power_off_vgpu_vms=true. Nothing was changed."
+                        % (p["host"], target.text, len(stuck), ", ".join(v["name"] for v in stuck)),
+                    previous_version=installed, blocking_vms=[v["name"] for v in stuck])
 
-        result.update(changed=True, version=target.short, full_version=None, rebooted=True,
-                      maintenance_mode=in_mm, powered_off_vms=[v["name"] for v in stuck])
+        new_version = installed if action in ("reboot", "exit_maintenance_mode") else target.short
+        result.update(changed=True, version=new_version, full_version=None, rebooted=action != "exit_maintenance_mode",
+                      maintenance_mode=end_mm, powered_off_vms=[v["name"] for v in stuck])
         if self.module._diff:
-            result["diff"] = dict(before=before, after=dict(version=target.short, maintenance_mode=in_mm))
+            result["diff"] = dict(before=before, after=dict(version=new_version, running_version=new_version,
+                                                            maintenance_mode=end_mm, pending=[]))
         if self.module.check_mode:
             self.module.exit_json(**result)
+        self.module.partial.update(self.left())
+        self.module.run_guarded(lambda: self.apply(action, host, target, stuck, end_mm, kind_location=(
+            (kind, location) if action in ("install", "upgrade", "downgrade") else None), result=result),
+            "bring the NVIDIA driver of host %s to %s" % (p["host"], target.text))
 
-        try:
-            for vm in stuck:
-                self.step("power_off %s" % vm["name"], self.ops.power_off, vm["obj"], vm["name"])
-                self.powered_off.append(vm)
-        except VsphereError as exc:
-            self.fail("power off the vGPU VMs", exc)
-        try:
-            self.in_maintenance_by_us = self.step("enter_maintenance_mode", self.ops.enter_maintenance, host,
-                                                  p["evacuate_timeout"])
-        except VsphereError as exc:
-            self.fail("enter maintenance mode", exc)
-        self.in_maintenance_by_us = self.in_maintenance_by_us or in_mm
-        try:
-            self.step("install", self.ops.install, host, kind, location, p["install_timeout"])
-        except VsphereError as exc:
-            self.fail("install %s %s" % (p["component"], target.text), exc)
-        try:
-            host = self.step("reboot", self.ops.reboot_and_wait, self.ops.refresh(host), p["reboot_timeout"])
-        except VsphereError as exc:
-            self.fail("reboot after installing %s %s" % (p["component"], target.text), exc)
-        try:
-            now, now_full = self.step("verify", self.ops.installed_driver, host.obj)
-        except VsphereError as exc:
-            self.fail("verify the NVIDIA driver", exc)
-        if now is None or not _esxi.same_version(now_full or now, target):
-            self.fail("verify the NVIDIA driver", "the host runs %s after the install, not %s" % (now_full or "no NVIDIA driver", target.text))
-        result.update(version=now, full_version=now_full)
-        if not in_mm:
+    def apply(self, action, host, target, stuck, end_mm, kind_location, result):
+        p = self.p
+        if action != "exit_maintenance_mode":
+            try:
+                for vm in stuck:
+                    self.step("power_off %s" % vm["name"], self.ops.power_off, vm["obj"], vm["name"])
+                    self.powered_off.append(vm)
+            except VsphereError as exc:
+                self.fail("power off the vGPU VMs", exc)
+            try:
+                self.step("enter_maintenance_mode", self.ops.enter_maintenance, host, p["evacuate_timeout"], "esxi_host_driver")
+            except VsphereError as exc:
+                self.fail("enter maintenance mode", exc)
+            if kind_location is not None:
+                try:
+                    self.step("install", self.ops.install, host, kind_location[0], kind_location[1], p["install_timeout"])
+                except VsphereError as exc:
+                    self.fail("install %s %s" % (p["component"], target.text), exc)
+                self.staged = target.short
+            try:
+                back = self.step("reboot", self.ops.reboot_and_wait, self.ops.refresh(host), p["reboot_timeout"])
+                host.props.update(back.props)
+            except VsphereError as exc:
+                self.fail("reboot%s" % (" after installing %s %s" % (p["component"], target.text) if kind_location else ""), exc)
+            try:
+                now, now_full = self.step("verify", self.ops.installed_driver, host.obj)
+                running = self.ops.running_driver(host.obj)
+            except VsphereError as exc:
+                self.fail("verify the NVIDIA driver", exc)
+            if now is None or not _esxi.same_version(now_full or now, target):
+                self.fail("verify the NVIDIA driver", "the host runs %s after the install, not %s" % (now_full or "no NVIDIA driver", target.text))
+            if running is None or _esxi.compare_versions(running, now_full or now) != 0:
+                self.fail("verify the NVIDIA driver", "driver %s is installed but the loaded nvidia module is %s after the reboot"
+                          % (now, running or "none"))
+            self.staged = None
+            result.update(version=now, full_version=now_full, running_version=running)
+        if not end_mm:
             try:
                 self.step("exit_maintenance_mode", self.ops.exit_maintenance, host)
             except VsphereError as exc:
                 self.fail("exit maintenance mode", exc)
-            self.in_maintenance_by_us = False
         warnings = []
-        for vm in self.powered_off:
+        for vm in list(self.powered_off):
             try:
                 self.step("power_on %s" % vm["name"], self.ops.power_on, vm["obj"], vm["name"])
+                self.powered_off.remove(vm)
             except VsphereError as exc:
                 warnings.append("VM %s was powered off for the install and could not be powered on again: %s" % (vm["name"], exc))
         for w in warnings:
             self.module.warn(w)
         result["steps"] = self.steps
+        result["pending"] = []
         self.module.exit_json(**result)
 
 
-class _Module(VsphereModule):
-    def fail_vsphere_msg(self, msg, **result):
-        self.fail_json(msg=msg, **result)
-
-
 def main():
-    module = _Module(
+    module = VsphereModule(
         argument_spec=dict(
             host=dict(type="str", required=True),
             version=dict(type="str", required=True),

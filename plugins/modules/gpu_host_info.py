@@ -97,6 +97,19 @@ hosts:
     cluster: {description: Cluster of the host (null for a standalone host)., type: str}
     connection_state: {description: "V(connected), V(disconnected) or V(notResponding).", type: str}
     maintenance_mode: {description: Whether the host is in maintenance mode., type: bool}
+    maintenance_by_collection:
+      description:
+        - When the host is in maintenance mode because a run of this collection put it there
+          (and did not take it out, for example after a failure), which module and when; null otherwise.
+        - A rerun of the C(esxi_gpu_host) role finishes such a host and takes it out.
+      type: str
+    reboot_required: {description: "The host's C(summary.rebootRequired): software staged that runs after the next boot.", type: bool}
+    reboot_pending:
+      description:
+        - Why the host still owes a reboot (staged driver, nvidia module options changed since the
+          last boot as recorded by this collection); empty when nothing is pending.
+      type: list
+      elements: str
     gpu_count: {description: Number of NVIDIA GPUs., type: int}
     gpu_model: {description: GPU model (comma-separated when the host mixes models)., type: str}
     gpus:

@@ -119,4 +119,21 @@ def test_config_check_diff_apply_rerun(vsphere, vsphere_env):
     assert a["nvidia_options"] == "NVreg_EnableMSI=1 NVreg_RegistryDwords=RmPVMRL=0x00020001"
     assert vsphere.host_state("esx-b")["graphics"]["policy"] == "performance"
     again = cfg(vsphere_env, **args)
+    # nothing left to change, but the reboot the options need is remembered, not forgotten
+    assert again["changed"] is False and again["reboot_required"] is True
+    assert again["hosts"]["esx-a"]["pending"] == ["nvidia module options changed since the last boot (not loaded until a reboot)"]
+
+
+def test_config_owed_reboot_is_finished_by_a_rerun_with_reboot(vsphere, vsphere_env):
+    """The options changed above without a reboot: a later run with reboot=true still reboots the host."""
+    args = dict(host="esx-a", graphics_type="shared_direct", scheduler={"policy": "equal_share", "time_slice_ms": 2})
+    boots = vsphere.host_state("esx-a")["reboot_count"]
+    check = cfg(vsphere_env, check=True, reboot=True, **args)
+    assert check["changed"] and check["hosts"]["esx-a"]["rebooted"], check
+    assert vsphere.host_state("esx-a")["reboot_count"] == boots
+    real = cfg(vsphere_env, reboot=True, **args)
+    assert not real.get("failed"), real.get("msg")
+    state = vsphere.host_state("esx-a")
+    assert state["reboot_count"] == boots + 1 and state["maintenance"] is False
+    again = cfg(vsphere_env, reboot=True, **args)
     assert again["changed"] is False and again["reboot_required"] is False
