@@ -543,8 +543,8 @@ def label_key_problem(key):
     """None when ``key`` is a valid Kubernetes label (or taint) key: ``[prefix/]name``, else why not."""
     if not isinstance(key, str) or not key:
         return "it is empty"
-    prefix, _slash, name = key.rpartition("/")
-    if _slash and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN_RE.match(prefix)):
+    prefix, slash, name = key.rpartition("/")
+    if slash and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN_RE.match(prefix)):
         return "the prefix %r is not a DNS subdomain" % prefix
     if not name or len(name) > DNS_LABEL_MAX or not _LABEL_NAME_RE.match(name):
         return ("the name %r is not at most %d alphanumerics, '-', '_' and '.' starting and ending with an "

@@ -92,8 +92,8 @@ def list_item_errors(params, key):
         return []
     bad = [i for i, v in enumerate(values) if v is None or not str(v).strip()]
     if bad:
-        return ["%s must not hold empty names (item%s %s)" % (key, "s" if len(bad) > 1 else "",
-                                                                ", ".join(str(i) for i in bad))]
+        items = ", ".join(str(i) for i in bad)
+        return ["%s must not hold empty names (item%s %s)" % (key, "s" if len(bad) > 1 else "", items)]
     return []
 
 
@@ -114,19 +114,26 @@ def dns_label_errors(value, option, what):
     problem = dns_label_problem(value)
     if problem is None:
         return []
-    return ["%s %r is not a valid %s: %s; use %s, e.g. %r" % (
+    return ["%s %r is not a DNS label (the %s vCenter and Kubernetes accept): %s; use %s, e.g. %r" % (
         option, value, what, problem, DNS_LABEL_FORM % DNS_LABEL_MAX, dns_label_suggestion(value))]
 
 
-def driver_version_errors(params, key="version"):
+def driver_version_errors(params, key="version", form="%(key)s: %(reason)s"):
     value = params.get(key)
     if value is None or (isinstance(value, str) and not value.strip()):
         return []
     try:
         _esxi.parse_driver_version(value)
     except _esxi.EsxiError as exc:
-        return ["%s: %s" % (key, exc)]
+        return [form % dict(key=key, reason=exc, params=params)]
     return []
+
+
+def percent_errors(params, key):
+    value = params.get(key)
+    if value is None or (_is_int(value) and 0 <= value <= 100):
+        return []
+    return ["%s must be a percentage from 0 to 100, not %r" % (key, value)]
 
 
 def labels_errors(labels, where):
@@ -188,7 +195,8 @@ def nvidia_license_info_errors(params):
 
 
 def vlcm_component_errors(params):
-    return empty_errors(params, ("cluster", "component", "version", "depot_url")) + driver_version_errors(params)
+    form = "Invalid version for component %s (option %%(key)s): %%(reason)s" % params.get("component")
+    return empty_errors(params, ("cluster", "component", "version", "depot_url")) + driver_version_errors(params, form=form)
 
 
 def drs_gpu_pinning_errors(params):
@@ -205,8 +213,7 @@ def drs_gpu_pinning_errors(params):
 def vm_class_errors(params):
     out = dns_label_errors(params.get("name"), "name", "VM class name")
     out += range_errors(params, "cpu_count", 1) + range_errors(params, "memory_mb", 1, what=" MiB")
-    out += range_errors(params, "cpu_reservation", 0, 100, " percent")
-    out += range_errors(params, "memory_reservation", 0, 100, " percent")
+    out += percent_errors(params, "cpu_reservation") + percent_errors(params, "memory_reservation")
     out += list_item_errors(params, "vgpu_profiles") + empty_errors(params, ("cluster",))
     return out
 

@@ -73,7 +73,7 @@ def test_vks_node_pool_lifecycle(k8s_rig, k8s_api, k8s_namespace):
     # bad input fails with no change
     bad_name = {**args, "node_pools": [{"name": "Bad_Name", "replicas": 1}]}
     res = run_module("gpupool.vcf.vks_node_pool", bad_name, env=env)[0]
-    assert res.get("failed") and "Unable to update the node pools of Cluster" in res["msg"]
+    assert res.get("failed") and "node_pools[0].name 'Bad_Name' is not a DNS label" in res["msg"], res["msg"]
     assert set(_mds(k8s_api, k8s_namespace, "gpu-cluster")[0]) == {"cpu", "inference"}
     # purge removes what is not listed
     res = run_module("gpupool.vcf.vks_node_pool", {**args, "purge": True}, env=env)[0]
