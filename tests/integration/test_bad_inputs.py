@@ -1,0 +1,569 @@
+"""The bad-input matrix: every module, the roles, the design and site.yml given a bad input fail with a
+message that names the option and what it accepts, and change nothing.
+
+Modules run in-process (the same AnsibleModule argument handling as under ansible-playbook, without
+a process per case), one case at a time, each between two snapshots of the vSphere simulator (every
+host's GPU state, the VM classes and namespaces of the REST API, the cluster's DRS overrides) and
+two reads of its request counters: no case may send a changing request, and the snapshots must be
+equal. Kubernetes and DLS options point at a recording stub that answers every request with 503:
+a case must not reach it at all. The roles run in one playbook (one block per case, the counters
+read after each), site.yml with two bad designs.
+"""
+import contextlib
+import copy
+import importlib
+import io
+import json
+import pathlib
+import ssl
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import requests
+import yaml
+from pyVim import connect
+from pyVmomi import vim
+
+from tests.lib.ansible_run import run_playbook
+
+try:
+    from ansible.module_utils.testing import patch_module_args
+except ImportError:  # ansible-core before 2.19
+    from unittest import mock
+
+    from ansible.module_utils import basic
+
+    @contextlib.contextmanager
+    def patch_module_args(args):
+        with mock.patch.object(basic, "_ANSIBLE_ARGS", json.dumps({"ANSIBLE_MODULE_ARGS": args}).encode()):
+            yield
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+EXAMPLE = yaml.safe_load((ROOT / "examples" / "design.yml").read_text())
+DRIVER = "550.90.05-1OEM.800.1.0.20613240"
+BUNDLE = "[ds1] nvidia/NVD-AIE-800_%s_23912345.zip" % DRIVER
+HOSTS = ("esx-h100-01", "esx-h100-02")
+FLEET = {
+    "clusters": [{"name": "gpu-h100", "supervisor": True,
+                  "hosts": [{"prefix": "esx-h100-", "count": 2, "gpu": {"model": "H100-80GB", "count": 2},
+                             "driver_version": DRIVER}]}],
+    "vms": [{"name": "infer-01", "host": "esx-h100-01", "vgpu": ["nvidia_h100-1-10c"]},
+            {"name": "plain-01", "host": "esx-h100-02"}],
+}
+CLASSES = "/api/vcenter/namespace-management/virtual-machine-classes"
+NAMESPACES = "/api/vcenter/namespaces/instances"
+# SOAP methods that only read (or open and close the session); any other one is a change
+READ_SOAP = {"RetrieveServiceContent", "Login", "Logout", "RetrieveProperties", "RetrievePropertiesEx",
+             "ContinueRetrievePropertiesEx", "CancelRetrievePropertiesEx", "CreateContainerView", "DestroyView",
+             "CreatePropertyCollector", "DestroyPropertyCollector", "CurrentTime", "SessionIsActive",
+             "FetchSoftwarePackages", "QueryConfiguredModuleOptionString", "QueryOptions", "QueryVsanObjects"}
+
+
+# ---------------------------------------------------------------------------------------
+# the cases: (id, module, args, words the message must hold)
+# ---------------------------------------------------------------------------------------
+
+def _design(**changes):
+    design = copy.deepcopy(EXAMPLE)
+    for path, value in changes.items():
+        node = design
+        keys = path.split("__")
+        for key in keys[:-1]:
+            node = node[int(key)] if key.isdigit() else node[key]
+        node[keys[-1]] = value
+    return design
+
+
+BAD_POOL = _design(pools__0__name="GPU_Inference", tenants__0__gpu_quota={"GPU_Inference": 4},
+                   tenants__1__gpu_quota={"training": 8, "GPU_Inference": 2, "notebooks": 8})
+BAD_TENANT = _design(tenants__1__name="Team_A")
+BAD_NAME = _design(name="../../x")
+LONG_POOL = "p" * 60
+LONG_VM_CLASS = _design(pools__0__name=LONG_POOL, tenants__0__gpu_quota={LONG_POOL: 4},
+                        tenants__1__gpu_quota={"training": 8, LONG_POOL: 2, "notebooks": 8})
+BAD_LABEL = copy.deepcopy(EXAMPLE)
+BAD_LABEL["pools"][2]["node_pool"]["labels"] = {"Bad Key": "x"}
+DNS = "lower-case letters, digits and '-'"
+SECONDS = "1 or more"
+POSITIVE = ("1 or more", "above 0")
+POOL = {"name": "inference", "replicas": 1, "vm_class": "gpu-inference"}
+TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+
+VSPHERE_CASES = [
+    ("driver-evacuate-timeout-0", "esxi_host_driver", dict(host="esx-h100-01", version="550.90.05",
+                                                           evacuate_timeout=0), ["evacuate_timeout", SECONDS]),
+    ("driver-reboot-timeout-negative", "esxi_host_driver", dict(host="esx-h100-01", version="550.90.05",
+                                                                reboot_timeout=-1), ["reboot_timeout", SECONDS]),
+    ("driver-install-timeout-0", "esxi_host_driver", dict(host="esx-h100-01", version="550.90.05",
+                                                          install_timeout=0), ["install_timeout", SECONDS]),
+    ("driver-connection-timeout-0", "esxi_host_driver", dict(host="esx-h100-01", version="550.90.05", timeout=0),
+     ["timeout", POSITIVE]),
+    ("driver-port-0", "esxi_host_driver", dict(host="esx-h100-01", version="550.90.05", port=0),
+     ["port", "1 to 65535"]),
+    ("driver-empty-host", "esxi_host_driver", dict(host="", version="550.90.05"), ["host must not be empty"]),
+    ("driver-version-latest", "esxi_host_driver", dict(host="esx-h100-01", version="latest", bundle=BUNDLE),
+     ["version", "'latest'", "550.90.05-1OEM"]),
+    ("driver-version-empty", "esxi_host_driver", dict(host="esx-h100-01", version=""), ["version must not be empty"]),
+    ("driver-unknown-option", "esxi_host_driver", dict(host="esx-h100-01", version="550.90.05", reboot=True),
+     ["reboot", "Supported parameters include"]),
+    ("gpu-config-unknown-scheduler", "esxi_gpu_config", dict(host="esx-h100-01", scheduler={"policy": "round_robin"}),
+     ["policy", "best_effort, equal_share, fixed_share", "round_robin"]),
+    ("gpu-config-unknown-graphics", "esxi_gpu_config", dict(host="esx-h100-01", graphics_type="vsga"),
+     ["graphics_type", "shared_direct, shared"]),
+    ("gpu-config-time-slice-31", "esxi_gpu_config", dict(host="esx-h100-01",
+                                                         scheduler={"policy": "equal_share", "time_slice_ms": 31}),
+     ["time_slice_ms", "1-30"]),
+    ("gpu-config-time-slice-without-policy", "esxi_gpu_config", dict(host="esx-h100-01",
+                                                                     scheduler={"time_slice_ms": 5}),
+     ["time_slice_ms needs scheduler.policy", "equal_share or fixed_share"]),
+    ("gpu-config-best-effort-time-slice", "esxi_gpu_config",
+     dict(host="esx-h100-01", scheduler={"policy": "best_effort", "time_slice_ms": 2}),
+     ["best_effort takes no time_slice_ms", "equal_share or fixed_share"]),
+    ("gpu-config-bad-pci", "esxi_gpu_config",
+     dict(host="esx-h100-01", scheduler={"per_gpu": [{"pci_id": "zz", "policy": "equal_share"}]}),
+     ["scheduler.per_gpu", "zz"]),
+    ("gpu-config-reboot-cluster", "esxi_gpu_config", dict(cluster="gpu-h100", graphics_type="shared_direct",
+                                                          reboot=True), ["reboot is only allowed with host"]),
+    ("gpu-config-reboot-timeout-0", "esxi_gpu_config", dict(host="esx-h100-01", graphics_type="shared_direct",
+                                                            reboot_timeout=0), ["reboot_timeout", SECONDS]),
+    ("gpu-config-host-and-cluster", "esxi_gpu_config", dict(host="esx-h100-01", cluster="gpu-h100"),
+     ["mutually exclusive", "host|cluster"]),
+    ("maintenance-evacuate-timeout-0", "esxi_maintenance_mode", dict(host="esx-h100-01", evacuate_timeout=0),
+     ["evacuate_timeout", SECONDS]),
+    ("maintenance-empty-host", "esxi_maintenance_mode", dict(host=" "), ["host must not be empty"]),
+    ("maintenance-unknown-state", "esxi_maintenance_mode", dict(host="esx-h100-01", state="maintenance"),
+     ["state", "present, absent"]),
+    ("host-info-empty-cluster", "gpu_host_info", dict(cluster=""), ["cluster must not be empty"]),
+    ("host-info-empty-host-name", "gpu_host_info", dict(hosts=["esx-h100-01", ""]), ["hosts", "empty", "item 1"]),
+    ("host-info-unknown-gather", "gpu_host_info", dict(cluster="gpu-h100", gather=["gpus", "bogus"]),
+     ["gather", "bogus"]),
+    ("vlcm-remediate-timeout-0", "vlcm_component", dict(cluster="gpu-h100", version="550.90.05", remediate=True,
+                                                        remediate_timeout=0), ["remediate_timeout", SECONDS]),
+    ("vlcm-version-latest", "vlcm_component", dict(cluster="gpu-h100", version="latest"),
+     ["version", "'latest'", "550.90.05-1OEM"]),
+    ("vlcm-empty-cluster", "vlcm_component", dict(cluster="", version="550.90.05"), ["cluster must not be empty"]),
+    ("drs-empty-vms-with-purge", "drs_gpu_pinning", dict(cluster="gpu-h100", vms=[], purge_stale=True),
+     ["vms is empty", "purge_stale", "leave vms out"]),
+    ("drs-unknown-behavior", "drs_gpu_pinning", dict(cluster="gpu-h100", behavior="fullyAutomated"),
+     ["behavior", "manual, partiallyAutomated"]),
+    ("drs-empty-exclude", "drs_gpu_pinning", dict(cluster="gpu-h100", exclude=[""]), ["exclude", "empty"]),
+    ("drs-empty-rule-name", "drs_gpu_pinning", dict(cluster="gpu-h100", vm_host_rule={"name": ""}),
+     ["vm_host_rule.name must not be empty"]),
+    ("vm-class-upper-case-name", "vm_class", dict(name="GPU_Small", cpu_count=4, memory_mb=16384),
+     ["name 'GPU_Small'", "'gpu-small'", DNS]),
+    ("vm-class-64-characters", "vm_class", dict(name="g" * 64, cpu_count=4, memory_mb=16384),
+     ["64 characters, over 63", DNS]),
+    ("vm-class-cpu-0", "vm_class", dict(name="gpu-small", cpu_count=0, memory_mb=16384), ["cpu_count", "1 or more"]),
+    ("vm-class-reservation-150", "vm_class", dict(name="gpu-small", memory_reservation=150),
+     ["memory_reservation", "from 0 to 100"]),
+    ("vm-class-unknown-api-form", "vm_class", dict(name="gpu-small", api_form="legacy"),
+     ["api_form", "auto, config_spec, devices"]),
+    ("namespace-upper-case-name", "supervisor_namespace", dict(name="Team_A", cluster="gpu-h100"),
+     ["name 'Team_A'", "'team-a'"]),
+    ("namespace-negative-limit", "supervisor_namespace", dict(name="team-b", cluster="gpu-h100",
+                                                              limits={"cpu_mhz": -1}), ["limits.cpu_mhz", "0 or more"]),
+    ("namespace-unknown-role", "supervisor_namespace",
+     dict(name="team-b", cluster="gpu-h100", access=[{"subject": "a", "domain": "vsphere.local", "role": "ADMIN"}]),
+     ["role", "OWNER, EDIT, VIEW"]),
+    ("namespace-bad-vm-class", "supervisor_namespace", dict(name="team-b", cluster="gpu-h100",
+                                                            vm_classes=["Bad_Class"]), ["'Bad_Class'", "'bad-class'"]),
+    ("namespace-cluster-and-supervisor", "supervisor_namespace", dict(name="team-b", cluster="gpu-h100",
+                                                                      supervisor="x"), ["mutually exclusive"]),
+    ("audit-design-with-bad-pool-name", "gpu_pool_audit", dict(design=BAD_POOL),
+     ["GPU_Inference", "'gpu-inference'", "dns_label"]),
+    ("audit-timeout-0", "gpu_pool_audit", dict(design=EXAMPLE, timeout=0), ["timeout", POSITIVE]),
+]
+
+STUB_CASES = [
+    ("vks-empty-pools-with-purge", "vks_node_pool", dict(cluster_name="gpu-workloads", namespace="gpu-platform",
+                                                         node_pools=[], purge=True),
+     ["node_pools is empty", "purge", "set purge false"]),
+    ("vks-retries-negative", "vks_node_pool", dict(cluster_name="gpu-workloads", namespace="gpu-platform",
+                                                   node_pools=[POOL], retries=-1), ["retries", "0 or more"]),
+    ("vks-replicas-negative", "vks_node_pool", dict(cluster_name="gpu-workloads", namespace="gpu-platform",
+                                                    node_pools=[dict(POOL, replicas=-1)]),
+     ["node_pools[0].replicas", "0 or more"]),
+    ("vks-upper-case-cluster", "vks_node_pool", dict(cluster_name="GPU_Workloads", namespace="gpu-platform",
+                                                     node_pools=[POOL]), ["cluster_name", "'gpu-workloads'"]),
+    ("vks-unknown-taint-effect", "vks_node_pool",
+     dict(cluster_name="gpu-workloads", namespace="gpu-platform", node_pools=[dict(POOL, taints=[dict(TAINT, effect="NoRun")])]),
+     ["effect", "NoSchedule, PreferNoSchedule, NoExecute"]),
+    ("vks-duplicate-pool", "vks_node_pool", dict(cluster_name="gpu-workloads", namespace="gpu-platform",
+                                                 node_pools=[POOL, POOL]), ["given twice", "unique"]),
+    ("vks-bad-label-key", "vks_node_pool", dict(cluster_name="gpu-workloads", namespace="gpu-platform",
+                                                node_pools=[dict(POOL, labels={"bad key": "v"})]),
+     ["labels key 'bad key'", "Kubernetes label key"]),
+    ("vks-empty-pool-name", "vks_node_pool", dict(cluster_name="gpu-workloads", namespace="gpu-platform",
+                                                  node_pools=[dict(POOL, name="")]), ["node_pools[0].name", DNS]),
+    ("dls-timeout-0", "dls_client_token", dict(timeout=0), ["timeout", POSITIVE]),
+    ("dls-port-70000", "dls_client_token", dict(port=70000), ["port", "1 to 65535"]),
+    ("dls-expiry-0", "dls_client_token", dict(expiry_days=0), ["expiry_days", "1 or more"]),
+    ("dls-renew-beyond-expiry", "dls_client_token", dict(renew_before_days=400), ["renew_before_days", "from 0 to 364"]),
+    ("dls-empty-host", "dls_client_token", dict(dls_host=""), ["dls_host must not be empty"]),
+    ("dls-unknown-leasing-port", "dls_client_token", dict(leasing_port=8080), ["leasing_port", "443, 8082"]),
+    ("license-info-empty-command", "nvidia_license_info", dict(nvidia_smi=""), ["nvidia_smi must not be empty"]),
+]
+
+DESIGN_CASES = [
+    ("design-pool-name", dict(design=BAD_POOL), ["dns_label", "pool name 'GPU_Inference'", "'gpu-inference'"]),
+    ("design-tenant-name", dict(design=BAD_TENANT), ["dns_label", "tenant name 'Team_A'", "'team-a'"]),
+    ("design-name-path", dict(design=BAD_NAME), ["design_name_safe", "'../../x'", "path separator", "use 'x'"]),
+    ("design-derived-vm-class-too-long", dict(design=LONG_VM_CLASS),
+     ["VM class name 'gpu-%s'" % LONG_POOL, "64 characters, over 63", "at most 59"]),
+    ("design-label-key", dict(design=BAD_LABEL), ["label_syntax", "'Bad Key'"]),
+    ("design-empty-file-name", dict(design_file=""), ["design_file must not be empty"]),
+]
+
+
+def _role_case(case_id, role, variables, words, entry=None):
+    return (case_id, role, variables, words, entry)
+
+
+ROLE_CASES = [
+    _role_case("role-esxi-reboot-timeout-0", "esxi_gpu_host", dict(esxi_gpu_host_cluster="gpu-h100",
+                                                                   esxi_gpu_host_reboot_timeout=0),
+               ["esxi_gpu_host_reboot_timeout", "1 or more"]),
+    _role_case("role-esxi-evacuate-timeout-negative", "esxi_gpu_host",
+               dict(esxi_gpu_host_cluster="gpu-h100", esxi_gpu_host_evacuate_timeout=-1),
+               ["esxi_gpu_host_evacuate_timeout", "1 or more"]),
+    _role_case("role-esxi-vlcm-timeout-0", "esxi_gpu_host", dict(esxi_gpu_host_cluster="gpu-h100",
+                                                                 esxi_gpu_host_vlcm_remediate_timeout=0),
+               ["esxi_gpu_host_vlcm_remediate_timeout", "1 or more"]),
+    _role_case("role-esxi-ssh-port", "esxi_gpu_host", dict(esxi_gpu_host_cluster="gpu-h100",
+                                                           esxi_gpu_host_ssh_port=70000),
+               ["esxi_gpu_host_ssh_port", "from 1 to 65535"]),
+    _role_case("role-esxi-min-gpus-negative", "esxi_gpu_host", dict(esxi_gpu_host_cluster="gpu-h100",
+                                                                    esxi_gpu_host_min_gpus=-1),
+               ["esxi_gpu_host_min_gpus", "0 or more"]),
+    _role_case("role-esxi-empty-cluster", "esxi_gpu_host", dict(esxi_gpu_host_cluster=""),
+               ["esxi_gpu_host_cluster must not be empty"]),
+    _role_case("role-esxi-unknown-lifecycle", "esxi_gpu_host", dict(esxi_gpu_host_cluster="gpu-h100",
+                                                                    esxi_gpu_host_lifecycle="manual"),
+               ["esxi_gpu_host_lifecycle", "direct, vlcm"]),
+    _role_case("role-operator-wait-timeout-0", "gpu_operator", dict(gpu_operator_wait_timeout=0),
+               ["gpu_operator_wait_timeout", "1 or more"]),
+    _role_case("role-operator-unknown-mig-strategy", "gpu_operator", dict(gpu_operator_mig_strategy="auto"),
+               ["gpu_operator_mig_strategy", "none, single, mixed"]),
+    _role_case("role-policy-idle-minutes-0", "gpu_scheduling_policy",
+               dict(gpu_scheduling_policy_culling_idle_minutes=0),
+               ["gpu_scheduling_policy_culling_idle_minutes", "1 or more"]),
+    _role_case("role-policy-culling-port-0", "gpu_scheduling_policy", dict(gpu_scheduling_policy_culling_port=0),
+               ["gpu_scheduling_policy_culling_port", "from 1 to 65535"]),
+    _role_case("role-policy-tenant-gpus-negative", "gpu_scheduling_policy",
+               dict(gpu_scheduling_policy_tenants=[{"namespace": "team-a", "gpus": -1}]),
+               ["gpu_scheduling_policy_tenants team-a", "gpus must be 0 or more"]),
+    _role_case("role-policy-unknown-culling", "gpu_scheduling_policy", dict(gpu_scheduling_policy_culling="sometimes"),
+               ["gpu_scheduling_policy_culling", "auto, kubeflow, cronjob, none"]),
+    _role_case("role-licensing-retries-negative", "nls_licensing", dict(nls_licensing_token_src="/nonexistent.tok",
+                                                                        nls_licensing_verify_retries=-1),
+               ["nls_licensing_verify_retries", "0 or more"]),
+    _role_case("role-licensing-delay-negative", "nls_licensing", dict(nls_licensing_token_src="/nonexistent.tok",
+                                                                      nls_licensing_verify_delay=-1),
+               ["nls_licensing_verify_delay", "0 or more"]),
+    _role_case("role-licensing-unknown-feature-type", "nls_licensing",
+               dict(nls_licensing_token_src="/nonexistent.tok", nls_licensing_feature_type=3),
+               ["nls_licensing_feature_type", "0, 1, 2, 4"]),
+    _role_case("role-node-pools-empty-with-purge", "vks_gpu_node_pools",
+               dict(vks_gpu_node_pools_cluster_name="gpu-workloads", vks_gpu_node_pools_namespace="gpu-platform",
+                    vks_gpu_node_pools_node_pools=[], vks_gpu_node_pools_purge=True),
+               ["vks_gpu_node_pools_node_pools is empty", "vks_gpu_node_pools_purge false"]),
+    _role_case("role-node-pools-replicas-negative", "vks_gpu_node_pools",
+               dict(vks_gpu_node_pools_cluster_name="gpu-workloads", vks_gpu_node_pools_namespace="gpu-platform",
+                    vks_gpu_node_pools_node_pools=[{"name": "inference", "replicas": -1}]),
+               ["vks_gpu_node_pools_node_pools inference", "replicas must be 0 or more"]),
+    _role_case("role-node-pools-no-cluster", "vks_gpu_node_pools", dict(vks_gpu_node_pools_namespace="gpu-platform"),
+               ["vks_gpu_node_pools_cluster_name"]),
+    _role_case("role-pinning-unknown-behavior", "drs_gpu_pinning", dict(drs_gpu_pinning_behavior="auto"),
+               ["drs_gpu_pinning_behavior", "manual, partiallyAutomated"]),
+    _role_case("role-tenancy-bad-vm-class-name", "supervisor_gpu_tenancy",
+               dict(supervisor_gpu_tenancy_vm_classes=[{"name": "GPU_Small", "cpu_count": 4, "memory_mb": 8192}]),
+               ["name 'GPU_Small'", "'gpu-small'"]),
+]
+
+SITE_CASES = [
+    ("site-bad-pool-and-tenant-names", _design(pools__0__name="GPU_Inference", tenants__1__name="Team_A",
+                                               tenants__0__gpu_quota={"GPU_Inference": 4},
+                                               tenants__1__gpu_quota={"training": 8, "GPU_Inference": 2,
+                                                                      "notebooks": 8}),
+     ["dns_label", "pool name 'GPU_Inference'", "'gpu-inference'", "tenant name 'Team_A'", "'team-a'"]),
+    ("site-design-name-escapes-token-folder", BAD_NAME, ["design_name_safe", "'../../x'", "use 'x'"]),
+]
+
+
+def test_the_matrix_covers_every_module_and_role():
+    modules = {p.stem for p in (ROOT / "plugins" / "modules").glob("*.py")}
+    covered = {c[1] for c in VSPHERE_CASES + STUB_CASES} | {"gpu_pool_design"}
+    assert covered == modules
+    assert {c[1] for c in ROLE_CASES} == {p.name for p in (ROOT / "roles").iterdir() if (p / "tasks").is_dir()}
+    total = len(VSPHERE_CASES) + len(STUB_CASES) + len(DESIGN_CASES) + len(ROLE_CASES) + len(SITE_CASES)
+    assert total >= 60
+
+
+# ---------------------------------------------------------------------------------------
+# running a module in-process
+# ---------------------------------------------------------------------------------------
+
+
+def run_module(name, args):
+    """The module's result: main() as ansible-playbook runs it, with the args as given."""
+    module = importlib.import_module("ansible_collections.gpupool.vcf.plugins.modules.%s" % name)
+    out = io.StringIO()
+    with patch_module_args(args), contextlib.redirect_stdout(out):
+        try:
+            module.main()
+        except SystemExit:
+            pass
+    text = out.getvalue()
+    return json.loads(text[text.index("{"):])
+
+
+def assert_message(result, words):
+    assert result.get("failed") is True, result
+    for word in words:
+        # a tuple: one of its words (where the shared connection layer words its own check)
+        assert any(w in result["msg"] for w in (word if isinstance(word, tuple) else (word,))), \
+            "%r not in %r" % (word, result["msg"])
+
+
+# ---------------------------------------------------------------------------------------
+# vSphere state and request counters
+# ---------------------------------------------------------------------------------------
+
+
+def _rest_list(sim, path):
+    base = "https://%s:%d" % (sim.host, sim.port)
+    token = requests.post(base + "/api/session", auth=(sim.user, sim.password), verify=sim.ca_file, timeout=30).json()
+    headers = {"vmware-api-session-id": token}
+    try:
+        answer = requests.get(base + path, headers=headers, verify=sim.ca_file, timeout=30).json()
+    finally:
+        requests.delete(base + "/api/session", headers=headers, verify=sim.ca_file, timeout=30)
+    return sorted(answer, key=lambda item: json.dumps(item, sort_keys=True))
+
+
+def _drs_overrides(sim):
+    context = ssl.create_default_context(cafile=sim.ca_file)
+    si = connect.SmartConnect(host=sim.host, port=sim.port, user=sim.user, pwd=sim.password, sslContext=context)
+    try:
+        content = si.RetrieveContent()
+        view = content.viewManager.CreateContainerView(content.rootFolder, [vim.ClusterComputeResource], True)
+        out = {}
+        for cluster in view.view:
+            out[cluster.name] = sorted((o.key.name, o.behavior, o.enabled) for o in cluster.configurationEx.drsVmConfig)
+        view.Destroy()
+        return out
+    finally:
+        connect.Disconnect(si)
+
+
+def snapshot(sim):
+    return dict(hosts=dict((h, sim.host_state(h)) for h in HOSTS), vm_classes=_rest_list(sim, CLASSES),
+                namespaces=_rest_list(sim, NAMESPACES), drs=_drs_overrides(sim))
+
+
+def counts(stats):
+    return dict([("soap " + k, v) for k, v in stats["soap"]["methods"].items()]
+                + [("rest " + k, v) for k, v in stats["rest"]["paths"].items()])
+
+
+def requests_between(before, after):
+    """{request: count} sent between two reads of the counters."""
+    start, end = counts(before), counts(after)
+    return dict((k, v - start.get(k, 0)) for k, v in end.items() if v != start.get(k, 0))
+
+
+def changing(sent):
+    """The changing requests among ``sent``."""
+    out = {}
+    for key, number in sent.items():
+        kind, name = key.split(" ", 1)
+        if kind == "soap" and name in READ_SOAP:
+            continue
+        if kind == "rest" and (name.startswith("GET ") or name in ("POST /api/session", "DELETE /api/session")):
+            continue
+        out[key] = number
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# fixtures
+# ---------------------------------------------------------------------------------------
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """Answers every request with 503 and counts it (a TLS hello counts as a request too)."""
+
+    hits = []
+
+    def parse_request(self):
+        ok = BaseHTTPRequestHandler.parse_request(self)
+        if not ok or self.path != "/_count":
+            self.hits.append(self.requestline if ok else "unparsed")
+        return ok
+
+    def _answer(self):
+        if self.path == "/_count":
+            body, code = json.dumps(len(self.hits)).encode(), 200
+        else:
+            body, code = b'{"kind": "Status", "code": 503, "message": "recording stub"}', 503
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _answer
+
+    def log_message(self, *args):  # pylint: disable=arguments-differ
+        pass
+
+
+@pytest.fixture(scope="module")
+def stub():
+    """The recording stub: ``url``, ``hits`` (every request it got)."""
+    _Recorder.hits = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield dict(url="http://127.0.0.1:%d" % server.server_address[1], port=server.server_address[1],
+                   hits=_Recorder.hits)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def conn(vsphere):
+    return dict(hostname=vsphere.host, port=vsphere.port, username=vsphere.user, password=vsphere.password,
+                ca_file=vsphere.ca_file)
+
+
+@pytest.fixture(scope="module")
+def world(vsphere, conn):
+    """Objects a bad input could damage: a VM class, a namespace using it, a DRS override."""
+    made = [
+        run_module("vm_class", dict(conn, name="gpu-existing", cpu_count=4, memory_mb=16384, cluster="gpu-h100",
+                                    vgpu_profiles=["nvidia_h100-1-10c"])),
+        run_module("supervisor_namespace", dict(conn, name="team-existing", cluster="gpu-h100",
+                                                vm_classes=["gpu-existing"])),
+        run_module("drs_gpu_pinning", dict(conn, cluster="gpu-h100")),
+    ]
+    for result in made:
+        assert not result.get("failed") and result["changed"], result
+    state = snapshot(vsphere)
+    assert state["vm_classes"] and state["namespaces"] and state["drs"]["gpu-h100"]
+    return state
+
+
+# ---------------------------------------------------------------------------------------
+# the cases
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case_id, module, args, words", VSPHERE_CASES, ids=[c[0] for c in VSPHERE_CASES])
+def test_vsphere_module(vsphere, conn, world, case_id, module, args, words):
+    before = snapshot(vsphere)
+    assert before == world
+    start = vsphere.stats()
+    result = run_module(module, dict(conn, **args))
+    sent = requests_between(start, vsphere.stats())
+    assert_message(result, words)
+    assert changing(sent) == {}, (case_id, sent)
+    assert sent == {}, "%s: a bad input is refused before any request (%s)" % (case_id, sent)
+    assert snapshot(vsphere) == before
+
+
+def _stub_args(module, args, stub, tmp_path):
+    if module == "vks_node_pool":
+        return dict(args, host=stub["url"], api_key="token", validate_certs=False)
+    if module == "dls_client_token":
+        return dict(dict(dls_host="127.0.0.1", port=stub["port"], username="dls-admin", password="stub-password-0000",
+                         dest=str(tmp_path / "lab.tok"), validate_certs=False), **args)
+    return dict(args, chroot=str(tmp_path)) if module == "nvidia_license_info" else args
+
+
+@pytest.mark.parametrize("case_id, module, args, words", STUB_CASES, ids=[c[0] for c in STUB_CASES])
+def test_kubernetes_dls_and_guest_module(stub, tmp_path, case_id, module, args, words):
+    seen = len(stub["hits"])
+    result = run_module(module, _stub_args(module, args, stub, tmp_path))
+    assert_message(result, words)
+    assert stub["hits"][seen:] == [], "%s reached the API: %s" % (case_id, stub["hits"][seen:])
+    assert list(tmp_path.iterdir()) == [], "%s wrote %s" % (case_id, list(tmp_path.iterdir()))
+
+
+@pytest.mark.parametrize("case_id, args, words", DESIGN_CASES, ids=[c[0] for c in DESIGN_CASES])
+def test_design(case_id, args, words):
+    result = run_module("gpu_pool_design", args)
+    assert_message(result, words)
+    assert result.get("derived") is None, case_id
+
+
+@pytest.fixture(scope="module")
+def role_runs(vsphere, world, stub):
+    """All role cases in one playbook: a block per case, the counters read after each."""
+    stats = "{{ lookup('ansible.builtin.url', 'https://%s:%d/_sim/stats', ca_path='%s', split_lines=false) }}" % (
+        vsphere.host, vsphere.port, vsphere.ca_file)
+    hits = "{{ lookup('ansible.builtin.url', '%s/_count', split_lines=false) }}" % stub["url"]
+    tasks = [{"name": "counters start", "ansible.builtin.set_fact": {"bad_inputs_sim": stats, "bad_inputs_stub": hits}}]
+    for case_id, role, variables, _words, entry in ROLE_CASES:
+        include = {"name": "gpupool.vcf.%s" % role}
+        if entry:
+            include["tasks_from"] = entry
+        tasks.append({"name": "case %s" % case_id, "block": [
+            {"name": "role %s" % case_id, "ansible.builtin.include_role": include, "vars": variables},
+            {"name": "passed %s" % case_id, "ansible.builtin.set_fact": {"bad_inputs_passed": True}},
+        ], "rescue": [
+            {"name": "failed %s" % case_id, "ansible.builtin.set_fact": {
+                "bad_inputs_msg": "{{ ([ansible_failed_result.msg | default('')] + (ansible_failed_result.results | "
+                                  "default([]) | map(attribute='msg', default='') | list)) | join(' | ') }}"}},
+        ]})
+        tasks.append({"name": "counters %s" % case_id,
+                      "ansible.builtin.set_fact": {"bad_inputs_sim": stats, "bad_inputs_stub": hits}})
+    env = dict(vsphere.env, K8S_AUTH_HOST=stub["url"], K8S_AUTH_API_KEY="token", K8S_AUTH_VERIFY_SSL="false")
+    before = snapshot(vsphere)
+    run = run_playbook([{"name": "bad role inputs", "hosts": "localhost", "gather_facts": False, "tasks": tasks}],
+                       env=env)
+    assert run.data is not None, run.stderr[-3000:]
+    return run, before, snapshot(vsphere)
+
+
+@pytest.mark.parametrize("case_id, role, variables, words, entry", ROLE_CASES, ids=[c[0] for c in ROLE_CASES])
+def test_role(role_runs, case_id, role, variables, words, entry):
+    run, before, after = role_runs
+    names = [name for name, _result in run.tasks]
+    assert "passed %s" % case_id not in names, "%s (%s %s) did not fail" % (case_id, role, variables)
+    assert_message(dict(failed=True, msg=run.result("failed %s" % case_id)["ansible_facts"]["bad_inputs_msg"]),
+                   words)
+    index = names.index("counters %s" % case_id)
+    previous = [name for name in names[:index] if name.startswith("counters ")][-1]
+    start = run.result(previous)["ansible_facts"]
+    end = run.result("counters %s" % case_id)["ansible_facts"]
+    sent = requests_between(_as_json(start["bad_inputs_sim"]), _as_json(end["bad_inputs_sim"]))
+    assert changing(sent) == {} and sent == {}, (case_id, sent)
+    assert _as_json(start["bad_inputs_stub"]) == _as_json(end["bad_inputs_stub"]), case_id
+    assert after == before
+
+
+def _as_json(value):
+    return json.loads(value) if isinstance(value, str) else value
+
+
+@pytest.mark.parametrize("case_id, design, words", SITE_CASES, ids=[c[0] for c in SITE_CASES])
+def test_site_with_a_bad_design(vsphere, world, stub, tmp_path, case_id, design, words):
+    path = tmp_path / "design.yml"
+    path.write_text(yaml.safe_dump(design))
+    env = dict(vsphere.env, HOME=str(tmp_path))
+    before = snapshot(vsphere)
+    start = vsphere.stats()
+    run = run_playbook(ROOT / "playbooks" / "site.yml", env=env,
+                       extra_vars={"gpupool_design_file": str(path), "gpupool_token_dir": str(tmp_path / "tokens")})
+    sent = requests_between(start, vsphere.stats())
+    assert run.rc != 0, case_id
+    assert_message(run.result("Check the design against every rule, before any change"), words)
+    assert [name for name, _result in run.tasks][-1] == "Check the design against every rule, before any change"
+    assert sent == {}, (case_id, sent)
+    assert snapshot(vsphere) == before
+    # no token folder, nothing beside the design (but ansible-playbook's own folder under HOME)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != ".ansible") == ["design.yml"]
