@@ -95,10 +95,6 @@ func (h *hostOps) RebootHostTask(ctx *simulator.Context, req *types.RebootHost_T
 	host := h.host
 	g := sim.hostOf(host.Self)
 	fail, hold := hostFault(host, "reboot")
-	hang := false
-	if g != nil {
-		_, hang = sim.takeFault(g.spec.Name, "reboot_hang")
-	}
 	task := startTask(ctx, host, "rebootHost", hold, func(t *simulator.Task) (types.AnyType, types.BaseMethodFault) {
 		if fail != "" {
 			return nil, simFault(&types.PlatformConfigFault{Text: fail}, "%s", fail)
@@ -113,7 +109,9 @@ func (h *hostOps) RebootHostTask(ctx *simulator.Context, req *types.RebootHost_T
 			{Name: "runtime.connectionState", Val: types.HostSystemConnectionStateNotResponding},
 		})
 		host.Summary.Runtime = &host.Runtime
+		hang := false // reboot_hang is used up only by a reboot that happens
 		if g != nil {
+			_, hang = sim.takeFault(g.spec.Name, "reboot_hang")
 			sim.mu.Lock()
 			g.rebooting, g.hung = true, hang
 			sim.mu.Unlock()
