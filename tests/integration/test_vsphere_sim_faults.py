@@ -236,7 +236,7 @@ def test_rest_fault_503_twice_then_200(sim, rest):
     rule = sim.add_rest_fault(path="^/api/vcenter/namespace-management/clusters$", status=503, method="GET", times=2)
     assert rule["status"] == 503 and rule["times"] == 2
     sim.reset_stats()
-    codes = [rest.get(rest.base + CLUSTERS, timeout=10).status_code for _ in range(3)]
+    codes = [rest.get(rest.base + CLUSTERS, timeout=10).status_code for attempt in range(3)]
     assert codes == [503, 503, 200]
     assert sim.stats()["rest"]["paths"]["GET " + CLUSTERS] == 3  # faulted requests are counted
     assert sim.rest_faults() == []
@@ -253,7 +253,7 @@ def test_rest_slow_answer_and_until_cleared(sim, rest):
     assert rest.get(rest.base + CLUSTERS, timeout=10).status_code == 200
     assert time.monotonic() - started >= 0.5
     sim.add_rest_fault(path="/namespace-management/", status=502, times=0)
-    assert [rest.get(rest.base + CLUSTERS, timeout=10).status_code for _ in range(3)] == [502] * 3
+    assert [rest.get(rest.base + CLUSTERS, timeout=10).status_code for attempt in range(3)] == [502] * 3
     sim.clear_rest_faults()
     assert rest.get(rest.base + CLUSTERS, timeout=10).status_code == 200
     sim.add_rest_fault(path="/namespace-management/", reset=True)
