@@ -201,9 +201,6 @@ def vlcm_component_errors(params):
 
 def drs_gpu_pinning_errors(params):
     out = empty_errors(params, ("cluster",)) + list_item_errors(params, "vms") + list_item_errors(params, "exclude")
-    if params.get("vms") == [] and params.get("purge_stale"):
-        out.append("vms is empty and purge_stale is true, which would remove the override of every VM the "
-                   "collection pinned; list the VMs to pin, or leave vms out to pin every VM holding a vGPU")
     rule = params.get("vm_host_rule")
     if rule:
         out += ["vm_host_rule.%s" % e for e in empty_errors(rule, ("name", "vm_group", "host_group"))]
