@@ -307,7 +307,12 @@ def message(module_name, errors):
 
 
 def enforce(module, module_name):
-    """Fail ``module`` (anything with ``params`` and ``fail_json``) when its params have input errors."""
-    errors = check(module_name, module.params)
+    """Fail ``module`` (anything with ``params`` and ``fail_json``) when its params have input errors.
+
+    An option's aliases are in ``params`` too; they are left out, so each bad option is named once.
+    """
+    spec = getattr(module, "argument_spec", None) or {}
+    aliases = set(alias for option in spec.values() for alias in (option.get("aliases") or ()))
+    errors = check(module_name, dict((k, v) for k, v in module.params.items() if k not in aliases))
     if errors:
         module.fail_json(msg=message(module_name, errors), invalid_input=errors)

@@ -221,3 +221,20 @@ def test_message_and_enforce():
     _inputs.enforce(bad, "vm_class")
     assert bad.failed["msg"].startswith("Invalid input for vm_class: timeout must be")
     assert bad.failed["invalid_input"] == ["timeout must be a whole number of seconds, 1 or more, not 0"]
+
+
+def test_enforce_names_an_aliased_option_once():
+    class Module(object):
+        argument_spec = dict(request_timeout=dict(type="int", aliases=["timeout"]), dls_host=dict(type="str"))
+
+        def __init__(self):
+            self.params = dict(GOOD["dls_client_token"], request_timeout=0)
+            self.params["timeout"] = 0
+            self.failed = None
+
+        def fail_json(self, **kwargs):
+            self.failed = kwargs
+
+    module = Module()
+    _inputs.enforce(module, "dls_client_token")
+    assert module.failed["invalid_input"] == ["request_timeout must be a whole number of seconds, 1 or more, not 0"]
