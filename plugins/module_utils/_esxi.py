@@ -466,6 +466,9 @@ def host_changes(host, target, graphics_type=None, assignment_policy=None, sched
     reasons.extend(host.get("reboot_pending") or [])
     if host.get("maintenance_by_collection") and host.get("maintenance_mode"):
         reasons.append("left in maintenance mode by an earlier run (%s)" % host["maintenance_by_collection"])
+    if host.get("vms_powered_off_by_collection"):
+        reasons.append("VMs an earlier run powered off and did not power on: %s"
+                       % ", ".join(host["vms_powered_off_by_collection"]))
     return reasons
 
 

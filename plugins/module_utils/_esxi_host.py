@@ -113,6 +113,22 @@ class HostOps:
             values.append(vim.CustomFieldsManager.StringValue(key=key, value=text))
             host.props["customValue"] = values
 
+    def record_powered_off(self, host, vms):
+        """Record on the host the VMs this collection powered off and has not powered on yet."""
+        self.update_state(host, powered_off=sorted(v["moid"] for v in vms) or None)
+
+    def recorded_powered_off(self, host):
+        """[{name, moid, obj}] of the VMs recorded by :meth:`record_powered_off` that are still off."""
+        moids = self.state(host).get("powered_off") or []
+        if not moids:
+            return []
+        refs = [vim.VirtualMachine(moid, stub=host.obj._stub) for moid in moids]  # pylint: disable=protected-access
+        out = []
+        for vm in self.client.retrieve_objects(refs, ["name", "runtime.powerState"]):
+            if str(vm.get("runtime.powerState")) != "poweredOn":
+                out.append(dict(name=vm["name"], moid=vm.moid, obj=vm.obj))
+        return sorted(out, key=lambda v: v["name"])
+
     def vgpu_vms(self, host):
         """[{name, moid, power_state, vgpu_profiles, obj}] of the host's VMs holding vGPUs."""
         vms = host.get("vm") or []

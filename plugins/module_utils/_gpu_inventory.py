@@ -150,6 +150,7 @@ def host_record(host, cluster_name, graphics_config, vms, driver=None, module_op
         reboot_required=bool(host.get("summary.rebootRequired")),
         reboot_pending=_esxi.pending_reboot(host.get("summary.rebootRequired"), host.get("runtime.bootTime"), state),
         maintenance_by_collection=(state or {}).get("maintenance") if host.get("runtime.inMaintenanceMode") else None,
+        vms_powered_off_by_collection=list((state or {}).get("powered_off") or []),
     )
     if graphics_config is not None:
         record["graphics"] = dict(

@@ -261,6 +261,8 @@ class DriverRollout:
             return "reboot"
         if action == "none" and in_mm and state.get("maintenance"):
             return "exit_maintenance_mode"
+        if action == "none" and state.get("powered_off"):
+            return "power_on_vms" if self.ops.recorded_powered_off(self.host) else "none"
         return action
 
     def run(self):
@@ -292,6 +294,9 @@ class DriverRollout:
                       powered_off_vms=[], steps=[], component=p["component"])
         before = dict(version=installed, running_version=running, maintenance_mode=in_mm, pending=pending)
         if action == "none":
+            if state.get("powered_off") and not self.module.check_mode:
+                # bookkeeping only: the VMs an earlier run left off were powered on by someone else
+                self.module.run_guarded(lambda: self.ops.record_powered_off(host, []), "update the record of host %s" % p["host"])
             if self.module._diff:
                 result["diff"] = dict(before=before, after=before)
             self.module.exit_json(**result)
@@ -311,8 +316,9 @@ class DriverRollout:
                         % (p["host"], target.text, len(stuck), ", ".join(v["name"] for v in stuck)),
                     previous_version=installed, blocking_vms=[v["name"] for v in stuck])
 
-        new_version = installed if action in ("reboot", "exit_maintenance_mode") else target.short
-        result.update(changed=True, version=new_version, full_version=None, rebooted=action != "exit_maintenance_mode",
+        finishing = ("reboot", "exit_maintenance_mode", "power_on_vms")
+        new_version = installed if action in finishing else target.short
+        result.update(changed=True, version=new_version, full_version=None, rebooted=action in ("reboot", "install", "upgrade", "downgrade"),
                       maintenance_mode=end_mm, powered_off_vms=[v["name"] for v in stuck])
         if self.module._diff:
             result["diff"] = dict(before=before, after=dict(version=new_version, running_version=new_version,
@@ -326,9 +332,13 @@ class DriverRollout:
 
     def apply(self, action, host, target, stuck, end_mm, kind_location, result):
         p = self.p
-        if action != "exit_maintenance_mode":
+        # VMs an earlier run powered off and could not power on again: powered on at the end of this one
+        self.powered_off = self.ops.recorded_powered_off(host)
+        if action not in ("exit_maintenance_mode", "power_on_vms"):
             try:
                 for vm in stuck:
+                    # recorded first: a rerun powers on what a failed run left off
+                    self.ops.record_powered_off(host, self.powered_off + [vm])
                     self.step("power_off %s" % vm["name"], self.ops.power_off, vm["obj"], vm["name"])
                     self.powered_off.append(vm)
             except VsphereError as exc:
@@ -360,7 +370,7 @@ class DriverRollout:
                           % (now, running or "none"))
             self.staged = None
             result.update(version=now, full_version=now_full, running_version=running)
-        if not end_mm:
+        if not end_mm and host.get("runtime.inMaintenanceMode"):
             try:
                 self.step("exit_maintenance_mode", self.ops.exit_maintenance, host)
             except VsphereError as exc:
@@ -371,9 +381,15 @@ class DriverRollout:
                 self.step("power_on %s" % vm["name"], self.ops.power_on, vm["obj"], vm["name"])
                 self.powered_off.remove(vm)
             except VsphereError as exc:
-                warnings.append("VM %s was powered off for the install and could not be powered on again: %s" % (vm["name"], exc))
+                warnings.append("VM %s was powered off for the install and could not be powered on again: %s; "
+                                "it is recorded on the host and a rerun powers it on" % (vm["name"], exc))
+        try:
+            self.ops.record_powered_off(host, self.powered_off)
+        except VsphereError as exc:
+            warnings.append("could not update the record of powered-off VMs on the host: %s" % exc)
         for w in warnings:
             self.module.warn(w)
+        result["powered_off_vms"] = sorted(set(result["powered_off_vms"]) | set(v["name"] for v in self.powered_off))
         result["steps"] = self.steps
         result["pending"] = []
         self.module.exit_json(**result)

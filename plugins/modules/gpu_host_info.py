@@ -103,6 +103,10 @@ hosts:
           (and did not take it out, for example after a failure), which module and when; null otherwise.
         - A rerun of the C(esxi_gpu_host) role finishes such a host and takes it out.
       type: str
+    vms_powered_off_by_collection:
+      description: Managed object ids of VMs a run of this collection powered off on the host and could not power on again.
+      type: list
+      elements: str
     reboot_required: {description: "The host's C(summary.rebootRequired): software staged that runs after the next boot.", type: bool}
     reboot_pending:
       description:

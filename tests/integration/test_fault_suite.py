@@ -1,0 +1,190 @@
+"""Fault suite (vSphere side): each fault injected at a defined moment of a real run of the
+esxi_gpu_host role or a vSphere-link module, against the simulator.
+
+For every fault the run either survives and converges, or fails naming the object and what
+it left (hosts in maintenance mode, staged driver, ...); then a plain rerun converges, and a
+check-mode run after it predicts no change. Afterwards no host is in maintenance mode, every
+GPU host runs the designed driver with nothing staged, and no VM is left powered off.
+"""
+import threading
+import time
+
+import pytest
+
+from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereClient, vim
+from tests.lib.ansible_run import run_module, run_playbook
+
+OLD = "550.54.10-1OEM.800.1.0.20613240"
+NEW = "550.90.05-1OEM.800.1.0.20613240"
+BUNDLE = "[ds1] nvidia/NVD-AIE-800_%s_23912345.zip" % NEW
+SCHEDULER = {"policy": "equal_share", "time_slice_ms": 2}
+
+# one cluster per fault, so each case starts from its own untouched hosts
+FAULTS = ["install", "reboot", "reboot_hang", "exit_mm", "enter_mm", "install_hangs", "sessions_killed",
+          "outage", "read_503", "read_reset", "options", "power_on"]
+FLEET = {
+    "clusters": [{"name": "c-%s" % f.replace("_", "-"), "hosts": [
+        {"prefix": "%s-" % f.replace("_", "-"), "count": 2, "gpu": {"model": "L40S", "count": 1}, "driver_version": OLD}]}
+        for f in FAULTS],
+    "vms": [{"name": "vgpu-power-on", "host": "power-on-01", "vgpu": ["nvidia_l40s-24q"]},
+            {"name": "plain-sessions", "host": "sessions-killed-01"}],
+}
+
+
+def role_play(cluster, **extra):
+    role_vars = {"esxi_gpu_host_cluster": cluster, "esxi_gpu_host_driver_version": "550.90.05",
+                 "esxi_gpu_host_driver_bundle": BUNDLE, "esxi_gpu_host_scheduler": SCHEDULER,
+                 "esxi_gpu_host_reboot_timeout": 60, "esxi_gpu_host_install_timeout": 60}
+    role_vars.update(extra)
+    return [{"name": "roll", "hosts": "localhost", "gather_facts": False,
+             "tasks": [{"name": "role", "ansible.builtin.include_role": {"name": "gpupool.vcf.esxi_gpu_host"},
+                        "vars": role_vars}]}]
+
+
+def failures(res):
+    return " | ".join(str(r.get("msg")) for _name, r in res.tasks if r.get("failed"))
+
+
+def changed(res):
+    return [name for name, r in res.tasks if r.get("changed")]
+
+
+def vm_power(sim):
+    client = VsphereClient(sim.host, sim.user, sim.password, port=sim.port, ca_file=sim.ca_file)
+    try:
+        return dict((vm["name"], str(vm["runtime.powerState"]))
+                    for vm in client.retrieve({vim.VirtualMachine: ["name", "runtime.powerState"]}))
+    finally:
+        client.close()
+
+
+def assert_converged(sim, cluster_prefix):
+    for n in (1, 2):
+        state = sim.host_state("%s%02d" % (cluster_prefix, n))
+        assert state["maintenance"] is False, state
+        assert state["connection_state"] == "connected", state
+        assert state["driver_installed"] == NEW and state["driver_running"] == NEW, state
+        assert state["nvidia_options"] == state["nvidia_options_loaded"], state
+        assert not state["reboot_required"], state
+    off = [name for name, power in vm_power(sim).items() if power != "poweredOn"]
+    assert off == [], "VMs left powered off: %s" % off
+
+
+def in_background(func):
+    out = {}
+    thread = threading.Thread(target=lambda: out.setdefault("res", func()))
+    thread.start()
+    return thread, out
+
+
+def wait_until(cond, timeout=120, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.2)
+    raise AssertionError("timed out waiting for %s" % what)
+
+
+def install_started(sim):
+    return sim.stats()["soap"]["methods"].get("InstallHostPatchV2_Task", 0) > 0
+
+
+def run_with(sim, env, case, **role_vars):
+    """Run the role on the case's cluster with the case's fault; returns the result."""
+    cluster = "c-%s" % case.replace("_", "-")
+    prefix = "%s-" % case.replace("_", "-")
+    first = prefix + "01"
+    play = role_play(cluster, **role_vars)
+    if case in ("sessions_killed", "outage"):
+        # while the install task of the first host runs, every session dies / vCenter goes away
+        sim.inject_fault(first, "install", hang=True)
+        sim.reset_stats()
+        thread, out = in_background(lambda: run_playbook(play, env=env))
+        wait_until(lambda: install_started(sim), what="the install to start")
+        if case == "sessions_killed":
+            sim.kill_sessions()
+            time.sleep(1)
+        else:
+            sim.outage(4)
+            time.sleep(4.5)
+            sim.wait_serving()
+        sim.clear_faults()
+        thread.join(600)
+        return out["res"]
+    return run_playbook(play, env=env)
+
+
+# case -> (injection, survives?, texts the failure must name)
+CASES = {
+    "install": (lambda sim: sim.inject_fault("install-01", "install", "depot unreachable"), False,
+                ["install-01", "depot unreachable", "left in maintenance mode", "rerun"]),
+    "reboot": (lambda sim: sim.inject_fault("reboot-01", "reboot", "host busy"), False,
+               ["reboot-01", "host busy", "left in maintenance mode", "installed but not running"]),
+    "reboot_hang": (lambda sim: sim.inject_fault("reboot-hang-01", "reboot_hang"), False,
+                    ["reboot-hang-01", "did not come back", "left in maintenance mode", "installed but not running"]),
+    "exit_mm": (lambda sim: sim.inject_fault("exit-mm-01", "exit_maintenance", "exit refused"), False,
+                ["exit-mm-01", "exit refused", "left in maintenance mode"]),
+    "enter_mm": (lambda sim: sim.inject_fault("enter-mm-01", "enter_maintenance", "evacuation failed"), False,
+                 ["enter-mm-01", "evacuation failed"]),
+    "install_hangs": (lambda sim: sim.inject_fault("install-hangs-01", "install", hang=True), False,
+                      ["install-hangs-01", "did not finish within", "left in maintenance mode"]),
+    "sessions_killed": (None, True, []),
+    "outage": (None, True, []),
+    "read_503": (lambda sim: sim.add_soap_fault("RetrievePropertiesEx", status=503, times=2), True, []),
+    "read_reset": (lambda sim: sim.add_soap_fault("FetchSoftwarePackages", reset=True, times=2), True, []),
+    "options": (lambda sim: sim.inject_fault("options-01", "update_module_options", "options locked"), False,
+                ["options-01", "options locked", "rerun"]),
+    "power_on": (lambda sim: sim.inject_fault(None, "power_on", "no licence", vm="vgpu-power-on"), True, []),
+}
+EXTRA = {"install_hangs": {"esxi_gpu_host_install_timeout": 3}, "reboot_hang": {"esxi_gpu_host_reboot_timeout": 5},
+         "power_on": {"esxi_gpu_host_power_off_vgpu_vms": True}}
+
+
+@pytest.mark.parametrize("case", FAULTS)
+def test_fault_then_plain_rerun_converges(vsphere, vsphere_env, case):
+    inject, survives, names = CASES[case]
+    if inject is not None:
+        inject(vsphere)
+    res = run_with(vsphere, vsphere_env, case, **EXTRA.get(case, {}))
+    vsphere.clear_faults()
+    vsphere.clear_soap_faults()
+    vsphere.wait_serving()
+    prefix = "%s-" % case.replace("_", "-")
+    if survives:
+        assert res.rc == 0, failures(res)
+    else:
+        assert res.rc != 0, "the fault did not fail the run"
+        msg = failures(res)
+        for text in names:
+            assert text in msg, (text, msg)
+        assert "Traceback" not in res.stdout and "MODULE FAILURE" not in msg, msg
+    extra = dict(EXTRA.get(case, {}))
+    extra.pop("esxi_gpu_host_install_timeout", None)
+    extra.pop("esxi_gpu_host_reboot_timeout", None)
+    rerun = run_playbook(role_play("c-%s" % prefix[:-1], **extra), env=vsphere_env)
+    assert rerun.rc == 0, failures(rerun)
+    if case == "power_on":
+        # the VM the failed power-on left off is powered on by the rerun
+        assert vm_power(vsphere)["vgpu-power-on"] == "poweredOn"
+    assert_converged(vsphere, prefix)
+    check = run_playbook(role_play("c-%s" % prefix[:-1], **extra), env=vsphere_env, check=True)
+    assert check.rc == 0 and changed(check) == [], changed(check)
+
+
+def test_a_change_cut_off_mid_request_is_not_repeated_and_a_rerun_finishes(vsphere, vsphere_env):
+    """A connection reset on a change (module options) cannot be told from success: the module fails
+    saying so, without repeating it blindly; the rerun reads the host and finishes."""
+    host = "options-02"
+    vsphere.add_soap_fault("UpdateModuleOptionString", reset=True, times=1)
+    res, _run = run_module("gpupool.vcf.esxi_gpu_config", {"host": host, "scheduler": {"policy": "equal_share"}},
+                           env=vsphere_env)
+    vsphere.clear_soap_faults()
+    assert res.get("failed") and "may or may not have been carried out" in res["msg"] and host in res["msg"], res
+    again, _run = run_module("gpupool.vcf.esxi_gpu_config", {"host": host, "scheduler": {"policy": "equal_share"}},
+                             env=vsphere_env)
+    assert not again.get("failed"), again.get("msg")
+    assert "RmPVMRL" in vsphere.host_state(host)["nvidia_options"]
+    third, _run = run_module("gpupool.vcf.esxi_gpu_config", {"host": host, "scheduler": {"policy": "equal_share"}},
+                             env=vsphere_env)
+    assert third["changed"] is False and third["reboot_required"] is True, third
