@@ -79,6 +79,14 @@ options:
     description:
       - Context of O(supervisor_kubeconfig).
     type: str
+  request_timeout:
+    description:
+      - Seconds to wait for one request to a Kubernetes API (the C(vks) and C(guest) links), 1 or more.
+      - A read that times out, loses or cannot open its connection, or gets a 429 or 5xx answer is tried
+        again, three times in all, with exponential backoff and jitter; then the module fails naming the
+        object it could not read (the report is not written).
+    type: int
+    default: 30
   fail_on:
     description:
       - Fail the task when a finding of this severity or worse is found (after writing the report).
@@ -176,6 +184,8 @@ from ansible_collections.gpupool.vcf.plugins.module_utils import _namespace as n
 from ansible_collections.gpupool.vcf.plugins.module_utils import _vm_class as vmc
 from ansible_collections.gpupool.vcf.plugins.module_utils._design import DesignError, derive
 from ansible_collections.gpupool.vcf.plugins.module_utils._gpu_inventory import GpuInventory
+from ansible_collections.gpupool.vcf.plugins.module_utils._k8s import (
+    DEFAULT_REQUEST_TIMEOUT, K8sClient, K8sError, request_argument_spec, request_timeout_error)
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereError, VsphereNotFound, vim
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
 from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
@@ -221,32 +231,25 @@ def read_vsphere(rest, derived):
     return classes, namespaces
 
 
-def k8s_client(kubeconfig, context):
-    from kubernetes import client, config
-    cfg = client.Configuration()
-    config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg,
-                            persist_config=False)
-    return client.ApiClient(cfg)
+def k8s_client(kubeconfig, context, request_timeout=DEFAULT_REQUEST_TIMEOUT):
+    """The fault boundary for one cluster (K8sError when the kubeconfig cannot be used)."""
+    return K8sClient(dict(kubeconfig=kubeconfig, context=context), request_timeout)
 
 
-def _status(exc):
-    return getattr(exc, "status", None)
-
-
-def read_vks(api, derived):
+def read_vks(k8s, derived):
     """{VKS cluster name: {namespace, machine_deployments: {name: {replicas, vm_class}}}}."""
     from kubernetes import client
-    custom = client.CustomObjectsApi(api)
+    custom = client.CustomObjectsApi(k8s.api)
     out = {}
     for name, want in ((derived.get("vks") or {}).get("clusters") or {}).items():
         obj = None
         for version in ("v1beta2", "v1beta1"):
             try:
-                obj = custom.get_namespaced_custom_object(CAPI_GROUP, version, want["namespace"], "clusters", name)
+                obj = k8s.call(custom.get_namespaced_custom_object, CAPI_GROUP, version, want["namespace"], "clusters", name)
                 break
-            except client.exceptions.ApiException as exc:
-                if _status(exc) != 404:
-                    raise LinkError("read VKS cluster %s/%s: %s" % (want["namespace"], name, exc.reason))
+            except K8sError as exc:
+                if exc.status != 404:
+                    raise LinkError("could not read VKS cluster %s/%s: %s" % (want["namespace"], name, exc))
         if obj is None:
             continue
         topology = (obj.get("spec") or {}).get("topology") or {}
@@ -261,46 +264,52 @@ def read_vks(api, derived):
     return out
 
 
-def read_guest(api, derived):
+def _read(k8s, what, fn, *args):
+    """One read through the fault boundary; LinkError naming what could not be read."""
+    try:
+        return k8s.call(fn, *args)
+    except K8sError as exc:
+        raise LinkError("could not read %s: %s" % (what, exc))
+
+
+def read_guest(k8s, derived):
     """Nodes, namespaces, ResourceQuotas of the tenant namespaces, the licensing Secret, PriorityClasses."""
     from kubernetes import client
-    core = client.CoreV1Api(api)
-    sched = client.SchedulingV1Api(api)
+    core = client.CoreV1Api(k8s.api)
+    sched = client.SchedulingV1Api(k8s.api)
     guest = derived.get("guest") or {}
-    try:
-        nodes = []
-        for n in core.list_node().items:
-            nodes.append(dict(
-                name=n.metadata.name, labels=dict(n.metadata.labels or {}),
-                taints=[dict(key=t.key, value=t.value, effect=t.effect) for t in (n.spec.taints or [])],
-                capacity=dict((n.status.capacity or {}) if n.status else {})))
-        namespaces = [ns.metadata.name for ns in core.list_namespace().items]
-        quotas = {}
-        for ns in set(q["metadata"]["namespace"] for q in guest.get("resource_quotas") or []):
-            if ns not in namespaces:
-                continue
-            quotas[ns] = dict((q.metadata.name, dict(q.spec.hard or {}))
-                              for q in core.list_namespaced_resource_quota(ns).items)
-        secrets = {}
-        in_use = None
-        licensing = guest.get("licensing") or {}
-        op_ns = (guest.get("gpu_operator") or {}).get("namespace") or "gpu-operator"
-        if licensing.get("secret_name"):
-            # names only: nls_licensing rotates the Secret by name (<secret_name>-<content hash>)
-            secrets[op_ns] = [s.metadata.name for s in core.list_namespaced_secret(op_ns).items] \
-                if op_ns in namespaces else []
-            try:
-                policy = client.CustomObjectsApi(api).get_cluster_custom_object(
-                    "nvidia.com", "v1", "clusterpolicies", "cluster-policy")
-                in_use = (((policy.get("spec") or {}).get("driver") or {}).get("licensingConfig") or {}).get(
-                    "secretName") or None
-            except client.exceptions.ApiException as exc:
-                if _status(exc) != 404:
-                    raise
-        pcs = dict((pc.metadata.name, dict(value=pc.value, preemptionPolicy=pc.preemption_policy))
-                   for pc in sched.list_priority_class().items)
-    except client.exceptions.ApiException as exc:
-        raise LinkError("%s %s" % (_status(exc), exc.reason))
+    nodes = []
+    for n in _read(k8s, "the nodes", core.list_node).items:
+        nodes.append(dict(
+            name=n.metadata.name, labels=dict(n.metadata.labels or {}),
+            taints=[dict(key=t.key, value=t.value, effect=t.effect) for t in (n.spec.taints or [])],
+            capacity=dict((n.status.capacity or {}) if n.status else {})))
+    namespaces = [ns.metadata.name for ns in _read(k8s, "the namespaces", core.list_namespace).items]
+    quotas = {}
+    for ns in set(q["metadata"]["namespace"] for q in guest.get("resource_quotas") or []):
+        if ns not in namespaces:
+            continue
+        quotas[ns] = dict((q.metadata.name, dict(q.spec.hard or {})) for q in _read(
+            k8s, "the ResourceQuotas of namespace %s" % ns, core.list_namespaced_resource_quota, ns).items)
+    secrets = {}
+    in_use = None
+    licensing = guest.get("licensing") or {}
+    op_ns = (guest.get("gpu_operator") or {}).get("namespace") or "gpu-operator"
+    if licensing.get("secret_name"):
+        # names only: nls_licensing rotates the Secret by name (<secret_name>-<content hash>)
+        secrets[op_ns] = [s.metadata.name for s in _read(
+            k8s, "the Secrets of namespace %s" % op_ns, core.list_namespaced_secret, op_ns).items] \
+            if op_ns in namespaces else []
+        try:
+            policy = k8s.call(client.CustomObjectsApi(k8s.api).get_cluster_custom_object,
+                              "nvidia.com", "v1", "clusterpolicies", "cluster-policy")
+            in_use = (((policy.get("spec") or {}).get("driver") or {}).get("licensingConfig") or {}).get(
+                "secretName") or None
+        except K8sError as exc:
+            if exc.status != 404:
+                raise LinkError("could not read ClusterPolicy cluster-policy: %s" % exc)
+    pcs = dict((pc.metadata.name, dict(value=pc.value, preemptionPolicy=pc.preemption_policy))
+               for pc in _read(k8s, "the PriorityClasses", sched.list_priority_class).items)
     return dict(nodes=nodes, namespaces=namespaces, resource_quotas=quotas, secrets=secrets, priority_classes=pcs,
                 licensing_secret_in_use=in_use)
 
@@ -358,6 +367,7 @@ def main():
             supervisor_kubeconfig=dict(type="path"),
             supervisor_context=dict(type="str"),
             fail_on=dict(type="str", choices=["none", "error", "warning"], default="none"),
+            **request_argument_spec()
         ),
         mutually_exclusive=[("design", "design_file")],
         required_one_of=[("design", "design_file")],
@@ -365,6 +375,8 @@ def main():
     )
     enforce(module, "gpu_pool_audit")
     p = module.params
+    if request_timeout_error(p["request_timeout"]):
+        module.fail_json(msg=request_timeout_error(p["request_timeout"]))
     design = p["design"] if p["design"] is not None else read_design(module, p["design_file"])
     try:
         derived = derive(design)
@@ -405,15 +417,15 @@ def main():
                 except ImportError:
                     module.fail_json(msg="The kubernetes Python library is required for the %s link" % link)
                 if link == "vks":
-                    api = k8s_client(p["supervisor_kubeconfig"], p["supervisor_context"])
-                    findings += _audit.audit_vks(derived, read_vks(api, derived))
+                    k8s = k8s_client(p["supervisor_kubeconfig"], p["supervisor_context"], p["request_timeout"])
+                    findings += _audit.audit_vks(derived, read_vks(k8s, derived))
                 else:
-                    api = k8s_client(p["kubeconfig"], p["context"])
-                    findings += _audit.audit_guest(derived, **read_guest(api, derived))
+                    k8s = k8s_client(p["kubeconfig"], p["context"], p["request_timeout"])
+                    findings += _audit.audit_guest(derived, **read_guest(k8s, derived))
         except VsphereError as exc:
             module.fail_vsphere("audit link", link, exc)
-        except LinkError as exc:
-            module.fail_json(msg="Unable to audit link %s: %s" % (link, exc))
+        except (LinkError, K8sError) as exc:
+            module.fail_json(msg="Unable to audit link %s: %s; nothing was written" % (link, exc))
         except Exception as exc:  # kubeconfig errors, API errors of the kubernetes client
             if link in ("vks", "guest"):
                 module.fail_json(msg="Unable to audit link %s: %s" % (link, to_native(exc)))

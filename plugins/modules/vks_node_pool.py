@@ -27,6 +27,9 @@ description:
     writer in between) re-reads and retries.
   - Check mode sends the same update as a server-side dry run, so the Supervisor's own
     validation of the variables runs without storing anything.
+  - A failure names the Cluster and the step (read, read the ClusterClass, update), never with a
+    traceback - an unusable kubeconfig and an unreachable API server included - and says what was left
+    (nothing changed, or an update whose answer was lost); a plain rerun converges.
 author:
   - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
@@ -89,6 +92,17 @@ options:
     description: How many times a conflicting update is re-read and retried.
     type: int
     default: 5
+  request_timeout:
+    description:
+      - Seconds to wait for one request to the Supervisor API (1 or more).
+      - Reads (and API discovery) that time out, lose or cannot open their connection, or get a 429 or
+        5xx answer are tried again, three times in all, with exponential backoff and jitter; so an API
+        server that never answers fails the module after about three times this value.
+      - The update is one C(PUT) of the Cluster carrying the C(resourceVersion) it was read at, so it is
+        retried the same way - a repeat of an update that was stored gets a conflict and the Cluster is
+        re-read. It is never half-written - the Cluster holds all of it or none of it.
+    type: int
+    default: 30
 attributes:
   check_mode:
     description: Sends the update as a server-side dry run (the Supervisor's validation runs, nothing is stored) and returns the node pools it would write.
@@ -143,16 +157,16 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 try:
-    from kubernetes import dynamic
-    from kubernetes.client.rest import ApiException
-    HAS_K8S = True
+    import kubernetes
     K8S_IMPORT_ERROR = None
 except ImportError:
-    HAS_K8S = False
+    kubernetes = None
     K8S_IMPORT_ERROR = traceback.format_exc()
+HAS_K8S = kubernetes is not None
 
 from ansible_collections.gpupool.vcf.plugins.module_utils._k8s import (
-    PlanError, api_client, auth_argument_spec, plan_machine_deployments, variable_plan)
+    K8sClient, K8sError, PlanError, auth_argument_spec, plan_machine_deployments, request_argument_spec,
+    request_timeout_error, variable_plan)
 from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
 
 GROUP = "cluster.x-k8s.io"
@@ -161,39 +175,36 @@ VKS_CLASS_NAMESPACE = "vmware-system-vks-public"
 
 
 def _reason(e):
-    import json
-    try:
-        return json.loads(e.body).get("message") or e.reason
-    except (ValueError, TypeError, AttributeError):
-        return "%s %s" % (e.status, e.reason)
+    """What went wrong, in one line (K8sError already says it)."""
+    return str(e)
 
 
 class NodePools(object):
     def __init__(self, module):
         self.module = module
         self.p = module.params
-        self.dyn = dynamic.DynamicClient(api_client(self.p))
+        self.k8s = K8sClient(self.p)
+        self.lost_answer = False
         self.ident = "%s/%s" % (self.p["namespace"], self.p["cluster_name"])
 
-    def fail(self, verb, reason):
-        self.module.fail_json(msg="Unable to %s Cluster %s: %s" % (verb, self.ident, reason))
+    def fail(self, verb, reason, **extra):
+        self.module.fail_json(msg="Unable to %s Cluster %s: %s" % (verb, self.ident, reason), **extra)
 
     def resource(self, version, kind):
-        return self.dyn.resources.get(api_version="%s/%s" % (GROUP, version), kind=kind)
+        return self.k8s.resource("%s/%s" % (GROUP, version), kind)
 
     def read(self):
         """(version, cluster dict, class ref dict) in the version the Cluster was written in."""
         last = None
         for version in VERSIONS:
             try:
-                obj = self.resource(version, "Cluster").get(name=self.p["cluster_name"],
-                                                            namespace=self.p["namespace"]).to_dict()
-            except ApiException as e:
+                obj = self.k8s.call(self.resource(version, "Cluster").get, name=self.p["cluster_name"],
+                                    namespace=self.p["namespace"]).to_dict()
+            except K8sError as e:
                 if e.status == 404:
                     self.fail("read", "not found")
-                last = e
-                continue
-            except Exception as e:  # noqa: BLE001 - resource discovery (version not served)
+                if e.kind != "not_served":
+                    self.fail("read", str(e))
                 last = e
                 continue
             topo = (obj.get("spec") or {}).get("topology") or {}
@@ -203,21 +214,18 @@ class NodePools(object):
             if version == "v1beta1" and topo.get("class"):
                 return version, obj, {"name": topo["class"],
                                       "namespace": topo.get("classNamespace") or self.p["namespace"]}
-        if last is not None and not isinstance(last, ApiException):
-            self.fail("read", str(last))
         if last is not None:
-            self.fail("read", _reason(last))
+            self.fail("read", str(last))
         self.fail("read", "it has no managed topology (spec.topology with a ClusterClass)")
 
     def read_class(self, version, ref):
         for v in (version,) + tuple(x for x in VERSIONS if x != version):
             try:
-                return self.resource(v, "ClusterClass").get(name=ref["name"], namespace=ref["namespace"]).to_dict()
-            except ApiException as e:
-                if e.status != 404:
-                    self.fail("read the ClusterClass of", _reason(e))
-            except Exception:  # noqa: BLE001 - version not served
-                continue
+                return self.k8s.call(self.resource(v, "ClusterClass").get, name=ref["name"],
+                                     namespace=ref["namespace"]).to_dict()
+            except K8sError as e:
+                if e.status != 404 and e.kind != "not_served":
+                    self.fail("read the ClusterClass of", str(e))
         self.fail("read the ClusterClass of", "ClusterClass %s/%s not found" % (ref["namespace"], ref["name"]))
 
     def desired(self, obj, cc):
@@ -237,6 +245,13 @@ class NodePools(object):
         new = plan_machine_deployments(current, pools, plan, default_class, self.p["purge"])
         return plan, current, new
 
+    def left(self, e):
+        """What a failed update left behind: one request, so all of it or nothing."""
+        if e.kind in ("timeout", "reset"):
+            return ("the update was one request (stored whole or not at all) and its answer was lost; "
+                    "a rerun reads the Cluster and finishes or finds nothing to do")
+        return "the Cluster was not changed (its node pools are as before); a rerun converges"
+
     def run(self):
         names = [p["name"] for p in self.p["node_pools"]]
         if len(set(names)) != len(names):
@@ -253,6 +268,8 @@ class NodePools(object):
             if self.module._diff:
                 result["diff"] = dict(before={"machineDeployments": current}, after={"machineDeployments": new})
             if not result["changed"]:
+                # an update whose answer was lost, and whose repeat then met a conflict, was stored
+                result["changed"] = self.lost_answer
                 self.module.exit_json(**result)
             body = copy.deepcopy(obj)
             body["spec"]["topology"].setdefault("workers", {})
@@ -261,11 +278,15 @@ class NodePools(object):
                 body["metadata"].pop(key, None)
             try:
                 kwargs = {"dry_run": "All"} if self.module.check_mode else {}
-                self.resource(version, "Cluster").replace(body=body, namespace=self.p["namespace"], **kwargs)
-            except ApiException as e:
+                # one PUT carrying the resourceVersion it was read at: idempotent enough to retry on a
+                # timeout or a 5xx (a repeat of a stored update gets 409 and is re-read), never half-written
+                self.k8s.call(self.resource(version, "Cluster").replace, body=body, namespace=self.p["namespace"], **kwargs)
+            except K8sError as e:
                 if e.status == 409 and attempt < self.p["retries"]:
+                    self.lost_answer = self.lost_answer or e.attempts > 1
                     continue
-                self.fail("update the node pools of", _reason(e))
+                self.fail("update the node pools of", "%s; %s" % (e, self.left(e)),
+                          machine_deployments=current, api_version=result["api_version"])
             self.module.exit_json(**result)
 
 
@@ -280,18 +301,21 @@ def main():
                 node_pools=dict(type="list", elements="dict", required=True, options=pool),
                 purge=dict(type="bool", default=False), retries=dict(type="int", default=5))
     spec.update(auth_argument_spec())
+    spec.update(request_argument_spec())
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     enforce(module, "vks_node_pool")
     if not HAS_K8S:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=K8S_IMPORT_ERROR)
+    if request_timeout_error(module.params["request_timeout"]):
+        module.fail_json(msg=request_timeout_error(module.params["request_timeout"]))
     for p in module.params["node_pools"]:
         if p.get("replicas") is not None and p["replicas"] < 0:
             module.fail_json(msg="node pool %s: replicas must be 0 or more" % p["name"])
     try:
         NodePools(module).run()
-    except ApiException as e:
-        module.fail_json(msg="Unable to reach the Supervisor API for Cluster %s/%s: %s"
-                         % (module.params["namespace"], module.params["cluster_name"], _reason(e)))
+    except K8sError as e:
+        module.fail_json(msg="Unable to reach the Supervisor API for Cluster %s/%s: %s; nothing was changed"
+                         % (module.params["namespace"], module.params["cluster_name"], e))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ Cluster API objects, and optionally the Kueue controller. Binaries come from `ma
     from tests.sim.k8s_rig import start
     with start() as rig:            # rig.kubeconfig, rig.env, rig.api_client()
         ...
+        with rig.fault_proxy() as proxy:    # faults between clients and the API server
+            ...
 
 Command line: `k8s_rig.py up` (detached, kubeconfig at .sim/kubeconfig), `k8s_rig.py down`.
 """
@@ -193,6 +195,15 @@ class Rig:
 
     def apply(self, objs: list[dict]) -> None:
         _apply(self.api_client(), objs)
+
+    def fault_proxy(self):
+        """A fault-injecting HTTPS proxy in front of this rig's API server (tests/sim/k8s_proxy.py);
+        its `kubeconfig` and `env` point clients at it. Stop it (or use `with`) after the test."""
+        here = str(Path(__file__).resolve().parent)
+        if here not in sys.path:
+            sys.path.insert(0, here)
+        from k8s_proxy import FaultProxy
+        return FaultProxy.for_rig(self)
 
     def rss_kib(self) -> dict[str, int]:
         """Resident memory of each rig process, from /proc."""
