@@ -17,6 +17,11 @@ description:
     VM class override (which carries the vGPU profile), node labels and node taints.
   - Pools not named are left as they are unless O(purge); fields of a pool that are not set are
     left as they are; every other field of the Cluster is kept.
+  - The pools this module creates are recorded in the Cluster's annotation
+    C(gpupool.vcf/node-pools) (their names, sorted, comma-separated), written in the same update
+    as the pools; a pool that is no longer in the Cluster is dropped from it. O(purge) removes
+    only recorded pools, so a pool someone else added (by hand, or before the record existed)
+    is never removed.
   - How labels and taints are written is read from the variable schema of the Cluster's
     ClusterClass, not from a list of VKS releases - a labels variable (a map, or a list of
     key/value pairs such as C(nodePoolLabels)), a taints variable (a list of key/effect items),
@@ -85,7 +90,10 @@ options:
             required: true
             choices: [NoSchedule, PreferNoSchedule, NoExecute]
   purge:
-    description: Remove node pools of the Cluster that O(node_pools) does not name.
+    description:
+      - Remove node pools of the Cluster that O(node_pools) does not name, when the Cluster's
+        C(gpupool.vcf/node-pools) annotation records them as created by this module.
+      - Other pools are kept and listed in RV(kept_foreign).
     type: bool
     default: false
   retries:
@@ -140,13 +148,23 @@ variable_plan:
   type: dict
   sample: {"vm_class": "vmClass", "labels": {"variable": "node", "property": "labels", "form": "map"},
            "taints": {"variable": "node", "property": "taints"}}
+owned:
+  description: Node pools the Cluster's C(gpupool.vcf/node-pools) annotation records as created by this module, after the run.
+  returned: success
+  type: list
+  elements: str
+kept_foreign:
+  description: Unnamed node pools that O(purge) kept because this module did not create them.
+  returned: success
+  type: list
+  elements: str
 api_version:
   description: The C(cluster.x-k8s.io) version the Cluster was read and written in.
   returned: success
   type: str
   sample: cluster.x-k8s.io/v1beta2
 diff:
-  description: C(before) and C(after) of the Cluster's machineDeployments (with C(--diff)).
+  description: C(before) and C(after) of the Cluster's machineDeployments and of the pools its annotation records (C(owned)), with C(--diff).
   returned: changed and diff mode
   type: dict
 """
@@ -172,6 +190,35 @@ from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
 GROUP = "cluster.x-k8s.io"
 VERSIONS = ("v1beta2", "v1beta1")
 VKS_CLASS_NAMESPACE = "vmware-system-vks-public"
+# annotation of the Cluster: the node pools this module created (names, sorted, comma-separated)
+OWNED_ANNOTATION = "gpupool.vcf/node-pools"
+
+
+def owned_pools(annotations):
+    """The pool names the Cluster's annotation records (an empty set without one)."""
+    value = (annotations or {}).get(OWNED_ANNOTATION) or ""
+    return set(x.strip() for x in value.split(",") if x.strip())
+
+
+def plan_ownership(current, kept, names, owned, purge):
+    """Purge only what the record says this module created, and the record after the run.
+
+    ``current``: the Cluster's machineDeployments; ``kept``: the list with the named pools
+    created or updated and every other pool kept; ``names``: the pools named; ``owned``: the
+    record. Returns (new list, owned after, unnamed pools kept because they are not ours).
+    """
+    created = set(names) - set(md.get("name") for md in current)
+    out = []
+    foreign = []
+    for md in kept:
+        name = md.get("name")
+        if purge and name not in names:
+            if name in owned:
+                continue
+            foreign.append(name)
+        out.append(md)
+    present = set(md.get("name") for md in out)
+    return out, (set(owned) | created) & present, sorted(foreign)
 
 
 def _reason(e):
@@ -242,7 +289,10 @@ class NodePools(object):
             pools.append(pool)
         workers = ((obj["spec"]["topology"]).get("workers") or {})
         current = workers.get("machineDeployments") or []
-        new = plan_machine_deployments(current, pools, plan, default_class, self.p["purge"])
+        new = plan_machine_deployments(current, pools, plan, default_class, False)
+        self.owned_before = owned_pools((obj.get("metadata") or {}).get("annotations"))
+        new, self.owned_after, self.kept_foreign = plan_ownership(
+            current, new, [x["name"] for x in pools], self.owned_before, self.p["purge"])
         return plan, current, new
 
     def left(self, e):
@@ -263,10 +313,14 @@ class NodePools(object):
                 plan, current, new = self.desired(obj, cc)
             except PlanError as e:
                 self.fail("update the node pools of", str(e))
-            result = dict(changed=current != new, machine_deployments=new, api_version="%s/%s" % (GROUP, version),
+            owned_changed = self.owned_after != self.owned_before
+            result = dict(changed=current != new or owned_changed, machine_deployments=new,
+                          api_version="%s/%s" % (GROUP, version), owned=sorted(self.owned_after),
+                          kept_foreign=self.kept_foreign,
                           variable_plan=dict((k, v) for k, v in plan.items() if k != "names"))
             if self.module._diff:
-                result["diff"] = dict(before={"machineDeployments": current}, after={"machineDeployments": new})
+                result["diff"] = dict(before={"machineDeployments": current, "owned": sorted(self.owned_before)},
+                                      after={"machineDeployments": new, "owned": sorted(self.owned_after)})
             if not result["changed"]:
                 # an update whose answer was lost, and whose repeat then met a conflict, was stored
                 result["changed"] = self.lost_answer
@@ -276,6 +330,12 @@ class NodePools(object):
             body["spec"]["topology"]["workers"]["machineDeployments"] = new
             for key in ("managedFields",):
                 body["metadata"].pop(key, None)
+            if owned_changed:
+                annotations = dict(body["metadata"].get("annotations") or {})
+                annotations[OWNED_ANNOTATION] = ",".join(sorted(self.owned_after))
+                if not self.owned_after:
+                    del annotations[OWNED_ANNOTATION]
+                body["metadata"]["annotations"] = annotations
             try:
                 kwargs = {"dry_run": "All"} if self.module.check_mode else {}
                 # one PUT carrying the resourceVersion it was read at: idempotent enough to retry on a

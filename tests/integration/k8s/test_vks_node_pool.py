@@ -75,10 +75,10 @@ def test_vks_node_pool_lifecycle(k8s_rig, k8s_api, k8s_namespace):
     res = run_module("gpupool.vcf.vks_node_pool", bad_name, env=env)[0]
     assert res.get("failed") and "node_pools[0].name 'Bad_Name' is not a DNS label" in res["msg"], res["msg"]
     assert set(_mds(k8s_api, k8s_namespace, "gpu-cluster")[0]) == {"cpu", "inference"}
-    # purge removes what is not listed
+    # purge removes what is not listed and the module created: cpu was there before, it stays
     res = run_module("gpupool.vcf.vks_node_pool", {**args, "purge": True}, env=env)[0]
-    assert res["changed"] is True
-    assert set(_mds(k8s_api, k8s_namespace, "gpu-cluster")[0]) == {"inference"}
+    assert res["kept_foreign"] == ["cpu"] and res["owned"] == ["inference"], res
+    assert set(_mds(k8s_api, k8s_namespace, "gpu-cluster")[0]) == {"cpu", "inference"}
 
 
 def test_vks_node_pool_retries_on_conflict(k8s_rig, k8s_api, k8s_namespace):
