@@ -62,7 +62,7 @@ DEFAULT_API_VERSION = "vim.version.v8_0_3_0"
 
 # SOAP methods that only read (or log in): repeated after a dropped connection or a 5xx
 REPEATABLE_PREFIXES = ("Retrieve", "Fetch", "Query", "Continue", "Find", "Browse", "Current", "Has",
-                 "CreateContainerView", "CreateListView", "DestroyView", "Login", "Logout")
+                       "CreateContainerView", "CreateListView", "DestroyView", "Login", "Logout")
 # HTTP statuses a proxy or a restarting vCenter answers before the request reached vCenter
 UNSENT_STATUSES = ("502", "503", "504")
 

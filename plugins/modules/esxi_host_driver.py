@@ -24,8 +24,8 @@ description:
     changing anything, unless O(power_off_vgpu_vms) is true; the VMs it powered off are
     powered on again at the end.
   - The host is judged as running vs staged. A driver installed but not running (the host
-    still owes the reboot, C(summary.rebootRequired)) is finished: maintenance mode, reboot,
-    verify, exit. A host that an earlier run of this collection left in maintenance mode
+    still owes the reboot, C(summary.rebootRequired)) is finished with maintenance mode, reboot,
+    verify and exit. A host that an earlier run of this collection left in maintenance mode
     (recorded in its custom attribute C(gpupool.vcf.host-state)) and that is otherwise done is
     taken out of maintenance mode. So a plain rerun after any failure resumes; check mode
     predicts it (RV(plan) V(reboot) or V(exit_maintenance_mode)).
