@@ -48,7 +48,7 @@ def run_vvv(playbook, env, extra_vars=None, limit=None, timeout=900):
     run_env = ansible_env(env)
     run_env["ANSIBLE_STDOUT_CALLBACK"] = "default"
     run_env.pop("ANSIBLE_CALLBACK_RESULT_FORMAT", None)
-    proc = subprocess.run(cmd, env=run_env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    proc = subprocess.run(cmd, env=run_env, capture_output=True, text=True, timeout=timeout, cwd=ROOT, check=False)
     return proc.returncode, proc.stdout + "\n" + proc.stderr
 
 

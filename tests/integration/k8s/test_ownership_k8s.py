@@ -135,8 +135,9 @@ def cluster_policy(k8s_api):
         pytest.fail("a ClusterPolicy cluster-policy exists already; this test needs its own", pytrace=False)
     except ApiException as exc:
         assert exc.status == 404
-    spec = dict((k, {}) for k in ("daemonsets", "dcgm", "dcgmExporter", "devicePlugin", "driver", "gfd",
-                                 "nodeStatusExporter", "operator", "toolkit"))
+    required = ("daemonsets", "dcgm", "dcgmExporter", "devicePlugin", "driver", "gfd", "nodeStatusExporter",
+                "operator", "toolkit")
+    spec = dict((k, {}) for k in required)
     cps.create(body={"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
                      "spec": spec})
     try:
