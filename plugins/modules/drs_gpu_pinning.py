@@ -293,15 +293,19 @@ class ClusterPinning:
             if self.record_key is None:
                 try:
                     self.record_key = manager.AddCustomFieldDef(name=RECORD_FIELD, moType=vim.ClusterComputeResource).key
-                except vim.fault.DuplicateName:  # defined by a run in between
+                except (vmodl.MethodFault, VsphereError) as exc:
+                    # the client layer hands a fault over as is or wrapped (its ``fault``)
+                    if not isinstance(getattr(exc, "fault", exc), vim.fault.DuplicateName):
+                        raise
+                    # defined by a run in between: read its key
                     found = self.client.retrieve_objects([manager], ["field"])
                     self.record_key = self._record_key(found[0].get("field") if found else None)
                     if self.record_key is None:
-                        raise VsphereError("custom attribute %s exists but not for clusters" % RECORD_FIELD)
+                        raise VsphereError("a custom attribute %s exists, but not for clusters" % RECORD_FIELD)
             value = format_record(moids)
             manager.SetField(entity=self.cluster, key=self.record_key, value=value)
             self.record_value = value
-        except vmodl.MethodFault as exc:
+        except (vmodl.MethodFault, VsphereError) as exc:
             raise VsphereError("custom attribute %s of cluster %s: %s"
                                % (RECORD_FIELD, self.name, getattr(exc, "msg", None) or str(exc)))
 
