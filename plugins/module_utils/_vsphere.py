@@ -453,28 +453,40 @@ class VsphereClient:
                     max_delay=max_delay, sleep=sleep, clock=clock)
 
     # -- custom attributes (what the collection records on vCenter objects) ---------------
+    def know_custom_fields(self, field_defs):
+        """The custom attribute definitions, read by the caller in a retrieval of its own."""
+        self._fields = list(field_defs or [])
+
     def custom_field_key(self, name, mo_type, create=False):
         """Key of the custom attribute ``name`` for objects of ``mo_type`` (None when absent).
 
-        The definitions are read once per session (one retrieval); ``create`` adds the
-        definition when it is missing (a definition made meanwhile by a parallel run is found).
+        A definition for ``mo_type`` wins over a global one of that name. The definitions are
+        read once per session (one retrieval, or :meth:`know_custom_fields`); ``create`` adds
+        the definition when it is missing (a definition made meanwhile by a parallel run is found).
         """
         if self._fields is None:
             manager = self.content.customFieldsManager
             got = self.retrieve_objects([manager], ["field"])
             self._fields = list(got[0].get("field") or []) if got else []
+        found = None
         for field in self._fields:
-            if field.name == name and field.managedObjectType in (None, mo_type):
+            if field.name == name and field.managedObjectType == mo_type:
                 return field.key
-        if not create:
-            return None
+            if field.name == name and field.managedObjectType is None:
+                found = field.key
+        if found is not None or not create:
+            return found
         try:
             field = self.content.customFieldsManager.AddCustomFieldDef(name=name, moType=mo_type)
         except VsphereFault as exc:
             if not exc.is_a(vim.fault.DuplicateName):
                 raise
             self._fields = None
-            return self.custom_field_key(name, mo_type)
+            key = self.custom_field_key(name, mo_type)
+            if key is None:
+                raise VsphereError("custom attribute %s exists, but not for %s objects"
+                                   % (name, getattr(mo_type, "_wsdlName", mo_type)))
+            return key
         self._fields.append(field)
         return field.key
 

@@ -238,7 +238,8 @@ class ClusterPinning:
         values = []
         for item in objects:
             if isinstance(item.obj, vim.CustomFieldsManager):
-                self.record_key = self._record_key(item.get("field"))
+                self.client.know_custom_fields(item.get("field"))
+                self.record_key = self.client.custom_field_key(RECORD_FIELD, vim.ClusterComputeResource)
                 continue
             if isinstance(item.obj, vim.ClusterComputeResource):
                 values = item.get("customValue") or []
@@ -272,42 +273,16 @@ class ClusterPinning:
                     self.record_value = getattr(value, "value", None)
         return vms, overrides, parse_record(self.record_value)
 
-    @staticmethod
-    def _record_key(field_defs):
-        """Key of the record's attribute: the one defined for clusters, else a global one of that name."""
-        found = None
-        for field in field_defs or []:
-            if field.name != RECORD_FIELD:
-                continue
-            if field.managedObjectType == vim.ClusterComputeResource:
-                return field.key
-            if field.managedObjectType is None:
-                found = field.key
-        return found
-
     def write_record(self, moids):
         """Record ``moids`` as the VMs whose override the collection set: one SetField (the
         attribute is defined first, once per vCenter, when it does not exist yet)."""
-        manager = self.client.content.customFieldsManager
+        value = format_record(moids)
         try:
-            if self.record_key is None:
-                try:
-                    self.record_key = manager.AddCustomFieldDef(name=RECORD_FIELD, moType=vim.ClusterComputeResource).key
-                except (vmodl.MethodFault, VsphereError) as exc:
-                    # the client layer hands a fault over as is or wrapped (its ``fault``)
-                    if not isinstance(getattr(exc, "fault", exc), vim.fault.DuplicateName):
-                        raise
-                    # defined by a run in between: read its key
-                    found = self.client.retrieve_objects([manager], ["field"])
-                    self.record_key = self._record_key(found[0].get("field") if found else None)
-                    if self.record_key is None:
-                        raise VsphereError("a custom attribute %s exists, but not for clusters" % RECORD_FIELD)
-            value = format_record(moids)
-            manager.SetField(entity=self.cluster, key=self.record_key, value=value)
-            self.record_value = value
-        except (vmodl.MethodFault, VsphereError) as exc:
-            raise VsphereError("custom attribute %s of cluster %s: %s"
-                               % (RECORD_FIELD, self.name, getattr(exc, "msg", None) or str(exc)))
+            self.client.set_custom_field(self.cluster, RECORD_FIELD, value)
+        except VsphereError as exc:
+            raise VsphereError("custom attribute %s of cluster %s: %s" % (RECORD_FIELD, self.name, exc))
+        self.record_key = self.client.custom_field_key(RECORD_FIELD, vim.ClusterComputeResource)
+        self.record_value = value
 
     def _groups_and_rules(self, config):
         for g in getattr(config, "group", None) or []:
@@ -353,10 +328,7 @@ class ClusterPinning:
                 if key is not None:
                     info.key = key
                 spec.rulesSpec = [vim.cluster.RuleSpec(operation=op, info=info)]
-        try:
-            task = self.cluster.ReconfigureComputeResource_Task(spec=spec, modify=True)
-        except vmodl.MethodFault as exc:
-            raise VsphereError(getattr(exc, "msg", None) or str(exc))
+        task = self.cluster.ReconfigureComputeResource_Task(spec=spec, modify=True)
         self.client.wait_for_task(task, what="reconfigure of cluster %s" % self.name)
 
 
