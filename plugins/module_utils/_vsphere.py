@@ -37,6 +37,7 @@ import os
 import random
 import socket
 import ssl
+import threading
 import time
 
 try:
@@ -281,6 +282,9 @@ class VsphereClient:
         self._credentials = (username, password)
         self._closing = False
         self._fields = None
+        # concurrent calls (per-host reads run in threads) log in again once, not once each
+        self._login_lock = threading.Lock()
+        self._session_generation = 0
         ctx = ssl_context(validate_certs, ca_file)
         si = self._connect(lambda: connect.SmartConnect(host=hostname, user=username, pwd=password,
                                                         port=self.port, sslContext=ctx,
@@ -323,6 +327,7 @@ class VsphereClient:
         delays = backoff_delays(self.retry_delay, self.max_retry_delay)
         attempts = relogins = 0
         while True:
+            generation = self._session_generation
             try:
                 status, obj = self._stub.inner.InvokeMethod(mo, info, args, outer)
             except (OSError, HTTPException) as exc:
@@ -341,8 +346,11 @@ class VsphereClient:
                         "%s on %s: the session was refused (NotAuthenticated) again after %d re-logins to %s"
                         % (operation, _target(mo), relogins, self.endpoint))
                 relogins += 1
-                self.relogins += 1
-                self._relogin()
+                with self._login_lock:
+                    if generation == self._session_generation:  # nobody logged in meanwhile
+                        self.relogins += 1
+                        self._relogin()
+                        self._session_generation += 1
                 continue
             if isinstance(obj, Exception):
                 raise VsphereFault(obj, operation, _target(mo))

@@ -10,7 +10,9 @@ from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import (
 )
 
 FLEET = {"clusters": [{"name": "gpu-a", "hosts": [
-    {"name": "esx-a-01", "gpu": {"model": "L40S", "count": 1}, "driver_version": "550.90.05-1OEM.800.1.0.20613240"}]}]}
+    {"name": "esx-a-01", "gpu": {"model": "L40S", "count": 1}, "driver_version": "550.90.05-1OEM.800.1.0.20613240"}]},
+    {"name": "gpu-b", "hosts": [
+        {"prefix": "esx-b-", "count": 6, "gpu": {"model": "L40S", "count": 1}, "driver_version": "550.90.05-1OEM.800.1.0.20613240"}]}]}
 
 
 def connect(sim, **over):
@@ -21,7 +23,7 @@ def connect(sim, **over):
 
 
 def host_names(client):
-    return [h["name"] for h in client.retrieve({vim.HostSystem: ["name"]})]
+    return sorted(h["name"] for h in client.retrieve({vim.HostSystem: ["name"]}) if h["name"].startswith("esx-a"))
 
 
 def test_objects_read_before_a_relogin_keep_working(vsphere):
@@ -59,3 +61,19 @@ def test_a_fault_names_the_operation_and_the_object(vsphere):
 def test_unreachable_vcenter_is_one_clear_error(vsphere):
     with pytest.raises(VsphereConnectionError, match=r"cannot reach https://127\.0\.0\.1:1: .*\(3 attempts\)"):
         connect(vsphere, port=1, retries=2)
+
+
+def test_concurrent_calls_log_in_again_once(vsphere):
+    """Per-host calls run in threads: a killed session is replaced once, not once per thread."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with connect(vsphere) as client:
+        hosts = [h for h in client.retrieve({vim.HostSystem: ["name", "configManager.kernelModuleSystem"]})
+                 if h["name"].startswith("esx-b-")]
+        assert len(hosts) == 6
+        vsphere.kill_sessions()
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            options = list(pool.map(
+                lambda h: h["configManager.kernelModuleSystem"].QueryConfiguredModuleOptionString("nvidia"), hosts))
+        assert options == [""] * 6
+        assert client.relogins == 1
