@@ -37,6 +37,39 @@ class EsxiError(ValueError):
 
 
 # ---------------------------------------------------------------------------------------
+# the plan of one host: what the per-host roll would do, item by item
+# ---------------------------------------------------------------------------------------
+
+# field -> the actions the roll takes on it (each has an audit rule in _audit.ESXI_RULE_BY_FIELD)
+HOST_PLAN = (
+    ("connection", ("unreachable",)),
+    ("read", ("unreadable",)),
+    ("driver", ("install", "upgrade", "downgrade", "refused")),
+    ("vgpu_profiles", ("reboot",)),
+    ("graphics", ("unread",)),
+    ("graphics.default_type", ("set",)),
+    ("graphics.device_type", ("set",)),
+    ("graphics.assignment_policy", ("set",)),
+    ("nvidia_module_options", ("set", "unread")),
+    ("scheduler", ("refused",)),
+    ("reboot", ("reboot",)),
+    ("maintenance_mode", ("exit",)),
+    ("vms_powered_off", ("power_on",)),
+    ("mig_mode", ("set",)),
+    ("plan", ("refused",)),
+)
+
+
+def plan_item(field, live, wanted, action, reason, **extra):
+    """One step of a host's plan: what (``field``), from (``live``) what to (``wanted``), how
+    (``action``, one of :data:`HOST_PLAN`'s), and in words (``reason``); ``extra`` names the
+    part (``gpu``: a PCI address)."""
+    item = dict(field=field, live=live, wanted=wanted, action=action, reason=reason)
+    item.update(extra)
+    return item
+
+
+# ---------------------------------------------------------------------------------------
 # driver versions
 # ---------------------------------------------------------------------------------------
 
@@ -222,7 +255,7 @@ def version_gate(versions_by_host, target=None):
         return parse_driver_version(target).text
     groups = {}
     for host, version in versions_by_host.items():
-        groups.setdefault(version or "none", []).append(host)
+        groups.setdefault(parse_driver_version(version).short if version else "none", []).append(host)
     if len(groups) > 1:
         raise EsxiError("the GPU hosts run different NVIDIA drivers (%s) and no target version is given: "
                         "set the cluster's driver version" % describe_versions_any(groups))
@@ -267,46 +300,65 @@ def roll_capacity(gpus_by_host, min_gpus, force=False, unavailable=()):
 # graphics
 # ---------------------------------------------------------------------------------------
 
-GRAPHICS_TYPES = {"shared_direct": "sharedDirect", "shared": "shared"}
+# The one graphics map: the collection's words (options, results, the design) and the VIM API's.
+GRAPHICS_API_BY_WORD = {"shared_direct": "sharedDirect", "shared": "shared"}
+GRAPHICS_WORD_BY_API = dict((api, word) for word, api in GRAPHICS_API_BY_WORD.items())
+GRAPHICS_WORDS = tuple(GRAPHICS_API_BY_WORD)
 ASSIGNMENT_POLICIES = ("performance", "consolidation")
 
 
-def graphics_plan(current, gpu_pci_ids, graphics_type=None, assignment_policy=None):
-    """The graphics configuration to write, or None when nothing changes.
+def graphics_changes(current, gpu_pci_ids, graphics_type=None, assignment_policy=None):
+    """The graphics configuration to write and the plan items that get there.
 
     ``current``: dict(default_type, assignment_policy, device_types {pci: type}) in the
-    module's words (shared_direct / shared), as ``gpu_host_info`` returns it (None: unread).
-    Returns (desired dict in the same words, list of change descriptions).
+    collection's words (shared_direct / shared), as ``gpu_host_info`` returns it (None: unread).
+    Returns (desired dict in the same words, [plan item]) (see :func:`plan_item`); only the
+    NVIDIA GPUs in ``gpu_pci_ids`` and the options given are compared.
     """
     current = current or {}
     cur_types = dict(current.get("device_types") or {})
     desired = dict(default_type=current.get("default_type"),
                    assignment_policy=current.get("assignment_policy"),
                    device_types=dict((pci, cur_types.get(pci, current.get("default_type"))) for pci in gpu_pci_ids))
-    changes = []
+    items = []
     if graphics_type is not None:
-        if graphics_type not in GRAPHICS_TYPES:
-            raise EsxiError("Invalid graphics_type %r: one of %s" % (graphics_type, ", ".join(GRAPHICS_TYPES)))
+        if graphics_type not in GRAPHICS_WORDS:
+            raise EsxiError("Invalid graphics_type %r: one of %s" % (graphics_type, ", ".join(GRAPHICS_WORDS)))
         if desired["default_type"] != graphics_type:
-            changes.append("host default graphics type %s -> %s" % (desired["default_type"], graphics_type))
+            items.append(plan_item("graphics.default_type", desired["default_type"], graphics_type, "set",
+                                   "host default graphics type %s -> %s" % (desired["default_type"], graphics_type)))
             desired["default_type"] = graphics_type
         for pci in gpu_pci_ids:
             if desired["device_types"].get(pci) != graphics_type:
-                changes.append("GPU %s graphics type %s -> %s" % (pci, desired["device_types"].get(pci), graphics_type))
+                items.append(plan_item("graphics.device_type", desired["device_types"].get(pci), graphics_type, "set",
+                                       "GPU %s graphics type %s -> %s" % (pci, desired["device_types"].get(pci),
+                                                                          graphics_type), gpu=pci))
                 desired["device_types"][pci] = graphics_type
     if assignment_policy is not None:
         if assignment_policy not in ASSIGNMENT_POLICIES:
             raise EsxiError("Invalid assignment_policy %r: one of %s"
                             % (assignment_policy, ", ".join(ASSIGNMENT_POLICIES)))
         if desired["assignment_policy"] != assignment_policy:
-            changes.append("assignment policy %s -> %s" % (desired["assignment_policy"], assignment_policy))
+            items.append(plan_item("graphics.assignment_policy", desired["assignment_policy"], assignment_policy, "set",
+                                   "assignment policy %s -> %s" % (desired["assignment_policy"], assignment_policy)))
             desired["assignment_policy"] = assignment_policy
-    return desired, changes
+    return desired, items
+
+
+def graphics_plan(current, gpu_pci_ids, graphics_type=None, assignment_policy=None):
+    """(desired graphics dict, list of change descriptions): :func:`graphics_changes` in words."""
+    desired, items = graphics_changes(current, gpu_pci_ids, graphics_type, assignment_policy)
+    return desired, [i["reason"] for i in items]
 
 
 def vim_graphics_type(word):
-    """shared_direct -> sharedDirect (the VIM API's word)."""
-    return GRAPHICS_TYPES.get(word, word)
+    """shared_direct -> sharedDirect (the VIM API's word); an unknown word is passed on."""
+    return GRAPHICS_API_BY_WORD.get(word, word)
+
+
+def graphics_word(api_type):
+    """sharedDirect -> shared_direct (the collection's word); an unknown API value is passed on."""
+    return GRAPHICS_WORD_BY_API.get(api_type, api_type)
 
 
 # ---------------------------------------------------------------------------------------
@@ -419,62 +471,87 @@ def host_changes(host, target, graphics_type=None, assignment_policy=None, sched
     """What the per-host roll would change on one GPU host, from ``gpu_host_info`` data alone.
 
     ``host`` is one entry of gpu_host_info's ``hosts`` read with ``driver`` and
-    ``scheduler`` gathered (``vms`` too when fixed share is asked). Returns a list of
-    reasons; empty means the host is at the design and its turn would change nothing.
-    Anything this cannot judge from the data (a host not connected, a read error, no
-    nvidia module, a downgrade, fixed share next to running vGPUs, a driver installed but
-    not loaded) is a reason too, so the per-host modules decide and report it as before.
+    ``scheduler`` gathered (``vms`` too when fixed share is asked). Returns the host's plan, a
+    list of :func:`plan_item` dicts; empty means the host is at the design and its turn would
+    change nothing. Anything this cannot judge from the data (a host not connected, a read
+    error, no nvidia module, a downgrade, fixed share next to running vGPUs, a driver
+    installed but not loaded) is an item too, so the per-host modules decide and report it.
     ``driver=False`` leaves the driver out (vLCM's remediation owns it).
     """
-    reasons = []
+    items = []
     if host.get("connection_state") != "connected":
-        return ["host is %s" % host.get("connection_state")]
+        return [plan_item("connection", host.get("connection_state"), "connected", "unreachable",
+                          "host is %s" % host.get("connection_state"))]
     if host.get("errors"):
-        return ["read errors: %s" % "; ".join(str(e) for e in host["errors"])]
+        return [plan_item("read", list(host["errors"]), None, "unreadable",
+                          "read errors: %s" % "; ".join(str(e) for e in host["errors"]))]
     if driver:
         info = host.get("driver") or {}
         installed = info.get("full_version") or info.get("version")
         try:
             plan = driver_plan(installed, target, allow_downgrade)
         except EsxiError as exc:
-            return ["driver: %s" % exc]
+            return [plan_item("driver", installed, target, "refused", "driver: %s" % exc)]
         if plan != "none":
-            reasons.append("driver %s -> %s (%s)" % (info.get("version"), parse_driver_version(target).short, plan))
+            items.append(plan_item("driver", installed, parse_driver_version(target).text, plan,
+                                   "driver %s -> %s (%s)" % (info.get("version"), parse_driver_version(target).short,
+                                                             plan)))
     if not host.get("vgpu_profiles"):
-        reasons.append("no vGPU profiles offered (driver not loaded)")
+        items.append(plan_item("vgpu_profiles", [], "offered", "reboot", "no vGPU profiles offered (driver not loaded)"))
     pcis = sorted(g["pci_id"] for g in host.get("gpus") or [])
     if graphics_type is not None or assignment_policy is not None:
         if host.get("graphics") is None:
-            reasons.append("graphics configuration not read")
+            items.append(plan_item("graphics", None, graphics_type, "unread", "graphics configuration not read"))
         else:
-            reasons.extend(graphics_plan(host["graphics"], pcis, graphics_type, assignment_policy)[1])
-    scheduler = _normalized_scheduler(scheduler)
-    if scheduler is not None:
-        if "nvidia_module_options" not in host:
-            reasons.append("nvidia module options not available")
-        else:
-            policies = [scheduler.get("policy")] + [e.get("policy") for e in scheduler.get("per_gpu") or []]
-            running_vgpus = [v for v in host.get("vgpu_vms") or [] if v.get("power_state") == "poweredOn"]
-            if "fixed_share" in policies and running_vgpus:
-                reasons.append("fixed share asked with %d powered-on vGPU VMs (checked per GPU by esxi_gpu_config)"
-                               % len(running_vgpus))
-            else:
-                options = host.get("nvidia_module_options")
-                new, changed = scheduler_plan(options, scheduler, pcis)
-                if changed:
-                    reasons.append("nvidia module options %r -> %r" % (options, new))
-    reasons.extend(host.get("reboot_pending") or [])
+            items.extend(graphics_changes(host["graphics"], pcis, graphics_type, assignment_policy)[1])
+    items.extend(_scheduler_items(host, _normalized_scheduler(scheduler), pcis))
+    for reason in host.get("reboot_pending") or []:
+        items.append(plan_item("reboot", "pending", "done", "reboot", reason))
     if host.get("maintenance_by_collection") and host.get("maintenance_mode"):
-        reasons.append("left in maintenance mode by an earlier run (%s)" % host["maintenance_by_collection"])
+        items.append(plan_item("maintenance_mode", True, False, "exit",
+                               "left in maintenance mode by an earlier run (%s)" % host["maintenance_by_collection"]))
     if host.get("vms_powered_off_by_collection"):
-        reasons.append("VMs an earlier run powered off and did not power on: %s"
-                       % ", ".join(host["vms_powered_off_by_collection"]))
-    return reasons
+        items.append(plan_item("vms_powered_off", list(host["vms_powered_off_by_collection"]), [], "power_on",
+                               "VMs an earlier run powered off and did not power on: %s"
+                               % ", ".join(host["vms_powered_off_by_collection"])))
+    return items
+
+
+def _scheduler_items(host, scheduler, pcis):
+    if scheduler is None:
+        return []
+    if "nvidia_module_options" not in host:
+        return [plan_item("nvidia_module_options", None, None, "unread", "nvidia module options not available")]
+    policies = [scheduler.get("policy")] + [e.get("policy") for e in scheduler.get("per_gpu") or []]
+    running_vgpus = [v for v in host.get("vgpu_vms") or [] if v.get("power_state") == "poweredOn"]
+    if "fixed_share" in policies and running_vgpus:
+        return [plan_item("scheduler", len(running_vgpus), "fixed_share", "refused",
+                          "fixed share asked with %d powered-on vGPU VMs (checked per GPU by esxi_gpu_config)"
+                          % len(running_vgpus))]
+    options = host.get("nvidia_module_options")
+    new, changed = scheduler_plan(options, scheduler, pcis)
+    if not changed:
+        return []
+    return [plan_item("nvidia_module_options", options, new, "set", "nvidia module options %r -> %r" % (options, new))]
+
+
+def host_plan(host, target, graphics_type=None, assignment_policy=None, scheduler=None, allow_downgrade=False,
+              driver=True):
+    """:func:`host_changes`, with a refusal (settings that cannot be applied to this host) as an item."""
+    try:
+        return host_changes(host, target, graphics_type, assignment_policy, scheduler, allow_downgrade, driver)
+    except EsxiError as exc:
+        return [plan_item("plan", None, None, "refused", str(exc))]
+
+
+def reasons(items):
+    """The plan items in words (one line each), for messages."""
+    return [i["reason"] for i in items]
 
 
 def hosts_to_roll(hosts, target, graphics_type=None, assignment_policy=None, scheduler=None,
                   allow_downgrade=False, only=None, always=False, driver=True):
-    """{host name: reasons} for the GPU hosts whose turn would change something.
+    """{host name: plan items} for the GPU hosts whose turn would change something.
 
     ``only`` limits the hosts (names); ``always`` (for example host MIG mode, which the
     vSphere API cannot read) makes every selected GPU host take its turn.
@@ -483,15 +560,12 @@ def hosts_to_roll(hosts, target, graphics_type=None, assignment_policy=None, sch
     for host in hosts or []:
         if not host.get("gpu_count") or (only and host["name"] not in only):
             continue
-        try:
-            if always:
-                reasons = ["always"]
-            else:
-                reasons = host_changes(host, target, graphics_type, assignment_policy, scheduler, allow_downgrade, driver)
-        except EsxiError as exc:
-            reasons = [str(exc)]
-        if reasons:
-            out[host["name"]] = reasons
+        items = host_plan(host, target, graphics_type, assignment_policy, scheduler, allow_downgrade, driver)
+        if always:
+            items.append(plan_item("mig_mode", None, None, "set", "host MIG mode cannot be read: every host takes "
+                                                                   "its turn"))
+        if items:
+            out[host["name"]] = items
     return out
 
 

@@ -52,7 +52,6 @@ HOST_PROPERTIES = [
     "configManager.kernelModuleSystem",
 ]
 VM_PROPERTIES = ["name", "runtime.host", "runtime.powerState", "config.hardware.device"]
-GRAPHICS_TYPES = {"shared": "shared", "sharedDirect": "shared_direct"}
 
 
 def _u16(value):
@@ -88,14 +87,22 @@ def scheduler_dict(policy):
 
 
 def driver_from_packages(packages):
-    """(short version, full version, packages) of the NVIDIA host driver, or Nones."""
+    """(short version, full version, packages) of the NVIDIA host driver, or Nones.
+
+    The version is read as an NVIDIA driver version (``_esxi.parse_driver_version``): a
+    package whose version is not one (a tool or a plugin of the vendor) is not the driver.
+    """
     nvidia = [p for p in packages or [] if "nvidia" in (getattr(p, "vendor", "") or "").lower()]
     listing = [dict(name=p.name, version=p.version, vendor=p.vendor) for p in nvidia]
-    drivers = [p for p in nvidia if p.name.upper().startswith("NVD") or "driver" in p.name.lower()]
-    if not drivers:
-        return None, None, listing
-    full = drivers[0].version
-    return full.split("-", 1)[0], full, listing
+    for pkg in nvidia:
+        if not (pkg.name.upper().startswith("NVD") or "driver" in pkg.name.lower()):
+            continue
+        try:
+            version = _esxi.parse_driver_version(pkg.version)
+        except _esxi.EsxiError:
+            continue
+        return version.short, version.text, listing
+    return None, None, listing
 
 
 def vgpu_profiles_of(devices):
@@ -117,7 +124,7 @@ def host_record(host, cluster_name, graphics_config, vms, driver=None, module_op
     device_types = {}
     if graphics_config is not None:
         for dt in graphics_config.deviceType or []:
-            device_types[dt.deviceId] = GRAPHICS_TYPES.get(dt.graphicsType, dt.graphicsType)
+            device_types[dt.deviceId] = _esxi.graphics_word(dt.graphicsType)
     gpus = []
     for pci in host.get("hardware.pciDevice") or []:
         if not is_nvidia_gpu(pci):
@@ -131,7 +138,7 @@ def host_record(host, cluster_name, graphics_config, vms, driver=None, module_op
             model=gpu_model_name(_u16(pci.deviceId), pci.deviceName),
             memory_mb=int(mem_kb // 1024) if mem_kb else None,
             graphics_type=device_types.get(pci.id),
-            active_graphics_type=GRAPHICS_TYPES.get(ginfo.graphicsType, ginfo.graphicsType) if ginfo is not None else None,
+            active_graphics_type=_esxi.graphics_word(ginfo.graphicsType) if ginfo is not None else None,
         ))
     models = sorted(set(g["model"] for g in gpus))
     record = dict(
@@ -154,8 +161,7 @@ def host_record(host, cluster_name, graphics_config, vms, driver=None, module_op
     )
     if graphics_config is not None:
         record["graphics"] = dict(
-            default_type=GRAPHICS_TYPES.get(graphics_config.hostDefaultGraphicsType,
-                                            graphics_config.hostDefaultGraphicsType),
+            default_type=_esxi.graphics_word(graphics_config.hostDefaultGraphicsType),
             assignment_policy=graphics_config.sharedPassthruAssignmentPolicy,
             device_types=device_types,
         )

@@ -158,7 +158,7 @@ diff:
 
 from ansible_collections.gpupool.vcf.plugins.module_utils import _esxi
 from ansible_collections.gpupool.vcf.plugins.module_utils._esxi_host import HostOps, gpu_pci_ids
-from ansible_collections.gpupool.vcf.plugins.module_utils._gpu_inventory import GRAPHICS_TYPES as VIM_TO_WORD
+from ansible_collections.gpupool.vcf.plugins.module_utils._esxi import GRAPHICS_WORD_BY_API as VIM_TO_WORD
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereError, vim
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
 from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce

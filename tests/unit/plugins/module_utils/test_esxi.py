@@ -116,6 +116,15 @@ def test_graphics_plan():
     assert _esxi.vim_graphics_type("shared_direct") == "sharedDirect"
 
 
+def test_one_graphics_map_two_directions():
+    assert _esxi.GRAPHICS_API_BY_WORD == {"shared_direct": "sharedDirect", "shared": "shared"}
+    for word, api in _esxi.GRAPHICS_API_BY_WORD.items():
+        assert _esxi.vim_graphics_type(word) == api and _esxi.graphics_word(api) == word
+    assert _esxi.GRAPHICS_WORDS == ("shared_direct", "shared")
+    # values neither side knows are passed on as they are
+    assert _esxi.graphics_word("basic") == "basic" and _esxi.vim_graphics_type("vsga") == "vsga"
+
+
 def test_scheduler_plan_merges_and_is_idempotent():
     new, changed = _esxi.scheduler_plan("NVreg_EnableMSI=1", {"policy": "equal_share", "time_slice_ms": 3})
     assert changed and new == "NVreg_EnableMSI=1 NVreg_RegistryDwords=RmPVMRL=0x00030001"
@@ -189,32 +198,60 @@ def test_host_at_the_design_needs_nothing():
     assert _esxi.hosts_to_roll([_host(), _host("plain", gpu_count=0)], "550.90.05", "shared_direct", None, EQUAL3) == {}
 
 
+def _reasons(*args):
+    return _esxi.reasons(_esxi.host_changes(*args))
+
+
 def test_each_difference_is_a_reason():
-    assert "upgrade" in _esxi.host_changes(_host(version="550.54.10"), "550.90.05")[0]
-    assert _esxi.host_changes(_host(version=None), "550.90.05")[0].endswith("(install)")
+    assert "upgrade" in _reasons(_host(version="550.54.10"), "550.90.05")[0]
+    assert _reasons(_host(version=None), "550.90.05")[0].endswith("(install)")
     graphics = _host()["graphics"]
     graphics["device_types"]["0000:5e:00.0"] = "shared"
-    assert _esxi.host_changes(_host(graphics=graphics), "550.90.05", "shared_direct") == [
+    assert _reasons(_host(graphics=graphics), "550.90.05", "shared_direct") == [
         "GPU 0000:5e:00.0 graphics type shared -> shared_direct"]
-    assert _esxi.host_changes(_host(), "550.90.05", None, "consolidation") == [
+    assert _reasons(_host(), "550.90.05", None, "consolidation") == [
         "assignment policy performance -> consolidation"]
-    assert "nvidia module options" in _esxi.host_changes(_host(options=""), "550.90.05", None, None, EQUAL3)[0]
+    assert "nvidia module options" in _reasons(_host(options=""), "550.90.05", None, None, EQUAL3)[0]
     # only what is asked is compared
     assert _esxi.host_changes(_host(options=""), "550.90.05", None, None, {}) == []
 
 
+def test_plan_items_are_structured():
+    items = _esxi.host_changes(_host(version="550.54.10", options=""), NEW_FULL, "shared_direct", "consolidation",
+                               EQUAL3)
+    assert [(i["field"], i["action"]) for i in items] == [
+        ("driver", "upgrade"), ("graphics.assignment_policy", "set"), ("nvidia_module_options", "set")]
+    driver = items[0]
+    assert driver["live"] == NEW_FULL.replace("550.90.05", "550.54.10") and driver["wanted"] == NEW_FULL
+    assert items[1]["live"] == "performance" and items[1]["wanted"] == "consolidation"
+    assert items[2]["live"] == "" and items[2]["wanted"] == "NVreg_RegistryDwords=RmPVMRL=0x00030001"
+    graphics = _host()["graphics"]
+    graphics["device_types"]["0000:5e:00.0"] = "shared"
+    item = _esxi.host_changes(_host(graphics=graphics), "550.90.05", "shared_direct")[0]
+    assert item == dict(field="graphics.device_type", live="shared", wanted="shared_direct", action="set",
+                        reason="GPU 0000:5e:00.0 graphics type shared -> shared_direct", gpu="0000:5e:00.0")
+    known = dict(_esxi.HOST_PLAN)
+    for i in items + [item]:
+        assert i["action"] in known[i["field"]]
+
+
 def test_what_cannot_be_judged_rolls_the_host():
-    assert _esxi.host_changes(_host(connection_state="notResponding"), "550.90.05") == ["host is notResponding"]
-    assert "downgrade" in _esxi.host_changes(_host(version="560.28.03"), "550.90.05")[0]
+    assert _reasons(_host(connection_state="notResponding"), "550.90.05") == ["host is notResponding"]
+    assert "downgrade" in _reasons(_host(version="560.28.03"), "550.90.05")[0]
+    assert _esxi.host_changes(_host(version="560.28.03"), "550.90.05")[0]["action"] == "refused"
     no_module = _host()
     del no_module["nvidia_module_options"]
-    assert _esxi.host_changes(no_module, "550.90.05", None, None, EQUAL3) == ["nvidia module options not available"]
-    assert _esxi.host_changes(_host(vgpu_profiles=[]), "550.90.05") == ["no vGPU profiles offered (driver not loaded)"]
+    assert _reasons(no_module, "550.90.05", None, None, EQUAL3) == ["nvidia module options not available"]
+    assert _reasons(_host(vgpu_profiles=[]), "550.90.05") == ["no vGPU profiles offered (driver not loaded)"]
     fixed = _host(options="NVreg_RegistryDwords=RmPVMRL=0x11",
                   vgpu_vms=[dict(name="vm", power_state="poweredOn", vgpu_profiles=["nvidia_h100-40c"])])
-    assert "fixed share" in _esxi.host_changes(fixed, "550.90.05", None, None, dict(policy="fixed_share"))[0]
+    assert "fixed share" in _reasons(fixed, "550.90.05", None, None, dict(policy="fixed_share"))[0]
     assert _esxi.host_changes(_host(options="NVreg_RegistryDwords=RmPVMRL=0x11"), "550.90.05", None, None,
                               dict(policy="fixed_share")) == []
+    # options that cannot be merged are refused as an item of the plan, not an exception
+    bad = _esxi.host_plan(_host(options="NVreg_RegistryDwords=RmPVMRL=0x11;RmPVMRL=0x01"), "550.90.05", None, None,
+                          EQUAL3)
+    assert [(i["field"], i["action"]) for i in bad] == [("plan", "refused")] and "RmPVMRL" in bad[0]["reason"]
 
 
 def test_hosts_to_roll_only_and_always():
@@ -222,8 +259,18 @@ def test_hosts_to_roll_only_and_always():
     assert sorted(_esxi.hosts_to_roll(hosts, "550.90.05")) == ["b", "c"]
     assert sorted(_esxi.hosts_to_roll(hosts, "550.90.05", only=["a", "b"])) == ["b"]
     assert sorted(_esxi.hosts_to_roll(hosts, "550.90.05", always=True)) == ["a", "b", "c"]
+    assert [i["field"] for i in _esxi.hosts_to_roll(hosts, "550.90.05", always=True)["a"]] == ["mig_mode"]
 
 
 def test_vlcm_lifecycle_leaves_the_driver_out():
     hosts = [_host("a", version="550.54.10"), _host("b", version="550.54.10", options="")]
     assert sorted(_esxi.hosts_to_roll(hosts, "550.90.05", scheduler=EQUAL3, driver=False)) == ["b"]
+
+
+def test_version_gate_reads_versions_as_driver_versions():
+    # a short and a full spelling of one driver are one version (grouped as raw text they were two)
+    assert _esxi.version_gate({"a": "550.90.05", "b": NEW_FULL}) == "550.90.05"
+    with pytest.raises(EsxiError, match="550.54.10 on b; 550.90.05 on a"):
+        _esxi.version_gate({"a": NEW_FULL, "b": "550.54.10-1OEM.800.1.0.20613240"})
+    with pytest.raises(EsxiError, match="Invalid NVIDIA driver version"):
+        _esxi.version_gate({"a": "latest"})

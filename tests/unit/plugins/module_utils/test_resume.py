@@ -62,12 +62,12 @@ def test_host_at_the_design_has_no_turn():
 
 def test_pending_reboot_gives_the_host_its_turn():
     host = dict(HOST, reboot_pending=["reboot pending on the host (staged software not running)"])
-    assert _esxi.host_changes(host, "550.90.05") == ["reboot pending on the host (staged software not running)"]
+    assert _esxi.reasons(_esxi.host_changes(host, "550.90.05")) == ["reboot pending on the host (staged software not running)"]
 
 
 def test_maintenance_left_by_an_earlier_run_gives_the_host_its_turn():
     host = dict(HOST, maintenance_mode=True, maintenance_by_collection="esxi_host_driver 2026-11-30T02:00:00Z")
-    assert _esxi.host_changes(host, "550.90.05") == [
+    assert _esxi.reasons(_esxi.host_changes(host, "550.90.05")) == [
         "left in maintenance mode by an earlier run (esxi_host_driver 2026-11-30T02:00:00Z)"]
     # an administrator's maintenance mode is not the collection's to end
     assert _esxi.host_changes(dict(HOST, maintenance_mode=True), "550.90.05") == []
@@ -75,7 +75,7 @@ def test_maintenance_left_by_an_earlier_run_gives_the_host_its_turn():
 
 def test_vms_left_off_give_the_host_its_turn():
     host = dict(HOST, vms_powered_off_by_collection=["vm-41"])
-    assert _esxi.host_changes(host, "550.90.05") == ["VMs an earlier run powered off and did not power on: vm-41"]
+    assert _esxi.reasons(_esxi.host_changes(host, "550.90.05")) == ["VMs an earlier run powered off and did not power on: vm-41"]
 
 
 def test_backoff_doubles_to_the_bound_with_jitter():
