@@ -18,14 +18,19 @@ Live state, per link (every value is plain data):
     ``vm_classes``: ``{id: normal form of _vm_class.normalize}``; ``namespaces``: ``{name:
     normal form of _namespace.normalize}`` (a name absent from the dict does not exist).
 ``vks``
-    ``clusters``: ``{name: {"namespace", "machine_deployments": {name: {"replicas",
-    "vm_class"}}}}`` or the name absent when the Cluster does not exist.
+    ``clusters``: ``{name: {"namespace", "machine_deployments": {name: {"replicas", "vm_class",
+    "labels", "taints"}}}}`` (each pool as ``_k8s.read_pool`` reads it through its ClusterClass's
+    variables; None where the class has no variable) or the name absent when the Cluster does not exist.
 ``guest``
     ``nodes``: ``[{"name", "labels": {}, "taints": [{"key", "value", "effect"}],
-    "capacity": {}}]``; ``namespaces``: names; ``resource_quotas``: ``{namespace:
-    {quota name: hard dict}}``; ``secrets``: ``{namespace: [names]}`` (only the names
-    asked for need be there); ``priority_classes``: ``{name: {"value",
-    "preemptionPolicy"}}``.
+    "capacity": {}}]``; ``namespaces``: names; ``namespace_labels``: ``{name: labels}``;
+    ``resource_quotas``: ``{namespace: {quota name: hard dict}}``; ``secrets``: ``{namespace:
+    [names]}`` (only the names asked for need be there); ``priority_classes``: ``{name: {"value",
+    "preemptionPolicy", "description"}}``; ``cluster_policy``: ``{"exists", "spec"}``;
+    ``device_plugin_config``: ``{"exists", "data": {key: parsed YAML}}``; ``kueue``: ``{"served",
+    "resource_flavors": {name: spec}, "cluster_queues": {name: spec}, "local_queues": {namespace:
+    {name: spec}}}``; ``culling``: ``{"exists", "schedule", "image", "env": {}}``. What the guest
+    roles write is built by ``_k8s_objects`` from the role inputs derive() gives them.
 
 A finding is a dict: ``rule``, ``severity`` (error | warning | info), ``link``, ``object``,
 ``message``, ``fix``. :data:`RULES` names every rule with its severity, link and one line.
@@ -38,6 +43,8 @@ __metaclass__ = type
 import json
 import re
 from collections import OrderedDict
+
+from ansible_collections.gpupool.vcf.plugins.module_utils import _k8s_objects as _objects
 
 LINKS = ("esxi", "vsphere", "vks", "guest")
 SEVERITIES = ("error", "warning", "info")
@@ -73,7 +80,12 @@ RULES = OrderedDict([
     # vks
     ("vks_cluster_missing", ("error", "vks", "Every VKS cluster of the design exists on the Supervisor.")),
     ("node_pool_missing", ("error", "vks", "Every GPU pool has its node pool in its VKS cluster.")),
-    ("node_pool_changed", ("warning", "vks", "A node pool has the design's replicas and VM class.")),
+    ("node_pool_changed", ("warning", "vks", "A node pool has the design's replicas and VM class (the vmClass "
+                                             "variable its ClusterClass defines).")),
+    ("node_pool_labels_changed", ("error", "vks", "A node pool labels its nodes as the design says (the labels "
+                                                  "variable of its ClusterClass).")),
+    ("node_pool_taints_changed", ("error", "vks", "A node pool taints its nodes as the design says (the taints "
+                                                  "variable of its ClusterClass).")),
     # guest
     ("gpu_node_untainted", ("error", "guest", "Every GPU node carries the nvidia.com/gpu taint and its pool's "
                                               "taints.")),
@@ -86,7 +98,31 @@ RULES = OrderedDict([
     ("priority_class_missing", ("error", "guest", "Every PriorityClass of the design exists.")),
     ("priority_class_changed", ("warning", "guest", "A PriorityClass has the design's value and preemption "
                                                     "policy.")),
+    ("guest_namespace_labels_changed", ("warning", "guest", "A tenant namespace carries the labels the "
+                                                            "gpu_scheduling_policy role sets (Kueue selects "
+                                                            "training tenants by them).")),
     ("licensing_secret_missing", ("error", "guest", "The licensing Secret is in the GPU Operator namespace.")),
+    ("cluster_policy_missing", ("error", "guest", "The GPU Operator's ClusterPolicy exists.")),
+    ("cluster_policy_changed", ("error", "guest", "The ClusterPolicy has the driver (repository, image, version), "
+                                                  "licensing Secret, MIG strategy and device plugin configuration "
+                                                  "the gpu_operator role sets.")),
+    ("time_slicing_config_missing", ("error", "guest", "The device plugin ConfigMap of the time-sliced pools "
+                                                       "exists.")),
+    ("time_slicing_config_changed", ("error", "guest", "The device plugin ConfigMap holds the configurations the "
+                                                       "gpu_operator role writes (MIG strategy, time-slicing "
+                                                       "replicas per pool).")),
+    ("kueue_missing", ("error", "guest", "The guest cluster serves Kueue where the design gang-schedules training.")),
+    ("resource_flavor_missing", ("error", "guest", "The training pool's Kueue ResourceFlavor exists.")),
+    ("resource_flavor_changed", ("warning", "guest", "The ResourceFlavor has the pool's node labels and "
+                                                     "tolerations.")),
+    ("cluster_queue_missing", ("error", "guest", "The training pool's Kueue ClusterQueue exists.")),
+    ("cluster_queue_changed", ("error", "guest", "The ClusterQueue has the role's namespace selector, queueing "
+                                                 "strategy, preemption and the pool's size as nominal quota.")),
+    ("local_queue_missing", ("error", "guest", "Every training tenant has its Kueue LocalQueue.")),
+    ("local_queue_changed", ("error", "guest", "A LocalQueue points at the training ClusterQueue.")),
+    ("notebook_culling_missing", ("warning", "guest", "The notebook culling CronJob exists (without Kubeflow).")),
+    ("notebook_culling_changed", ("warning", "guest", "The culling CronJob has the role's schedule, image and idle "
+                                                      "time.")),
     # any link
     ("link_not_audited", ("info", None, "A link that was not audited says so.")),
 ])
@@ -308,19 +344,49 @@ def audit_vsphere(derived, vm_classes, namespaces):
 # ---------------------------------------------------------------------------------------
 
 
+def _vks_expected(derived):
+    """[(cluster, namespace, [pool options])] as the vks_gpu_node_pools role passes them to
+    vks_node_pool: its inputs from derive(), the GPU taint first on every GPU pool."""
+    roles = (derived.get("roles") or {}).get("vks_gpu_node_pools")
+    if roles is None:
+        roles = [{"vks_gpu_node_pools_cluster_name": c["name"], "vks_gpu_node_pools_namespace": c.get("namespace"),
+                  "vks_gpu_node_pools_node_pools": c.get("node_pools") or []}
+                 for c in ((derived.get("vks") or {}).get("clusters") or {}).values()]
+    gpu_taint = {"key": GPU_TAINT_KEY, "value": "present", "effect": "NoSchedule"}
+    out = []
+    for entry in roles:
+        pools = []
+        for pool in entry.get("vks_gpu_node_pools_node_pools") or []:
+            pool = dict(pool)
+            taints = list(pool.get("taints") or [])
+            if pool.get("gpu", True) and gpu_taint not in [dict(t) for t in taints]:
+                taints.insert(0, gpu_taint)
+            pool["taints"] = taints
+            pools.append(pool)
+        out.append((entry["vks_gpu_node_pools_cluster_name"], entry.get("vks_gpu_node_pools_namespace"), pools))
+    return out
+
+
+def _taint_set(taints):
+    return sorted(_taint_text(t) for t in taints or [])
+
+
 def audit_vks(derived, clusters):
-    """Findings of the VKS link: each cluster and its node pools (MachineDeployments)."""
+    """Findings of the VKS link: each cluster and its node pools (MachineDeployments).
+
+    A node pool's fields are read through the variables of its Cluster's ClusterClass (the same
+    plan vks_node_pool writes by); a field read as None is not judged."""
     out = []
     clusters = clusters or {}
-    for name, want in ((derived.get("vks") or {}).get("clusters") or {}).items():
+    for name, namespace, pools in _vks_expected(derived):
         have = clusters.get(name)
         if have is None:
             out.append(finding("vks_cluster_missing", "vks_cluster %s" % name,
-                               "VKS cluster %s is not in namespace %s" % (name, want.get("namespace")),
+                               "VKS cluster %s is not in namespace %s" % (name, namespace),
                                "create the cluster, or fix vks_clusters in the design"))
             continue
         mds = have.get("machine_deployments") or {}
-        for pool in want.get("node_pools") or []:
+        for pool in pools:
             obj = "node_pool %s/%s" % (name, pool["name"])
             md = mds.get(pool["name"])
             if md is None:
@@ -329,13 +395,33 @@ def audit_vks(derived, clusters):
                                    "add it (vks_node_pool, or the vks_gpu_node_pools role)"))
                 continue
             diffs = []
-            if md.get("replicas") is not None and md["replicas"] != pool.get("replicas"):
+            if md.get("replicas") is not None and pool.get("replicas") is not None and md["replicas"] != pool["replicas"]:
                 diffs.append("replicas %s (design %s)" % (md["replicas"], pool.get("replicas")))
-            if md.get("vm_class") and md["vm_class"] != pool.get("vm_class"):
-                diffs.append("VM class %s (design %s)" % (md["vm_class"], pool.get("vm_class")))
+            if pool.get("vm_class") is not None and md.get("vm_class") != pool["vm_class"]:
+                diffs.append("VM class %s (design %s)" % (md.get("vm_class"), pool.get("vm_class")))
             if diffs:
                 out.append(finding("node_pool_changed", obj, "node pool %s: %s" % (pool["name"], ", ".join(diffs)),
-                                   "set it back (vks_node_pool)"))
+                                   "set it back (vks_node_pool, or the vks_gpu_node_pools role)"))
+            labels = md.get("labels")
+            if labels is not None and pool.get("labels") is not None:
+                want = dict((k, str(v)) for k, v in pool["labels"].items())
+                wrong = ["%s=%s (design %s)" % (k, labels.get(k, "unset"), v) for k, v in sorted(want.items())
+                         if labels.get(k) != v]
+                wrong += ["%s=%s (not in the design)" % (k, labels[k]) for k in sorted(set(labels) - set(want))]
+                if wrong:
+                    out.append(finding(
+                        "node_pool_labels_changed", obj,
+                        "node pool %s labels its nodes differently: %s" % (pool["name"], ", ".join(wrong)),
+                        "set the node pool labels back (vks_node_pool labels, or the vks_gpu_node_pools role)"))
+            taints = md.get("taints")
+            if taints is not None and _taint_set(taints) != _taint_set(pool["taints"]):
+                out.append(finding(
+                    "node_pool_taints_changed", obj,
+                    "node pool %s taints its nodes with [%s], the design says [%s]: %s" % (
+                        pool["name"], ", ".join(_taint_set(taints)), ", ".join(_taint_set(pool["taints"])),
+                        "pods without the toleration land on its GPUs" if len(taints) < len(pool["taints"])
+                        else "pods of the pool may not schedule"),
+                    "set the node pool taints back (vks_node_pool taints, or the vks_gpu_node_pools role)"))
     return out
 
 
@@ -377,15 +463,111 @@ def licensing_secret_matches(name, secret_name):
     return name == secret_name or re.match(r"^%s-[0-9a-f]{10}$" % re.escape(secret_name), name or "") is not None
 
 
-def audit_guest(derived, nodes=None, namespaces=None, resource_quotas=None, secrets=None,
-                priority_classes=None, licensing_secret_in_use=None):
-    """Findings of the guest link: GPU nodes, tenant quotas, PriorityClasses, licensing Secret.
+def guest_inputs(derived):
+    """(gpu_operator inputs, gpu_scheduling_policy inputs): the roles' defaults overridden by what
+    derive() gives them, the same variables site.yml passes to the roles."""
+    roles = derived.get("roles") or {}
+    guest = derived.get("guest") or {}
+    policy = roles.get("gpu_scheduling_policy")
+    if policy is None:  # a derived dict without role inputs: the objects it lists
+        quotas = {}
+        for q in guest.get("resource_quotas") or []:
+            quotas.setdefault(q["metadata"]["namespace"], []).append(
+                {"name": q["metadata"]["name"], "hard": dict(q["spec"].get("hard") or {})})
+        policy = {"gpu_scheduling_policy_kueue": False, "gpu_scheduling_policy_culling": "none",
+                  "gpu_scheduling_policy_priority_classes": [
+                      {"name": pc["metadata"]["name"], "value": pc.get("value"),
+                       "preemption_policy": pc.get("preemptionPolicy")} for pc in guest.get("priority_classes") or []],
+                  "gpu_scheduling_policy_tenants": [
+                      {"namespace": ns["metadata"]["name"], "quotas": quotas.get(ns["metadata"]["name"], [])}
+                      for ns in guest.get("namespaces") or []]}
+    op = roles.get("gpu_operator")
+    if op is None:
+        op = {"gpu_operator_namespace": (guest.get("gpu_operator") or {}).get("namespace") or "gpu-operator"}
+    return _objects.role_inputs("gpu_operator", op), _objects.role_inputs("gpu_scheduling_policy", policy)
 
-    The licensing Secret is the one the ClusterPolicy names (``licensing_secret_in_use``) when there
-    is one, else any Secret named as the design says or ``<secret_name>-<hash>`` (rotation by name).
+
+def _diff_text(diffs):
+    return ", ".join("%s %s (design %s)" % (path, "unset" if have is None else have, want) for path, have, want in diffs)
+
+
+def audit_guest(derived, nodes=None, namespaces=None, resource_quotas=None, secrets=None,
+                priority_classes=None, licensing_secret_in_use=None, namespace_labels=None, cluster_policy=None,
+                device_plugin_config=None, kueue=None, culling=None):
+    """Findings of the guest link: GPU nodes, tenant namespaces and quotas, PriorityClasses, the
+    licensing Secret, the ClusterPolicy, the device plugin ConfigMap, Kueue, notebook culling.
+
+    What the roles write is built from the inputs derive() gives them (``derived["roles"]``) by
+    ``_k8s_objects``; a part not read (None) is not judged. The licensing Secret is the one the
+    ClusterPolicy names when there is one, else any Secret named as the design says or
+    ``<secret_name>-<hash>`` (rotation by name).
     """
     out = []
     guest = derived.get("guest") or {}
+    op, policy = guest_inputs(derived)
+    _guest_nodes(out, derived, nodes)
+    tenants = policy.get("gpu_scheduling_policy_tenants") or []
+    missing_ns = set()
+    if namespaces is not None:
+        present = set(namespaces)
+        quotas = resource_quotas or {}
+        for tenant in tenants:
+            name = tenant["namespace"]
+            if name not in present:
+                missing_ns.add(name)
+                out.append(finding("guest_namespace_missing", "namespace %s" % name,
+                                   "tenant namespace %s does not exist in the guest cluster" % name,
+                                   "create it with its quotas (gpu_scheduling_policy role)"))
+                continue
+            if namespace_labels is not None:
+                have = namespace_labels.get(name) or {}
+                want = _objects.tenant_namespace_labels(tenant)
+                wrong = ["%s=%s (design %s)" % (k, have.get(k, "unset"), v) for k, v in sorted(want.items())
+                         if have.get(k) != v]
+                if wrong:
+                    out.append(finding(
+                        "guest_namespace_labels_changed", "namespace %s" % name,
+                        "tenant namespace %s: %s%s" % (name, ", ".join(wrong), (
+                            "; Kueue's ClusterQueue selects training tenants by gpupool.vcf/training=true"
+                            if tenant.get("training") and have.get("gpupool.vcf/training") != "true" else "")),
+                        "set the labels back (gpu_scheduling_policy role)"))
+            for q in tenant.get("quotas") or []:
+                _guest_quota(out, name, q, (quotas.get(name) or {}).get(q["name"]))
+    if priority_classes is not None:
+        for pc in policy.get("gpu_scheduling_policy_priority_classes") or []:
+            _priority_class(out, pc, priority_classes.get(pc["name"]))
+    licensing = guest.get("licensing") or {}
+    ns = op["gpu_operator_namespace"]
+    cp_spec = (cluster_policy or {}).get("spec") if (cluster_policy or {}).get("exists") else None
+    if cp_spec is not None:
+        licensing_secret_in_use = ((cp_spec.get("driver") or {}).get("licensingConfig") or {}).get("secretName") or None
+    nls = licensing.get("nls_enabled", True) and licensing.get("secret_name")
+    if secrets is not None and nls:
+        present = secrets.get(ns) or []
+        if licensing_secret_in_use:
+            missing = licensing_secret_in_use if licensing_secret_in_use not in present else None
+            what = "the ClusterPolicy names licensing Secret %s, which is not in namespace %s" % (missing, ns)
+        else:
+            found = [n for n in present if licensing_secret_matches(n, licensing["secret_name"])]
+            missing = None if found else licensing["secret_name"]
+            what = "no licensing Secret %s (or %s-<hash>) is in namespace %s" % (missing, missing, ns)
+        if missing:
+            out.append(finding(
+                "licensing_secret_missing", "secret %s/%s" % (ns, missing),
+                "%s: guest vGPU drivers run unlicensed and are throttled" % what,
+                "create it from a DLS client configuration token (nls_licensing role)"))
+    if cluster_policy is not None:
+        _cluster_policy(out, op, cp_spec, licensing.get("secret_name") if nls else None)
+    if device_plugin_config is not None:
+        _device_plugin_config(out, op, device_plugin_config)
+    if kueue is not None:
+        _kueue(out, policy, kueue, missing_ns)
+    if culling is not None:
+        _culling(out, policy, culling)
+    return out
+
+
+def _guest_nodes(out, derived, nodes):
     pools = _pools(derived)
     gpu_taint = {"key": GPU_TAINT_KEY, "value": "present", "effect": "NoSchedule"}
     seen = dict((p, 0) for p in pools)
@@ -426,73 +608,143 @@ def audit_guest(derived, nodes=None, namespaces=None, resource_quotas=None, secr
                     "no node of the guest cluster has %s=%s; the design asks for %s" % (
                         POOL_LABEL, name, pools[name]["replicas"]),
                     "check the node pool on the Supervisor and its %s label" % POOL_LABEL))
-    if namespaces is not None:
-        present = set(namespaces)
-        quotas = resource_quotas or {}
-        missing_ns = set()
-        for ns in guest.get("namespaces") or []:
-            name = ns["metadata"]["name"]
-            if name not in present:
-                missing_ns.add(name)
-                out.append(finding("guest_namespace_missing", "namespace %s" % name,
-                                   "tenant namespace %s does not exist in the guest cluster" % name,
-                                   "create it with its quotas (gpu_scheduling_policy role)"))
-        for q in guest.get("resource_quotas") or []:
-            ns, qname = q["metadata"]["namespace"], q["metadata"]["name"]
-            if ns in missing_ns:
-                continue
-            have = (quotas.get(ns) or {}).get(qname)
-            obj = "resource_quota %s/%s" % (ns, qname)
-            want = dict((k, str(v)) for k, v in (q["spec"].get("hard") or {}).items())
-            if have is None:
-                out.append(finding(
-                    "gpu_quota_missing", obj,
-                    "namespace %s has no ResourceQuota %s (%s): its GPU use is unbounded" % (
-                        ns, qname, ", ".join("%s=%s" % kv for kv in sorted(want.items()))),
-                    "create it (gpu_scheduling_policy role)"))
-                continue
-            live = dict((k, str(v)) for k, v in (have or {}).items())
-            changed = ["%s=%s (design %s)" % (k, live.get(k, "unset"), v) for k, v in sorted(want.items())
-                       if live.get(k) != v]
-            if changed:
-                out.append(finding("gpu_quota_changed", obj, "ResourceQuota %s/%s: %s" % (ns, qname, ", ".join(changed)),
-                                   "set it back (gpu_scheduling_policy role)"))
-    if priority_classes is not None:
-        for pc in guest.get("priority_classes") or []:
-            name = pc["metadata"]["name"]
-            have = priority_classes.get(name)
-            obj = "priority_class %s" % name
-            if have is None:
-                out.append(finding("priority_class_missing", obj, "PriorityClass %s does not exist" % name,
-                                   "create it (gpu_scheduling_policy role)"))
-                continue
-            diffs = []
-            if have.get("value") != pc.get("value"):
-                diffs.append("value %s (design %s)" % (have.get("value"), pc.get("value")))
-            if pc.get("preemptionPolicy") and have.get("preemptionPolicy") != pc["preemptionPolicy"]:
-                diffs.append("preemptionPolicy %s (design %s)" % (have.get("preemptionPolicy"),
-                                                                  pc["preemptionPolicy"]))
-            if diffs:
-                out.append(finding("priority_class_changed", obj, "PriorityClass %s: %s" % (name, ", ".join(diffs)),
-                                   "PriorityClass values are immutable: delete and recreate it "
-                                   "(gpu_scheduling_policy role)"))
-    licensing = guest.get("licensing") or {}
-    if secrets is not None and licensing.get("nls_enabled", True) and licensing.get("secret_name"):
-        ns = (guest.get("gpu_operator") or {}).get("namespace") or "gpu-operator"
-        present = secrets.get(ns) or []
-        if licensing_secret_in_use:
-            missing = licensing_secret_in_use if licensing_secret_in_use not in present else None
-            what = "the ClusterPolicy names licensing Secret %s, which is not in namespace %s" % (missing, ns)
-        else:
-            found = [n for n in present if licensing_secret_matches(n, licensing["secret_name"])]
-            missing = None if found else licensing["secret_name"]
-            what = "no licensing Secret %s (or %s-<hash>) is in namespace %s" % (missing, missing, ns)
-        if missing:
-            out.append(finding(
-                "licensing_secret_missing", "secret %s/%s" % (ns, missing),
-                "%s: guest vGPU drivers run unlicensed and are throttled" % what,
-                "create it from a DLS client configuration token (nls_licensing role)"))
-    return out
+
+
+def _guest_quota(out, ns, q, have):
+    obj = "resource_quota %s/%s" % (ns, q["name"])
+    want = dict((k, str(v)) for k, v in (q.get("hard") or {}).items())
+    if have is None:
+        out.append(finding(
+            "gpu_quota_missing", obj,
+            "namespace %s has no ResourceQuota %s (%s): its GPU use is unbounded" % (
+                ns, q["name"], ", ".join("%s=%s" % kv for kv in sorted(want.items()))),
+            "create it (gpu_scheduling_policy role)"))
+        return
+    live = dict((k, str(v)) for k, v in (have or {}).items())
+    changed = ["%s=%s (design %s)" % (k, live.get(k, "unset"), v) for k, v in sorted(want.items()) if live.get(k) != v]
+    if changed:
+        out.append(finding("gpu_quota_changed", obj, "ResourceQuota %s/%s: %s" % (ns, q["name"], ", ".join(changed)),
+                           "set it back (gpu_scheduling_policy role)"))
+
+
+def _priority_class(out, pc, have):
+    name = pc["name"]
+    obj = "priority_class %s" % name
+    if have is None:
+        out.append(finding("priority_class_missing", obj, "PriorityClass %s does not exist" % name,
+                           "create it (gpu_scheduling_policy role)"))
+        return
+    fixed, diffs = [], []
+    if have.get("value") != pc.get("value"):
+        fixed.append("value %s (design %s)" % (have.get("value"), pc.get("value")))
+    if pc.get("preemption_policy") and have.get("preemptionPolicy") != pc["preemption_policy"]:
+        fixed.append("preemptionPolicy %s (design %s)" % (have.get("preemptionPolicy"), pc["preemption_policy"]))
+    if "description" in have and have.get("description") != pc.get("description", name):
+        diffs.append("description %r (design %r)" % (have.get("description"), pc.get("description", name)))
+    if fixed or diffs:
+        out.append(finding(
+            "priority_class_changed", obj, "PriorityClass %s: %s" % (name, ", ".join(fixed + diffs)),
+            "PriorityClass values are immutable: delete and recreate it (gpu_scheduling_policy role)" if fixed
+            else "set it back (gpu_scheduling_policy role)"))
+
+
+def _cluster_policy(out, op, spec, secret_prefix):
+    obj = "cluster_policy %s" % _objects.CLUSTER_POLICY
+    if spec is None:
+        out.append(finding(
+            "cluster_policy_missing", obj,
+            "the GPU Operator has no ClusterPolicy %s: no guest driver, device plugin or licensing" % (
+                _objects.CLUSTER_POLICY),
+            "install the GPU Operator chart (gpu_operator role)"))
+        return
+    diffs = []
+    for path, want in _objects.cluster_policy_fields(op):
+        have = spec
+        for key in path:
+            have = have.get(key) if isinstance(have, dict) else None
+        diffs += [(".".join(path), h, w) for _p, h, w in _objects.differences(want, have)]
+    secret = ((spec.get("driver") or {}).get("licensingConfig") or {}).get("secretName")
+    if secret_prefix and not licensing_secret_matches(secret, secret_prefix):
+        diffs.append(("driver.licensingConfig.secretName", secret, "%s-<hash>" % secret_prefix))
+    if diffs:
+        out.append(finding(
+            "cluster_policy_changed", obj, "ClusterPolicy %s: %s" % (_objects.CLUSTER_POLICY, _diff_text(diffs)),
+            "set it back (gpu_operator role; nls_licensing points it at the licensing Secret)"))
+
+
+def _device_plugin_config(out, op, live):
+    want = _objects.device_plugin_configs(op)
+    if not want:
+        return
+    ns, name = op["gpu_operator_namespace"], op["gpu_operator_device_plugin_config_name"]
+    obj = "config_map %s/%s" % (ns, name)
+    if not live.get("exists"):
+        out.append(finding(
+            "time_slicing_config_missing", obj,
+            "the device plugin ConfigMap %s/%s is missing: time-sliced pools (%s) advertise one GPU per card" % (
+                ns, name, ", ".join(sorted(op["gpu_operator_time_slicing"]))),
+            "create it (gpu_operator role)"))
+        return
+    data = live.get("data") or {}
+    diffs = []
+    for key, config in sorted(want.items()):
+        if key not in data:
+            diffs.append((key, None, "a configuration"))
+            continue
+        diffs += [("%s: %s" % (key, p), h, w) for p, h, w in _objects.differences(config, data[key])]
+    if diffs:
+        out.append(finding("time_slicing_config_changed", obj,
+                           "device plugin ConfigMap %s/%s: %s" % (ns, name, _diff_text(diffs)),
+                           "set it back (gpu_operator role); the device plugin rereads it"))
+
+
+def _kueue(out, policy, live, missing_ns):
+    want = _objects.kueue_objects(policy)
+    if want is None:
+        return
+    if not live.get("served", True):
+        out.append(finding("kueue_missing", "kueue %s" % want["api_version"],
+                           "the guest cluster does not serve %s: training jobs are not gang-scheduled" % (
+                               want["api_version"]),
+                           "install Kueue in the guest cluster, then run the gpu_scheduling_policy role"))
+        return
+    checks = [("resource_flavor", "ResourceFlavor", want["resource_flavor"][0], want["resource_flavor"][1],
+               (live.get("resource_flavors") or {}).get(want["resource_flavor"][0])),
+              ("cluster_queue", "ClusterQueue", want["cluster_queue"][0], want["cluster_queue"][1],
+               (live.get("cluster_queues") or {}).get(want["cluster_queue"][0]))]
+    for ns, name, spec in want["local_queues"]:
+        if ns not in missing_ns:
+            checks.append(("local_queue", "LocalQueue", "%s/%s" % (ns, name), spec,
+                           ((live.get("local_queues") or {}).get(ns) or {}).get(name)))
+    for rule, kind, name, spec, have in checks:
+        obj = "%s %s" % (rule, name)
+        if have is None:
+            out.append(finding("%s_missing" % rule, obj, "Kueue %s %s does not exist: training jobs %s" % (
+                kind, name, "of its namespace wait unadmitted" if rule == "local_queue" else "are not admitted"),
+                "create it (gpu_scheduling_policy role)"))
+            continue
+        diffs = _objects.differences(spec, have)
+        if diffs:
+            out.append(finding("%s_changed" % rule, obj, "Kueue %s %s: %s" % (kind, name, _diff_text(diffs)),
+                               "set it back (gpu_scheduling_policy role)"))
+
+
+def _culling(out, policy, live):
+    want = _objects.culling_cronjob(policy)
+    if want is None:
+        return
+    obj = "cronjob %s/%s" % (want["namespace"], want["name"])
+    if not live.get("exists"):
+        out.append(finding("notebook_culling_missing", obj,
+                           "the notebook culling CronJob %s/%s is missing: idle notebooks keep their GPUs" % (
+                               want["namespace"], want["name"]),
+                           "create it (gpu_scheduling_policy role)"))
+        return
+    diffs = _objects.differences({"schedule": want["schedule"], "image": want["image"], "env": want["env"]},
+                                 dict((k, live.get(k)) for k in ("schedule", "image", "env")))
+    if diffs:
+        out.append(finding("notebook_culling_changed", obj, "notebook culling CronJob %s/%s: %s" % (
+            want["namespace"], want["name"], _diff_text(diffs)), "set it back (gpu_scheduling_policy role)"))
 
 
 # ---------------------------------------------------------------------------------------
@@ -588,5 +840,5 @@ def render(design_name, findings, summary, audited, fmt):
     raise ValueError("unknown report format %r" % (fmt,))
 
 
-__all__ = ["RULES", "LINKS", "finding", "not_audited", "audit_esxi", "audit_vsphere", "audit_vks", "audit_guest",
+__all__ = ["RULES", "LINKS", "finding", "not_audited", "audit_esxi", "audit_vsphere", "audit_vks", "audit_guest", "guest_inputs",
            "sort_findings", "summarize", "is_clean", "should_fail", "render"]

@@ -430,3 +430,50 @@ def plan_machine_deployments(current, pools, plan, class_ref, purge=False):
         if p["name"] in wanted:
             out.append(apply_pool(None, p, plan, class_ref))
     return out
+
+
+# --- the Cluster's class and its node pools as the ClusterClass's variables express them ------
+
+
+def class_ref(cluster, version, namespace):
+    """{"name", "namespace"} of the Cluster's ClusterClass in the Cluster API version it was read
+    in (v1beta2 ``classRef``, v1beta1 ``class``/``classNamespace``), or None without a managed topology."""
+    topo = (cluster.get("spec") or {}).get("topology") or {}
+    if version == "v1beta2" and (topo.get("classRef") or {}).get("name"):
+        ref = topo["classRef"]
+        return {"name": ref["name"], "namespace": ref.get("namespace") or namespace}
+    if version == "v1beta1" and topo.get("class"):
+        return {"name": topo["class"], "namespace": topo.get("classNamespace") or namespace}
+    return None
+
+
+def _override(overrides, top_vars, name, prop):
+    """The value a machineDeployment gets for variable `name` (its override, else the Cluster's)."""
+    if name is None:
+        return None
+    value = overrides[name] if name in overrides else top_vars.get(name)
+    if prop is not None:
+        value = value.get(prop) if isinstance(value, dict) else None
+    return value
+
+
+def read_pool(md, top_vars, plan):
+    """A machineDeployment as node pool options - {"replicas", "vm_class", "labels", "taints"} -
+    read through the variables `plan` (variable_plan of the Cluster's ClusterClass) names: the
+    inverse of apply_pool. `top_vars`: the Cluster's variables {name: value}. A field the class
+    has no variable for is None."""
+    overrides = dict((v.get("name"), v.get("value")) for v in ((md.get("variables") or {}).get("overrides") or []))
+    labels = taints = None
+    where = plan.get("labels")
+    if where:
+        value = _override(overrides, top_vars, where["variable"], where["property"])
+        if isinstance(value, list):
+            value = dict((i.get("key"), i.get("value")) for i in value if isinstance(i, dict))
+        labels = dict((k, str(v)) for k, v in (value or {}).items())
+    where = plan.get("taints")
+    if where:
+        value = _override(overrides, top_vars, where["variable"], where["property"]) or []
+        taints = _taints_value([t for t in value if isinstance(t, dict)])
+    return {"replicas": md.get("replicas"), "vm_class": _override(overrides, top_vars, plan.get("vm_class"), None),
+            "labels": labels, "taints": taints}
+

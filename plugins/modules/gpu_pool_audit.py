@@ -22,10 +22,16 @@ description:
   - C(vsphere) - VM classes missing or with changed vGPU profiles or size, namespaces missing or
     without the VM classes of their pools. Read through the vSphere Automation API (one list of
     VM classes, one read per namespace of the design).
-  - C(vks) - VKS clusters and their node pools on the Supervisor (needs O(supervisor_kubeconfig)).
-  - C(guest) - GPU nodes without their taints or vGPU profile label, tenant namespaces without
-    their GPU ResourceQuotas, PriorityClasses, the licensing Secret in the GPU Operator namespace
-    (needs O(kubeconfig)).
+  - C(vks) - VKS clusters and their node pools on the Supervisor - replicas, VM class, node labels and
+    taints, each read through the variables of the Cluster's ClusterClass, discovered from the class's
+    schema as M(gpupool.vcf.vks_node_pool) writes them (needs O(supervisor_kubeconfig)).
+  - C(guest) - GPU nodes without their taints or vGPU profile label, tenant namespaces (and their
+    labels) without their GPU ResourceQuotas, PriorityClasses, the licensing Secret in the GPU Operator
+    namespace, the ClusterPolicy (driver repository, image and version, licensing Secret, MIG strategy,
+    device plugin configuration), the device plugin (time-slicing) ConfigMap, Kueue's ResourceFlavor,
+    ClusterQueue and LocalQueues, and the notebook culling CronJob (needs O(kubeconfig)).
+  - The Kubernetes objects are expected as the roles write them from the inputs the design derives for
+    them (the role inputs site.yml passes), with the roles' defaults for inputs the design leaves out.
   - A link whose connection is not given is not audited, and an C(info) finding
     (C(link_not_audited)) says so.
   - The module only reads. It reports C(changed) only when it writes or updates the report file,
@@ -185,7 +191,9 @@ from ansible_collections.gpupool.vcf.plugins.module_utils import _vm_class as vm
 from ansible_collections.gpupool.vcf.plugins.module_utils._design import DesignError, derive
 from ansible_collections.gpupool.vcf.plugins.module_utils._gpu_inventory import GpuInventory
 from ansible_collections.gpupool.vcf.plugins.module_utils._k8s import (
-    DEFAULT_REQUEST_TIMEOUT, K8sClient, K8sError, request_argument_spec, request_timeout_error)
+    DEFAULT_REQUEST_TIMEOUT, K8sClient, K8sError, class_ref, read_pool, request_argument_spec, request_timeout_error,
+    variable_plan)
+from ansible_collections.gpupool.vcf.plugins.module_utils._k8s_objects import CLUSTER_POLICY, culling_cronjob, kueue_objects
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereError, VsphereNotFound, vim
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
 from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
@@ -193,6 +201,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
 VM_CLASSES_PATH = "/api/vcenter/namespace-management/virtual-machine-classes"
 NS_PATH = "/api/vcenter/namespaces/instances"
 CAPI_GROUP = "cluster.x-k8s.io"
+CAPI_VERSIONS = ("v1beta2", "v1beta1")
 
 
 class LinkError(Exception):
@@ -236,30 +245,52 @@ def k8s_client(kubeconfig, context, request_timeout=DEFAULT_REQUEST_TIMEOUT):
     return K8sClient(dict(kubeconfig=kubeconfig, context=context), request_timeout)
 
 
+def _get(k8s, what, fn, *args):
+    """One read through the fault boundary: the object, or None when it does not exist."""
+    try:
+        return k8s.call(fn, *args)
+    except K8sError as exc:
+        if exc.status == 404:
+            return None
+        raise LinkError("could not read %s: %s" % (what, exc))
+
+
 def read_vks(k8s, derived):
-    """{VKS cluster name: {namespace, machine_deployments: {name: {replicas, vm_class}}}}."""
+    """{VKS cluster name: {namespace, machine_deployments: {name: {replicas, vm_class, labels, taints}}}}.
+
+    Each pool is read through the variables of the Cluster's ClusterClass, discovered from the
+    class's schema as vks_node_pool writes them (_k8s.class_ref, variable_plan, read_pool)."""
     from kubernetes import client
     custom = client.CustomObjectsApi(k8s.api)
     out = {}
     for name, want in ((derived.get("vks") or {}).get("clusters") or {}).items():
-        obj = None
-        for version in ("v1beta2", "v1beta1"):
-            try:
-                obj = k8s.call(custom.get_namespaced_custom_object, CAPI_GROUP, version, want["namespace"], "clusters", name)
-                break
-            except K8sError as exc:
-                if exc.status != 404:
-                    raise LinkError("could not read VKS cluster %s/%s: %s" % (want["namespace"], name, exc))
+        obj = version = ref = None
+        for version in CAPI_VERSIONS:
+            obj = _get(k8s, "VKS cluster %s/%s" % (want["namespace"], name), custom.get_namespaced_custom_object,
+                       CAPI_GROUP, version, want["namespace"], "clusters", name)
+            ref = class_ref(obj, version, want["namespace"]) if obj is not None else None
+            if obj is None or ref is not None:
+                break  # absent, or read in the version it was written in
         if obj is None:
             continue
+        cc = None
+        if ref is not None:
+            for cc_version in (version,) + tuple(v for v in CAPI_VERSIONS if v != version):
+                cc = _get(k8s, "ClusterClass %s/%s" % (ref["namespace"], ref["name"]),
+                          custom.get_namespaced_custom_object, CAPI_GROUP, cc_version, ref["namespace"],
+                          "clusterclasses", ref["name"])
+                if cc is not None:
+                    break
+        if cc is None:
+            raise LinkError("could not read the ClusterClass of VKS cluster %s/%s (%s)" % (
+                want["namespace"], name, "%s/%s not found" % (ref["namespace"], ref["name"]) if ref
+                else "it has no managed topology"))
+        plan = variable_plan((cc.get("spec") or {}).get("variables") or [])
         topology = (obj.get("spec") or {}).get("topology") or {}
         top_vars = dict((v.get("name"), v.get("value")) for v in topology.get("variables") or [])
         mds = {}
         for md in (topology.get("workers") or {}).get("machineDeployments") or []:
-            overrides = dict((v.get("name"), v.get("value"))
-                             for v in ((md.get("variables") or {}).get("overrides") or []))
-            mds[md.get("name")] = dict(replicas=md.get("replicas"),
-                                       vm_class=overrides.get("vmClass") or top_vars.get("vmClass"))
+            mds[md.get("name")] = read_pool(md, top_vars, plan)
         out[name] = dict(namespace=want["namespace"], machine_deployments=mds)
     return out
 
@@ -272,11 +303,79 @@ def _read(k8s, what, fn, *args):
         raise LinkError("could not read %s: %s" % (what, exc))
 
 
+def _yaml_data(data):
+    """A ConfigMap's data with each value parsed as YAML (the text kept when it does not parse)."""
+    out = {}
+    for key, text in (data or {}).items():
+        try:
+            out[key] = yaml.safe_load(text) if HAS_YAML else json.loads(text)
+        except Exception:  # yaml.YAMLError or ValueError: compared as text, so it differs
+            out[key] = text
+    return out
+
+
+def _kueue(k8s, custom, policy, namespaces):
+    """Kueue objects the gpu_scheduling_policy role writes: {served, resource_flavors,
+    cluster_queues, local_queues: {namespace: {name: spec}}}; None when the role writes none."""
+    want = kueue_objects(policy)
+    if want is None:
+        return None
+    group, version = want["api_version"].split("/")
+    flavor, cq = want["resource_flavor"][0], want["cluster_queue"][0]
+    try:
+        found = k8s.call(custom.get_cluster_custom_object, group, version, "resourceflavors", flavor)
+    except K8sError as exc:
+        if exc.status != 404:
+            raise LinkError("could not read Kueue ResourceFlavor %s: %s" % (flavor, exc))
+        found = None
+        if "could not find the requested resource" in str(exc) or "page not found" in str(exc).lower():
+            return dict(served=False)
+    out = dict(served=True, resource_flavors={}, cluster_queues={}, local_queues={})
+    if found is not None:
+        out["resource_flavors"][flavor] = found.get("spec") or {}
+    found = _get(k8s, "Kueue ClusterQueue %s" % cq, custom.get_cluster_custom_object, group, version,
+                 "clusterqueues", cq)
+    if found is not None:
+        out["cluster_queues"][cq] = found.get("spec") or {}
+    for ns, name, _spec in want["local_queues"]:
+        if ns not in namespaces:
+            continue
+        found = _get(k8s, "Kueue LocalQueue %s/%s" % (ns, name), custom.get_namespaced_custom_object, group,
+                     version, ns, "localqueues", name)
+        if found is not None:
+            out["local_queues"].setdefault(ns, {})[name] = found.get("spec") or {}
+    return out
+
+
+def _culling(k8s, custom, batch, policy, namespaces):
+    """The notebook culling CronJob as {exists, schedule, image, env}; None when the role writes
+    none (culling off, or Kubeflow's notebook controller does it)."""
+    want = culling_cronjob(policy)
+    if want is None:
+        return None
+    if _get(k8s, "the CRD notebooks.kubeflow.org", custom.get_cluster_custom_object, "apiextensions.k8s.io", "v1",
+            "customresourcedefinitions", "notebooks.kubeflow.org") is not None:
+        return None
+    job = None
+    if want["namespace"] in namespaces:
+        job = _get(k8s, "CronJob %s/%s" % (want["namespace"], want["name"]), batch.read_namespaced_cron_job,
+                   want["name"], want["namespace"])
+    if job is None:
+        return dict(exists=False)
+    containers = job.spec.job_template.spec.template.spec.containers or []
+    container = ([c for c in containers if c.name == "culler"] or containers or [None])[0]
+    return dict(exists=True, schedule=job.spec.schedule, image=getattr(container, "image", None),
+                env=dict((e.name, e.value) for e in (getattr(container, "env", None) or [])))
+
+
 def read_guest(k8s, derived):
-    """Nodes, namespaces, ResourceQuotas of the tenant namespaces, the licensing Secret, PriorityClasses."""
+    """Nodes, tenant namespaces (labels) and their ResourceQuotas, the licensing Secrets, PriorityClasses,
+    the ClusterPolicy, the device plugin ConfigMap, Kueue's objects and the notebook culling CronJob."""
     from kubernetes import client
     core = client.CoreV1Api(k8s.api)
     sched = client.SchedulingV1Api(k8s.api)
+    custom = client.CustomObjectsApi(k8s.api)
+    op, policy = _audit.guest_inputs(derived)
     guest = derived.get("guest") or {}
     nodes = []
     for n in _read(k8s, "the nodes", core.list_node).items:
@@ -284,34 +383,39 @@ def read_guest(k8s, derived):
             name=n.metadata.name, labels=dict(n.metadata.labels or {}),
             taints=[dict(key=t.key, value=t.value, effect=t.effect) for t in (n.spec.taints or [])],
             capacity=dict((n.status.capacity or {}) if n.status else {})))
-    namespaces = [ns.metadata.name for ns in _read(k8s, "the namespaces", core.list_namespace).items]
+    listed = _read(k8s, "the namespaces", core.list_namespace).items
+    namespaces = [ns.metadata.name for ns in listed]
+    labels = dict((ns.metadata.name, dict(ns.metadata.labels or {})) for ns in listed)
     quotas = {}
-    for ns in set(q["metadata"]["namespace"] for q in guest.get("resource_quotas") or []):
-        if ns not in namespaces:
+    for tenant in policy.get("gpu_scheduling_policy_tenants") or []:
+        ns = tenant["namespace"]
+        if ns not in namespaces or ns in quotas:
             continue
         quotas[ns] = dict((q.metadata.name, dict(q.spec.hard or {})) for q in _read(
             k8s, "the ResourceQuotas of namespace %s" % ns, core.list_namespaced_resource_quota, ns).items)
     secrets = {}
-    in_use = None
-    licensing = guest.get("licensing") or {}
-    op_ns = (guest.get("gpu_operator") or {}).get("namespace") or "gpu-operator"
-    if licensing.get("secret_name"):
+    op_ns = op["gpu_operator_namespace"]
+    if (guest.get("licensing") or {}).get("secret_name"):
         # names only: nls_licensing rotates the Secret by name (<secret_name>-<content hash>)
         secrets[op_ns] = [s.metadata.name for s in _read(
             k8s, "the Secrets of namespace %s" % op_ns, core.list_namespaced_secret, op_ns).items] \
             if op_ns in namespaces else []
-        try:
-            policy = k8s.call(client.CustomObjectsApi(k8s.api).get_cluster_custom_object,
-                              "nvidia.com", "v1", "clusterpolicies", "cluster-policy")
-            in_use = (((policy.get("spec") or {}).get("driver") or {}).get("licensingConfig") or {}).get(
-                "secretName") or None
-        except K8sError as exc:
-            if exc.status != 404:
-                raise LinkError("could not read ClusterPolicy cluster-policy: %s" % exc)
-    pcs = dict((pc.metadata.name, dict(value=pc.value, preemptionPolicy=pc.preemption_policy))
+    policy_obj = _get(k8s, "ClusterPolicy %s" % CLUSTER_POLICY, custom.get_cluster_custom_object,
+                      "nvidia.com", "v1", "clusterpolicies", CLUSTER_POLICY)
+    cluster_policy = dict(exists=policy_obj is not None, spec=(policy_obj or {}).get("spec") or {})
+    config = None
+    if op.get("gpu_operator_time_slicing"):
+        name = op["gpu_operator_device_plugin_config_name"]
+        found = _get(k8s, "ConfigMap %s/%s" % (op_ns, name), core.read_namespaced_config_map, name, op_ns) \
+            if op_ns in namespaces else None
+        config = dict(exists=found is not None, data=_yaml_data(found.data if found is not None else None))
+    pcs = dict((pc.metadata.name, dict(value=pc.value, preemptionPolicy=pc.preemption_policy,
+                                       description=pc.description))
                for pc in _read(k8s, "the PriorityClasses", sched.list_priority_class).items)
-    return dict(nodes=nodes, namespaces=namespaces, resource_quotas=quotas, secrets=secrets, priority_classes=pcs,
-                licensing_secret_in_use=in_use)
+    return dict(nodes=nodes, namespaces=namespaces, namespace_labels=labels, resource_quotas=quotas, secrets=secrets,
+                priority_classes=pcs, cluster_policy=cluster_policy, device_plugin_config=config,
+                kueue=_kueue(k8s, custom, policy, namespaces),
+                culling=_culling(k8s, custom, client.BatchV1Api(k8s.api), policy, namespaces))
 
 
 # --- the module -----------------------------------------------------------------------------------

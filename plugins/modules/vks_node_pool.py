@@ -183,7 +183,7 @@ except ImportError:
 HAS_K8S = kubernetes is not None
 
 from ansible_collections.gpupool.vcf.plugins.module_utils._k8s import (
-    K8sClient, K8sError, PlanError, auth_argument_spec, plan_machine_deployments, request_argument_spec,
+    K8sClient, K8sError, PlanError, auth_argument_spec, class_ref, plan_machine_deployments, request_argument_spec,
     request_timeout_error, variable_plan)
 from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
 
@@ -254,13 +254,9 @@ class NodePools(object):
                     self.fail("read", str(e))
                 last = e
                 continue
-            topo = (obj.get("spec") or {}).get("topology") or {}
-            if version == "v1beta2" and (topo.get("classRef") or {}).get("name"):
-                ref = topo["classRef"]
-                return version, obj, {"name": ref["name"], "namespace": ref.get("namespace") or self.p["namespace"]}
-            if version == "v1beta1" and topo.get("class"):
-                return version, obj, {"name": topo["class"],
-                                      "namespace": topo.get("classNamespace") or self.p["namespace"]}
+            ref = class_ref(obj, version, self.p["namespace"])
+            if ref is not None:
+                return version, obj, ref
         if last is not None:
             self.fail("read", str(last))
         self.fail("read", "it has no managed topology (spec.topology with a ClusterClass)")

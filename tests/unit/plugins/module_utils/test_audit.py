@@ -436,3 +436,217 @@ def test_licensing_secret_named_by_cluster_policy(derived):
     out = a.audit_guest(derived, **live)
     assert rules(out) == [("licensing_secret_missing", "secret gpu-operator/licensing-config-abcdefabcd")]
     assert "ClusterPolicy" in out[0]["message"]
+
+
+# --- Kubernetes: what the roles write, from the inputs derive() gives them ---------------------------
+
+from ansible_collections.gpupool.vcf.plugins.module_utils import _k8s  # noqa: E402
+from ansible_collections.gpupool.vcf.plugins.module_utils import _k8s_objects as objs  # noqa: E402
+
+
+@pytest.mark.parametrize("role", sorted(objs.ROLE_DEFAULTS))
+def test_role_defaults_are_the_roles_own(role):
+    """The audit expects the roles' defaults for what derive() does not set: the same values."""
+    defaults = yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text())
+    for key, value in objs.ROLE_DEFAULTS[role].items():
+        assert key in defaults, key
+        assert defaults[key] == value, key
+
+
+def test_role_inputs_cover_what_site_passes():
+    """Every variable site.yml passes to the guest roles comes from derive()'s roles entry."""
+    site = (ROOT / "playbooks" / "site.yml").read_text()
+    for role in ("gpu_operator", "gpu_scheduling_policy"):
+        for key in DERIVED["roles"][role]:
+            assert key in site, key
+
+
+def vks_live(derived):
+    out = {}
+    for name, c in derived["vks"]["clusters"].items():
+        mds = {}
+        for p in c["node_pools"]:
+            mds[p["name"]] = dict(replicas=p["replicas"], vm_class=p["vm_class"], labels=dict(p["labels"]),
+                                  taints=[dict(t) for t in p["taints"]])
+        out[name] = dict(namespace=c["namespace"], machine_deployments=mds)
+    return out
+
+
+def test_vks_labels_and_taints(derived):
+    live = vks_live(derived)
+    assert a.audit_vks(derived, live) == []
+    mds = live["gpu-workloads"]["machine_deployments"]
+    mds["inference"]["taints"] = [t for t in mds["inference"]["taints"] if t["key"] != "nvidia.com/gpu"]
+    del mds["notebooks"]["labels"]["nvidia.com/device-plugin.config"]
+    mds["training"]["labels"]["extra"] = "x"
+    mds["training"]["vm_class"] = "best-effort-large"
+    out = a.audit_vks(derived, live)
+    assert rules(out) == [("node_pool_changed", "node_pool gpu-workloads/training"),
+                          ("node_pool_labels_changed", "node_pool gpu-workloads/notebooks"),
+                          ("node_pool_labels_changed", "node_pool gpu-workloads/training"),
+                          ("node_pool_taints_changed", "node_pool gpu-workloads/inference")]
+    taint = [f for f in out if f["rule"] == "node_pool_taints_changed"][0]
+    assert "nvidia.com/gpu=present:NoSchedule" in taint["message"] and taint["fix"]
+    # a field the class has no variable for is read as None: not judged
+    for md in mds.values():
+        md["labels"] = md["taints"] = None
+    assert rules(a.audit_vks(derived, live)) == [("node_pool_changed", "node_pool gpu-workloads/training")]
+
+
+CLASS_VARS = [
+    {"name": "vmClass", "schema": {"openAPIV3Schema": {"type": "string"}}},
+    {"name": "node", "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "taints": {"type": "array", "items": {"type": "object", "properties": {
+            "key": {}, "value": {}, "effect": {}}}}}}}},
+]
+LEGACY_VARS = [
+    {"name": "vmClass", "schema": {"openAPIV3Schema": {"type": "string"}}},
+    {"name": "nodePoolLabels", "schema": {"openAPIV3Schema": {"type": "array", "items": {
+        "type": "object", "properties": {"key": {}, "value": {}}}}}},
+]
+
+
+@pytest.mark.parametrize("variables", [CLASS_VARS, LEGACY_VARS], ids=["node-object", "legacy-kv-list"])
+def test_read_pool_is_the_inverse_of_apply_pool(variables):
+    """The audit reads a pool through the same variable plan vks_node_pool writes by."""
+    plan = _k8s.variable_plan(variables)
+    pool = {"name": "gpu", "replicas": 2, "vm_class": "gpu-inference", "labels": {"a": "1", "b": "2"}}
+    if plan["taints"]:
+        pool["taints"] = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+    md = _k8s.apply_pool(None, pool, plan, "node-pool")
+    got = _k8s.read_pool(md, {"vmClass": "best-effort-large"}, plan)
+    assert got["replicas"] == 2 and got["vm_class"] == "gpu-inference" and got["labels"] == pool["labels"]
+    assert got["taints"] == (pool["taints"] if plan["taints"] else None)
+    # without an override the Cluster's own variable applies
+    md["variables"]["overrides"] = [o for o in md["variables"]["overrides"] if o["name"] != "vmClass"]
+    assert _k8s.read_pool(md, {"vmClass": "best-effort-large"}, plan)["vm_class"] == "best-effort-large"
+
+
+def test_class_ref_per_version():
+    assert _k8s.class_ref({"spec": {"topology": {"classRef": {"name": "c", "namespace": "n"}}}}, "v1beta2", "x") == \
+        {"name": "c", "namespace": "n"}
+    assert _k8s.class_ref({"spec": {"topology": {"class": "c"}}}, "v1beta1", "x") == {"name": "c", "namespace": "x"}
+    assert _k8s.class_ref({"spec": {"topology": {"class": "c"}}}, "v1beta2", "x") is None
+    assert _k8s.class_ref({"spec": {}}, "v1beta1", "x") is None
+
+
+def full_guest(derived, secret="licensing-config-0123456789"):
+    """A guest cluster as site.yml leaves it: what the roles write from derive()'s inputs."""
+    live = good_guest(derived)
+    op, policy = a.guest_inputs(derived)
+    live["secrets"] = {"gpu-operator": [secret]}
+    live["namespace_labels"] = dict((t["namespace"], objs.tenant_namespace_labels(t))
+                                    for t in policy["gpu_scheduling_policy_tenants"])
+    spec = {}
+    for path, value in objs.cluster_policy_fields(op, secret):
+        node_ = spec
+        for key in path[:-1]:
+            node_ = node_.setdefault(key, {})
+        node_[path[-1]] = value
+    spec["driver"]["version"] = "570.124.06"  # the chart's default: the role sets none
+    live["cluster_policy"] = dict(exists=True, spec=spec)
+    live["device_plugin_config"] = dict(exists=True, data=copy.deepcopy(objs.device_plugin_configs(op)))
+    k = objs.kueue_objects(policy)
+    live["kueue"] = dict(served=True, resource_flavors={k["resource_flavor"][0]: copy.deepcopy(k["resource_flavor"][1])},
+                         cluster_queues={k["cluster_queue"][0]: dict(copy.deepcopy(k["cluster_queue"][1]), cohort=None)},
+                         local_queues={})
+    for ns, name, spec_ in k["local_queues"]:
+        live["kueue"]["local_queues"].setdefault(ns, {})[name] = dict(spec_)
+    cj = objs.culling_cronjob(policy)
+    live["culling"] = dict(exists=True, schedule=cj["schedule"], image=cj["image"], env=dict(cj["env"]))
+    return live
+
+
+def test_guest_full_clean(derived):
+    assert a.audit_guest(derived, **full_guest(derived)) == []
+
+
+def test_time_slicing_config_as_the_role_writes_it(derived):
+    op, _policy = a.guest_inputs(derived)
+    data = objs.device_plugin_configs(op)
+    # a default entry besides the pools, the MIG strategy in each, replicas of the design's pool
+    assert sorted(data) == ["default", "notebooks"]
+    assert data["notebooks"]["flags"] == {"migStrategy": "single"}
+    assert data["notebooks"]["sharing"]["timeSlicing"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 4}]
+    live = full_guest(derived)
+    live["device_plugin_config"]["data"]["notebooks"]["sharing"]["timeSlicing"]["resources"][0]["replicas"] = 2
+    out = a.audit_guest(derived, **live)
+    assert rules(out) == [("time_slicing_config_changed", "config_map gpu-operator/gpupool-time-slicing")]
+    assert "replicas 2 (design 4)" in out[0]["message"]
+    live["device_plugin_config"] = dict(exists=False, data={})
+    assert rules(a.audit_guest(derived, **live)) == [
+        ("time_slicing_config_missing", "config_map gpu-operator/gpupool-time-slicing")]
+
+
+def test_cluster_policy_changed_and_missing(derived):
+    live = full_guest(derived)
+    spec = live["cluster_policy"]["spec"]
+    spec["mig"]["strategy"] = "mixed"
+    spec["driver"]["repository"] = "registry.example.com/other"
+    spec["devicePlugin"]["config"]["name"] = "someone-elses"
+    spec["driver"]["licensingConfig"]["nlsEnabled"] = False
+    out = a.audit_guest(derived, **live)
+    assert rules(out) == [("cluster_policy_changed", "cluster_policy cluster-policy")]
+    for text in ("mig.strategy mixed (design single)", "driver.repository registry.example.com/other",
+                 "devicePlugin.config.name someone-elses (design gpupool-time-slicing)",
+                 "driver.licensingConfig.nlsEnabled False (design True)"):
+        assert text in out[0]["message"]
+    live = full_guest(derived)
+    live["cluster_policy"]["spec"]["driver"]["licensingConfig"]["secretName"] = "hand-made"
+    live["secrets"]["gpu-operator"].append("hand-made")
+    out = a.audit_guest(derived, **live)
+    assert rules(out) == [("cluster_policy_changed", "cluster_policy cluster-policy")]
+    assert "secretName hand-made (design licensing-config-<hash>)" in out[0]["message"]
+    live["cluster_policy"] = dict(exists=False, spec={})
+    assert rules(a.audit_guest(derived, **live)) == [("cluster_policy_missing", "cluster_policy cluster-policy")]
+
+
+def test_kueue_objects_as_the_role_writes_them(derived):
+    _op, policy = a.guest_inputs(derived)
+    k = objs.kueue_objects(policy)
+    cq = k["cluster_queue"][1]
+    # the role's selector, strategy and preemption; no cohort
+    assert cq["namespaceSelector"] == {"matchLabels": {"gpupool.vcf/training": "true"}}
+    assert cq["preemption"]["withinClusterQueue"] == "Never" and "cohort" not in cq
+    assert [ns for ns, _n, _s in k["local_queues"]] == ["team-vision", "research"]
+    live = full_guest(derived)
+    live["kueue"]["cluster_queues"]["gpupool-training"]["resourceGroups"][0]["flavors"][0]["resources"][2][
+        "nominalQuota"] = "2"
+    live["kueue"]["resource_flavors"]["gpupool-training"]["tolerations"] = []
+    del live["kueue"]["local_queues"]["research"]
+    live["kueue"]["local_queues"]["team-vision"]["training"]["clusterQueue"] = "other"
+    out = a.audit_guest(derived, **live)
+    assert rules(out) == [("cluster_queue_changed", "cluster_queue gpupool-training"),
+                          ("local_queue_changed", "local_queue team-vision/training"),
+                          ("local_queue_missing", "local_queue research/training"),
+                          ("resource_flavor_changed", "resource_flavor gpupool-training")]
+    assert "nominalQuota 2 (design 8)" in [f for f in out if f["rule"] == "cluster_queue_changed"][0]["message"]
+    live["kueue"] = dict(served=False)
+    assert rules(a.audit_guest(derived, **live)) == [("kueue_missing", "kueue kueue.x-k8s.io/v1beta2")]
+
+
+def test_namespace_labels_culling_and_priority_description(derived):
+    live = full_guest(derived)
+    del live["namespace_labels"]["research"]["gpupool.vcf/training"]
+    live["culling"]["schedule"] = "0 * * * *"
+    live["culling"]["env"]["CULL_IDLE_MINUTES"] = "9999"
+    live["priority_classes"]["gpu-training"]["description"] = "changed by hand"
+    out = a.audit_guest(derived, **live)
+    assert rules(out) == [("guest_namespace_labels_changed", "namespace research"),
+                          ("notebook_culling_changed", "cronjob gpupool-system/gpupool-notebook-culler"),
+                          ("priority_class_changed", "priority_class gpu-training")]
+    assert "Kueue" in out[0]["message"]
+    pc = [f for f in out if f["rule"] == "priority_class_changed"][0]
+    assert "set it back" in pc["fix"]
+    live["culling"] = dict(exists=False)
+    assert ("notebook_culling_missing", "cronjob gpupool-system/gpupool-notebook-culler") in rules(
+        a.audit_guest(derived, **live))
+
+
+def test_differences_looks_only_at_what_is_wanted():
+    assert objs.differences({"a": {"b": "1"}}, {"a": {"b": 1, "c": 2}, "d": 3}) == []
+    assert objs.differences({"a": [{"x": "1"}]}, {"a": [{"x": "2"}]}) == [("a[0].x", "2", "1")]
+    assert objs.differences({"a": [1, 2]}, {"a": [1]}) == [("a", [1], [1, 2])]
+    assert objs.differences({"e": True}, {"e": "true"}) == []
+    assert objs.differences({"e": True}, {}) == [("e", None, True)]
