@@ -66,6 +66,11 @@ from ansible_collections.gpupool.vcf.plugins.module_utils._design_schema import 
     DEFAULT_PRIORITIES,
     DESIGN_SCHEMA,
 )
+from ansible_collections.gpupool.vcf.plugins.module_utils._esxi import (
+    EsxiError,
+    parse_driver_version,
+    version_from_bundle,
+)
 from ansible_collections.gpupool.vcf.plugins.module_utils._nvidia import (
     NvidiaError,
     encode_scheduler,
@@ -167,7 +172,16 @@ _TIME_SLICED_C = {
     "H200-141GB": (141, 70, 47, 35, 28, 23, 17, 14),
     "L40S": (48, 24, 16, 12, 8, 6, 4),
 }
-_PINNED_RE = re.compile(r"^[0-9]+\.[0-9]+(\.[0-9]+)?(-[0-9A-Za-z.]+)?$")
+
+
+def _driver_version(version):
+    """The design's driver version read as the ESXi link reads it (_esxi), or None when it is not one."""
+    if not isinstance(version, str):
+        return None
+    try:
+        return parse_driver_version(version)
+    except EsxiError:
+        return None
 
 
 # ---------------------------------------------------------------------------------------
@@ -982,7 +996,7 @@ def _rule_quota_exceeds_pool(ctx):
 def _rule_driver_version_pinned(ctx):
     for cluster in ctx.d["clusters"]:
         version = (cluster.get("driver") or {}).get("version")
-        if version is None or not _PINNED_RE.match(version):
+        if _driver_version(version) is None:
             yield Finding("driver_version_pinned", "clusters.%s" % cluster.get("name"),
                           "no pinned NVIDIA driver version%s" % ("" if version is None else " (%r)" % version),
                           "set driver.version to the full component version every host must run, e.g. "
@@ -1000,18 +1014,20 @@ def _rule_driver_source(ctx):
         if driver.get("lifecycle") == "vlcm" and not driver.get("depot"):
             yield Finding("driver_source", obj, "lifecycle vlcm without driver.depot",
                           "set driver.depot to the offline depot URL holding the NVIDIA component")
-        bundle, version = driver.get("bundle"), driver.get("version")
-        if bundle and version and "_" in bundle and version.split("-")[0] not in bundle:
-            yield Finding("driver_source", obj, "driver.bundle %s is not for version %s" % (bundle, version),
-                          "point driver.bundle at the bundle of %s" % version)
+        bundle, version = driver.get("bundle"), _driver_version(driver.get("version"))
+        named = _driver_version(version_from_bundle(bundle)) if bundle and version else None
+        # the check esxi_host_driver makes before it installs (_esxi.check_bundle_matches)
+        if named is not None and named.numbers != version.numbers:
+            yield Finding("driver_source", obj, "driver.bundle %s is not for version %s (it holds %s)"
+                          % (bundle, version.text, named.text), "point driver.bundle at the bundle of %s" % version.text)
 
 
 def _rule_driver_versions_mixed(ctx):
     branches = OrderedDict()
     for cluster in ctx.d["clusters"]:
-        version = (cluster.get("driver") or {}).get("version")
-        if version and _PINNED_RE.match(version):
-            branches.setdefault(version.split(".")[0], []).append(cluster["name"])
+        version = _driver_version((cluster.get("driver") or {}).get("version"))
+        if version is not None:
+            branches.setdefault(str(version.numbers[0]), []).append(cluster["name"])
     if len(branches) > 1:
         yield Finding("driver_versions_mixed", "clusters",
                       "GPU clusters pin different driver branches (%s); the guest driver of the GPU Operator "

@@ -277,6 +277,33 @@ def test_driver_versions_mixed_is_a_warning(design):
     assert f.severity == "warning" and "535: gpu-l40s" in f.message and not errors(found)
 
 
+def test_driver_version_read_as_the_esxi_link_reads_it(design):
+    """The design's version is parsed by _esxi.parse_driver_version, as the role and the audit parse it."""
+    # a form the old pattern let through and the ESXi link refuses (one-digit branch)
+    cluster(design, "gpu-h100")["driver"]["version"] = "5.90.05"
+    assert {f.object for f in only(validate(design), "driver_version_pinned")} == {"clusters.gpu-h100"}
+    # short and full forms are both versions the link can pin
+    cluster(design, "gpu-h100")["driver"]["version"] = "550.90.05"
+    assert not [f for f in validate(design) if f.rule == "driver_version_pinned"]
+
+
+def test_driver_source_compares_versions_as_esxi_host_driver_does(design):
+    driver = cluster(design, "gpu-h100")["driver"]
+    # 550.90.5 is 550.90.05: esxi_host_driver installs this bundle, so the design rule accepts it
+    driver["version"] = "550.90.5-1OEM.800.1.0.20613240"
+    assert not [f for f in validate(design) if f.rule == "driver_source"]
+    # a build of another driver in the bundle's name is refused on both sides
+    driver["version"] = "550.90.07-1OEM.800.1.0.20613240"
+    f = only(validate(design), "driver_source")[0]
+    assert "not for version 550.90.07-1OEM" in f.message and "holds 550.90.05" in f.message
+
+
+def test_driver_branches_compared_as_numbers(design):
+    cluster(design, "gpu-l40s")["driver"]["version"] = "0550.90.05"
+    cluster(design, "gpu-l40s")["driver"]["bundle"] = "[LocalDS_0] drivers/NVD-AIE-800_550.90.05.zip"
+    assert not [f for f in validate(design) if f.rule == "driver_versions_mixed"]
+
+
 def test_graphics_shared_direct(design):
     cluster(design, "gpu-l40s")["graphics"]["type"] = "shared"
     f = only(validate(design), "graphics_shared_direct")[0]
