@@ -10,8 +10,12 @@ Live state, per link (every value is plain data):
 
 ``esxi``
     ``hosts``: host records as ``_gpu_inventory.GpuInventory.read`` returns them (``name``,
-    ``cluster``, ``connection_state``, ``maintenance_mode``, ``gpu_count``, ``graphics``,
-    ``driver``, ``scheduler``, ``vgpu_vms``, ``errors``); ``drs``: per cluster name
+    ``cluster``, ``connection_state``, ``maintenance_mode``, ``gpu_count``, ``gpus``,
+    ``graphics``, ``driver``, ``nvidia_module_options``, ``vgpu_profiles``, ``vgpu_vms``,
+    ``errors``, ``reboot_pending``, ``maintenance_by_collection``,
+    ``vms_powered_off_by_collection``); each GPU host is judged by its plan from
+    ``_esxi.host_plan`` with the esxi_gpu_host role's inputs (:func:`esxi_role_inputs`), one
+    rule per field of the plan (:data:`ESXI_RULE_BY_FIELD`); ``drs``: per cluster name
     ``{"enabled": bool, "overrides_enabled": bool, "overrides": {vm moid: {"behavior",
     "enabled"}}}``.
 ``vsphere``
@@ -45,6 +49,7 @@ import re
 from collections import OrderedDict
 
 from ansible_collections.gpupool.vcf.plugins.module_utils import _k8s_objects as _objects
+from ansible_collections.gpupool.vcf.plugins.module_utils import _esxi, _nvidia
 
 LINKS = ("esxi", "vsphere", "vks", "guest")
 SEVERITIES = ("error", "warning", "info")
@@ -58,10 +63,18 @@ RULES = OrderedDict([
     ("cluster_missing", ("error", "esxi", "Every GPU cluster of the design exists in vCenter.")),
     ("gpu_hosts_short", ("warning", "esxi", "A cluster has at least the GPU hosts the design counts on.")),
     ("host_unreachable", ("warning", "esxi", "Every GPU host is connected and could be read.")),
-    ("host_in_maintenance", ("warning", "esxi", "No GPU host is left in maintenance mode.")),
+    ("host_in_maintenance", ("warning", "esxi", "No GPU host is left in maintenance mode by an earlier run.")),
+    ("host_in_maintenance_by_admin", ("info", "esxi", "A GPU host an administrator put in maintenance mode is "
+                                                      "named (the roles leave it alone).")),
+    ("host_reboot_pending", ("warning", "esxi", "No GPU host owes a reboot (staged driver or nvidia module "
+                                                "options not running).")),
+    ("gpu_vms_left_off", ("warning", "esxi", "No vGPU VM an earlier run powered off is left off.")),
+    ("host_not_plannable", ("error", "esxi", "The design's settings can be planned on every GPU host.")),
     ("driver_mixed", ("error", "esxi", "Every GPU host of a cluster runs the same NVIDIA driver.")),
     ("driver_off_design", ("error", "esxi", "Every GPU host runs the driver version of the design.")),
-    ("graphics_not_shared_direct", ("error", "esxi", "Host default and every NVIDIA device are Shared Direct.")),
+    ("driver_not_loaded", ("error", "esxi", "Every GPU host offers vGPU profiles (its NVIDIA driver is loaded).")),
+    ("graphics_not_shared_direct", ("error", "esxi", "Host default and every NVIDIA device have the design's "
+                                                     "graphics type (Shared Direct).")),
     ("assignment_policy_off_design", ("warning", "esxi", "The shared passthrough assignment policy is the "
                                                          "design's.")),
     ("scheduler_off_design", ("error", "esxi", "The vGPU scheduler (RmPVMRL) is the design's.")),
@@ -143,24 +156,173 @@ def not_audited(link, reason, fix):
 # ---------------------------------------------------------------------------------------
 
 
-def _same_version(live, want):
-    """Compare a host's full version with the design's (full, or a short x.y.z)."""
-    if not live:
-        return False
-    if "-" in want:
-        return live == want
-    return live.split("-", 1)[0] == want
+# Each field of a host's plan (_esxi.HOST_PLAN) and the rule that reports it: the audit reports
+# exactly what the esxi_gpu_host role would change, decided by the same function (_esxi.host_plan).
+ESXI_RULE_BY_FIELD = OrderedDict([
+    ("connection", "host_unreachable"),
+    ("read", "host_unreachable"),
+    ("graphics", "host_unreachable"),
+    ("driver", "driver_off_design"),
+    ("vgpu_profiles", "driver_not_loaded"),
+    ("graphics.default_type", "graphics_not_shared_direct"),
+    ("graphics.device_type", "graphics_not_shared_direct"),
+    ("graphics.assignment_policy", "assignment_policy_off_design"),
+    ("nvidia_module_options", "scheduler_off_design"),
+    ("scheduler", "scheduler_off_design"),
+    ("reboot", "host_reboot_pending"),
+    ("maintenance_mode", "host_in_maintenance"),
+    ("vms_powered_off", "gpu_vms_left_off"),
+    ("plan", "host_not_plannable"),
+])
+# fields of the plan the audit cannot see, and why
+ESXI_FIELDS_NOT_AUDITED = {
+    "mig_mode": "the vSphere API cannot read host MIG mode; the role sets it on every host it is asked for",
+}
+# the ESXi rules decided from more than one host's plan or outside it, and why
+ESXI_RULES_BESIDES_THE_PLAN = {
+    "cluster_missing": "the role's gpu_host_info read of the cluster fails",
+    "gpu_hosts_short": "hardware: the role cannot add hosts",
+    "driver_mixed": "the driver items of the hosts of one cluster, summed up",
+    "host_in_maintenance_by_admin": "information only: the role leaves an administrator's maintenance mode alone",
+    "drs_overrides_disabled": "the drs_gpu_pinning role",
+    "gpu_vm_not_pinned": "the drs_gpu_pinning role",
+    "gpu_vm_pin_behavior": "the drs_gpu_pinning role",
+}
 
 
-def _rmpvmrl(value):
+def esxi_role_inputs(want):
+    """The esxi_gpu_host role's inputs for one cluster of derive()'s ``esxi.clusters``, as
+    site.yml passes them, in the order :func:`_esxi.host_plan` takes them."""
+    return dict(target=want["driver_version"], graphics_type=want.get("graphics_type") or None,
+                assignment_policy=want.get("assignment_policy") or None, scheduler=want.get("scheduler") or None,
+                allow_downgrade=False)
+
+
+def host_findings(h, want):
+    """The findings of one GPU host: its plan from _esxi.host_plan, one finding per rule."""
+    items = _esxi.host_plan(h, driver=True, **esxi_role_inputs(want))
+    by_rule = OrderedDict()
+    for item in items:
+        rule = ESXI_RULE_BY_FIELD.get(item["field"])
+        if rule is not None:
+            by_rule.setdefault(rule, []).append(item)
+    out = []
+    for rule, group in by_rule.items():
+        message, fix = _ESXI_TEXT[rule](h, want, group)
+        out.append(finding(rule, "host %s" % h["name"], message, fix))
+    if h.get("maintenance_mode") and not any(i["field"] == "maintenance_mode" for i in items):
+        out.append(finding(
+            "host_in_maintenance_by_admin", "host %s" % h["name"],
+            "host %s is in maintenance mode (not by this collection): its GPUs serve no VM" % h["name"],
+            "finish the work on the host and exit maintenance mode; the roles leave it alone"))
+    return out
+
+
+def _reasons_text(group):
+    return "; ".join(i["reason"] for i in group)
+
+
+def _text_unreachable(h, want, group):
+    return ("host %s could not be read fully (%s)" % (h["name"], _reasons_text(group)),
+            "reconnect the host in vCenter and run the audit again")
+
+
+def _text_driver(h, want, group):
+    item = group[0]
+    message = "host %s runs NVIDIA driver %s, the design pins %s" % (
+        h["name"], item["live"] or "(none installed)", want["driver_version"])
+    if item["action"] == "refused":
+        message += " (%s)" % item["reason"]
+    if want.get("lifecycle") == "vlcm":
+        fix = "remediate cluster %s against its vLCM image with %s (esxi_gpu_host role, vlcm_component)" % (
+            h.get("cluster"), want["driver_version"])
+    else:
+        fix = "install %s on the host (esxi_gpu_host role, esxi_host_driver)" % want["driver_version"]
+    return message, fix
+
+
+def _text_not_loaded(h, want, group):
+    return ("host %s offers no vGPU profile: its NVIDIA driver is not loaded" % h["name"],
+            "reboot the host (esxi_gpu_host role, esxi_gpu_config reboot=true)")
+
+
+def _text_graphics(h, want, group):
+    return ("host %s graphics are not %s: %s" % (h["name"], want.get("graphics_type"), _reasons_text(group)),
+            "set the host default and every NVIDIA device to %s (esxi_gpu_host role, esxi_gpu_config), then "
+            "restart the X.Org service or reboot the host" % want.get("graphics_type"))
+
+
+def _text_policy(h, want, group):
+    return ("host %s places vGPUs by %s, the design says %s" % (h["name"], group[0]["live"], group[0]["wanted"]),
+            "set the assignment policy to %s (esxi_gpu_host role, esxi_gpu_config)" % group[0]["wanted"])
+
+
+def _scheduler_words(options):
+    """The all-GPU scheduler of an nvidia module option string, decoded by _nvidia."""
     try:
-        return int(str(value), 16)
-    except (TypeError, ValueError):
-        return None
+        every = _nvidia.get_scheduler(options)["all"]
+    except _nvidia.NvidiaError as exc:
+        return "unreadable (%s)" % exc
+    every = every if every is not None else _nvidia.decode_scheduler(None)
+    return "%s (RmPVMRL %s)" % (every.policy, every.hex)
+
+
+def _text_scheduler(h, want, group):
+    item = group[0]
+    wanted = (want.get("scheduler") or {}).get("policy")
+    if item["field"] == "nvidia_module_options" and item["action"] == "set":
+        message = "host %s vGPU scheduler is %s, the design says %s (RmPVMRL %s)" % (
+            h["name"], _scheduler_words(item["live"]), wanted, want.get("rmpvmrl"))
+    else:
+        message = "host %s vGPU scheduler cannot be set to %s: %s" % (h["name"], wanted, _reasons_text(group))
+    return message, ("set the nvidia module option NVreg_RegistryDwords=RmPVMRL=%s (esxi_gpu_host role, "
+                     "esxi_gpu_config) and reboot the host" % want.get("rmpvmrl"))
+
+
+def _text_reboot(h, want, group):
+    return ("host %s owes a reboot: %s" % (h["name"], _reasons_text(group)),
+            "reboot the host (esxi_gpu_host role, esxi_gpu_config reboot=true)")
+
+
+def _text_maintenance(h, want, group):
+    return ("host %s was %s: its GPUs serve no VM" % (h["name"], group[0]["reason"]),
+            "rerun the esxi_gpu_host role: it finishes the host's turn and exits maintenance mode")
+
+
+def _text_vms_off(h, want, group):
+    return ("host %s: %s" % (h["name"], group[0]["reason"]),
+            "rerun the esxi_gpu_host role: it powers them on")
+
+
+def _text_not_plannable(h, want, group):
+    return ("the design's settings cannot be planned on host %s: %s" % (h["name"], _reasons_text(group)),
+            "fix the host's nvidia module options or the design, then rerun the esxi_gpu_host role")
+
+
+_ESXI_TEXT = {
+    "host_unreachable": _text_unreachable,
+    "driver_off_design": _text_driver,
+    "driver_not_loaded": _text_not_loaded,
+    "graphics_not_shared_direct": _text_graphics,
+    "assignment_policy_off_design": _text_policy,
+    "scheduler_off_design": _text_scheduler,
+    "host_reboot_pending": _text_reboot,
+    "host_in_maintenance": _text_maintenance,
+    "gpu_vms_left_off": _text_vms_off,
+    "host_not_plannable": _text_not_plannable,
+}
+
+
+def _driver_key(full):
+    try:
+        return _esxi.parse_driver_version(full).text if full else "none"
+    except _esxi.EsxiError:
+        return full
 
 
 def audit_esxi(derived, hosts, drs=None):
-    """Findings of the ESXi link: drivers, graphics, scheduler, maintenance, DRS pinning."""
+    """Findings of the ESXi link: each GPU host's plan (the esxi_gpu_host role's comparator),
+    drivers mixed in a cluster, hosts short, DRS pinning."""
     out = []
     drs = drs or {}
     clusters = (derived.get("esxi") or {}).get("clusters") or {}
@@ -182,79 +344,18 @@ def audit_esxi(derived, hosts, drs=None):
                 "add GPU hosts to the cluster or lower clusters.%s.hosts in the design" % name))
         versions = OrderedDict()
         for h in gpu_hosts:
-            if h.get("connection_state", "connected") != "connected" or h.get("errors"):
-                out.append(finding(
-                    "host_unreachable", "host %s" % h["name"],
-                    "host %s could not be read fully (%s)" % (
-                        h["name"], "; ".join(h.get("errors") or []) or h.get("connection_state")),
-                    "reconnect the host in vCenter and run the audit again"))
-            if h.get("maintenance_mode"):
-                out.append(finding(
-                    "host_in_maintenance", "host %s" % h["name"],
-                    "host %s is in maintenance mode: its GPUs serve no VM" % h["name"],
-                    "finish the work on the host and exit maintenance mode"))
-            _host_graphics(out, h, want)
-            _host_scheduler(out, h, want)
-            if "driver" not in h:
-                continue
-            full = (h.get("driver") or {}).get("full_version")
-            versions.setdefault(full or "none", []).append(h["name"])
-            if not _same_version(full, want["driver_version"]):
-                out.append(finding(
-                    "driver_off_design", "host %s" % h["name"],
-                    "host %s runs NVIDIA driver %s, the design pins %s" % (
-                        h["name"], full or "(none installed)", want["driver_version"]),
-                    "install %s on the host (esxi_host_driver, or remediate the cluster image)"
-                    % want["driver_version"]))
+            out.extend(host_findings(h, want))
+            if "driver" in h and h.get("connection_state") == "connected" and not h.get("errors"):
+                versions.setdefault(_driver_key((h.get("driver") or {}).get("full_version")), []).append(h["name"])
         if len(versions) > 1:
             listing = "; ".join("%s on %s" % (v, ", ".join(names)) for v, names in versions.items())
             out.append(finding(
                 "driver_mixed", "cluster %s" % name,
                 "GPU hosts of cluster %s run different NVIDIA drivers: %s" % (name, listing),
-                "bring every GPU host to %s, one host at a time" % want["driver_version"]))
+                "bring every GPU host to %s, one host at a time (esxi_gpu_host role)" % want["driver_version"]))
         if name in pinning:
             _cluster_pinning(out, name, gpu_hosts, drs.get(name), pinning[name])
     return out
-
-
-def _host_graphics(out, h, want):
-    graphics = h.get("graphics")
-    if graphics is None:
-        return
-    wrong = []
-    if graphics.get("default_type") != "shared_direct":
-        wrong.append("host default %s" % graphics.get("default_type"))
-    for pci, kind in sorted((graphics.get("device_types") or {}).items()):
-        if kind != "shared_direct":
-            wrong.append("device %s %s" % (pci, kind))
-    if wrong and want.get("graphics_type", "shared_direct") == "shared_direct":
-        out.append(finding(
-            "graphics_not_shared_direct", "host %s" % h["name"],
-            "host %s graphics are not Shared Direct: %s" % (h["name"], ", ".join(wrong)),
-            "set the host default and every NVIDIA device to Shared Direct (esxi_gpu_config), then "
-            "restart the X.Org service or reboot the host"))
-    policy = want.get("assignment_policy")
-    if policy and graphics.get("assignment_policy") and graphics["assignment_policy"] != policy:
-        out.append(finding(
-            "assignment_policy_off_design", "host %s" % h["name"],
-            "host %s places vGPUs by %s, the design says %s" % (h["name"], graphics["assignment_policy"], policy),
-            "set the assignment policy to %s (esxi_gpu_config)" % policy))
-
-
-def _host_scheduler(out, h, want):
-    sched = h.get("scheduler")
-    if sched is None or not want.get("rmpvmrl"):
-        return
-    live = _rmpvmrl(sched.get("canonical_rmpvmrl") or sched.get("rmpvmrl"))
-    design = _rmpvmrl(want["rmpvmrl"])
-    if sched.get("error") or live != design:
-        wanted = (want.get("scheduler") or {}).get("policy")
-        out.append(finding(
-            "scheduler_off_design", "host %s" % h["name"],
-            "host %s vGPU scheduler is %s (RmPVMRL %s), the design says %s (%s)" % (
-                h["name"], sched.get("policy") or sched.get("error"), sched.get("rmpvmrl"), wanted, want["rmpvmrl"]),
-            "set the nvidia module option NVreg_RegistryDwords=RmPVMRL=%s (esxi_gpu_config) and reboot the host"
-            % want["rmpvmrl"]))
 
 
 def _cluster_pinning(out, name, gpu_hosts, drs, behavior):

@@ -50,7 +50,7 @@ HOST_PLAN = (
     ("graphics.default_type", ("set",)),
     ("graphics.device_type", ("set",)),
     ("graphics.assignment_policy", ("set",)),
-    ("nvidia_module_options", ("set", "unread")),
+    ("nvidia_module_options", ("set", "unread", "refused")),
     ("scheduler", ("refused",)),
     ("reboot", ("reboot",)),
     ("maintenance_mode", ("exit",)),
@@ -529,7 +529,10 @@ def _scheduler_items(host, scheduler, pcis):
                           "fixed share asked with %d powered-on vGPU VMs (checked per GPU by esxi_gpu_config)"
                           % len(running_vgpus))]
     options = host.get("nvidia_module_options")
-    new, changed = scheduler_plan(options, scheduler, pcis)
+    try:
+        new, changed = scheduler_plan(options, scheduler, pcis)
+    except EsxiError as exc:
+        return [plan_item("nvidia_module_options", options, None, "refused", str(exc))]
     if not changed:
         return []
     return [plan_item("nvidia_module_options", options, new, "set", "nvidia module options %r -> %r" % (options, new))]

@@ -22,6 +22,11 @@ def derived():
     return copy.deepcopy(DERIVED)
 
 
+def options_for(want):
+    """The nvidia module options the role writes for a cluster's scheduler ("" for best effort)."""
+    return "" if want["rmpvmrl"] == "0x00000000" else "NVreg_RegistryDwords=RmPVMRL=%s" % want["rmpvmrl"]
+
+
 def host(name, cluster="gpu-h100", version=FULL, vms=None, **kw):
     want = DERIVED["esxi"]["clusters"][cluster]
     rec = dict(name=name, cluster=cluster, connection_state="connected", maintenance_mode=False, gpu_count=4,
@@ -30,7 +35,8 @@ def host(name, cluster="gpu-h100", version=FULL, vms=None, **kw):
                driver=dict(version=version.split("-")[0] if version else None, full_version=version),
                scheduler=dict(policy=want["scheduler"]["policy"], rmpvmrl=want["rmpvmrl"],
                               canonical_rmpvmrl=want["rmpvmrl"]),
-               vgpu_vms=vms or [], errors=[])
+               nvidia_module_options=options_for(want), gpus=[dict(pci_id="0000:3b:00.0")],
+               vgpu_profiles=["nvidia_h100-3-40c"], vgpu_vms=vms or [], errors=[])
     rec.update(kw)
     return rec
 
@@ -120,25 +126,73 @@ def test_assignment_policy_off_design(derived):
 def test_scheduler_off_design(derived):
     hosts = good_hosts()
     want = derived["esxi"]["clusters"]["gpu-h100"]["rmpvmrl"]
-    drift = "0x00030002" if want != "0x00030002" else "0x00000000"
-    hosts[2]["scheduler"] = dict(policy="fixed_share", rmpvmrl=drift, canonical_rmpvmrl=drift)
+    hosts[2]["nvidia_module_options"] = "NVreg_RegistryDwords=RmPVMRL=0x00030011"
     out = a.audit_esxi(derived, hosts, good_drs())
     assert rules(out) == [("scheduler_off_design", "host esx-h100-03")]
-    assert want in out[0]["fix"] and drift in out[0]["message"]
+    assert want in out[0]["fix"] and "fixed_share (RmPVMRL 0x00030011)" in out[0]["message"]
 
 
 def test_scheduler_undecodable_is_off_design(derived):
     hosts = good_hosts()
-    hosts[0]["scheduler"] = dict(policy=None, error="bad RmPVMRL")
-    assert rules(a.audit_esxi(derived, hosts, good_drs())) == [("scheduler_off_design", "host esx-h100-01")]
+    hosts[0]["nvidia_module_options"] = "NVreg_RegistryDwords=RmPVMRL=0x12"
+    out = a.audit_esxi(derived, hosts, good_drs())
+    assert rules(out) == [("scheduler_off_design", "host esx-h100-01")]
+    assert "0x12" in out[0]["message"]
 
 
-def test_host_in_maintenance_is_a_warning(derived):
+def test_rmpvmrl_is_read_by_the_nvidia_codec(derived):
+    """A decimal RmPVMRL: the old audit read every value as hex, _nvidia (and so the converge) as decimal."""
+    d = copy.deepcopy(derived)
+    d["esxi"]["clusters"]["gpu-l40s"]["scheduler"] = dict(policy="fixed_share", time_slice_ms=None)
+    d["esxi"]["clusters"]["gpu-l40s"]["rmpvmrl"] = "0x00000011"
+    hosts = good_hosts()
+    l40s = [h for h in hosts if h["cluster"] == "gpu-l40s"]
+    for h in l40s:
+        # 17 = 0x11, fixed share: what an administrator typing esxcli may leave
+        h["nvidia_module_options"] = "NVreg_RegistryDwords=RmPVMRL=17"
+        h["scheduler"] = dict(policy="fixed_share", rmpvmrl="17")
+    assert int("17", 16) != 0x11  # the old reading: 0x17, not a scheduler value at all
+    assert a._nvidia.get_scheduler("NVreg_RegistryDwords=RmPVMRL=17")["all"].canonical_value == 0x11
+    assert a.audit_esxi(d, hosts, good_drs()) == []
+    # the converge plans nothing for them either
+    want = a.esxi_role_inputs(d["esxi"]["clusters"]["gpu-l40s"])
+    assert a._esxi.hosts_to_roll(l40s, **want) == {}
+
+
+@pytest.mark.parametrize("options", ["NVreg_RegistryDwords=RmPVMRL=0x00", "NVreg_RegistryDwords=RmPVMRL=0x00030003"])
+def test_scheduler_values_the_converge_rewrites_are_reported(derived, options):
+    """The old audit compared canonical values, so it called these clean while the role rewrites them."""
+    d = copy.deepcopy(derived)
+    if options.endswith("0x00030003"):  # the guide's equal-share 3 ms spelling; the role writes 0x00030001
+        d["esxi"]["clusters"]["gpu-h100"]["scheduler"] = dict(policy="equal_share", time_slice_ms=3)
+        d["esxi"]["clusters"]["gpu-h100"]["rmpvmrl"] = "0x00030001"
+    hosts = good_hosts()
+    for h in hosts:
+        if h["cluster"] == "gpu-h100":
+            h["nvidia_module_options"] = options if h["name"] == "esx-h100-01" else options_for(
+                d["esxi"]["clusters"]["gpu-h100"])
+    out = a.audit_esxi(d, hosts, good_drs())
+    assert rules(out) == [("scheduler_off_design", "host esx-h100-01")]
+    h100 = [h for h in hosts if h["cluster"] == "gpu-h100"]
+    assert sorted(a._esxi.hosts_to_roll(h100, **a.esxi_role_inputs(d["esxi"]["clusters"]["gpu-h100"]))) == [
+        "esx-h100-01"]
+
+
+def test_host_in_maintenance_left_by_a_run_is_a_warning(derived):
+    hosts = good_hosts()
+    hosts[1]["maintenance_mode"] = True
+    hosts[1]["maintenance_by_collection"] = "esxi_host_driver 2026-11-30T02:00:00Z"
+    out = a.audit_esxi(derived, hosts, good_drs())
+    assert rules(out) == [("host_in_maintenance", "host esx-h100-02")]
+    assert out[0]["severity"] == "warning" and "esxi_host_driver" in out[0]["message"]
+
+
+def test_host_in_maintenance_by_an_administrator_is_information(derived):
     hosts = good_hosts()
     hosts[1]["maintenance_mode"] = True
     out = a.audit_esxi(derived, hosts, good_drs())
-    assert rules(out) == [("host_in_maintenance", "host esx-h100-02")]
-    assert out[0]["severity"] == "warning"
+    assert rules(out) == [("host_in_maintenance_by_admin", "host esx-h100-02")]
+    assert out[0]["severity"] == "info" and a.is_clean(out)
 
 
 def test_host_unreachable(derived):
@@ -147,6 +201,74 @@ def test_host_unreachable(derived):
     del hosts[0]["driver"]
     del hosts[0]["scheduler"]
     assert rules(a.audit_esxi(derived, hosts, good_drs())) == [("host_unreachable", "host esx-h100-01")]
+
+
+# one drift per (field, action) of the ESXi plan: (how to make it on host esx-h100-01, design change)
+ESXI_DRIFTS = [
+    ("connection", "unreachable", dict(connection_state="notResponding"), None),
+    ("read", "unreadable", dict(errors=["software packages: timed out"]), None),
+    ("driver", "install", dict(driver=dict(version=None, full_version=None)), None),
+    ("driver", "upgrade", dict(driver=dict(version="550.54.10", full_version=OLD)), None),
+    ("driver", "refused", dict(driver=dict(version="560.28.03", full_version="560.28.03-1OEM.800.1.0.20613240")), None),
+    ("vgpu_profiles", "reboot", dict(vgpu_profiles=[]), None),
+    ("graphics", "unread", dict(graphics=None), None),
+    ("graphics.default_type", "set", dict(graphics=dict(default_type="shared", assignment_policy="performance",
+                                                        device_types={"0000:3b:00.0": "shared_direct"})), None),
+    ("graphics.device_type", "set", dict(graphics=dict(default_type="shared_direct", assignment_policy="performance",
+                                                       device_types={"0000:3b:00.0": "shared"})), None),
+    ("graphics.assignment_policy", "set", dict(graphics=dict(default_type="shared_direct",
+                                                             assignment_policy="consolidation",
+                                                             device_types={"0000:3b:00.0": "shared_direct"})), None),
+    ("nvidia_module_options", "set", dict(nvidia_module_options="NVreg_RegistryDwords=RmPVMRL=0x11"), None),
+    ("nvidia_module_options", "refused", dict(nvidia_module_options="NVreg_RegistryDwords=RmPVMRL=0x12"), None),
+    ("scheduler", "refused", dict(vgpu_vms=[dict(name="vm-1", moid="vm-1", power_state="poweredOn",
+                                                 vgpu_profiles=["nvidia_h100-3-40c"])]),
+     dict(scheduler=dict(policy="fixed_share", time_slice_ms=None), rmpvmrl="0x00000011")),
+    ("reboot", "reboot", dict(reboot_pending=["reboot pending on the host (staged software not running)"]), None),
+    ("maintenance_mode", "exit", dict(maintenance_mode=True, maintenance_by_collection="esxi_host_driver at 02:00"),
+     None),
+    ("vms_powered_off", "power_on", dict(vms_powered_off_by_collection=["vm-1"]), None),
+    ("plan", "refused", {}, dict(graphics_type="vsga")),
+]
+
+
+def test_every_esxi_plan_field_has_a_rule_and_every_rule_a_source():
+    fields = dict(a._esxi.HOST_PLAN)
+    for field in fields:
+        assert (field in a.ESXI_RULE_BY_FIELD) != (field in a.ESXI_FIELDS_NOT_AUDITED), field
+    for field, rule in a.ESXI_RULE_BY_FIELD.items():
+        assert field in fields and a.RULES[rule][1] == "esxi" and a.RULES[rule][0] != "info", (field, rule)
+    esxi_rules = set(r for r, (sev, link, doc) in a.RULES.items() if link == "esxi")
+    assert esxi_rules == set(a.ESXI_RULE_BY_FIELD.values()) | set(a.ESXI_RULES_BESIDES_THE_PLAN)
+    # every field the audit reports is made by a drift below, with each action the audit's inputs can reach
+    assert set(f for f, act, drift, design in ESXI_DRIFTS) == set(a.ESXI_RULE_BY_FIELD)
+    for field, action, drift, design in ESXI_DRIFTS:
+        assert action in fields[field]
+
+
+@pytest.mark.parametrize("field,action,drift,design", ESXI_DRIFTS, ids=["%s-%s" % (d[0], d[1]) for d in ESXI_DRIFTS])
+def test_each_esxi_plan_item_is_reported_by_its_rule(derived, field, action, drift, design):
+    """The role's plan (hosts_to_roll, as the esxi_gpu_host role calls it) and the audit agree on the drift."""
+    d = copy.deepcopy(derived)
+    want = d["esxi"]["clusters"]["gpu-h100"]
+    want.update(design or {})
+    hosts = good_hosts()
+    if design and "scheduler" in design:
+        for h in hosts[:4]:
+            h["nvidia_module_options"] = options_for(want)
+    hosts[0].update(drift)
+    h100 = [h for h in hosts if h["cluster"] == "gpu-h100"]
+    plan = a._esxi.hosts_to_roll(h100, **a.esxi_role_inputs(want))
+    assert [(i["field"], i["action"]) for i in plan["esx-h100-01"]] == [(field, action)]
+    out = a.audit_esxi(d, hosts, good_drs())
+    mine = [f for f in out if f["object"] == "host esx-h100-01"]
+    assert [f["rule"] for f in mine] == [a.ESXI_RULE_BY_FIELD[field]]
+    assert mine[0]["message"] and mine[0]["fix"]
+    # the hosts the role would roll are the hosts the audit names, the others are clean on both sides
+    named = sorted(set(f["object"][5:] for f in out if f["object"].startswith("host ") and f["severity"] != "info"))
+    assert named == sorted(plan)
+    if field != "plan":  # a setting no host can take is refused on every host
+        assert sorted(plan) == ["esx-h100-01"]
 
 
 def test_cluster_missing_and_hosts_short(derived):

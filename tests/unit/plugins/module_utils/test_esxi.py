@@ -251,7 +251,10 @@ def test_what_cannot_be_judged_rolls_the_host():
     # options that cannot be merged are refused as an item of the plan, not an exception
     bad = _esxi.host_plan(_host(options="NVreg_RegistryDwords=RmPVMRL=0x11;RmPVMRL=0x01"), "550.90.05", None, None,
                           EQUAL3)
-    assert [(i["field"], i["action"]) for i in bad] == [("plan", "refused")] and "RmPVMRL" in bad[0]["reason"]
+    assert [(i["field"], i["action"]) for i in bad] == [("nvidia_module_options", "refused")]
+    assert "RmPVMRL" in bad[0]["reason"]
+    refused = _esxi.host_plan(_host(), "550.90.05", "vsga")
+    assert [(i["field"], i["action"]) for i in refused] == [("plan", "refused")] and "vsga" in refused[0]["reason"]
 
 
 def test_hosts_to_roll_only_and_always():
