@@ -196,4 +196,13 @@ class Resource:
         return None
 
 
-__all__ = ["CREATE", "DELETE", "UPDATE", "Change", "Failure", "Plan", "Resource", "compare"]
+class Info(Resource):
+    """A read-only resource (an info module): ``read`` and ``result``; never a change, no diff."""
+
+    verb = "read"
+
+    def diff(self, live, plan):
+        return None
+
+
+__all__ = ["CREATE", "DELETE", "UPDATE", "Change", "Failure", "Info", "Plan", "Resource", "compare"]

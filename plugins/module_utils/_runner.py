@@ -30,7 +30,8 @@ Every error ends in ``fail_json``, never in a traceback:
   ``exception`` (shown with -vvv).
 
 Each failure carries the partial state: the module's ``partial`` (``VsphereModule``), the
-resource's ``partial`` and, when applying had begun, the result the plan predicted.
+resource's ``partial`` and, when applying had begun, the result the plan predicted (what was
+attempted; ``changed`` only where the resource's partial state says so).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -68,15 +69,19 @@ class Runner:
         plan = resource.plan(live)
         result = dict(changed=bool(plan))
         result.update(resource.result(live, plan) or {})
-        if getattr(module, "_diff", False):
-            diff = resource.diff(live, plan)
-            if diff is not None:
-                result["diff"] = diff
+        self._add_diff(result, live, plan)
         if plan and not module.check_mode:
             self._phase(plan.verb() or resource.verb)
-            self.planned = dict(result)
+            self.planned = dict((k, v) for k, v in result.items() if k != "changed")  # what was attempted
             result.update(resource.apply(plan) or {})
+            self._add_diff(result, live, plan)  # apply may learn what the plan could not (plan.after)
         return result
+
+    def _add_diff(self, result, live, plan):
+        if getattr(self.module, "_diff", False):
+            diff = self.resource.diff(live, plan)
+            if diff is not None:
+                result["diff"] = diff
 
     def run(self):
         """Run the resource and exit the module: exit_json with the result, or fail_json."""

@@ -90,6 +90,7 @@ class Thing(Resource):
             self.store.call(change.action, self.key, change.field, change.after)
             self.store.objects.setdefault(self.key, {})[change.field] = change.after
             self.partial.setdefault("fields_done", []).append(change.field)
+            self.partial["changed"] = True
         return dict(written=True)
 
     def result(self, live, plan):
@@ -211,7 +212,7 @@ def test_apply_error_names_the_plan_action_and_carries_the_partial_state():
     assert result["failed"]
     assert result["msg"] == "Unable to update thing t1: Update on Thing t1: the API said no"
     # nothing was done before the failing call; the prediction goes with the failure
-    assert "fields_done" not in result
+    assert "fields_done" not in result and "changed" not in result
     assert result["changed_fields"] == ["size", "colour"] and result["diff"]["after"]["colour"] == "blue"
 
 
@@ -225,7 +226,7 @@ def test_partial_state_of_a_failure_half_way():
     store = Second({"t1": {"size": 1, "colour": "red"}})
     result, _module = run(Thing(store, size=2, colour="blue"))
     assert result["msg"] == "Unable to update thing t1: the API server answered 500"
-    assert result["fields_done"] == ["size"]
+    assert result["fields_done"] == ["size"] and result["changed"] is True
 
 
 def test_module_partial_and_next_step_join_the_failure():
