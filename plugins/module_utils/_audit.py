@@ -49,7 +49,7 @@ import re
 from collections import OrderedDict
 
 from ansible_collections.gpupool.vcf.plugins.module_utils import _k8s_objects as _objects
-from ansible_collections.gpupool.vcf.plugins.module_utils import _esxi, _nvidia
+from ansible_collections.gpupool.vcf.plugins.module_utils import _esxi, _namespace, _nvidia, _vm_class
 
 LINKS = ("esxi", "vsphere", "vks", "guest")
 SEVERITIES = ("error", "warning", "info")
@@ -88,8 +88,20 @@ RULES = OrderedDict([
     ("vm_class_profile_changed", ("error", "vsphere", "A VM class carries the vGPU profiles of its pool.")),
     ("vm_class_size_changed", ("warning", "vsphere", "A VM class has the design's vCPUs, memory and 100% memory "
                                                      "reservation.")),
+    ("vm_class_description_changed", ("warning", "vsphere", "A VM class has the design's description.")),
     ("namespace_missing", ("error", "vsphere", "Every platform and tenant namespace exists.")),
     ("namespace_class_missing", ("error", "vsphere", "A namespace offers every VM class of its pools.")),
+    ("namespace_class_extra", ("error", "vsphere", "A namespace offers no GPU VM class the design does not give "
+                                                   "it (where the role purges them).")),
+    ("namespace_storage_changed", ("error", "vsphere", "A namespace has the design's storage policies and their "
+                                                       "limits.")),
+    ("namespace_limits_changed", ("warning", "vsphere", "A namespace has the design's CPU, memory and storage "
+                                                        "limits.")),
+    ("namespace_access_changed", ("error", "vsphere", "A namespace grants the design's access entries (and only "
+                                                      "them where the role purges access).")),
+    ("namespace_description_changed", ("warning", "vsphere", "A namespace has the design's description.")),
+    ("namespace_libraries_changed", ("warning", "vsphere", "A namespace has the content libraries the role "
+                                                           "gives it.")),
     # vks
     ("vks_cluster_missing", ("error", "vks", "Every VKS cluster of the design exists on the Supervisor.")),
     ("node_pool_missing", ("error", "vks", "Every GPU pool has its node pool in its VKS cluster.")),
@@ -392,8 +404,137 @@ def _cluster_pinning(out, name, gpu_hosts, drs, behavior):
 # ---------------------------------------------------------------------------------------
 
 
-def audit_vsphere(derived, vm_classes, namespaces):
-    """Findings of the vSphere link: VM classes and namespaces."""
+# Each field the vm_class and supervisor_namespace modules compare, and the rule that reports it:
+# the audit plans each object with the modules' comparators (_vm_class / _namespace merge and differs)
+# and the supervisor_gpu_tenancy role's inputs.
+VM_CLASS_RULE_BY_FIELD = OrderedDict([
+    ("cpu_count", "vm_class_size_changed"),
+    ("memory_mb", "vm_class_size_changed"),
+    ("cpu_reservation", "vm_class_size_changed"),
+    ("memory_reservation", "vm_class_size_changed"),
+    ("description", "vm_class_description_changed"),
+    ("vgpu_profiles", "vm_class_profile_changed"),
+])
+NAMESPACE_RULE_BY_FIELD = OrderedDict([
+    ("description", "namespace_description_changed"),
+    ("vm_classes", "namespace_class_missing"),  # namespace_class_extra for the classes the plan removes
+    ("content_libraries", "namespace_libraries_changed"),
+    ("storage_policies", "namespace_storage_changed"),
+    ("limits", "namespace_limits_changed"),
+    ("access", "namespace_access_changed"),
+])
+_VM_CLASS_LABELS = dict(cpu_count="vCPUs", memory_mb="memory MB", cpu_reservation="CPU reservation %",
+                        memory_reservation="memory reservation %")
+# the role's options that are no fields of the object
+_VM_CLASS_OPTIONS = ("name", "cluster", "api_form", "state")
+_NAMESPACE_PURGES = ("purge_lists", "purge_access", "purge_gpu_vm_classes")
+
+
+def vm_class_plan(want, have):
+    """(after, changed fields) of one VM class of derive()'s ``vsphere.vm_classes``, as
+    vm_class plans it with the options supervisor_gpu_tenancy passes (None: missing)."""
+    params = dict((k, v) for k, v in want.items() if k in _vm_class.FIELDS)
+    params["name"] = want["name"]
+    after = _vm_class.merge(have, _vm_class.desired(params))
+    return after, _vm_class.differs(have, after)
+
+
+def namespace_plan(want, have, storage_policies=None, gpu_classes=()):
+    """(after, changed fields) of one namespace of derive()'s ``vsphere.namespaces``, as
+    supervisor_namespace plans it with the options supervisor_gpu_tenancy passes (purge options
+    included). ``storage_policies``: {id: name} (None: storage policies not judged);
+    ``gpu_classes``: ids of the VM classes with a vGPU (purged with ``purge_gpu_vm_classes``)."""
+    options = dict((k, v) for k, v in want.items() if k not in _NAMESPACE_PURGES)
+    after = _namespace.merge(have, _namespace.wanted(options, storage_policies), purge_lists=bool(want.get("purge_lists")),
+                             purge_access=bool(want.get("purge_access")),
+                             purge_vm_classes=gpu_classes if want.get("purge_gpu_vm_classes") else None)
+    return after, _namespace.differs(have, after)
+
+
+def _words(value):
+    if isinstance(value, (list, tuple)):
+        return "[%s]" % ", ".join(_words(v) for v in value)
+    if isinstance(value, dict):
+        return "{%s}" % ", ".join("%s: %s" % (k, _words(v)) for k, v in sorted(value.items()))
+    return "none" if value is None else str(value)
+
+
+def _access_words(entries):
+    return ", ".join("%s %s@%s %s" % (a["type"], a["subject"], a["domain"], a["role"]) for a in entries) or "none"
+
+
+def _vm_class_findings(want, have, name):
+    obj = "vm_class %s" % name
+    try:
+        after, fields = vm_class_plan(want, have)
+    except _vm_class.VmClassError as exc:
+        return [finding("vm_class_profile_changed", obj, "VM class %s cannot be planned: %s" % (name, exc),
+                        "fix the pool's VM class in the design")]
+    out = []
+    if "vgpu_profiles" in fields:
+        out.append(finding(
+            "vm_class_profile_changed", obj,
+            "VM class %s has vGPU profiles [%s], pool %s needs [%s]" % (
+                name, ", ".join(sorted(have.get("vgpu_profiles") or [])), want.get("pool"),
+                ", ".join(after["vgpu_profiles"])),
+            "set its profiles back (vm_class, or the supervisor_gpu_tenancy role); node VMs created since "
+            "run the wrong profile and must be recreated"))
+    size = ["%s %s (design %s)" % (_VM_CLASS_LABELS[k], have.get(k), after[k]) for k in fields if k in _VM_CLASS_LABELS]
+    if size:
+        out.append(finding("vm_class_size_changed", obj, "VM class %s: %s" % (name, ", ".join(size)),
+                           "set the VM class back to the design (vm_class, or the supervisor_gpu_tenancy role)"))
+    if "description" in fields:
+        out.append(finding("vm_class_description_changed", obj, "VM class %s is described %r, the design says %r" % (
+            name, have.get("description"), after["description"]), "set it back (vm_class, or the "
+                                                                  "supervisor_gpu_tenancy role)"))
+    return out
+
+
+def _namespace_findings(want, have, storage_policies, gpu_classes):
+    name = want["name"]
+    obj = "namespace %s" % name
+    try:
+        after, fields = namespace_plan(want, have, storage_policies, gpu_classes)
+    except _namespace.NamespaceError as exc:
+        return [finding("namespace_storage_changed" if "storage policy" in str(exc) else "namespace_access_changed",
+                        obj, "namespace %s cannot be planned: %s" % (name, exc),
+                        "fix the namespace in the design or create what it names in vCenter")]
+    names = storage_policies or {}
+    fix = "set it back (supervisor_namespace, or the supervisor_gpu_tenancy role)"
+    out = []
+    for field in fields:
+        live, wanted = have.get(field), after[field]
+        if field == "vm_classes":
+            missing = [c for c in wanted if c not in live]
+            extra = [c for c in live if c not in wanted]
+            if missing:
+                out.append(finding("namespace_class_missing", obj, "namespace %s does not offer VM class(es) %s" % (
+                    name, ", ".join(missing)), "add them to the namespace (supervisor_namespace vm_classes, or the "
+                                               "supervisor_gpu_tenancy role)"))
+            if extra:
+                out.append(finding("namespace_class_extra", obj, "namespace %s offers GPU VM class(es) %s that the "
+                                   "design does not give it" % (name, ", ".join(extra)),
+                                   "remove them from the namespace (the supervisor_gpu_tenancy role)"))
+        elif field == "storage_policies":
+            out.append(finding("namespace_storage_changed", obj, "namespace %s has storage policies %s, the design "
+                               "says %s (limit MiB)" % (name, _words(dict((names.get(k, k), v) for k, v in live.items())),
+                                                        _words(dict((names.get(k, k), v) for k, v in wanted.items()))),
+                               fix))
+        elif field == "access":
+            out.append(finding("namespace_access_changed", obj, "namespace %s grants %s; after the role: %s" % (
+                name, _access_words(live), _access_words(wanted)), fix))
+        else:
+            out.append(finding(NAMESPACE_RULE_BY_FIELD[field], obj, "namespace %s %s is %s, the design says %s" % (
+                name, field.replace("_", " "), _words(live), _words(wanted)), fix))
+    return out
+
+
+def audit_vsphere(derived, vm_classes, namespaces, storage_policies=None):
+    """Findings of the vSphere link: VM classes and namespaces, each planned by its module's
+    comparator with the supervisor_gpu_tenancy role's inputs.
+
+    ``storage_policies``: {policy id: name} (None: the namespaces' storage policies are not judged).
+    """
     out = []
     vs = derived.get("vsphere") or {}
     vm_classes = vm_classes or {}
@@ -401,42 +542,21 @@ def audit_vsphere(derived, vm_classes, namespaces):
     for want in vs.get("vm_classes") or []:
         name = want["name"]
         have = vm_classes.get(name)
-        obj = "vm_class %s" % name
         if have is None:
-            out.append(finding("vm_class_missing", obj, "VM class %s of pool %s does not exist" % (name, want["pool"]),
+            out.append(finding("vm_class_missing", "vm_class %s" % name,
+                               "VM class %s of pool %s does not exist" % (name, want.get("pool")),
                                "create it (vm_class, or the supervisor_gpu_tenancy role)"))
             continue
-        live = sorted(p.lower() for p in have.get("vgpu_profiles") or [])
-        if live != sorted(want["vgpu_profiles"]):
-            out.append(finding(
-                "vm_class_profile_changed", obj,
-                "VM class %s has vGPU profiles [%s], pool %s needs [%s]" % (
-                    name, ", ".join(live), want["pool"], ", ".join(want["vgpu_profiles"])),
-                "set its profiles back (vm_class, or the supervisor_gpu_tenancy role); node VMs created since "
-                "run the wrong profile and must be recreated"))
-        size = []
-        for key, label in (("cpu_count", "vCPUs"), ("memory_mb", "memory MB"),
-                           ("memory_reservation", "memory reservation %")):
-            if want.get(key) is not None and have.get(key) is not None and have[key] != want[key]:
-                size.append("%s %s (design %s)" % (label, have[key], want[key]))
-        if size:
-            out.append(finding("vm_class_size_changed", obj, "VM class %s: %s" % (name, ", ".join(size)),
-                               "set the VM class back to the design (vm_class)"))
+        out.extend(_vm_class_findings(want, have, name))
+    gpu_classes = _vm_class.with_vgpu(vm_classes)
     for want in vs.get("namespaces") or []:
-        name = want["name"]
-        have = namespaces.get(name)
-        obj = "namespace %s" % name
+        have = namespaces.get(want["name"])
         if have is None:
-            out.append(finding("namespace_missing", obj,
-                               "%s namespace %s does not exist" % (want.get("kind", ""), name),
+            out.append(finding("namespace_missing", "namespace %s" % want["name"],
+                               "%s namespace %s does not exist" % (want.get("kind", ""), want["name"]),
                                "create it (supervisor_namespace, or the supervisor_gpu_tenancy role)"))
             continue
-        missing = [c for c in want.get("vm_classes") or [] if c not in (have.get("vm_classes") or [])]
-        if missing:
-            out.append(finding(
-                "namespace_class_missing", obj,
-                "namespace %s does not offer VM class(es) %s" % (name, ", ".join(missing)),
-                "add them to the namespace (supervisor_namespace vm_classes)"))
+        out.extend(_namespace_findings(want, have, storage_policies, gpu_classes))
     return out
 
 

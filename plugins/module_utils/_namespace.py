@@ -31,6 +31,10 @@ LIMIT_KEYS = tuple(k for k, api in LIMITS)
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
+# the fields of the normal form that a plan compares (differs); the Supervisor a namespace is on cannot change
+FIELDS = ("description", "vm_classes", "content_libraries", "storage_policies", "limits", "access")
+
+
 class NamespaceError(ValueError):
     """Bad input for a namespace; nothing was changed."""
 
@@ -136,14 +140,21 @@ def empty(cluster):
                 limits=dict((k, None) for k in LIMIT_KEYS), access=[])
 
 
-def merge(current, want, purge_lists=False, purge_access=False):
-    """The namespace after this run. ``want`` holds resolved ids; None means leave alone."""
+def merge(current, want, purge_lists=False, purge_access=False, purge_vm_classes=None):
+    """The namespace after this run. ``want`` holds resolved ids; None means leave alone.
+
+    ``purge_vm_classes``: VM class ids removed from the namespace unless ``want`` lists them,
+    without ``purge_lists`` (for example the classes with a vGPU, so a namespace offers only
+    the GPU classes of the design and keeps its other classes).
+    """
     after = dict(current)
     if want.get("description") is not None:
         after["description"] = want["description"]
     for key in ("vm_classes", "content_libraries"):
         if want.get(key) is not None:
             base = [] if purge_lists else list(current[key])
+            if key == "vm_classes" and purge_vm_classes:
+                base = [c for c in base if c not in set(purge_vm_classes)]
             after[key] = sorted(set(base) | set(want[key]))
     if want.get("storage_policies") is not None:
         merged = {} if purge_lists else dict(current["storage_policies"])
@@ -162,6 +173,22 @@ def merge(current, want, purge_lists=False, purge_access=False):
             by_key[access_key(a)] = a
         after["access"] = sorted(by_key.values(), key=access_key)
     return after
+
+
+def wanted(options, policies=None, libraries=None):
+    """supervisor_namespace's options (name aside) as ``merge`` takes them: checked, storage
+    policies and content libraries resolved to ids (``policies`` / ``libraries``: {id: name}).
+    A list whose names cannot be resolved without its map (None) is left alone."""
+    want = dict(description=options.get("description"), vm_classes=options.get("vm_classes"),
+                limits=check_limits(options.get("limits")), access=check_access(options.get("access")))
+    storage = options.get("storage_policies")
+    if storage is not None and policies is not None:
+        ids = resolve([s["policy"] for s in storage], policies, "storage policy", "storage policies")
+        want["storage_policies"] = [dict(policy=i, limit_mib=s.get("limit_mib")) for i, s in zip(ids, storage)]
+    if options.get("content_libraries") is not None and libraries is not None:
+        want["content_libraries"] = resolve(options["content_libraries"], libraries, "content library",
+                                            "content libraries")
+    return want
 
 
 def differs(current, after):
@@ -232,5 +259,5 @@ def access_changes(current, after):
     return out
 
 
-__all__ = ["NamespaceError", "ROLES", "access_changes", "check_access", "check_limits", "check_name",
-           "create_body", "differs", "empty", "merge", "normalize", "resolve", "update_body"]
+__all__ = ["FIELDS", "NamespaceError", "ROLES", "access_changes", "check_access", "check_limits", "check_name",
+           "create_body", "differs", "empty", "merge", "normalize", "resolve", "update_body", "wanted"]

@@ -171,6 +171,11 @@ def differs(current, after):
     return out
 
 
+def with_vgpu(classes):
+    """The ids of the classes (``{id: normal form}``) that carry a vGPU profile."""
+    return sorted(i for i, c in (classes or {}).items() if (c or {}).get("vgpu_profiles"))
+
+
 def vgpu_config_spec(after):
     """The vim VirtualMachineConfigSpec (JSON with _typeName) of a class."""
     spec = {
@@ -221,4 +226,4 @@ def request_body(name, after, form, create, clear_devices=False):
 
 
 __all__ = ["API_FORMS", "FIELDS", "VmClassError", "api_version_tuple", "check_dns_label", "check_profiles",
-           "choose_form", "desired", "differs", "merge", "normalize", "request_body", "vgpu_config_spec"]
+           "choose_form", "desired", "differs", "merge", "normalize", "request_body", "vgpu_config_spec", "with_vgpu"]

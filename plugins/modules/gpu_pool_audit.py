@@ -14,14 +14,20 @@ version_added: 0.1.0
 description:
   - Derives the per-link inputs from the pool design (see M(gpupool.vcf.gpu_pool_design)) and
     compares the live state of each link with them.
-  - C(esxi) - NVIDIA driver versions mixed in a cluster or off the design, graphics not Shared
-    Direct, assignment policy, vGPU scheduler off the design, hosts in maintenance mode or not
-    readable, GPU VMs without an enabled DRS override. Read with the GPU inventory (a fixed
+  - C(esxi) - each GPU host planned as the esxi_gpu_host role plans its turn, with the role's
+    inputs - NVIDIA driver off the design (and mixed in a cluster) or not loaded, graphics,
+    assignment policy and vGPU scheduler off the design, a reboot owed, maintenance mode or
+    powered-off VMs left by an earlier run, hosts not readable; GPU VMs without an enabled DRS
+    override. Read with the GPU inventory (a fixed
     number of PropertyCollector retrievals plus two calls per GPU host) and one retrieval of
     every cluster's C(configurationEx).
-  - C(vsphere) - VM classes missing or with changed vGPU profiles or size, namespaces missing or
-    without the VM classes of their pools. Read through the vSphere Automation API (one list of
-    VM classes, one read per namespace of the design).
+  - C(vsphere) - each VM class and namespace planned as M(gpupool.vcf.vm_class) and
+    M(gpupool.vcf.supervisor_namespace) plan them with the inputs the supervisor_gpu_tenancy role
+    gets - VM classes missing or with other vGPU profiles, size or description; namespaces missing,
+    without the VM classes of their pools, with other storage policies, limits, access entries or
+    description (and GPU VM classes or access entries the design does not list where the purge
+    options remove them). Read through the vSphere Automation API (one list of VM classes, one of
+    storage policies, one read per namespace of the design).
   - C(vks) - VKS clusters and their node pools on the Supervisor - replicas, VM class, node labels and
     taints, each read through the variables of the Cluster's ClusterClass, discovered from the class's
     schema as M(gpupool.vcf.vks_node_pool) writes them (needs O(supervisor_kubeconfig)).
@@ -200,6 +206,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
 
 VM_CLASSES_PATH = "/api/vcenter/namespace-management/virtual-machine-classes"
 NS_PATH = "/api/vcenter/namespaces/instances"
+POLICIES_PATH = "/api/vcenter/storage/policies"
 CAPI_GROUP = "cluster.x-k8s.io"
 CAPI_VERSIONS = ("v1beta2", "v1beta1")
 
@@ -227,7 +234,8 @@ def read_esxi(client):
 
 
 def read_vsphere(rest, derived):
-    """({id: VM class}, {name: namespace}) in normal form; absent ones are left out."""
+    """{vm_classes: {id: VM class}, namespaces: {name: namespace}, storage_policies: {id: name}};
+    VM classes and namespaces in normal form, absent ones left out."""
     classes = {}
     for info in rest.get(VM_CLASSES_PATH) or []:
         classes[info.get("id")] = vmc.normalize(info)
@@ -237,7 +245,8 @@ def read_vsphere(rest, derived):
             namespaces[ns["name"]] = nsu.normalize(rest.get("%s/%s" % (NS_PATH, ns["name"])))
         except VsphereNotFound:
             pass
-    return classes, namespaces
+    policies = dict((p["policy"], p.get("name") or p["policy"]) for p in rest.get(POLICIES_PATH) or [])
+    return dict(vm_classes=classes, namespaces=namespaces, storage_policies=policies)
 
 
 def k8s_client(kubeconfig, context, request_timeout=DEFAULT_REQUEST_TIMEOUT):
@@ -513,8 +522,7 @@ def main():
                 hosts, drs = read_esxi(module.client())
                 findings += _audit.audit_esxi(derived, hosts, drs)
             elif link == "vsphere":
-                classes, namespaces = read_vsphere(module.rest_client(), derived)
-                findings += _audit.audit_vsphere(derived, classes, namespaces)
+                findings += _audit.audit_vsphere(derived, **read_vsphere(module.rest_client(), derived))
             elif link in ("vks", "guest"):
                 try:
                     import kubernetes  # noqa: F401

@@ -306,12 +306,31 @@ def test_no_pinning_in_design_means_no_pinning_findings(derived):
 # --- vsphere ---------------------------------------------------------------------------------------
 
 
+POLICIES = {"pol-vsan": "vSAN Default Storage Policy", "pol-gold": "Gold"}
+
+
+def namespace_info(n, extra_classes=("best-effort-small",)):
+    """A namespace's Info as the vSphere API returns it, with what the role gave it from the design."""
+    ids = dict((name, i) for i, name in POLICIES.items())
+    limits = dict((api, n["limits"][k]) for k, api in a._namespace.LIMITS if n["limits"][k] is not None)
+    return {"cluster": "domain-c9", "description": n["description"],
+            "vm_service_spec": {"vm_classes": list(n["vm_classes"]) + list(extra_classes), "content_libraries": []},
+            "storage_specs": [dict([("policy", ids[s["policy"]])] + ([("limit", s["limit_mib"])] if s["limit_mib"]
+                                                                      else [])) for s in n["storage_policies"]],
+            "resource_spec": limits,
+            "access_list": [{"subject_type": e["type"], "domain": e["domain"], "subject": e["subject"],
+                             "role": e["role"]} for e in n["access"]]}
+
+
 def good_vsphere(derived):
-    classes = dict((c["name"], dict(cpu_count=c["cpu_count"], memory_mb=c["memory_mb"], memory_reservation=100,
-                                    cpu_reservation=0, description="", vgpu_profiles=list(c["vgpu_profiles"])))
-                   for c in derived["vsphere"]["vm_classes"])
-    namespaces = dict((n["name"], dict(vm_classes=sorted(n["vm_classes"]))) for n in derived["vsphere"]["namespaces"])
-    return classes, namespaces
+    """(VM classes, namespaces, storage policies) as gpu_pool_audit reads them when the role has run."""
+    classes = dict((c["name"], a._vm_class.normalize(dict(
+        cpu_count=c["cpu_count"], memory_MB=c["memory_mb"], memory_reservation=100, cpu_reservation=0,
+        description=c["description"], devices={"vgpu_devices": [{"profile_name": p} for p in c["vgpu_profiles"]]})))
+        for c in derived["vsphere"]["vm_classes"])
+    classes["best-effort-small"] = a._vm_class.normalize(dict(cpu_count=2, memory_MB=4096))
+    namespaces = dict((n["name"], a._namespace.normalize(namespace_info(n))) for n in derived["vsphere"]["namespaces"])
+    return classes, namespaces, dict(POLICIES)
 
 
 def test_vsphere_clean(derived):
@@ -319,43 +338,174 @@ def test_vsphere_clean(derived):
 
 
 def test_vm_class_missing(derived):
-    classes, namespaces = good_vsphere(derived)
+    classes, namespaces, policies = good_vsphere(derived)
     del classes["gpu-training"]
-    assert rules(a.audit_vsphere(derived, classes, namespaces)) == [("vm_class_missing", "vm_class gpu-training")]
+    assert rules(a.audit_vsphere(derived, classes, namespaces, policies)) == [("vm_class_missing", "vm_class gpu-training")]
 
 
 def test_vm_class_profile_changed(derived):
-    classes, namespaces = good_vsphere(derived)
+    classes, namespaces, policies = good_vsphere(derived)
     classes["gpu-inference"]["vgpu_profiles"] = ["nvidia_h100-2-20c"]
-    out = a.audit_vsphere(derived, classes, namespaces)
+    out = a.audit_vsphere(derived, classes, namespaces, policies)
     assert rules(out) == [("vm_class_profile_changed", "vm_class gpu-inference")]
     assert "nvidia_h100-2-20c" in out[0]["message"] and "nvidia_h100-3-40c" in out[0]["message"]
 
 
 def test_vm_class_profile_compared_without_case_or_order(derived):
-    classes, namespaces = good_vsphere(derived)
-    classes["gpu-inference"]["vgpu_profiles"] = ["NVIDIA_H100-3-40C"]
-    assert a.audit_vsphere(derived, classes, namespaces) == []
+    classes, namespaces, policies = good_vsphere(derived)
+    classes["gpu-inference"] = a._vm_class.normalize(dict(
+        cpu_count=8, memory_MB=65536, memory_reservation=100, description=classes["gpu-inference"]["description"],
+        devices={"vgpu_devices": [{"profile_name": "NVIDIA_H100-3-40C"}]}))
+    assert a.audit_vsphere(derived, classes, namespaces, policies) == []
 
 
 def test_vm_class_size_changed(derived):
-    classes, namespaces = good_vsphere(derived)
+    classes, namespaces, policies = good_vsphere(derived)
     classes["gpu-notebooks"]["cpu_count"] = 2
     classes["gpu-notebooks"]["memory_reservation"] = 50
-    out = a.audit_vsphere(derived, classes, namespaces)
+    out = a.audit_vsphere(derived, classes, namespaces, policies)
     assert rules(out) == [("vm_class_size_changed", "vm_class gpu-notebooks")]
     assert out[0]["severity"] == "warning" and "vCPUs 2" in out[0]["message"]
+    assert "memory reservation % 50 (design 100)" in out[0]["message"]
 
 
 def test_namespace_missing_and_class_missing(derived):
-    classes, namespaces = good_vsphere(derived)
+    classes, namespaces, policies = good_vsphere(derived)
     del namespaces["research"]
     namespaces["team-vision"]["vm_classes"] = ["gpu-inference"]
-    out = a.audit_vsphere(derived, classes, namespaces)
+    out = a.audit_vsphere(derived, classes, namespaces, policies)
     assert rules(out) == [("namespace_class_missing", "namespace team-vision"),
                           ("namespace_missing", "namespace research")]
     msg = [f for f in out if f["rule"] == "namespace_class_missing"][0]["message"]
     assert "gpu-training" in msg and "gpu-notebooks" in msg
+
+
+def test_namespace_limits_storage_access_description(derived):
+    """Drift the converge repairs that the old audit did not see."""
+    classes, namespaces, policies = good_vsphere(derived)
+    ns = namespaces["team-search"]
+    ns["limits"]["memory_mib"] = 1024
+    ns["storage_policies"] = {"pol-vsan": 1024}
+    ns["access"] = [e for e in ns["access"] if e["subject"] != "search-leads"]
+    ns["access"][0]["role"] = "VIEW"
+    ns["description"] = "somebody's namespace"
+    out = a.audit_vsphere(derived, classes, namespaces, policies)
+    assert rules(out) == [("namespace_access_changed", "namespace team-search"),
+                          ("namespace_description_changed", "namespace team-search"),
+                          ("namespace_limits_changed", "namespace team-search"),
+                          ("namespace_storage_changed", "namespace team-search")]
+    by = dict((f["rule"], f) for f in out)
+    assert "search-leads" in by["namespace_access_changed"]["message"]
+    assert "vSAN Default Storage Policy: 1024" in by["namespace_storage_changed"]["message"]
+    assert "524288" in by["namespace_limits_changed"]["message"]
+    # an entry the design does not list, a policy it does not name: left alone without the purge options
+    namespaces = good_vsphere(derived)[1]
+    namespaces["team-search"]["access"].append(dict(type="USER", domain="vsphere.local", subject="eve", role="EDIT"))
+    namespaces["team-search"]["storage_policies"]["pol-gold"] = None
+    assert a.audit_vsphere(derived, classes, namespaces, policies) == []
+
+
+def test_namespace_purge_options_are_the_role_inputs(derived):
+    d = copy.deepcopy(derived)
+    classes, namespaces, policies = good_vsphere(d)
+    namespaces["team-search"]["access"].append(dict(type="USER", domain="vsphere.local", subject="eve", role="EDIT"))
+    namespaces["team-search"]["vm_classes"].append("gpu-training")
+    assert a.audit_vsphere(d, classes, namespaces, policies) == []
+    ns = [n for n in d["vsphere"]["namespaces"] if n["name"] == "team-search"][0]
+    ns.update(purge_access=True, purge_gpu_vm_classes=True)
+    out = a.audit_vsphere(d, classes, namespaces, policies)
+    assert rules(out) == [("namespace_access_changed", "namespace team-search"),
+                          ("namespace_class_extra", "namespace team-search")]
+    extra = [f for f in out if f["rule"] == "namespace_class_extra"][0]
+    # the GPU class is removed, the non-GPU class the control plane may use stays
+    assert "gpu-training" in extra["message"] and "best-effort-small" not in extra["message"]
+
+
+def test_storage_policies_not_judged_without_their_names(derived):
+    classes, namespaces, policies = good_vsphere(derived)
+    namespaces["team-search"]["storage_policies"] = {"pol-vsan": 1}
+    assert a.audit_vsphere(derived, classes, namespaces) == []
+    assert rules(a.audit_vsphere(derived, classes, namespaces, policies)) == [
+        ("namespace_storage_changed", "namespace team-search")]
+    out = a.audit_vsphere(derived, classes, namespaces, {"pol-other": "Other"})
+    assert set(rules(out)) == set(("namespace_storage_changed", "namespace %s" % n["name"])
+                                  for n in derived["vsphere"]["namespaces"])
+    assert "unknown storage policy vSAN Default Storage Policy" in out[0]["message"]
+
+
+# one drift per field the vm_class / supervisor_namespace modules compare: (field, change to the live object)
+VM_CLASS_DRIFTS = [
+    ("cpu_count", dict(cpu_count=1)),
+    ("memory_mb", dict(memory_mb=1024)),
+    ("cpu_reservation", dict(cpu_reservation=50)),  # the design leaves it alone: no plan, no finding
+    ("memory_reservation", dict(memory_reservation=0)),
+    ("description", dict(description="")),
+    ("vgpu_profiles", dict(vgpu_profiles=["nvidia_h100-1-10c"])),
+]
+NAMESPACE_DRIFTS = [
+    ("description", dict(description="")),
+    ("vm_classes", dict(vm_classes=["best-effort-small"])),
+    ("content_libraries", dict(content_libraries=["lib-1"])),  # the design leaves it alone
+    ("storage_policies", dict(storage_policies={"pol-vsan": 1})),
+    ("limits", dict(limits=dict(cpu_mhz=1, memory_mib=1, storage_mib=1))),
+    ("access", dict(access=[])),
+]
+
+
+def test_every_vsphere_field_has_a_rule_and_every_rule_a_field():
+    assert set(a.VM_CLASS_RULE_BY_FIELD) == set(a._vm_class.FIELDS)
+    assert set(a.NAMESPACE_RULE_BY_FIELD) == set(a._namespace.FIELDS)
+    assert set(a._namespace.FIELDS) == set(a._namespace.empty("c")) - {"cluster"}
+    vsphere_rules = set(r for r, (sev, link, doc) in a.RULES.items() if link == "vsphere")
+    mapped = set(a.VM_CLASS_RULE_BY_FIELD.values()) | set(a.NAMESPACE_RULE_BY_FIELD.values())
+    assert vsphere_rules == mapped | {"vm_class_missing", "namespace_missing", "namespace_class_extra"}
+    assert set(f for f, drift in VM_CLASS_DRIFTS) == set(a._vm_class.FIELDS)
+    assert set(f for f, drift in NAMESPACE_DRIFTS) == set(a._namespace.FIELDS)
+
+
+def _module_vm_class_fields(want, have):
+    """What vm_class plans with the role's options (its own calls: desired, merge, differs)."""
+    options = dict((k, want.get(k)) for k in a._vm_class.FIELDS)
+    options["name"] = want["name"]
+    return a._vm_class.differs(have, a._vm_class.merge(have, a._vm_class.desired(options)))
+
+
+@pytest.mark.parametrize("field,drift", VM_CLASS_DRIFTS, ids=[d[0] for d in VM_CLASS_DRIFTS])
+def test_each_vm_class_drift_is_planned_and_reported_alike(derived, field, drift):
+    classes, namespaces, policies = good_vsphere(derived)
+    classes["gpu-inference"].update(drift)
+    want = [c for c in derived["vsphere"]["vm_classes"] if c["name"] == "gpu-inference"][0]
+    planned = _module_vm_class_fields(want, classes["gpu-inference"])
+    out = a.audit_vsphere(derived, classes, namespaces, policies)
+    assert [f["rule"] for f in out] == [a.VM_CLASS_RULE_BY_FIELD[f] for f in planned]
+    assert all(f["object"] == "vm_class gpu-inference" and f["fix"] for f in out)
+    if field != "cpu_reservation":
+        assert planned == [field]
+
+
+def _module_namespace_fields(want, have, policies):
+    """What supervisor_namespace plans with the role's options (resolve, merge, differs)."""
+    storage = want["storage_policies"]
+    ids = a._namespace.resolve([p["policy"] for p in storage], policies, "storage policy", "storage policies")
+    options = dict(description=want["description"], vm_classes=want["vm_classes"],
+                   limits=a._namespace.check_limits(want["limits"]), access=a._namespace.check_access(want["access"]),
+                   storage_policies=[dict(policy=i, limit_mib=p["limit_mib"]) for i, p in zip(ids, storage)])
+    after = a._namespace.merge(have, options, purge_lists=want.get("purge_lists", False),
+                               purge_access=want.get("purge_access", False))
+    return a._namespace.differs(have, after)
+
+
+@pytest.mark.parametrize("field,drift", NAMESPACE_DRIFTS, ids=[d[0] for d in NAMESPACE_DRIFTS])
+def test_each_namespace_drift_is_planned_and_reported_alike(derived, field, drift):
+    classes, namespaces, policies = good_vsphere(derived)
+    namespaces["team-search"].update(copy.deepcopy(drift))
+    want = [n for n in derived["vsphere"]["namespaces"] if n["name"] == "team-search"][0]
+    planned = _module_namespace_fields(want, namespaces["team-search"], policies)
+    out = a.audit_vsphere(derived, classes, namespaces, policies)
+    assert [f["rule"] for f in out] == [a.NAMESPACE_RULE_BY_FIELD[f] for f in planned]
+    assert all(f["object"] == "namespace team-search" and f["fix"] for f in out)
+    if field != "content_libraries":
+        assert planned == [field]
 
 
 # --- vks -------------------------------------------------------------------------------------------

@@ -106,3 +106,26 @@ def test_create_body():
     assert nsu.create_body("t", after, cluster_field="supervisor")["supervisor"] == "domain-c9"
     assert nsu.differs(None, after) == ["access", "content_libraries", "description", "limits", "storage_policies",
                                         "vm_classes"]
+
+
+def test_merge_purges_only_the_classes_named():
+    # "a" has a vGPU and is not wanted: removed; "b" (a CPU class) is kept without purge_lists
+    after = nsu.merge(cur(), {"vm_classes": ["c"]}, purge_vm_classes=["a", "c"])
+    assert after["vm_classes"] == ["b", "c"]
+    assert nsu.differs(cur(), after) == ["vm_classes"]
+    # nothing asked for the list: nothing purged
+    assert nsu.merge(cur(), {}, purge_vm_classes=["a"])["vm_classes"] == ["a", "b"]
+
+
+def test_wanted_is_the_module_options_as_merge_takes_them():
+    options = dict(description="x", vm_classes=["a"], storage_policies=[dict(policy="gold", limit_mib=5)],
+                   limits=dict(cpu_mhz=1, memory_mib=None, storage_mib=None),
+                   access=[dict(subject="alice", domain="vsphere.local", role="edit")])
+    want = nsu.wanted(options, {"p1": "gold"})
+    assert want["storage_policies"] == [dict(policy="p1", limit_mib=5)]
+    assert want["access"] == [dict(type="USER", domain="vsphere.local", subject="alice", role="EDIT")]
+    # storage policies named but their ids unknown: left alone
+    assert "storage_policies" not in nsu.wanted(options)
+    with pytest.raises(nsu.NamespaceError, match="unknown storage policy gold"):
+        nsu.wanted(options, {"p9": "silver"})
+    assert set(nsu.FIELDS) == set(cur()) - {"cluster"}

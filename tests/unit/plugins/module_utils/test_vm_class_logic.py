@@ -110,3 +110,10 @@ def test_request_bodies():
     legacy = vmc.request_body("gpu-small", after, "devices", create=False)
     assert "id" not in legacy and legacy["devices"] == {"vgpu_devices": [{"profile_name": "nvidia_h100-1-10c"}]}
     assert vmc.request_body("x", after, "config_spec", create=False, clear_devices=True)["devices"] == {}
+
+
+def test_with_vgpu_names_the_gpu_classes():
+    classes = {"gpu-a": vmc.normalize({"cpu_count": 2, "devices": {"vgpu_devices": [{"profile_name": "nvidia_l40s-8c"}]}}),
+               "best-effort-small": vmc.normalize({"cpu_count": 2}), "gone": None}
+    assert vmc.with_vgpu(classes) == ["gpu-a"]
+    assert vmc.with_vgpu(None) == []
