@@ -153,6 +153,41 @@ def backoff_delays(initial=0.5, maximum=10.0, rand=random.random):
         delay = min(delay * 2, maximum)
 
 
+class RetryPolicy:
+    """How a client repeats calls after transient failures: at most ``retries`` times, with
+    delays from ``delay`` seconds doubled up to ``max_delay``, with jitter. ``retried``
+    counts the repeats of the client's life (figures and tests)."""
+
+    def __init__(self, retries=5, delay=1.0, max_delay=30.0, sleep=time.sleep):
+        self.retries = max(0, int(retries))
+        self.delay = delay
+        self.max_delay = max_delay
+        self.sleep = sleep
+        self.retried = 0
+
+    def start(self):
+        """The budget of one call."""
+        return _Attempts(self)
+
+
+class _Attempts:
+    """One call's repeats under a :class:`RetryPolicy`."""
+
+    def __init__(self, policy):
+        self.policy = policy
+        self.count = 0
+        self._delays = backoff_delays(policy.delay, policy.max_delay)
+
+    def left(self):
+        return self.count < self.policy.retries
+
+    def pause(self):
+        """Count a repeat and sleep before it."""
+        self.count += 1
+        self.policy.retried += 1
+        self.policy.sleep(next(self._delays))
+
+
 def wait(check, timeout, what, transient=(), initial_delay=0.2, max_delay=5.0,
          sleep=time.sleep, clock=time.monotonic):
     """The one waiter: call ``check()`` until it returns ``(True, value)``; return ``value``.
@@ -273,12 +308,8 @@ class VsphereClient:
         self.hostname = hostname
         self.port = int(port or 443)
         self.endpoint = "https://%s:%d" % (hostname, self.port)
-        self.retries = max(0, int(retries))
-        self.retry_delay = retry_delay
-        self.max_retry_delay = max_retry_delay
-        self.sleep = sleep
+        self.retry = RetryPolicy(retries, retry_delay, max_retry_delay, sleep)
         self.relogins = 0
-        self.retried = 0
         self._credentials = (username, password)
         self._closing = False
         self._fields = None
@@ -296,8 +327,7 @@ class VsphereClient:
 
     def _connect(self, login):
         """Log in, retrying while vCenter refuses connections (restarting), then fail clearly."""
-        delays = backoff_delays(self.retry_delay, self.max_retry_delay)
-        attempt = 0
+        attempts = self.retry.start()
         while True:
             try:
                 return login()
@@ -312,10 +342,9 @@ class VsphereClient:
             except vmodl.MethodFault as exc:
                 raise VsphereConnectionError("login to %s failed: %s" % (self.endpoint, fault_message(exc)))
             except (OSError, ssl.SSLError, HTTPException) as exc:
-                if attempt >= self.retries or not _transient(exc):
-                    raise VsphereConnectionError("cannot reach %s: %s (%d attempts)" % (self.endpoint, exc, attempt + 1))
-            attempt += 1
-            self.sleep(next(delays))
+                if not attempts.left() or not _transient(exc):
+                    raise VsphereConnectionError("cannot reach %s: %s (%d attempts)" % (self.endpoint, exc, attempts.count + 1))
+            attempts.pause()
 
     # -- the fault boundary ----------------------------------------------------------------
     def _invoke(self, mo, info, args, outer):
@@ -324,24 +353,22 @@ class VsphereClient:
         if operation == "Fetch" and args:
             operation = "read of %s" % args[0]
         read = _is_read(info.wsdlName)
-        delays = backoff_delays(self.retry_delay, self.max_retry_delay)
-        attempts = relogins = 0
+        attempts = self.retry.start()
+        relogins = 0
         while True:
             generation = self._session_generation
             try:
                 status, obj = self._stub.inner.InvokeMethod(mo, info, args, outer)
             except (OSError, HTTPException) as exc:
                 unsent = _unsent(exc)
-                if self._closing or attempts >= self.retries or not (_transient(exc) and (read or unsent)):
-                    raise VsphereConnectionError(self._transport_text(operation, mo, exc, attempts, read or unsent))
-                attempts += 1
-                self.retried += 1
-                self.sleep(next(delays))
+                if self._closing or not attempts.left() or not (_transient(exc) and (read or unsent)):
+                    raise VsphereConnectionError(self._transport_text(operation, mo, exc, attempts.count, read or unsent))
+                attempts.pause()
                 continue
             if status == 200:
                 return obj
             if isinstance(obj, vim.fault.NotAuthenticated) and info.wsdlName not in ("Login", "Logout") and not self._closing:
-                if relogins >= self.retries:
+                if relogins >= self.retry.retries:
                     raise VsphereConnectionError(
                         "%s on %s: the session was refused (NotAuthenticated) again after %d re-logins to %s"
                         % (operation, _target(mo), relogins, self.endpoint))

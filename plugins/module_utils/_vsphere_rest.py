@@ -36,7 +36,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import (
     VsphereError,
     VsphereNotFound,
     VsphereTaskError,
-    backoff_delays,
+    RetryPolicy,
     ca_bundle,
     wait,
 )
@@ -93,12 +93,8 @@ class VsphereRestClient:
         self.base = "https://%s:%d" % (hostname, int(port or 443))
         self.timeout = timeout
         self.requests = 0
-        self.retries = max(0, int(retries))
-        self.retry_delay = retry_delay
-        self.max_retry_delay = max_retry_delay
-        self.sleep = sleep
+        self.retry = RetryPolicy(retries, retry_delay, max_retry_delay, sleep)
         self.relogins = 0
-        self.retried = 0
         self._credentials = (username or "", password or "")
         self._closed = False
         self.http = session or requests.Session()
@@ -109,8 +105,7 @@ class VsphereRestClient:
 
     def _login(self):
         """POST /api/session; retried while vCenter refuses connections or answers 503."""
-        delays = backoff_delays(self.retry_delay, self.max_retry_delay)
-        attempt = 0
+        attempts = self.retry.start()
         self.http.headers.pop(SESSION_HEADER, None)
         while True:
             try:
@@ -121,8 +116,8 @@ class VsphereRestClient:
                     "TLS certificate of %s not trusted (%s); name its CA with ca_file, VMWARE_CA_FILE, "
                     "REQUESTS_CA_BUNDLE or SSL_CERT_FILE" % (self.base, _reason(exc)))
             except requests.exceptions.RequestException as exc:
-                if attempt >= self.retries:
-                    raise VsphereConnectionError("cannot reach %s: %s (%d attempts)" % (self.base, _reason(exc), attempt + 1))
+                if not attempts.left():
+                    raise VsphereConnectionError("cannot reach %s: %s (%d attempts)" % (self.base, _reason(exc), attempts.count + 1))
                 resp = None
             if resp is not None:
                 self.requests += 1
@@ -131,10 +126,9 @@ class VsphereRestClient:
                         "login to %s refused: invalid user name or password for %s" % (self.base, self._credentials[0]))
                 if resp.status_code < 400:
                     break
-                if resp.status_code < 500 or attempt >= self.retries:
+                if resp.status_code < 500 or not attempts.left():
                     raise VsphereConnectionError("login to %s failed: HTTP %s" % (self.base, resp.status_code))
-            attempt += 1
-            self.sleep(next(delays))
+            attempts.pause()
         token = resp.json()
         if isinstance(token, dict):  # older /rest style {"value": token}
             token = token.get("value")
@@ -159,36 +153,32 @@ class VsphereRestClient:
         """One request through the fault boundary: (response, data)."""
         url = self.base + path
         repeatable = method in ("GET", "HEAD")
-        delays = backoff_delays(self.retry_delay, self.max_retry_delay)
-        attempts = relogins = 0
+        attempts = self.retry.start()
+        relogins = 0
         while True:
             try:
                 resp = self.http.request(method, url, json=body, params=params, timeout=self.timeout,
                                          verify=self.verify)
             except requests.exceptions.RequestException as exc:
                 unsent = isinstance(exc, requests.exceptions.ConnectionError) and "refused" in _reason(exc).lower()
-                if attempts >= self.retries or not (repeatable or unsent):
+                if not attempts.left() or not (repeatable or unsent):
                     text = "%s %s: connection to %s failed (%s)" % (method, path, self.base, _reason(exc))
-                    if attempts:
-                        text += " after %d attempts" % (attempts + 1)
+                    if attempts.count:
+                        text += " after %d attempts" % (attempts.count + 1)
                     if not (repeatable or unsent):
                         text += ("; the request may or may not have been carried out, so it was not repeated: "
                                  "a rerun reads the state and resumes")
                     raise VsphereConnectionError(text)
-                attempts += 1
-                self.retried += 1
-                self.sleep(next(delays))
+                attempts.pause()
                 continue
             self.requests += 1
-            if resp.status_code == 401 and relogins < self.retries and not self._closed:
+            if resp.status_code == 401 and relogins < self.retry.retries and not self._closed:
                 relogins += 1
                 self.relogins += 1
                 self._login()
                 continue
-            if resp.status_code >= 500 and attempts < self.retries and (repeatable or resp.status_code in UNSENT_STATUSES):
-                attempts += 1
-                self.retried += 1
-                self.sleep(next(delays))
+            if resp.status_code >= 500 and attempts.left() and (repeatable or resp.status_code in UNSENT_STATUSES):
+                attempts.pause()
                 continue
             break
         data = None
