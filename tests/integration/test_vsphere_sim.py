@@ -16,6 +16,8 @@ import vsphere_sim  # noqa: E402
 pyVim = pytest.importorskip("pyVim.connect")
 from pyVmomi import vim, vmodl  # noqa: E402
 
+from tests.lib.vim_objects import find_object as obj, wait_task as wait  # noqa: E402
+
 OLD = "550.54.10-1OEM.800.1.0.20613240"
 NEW = "550.90.05-1OEM.800.1.0.20613240"
 
@@ -56,27 +58,6 @@ def si(sim):
     pyVim.Disconnect(conn)
 
 
-def obj(si, kind, name):
-    content = si.RetrieveContent()
-    view = content.viewManager.CreateContainerView(content.rootFolder, [kind], True)
-    try:
-        for o in view.view:
-            if o.name == name:
-                return o
-    finally:
-        view.Destroy()
-    raise LookupError(name)
-
-
-def wait(task, timeout=10):
-    end = time.time() + timeout
-    while task.info.state in ("queued", "running"):
-        if time.time() > end:
-            raise TimeoutError(task.info.descriptionId)
-        time.sleep(0.05)
-    if task.info.state == "error":
-        raise task.info.error
-    return task.info.result
 
 
 def test_api_version(si):

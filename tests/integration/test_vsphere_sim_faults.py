@@ -20,6 +20,8 @@ pyVim = pytest.importorskip("pyVim.connect")
 requests = pytest.importorskip("requests")
 from pyVmomi import vim, vmodl  # noqa: E402
 
+from tests.lib.vim_objects import find_object as obj, wait_task as wait  # noqa: E402
+
 OLD = "550.54.10-1OEM.800.1.0.20613240"
 NEW = "550.90.05-1OEM.800.1.0.20613240"
 BUNDLE = f"https://depot.lab.local/nvidia/NVD-AIE-800_{NEW}_23591372.zip"
@@ -72,27 +74,6 @@ def rest(sim):
     session.close()
 
 
-def obj(si, kind, name):
-    content = si.RetrieveContent()
-    view = content.viewManager.CreateContainerView(content.rootFolder, [kind], True)
-    try:
-        for o in view.view:
-            if o.name == name:
-                return o
-    finally:
-        view.Destroy()
-    raise LookupError(name)
-
-
-def wait(task, timeout=10):
-    end = time.time() + timeout
-    while task.info.state in ("queued", "running"):
-        if time.time() > end:
-            raise TimeoutError(task.info.descriptionId)
-        time.sleep(0.05)
-    if task.info.state == "error":
-        raise task.info.error
-    return task.info.result
 
 
 def stays(predicate, seconds):
