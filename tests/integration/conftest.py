@@ -4,6 +4,7 @@ A test module sets ``FLEET`` (a fleet dict, see tests/sim/vsphere/README.md); th
 ``vsphere`` fixture starts the simulator on it and stops it after the module.
 """
 import pathlib
+import sys
 
 import pytest
 
@@ -28,3 +29,16 @@ def vsphere(request):
 def vsphere_env(vsphere):
     """Environment that points the collection's modules at the simulator."""
     return dict(vsphere.env)
+
+
+@pytest.fixture
+def dls():
+    """A fresh DLS appliance double per test (tests/sim/dls), stopped after it."""
+    sys.path.insert(0, str(ROOT / "tests" / "sim" / "dls"))
+    import dls_double
+
+    double = dls_double.start()
+    try:
+        yield double
+    finally:
+        double.stop()

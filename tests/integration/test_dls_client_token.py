@@ -7,21 +7,10 @@ import stat
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.lib.ansible_run import run_module
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sim" / "dls"))
 import dls_double  # noqa: E402
-
-
-@pytest.fixture
-def dls():
-    d = dls_double.start()
-    try:
-        yield d
-    finally:
-        d.stop()
 
 
 def args(dls, dest, **kw):

@@ -23,15 +23,6 @@ ME = "/auth/v1/user/me"
 COMPOSE = "/service_instance_manager/v1/service-instance/compose-messenger-token"
 
 
-@pytest.fixture
-def dls():
-    d = dls_double.start()
-    try:
-        yield d
-    finally:
-        d.stop()
-
-
 def args(dls, dest, **kw):
     a = {"dls_host": dls.host, "port": dls.port, "username": dls_double.USERNAME,
          "password": dls_double.PASSWORD, "dest": str(dest), "ca_file": dls.ca_file, "request_timeout": 2}
