@@ -4,7 +4,6 @@ A test module sets ``FLEET`` (a fleet dict, see tests/sim/vsphere/README.md); th
 ``vsphere`` fixture starts the simulator on it and stops it after the module.
 """
 import pathlib
-import sys
 
 import pytest
 
@@ -34,7 +33,6 @@ def vsphere_env(vsphere):
 @pytest.fixture
 def dls():
     """A fresh DLS appliance double per test (tests/sim/dls), stopped after it."""
-    sys.path.insert(0, str(ROOT / "tests" / "sim" / "dls"))
     import dls_double
 
     double = dls_double.start()

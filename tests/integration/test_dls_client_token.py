@@ -4,13 +4,11 @@ import json
 import os
 import socket
 import stat
-import sys
 from pathlib import Path
 
 from tests.lib.ansible_run import run_module
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sim" / "dls"))
-import dls_double  # noqa: E402
+import dls_double
 
 
 def args(dls, dest, **kw):

@@ -5,7 +5,6 @@ rerun after the fault is cleared converges."""
 import hashlib
 import json
 import ssl
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -14,8 +13,7 @@ import pytest
 
 from tests.lib.ansible_run import run_module
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sim" / "dls"))
-import dls_double  # noqa: E402
+import dls_double
 
 MODULE = "gpupool.vcf.dls_client_token"
 LOGIN = "/auth/v1/login"

@@ -17,20 +17,16 @@ import copy
 import os
 import pathlib
 import subprocess
-import sys
 
 import pytest
 import yaml
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-for _p in (ROOT, ROOT / "tests" / "sim", ROOT / "tests" / "sim" / "dls"):
-    if str(_p) not in sys.path:
-        sys.path.insert(0, str(_p))
+import dls_double
+import k8s_rig
+from tests.lib import chain
+from tests.lib.ansible_run import VENV_BIN, ansible_env
 
-import dls_double  # noqa: E402
-import k8s_rig  # noqa: E402
-from tests.lib import chain  # noqa: E402
-from tests.lib.ansible_run import VENV_BIN, ansible_env  # noqa: E402
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 SITE = ROOT / "playbooks" / "site.yml"
 FLEET = ROOT / "examples" / "fleet.yml"

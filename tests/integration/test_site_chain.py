@@ -1,19 +1,15 @@
 """site.yml over the whole chain: check mode predicts without changing anything, and a failing
 link is named and stops the chain (vSphere simulator, Kubernetes rig, DLS double)."""
 import pathlib
-import sys
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-for _p in (ROOT, ROOT / "tests" / "sim", ROOT / "tests" / "sim" / "dls"):
-    if str(_p) not in sys.path:
-        sys.path.insert(0, str(_p))
+import dls_double
+import k8s_rig
+from tests.lib import chain
+from tests.lib.ansible_run import run_playbook
 
-import dls_double  # noqa: E402
-import k8s_rig  # noqa: E402
-from tests.lib import chain  # noqa: E402
-from tests.lib.ansible_run import run_playbook  # noqa: E402
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 SITE = ROOT / "playbooks" / "site.yml"
 FLEET = ROOT / "examples" / "fleet.yml"
