@@ -12,7 +12,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpupool.vcf.plugins.module_utils import _esxi
+from ansible_collections.gpupool.vcf.plugins.module_utils import _esxi, _nvidia, _vm_class
 
 
 def _gpu_hosts(hosts):
@@ -83,19 +83,47 @@ def common_scheduler(hosts, exclude=()):
     return out
 
 
-def vm_class_vgpu_profiles(classes):
-    """Profiles named by VM classes as the namespace-management API returns them (both forms)."""
+def _class_profiles(cls):
+    """The vGPU profiles of one VM class: a normal form (the vm_class module's result, a design entry)
+    is taken as it is; an API Info (config_spec.deviceChange or devices.vgpu_devices) is read as the
+    vm_class module reads it back."""
+    if "vgpu_profiles" in cls:
+        return [p.lower() for p in cls.get("vgpu_profiles") or [] if p]
+    return _vm_class.normalize(cls)["vgpu_profiles"]
+
+
+def _model_stems(models):
+    """vGPU type stems (H100, H100XM, ...) of the GPU models named, or None when one is not in the catalog."""
+    if isinstance(models, str):
+        models = models.split(",")
+    stems = set()
+    for name in models:
+        try:
+            stems.update(_nvidia.gpu_model(name.strip()).vgpu_stems)
+        except _nvidia.NvidiaError:
+            return None
+    return stems
+
+
+def vm_class_vgpu_profiles(classes, namespaces=None, gpu_models=None):
+    """Profiles named by VM classes, in the shapes the vm_class module writes and the API returns."""
+    if namespaces is not None and isinstance(namespaces, str):
+        namespaces = [namespaces]
+    stems = _model_stems(gpu_models) if gpu_models else None
     out = set()
     for cls in classes or []:
-        devices = (cls.get("devices") or {}).get("vgpu_devices") or []
-        for dev in devices:
-            if dev.get("profile_name"):
-                out.add(dev["profile_name"])
-        spec = cls.get("config_spec") or {}
-        for dev in spec.get("device_change") or spec.get("devices") or []:
-            backing = ((dev or {}).get("device") or dev or {}).get("backing") or {}
-            if backing.get("vgpu"):
-                out.add(backing["vgpu"])
+        if not isinstance(cls, dict):
+            raise AnsibleFilterError("vm_class_vgpu_profiles: a VM class must be a mapping, not %r" % (cls,))
+        if namespaces is not None and not set(cls.get("namespaces") or []) & set(namespaces):
+            continue
+        for profile in _class_profiles(cls):
+            try:
+                stem = _nvidia.parse_profile(profile).gpu
+            except _nvidia.NvidiaError as exc:
+                raise AnsibleFilterError("vm_class_vgpu_profiles: VM class %s: %s"
+                                         % (cls.get("id") or cls.get("name"), exc))
+            if stems is None or stem in stems:
+                out.add(profile)
     return sorted(out)
 
 

@@ -1,8 +1,12 @@
 """esxi filters over gpu_host_info results."""
+import json
+import pathlib
+
 import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpupool.vcf.plugins.filter import esxi
+from ansible_collections.gpupool.vcf.plugins.module_utils import _vm_class
 
 
 def host(name, version, gpus=2, policy=None, slice_ms=None, state="connected"):
@@ -32,10 +36,50 @@ def test_roll_capacity_skips_disconnected_hosts():
     assert not esxi.roll_capacity(hosts, 4)["allowed"]
 
 
-def test_vm_class_profiles_both_forms():
-    classes = [{"devices": {"vgpu_devices": [{"profile_name": "nvidia_h100-20c"}]}},
-               {"config_spec": {"devices": [{"backing": {"vgpu": "nvidia_h100-3-40c"}}]}}, {"id": "best-effort-small"}]
-    assert esxi.vm_class_vgpu_profiles(classes) == ["nvidia_h100-20c", "nvidia_h100-3-40c"]
+def _api_classes():
+    """VM classes as the simulator lists them after real vm_class and supervisor_namespace runs
+    (captured and kept current by tests/integration/test_vm_class_profiles_filter.py)."""
+    return json.loads((pathlib.Path(__file__).parent / "vm_classes_api.json").read_text())
+
+
+def test_vm_class_profiles_as_the_api_lists_them():
+    classes = _api_classes()
+    assert {c["id"] for c in classes} == {"cpu-small", "gpu-inference", "gpu-notebooks", "gpu-training"}
+    assert "deviceChange" in next(c for c in classes if c["id"] == "gpu-inference")["config_spec"]
+    assert esxi.vm_class_vgpu_profiles(classes) == ["nvidia_h100-3-40c", "nvidia_h100-80c", "nvidia_l40s-8c"]
+    assert esxi.vm_class_vgpu_profiles(classes, namespaces=["research"]) == ["nvidia_l40s-8c"]
+    assert esxi.vm_class_vgpu_profiles(classes, namespaces="team-search") == ["nvidia_h100-3-40c"]
+    assert esxi.vm_class_vgpu_profiles(classes, namespaces=[]) == []
+    assert esxi.vm_class_vgpu_profiles(classes, gpu_models="L40S") == ["nvidia_l40s-8c"]
+    assert esxi.vm_class_vgpu_profiles(classes, gpu_models=["H100-80GB"]) == ["nvidia_h100-3-40c", "nvidia_h100-80c"]
+    assert esxi.vm_class_vgpu_profiles(classes, gpu_models="H100-80GB, L40S") == \
+        ["nvidia_h100-3-40c", "nvidia_h100-80c", "nvidia_l40s-8c"]
+    # a model outside the catalog: nothing can be judged, nothing is left out
+    assert esxi.vm_class_vgpu_profiles(classes, gpu_models="NVIDIA RTX 9000") == esxi.vm_class_vgpu_profiles(classes)
+
+
+@pytest.mark.parametrize("form", ["config_spec", "devices"])
+def test_vm_class_profiles_of_the_bodies_the_module_writes(form):
+    after = _vm_class.merge(None, _vm_class.desired({"name": "gpu-x", "cpu_count": 8, "memory_mb": 65536,
+                                                     "vgpu_profiles": ["nvidia_h100-80c", "NVIDIA_H100-80C"]}))
+    body = _vm_class.request_body("gpu-x", after, form, create=True)
+    assert esxi.vm_class_vgpu_profiles([body]) == ["nvidia_h100-80c"]
+    # an update to config_spec that empties the legacy devices
+    update = _vm_class.request_body("gpu-x", after, form, create=False, clear_devices=True)
+    assert esxi.vm_class_vgpu_profiles([update]) == ["nvidia_h100-80c"]
+
+
+def test_vm_class_profiles_in_normal_form_and_bad_input():
+    assert esxi.vm_class_vgpu_profiles([{"name": "gpu-x", "vgpu_profiles": ["nvidia_l40s-8c"]}, {"name": "cpu"}]) == \
+        ["nvidia_l40s-8c"]
+    # a removal in a config spec is not a profile of the class
+    removed = {"id": "gpu-y", "config_spec": {"deviceChange": [
+        {"operation": "remove", "device": {"backing": {"vgpu": "nvidia_h100-80c"}}}]}}
+    assert esxi.vm_class_vgpu_profiles([removed]) == []
+    with pytest.raises(AnsibleFilterError, match="VM class gpu-z: .*nvidia_h100-81x"):
+        esxi.vm_class_vgpu_profiles([{"id": "gpu-z", "devices": {"vgpu_devices": [{"profile_name": "nvidia_h100-81x"}]}}])
+    with pytest.raises(AnsibleFilterError, match="must be a mapping"):
+        esxi.vm_class_vgpu_profiles(["gpu-x"])
 
 
 def test_mig_commands_filter():
