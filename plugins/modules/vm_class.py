@@ -137,26 +137,24 @@ diff:
 """
 
 from ansible_collections.gpupool.vcf.plugins.module_utils import _vm_class as vmc
-from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import (
-    VsphereError,
-    VsphereNotFound,
-    vim,
-)
-from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
 from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils._plan import CREATE, DELETE, UPDATE, Change, Plan, Resource, compare
+from ansible_collections.gpupool.vcf.plugins.module_utils._runner import Runner
+from ansible_collections.gpupool.vcf.plugins.module_utils._vm_class_api import VmClassApi, api_version, offered_profiles
+from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
 
-PATH = "/api/vcenter/namespace-management/virtual-machine-classes"
-
-
-def offered_profiles(client, cluster):
-    """vGPU profiles offered by any host of the cluster (host.config.sharedGpuCapabilities)."""
-    root = client.cluster_named(cluster, client.clusters_by_name()).obj
-    hosts = client.retrieve({vim.HostSystem: ["config.sharedGpuCapabilities"]}, root=root)
-    offered = set()
-    for h in hosts:
-        for cap in h.get("config.sharedGpuCapabilities") or []:
-            offered.add(cap.vgpu.lower())
-    return offered
+ARGUMENT_SPEC = dict(
+    name=dict(type="str", required=True),
+    state=dict(type="str", choices=["present", "absent"], default="present"),
+    cpu_count=dict(type="int"),
+    memory_mb=dict(type="int"),
+    cpu_reservation=dict(type="int"),
+    memory_reservation=dict(type="int"),
+    vgpu_profiles=dict(type="list", elements="str"),
+    description=dict(type="str"),
+    cluster=dict(type="str"),
+    api_form=dict(type="str", choices=list(vmc.API_FORMS), default="auto"),
+)
 
 
 def view(name, cls):
@@ -167,88 +165,70 @@ def view(name, cls):
     return out
 
 
-def main():
-    module = VsphereModule(
-        argument_spec=dict(
-            name=dict(type="str", required=True),
-            state=dict(type="str", choices=["present", "absent"], default="present"),
-            cpu_count=dict(type="int"),
-            memory_mb=dict(type="int"),
-            cpu_reservation=dict(type="int"),
-            memory_reservation=dict(type="int"),
-            vgpu_profiles=dict(type="list", elements="str"),
-            description=dict(type="str"),
-            cluster=dict(type="str"),
-            api_form=dict(type="str", choices=list(vmc.API_FORMS), default="auto"),
-        ),
-        supports_check_mode=True,
-    )
-    enforce(module, "vm_class")
-    p = module.params
-    name = p["name"]
-    try:
-        want = vmc.desired(p) if p["state"] == "present" else None
-        if p["state"] == "absent":
-            vmc.check_dns_label(name, "VM class name")
-    except vmc.VmClassError as exc:
-        module.fail_json(msg="Unable to manage VM class %s: %s" % (name, exc))
+class VmClass(Resource):
+    """One VM class: read through the client layer, compared in the normal form of ``_vm_class``."""
 
-    if want is not None and want["vgpu_profiles"] and p["cluster"]:
-        try:
-            offered = offered_profiles(module.client(), p["cluster"])
-        except VsphereError as exc:
-            module.fail_vsphere("read the vGPU profiles of cluster", p["cluster"], exc)
-        try:
-            vmc.check_profiles(want["vgpu_profiles"], offered, p["cluster"])
-        except vmc.VmClassError as exc:
-            module.fail_json(msg="Unable to manage VM class %s: %s" % (name, exc))
+    refusals = (vmc.VmClassError,)
 
-    rest = module.rest_client()
-    try:
-        info = rest.get("%s/%s" % (PATH, name))
-    except VsphereNotFound:
-        info = None
-    except VsphereError as exc:
-        module.fail_vsphere("read VM class", name, exc)
-    current = vmc.normalize(info)
-    result = dict(changed=False, changed_fields=[])
+    def __init__(self, module):
+        Resource.__init__(self, "VM class %s" % module.params["name"])
+        self.module = module
+        self.p = module.params
+        self.present = self.p["state"] == "present"
+        self.want = None
 
-    if p["state"] == "absent":
-        result["vm_class"] = None
-        if current is not None:
-            result.update(changed=True, changed_fields=list(vmc.FIELDS))
-            if not module.check_mode:
-                try:
-                    rest.delete("%s/%s" % (PATH, name))
-                except VsphereError as exc:
-                    module.fail_vsphere("delete VM class", name, exc)
-        if module._diff:
-            result["diff"] = dict(before=view(name, current), after=None)
-        module.exit_json(**result)
+    def read(self):
+        """The class as the API answers it (and the API version); the options are checked first, without I/O."""
+        p = self.p
+        if self.present:
+            self.want = vmc.desired(p)
+        else:
+            vmc.check_dns_label(p["name"], "VM class name")
+        if self.want is not None and self.want["vgpu_profiles"] and p["cluster"]:
+            with self.doing("read the vGPU profiles of", "cluster %s" % p["cluster"]):
+                offered = offered_profiles(self.module.client(), p["cluster"])
+            vmc.check_profiles(self.want["vgpu_profiles"], offered, p["cluster"])
+        info = VmClassApi(self.module.rest_client()).get(p["name"])
+        version = api_version(self.module.client()) if self.present and p["api_form"] == "auto" else None
+        return dict(info=info, api_version=version)
 
-    try:
-        after = vmc.merge(current, want)
-    except vmc.VmClassError as exc:
-        module.fail_json(msg="Unable to manage VM class %s: %s" % (name, exc))
-    fields = vmc.differs(current, after)
-    api_version = None
-    if p["api_form"] == "auto":
-        api_version = module.client().content.about.apiVersion
-    form = vmc.choose_form(p["api_form"], api_version)
-    result.update(changed=bool(fields), changed_fields=fields, api_form=form, vm_class=view(name, after))
-    if module._diff:
-        result["diff"] = dict(before=view(name, current), after=view(name, after))
-    if fields and not module.check_mode:
+    def plan(self, live):
+        name, info = self.p["name"], live["info"]
+        current = vmc.normalize(info)
+        if not self.present:
+            changes = compare(self.name, current, None, vmc.FIELDS) if current is not None else []
+            return Plan(changes, before=view(name, current), after=None)
+        after = vmc.merge(current, self.want)
+        action = CREATE if current is None else UPDATE
+        changes = [Change(self.name, field, (current or {}).get(field), after[field], action)
+                   for field in vmc.differs(current, after)]
         legacy = bool(((info or {}).get("devices") or {}).get("vgpu_devices"))
-        body = vmc.request_body(name, after, form, create=current is None, clear_devices=legacy)
-        try:
-            if current is None:
-                rest.post(PATH, body)
-            else:
-                rest.patch("%s/%s" % (PATH, name), body)
-        except VsphereError as exc:
-            module.fail_vsphere("create VM class" if current is None else "update VM class", name, exc, **result)
-    module.exit_json(**result)
+        return Plan(changes, before=view(name, current), after=view(name, after), state=after,
+                    form=vmc.choose_form(self.p["api_form"], live["api_version"]), legacy=legacy)
+
+    def result(self, live, plan):
+        if not self.present:
+            return dict(changed_fields=plan.fields(), vm_class=None)
+        return dict(changed_fields=plan.fields(), api_form=plan.facts["form"], vm_class=plan.after)
+
+    def apply(self, plan):
+        api, name = VmClassApi(self.module.rest_client()), self.p["name"]
+        if plan.verb() == DELETE:
+            api.delete(name)
+            return
+        create = plan.verb() == CREATE
+        body = vmc.request_body(name, plan.facts["state"], plan.facts["form"], create=create,
+                                clear_devices=plan.facts["legacy"])
+        if create:
+            api.create(body)
+        else:
+            api.update(name, body)
+
+
+def main():
+    module = VsphereModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    enforce(module, "vm_class")
+    Runner(module, VmClass(module)).run()
 
 
 if __name__ == "__main__":
