@@ -183,39 +183,38 @@ diff:
 """
 
 from ansible_collections.gpupool.vcf.plugins.module_utils import _namespace as nsu
-from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereError, VsphereNotFound
-from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
 from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils._namespace_api import NamespaceApi
+from ansible_collections.gpupool.vcf.plugins.module_utils._plan import CREATE, DELETE, UPDATE, Change, Plan, Resource, compare
+from ansible_collections.gpupool.vcf.plugins.module_utils._runner import Runner
+from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
 
-NS_PATH = "/api/vcenter/namespaces/instances"
-CLUSTERS_PATH = "/api/vcenter/namespace-management/clusters"
-POLICIES_PATH = "/api/vcenter/storage/policies"
-LIBRARY_PATH = "/api/content/library"
-
-
-def supervisor_cluster(module, rest, cluster):
-    """The id of a Supervisor cluster by name; clear errors for a missing or non-Supervisor cluster."""
-    summaries = rest.get(CLUSTERS_PATH) or []
-    for s in summaries:
-        if s.get("cluster_name") == cluster or s.get("cluster") == cluster:
-            return s["cluster"]
-    clusters = module.client().clusters_by_name()
-    if cluster in clusters:
-        names = sorted(s.get("cluster_name") or s["cluster"] for s in summaries)
-        raise nsu.NamespaceError("cluster %s is not a Supervisor (no Supervisor is enabled on it); Supervisor "
-                                 "clusters: %s" % (cluster, ", ".join(names) or "none"))
-    raise nsu.NamespaceError("cluster %s not found" % cluster)
-
-
-def policy_names(rest):
-    return dict((p["policy"], p.get("name") or p["policy"]) for p in rest.get(POLICIES_PATH) or [])
-
-
-def library_names(rest, wanted):
-    ids = rest.get(LIBRARY_PATH) or []
-    if all(w in ids for w in wanted):
-        return dict((i, i) for i in ids)
-    return dict((i, (rest.get("%s/%s" % (LIBRARY_PATH, i)) or {}).get("name") or i) for i in ids)
+ARGUMENT_SPEC = dict(
+    name=dict(type="str", required=True),
+    state=dict(type="str", choices=["present", "absent"], default="present"),
+    cluster=dict(type="str"),
+    supervisor=dict(type="str"),
+    description=dict(type="str"),
+    vm_classes=dict(type="list", elements="str"),
+    content_libraries=dict(type="list", elements="str"),
+    storage_policies=dict(type="list", elements="dict", options=dict(
+        policy=dict(type="str", required=True),
+        limit_mib=dict(type="int"),
+    )),
+    limits=dict(type="dict", options=dict(
+        cpu_mhz=dict(type="int"),
+        memory_mib=dict(type="int"),
+        storage_mib=dict(type="int"),
+    )),
+    access=dict(type="list", elements="dict", options=dict(
+        subject=dict(type="str", required=True),
+        domain=dict(type="str", required=True),
+        type=dict(type="str", choices=["USER", "GROUP"], default="USER"),
+        role=dict(type="str", required=True, choices=list(nsu.ROLES)),
+    )),
+    purge_access=dict(type="bool", default=False),
+    purge_lists=dict(type="bool", default=False),
+)
 
 
 def view(name, ns):
@@ -226,121 +225,106 @@ def view(name, ns):
     return out
 
 
-def run(module):
-    p = module.params
-    name = p["name"]
-    nsu.check_name(name)
-    access = nsu.check_access(p["access"])
-    limits = nsu.check_limits(p["limits"])
-    rest = module.rest_client()
-    try:
-        info = rest.get("%s/%s" % (NS_PATH, name))
-    except VsphereNotFound:
-        info = None
-    current = nsu.normalize(info)
-    result = dict(changed=False, changed_fields=[])
+class Namespace(Resource):
+    """One vSphere Namespace: read through the client layer, compared in the normal form of ``_namespace``."""
 
-    if p["state"] == "absent":
-        result["namespace"] = None
-        if module._diff:
-            result["diff"] = dict(before=view(name, current), after=None)
-        if current is not None:
-            result.update(changed=True, changed_fields=nsu.differs(None, current))
-            if not module.check_mode:
-                rest.delete("%s/%s" % (NS_PATH, name))
-        return result
+    refusals = (nsu.NamespaceError,)
 
-    cluster_id = None
-    if p["cluster"]:
-        cluster_id = supervisor_cluster(module, rest, p["cluster"])
-        if current is not None and current["cluster"] and current["cluster"] != cluster_id:
-            raise nsu.NamespaceError("namespace %s exists on cluster %s, not on %s; a namespace cannot move"
-                                     % (name, current["cluster"], p["cluster"]))
-    elif p["supervisor"]:
-        cluster_id = p["supervisor"]
-    elif current is None:
-        raise nsu.NamespaceError("cluster or supervisor is required to create namespace %s" % name)
+    def __init__(self, module):
+        Resource.__init__(self, "namespace %s" % module.params["name"])
+        self.module = module
+        self.p = module.params
+        self.present = self.p["state"] == "present"
+        self.access = self.limits = None
 
-    want = dict(description=p["description"], vm_classes=p["vm_classes"], limits=limits, access=access)
-    if p["storage_policies"] is not None:
-        known = policy_names(rest)
-        ids = nsu.resolve([s["policy"] for s in p["storage_policies"]], known, "storage policy",
-                          "storage policies")
-        want["storage_policies"] = [dict(policy=i, limit_mib=s.get("limit_mib"))
-                                    for i, s in zip(ids, p["storage_policies"])]
-    if p["content_libraries"] is not None:
-        known = library_names(rest, p["content_libraries"])
-        want["content_libraries"] = nsu.resolve(p["content_libraries"], known, "content library",
-                                                "content libraries")
-    base = current if current is not None else nsu.empty(cluster_id)
-    after = nsu.merge(base, want, purge_lists=p["purge_lists"], purge_access=p["purge_access"])
-    fields = nsu.differs(current, after)
-    result.update(changed=bool(fields), changed_fields=fields, namespace=view(name, after))
-    if module._diff:
-        result["diff"] = dict(before=view(name, current), after=view(name, after))
-    if not fields or module.check_mode:
-        return result
-    if current is None:
-        if p["supervisor"] and not p["cluster"]:
-            rest.post(NS_PATH + "/v2", nsu.create_body(name, after, cluster_field="supervisor"))
+    def api(self):
+        return NamespaceApi(self.module.rest_client(), self.module.client)
+
+    def supervisor_id(self, api, cluster):
+        """The id of a Supervisor cluster by name; clear errors for a missing or non-Supervisor cluster."""
+        summaries = api.supervisors()
+        for summary in summaries:
+            if cluster in (summary.get("cluster_name"), summary.get("cluster")):
+                return summary["cluster"]
+        if api.cluster_exists(cluster):
+            names = sorted(s.get("cluster_name") or s["cluster"] for s in summaries)
+            raise nsu.NamespaceError("cluster %s is not a Supervisor (no Supervisor is enabled on it); Supervisor "
+                                     "clusters: %s" % (cluster, ", ".join(names) or "none"))
+        raise nsu.NamespaceError("cluster %s not found" % cluster)
+
+    def read(self):
+        """The namespace, the Supervisor it goes on and the ids the options name; options checked first."""
+        p, name = self.p, self.p["name"]
+        nsu.check_name(name)
+        self.access = nsu.check_access(p["access"])
+        self.limits = nsu.check_limits(p["limits"])
+        api = self.api()
+        live = dict(info=api.get(name), cluster_id=p["supervisor"], policies=None, libraries=None)
+        if not self.present:
+            return live
+        current = nsu.normalize(live["info"])
+        if p["cluster"]:
+            live["cluster_id"] = self.supervisor_id(api, p["cluster"])
+            if current is not None and current["cluster"] and current["cluster"] != live["cluster_id"]:
+                raise nsu.NamespaceError("namespace %s exists on cluster %s, not on %s; a namespace cannot move"
+                                         % (name, current["cluster"], p["cluster"]))
+        elif not p["supervisor"] and current is None:
+            raise nsu.NamespaceError("cluster or supervisor is required to create namespace %s" % name)
+        if p["storage_policies"] is not None:
+            live["policies"] = api.policy_names()
+        if p["content_libraries"] is not None:
+            live["libraries"] = api.library_names(p["content_libraries"])
+        return live
+
+    def wanted(self, live):
+        """The options with names resolved to ids (None: leave alone)."""
+        p = self.p
+        want = dict(description=p["description"], vm_classes=p["vm_classes"], limits=self.limits, access=self.access)
+        if p["storage_policies"] is not None:
+            ids = nsu.resolve([s["policy"] for s in p["storage_policies"]], live["policies"], "storage policy",
+                              "storage policies")
+            want["storage_policies"] = [dict(policy=i, limit_mib=s.get("limit_mib")) for i, s in zip(ids, p["storage_policies"])]
+        if p["content_libraries"] is not None:
+            want["content_libraries"] = nsu.resolve(p["content_libraries"], live["libraries"], "content library",
+                                                    "content libraries")
+        return want
+
+    def plan(self, live):
+        name = self.p["name"]
+        current = nsu.normalize(live["info"])
+        if not self.present:
+            changes = compare(self.name, current, None, nsu.differs(None, current)) if current is not None else []
+            return Plan(changes, before=view(name, current), after=None)
+        base = current if current is not None else nsu.empty(live["cluster_id"])
+        after = nsu.merge(base, self.wanted(live), purge_lists=self.p["purge_lists"], purge_access=self.p["purge_access"])
+        action = CREATE if current is None else UPDATE
+        changes = [Change(self.name, field, (current or {}).get(field), after[field], action)
+                   for field in nsu.differs(current, after)]
+        return Plan(changes, before=view(name, current), after=view(name, after), current=current, state=after)
+
+    def result(self, live, plan):
+        return dict(changed_fields=plan.fields(), namespace=plan.after)
+
+    def apply(self, plan):
+        api, name = self.api(), self.p["name"]
+        current, after = plan.facts.get("current"), plan.facts.get("state")
+        if plan.verb() == DELETE:
+            api.delete(name)
+        elif plan.verb() == CREATE:
+            by_supervisor = bool(self.p["supervisor"] and not self.p["cluster"])
+            api.create(nsu.create_body(name, after, cluster_field="supervisor" if by_supervisor else "cluster"), by_supervisor)
         else:
-            rest.post(NS_PATH, nsu.create_body(name, after))
-        return result
-    body = nsu.update_body(current, after)
-    if body:
-        rest.patch("%s/%s" % (NS_PATH, name), body)
-    for method, entry in nsu.access_changes(current, after):
-        path = "%s/%s/access/%s/%s" % (NS_PATH, name, entry["domain"], entry["subject"])
-        params = {"type": entry["type"]}
-        if method == "DELETE":
-            rest.delete(path, params=params)
-        elif method == "POST":
-            rest.post(path, {"role": entry["role"]}, params=params)
-        else:
-            rest.put(path, {"role": entry["role"]}, params=params)
-    return result
+            body = nsu.update_body(current, after)
+            if body:
+                api.update(name, body)
+            for method, entry in nsu.access_changes(current, after):
+                api.set_access(name, method, entry)
 
 
 def main():
-    module = VsphereModule(
-        argument_spec=dict(
-            name=dict(type="str", required=True),
-            state=dict(type="str", choices=["present", "absent"], default="present"),
-            cluster=dict(type="str"),
-            supervisor=dict(type="str"),
-            description=dict(type="str"),
-            vm_classes=dict(type="list", elements="str"),
-            content_libraries=dict(type="list", elements="str"),
-            storage_policies=dict(type="list", elements="dict", options=dict(
-                policy=dict(type="str", required=True),
-                limit_mib=dict(type="int"),
-            )),
-            limits=dict(type="dict", options=dict(
-                cpu_mhz=dict(type="int"),
-                memory_mib=dict(type="int"),
-                storage_mib=dict(type="int"),
-            )),
-            access=dict(type="list", elements="dict", options=dict(
-                subject=dict(type="str", required=True),
-                domain=dict(type="str", required=True),
-                type=dict(type="str", choices=["USER", "GROUP"], default="USER"),
-                role=dict(type="str", required=True, choices=list(nsu.ROLES)),
-            )),
-            purge_access=dict(type="bool", default=False),
-            purge_lists=dict(type="bool", default=False),
-        ),
-        mutually_exclusive=[("cluster", "supervisor")],
-        supports_check_mode=True,
-    )
+    module = VsphereModule(argument_spec=ARGUMENT_SPEC, mutually_exclusive=[("cluster", "supervisor")], supports_check_mode=True)
     enforce(module, "supervisor_namespace")
-    name = module.params["name"]
-    try:
-        result = run(module)
-    except nsu.NamespaceError as exc:
-        module.fail_json(msg="Unable to manage namespace %s: %s" % (name, exc))
-    except VsphereError as exc:
-        module.fail_vsphere("manage namespace", name, exc)
-    module.exit_json(**result)
+    Runner(module, Namespace(module)).run()
 
 
 if __name__ == "__main__":
