@@ -114,199 +114,170 @@ diff:
 """
 
 from ansible_collections.gpupool.vcf.plugins.module_utils import _esxi, _vlcm
+from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils._plan import Failure, Plan, Resource
+from ansible_collections.gpupool.vcf.plugins.module_utils._runner import Runner
+from ansible_collections.gpupool.vcf.plugins.module_utils._vlcm_api import VlcmApi, cluster_hosts
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereError
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
-from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
 
-SETTINGS = "/api/esx/settings"
-TASK = {"vmw-task": "true"}
+ARGUMENT_SPEC = dict(
+    cluster=dict(type="str", required=True),
+    component=dict(type="str", default="NVD-AIE-800"),
+    version=dict(type="str", required=True),
+    depot_url=dict(type="str"),
+    remediate=dict(type="bool", default=False),
+    remediate_timeout=dict(type="int", default=7200),
+)
 
 
-class VlcmComponent:
+def non_compliant(compliance):
+    return sorted(h for h, c in compliance.items() if c.get("status") == "NON_COMPLIANT")
+
+
+def all_versions(offered):
+    return [v for versions in offered.values() for v in versions]
+
+
+class VlcmComponent(Resource):
+    """The NVIDIA component in one cluster's desired image: import the depot, set the component, remediate."""
+
     def __init__(self, module):
+        Resource.__init__(self, "cluster %s" % module.params["cluster"])
         self.module = module
         self.p = module.params
+        self.component = self.p["component"]
+        self.api = None
+        self.host_names = {}
         self.imported = None  # depot id imported by this run (removed again on a bad depot)
 
-    def fail(self, msg, **extra):
-        self.module.fail_json(msg=msg, **extra)
-
-    def read_cluster(self):
-        """(cluster moid, {host moid: host name}) through the SOAP API."""
-        client = self.module.client()
-        clusters = client.clusters_by_name()
-        if self.p["cluster"] not in clusters:
-            self.fail("Unable to find cluster %s: clusters are %s. Nothing was changed."
-                      % (self.p["cluster"], ", ".join(sorted(clusters)) or "none"))
-        cluster = clusters[self.p["cluster"]]
-        refs = list(cluster.get("host") or [])
-        names = dict((h.moid, h["name"]) for h in client.retrieve_objects(refs, ["name"])) if refs else {}
-        return cluster.moid, names
-
-    def depots(self, rest):
-        """{depot id: info} and {depot id: offered versions of the component}."""
-        depots = rest.get(SETTINGS + "/depots/offline") or {}
-        offered = {}
-        for depot_id in sorted(depots):
-            content = rest.get(SETTINGS + "/depots/offline/%s/content" % depot_id)
-            offered[depot_id] = _vlcm.depot_versions(content, self.p["component"])
-        return depots, offered
-
-    def run(self):
+    def read(self):
+        """The cluster's hosts, desired image, depots and compliance; the version is checked first."""
         p = self.p
-        component = p["component"]
         try:
             _esxi.parse_driver_version(p["version"])
         except _esxi.EsxiError as exc:
-            self.fail("Invalid version for component %s: %s" % (component, exc))
-        if p["depot_url"]:
-            named = _esxi.version_from_bundle(p["depot_url"])
-            if named is not None and _esxi.compare_versions(named, p["version"]) != 0:
-                self.fail("Depot %s holds NVIDIA driver %s, not %s. Nothing was changed."
-                          % (p["depot_url"], named, p["version"]))
-        scope = "cluster %s" % p["cluster"]
-        try:
-            moid, host_names = self.read_cluster()
-        except VsphereError as exc:
-            self.module.fail_vsphere("read", scope, exc)
-        rest = self.module.rest_client()
-        base = SETTINGS + "/clusters/%s/software" % moid
-        try:
-            enabled = (rest.get(SETTINGS + "/clusters/%s/enablement/software" % moid) or {}).get("enabled")
-            if not enabled:
-                self.fail("Cluster %s is not managed by a vLCM image (it uses baselines): convert it to a single "
-                          "image in vCenter, or use the direct lifecycle. Nothing was changed." % p["cluster"])
-            software = rest.get(base) or {}
-            before = ((software.get("components") or {}).get(component) or {}).get("version")
-            depots, offered = self.depots(rest)
-            compliance = _vlcm.compliance_view(rest.get(base + "/compliance"), host_names, component)
-        except VsphereError as exc:
-            self.module.fail_vsphere("read the vLCM image of", scope, exc)
+            raise Failure("Invalid version for component %s: %s" % (self.component, exc))
+        named = _esxi.version_from_bundle(p["depot_url"]) if p["depot_url"] else None
+        if named is not None and _esxi.compare_versions(named, p["version"]) != 0:
+            raise Failure("Depot %s holds NVIDIA driver %s, not %s. Nothing was changed." % (p["depot_url"], named, p["version"]))
+        moid, host_names, clusters = cluster_hosts(self.module.client(), p["cluster"])
+        if moid is None:
+            raise Failure("Unable to find cluster %s: clusters are %s. Nothing was changed."
+                          % (p["cluster"], ", ".join(clusters) or "none"))
+        self.host_names = host_names
+        self.api = VlcmApi(self.module.rest_client(), moid, timeout=p["remediate_timeout"])
+        with self.doing("read the vLCM image of"):
+            if not self.api.image_managed():
+                raise Failure("Cluster %s is not managed by a vLCM image (it uses baselines): convert it to a single "
+                              "image in vCenter, or use the direct lifecycle. Nothing was changed." % p["cluster"])
+            before = self.api.component_version(self.component)
+            depots, offered = self.api.depots(self.component)
+            return dict(host_names=host_names, before=before, depots=depots, offered=offered, named=named,
+                        compliance=self.api.compliance(host_names, self.component))
 
-        depot_id = None
-        for did, info in depots.items():
-            if p["depot_url"] and info.get("location") == p["depot_url"]:
-                depot_id = did
-        import_depot = bool(p["depot_url"]) and depot_id is None
-        all_offered = [v for versions in offered.values() for v in versions]
-
-        if import_depot and not self.module.check_mode:
-            try:
-                task = rest.post(SETTINGS + "/depots/offline", params=TASK, body=dict(
-                    source_type="PULL", location=p["depot_url"],
-                    description="NVIDIA host driver (gpupool.vcf.vlcm_component)"))
-                rest.wait_for_task(task, timeout=p["remediate_timeout"], what="import of depot %s" % p["depot_url"])
-                depots, offered = self.depots(rest)
-            except VsphereError as exc:
-                self.module.fail_vsphere("import the offline depot", p["depot_url"], exc)
-            depot_id = self.imported = next((d for d, i in depots.items() if i.get("location") == p["depot_url"]), None)
-            all_offered = [v for versions in offered.values() for v in versions]
-            if depot_id is not None and not offered.get(depot_id):
-                self.remove_imported(rest)
-                self.fail("Depot %s does not offer component %s; it was removed again. Nothing was changed."
-                          % (p["depot_url"], component))
-        elif import_depot:
-            named = _esxi.version_from_bundle(p["depot_url"])
-            if named is not None:
-                all_offered.append(named)
-
-        if before:
-            all_offered.append(before)  # what the image holds needs no depot to stay
+    def resolve(self, offered, before):
+        """The depot's full version of what was asked (the image's own version needs no depot to stay)."""
+        versions = list(offered) + ([before] if before else [])
         try:
-            target = _vlcm.resolve_version(p["version"], sorted(set(all_offered)), component)
+            return _vlcm.resolve_version(self.p["version"], sorted(set(versions)), self.component)
         except (_vlcm.VlcmError, _esxi.EsxiError) as exc:
-            self.remove_imported(rest)
-            self.fail("Unable to set component %s in the image of %s: %s. Nothing was changed." % (component, scope, exc))
+            self.remove_imported()
+            raise Failure("Unable to set component %s in the image of %s: %s. Nothing was changed." % (self.component, self.name, exc))
 
-        change_image = before != target
-        result = dict(changed=change_image or import_depot, desired_before=before, desired_after=target,
-                      depot=depot_id, depot_imported=import_depot, remediated=False)
-        if self.module._diff:
-            result["diff"] = dict(before=dict(component=component, version=before),
-                                  after=dict(component=component, version=target))
-
-        if change_image and not self.module.check_mode:
-            self.commit(rest, base, target)
-            try:
-                compliance = _vlcm.compliance_view(rest.get(base + "/compliance"), host_names, component)
-            except VsphereError as exc:
-                self.module.fail_vsphere("read the compliance of", scope, exc)
-        elif change_image:
+    def plan(self, live):
+        url, before = self.p["depot_url"], live["before"]
+        depot_id = None
+        for did, info in live["depots"].items():
+            if url and info.get("location") == url:
+                depot_id = did
+        import_depot = bool(url) and depot_id is None
+        if import_depot and not self.module.check_mode:
+            target = None  # known once the depot is imported (apply)
+        else:  # check mode predicts from the version the bundle's name carries
+            target = self.resolve(all_versions(live["offered"]) + ([live["named"]] if import_depot and live["named"] else []), before)
+        plan = Plan(before=dict(component=self.component, version=before), after=dict(component=self.component, version=target),
+                    depot=depot_id, import_depot=import_depot, target=target, live_compliance=live["compliance"])
+        if import_depot:
+            plan.add("offline depot %s" % url, "location", None, url, "import")
+        compliance = live["compliance"]
+        if before != target:
+            plan.add("the image of %s" % self.name, self.component, before, target, "set")
             compliance = _vlcm.predict_compliance(compliance, target)
+        if self.p["remediate"] and non_compliant(compliance):
+            plan.add(self.name, "hosts", non_compliant(compliance), [], "remediate")
+            compliance = _vlcm.predict_compliance(compliance, target, remediated=True)
+        plan.facts["compliance"] = compliance
+        return plan
 
-        to_fix = sorted(h for h, c in compliance.items() if c.get("status") == "NON_COMPLIANT")
-        if p["remediate"] and to_fix:
-            result.update(changed=True, remediated=True)
-            if self.module.check_mode:
-                compliance = _vlcm.predict_compliance(compliance, target, remediated=True)
-            else:
-                try:
-                    task = rest.post(base, params=dict(action="apply", **TASK), body=dict(accept_eula=True))
-                    rest.wait_for_task(task, timeout=p["remediate_timeout"], what="remediation")
-                except VsphereError as exc:
-                    try:
-                        now = _vlcm.compliance_view(rest.get(base + "/compliance"), host_names, component)
-                    except VsphereError:
-                        now = compliance
-                    self.fail("Unable to remediate %s to %s %s: %s" % (scope, component, target, exc),
-                              compliance=now, desired_before=before, desired_after=target)
-                try:
-                    compliance = _vlcm.compliance_view(rest.get(base + "/compliance"), host_names, component)
-                except VsphereError as exc:
-                    self.module.fail_vsphere("read the compliance of", scope, exc)
-                left = sorted(h for h, c in compliance.items() if c.get("status") != "COMPLIANT")
-                if left:
-                    self.fail("Remediation of %s finished but hosts are not compliant: %s" % (scope, ", ".join(left)),
-                              compliance=compliance)
-        result["compliance"] = compliance
-        self.module.exit_json(**result)
+    def result(self, live, plan):
+        facts = plan.facts
+        return dict(desired_before=live["before"], desired_after=facts["target"], depot=facts["depot"],
+                    depot_imported=facts["import_depot"], remediated="remediate" in plan.actions(),
+                    compliance=facts["compliance"])
 
-    def commit(self, rest, base, target):
-        draft = None
-        try:
-            draft = rest.post(base + "/drafts")
-            rest.patch(base + "/drafts/%s/software/components" % draft,
-                       body=dict(components_to_set={self.p["component"]: target}))
-            task = rest.post(base + "/drafts/%s" % draft, params=dict(action="commit", **TASK),
-                             body=dict(message="gpupool.vcf: %s %s" % (self.p["component"], target)))
-            draft = None  # a commit consumes the draft
-            rest.wait_for_task(task, timeout=self.p["remediate_timeout"], what="commit of the draft")
-        except VsphereError as exc:
-            if draft is not None:
+    def apply(self, plan):
+        before, target, depot_id = plan.before["version"], plan.facts["target"], plan.facts["depot"]
+        compliance = plan.facts["live_compliance"]
+        if plan.facts["import_depot"]:
+            depot_id, target = self.import_depot(before)
+            plan.after["version"] = target
+        if before != target:
+            with self.doing("set component %s %s in the image of" % (self.component, target)):
                 try:
-                    rest.delete(base + "/drafts/%s" % draft)
+                    self.api.set_component(self.component, target)
+                except VsphereError:
+                    self.remove_imported()
+                    raise
+            with self.doing("read the compliance of"):
+                compliance = self.api.compliance(self.host_names, self.component)
+        remediated = bool(self.p["remediate"] and non_compliant(compliance))
+        if remediated:
+            compliance = self.remediate(compliance, before, target)
+        return dict(desired_after=target, depot=depot_id, compliance=compliance, remediated=remediated)
+
+    def import_depot(self, before):
+        """Import the depot; (its id, the version to set). A depot without the component is removed again."""
+        url = self.p["depot_url"]
+        with self.doing("import the offline depot", url):
+            self.api.import_depot(url)
+            depots, offered = self.api.depots(self.component)
+        depot_id = self.imported = next((d for d, i in depots.items() if i.get("location") == url), None)
+        if depot_id is not None and not offered.get(depot_id):
+            self.remove_imported()
+            raise Failure("Depot %s does not offer component %s; it was removed again. Nothing was changed." % (url, self.component))
+        return depot_id, self.resolve(all_versions(offered), before)
+
+    def remediate(self, compliance, before, target):
+        """Apply the image to the hosts; the compliance after it (every host compliant, else a failure)."""
+        with self.doing("remediate", "%s to %s %s" % (self.name, self.component, target)):
+            try:
+                self.api.remediate()
+            except VsphereError:
+                try:
+                    compliance = self.api.compliance(self.host_names, self.component)
                 except VsphereError:
                     pass
-            self.remove_imported(rest)
-            self.module.fail_vsphere("set component %s %s in the image of" % (self.p["component"], target),
-                                     "cluster %s" % self.p["cluster"], exc)
+                self.partial.update(compliance=compliance, desired_before=before, desired_after=target)
+                raise
+        with self.doing("read the compliance of"):
+            compliance = self.api.compliance(self.host_names, self.component)
+        left = sorted(h for h, c in compliance.items() if c.get("status") != "COMPLIANT")
+        if left:
+            raise Failure("Remediation of %s finished but hosts are not compliant: %s" % (self.name, ", ".join(left)),
+                          compliance=compliance)
+        return compliance
 
-    def remove_imported(self, rest):
-        if self.imported is None:
-            return
-        try:
-            task = rest.delete(SETTINGS + "/depots/offline/%s" % self.imported, params=TASK)
-            if task:
-                rest.wait_for_task(task, timeout=self.p["remediate_timeout"], what="removal of the depot")
-        except VsphereError:
-            pass
-        self.imported = None
+    def remove_imported(self):
+        if self.imported is not None:
+            self.api.remove_depot(self.imported)
+            self.imported = None
 
 
 def main():
-    module = VsphereModule(
-        argument_spec=dict(
-            cluster=dict(type="str", required=True),
-            component=dict(type="str", default="NVD-AIE-800"),
-            version=dict(type="str", required=True),
-            depot_url=dict(type="str"),
-            remediate=dict(type="bool", default=False),
-            remediate_timeout=dict(type="int", default=7200),
-        ),
-        supports_check_mode=True,
-    )
+    module = VsphereModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     enforce(module, "vlcm_component")
-    VlcmComponent(module).run()
+    Runner(module, VlcmComponent(module)).run()
 
 
 if __name__ == "__main__":
