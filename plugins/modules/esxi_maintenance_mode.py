@@ -58,46 +58,60 @@ maintenance_mode:
 """
 
 from ansible_collections.gpupool.vcf.plugins.module_utils._esxi_host import HostOps
-from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereError
-from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
 from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils._plan import Change, Failure, Plan, Resource
+from ansible_collections.gpupool.vcf.plugins.module_utils._runner import Runner
+from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
+
+ARGUMENT_SPEC = dict(
+    host=dict(type="str", required=True),
+    state=dict(type="str", choices=["present", "absent"], default="present"),
+    evacuate_timeout=dict(type="int", default=1800),
+)
+
+
+class MaintenanceMode(Resource):
+    """Maintenance mode of one host; refused (before any change) while powered-on VMs hold vGPUs that cannot move."""
+
+    def __init__(self, module):
+        Resource.__init__(self, "host %s" % module.params["host"])
+        self.module = module
+        self.p = module.params
+        self.want = self.p["state"] == "present"
+        self.ops = None
+
+    def read(self):
+        self.ops = HostOps(self.module.client())
+        host = self.ops.find_host(self.p["host"])
+        now = bool(host.get("runtime.inMaintenanceMode"))
+        if self.want and not now:
+            stuck = [v["name"] for v in self.ops.vgpu_vms(host) if v["power_state"] == "poweredOn"]
+            if stuck and not self.ops.vgpu_hotmigrate_enabled():
+                raise Failure("Unable to put host %s in maintenance mode: powered-on VMs hold vGPUs and cannot be migrated "
+                              "(%s). Nothing was changed." % (self.p["host"], ", ".join(stuck)))
+        return dict(host=host, maintenance_mode=now)
+
+    def plan(self, live):
+        now = live["maintenance_mode"]
+        changes = [] if now == self.want else [Change(self.name, "maintenance_mode", now, self.want, "enter" if self.want else "exit")]
+        return Plan(changes, before=dict(maintenance_mode=now), after=dict(maintenance_mode=self.want), host=live["host"])
+
+    def result(self, live, plan):
+        return dict(maintenance_mode=self.want)
+
+    def apply(self, plan):
+        host = plan.facts["host"]
+        with self.doing("%s maintenance mode on" % plan.verb()):
+            if self.want:
+                self.ops.enter_maintenance(host, self.p["evacuate_timeout"])
+            else:
+                self.ops.exit_maintenance(host)
 
 
 def main():
-    module = VsphereModule(
-        argument_spec=dict(
-            host=dict(type="str", required=True),
-            state=dict(type="str", choices=["present", "absent"], default="present"),
-            evacuate_timeout=dict(type="int", default=1800),
-        ),
-        supports_check_mode=True,
-    )
+    module = VsphereModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     enforce(module, "esxi_maintenance_mode")
-    p = module.params
-    want = p["state"] == "present"
-    ops = HostOps(module.client())
-    try:
-        host = ops.find_host(p["host"])
-        now = bool(host.get("runtime.inMaintenanceMode"))
-        if want and not now:
-            stuck = [v["name"] for v in ops.vgpu_vms(host) if v["power_state"] == "poweredOn"]
-            if stuck and not ops.vgpu_hotmigrate_enabled():
-                module.fail_json(msg="Unable to put host %s in maintenance mode: powered-on VMs hold vGPUs and cannot "
-                                     "be migrated (%s). Nothing was changed." % (p["host"], ", ".join(stuck)))
-    except VsphereError as exc:
-        module.fail_vsphere("read", "host %s" % p["host"], exc)
-    result = dict(changed=now != want, maintenance_mode=want)
-    if module._diff:
-        result["diff"] = dict(before=dict(maintenance_mode=now), after=dict(maintenance_mode=want))
-    if result["changed"] and not module.check_mode:
-        try:
-            if want:
-                ops.enter_maintenance(host, p["evacuate_timeout"])
-            else:
-                ops.exit_maintenance(host)
-        except VsphereError as exc:
-            module.fail_vsphere("%s maintenance mode on" % ("enter" if want else "exit"), "host %s" % p["host"], exc)
-    module.exit_json(**result)
+    Runner(module, MaintenanceMode(module)).run()
 
 
 if __name__ == "__main__":
