@@ -171,29 +171,39 @@ from ansible_collections.gpupool.vcf.plugins.module_utils._gpu_inventory import 
     GpuInventory,
     cluster_summary,
 )
-from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereError
-from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
 from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils._plan import Info
+from ansible_collections.gpupool.vcf.plugins.module_utils._runner import Runner
+from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
+
+ARGUMENT_SPEC = dict(
+    cluster=dict(type="str"),
+    hosts=dict(type="list", elements="str"),
+    gather=dict(type="list", elements="str", choices=list(GATHER_CHOICES), default=list(GATHER_CHOICES)),
+)
+
+
+class GpuHosts(Info):
+    """The GPU inventory of a cluster, of named hosts or of every host, in one retrieval."""
+
+    def __init__(self, module):
+        p = module.params
+        scope = "cluster %s" % p["cluster"] if p["cluster"] else ("hosts %s" % ", ".join(p["hosts"]) if p["hosts"] else "all hosts")
+        Info.__init__(self, "the GPU inventory of %s" % scope)
+        self.module = module
+
+    def read(self):
+        p = self.module.params
+        return GpuInventory(self.module.client()).read(cluster=p["cluster"], hosts=p["hosts"], gather=p["gather"])
+
+    def result(self, live, plan):
+        return dict(hosts=live, clusters=cluster_summary(live))
 
 
 def main():
-    module = VsphereModule(
-        argument_spec=dict(
-            cluster=dict(type="str"),
-            hosts=dict(type="list", elements="str"),
-            gather=dict(type="list", elements="str", choices=list(GATHER_CHOICES), default=list(GATHER_CHOICES)),
-        ),
-        mutually_exclusive=[("cluster", "hosts")],
-        supports_check_mode=True,
-    )
+    module = VsphereModule(argument_spec=ARGUMENT_SPEC, mutually_exclusive=[("cluster", "hosts")], supports_check_mode=True)
     enforce(module, "gpu_host_info")
-    p = module.params
-    scope = "cluster %s" % p["cluster"] if p["cluster"] else ("hosts %s" % ", ".join(p["hosts"]) if p["hosts"] else "all hosts")
-    try:
-        records = GpuInventory(module.client()).read(cluster=p["cluster"], hosts=p["hosts"], gather=p["gather"])
-    except VsphereError as exc:
-        module.fail_vsphere("read the GPU inventory of", scope, exc)
-    module.exit_json(changed=False, hosts=records, clusters=cluster_summary(records))
+    Runner(module, GpuHosts(module)).run()
 
 
 if __name__ == "__main__":
