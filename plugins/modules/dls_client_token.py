@@ -147,9 +147,23 @@ import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpupool.vcf.plugins.module_utils._k8s import request_timeout_error
-from ansible_collections.gpupool.vcf.plugins.module_utils._nls import DlsClient, DlsError
 from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils._k8s import request_timeout_error
+from ansible_collections.gpupool.vcf.plugins.module_utils._nls import DlsClient
+from ansible_collections.gpupool.vcf.plugins.module_utils._plan import Change, Failure, Plan, Resource
+from ansible_collections.gpupool.vcf.plugins.module_utils._runner import Runner
+
+ARGUMENT_SPEC = dict(
+    dls_host=dict(type="str", required=True), port=dict(type="int", default=443),
+    username=dict(type="str", required=True), password=dict(type="str", required=True, no_log=True),
+    dest=dict(type="path", required=True), expiry_days=dict(type="int", default=365),
+    renew_before_days=dict(type="int", default=30),
+    address_type=dict(type="str", choices=["fqdn", "ipv4"], default="fqdn"),
+    leasing_port=dict(type="int", choices=[443, 8082], default=443),
+    validate_certs=dict(type="bool", default=True), ca_file=dict(type="path"),
+    force=dict(type="bool", default=False),
+    request_timeout=dict(type="int", default=30, aliases=["timeout"]),
+)
 
 
 def _atomic_write(path, data):
@@ -184,68 +198,95 @@ def current_state(dest, meta_path):
     return meta, None
 
 
+class ClientToken(Resource):
+    """The token file in ``dest`` and its metadata; a new token is composed only when the kept one will not do."""
+
+    verb = "get"
+    errors = (OSError,)  # the token and metadata files: named like a client error, no traceback
+
+    def __init__(self, module):
+        p = module.params
+        Resource.__init__(self, "a client configuration token from DLS %s:%d" % (p["dls_host"], p["port"]))
+        self.p = p
+        self.dest = p["dest"]
+        self.meta_path = self.dest + ".meta.json"
+        self.settings = {"dls_host": p["dls_host"], "port": p["port"], "address_type": p["address_type"],
+                         "leasing_port": p["leasing_port"]}
+        self.client = None
+
+    def check(self):
+        p = self.p
+        if request_timeout_error(p["request_timeout"]):
+            raise Failure(request_timeout_error(p["request_timeout"]))
+        if p["expiry_days"] < 1 or p["renew_before_days"] < 0 or p["renew_before_days"] >= p["expiry_days"]:
+            raise Failure("expiry_days must be 1 or more and renew_before_days between 0 and expiry_days - 1")
+        if os.path.isdir(self.dest) or not os.path.isdir(os.path.dirname(os.path.abspath(self.dest))):
+            raise Failure("dest %s must be a file path in an existing folder" % self.dest)
+
+    def read(self):
+        """The kept token's metadata and why it will not do (None: it will); the appliance only then."""
+        self.check()
+        p = self.p
+        today = datetime.datetime.now(datetime.timezone.utc).date()
+        meta, reason = current_state(self.dest, self.meta_path)
+        if reason is None:
+            if p["force"]:
+                reason = "force"
+            elif any(meta.get(k) != v for k, v in self.settings.items()):
+                reason = "settings"
+            elif (datetime.date.fromisoformat(meta["expiry"]) - today).days <= p["renew_before_days"]:
+                reason = "expiring"
+        live = dict(meta=meta, reason=reason, today=today)
+        if reason is None:
+            return live
+        self.partial.update(reason=reason, dest=self.dest, meta_file=self.meta_path, written=False)
+        self.client = DlsClient(p["dls_host"], p["port"], p["username"], p["password"], p["validate_certs"],
+                                p["ca_file"], p["request_timeout"])
+        with self.doing("get"):
+            live["selection"], live["scope_ref"] = self.client.discover(p["address_type"])
+        return live
+
+    def plan(self, live):
+        if live["reason"] is None:
+            return Plan()
+        meta = live["meta"]
+        expiry = (live["today"] + datetime.timedelta(days=self.p["expiry_days"])).isoformat()
+        after = dict(self.settings, expiry=expiry, address=live["selection"]["address"])
+        before = dict((k, meta.get(k)) for k in after) if meta else {}
+        change = Change("client configuration token %s" % self.dest, "expiry", before.get("expiry"), expiry, "write")
+        return Plan([change], before=before, after=after, expiry=expiry, live=live)
+
+    def result(self, live, plan):
+        result = dict(dest=self.dest, meta_file=self.meta_path)
+        if not plan:
+            return dict(result, reason="valid", expiry=live["meta"]["expiry"])
+        return dict(result, reason=live["reason"], expiry=plan.after["expiry"], address=plan.after["address"])
+
+    def diff(self, live, plan):
+        return dict(before=plan.before, after=plan.after) if plan else None
+
+    def apply(self, plan):
+        live = plan.facts["live"]
+        with self.doing("get"):
+            token = self.client.compose(live["selection"], live["scope_ref"], self.p["leasing_port"], plan.facts["expiry"])
+        token_bytes = token.strip().encode()
+        with self.doing("write the token to", self.dest):
+            _atomic_write(self.dest, token_bytes + b"\n")
+            self.partial["written"] = True
+            meta = dict(plan.after, sha256=hashlib.sha256(token_bytes).hexdigest(), created=live["today"].isoformat())
+            _atomic_write(self.meta_path, (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode())
+
+    def next_step(self, exc):
+        if self.partial.get("written"):
+            return "the token in %s is new but its metadata file was not written, a rerun makes both again" % self.dest
+        left = "the token in %s was left as it was" % self.dest if os.path.exists(self.dest) else "no token was written"
+        return "%s, a rerun makes it" % left
+
+
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            dls_host=dict(type="str", required=True), port=dict(type="int", default=443),
-            username=dict(type="str", required=True), password=dict(type="str", required=True, no_log=True),
-            dest=dict(type="path", required=True), expiry_days=dict(type="int", default=365),
-            renew_before_days=dict(type="int", default=30),
-            address_type=dict(type="str", choices=["fqdn", "ipv4"], default="fqdn"),
-            leasing_port=dict(type="int", choices=[443, 8082], default=443),
-            validate_certs=dict(type="bool", default=True), ca_file=dict(type="path"),
-            force=dict(type="bool", default=False),
-            request_timeout=dict(type="int", default=30, aliases=["timeout"]),
-        ),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     enforce(module, "dls_client_token")
-    p = module.params
-    if request_timeout_error(p["request_timeout"]):
-        module.fail_json(msg=request_timeout_error(p["request_timeout"]))
-    if p["expiry_days"] < 1 or p["renew_before_days"] < 0 or p["renew_before_days"] >= p["expiry_days"]:
-        module.fail_json(msg="expiry_days must be 1 or more and renew_before_days between 0 and expiry_days - 1")
-    dest = p["dest"]
-    if os.path.isdir(dest) or not os.path.isdir(os.path.dirname(os.path.abspath(dest))):
-        module.fail_json(msg="dest %s must be a file path in an existing folder" % dest)
-    meta_path = dest + ".meta.json"
-    today = datetime.datetime.now(datetime.timezone.utc).date()
-    meta, reason = current_state(dest, meta_path)
-    settings = {"dls_host": p["dls_host"], "port": p["port"], "address_type": p["address_type"],
-                "leasing_port": p["leasing_port"]}
-    if reason is None:
-        expiry = datetime.date.fromisoformat(meta["expiry"])
-        if p["force"]:
-            reason = "force"
-        elif any(meta.get(k) != v for k, v in settings.items()):
-            reason = "settings"
-        elif (expiry - today).days <= p["renew_before_days"]:
-            reason = "expiring"
-    result = dict(changed=False, dest=dest, meta_file=meta_path)
-    if reason is None:
-        module.exit_json(reason="valid", expiry=meta["expiry"], **result)
-    new_expiry = (today + datetime.timedelta(days=p["expiry_days"])).isoformat()
-    client = DlsClient(p["dls_host"], p["port"], p["username"], p["password"], p["validate_certs"],
-                       p["ca_file"], p["request_timeout"])
-    try:
-        selection, scope_ref = client.discover(p["address_type"])
-        after = dict(settings, expiry=new_expiry, address=selection["address"])
-        result.update(changed=True, reason=reason, expiry=new_expiry, address=selection["address"])
-        if module._diff:
-            result["diff"] = dict(before=dict((k, meta.get(k)) for k in after) if meta else {}, after=after)
-        if module.check_mode:
-            module.exit_json(**result)
-        token = client.compose(selection, scope_ref, p["leasing_port"], new_expiry)
-    except DlsError as e:
-        left = "the token in %s was left as it was" % dest if os.path.exists(dest) else "no token was written"
-        module.fail_json(msg="Unable to get a client configuration token from DLS %s: %s; %s, a rerun makes it"
-                         % (client.where, e, left), reason=reason, dest=dest, meta_file=meta_path, written=False)
-    token_bytes = token.strip().encode()
-    _atomic_write(dest, token_bytes + b"\n")
-    new_meta = dict(settings, expiry=new_expiry, address=selection["address"],
-                    sha256=hashlib.sha256(token_bytes).hexdigest(), created=today.isoformat())
-    _atomic_write(meta_path, (json.dumps(new_meta, indent=2, sort_keys=True) + "\n").encode())
-    module.exit_json(**result)
+    Runner(module, ClientToken(module)).run()
 
 
 if __name__ == "__main__":
