@@ -166,6 +166,8 @@ from ansible_collections.gpupool.vcf.plugins.module_utils._design import (
     warnings,
 )
 from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils._plan import Failure, Info
+from ansible_collections.gpupool.vcf.plugins.module_utils._runner import Runner
 
 try:
     import yaml
@@ -173,59 +175,60 @@ try:
 except ImportError:  # pragma: no cover - ansible-core ships PyYAML
     HAS_YAML = False
 
+ARGUMENT_SPEC = dict(
+    design=dict(type="dict"),
+    design_file=dict(type="path"),
+    fail_on_error=dict(type="bool", default=True),
+)
 
-def read_design(module, path):
+
+def read_design(path):
     try:
         with open(path, "rb") as handle:
             text = handle.read().decode("utf-8")
     except (IOError, OSError) as exc:
-        module.fail_json(msg="Unable to read design file %s: %s" % (path, to_native(exc)))
+        raise Failure("Unable to read design file %s: %s" % (path, to_native(exc)))
     parse_errors = (ValueError, yaml.YAMLError) if HAS_YAML else (ValueError,)
     try:
         if HAS_YAML:
             return yaml.safe_load(text)
         return json.loads(text)
     except parse_errors as exc:
-        module.fail_json(msg="Unable to parse design file %s: %s" % (path, to_native(exc)))
+        raise Failure("Unable to parse design file %s: %s" % (path, to_native(exc)))
+
+
+class PoolDesign(Info):
+    """A pool design, validated (findings with rule names) and, when it has no error, derived."""
+
+    def __init__(self, module):
+        Info.__init__(self, "the pool design")
+        self.p = module.params
+
+    def read(self):
+        return read_design(self.p["design_file"]) if self.p["design_file"] else self.p["design"]
+
+    def result(self, live, plan):
+        findings = validate(live)
+        errs = errors(findings)
+        derived = None
+        if not errs:
+            try:
+                derived = derive(live)
+            except DesignError as exc:  # validate and derive agree; kept for safety
+                errs = exc.findings
+        self.warnings.extend(str(finding) for finding in warnings(findings))
+        result = dict(findings=[f.to_dict() for f in findings], errors=[f.to_dict() for f in errs],
+                      design=normalize(live)[0] if isinstance(live, dict) else None, derived=derived)
+        if errs and self.p["fail_on_error"]:
+            raise Failure(summarize(findings), changed=False, **result)
+        return result
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            design=dict(type="dict"),
-            design_file=dict(type="path"),
-            fail_on_error=dict(type="bool", default=True),
-        ),
-        mutually_exclusive=[("design", "design_file")],
-        required_one_of=[("design", "design_file")],
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, mutually_exclusive=[("design", "design_file")],
+                           required_one_of=[("design", "design_file")], supports_check_mode=True)
     enforce(module, "gpu_pool_design")
-    design = module.params["design"]
-    if module.params["design_file"]:
-        design = read_design(module, module.params["design_file"])
-
-    findings = validate(design)
-    normalized = normalize(design)[0] if isinstance(design, dict) else None
-    errs, warns = errors(findings), warnings(findings)
-    derived = None
-    if not errs:
-        try:
-            derived = derive(design)
-        except DesignError as exc:  # validate and derive agree; kept for safety
-            errs = exc.findings
-    for finding in warns:
-        module.warn(str(finding))
-    result = dict(
-        changed=False,
-        findings=[f.to_dict() for f in findings],
-        errors=[f.to_dict() for f in errs],
-        design=normalized,
-        derived=derived,
-    )
-    if errs and module.params["fail_on_error"]:
-        module.fail_json(msg=summarize(findings), **result)
-    module.exit_json(**result)
+    Runner(module, PoolDesign(module)).run()
 
 
 if __name__ == "__main__":

@@ -82,29 +82,49 @@ message:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpupool.vcf.plugins.module_utils._nls import parse
 from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils._nls import parse
+from ansible_collections.gpupool.vcf.plugins.module_utils._plan import Info
+from ansible_collections.gpupool.vcf.plugins.module_utils._runner import Runner
+
+ARGUMENT_SPEC = dict(
+    nvidia_smi=dict(type="str", default="nvidia-smi"),
+    chroot=dict(type="path"),
+)
+
+
+class LicenseState(Info):
+    """What ``nvidia-smi -q`` says of the driver and each GPU's license (no driver: driver_present false)."""
+
+    def __init__(self, module):
+        Info.__init__(self, "the license state of the NVIDIA driver")
+        self.module = module
+
+    def read(self):
+        module = self.module
+        cmd = [module.params["nvidia_smi"], "-q"]
+        if module.params["chroot"]:
+            cmd = [module.get_bin_path("chroot", required=True), module.params["chroot"]] + cmd
+        elif "/" not in cmd[0]:
+            path = module.get_bin_path(cmd[0])
+            if not path:
+                return dict(driver_present=False, driver_version=None, licensed=False, gpus=[],
+                            message="%s not found: no NVIDIA driver installed" % cmd[0])
+            cmd[0] = path
+        rc, out, err = module.run_command(cmd)
+        facts = parse(out if out.strip() else err)
+        if rc != 0 and facts["driver_present"]:
+            facts.update(driver_present=False, message=(err or out).strip()[:500] or "nvidia-smi exited %d" % rc)
+        return facts
+
+    def result(self, live, plan):
+        return live
 
 
 def main():
-    module = AnsibleModule(argument_spec=dict(nvidia_smi=dict(type="str", default="nvidia-smi"),
-                                              chroot=dict(type="path")),
-                           supports_check_mode=True)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     enforce(module, "nvidia_license_info")
-    cmd = [module.params["nvidia_smi"], "-q"]
-    if module.params["chroot"]:
-        cmd = [module.get_bin_path("chroot", required=True), module.params["chroot"]] + cmd
-    elif "/" not in cmd[0]:
-        path = module.get_bin_path(cmd[0])
-        if not path:
-            module.exit_json(changed=False, driver_present=False, driver_version=None, licensed=False, gpus=[],
-                             message="%s not found: no NVIDIA driver installed" % cmd[0])
-        cmd[0] = path
-    rc, out, err = module.run_command(cmd)
-    facts = parse(out if out.strip() else err)
-    if rc != 0 and facts["driver_present"]:
-        facts.update(driver_present=False, message=(err or out).strip()[:500] or "nvidia-smi exited %d" % rc)
-    module.exit_json(changed=False, **facts)
+    Runner(module, LicenseState(module)).run()
 
 
 if __name__ == "__main__":
