@@ -153,6 +153,7 @@ class Resource:
 
     verb = "manage"
     refusals = ()
+    errors = ()  # more client error types than the runner's (for example OSError of a file the resource writes)
 
     def __init__(self, name):
         self.name = name
@@ -175,7 +176,7 @@ class Resource:
         """The live state (the only reads of the run)."""
         return None
 
-    def plan(self, live):  # pylint: disable=unused-argument
+    def plan(self, live):
         """The changes from ``live`` to what is wanted; an empty plan for info modules."""
         return Plan()
 
@@ -183,15 +184,15 @@ class Resource:
         """Make the changes of ``plan``; return result keys that only the real run knows, or None."""
         raise NotImplementedError("%s has changes to apply but no apply()" % type(self).__name__)
 
-    def result(self, live, plan):  # pylint: disable=unused-argument
+    def result(self, live, plan):
         """The module's own result keys, as predicted by the plan."""
         return {}
 
-    def diff(self, live, plan):  # pylint: disable=unused-argument
+    def diff(self, live, plan):
         """before/after for --diff."""
         return dict(before=plan.before, after=plan.after)
 
-    def next_step(self, exc):  # pylint: disable=unused-argument
+    def next_step(self, exc):
         """What the user does after a failure (appended to the message), or None."""
         return None
 

@@ -54,7 +54,7 @@ class Runner:
     def __init__(self, module, resource, errors=CLIENT_ERRORS):
         self.module = module
         self.resource = resource
-        self.errors = tuple(errors) + tuple(getattr(resource, "errors", ()))
+        self.errors = tuple(errors) + tuple(resource.errors)
         self.planned = None  # the predicted result, once applying has begun
 
     def _phase(self, verb):
@@ -93,7 +93,7 @@ class Runner:
             self.fail(self.message(exc, self.resource.step))
         except self.resource.refusals as exc:  # pylint: disable=catching-non-exception
             self.fail(self.message(exc, (self.resource.verb, self.resource.name), tail=False))
-        except Exception as exc:  # pylint: disable=broad-except - the last line of defence: no traceback
+        except Exception as exc:  # the last line of defence: no traceback
             text = "unexpected %s: %s" % (type(exc).__name__, exc)
             self.fail(self.message(text, self.resource.step), dict(exception=traceback.format_exc()))
         self.warn()
