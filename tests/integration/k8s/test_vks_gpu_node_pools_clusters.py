@@ -90,10 +90,8 @@ def test_each_cluster_gets_only_its_own_pools(k8s_rig, k8s_api, k8s_namespace):
     assert set(inference) == {"cpu", "inference"}
     assert set(training) == {"cpu", "training", "system"}
     assert _overrides(inference["inference"])["vmClass"] == "vmclass-h100-3-40c"
-    assert _overrides(inference["inference"])["node"] == {"labels": {"gpupool.vcf/workload": "inference"},
-                                                           "taints": [TAINT]}
-    assert _overrides(training["training"])["node"] == {"labels": {"gpupool.vcf/workload": "training"},
-                                                         "taints": [TAINT]}
+    assert _overrides(inference["inference"])["node"] == {"labels": {"gpupool.vcf/workload": "inference"}, "taints": [TAINT]}
+    assert _overrides(training["training"])["node"] == {"labels": {"gpupool.vcf/workload": "training"}, "taints": [TAINT]}
     assert "node" not in _overrides(training["system"])  # not a GPU pool: no GPU taint
 
     res = run_playbook(_play(k8s_rig.kubeconfig, k8s_namespace, purge=True))
