@@ -146,6 +146,17 @@ def test_rebuilt_host_on_a_vlcm_cluster_goes_through_the_image(vsphere, vsphere_
     assert "managed by a vLCM image" in msg and "not from a direct install" in msg, msg
     assert installs(vsphere) == 0 and vsphere.host_state("esx-i-rebuilt") == before
 
+    # another host off the image: the remediation would take it through maintenance mode too, refused
+    vsphere.set_driver("esx-i02", OLD)
+    try:
+        refused = rebuild(vsphere_env, "esx-i-rebuilt", esxi_gpu_host_driver_version="550.90.05")
+    finally:
+        vsphere.set_driver("esx-i02", NEW)
+    assert refused.rc != 0
+    msg = " ".join(str(m) for _name, m in failed(refused))
+    assert "the remediation would also take esx-i02" in msg, msg
+    assert installs(vsphere) == 0 and vsphere.host_state("esx-i-rebuilt") == before
+
     # check mode predicts the turn (the remediation, leaving maintenance mode) and changes nothing
     check = rebuild(vsphere_env, "esx-i-rebuilt", check=True)
     assert check.rc == 0, failed(check)
@@ -167,7 +178,7 @@ def test_rebuilt_host_on_a_vlcm_cluster_goes_through_the_image(vsphere, vsphere_
     for other in ("esx-i01", "esx-i02"):
         assert vsphere.host_state(other)["reboot_count"] == 0  # no other host taken through the remediation
     summary = res.result("Host back in its pool")["msg"]
-    assert summary["lifecycle"] == "vlcm"
+    assert summary["lifecycle"] == "vlcm", summary
     # no VM class of the vCenter is used on this cluster's GPU model by its namespaces: the namespaces of every
     # cluster are read, or the other hosts of the model when none asks for an H100 profile
     assert summary["profiles_from"] in ("the VM classes of every namespace of the vCenter",
