@@ -193,6 +193,12 @@ def test_rebuilt_host_with_a_design(vsphere, vsphere_env, tmp_path):
     path = tmp_path / "design.yml"
     path.write_text(yaml.safe_dump(design, sort_keys=False))
     before = vsphere.host_state("esx-h100-rebuilt")
+    vsphere.reset_stats()
+    check = rebuild(vsphere_env, "esx-h100-rebuilt", check=True, gpupool_design_file=str(path))
+    assert check.rc == 0, failed(check)
+    assert vsphere.host_state("esx-h100-rebuilt") == before and installs(vsphere) == 0
+    predicted = [name for name, r in check.tasks if r.get("changed")]
+    assert any(name.endswith("NVIDIA driver on esx-h100-rebuilt") for name in predicted), predicted
 
     res = rebuild(vsphere_env, "esx-h100-rebuilt", gpupool_design_file=str(path))
     assert res.rc == 0, failed(res)
