@@ -510,11 +510,25 @@ def host_changes(host, target, graphics_type=None, assignment_policy=None, sched
     if host.get("maintenance_by_collection") and host.get("maintenance_mode"):
         items.append(plan_item("maintenance_mode", True, False, "exit",
                                "left in maintenance mode by an earlier run (%s)" % host["maintenance_by_collection"]))
-    if host.get("vms_powered_off_by_collection"):
-        items.append(plan_item("vms_powered_off", list(host["vms_powered_off_by_collection"]), [], "power_on",
-                               "VMs an earlier run powered off and did not power on: %s"
-                               % ", ".join(host["vms_powered_off_by_collection"])))
+    left_off = vms_left_off(host)
+    if left_off:
+        items.append(plan_item("vms_powered_off", left_off, [], "power_on",
+                               "VMs an earlier run powered off and did not power on: %s" % ", ".join(left_off)))
     return items
+
+
+def vms_left_off(host):
+    """The VMs the collection's record says it powered off that are still off on the host now.
+
+    Judged from the live VM list (``vgpu_vms`` with power states) when it was read, so a VM
+    powered on by someone else, or moved away, is not owed anything.
+    """
+    recorded = list(host.get("vms_powered_off_by_collection") or [])
+    vms = host.get("vgpu_vms")
+    if vms is None:
+        return recorded
+    off = dict((v.get("moid"), v.get("name")) for v in vms if v.get("power_state") != "poweredOn")
+    return [off[m] or m for m in recorded if m in off]
 
 
 def _scheduler_items(host, scheduler, pcis):

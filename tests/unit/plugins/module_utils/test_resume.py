@@ -128,3 +128,13 @@ def test_wait_does_not_swallow_other_errors():
 
     with pytest.raises(VsphereTaskError, match="depot unreachable"):
         wait(check, 60, "install", transient=(VsphereConnectionError,), sleep=clock.sleep, clock=clock)
+
+
+def test_vms_left_off_are_judged_from_their_power_state_now():
+    on = dict(HOST, vms_powered_off_by_collection=["vm-41"],
+              vgpu_vms=[{"name": "llm-01", "moid": "vm-41", "power_state": "poweredOn"}])
+    assert _esxi.host_changes(on, "550.90.05") == []
+    off = dict(on, vgpu_vms=[{"name": "llm-01", "moid": "vm-41", "power_state": "poweredOff"}])
+    assert _esxi.reasons(_esxi.host_changes(off, "550.90.05")) == ["VMs an earlier run powered off and did not power on: llm-01"]
+    moved = dict(on, vgpu_vms=[])
+    assert _esxi.host_changes(moved, "550.90.05") == []
