@@ -579,8 +579,8 @@ def hosts_to_roll(hosts, target, graphics_type=None, assignment_policy=None, sch
             continue
         items = host_plan(host, target, graphics_type, assignment_policy, scheduler, allow_downgrade, driver)
         if always:
-            items.append(plan_item("mig_mode", None, None, "set", "host MIG mode cannot be read: every host takes "
-                                                                   "its turn"))
+            items.append(plan_item("mig_mode", None, None, "set",
+                                   "host MIG mode cannot be read: every host takes its turn"))
         if items:
             out[host["name"]] = items
     return out

@@ -313,10 +313,13 @@ def namespace_info(n, extra_classes=("best-effort-small",)):
     """A namespace's Info as the vSphere API returns it, with what the role gave it from the design."""
     ids = dict((name, i) for i, name in POLICIES.items())
     limits = dict((api, n["limits"][k]) for k, api in a._namespace.LIMITS if n["limits"][k] is not None)
+    specs = []
+    for spec in n["storage_policies"]:
+        specs.append(dict(policy=ids[spec["policy"]], limit=spec["limit_mib"]) if spec["limit_mib"] else
+                     dict(policy=ids[spec["policy"]]))
     return {"cluster": "domain-c9", "description": n["description"],
             "vm_service_spec": {"vm_classes": list(n["vm_classes"]) + list(extra_classes), "content_libraries": []},
-            "storage_specs": [dict([("policy", ids[s["policy"]])] + ([("limit", s["limit_mib"])] if s["limit_mib"]
-                                                                      else [])) for s in n["storage_policies"]],
+            "storage_specs": specs,
             "resource_spec": limits,
             "access_list": [{"subject_type": e["type"], "domain": e["domain"], "subject": e["subject"],
                              "role": e["role"]} for e in n["access"]]}
