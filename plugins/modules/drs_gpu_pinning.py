@@ -175,242 +175,120 @@ diff:
   sample: {before: {overrides: {llm-01: null}, owned: []}, after: {overrides: {llm-01: partiallyAutomated}, owned: [llm-01]}}
 """
 
-from ansible_collections.gpupool.vcf.plugins.module_utils._drs import (
-    BEHAVIORS,
-    DEFAULT_BEHAVIOR,
-    RECORD_FIELD,
-    DrsPlanError,
-    format_record,
-    parse_record,
-    plan_pinning,
-    plan_vm_host_rule,
-)
-from ansible_collections.gpupool.vcf.plugins.module_utils._gpu_inventory import is_nvidia_gpu, vgpu_profiles_of
-from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import (
-    VsphereError,
-    vim,
-    vmodl,
-)
-from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
+from ansible_collections.gpupool.vcf.plugins.module_utils._drs import BEHAVIORS, DEFAULT_BEHAVIOR, DrsPlanError, plan_pinning, plan_vm_host_rule
+from ansible_collections.gpupool.vcf.plugins.module_utils._drs_api import ClusterPinning
 from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils._plan import CREATE, DELETE, UPDATE, Change, Plan, Resource
+from ansible_collections.gpupool.vcf.plugins.module_utils._runner import Runner
+from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
+
+ARGUMENT_SPEC = dict(
+    cluster=dict(type="str", required=True),
+    behavior=dict(type="str", choices=list(BEHAVIORS), default=DEFAULT_BEHAVIOR),
+    vms=dict(type="list", elements="str"),
+    exclude=dict(type="list", elements="str", default=[]),
+    purge_stale=dict(type="bool", default=False),
+    vm_host_rule=dict(type="dict", options=dict(
+        name=dict(type="str", required=True),
+        vm_group=dict(type="str"),
+        host_group=dict(type="str"),
+        mandatory=dict(type="bool", default=False),
+    )),
+)
 
 
-class ClusterPinning:
-    """Reads one cluster and applies a pinning plan to it."""
+def rule_options(option):
+    """The vm_host_rule option with the group names defaulted from the rule's name (None without a rule)."""
+    if not option:
+        return None
+    rule = dict(option)
+    rule["vm_group"] = rule["vm_group"] or rule["name"] + "-vms"
+    rule["host_group"] = rule["host_group"] or rule["name"] + "-hosts"
+    return rule
 
-    def __init__(self, client, cluster_name):
-        self.client = client
-        self.name = cluster_name
-        self.cluster = None
-        self.refs = {}
-        self.names = {}
-        self.gpu_hosts = []
-        self.groups = {}
-        self.rules = {}
-        self.warnings = []
-        self.record_key = None   # key of the record's custom attribute; None until it is defined
-        self.record_value = None  # the record as read (None: never written on this cluster)
 
-    def read(self, gpu_hosts=False):
-        """(vms, overrides, owned) of the cluster: one lookup of the cluster, one retrieval of the rest.
+def changes_of(name, pinning, rule_plan):
+    """The plan's changes, one per override, the record and the VM-host rule."""
+    out = [Change("VM %s" % e["name"], "drs_behavior", e.get("was"), e["behavior"], action)
+           for action, entries in ((CREATE, pinning.add), (UPDATE, pinning.edit)) for e in entries]
+    out.extend(Change("VM %s" % e["name"], "drs_behavior", e["behavior"], None, DELETE) for e in pinning.remove)
+    if pinning.record_changed:
+        out.append(Change(name, "owned", pinning.owned_names(pinning.owned_before), pinning.owned_names(pinning.owned_after)))
+    if rule_plan is not None and rule_plan["changed"]:
+        out.append(Change("VM-host rule %s" % rule_plan["after"]["name"], "rule", rule_plan["before"], rule_plan["after"]))
+    return out
 
-        ``owned`` is the set of VM moids the record holds. The custom attribute definitions
-        (CustomFieldsManager ``field``) and the cluster's ``customValue`` come in the same retrieval.
-        """
-        self.cluster = self.client.cluster_named(self.name, self.client.clusters_by_name()).obj
-        fields = self.client.content.customFieldsManager
-        pc = vmodl.query.PropertyCollector
-        # cluster -> host -> vm: the cluster's own configuration and every VM on its hosts together
-        to_vm = pc.TraversalSpec(name="hostToVm", type=vim.HostSystem, path="vm", skip=False)
-        to_host = pc.TraversalSpec(name="clusterToHost", type=vim.ClusterComputeResource, path="host",
-                                   skip=False, selectSet=[to_vm])
-        obj_specs = [pc.ObjectSpec(obj=self.cluster, skip=False, selectSet=[to_host])]
-        specs = {vim.ClusterComputeResource: ["configurationEx", "customValue"],
-                 # the PCI devices only for vm_host_rule: they weigh more than every VM's devices
-                 vim.HostSystem: ["name", "hardware.pciDevice"] if gpu_hosts else ["name"],
-                 vim.VirtualMachine: ["name", "config.hardware.device", "config.template"]}
-        if fields is not None:
-            obj_specs.append(pc.ObjectSpec(obj=fields, skip=False))
-            specs[vim.CustomFieldsManager] = ["field"]
-        objects = self.client._collect(obj_spec_list=obj_specs, specs=specs)
-        vms = []
-        overrides = []
-        values = []
-        for item in objects:
-            if isinstance(item.obj, vim.CustomFieldsManager):
-                self.client.know_custom_fields(item.get("field"))
-                self.record_key = self.client.custom_field_key(RECORD_FIELD, vim.ClusterComputeResource)
-                continue
-            if isinstance(item.obj, vim.ClusterComputeResource):
-                values = item.get("customValue") or []
-            self.names[item.moid] = item.get("name")
-            if isinstance(item.obj, vim.HostSystem):
-                self.refs[item.moid] = item.obj
-                if any(is_nvidia_gpu(pci) for pci in item.get("hardware.pciDevice") or []):
-                    self.gpu_hosts.append(item.moid)
-            elif isinstance(item.obj, vim.VirtualMachine):
-                if item.get("config.template"):
-                    continue
-                self.refs[item.moid] = item.obj
-                vms.append(dict(moid=item.moid, name=item.get("name"),
-                                vgpu_profiles=vgpu_profiles_of(item.get("config.hardware.device"))))
-            elif isinstance(item.obj, vim.ClusterComputeResource):
-                config = item.get("configurationEx")
-                drs = getattr(config, "drsConfig", None)
-                if drs is not None and (drs.enabled is False or drs.enableVmBehaviorOverrides is False):
-                    self.warnings.append(
-                        "DRS or its per-VM overrides are disabled on cluster %s (drsConfig.enabled=%s, "
-                        "enableVmBehaviorOverrides=%s): the overrides are recorded but take effect only once "
-                        "both are enabled; this module does not change cluster settings"
-                        % (self.name, drs.enabled, drs.enableVmBehaviorOverrides))
-                self._groups_and_rules(config)
-                for o in getattr(config, "drsVmConfig", None) or []:
-                    self.refs.setdefault(o.key._moId, o.key)
-                    overrides.append(dict(moid=o.key._moId, behavior=o.behavior, enabled=o.enabled))
-        if self.record_key is not None:
-            for value in values:
-                if value.key == self.record_key:
-                    self.record_value = getattr(value, "value", None)
-        return vms, overrides, parse_record(self.record_value)
 
-    def write_record(self, moids):
-        """Record ``moids`` as the VMs whose override the collection set: one SetField (the
-        attribute is defined first, once per vCenter, when it does not exist yet)."""
-        value = format_record(moids)
-        try:
-            self.client.set_custom_field(self.cluster, RECORD_FIELD, value)
-        except VsphereError as exc:
-            raise VsphereError("custom attribute %s of cluster %s: %s" % (RECORD_FIELD, self.name, exc))
-        self.record_key = self.client.custom_field_key(RECORD_FIELD, vim.ClusterComputeResource)
-        self.record_value = value
+class DrsPinning(Resource):
+    """The DRS overrides of one cluster's vGPU VMs, with the record of those the collection set."""
 
-    def _groups_and_rules(self, config):
-        for g in getattr(config, "group", None) or []:
-            if isinstance(g, vim.cluster.VmGroup):
-                self.groups[g.name] = dict(kind="vm", members=[v._moId for v in g.vm or []])
-            elif isinstance(g, vim.cluster.HostGroup):
-                self.groups[g.name] = dict(kind="host", members=[h._moId for h in g.host or []])
-            else:
-                self.groups[g.name] = dict(kind="other", members=[])
-        for r in getattr(config, "rule", None) or []:
-            entry = dict(key=r.key, kind="other", mandatory=r.mandatory, enabled=r.enabled)
-            if isinstance(r, vim.cluster.VmHostRuleInfo):
-                entry.update(kind="vmhost", vm_group=r.vmGroupName, host_group=r.affineHostGroupName)
-            self.rules[r.name] = entry
+    verb = "pin GPU VMs of"
+    refusals = (DrsPlanError,)
 
-    def named(self, moids):
-        return sorted(self.names.get(m) or m for m in moids)
+    def __init__(self, module):
+        Resource.__init__(self, "cluster %s" % module.params["cluster"])
+        self.module = module
+        self.p = module.params
+        self.api = None
 
-    def apply(self, plan, rule_plan=None, rule=None):
-        """One reconfigure for the whole plan; the cluster's own DRS settings are not in the spec."""
-        specs = []
-        for op, entries in (("add", plan.add), ("edit", plan.edit)):
-            for e in entries:
-                info = vim.cluster.DrsVmConfigInfo(key=self.refs[e["moid"]],
-                                                   behavior=e["behavior"], enabled=e["enabled"])
-                specs.append(vim.cluster.DrsVmConfigSpec(operation=op, info=info))
-        for e in plan.remove:
-            specs.append(vim.cluster.DrsVmConfigSpec(
-                operation="remove", removeKey=self.refs[e["moid"]]))
-        spec = vim.cluster.ConfigSpecEx(drsVmConfigSpec=specs)
-        if rule_plan is not None and rule_plan["changed"]:
-            group_specs = []
-            for op, kind, name, members in rule_plan["groups"]:
-                refs = [self.refs[m] for m in members]
-                info = (vim.cluster.VmGroup(name=name, vm=refs) if kind == "vm"
-                        else vim.cluster.HostGroup(name=name, host=refs))
-                group_specs.append(vim.cluster.GroupSpec(operation=op, info=info))
-            spec.groupSpec = group_specs
-            if rule_plan["rule"] is not None:
-                op, key = rule_plan["rule"]
-                info = vim.cluster.VmHostRuleInfo(name=rule["name"], enabled=True, mandatory=bool(rule["mandatory"]),
-                                                  vmGroupName=rule["vm_group"], affineHostGroupName=rule["host_group"])
-                if key is not None:
-                    info.key = key
-                spec.rulesSpec = [vim.cluster.RuleSpec(operation=op, info=info)]
-        task = self.cluster.ReconfigureComputeResource_Task(spec=spec, modify=True)
-        self.client.wait_for_task(task, what="reconfigure of cluster %s" % self.name)
+    def read(self):
+        """The cluster's VMs, overrides, record, groups and rules, in one retrieval."""
+        self.api = ClusterPinning(self.module.client(), self.p["cluster"])
+        with self.doing("read DRS overrides of"):
+            vms, overrides, owned = self.api.read(gpu_hosts=bool(self.p["vm_host_rule"]))
+        self.warnings.extend(self.api.warnings)
+        return dict(vms=vms, overrides=overrides, owned=owned)
+
+    def plan(self, live):
+        p = self.p
+        pinning = plan_pinning(live["vms"], live["overrides"], behavior=p["behavior"], names=p["vms"], exclude=p["exclude"],
+                               purge_stale=p["purge_stale"], owned=live["owned"])
+        rule = rule_options(p["vm_host_rule"])
+        rule_plan = None
+        before = dict(overrides=pinning.before, owned=pinning.owned_names(pinning.owned_before))
+        after = dict(overrides=pinning.after, owned=pinning.owned_names(pinning.owned_after))
+        if rule is not None:
+            rule_plan = plan_vm_host_rule(rule, self.api.groups, self.api.rules, pinning.pinned_moids, self.api.gpu_hosts)
+            before["vm_host_rule"], after["vm_host_rule"] = [self.rule_view(v) for v in (rule_plan["before"], rule_plan["after"])]
+        return Plan(changes_of(self.name, pinning, rule_plan), before=before, after=after,
+                    pinning=pinning, rule=rule, rule_plan=rule_plan)
+
+    def rule_view(self, view):
+        """A rule view with the members' names instead of their moids."""
+        if view is None:
+            return None
+        view = dict(view)
+        for key in ("vm_group", "host_group"):
+            if view.get(key) is not None:
+                view[key] = self.api.named(view[key])
+        return view
+
+    def result(self, live, plan):
+        out = plan.facts["pinning"].summary()
+        if plan.facts["rule"] is not None:
+            out["vm_host_rule"] = plan.after["vm_host_rule"]
+        return out
+
+    def apply(self, plan):
+        """Claim in the record what the reconfigure adds or changes, reconfigure, then drop what it removed."""
+        pinning, rule_plan = plan.facts["pinning"], plan.facts["rule_plan"]
+        if pinning.owned_claim != pinning.owned_before:
+            with self.doing("record the DRS overrides of"):
+                self.api.write_record(pinning.owned_claim)
+            self.partial["changed"] = True
+        if pinning.overrides_changed or bool(rule_plan and rule_plan["changed"]):
+            with self.doing("set DRS overrides on"):
+                self.api.apply(pinning, rule_plan, plan.facts["rule"])
+            self.partial["changed"] = True
+        if pinning.owned_after != pinning.owned_claim:
+            with self.doing("record the DRS overrides of"):
+                self.api.write_record(pinning.owned_after)
 
 
 def main():
-    module = VsphereModule(
-        argument_spec=dict(
-            cluster=dict(type="str", required=True),
-            behavior=dict(type="str", choices=list(BEHAVIORS), default=DEFAULT_BEHAVIOR),
-            vms=dict(type="list", elements="str"),
-            exclude=dict(type="list", elements="str", default=[]),
-            purge_stale=dict(type="bool", default=False),
-            vm_host_rule=dict(type="dict", options=dict(
-                name=dict(type="str", required=True),
-                vm_group=dict(type="str"),
-                host_group=dict(type="str"),
-                mandatory=dict(type="bool", default=False),
-            )),
-        ),
-        supports_check_mode=True,
-    )
+    module = VsphereModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     enforce(module, "drs_gpu_pinning")
-    p = module.params
-    pinning = ClusterPinning(module.client(), p["cluster"])
-    try:
-        vms, overrides, owned = pinning.read(gpu_hosts=bool(p["vm_host_rule"]))
-    except VsphereError as exc:
-        module.fail_vsphere("read DRS overrides of cluster", p["cluster"], exc)
-    try:
-        plan = plan_pinning(vms, overrides, behavior=p["behavior"], names=p["vms"], exclude=p["exclude"],
-                            purge_stale=p["purge_stale"], owned=owned)
-        rule = rule_plan = None
-        if p["vm_host_rule"]:
-            rule = dict(p["vm_host_rule"])
-            rule["vm_group"] = rule["vm_group"] or rule["name"] + "-vms"
-            rule["host_group"] = rule["host_group"] or rule["name"] + "-hosts"
-            rule_plan = plan_vm_host_rule(rule, pinning.groups, pinning.rules, plan.pinned_moids,
-                                          pinning.gpu_hosts)
-    except DrsPlanError as exc:
-        module.fail_json(msg="Unable to pin GPU VMs of cluster %s: %s" % (p["cluster"], exc))
-    for warning in pinning.warnings:
-        module.warn(warning)
-    changed = plan.changed or bool(rule_plan and rule_plan["changed"])
-    result = dict(changed=changed, **plan.summary())
-    before = dict(overrides=plan.before, owned=plan.owned_names(plan.owned_before))
-    after = dict(overrides=plan.after, owned=plan.owned_names(plan.owned_after))
-    if rule_plan is not None:
-        views = []
-        for v in (rule_plan["before"], rule_plan["after"]):
-            if v is not None:
-                v = dict(v)
-                for key in ("vm_group", "host_group"):
-                    if v.get(key) is not None:
-                        v[key] = pinning.named(v[key])
-            views.append(v)
-        before["vm_host_rule"], after["vm_host_rule"] = views
-        result["vm_host_rule"] = views[1]
-    if module._diff:
-        result["diff"] = dict(before=before, after=after)
-    if changed and not module.check_mode:
-        apply(module, pinning, plan, rule_plan, rule, result)
-    module.exit_json(**result)
-
-
-def apply(module, pinning, plan, rule_plan, rule, result):
-    """Claim in the record what the reconfigure adds or changes, reconfigure, then drop what it removed."""
-    cluster = module.params["cluster"]
-    reconfigure = plan.overrides_changed or bool(rule_plan and rule_plan["changed"])
-    if plan.owned_claim != plan.owned_before:
-        try:
-            pinning.write_record(plan.owned_claim)
-        except VsphereError as exc:
-            module.fail_vsphere("record the DRS overrides of cluster", cluster, exc, **result)
-    if reconfigure:
-        try:
-            pinning.apply(plan, rule_plan, rule)
-        except VsphereError as exc:
-            module.fail_vsphere("set DRS overrides on cluster", cluster, exc, **result)
-    if plan.owned_after != plan.owned_claim:
-        try:
-            pinning.write_record(plan.owned_after)
-        except VsphereError as exc:
-            module.fail_vsphere("record the DRS overrides of cluster", cluster, exc, **result)
+    Runner(module, DrsPinning(module)).run()
 
 
 if __name__ == "__main__":

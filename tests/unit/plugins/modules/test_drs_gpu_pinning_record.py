@@ -4,7 +4,7 @@ import pytest
 from pyVmomi import vim
 
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereClient, VsphereError, VsphereFault
-from ansible_collections.gpupool.vcf.plugins.modules.drs_gpu_pinning import RECORD_FIELD, ClusterPinning
+from ansible_collections.gpupool.vcf.plugins.module_utils._drs_api import RECORD_FIELD, ClusterPinning
 
 
 def field(key, name=RECORD_FIELD, mo_type=vim.ClusterComputeResource):
