@@ -197,53 +197,49 @@ import time
 from ansible_collections.gpupool.vcf.plugins.module_utils import _esxi
 from ansible_collections.gpupool.vcf.plugins.module_utils._esxi_host import HostOps
 from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils._plan import Change, Failure, Plan, Resource
+from ansible_collections.gpupool.vcf.plugins.module_utils._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereError
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
 
+ARGUMENT_SPEC = dict(
+    host=dict(type="str", required=True),
+    version=dict(type="str", required=True),
+    bundle=dict(type="str"),
+    component=dict(type="str", default="NVD-AIE-800"),
+    evacuate_timeout=dict(type="int", default=1800),
+    power_off_vgpu_vms=dict(type="bool", default=False),
+    allow_downgrade=dict(type="bool", default=False),
+    reboot_timeout=dict(type="int", default=1800),
+    install_timeout=dict(type="int", default=1800),
+)
+
 RERUN = "fix the cause, then rerun: the rerun reads the host and resumes where this run stopped"
+INSTALLS = ("install", "upgrade", "downgrade")
+# what each plan does after the driver decision (V(none) does nothing)
+REBOOTS = INSTALLS + ("reboot",)
 
 
-class DriverRollout:
+class HostDriver(Resource):
+    """The NVIDIA host driver of one host: read as running vs staged, planned, rolled."""
+
     def __init__(self, module):
+        Resource.__init__(self, "host %s" % module.params["host"])
         self.module = module
         self.p = module.params
-        self.ops = HostOps(module.client())
+        self.verb = "bring the NVIDIA driver to %s on" % self.p["version"]
+        self.refusals = (_esxi.EsxiError,)
+        self.ops = None
+        self.host = None
         self.steps = []
         self.powered_off = []
         self.staged = None
-        self.host = None
+        self.verified = {}
 
-    def step(self, name, func, *args):
-        start = time.monotonic()
-        out = func(*args)
-        self.steps.append(dict(step=name, seconds=round(time.monotonic() - start, 2)))
-        self.module.partial["steps"] = self.steps
-        return out
-
-    def left(self):
-        """What the host is left with now, as every failure result carries it."""
-        in_mm = bool(self.host is not None and self.host.get("runtime.inMaintenanceMode"))
-        return dict(host_left_in_maintenance=in_mm, hosts_in_maintenance=[self.p["host"]] if in_mm else [],
-                    vms_powered_off=[v["name"] for v in self.powered_off], staged_not_running=self.staged,
-                    powered_off_vms=[v["name"] for v in self.powered_off], steps=self.steps)
-
-    def fail(self, what, exc):
-        left = self.left()
-        msg = "Unable to %s on host %s: %s" % (what, self.p["host"], exc)
-        parts = []
-        if left["host_left_in_maintenance"]:
-            parts.append("the host is left in maintenance mode")
-        if self.staged:
-            parts.append("driver %s is installed but not running" % self.staged)
-        if left["vms_powered_off"]:
-            parts.append("VMs powered off by this run: %s" % ", ".join(left["vms_powered_off"]))
-        if parts:
-            msg += "; " + "; ".join(parts)
-        msg += "; " + RERUN
-        self.module.fail_json(msg=msg, next_step=RERUN, **left)
-
-    def read(self, target):
-        """(host, installed short, installed full, running, pending reasons, state)."""
+    # -- read and plan (no change) -------------------------------------------------------
+    def read(self):
+        target = _esxi.parse_driver_version(self.p["version"])
+        self.ops = HostOps(self.module.client())
         host = self.ops.find_host(self.p["host"])
         self.host = host
         if str(host.get("runtime.connectionState")) != "connected":
@@ -253,162 +249,149 @@ class DriverRollout:
         state = self.ops.state(host)
         pending = _esxi.pending_reboot(host.get("summary.rebootRequired"), host.get("runtime.bootTime"), state,
                                        running=running, installed=installed_full or installed)
-        return host, installed, installed_full, running, pending, state
+        in_mm = bool(host.get("runtime.inMaintenanceMode"))
+        action = self.action(installed_full or installed, target, pending, state, in_mm)
+        stuck = []
+        if action in REBOOTS and not in_mm:
+            # what cannot move: decided before anything changes
+            vgpu_vms = [v for v in self.ops.vgpu_vms(host) if v["power_state"] == "poweredOn"]
+            stuck = vgpu_vms if (vgpu_vms and not self.ops.vgpu_hotmigrate_enabled()) else []
+            if stuck and not self.p["power_off_vgpu_vms"]:
+                raise Failure(
+                    "Unable to bring the NVIDIA driver of host %s to %s: %d powered-on VMs hold vGPUs and cannot be "
+                    "migrated (%s); power them off or move them first, or set power_off_vgpu_vms=true. Nothing was changed."
+                    % (self.p["host"], target.text, len(stuck), ", ".join(v["name"] for v in stuck)),
+                    previous_version=installed, blocking_vms=[v["name"] for v in stuck])
+        return dict(host=host, target=target, installed=installed, installed_full=installed_full, running=running,
+                    pending=pending, state=state, in_mm=in_mm, action=action, stuck=stuck)
 
-    def plan(self, installed, target, pending, state, in_mm):
+    def action(self, installed, target, pending, state, in_mm):
+        """The plan's one action: the driver's, else what an earlier run left to finish."""
         action = _esxi.driver_plan(installed, target, self.p["allow_downgrade"])
-        if action == "none" and pending:
-            return "reboot"
-        if action == "none" and in_mm and state.get("maintenance"):
-            return "exit_maintenance_mode"
-        if action == "none" and state.get("powered_off"):
-            return "power_on_vms" if self.ops.recorded_powered_off(self.host) else "none"
+        if action in INSTALLS:
+            _esxi.bundle_location(self.p["bundle"])
+            _esxi.check_bundle_matches(self.p["bundle"], target)
+        elif pending:
+            action = "reboot"
+        elif in_mm and state.get("maintenance"):
+            action = "exit_maintenance_mode"
+        elif state.get("powered_off") and self.ops.recorded_powered_off(self.host):
+            action = "power_on_vms"
         return action
 
-    def run(self):
-        p = self.p
-        try:
-            target = _esxi.parse_driver_version(p["version"])
-        except _esxi.EsxiError as exc:
-            self.module.fail_json(msg=str(exc))
-        try:
-            host, installed, installed_full, running, pending, state = self.read(target)
-        except VsphereError as exc:
-            self.module.fail_vsphere("read the NVIDIA driver of", "host %s" % p["host"], exc)
-        in_mm = bool(host.get("runtime.inMaintenanceMode"))
-        ours = bool(in_mm and state.get("maintenance"))
-        try:
-            action = self.plan(installed_full or installed, target, pending, state, in_mm)
-            if action in ("install", "upgrade", "downgrade"):
-                kind, location = _esxi.bundle_location(p["bundle"])
-                _esxi.check_bundle_matches(p["bundle"], target)
-        except _esxi.EsxiError as exc:
-            self.module.fail_json(msg="Unable to bring the NVIDIA driver of host %s to %s: %s" % (p["host"], target.text, exc),
-                                  previous_version=installed)
-        if installed and pending and action == "reboot":
-            self.staged = installed
-        # maintenance mode at the end: as found, except a host an earlier run left there
-        end_mm = in_mm and not ours
-        result = dict(changed=False, previous_version=installed, version=installed, full_version=installed_full,
-                      running_version=running, pending=pending, plan=action, rebooted=False, maintenance_mode=in_mm,
-                      powered_off_vms=[], steps=[], component=p["component"])
-        before = dict(version=installed, running_version=running, maintenance_mode=in_mm, pending=pending)
+    def end_maintenance(self, live):
+        """Maintenance mode at the end: as found, except a host an earlier run left there."""
+        return live["in_mm"] and not live["state"].get("maintenance")
+
+    def plan(self, live):
+        action = live["action"]
+        version = live["target"].short if action in INSTALLS else live["installed"]
+        before = dict(version=live["installed"], running_version=live["running"], maintenance_mode=live["in_mm"],
+                      pending=live["pending"])
+        after = dict(version=version, running_version=version, maintenance_mode=self.end_maintenance(live), pending=[])
         if action == "none":
-            if self.module._diff:
-                result["diff"] = dict(before=before, after=before)
-            self.module.exit_json(**result)
+            return Plan([], before=before, after=before, live=live)
+        return Plan([Change(self.name, "driver", live["installed"], version, action)], before=before, after=after, live=live)
 
-        stuck = []
-        if action != "exit_maintenance_mode" and not in_mm:
-            # what cannot move: decided before anything changes
-            try:
-                vgpu_vms = [v for v in self.ops.vgpu_vms(host) if v["power_state"] == "poweredOn"]
-                stuck = vgpu_vms if (vgpu_vms and not self.ops.vgpu_hotmigrate_enabled()) else []
-            except VsphereError as exc:
-                self.module.fail_vsphere("read the VMs of", "host %s" % p["host"], exc)
-            if stuck and not p["power_off_vgpu_vms"]:
-                self.module.fail_json(
-                    msg="Unable to bring the NVIDIA driver of host %s to %s: %d powered-on VMs hold vGPUs and cannot be "
-                        "migrated (%s); power them off or move them first, or set power_off_vgpu_vms=true. Nothing was changed."
-                        % (p["host"], target.text, len(stuck), ", ".join(v["name"] for v in stuck)),
-                    previous_version=installed, blocking_vms=[v["name"] for v in stuck])
+    def result(self, live, plan):
+        action = live["action"]
+        out = dict(previous_version=live["installed"], version=live["installed"], full_version=live["installed_full"],
+                   running_version=live["running"], pending=live["pending"], plan=action, rebooted=False,
+                   maintenance_mode=live["in_mm"], powered_off_vms=[], steps=[], component=self.p["component"])
+        if plan:
+            out.update(version=plan.after["version"], full_version=None, rebooted=action in REBOOTS,
+                       maintenance_mode=plan.after["maintenance_mode"], powered_off_vms=[v["name"] for v in live["stuck"]])
+        return out
 
-        finishing = ("reboot", "exit_maintenance_mode", "power_on_vms")
-        new_version = installed if action in finishing else target.short
-        result.update(changed=True, version=new_version, full_version=None, rebooted=action in ("reboot", "install", "upgrade", "downgrade"),
-                      maintenance_mode=end_mm, powered_off_vms=[v["name"] for v in stuck])
-        if self.module._diff:
-            result["diff"] = dict(before=before, after=dict(version=new_version, running_version=new_version,
-                                                            maintenance_mode=end_mm, pending=[]))
-        if self.module.check_mode:
-            self.module.exit_json(**result)
-        self.module.partial.update(self.left())
-        self.module.run_guarded(lambda: self.apply(action, host, target, stuck, end_mm, kind_location=(
-            (kind, location) if action in ("install", "upgrade", "downgrade") else None), result=result),
-            "bring the NVIDIA driver of host %s to %s" % (p["host"], target.text))
+    # -- apply -----------------------------------------------------------------------------
+    def left(self):
+        """What the host is left with now, as every failure result carries it."""
+        in_mm = bool(self.host is not None and self.host.get("runtime.inMaintenanceMode"))
+        names = [v["name"] for v in self.powered_off]
+        return dict(host_left_in_maintenance=in_mm, hosts_in_maintenance=[self.p["host"]] if in_mm else [],
+                    vms_powered_off=names, powered_off_vms=names, staged_not_running=self.staged,
+                    steps=self.steps, next_step=RERUN)
 
-    def apply(self, action, host, target, stuck, end_mm, kind_location, result):
-        p = self.p
-        # VMs an earlier run powered off and could not power on again: powered on at the end of this one
+    def next_step(self, exc):
+        left = self.left()
+        parts = []
+        if left["host_left_in_maintenance"]:
+            parts.append("the host is left in maintenance mode")
+        if self.staged:
+            parts.append("driver %s is installed but not running" % self.staged)
+        if left["vms_powered_off"]:
+            parts.append("VMs powered off by this run: %s" % ", ".join(left["vms_powered_off"]))
+        return "; ".join(parts + [RERUN])
+
+    def timed(self, name, doing, func, *args):
+        """One timed step; a failure names ``doing`` and carries what the host is left with."""
+        start = time.monotonic()
+        with self.doing(doing):
+            out = func(*args)
+        self.steps.append(dict(step=name, seconds=round(time.monotonic() - start, 2)))
+        self.partial.update(self.left())
+        return out
+
+    def apply(self, plan):
+        live = plan.facts["live"]
+        action, host, target = live["action"], live["host"], live["target"]
+        self.partial.update(self.left())
         self.powered_off = self.ops.recorded_powered_off(host)
-        if action not in ("exit_maintenance_mode", "power_on_vms"):
-            try:
-                for vm in stuck:
-                    # recorded first: a rerun powers on what a failed run left off
-                    self.ops.record_powered_off(host, self.powered_off + [vm])
-                    self.step("power_off %s" % vm["name"], self.ops.power_off, vm["obj"], vm["name"])
-                    self.powered_off.append(vm)
-            except VsphereError as exc:
-                self.fail("power off the vGPU VMs", exc)
-            try:
-                self.step("enter_maintenance_mode", self.ops.enter_maintenance, host, p["evacuate_timeout"], "esxi_host_driver")
-            except VsphereError as exc:
-                self.fail("enter maintenance mode", exc)
-            if kind_location is not None:
-                try:
-                    self.step("install", self.ops.install, host, kind_location[0], kind_location[1], p["install_timeout"])
-                except VsphereError as exc:
-                    self.fail("install %s %s" % (p["component"], target.text), exc)
-                self.staged = target.short
-            try:
-                back = self.step("reboot", self.ops.reboot_and_wait, self.ops.refresh(host), p["reboot_timeout"])
-                host.props.update(back.props)
-            except VsphereError as exc:
-                self.fail("reboot%s" % (" after installing %s %s" % (p["component"], target.text) if kind_location else ""), exc)
-            try:
-                now, now_full = self.step("verify", self.ops.installed_driver, host.obj)
-                running = self.ops.running_driver(host.obj)
-            except VsphereError as exc:
-                self.fail("verify the NVIDIA driver", exc)
-            if now is None or not _esxi.same_version(now_full or now, target):
-                self.fail("verify the NVIDIA driver", "the host runs %s after the install, not %s" % (now_full or "no NVIDIA driver", target.text))
-            if running is None or _esxi.compare_versions(running, now_full or now) != 0:
-                self.fail("verify the NVIDIA driver", "driver %s is installed but the loaded nvidia module is %s after the reboot"
-                          % (now, running or "none"))
-            self.staged = None
-            result.update(version=now, full_version=now_full, running_version=running)
-        if not end_mm and host.get("runtime.inMaintenanceMode"):
-            try:
-                self.step("exit_maintenance_mode", self.ops.exit_maintenance, host)
-            except VsphereError as exc:
-                self.fail("exit maintenance mode", exc)
-        warnings = []
+        if action in REBOOTS:
+            self.roll(live, host, target)
+        if not self.end_maintenance(live) and host.get("runtime.inMaintenanceMode"):
+            self.timed("exit_maintenance_mode", "exit maintenance mode on", self.ops.exit_maintenance, host)
         for vm in list(self.powered_off):
             try:
-                self.step("power_on %s" % vm["name"], self.ops.power_on, vm["obj"], vm["name"])
+                self.timed("power_on %s" % vm["name"], "power on VM %s on" % vm["name"], self.ops.power_on, vm["obj"], vm["name"])
                 self.powered_off.remove(vm)
             except VsphereError as exc:
-                warnings.append("VM %s was powered off for the install and could not be powered on again: %s; "
-                                "it is recorded on the host and a rerun powers it on" % (vm["name"], exc))
+                self.warnings.append("VM %s was powered off for the install and could not be powered on again: %s; "
+                                     "it is recorded on the host and a rerun powers it on" % (vm["name"], exc))
         try:
             self.ops.record_powered_off(host, self.powered_off)
         except VsphereError as exc:
-            warnings.append("could not update the record of powered-off VMs on the host: %s" % exc)
-        for w in warnings:
-            self.module.warn(w)
-        result["powered_off_vms"] = sorted(set(result["powered_off_vms"]) | set(v["name"] for v in self.powered_off))
-        result["steps"] = self.steps
-        result["pending"] = []
-        self.module.exit_json(**result)
+            self.warnings.append("could not update the record of powered-off VMs on the host: %s" % exc)
+        out = dict(steps=self.steps, pending=[])
+        out["powered_off_vms"] = sorted(set(v["name"] for v in live["stuck"]) | set(v["name"] for v in self.powered_off))
+        out.update(self.verified)
+        return out
+
+    def roll(self, live, host, target):
+        """Power off what cannot move, maintenance mode, install (unless finishing), reboot, verify."""
+        for vm in live["stuck"]:
+            # recorded first: a rerun powers on what a failed run left off
+            self.ops.record_powered_off(host, self.powered_off + [vm])
+            self.timed("power_off %s" % vm["name"], "power off VM %s on" % vm["name"], self.ops.power_off, vm["obj"], vm["name"])
+            self.powered_off.append(vm)
+        self.timed("enter_maintenance_mode", "enter maintenance mode on", self.ops.enter_maintenance, host,
+                  self.p["evacuate_timeout"], "esxi_host_driver")
+        if live["action"] in INSTALLS:
+            kind, location = _esxi.bundle_location(self.p["bundle"])
+            self.timed("install", "install %s %s on" % (self.p["component"], target.text), self.ops.install, host, kind,
+                      location, self.p["install_timeout"])
+            self.staged = target.short
+        elif live["pending"]:
+            self.staged = live["installed"]
+        back = self.timed("reboot", "reboot", self.ops.reboot_and_wait, self.ops.refresh(host), self.p["reboot_timeout"])
+        host.props.update(back.props)
+        now, now_full = self.timed("verify", "verify the NVIDIA driver on", self.ops.installed_driver, host.obj)
+        with self.doing("verify the NVIDIA driver on"):
+            running = self.ops.running_driver(host.obj)
+            if now is None or not _esxi.same_version(now_full or now, target):
+                raise VsphereError("the host runs %s after the install, not %s" % (now_full or "no NVIDIA driver", target.text))
+            if running is None or _esxi.compare_versions(running, now_full or now) != 0:
+                raise VsphereError("driver %s is installed but the loaded nvidia module is %s after the reboot"
+                                   % (now, running or "none"))
+        self.staged = None
+        self.partial.update(self.left())
+        self.verified = dict(version=now, full_version=now_full, running_version=running)
 
 
 def main():
-    module = VsphereModule(
-        argument_spec=dict(
-            host=dict(type="str", required=True),
-            version=dict(type="str", required=True),
-            bundle=dict(type="str"),
-            component=dict(type="str", default="NVD-AIE-800"),
-            evacuate_timeout=dict(type="int", default=1800),
-            power_off_vgpu_vms=dict(type="bool", default=False),
-            allow_downgrade=dict(type="bool", default=False),
-            reboot_timeout=dict(type="int", default=1800),
-            install_timeout=dict(type="int", default=1800),
-        ),
-        supports_check_mode=True,
-    )
+    module = VsphereModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     enforce(module, "esxi_host_driver")
-    DriverRollout(module).run()
+    Runner(module, HostDriver(module)).run()
 
 
 if __name__ == "__main__":
