@@ -1323,6 +1323,8 @@ def _derive_vsphere(ctx):
             ("vm_classes", classes), ("storage_policies", [OrderedDict([("policy", storage), ("limit_mib", None)])]),
             ("limits", OrderedDict([("cpu_mhz", None), ("memory_mib", None), ("storage_mib", None)])),
             ("access", _access(vks["access"])),
+            # the namespace offers exactly the GPU shapes of the design (classes without a vGPU stay)
+            ("purge_gpu_vm_classes", True),
         ]))
     for tenant in d["tenants"]:
         classes = [ctx.pools[p]["vm_class"]["name"] for p, n in tenant["gpu_quota"].items() if n > 0]
@@ -1335,6 +1337,7 @@ def _derive_vsphere(ctx):
                                                ("limit_mib", tenant["limits"]["storage_mib"])])]),
             ("limits", OrderedDict((k, tenant["limits"][k]) for k in ("cpu_mhz", "memory_mib", "storage_mib"))),
             ("access", _access(tenant["access"])),
+            ("purge_gpu_vm_classes", True),
         ]))
     drs = [OrderedDict([("name", c["name"]), ("behavior", c["drs"]["behavior"])])
            for c in d["clusters"] if c["drs"]["pinning"]]

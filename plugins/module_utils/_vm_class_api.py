@@ -23,6 +23,10 @@ class VmClassApi:
     def __init__(self, rest):
         self.rest = rest
 
+    def list(self):
+        """Every VM class as the API lists it (one GET)."""
+        return self.rest.get(PATH) or []
+
     def get(self, name):
         """The class's Info as the API answers it, or None when there is no such class."""
         try:

@@ -115,6 +115,14 @@ options:
     description: Make O(vm_classes), O(content_libraries) and O(storage_policies) exact instead of adding to them.
     type: bool
     default: false
+  purge_gpu_vm_classes:
+    description:
+      - Remove from the namespace the VM classes that carry a vGPU profile and are not in O(vm_classes),
+        so the namespace offers exactly the GPU shapes asked for; classes without a vGPU (the control
+        plane's, for example) are kept. Reads the VM class list once.
+      - The C(supervisor_gpu_tenancy) role sets it for the namespaces the pool design derives.
+    type: bool
+    default: false
 attributes:
   check_mode:
     description: Predicts the change without making it.
@@ -183,10 +191,12 @@ diff:
 """
 
 from ansible_collections.gpupool.vcf.plugins.module_utils import _namespace as nsu
+from ansible_collections.gpupool.vcf.plugins.module_utils import _vm_class as vcu
 from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils._namespace_api import NamespaceApi
 from ansible_collections.gpupool.vcf.plugins.module_utils._plan import CREATE, DELETE, UPDATE, Change, Plan, Resource, compare
 from ansible_collections.gpupool.vcf.plugins.module_utils._runner import Runner
+from ansible_collections.gpupool.vcf.plugins.module_utils._vm_class_api import VmClassApi
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
 
 ARGUMENT_SPEC = dict(
@@ -214,6 +224,7 @@ ARGUMENT_SPEC = dict(
     )),
     purge_access=dict(type="bool", default=False),
     purge_lists=dict(type="bool", default=False),
+    purge_gpu_vm_classes=dict(type="bool", default=False),
 )
 
 
@@ -274,6 +285,9 @@ class Namespace(Resource):
             live["policies"] = api.policy_names()
         if p["content_libraries"] is not None:
             live["libraries"] = api.library_names(p["content_libraries"])
+        if p["purge_gpu_vm_classes"]:
+            classes = VmClassApi(self.module.rest_client()).list()
+            live["gpu_classes"] = vcu.with_vgpu(dict((c.get("id"), vcu.normalize(c)) for c in classes))
         return live
 
     def wanted(self, live):
@@ -296,7 +310,8 @@ class Namespace(Resource):
             changes = compare(self.name, current, None, nsu.differs(None, current)) if current is not None else []
             return Plan(changes, before=view(name, current), after=None)
         base = current if current is not None else nsu.empty(live["cluster_id"])
-        after = nsu.merge(base, self.wanted(live), purge_lists=self.p["purge_lists"], purge_access=self.p["purge_access"])
+        after = nsu.merge(base, self.wanted(live), purge_lists=self.p["purge_lists"], purge_access=self.p["purge_access"],
+                          purge_vm_classes=live.get("gpu_classes"))
         action = CREATE if current is None else UPDATE
         changes = [Change(self.name, field, (current or {}).get(field), after[field], action)
                    for field in nsu.differs(current, after)]

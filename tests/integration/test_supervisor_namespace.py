@@ -158,3 +158,24 @@ def test_create_by_supervisor_id(vsphere, vsphere_env, seeded):
     assert res["changed"] is False
     res, _playbook = run_module(M, {"name": "team-v2", "state": "absent"}, env=vsphere_env)
     assert res["changed"] is True and raw(vsphere, "team-v2") is None
+
+
+def test_purge_gpu_vm_classes_keeps_the_plain_ones(vsphere, vsphere_env, seeded):
+    """Only the VM classes with a vGPU that the namespace is not given go; a plain class stays."""
+    for name, profile in (("gpu-keep", "nvidia_h100-1-10c"), ("gpu-extra", "nvidia_h100-20c")):
+        res, _run = run_module("gpupool.vcf.vm_class", {"name": name, "cpu_count": 4, "memory_mb": 16384,
+                                                        "vgpu_profiles": [profile], "cluster": "gpu-h100"}, env=vsphere_env)
+        assert not res.get("failed"), res.get("msg")
+    args = {"name": "team-p", "cluster": "gpu-h100", "vm_classes": ["gpu-keep", "gpu-extra", "gpu-small"]}
+    res, _run = run_module(M, args, env=vsphere_env)
+    assert not res.get("failed"), res.get("msg")
+    args = dict(args, vm_classes=["gpu-keep"], purge_gpu_vm_classes=True)
+    check, _run = run_module(M, args, env=vsphere_env, check=True, diff=True)
+    assert check["changed"] and check["changed_fields"] == ["vm_classes"], check
+    assert sorted(check["diff"]["after"]["vm_classes"]) == ["gpu-keep", "gpu-small"]
+    assert sorted(raw(vsphere, "team-p")["vm_service_spec"]["vm_classes"]) == ["gpu-extra", "gpu-keep", "gpu-small"]
+    real, _run = run_module(M, args, env=vsphere_env)
+    assert not real.get("failed"), real.get("msg")
+    assert sorted(raw(vsphere, "team-p")["vm_service_spec"]["vm_classes"]) == ["gpu-keep", "gpu-small"]
+    again, _run = run_module(M, args, env=vsphere_env)
+    assert again["changed"] is False

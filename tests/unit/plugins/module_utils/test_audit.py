@@ -413,8 +413,11 @@ def test_namespace_purge_options_are_the_role_inputs(derived):
     classes, namespaces, policies = good_vsphere(d)
     namespaces["team-search"]["access"].append(dict(type="USER", domain="vsphere.local", subject="eve", role="EDIT"))
     namespaces["team-search"]["vm_classes"].append("gpu-training")
-    assert a.audit_vsphere(d, classes, namespaces, policies) == []
     ns = [n for n in d["vsphere"]["namespaces"] if n["name"] == "team-search"][0]
+    # derive() has the role purge the GPU classes the design does not give a namespace
+    assert ns["purge_gpu_vm_classes"] is True
+    ns.update(purge_gpu_vm_classes=False)
+    assert a.audit_vsphere(d, classes, namespaces, policies) == []
     ns.update(purge_access=True, purge_gpu_vm_classes=True)
     out = a.audit_vsphere(d, classes, namespaces, policies)
     assert rules(out) == [("namespace_access_changed", "namespace team-search"),
