@@ -365,11 +365,11 @@ class HostDriver(Resource):
             self.timed("power_off %s" % vm["name"], "power off VM %s on" % vm["name"], self.ops.power_off, vm["obj"], vm["name"])
             self.powered_off.append(vm)
         self.timed("enter_maintenance_mode", "enter maintenance mode on", self.ops.enter_maintenance, host,
-                  self.p["evacuate_timeout"], "esxi_host_driver")
+                   self.p["evacuate_timeout"], "esxi_host_driver")
         if live["action"] in INSTALLS:
             kind, location = _esxi.bundle_location(self.p["bundle"])
             self.timed("install", "install %s %s on" % (self.p["component"], target.text), self.ops.install, host, kind,
-                      location, self.p["install_timeout"])
+                       location, self.p["install_timeout"])
             self.staged = target.short
         elif live["pending"]:
             self.staged = live["installed"]

@@ -58,8 +58,6 @@ def si(sim):
     pyVim.Disconnect(conn)
 
 
-
-
 def test_api_version(si):
     assert si.content.about.apiVersion == "8.0.3.0"
 

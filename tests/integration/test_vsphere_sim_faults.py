@@ -74,8 +74,6 @@ def rest(sim):
     session.close()
 
 
-
-
 def stays(predicate, seconds):
     """predicate() holds during the whole period."""
     end = time.time() + seconds
