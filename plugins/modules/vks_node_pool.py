@@ -182,16 +182,29 @@ except ImportError:
     K8S_IMPORT_ERROR = traceback.format_exc()
 HAS_K8S = kubernetes is not None
 
-from ansible_collections.gpupool.vcf.plugins.module_utils._k8s import (
-    K8sClient, K8sError, PlanError, auth_argument_spec, class_ref, plan_machine_deployments, request_argument_spec,
-    request_timeout_error, variable_plan)
 from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils._k8s import (
+    K8sError, PlanError, auth_argument_spec, plan_machine_deployments, request_argument_spec, request_timeout_error, variable_plan)
+from ansible_collections.gpupool.vcf.plugins.module_utils._plan import Change, Failure, Plan, Resource
+from ansible_collections.gpupool.vcf.plugins.module_utils._runner import Runner
+from ansible_collections.gpupool.vcf.plugins.module_utils._vks_api import GROUP, VksClusterApi
 
-GROUP = "cluster.x-k8s.io"
-VERSIONS = ("v1beta2", "v1beta1")
 VKS_CLASS_NAMESPACE = "vmware-system-vks-public"
 # annotation of the Cluster: the node pools this module created (names, sorted, comma-separated)
 OWNED_ANNOTATION = "gpupool.vcf/node-pools"
+UPDATE_VERB = "update the node pools of"
+
+TAINT_SPEC = dict(key=dict(type="str", required=True, no_log=False), value=dict(type="str"),
+                  effect=dict(type="str", required=True, choices=["NoSchedule", "PreferNoSchedule", "NoExecute"]))
+POOL_SPEC = dict(name=dict(type="str", required=True), replicas=dict(type="int"),
+                 vm_class=dict(type="str"), labels=dict(type="dict"),
+                 taints=dict(type="list", elements="dict", options=TAINT_SPEC),
+                 **{"class": dict(type="str")})
+ARGUMENT_SPEC = dict(cluster_name=dict(type="str", required=True), namespace=dict(type="str", required=True),
+                     node_pools=dict(type="list", elements="dict", required=True, options=POOL_SPEC),
+                     purge=dict(type="bool", default=False), retries=dict(type="int", default=5))
+ARGUMENT_SPEC.update(auth_argument_spec())
+ARGUMENT_SPEC.update(request_argument_spec())
 
 
 def owned_pools(annotations):
@@ -221,157 +234,144 @@ def plan_ownership(current, kept, names, owned, purge):
     return out, (set(owned) | created) & present, sorted(foreign)
 
 
-def _reason(e):
-    """What went wrong, in one line (K8sError already says it)."""
-    return str(e)
+def check_pools(pools, class_spec):
+    """The pools with their class checked against the ClusterClass's machineDeployment classes;
+    the default class (the only one, else None)."""
+    md_classes = [m.get("class") for m in ((class_spec.get("workers") or {}).get("machineDeployments") or [])]
+    for pool in pools:
+        if pool.get("class") and md_classes and pool["class"] not in md_classes:
+            raise PlanError("node pool %s: class %s is not a machineDeployment class of the ClusterClass (%s)"
+                            % (pool["name"], pool["class"], ", ".join(md_classes)))
+    return [dict(pool) for pool in pools], md_classes[0] if len(md_classes) == 1 else None
 
 
-class NodePools(object):
+def updated_body(obj, new, owned_after):
+    """The Cluster as it is written: the new machineDeployments and, when it changes, the annotation."""
+    body = copy.deepcopy(obj)
+    body["spec"]["topology"].setdefault("workers", {})
+    body["spec"]["topology"]["workers"]["machineDeployments"] = new
+    body["metadata"].pop("managedFields", None)
+    if owned_after != owned_pools(obj["metadata"].get("annotations")):
+        annotations = dict(body["metadata"].get("annotations") or {})
+        annotations[OWNED_ANNOTATION] = ",".join(sorted(owned_after))
+        if not owned_after:
+            del annotations[OWNED_ANNOTATION]
+        body["metadata"]["annotations"] = annotations
+    return body
+
+
+def left(exc):
+    """What a failed update left behind: one request, so all of it or nothing."""
+    if exc.kind in ("timeout", "reset"):
+        return ("the update was one request (stored whole or not at all) and its answer was lost; "
+                "a rerun reads the Cluster and finishes or finds nothing to do")
+    return "the Cluster was not changed (its node pools are as before); a rerun converges"
+
+
+class NodePools(Resource):
+    """The node pools of one VKS Cluster: read, planned from the ClusterClass's variables, one PUT."""
+
+    verb = UPDATE_VERB
+    refusals = (PlanError,)
+
     def __init__(self, module):
-        self.module = module
         self.p = module.params
-        self.k8s = K8sClient(self.p)
-        self.lost_answer = False
-        self.ident = "%s/%s" % (self.p["namespace"], self.p["cluster_name"])
+        Resource.__init__(self, "Cluster %s/%s" % (self.p["namespace"], self.p["cluster_name"]))
+        self.module = module
+        self.api = None
+        self.lost_answer = False  # an update whose answer was lost, and whose repeat then met a conflict, was stored
 
-    def fail(self, verb, reason, **extra):
-        self.module.fail_json(msg="Unable to %s Cluster %s: %s" % (verb, self.ident, reason), **extra)
-
-    def resource(self, version, kind):
-        return self.k8s.resource("%s/%s" % (GROUP, version), kind)
+    def check(self):
+        """The options no request is needed for."""
+        p = self.p
+        if not HAS_K8S:
+            raise Failure(missing_required_lib("kubernetes"), exception=K8S_IMPORT_ERROR)
+        if request_timeout_error(p["request_timeout"]):
+            raise Failure(request_timeout_error(p["request_timeout"]))
+        for pool in p["node_pools"]:
+            if pool.get("replicas") is not None and pool["replicas"] < 0:
+                raise Failure("node pool %s: replicas must be 0 or more" % pool["name"])
+        names = [pool["name"] for pool in p["node_pools"]]
+        if len(set(names)) != len(names):
+            raise Failure("node_pools names must be unique: %s" % ", ".join(names))
 
     def read(self):
-        """(version, cluster dict, class ref dict) in the version the Cluster was written in."""
-        last = None
-        for version in VERSIONS:
-            try:
-                obj = self.k8s.call(self.resource(version, "Cluster").get, name=self.p["cluster_name"],
-                                    namespace=self.p["namespace"]).to_dict()
-            except K8sError as e:
-                if e.status == 404:
-                    self.fail("read", "not found")
-                if e.kind != "not_served":
-                    self.fail("read", str(e))
-                last = e
-                continue
-            ref = class_ref(obj, version, self.p["namespace"])
-            if ref is not None:
-                return version, obj, ref
-        if last is not None:
-            self.fail("read", str(last))
-        self.fail("read", "it has no managed topology (spec.topology with a ClusterClass)")
+        if self.api is None:
+            self.check()
+            with self.doing("reach the Supervisor API for"):
+                self.api = VksClusterApi(self.p, self.p["namespace"], self.p["cluster_name"])
+        with self.doing("read"):
+            version, obj, ref = self.api.read_cluster()
+        if version is None:
+            raise Failure("Unable to read %s: it has no managed topology (spec.topology with a ClusterClass)" % self.name)
+        with self.doing("read the ClusterClass of"):
+            return dict(version=version, obj=obj, cc=self.api.read_class(version, ref))
 
-    def read_class(self, version, ref):
-        for v in (version,) + tuple(x for x in VERSIONS if x != version):
-            try:
-                return self.k8s.call(self.resource(v, "ClusterClass").get, name=ref["name"],
-                                     namespace=ref["namespace"]).to_dict()
-            except K8sError as e:
-                if e.status != 404 and e.kind != "not_served":
-                    self.fail("read the ClusterClass of", str(e))
-        self.fail("read the ClusterClass of", "ClusterClass %s/%s not found" % (ref["namespace"], ref["name"]))
+    def plan(self, live):
+        plan = self.compute(live)
+        if plan and self.module.check_mode:
+            self.store(plan, dry_run=True)  # the Supervisor's own validation, nothing stored
+        return plan
 
-    def desired(self, obj, cc):
-        plan = variable_plan((cc.get("spec") or {}).get("variables") or [])
-        md_classes = [m.get("class") for m in
-                      (((cc.get("spec") or {}).get("workers") or {}).get("machineDeployments") or [])]
-        default_class = md_classes[0] if len(md_classes) == 1 else None
-        pools = []
-        for pool in self.p["node_pools"]:
-            pool = dict(pool)
-            if pool.get("class") and md_classes and pool["class"] not in md_classes:
-                raise PlanError("node pool %s: class %s is not a machineDeployment class of the ClusterClass (%s)"
-                                % (pool["name"], pool["class"], ", ".join(md_classes)))
-            pools.append(pool)
-        workers = ((obj["spec"]["topology"]).get("workers") or {})
-        current = workers.get("machineDeployments") or []
-        new = plan_machine_deployments(current, pools, plan, default_class, False)
-        self.owned_before = owned_pools((obj.get("metadata") or {}).get("annotations"))
-        new, self.owned_after, self.kept_foreign = plan_ownership(
-            current, new, [x["name"] for x in pools], self.owned_before, self.p["purge"])
-        return plan, current, new
+    def compute(self, live):
+        """The plan from one read (pure)."""
+        obj, cc_spec = live["obj"], live["cc"].get("spec") or {}
+        vplan = variable_plan(cc_spec.get("variables") or [])
+        pools, default_class = check_pools(self.p["node_pools"], cc_spec)
+        current = (obj["spec"]["topology"].get("workers") or {}).get("machineDeployments") or []
+        new = plan_machine_deployments(current, pools, vplan, default_class, False)
+        owned_before = owned_pools((obj.get("metadata") or {}).get("annotations"))
+        new, owned_after, kept_foreign = plan_ownership(current, new, [x["name"] for x in pools], owned_before, self.p["purge"])
+        changes = []
+        if current != new:
+            changes.append(Change(self.name, "machineDeployments", current, new))
+        if owned_after != owned_before:
+            changes.append(Change(self.name, "annotations/" + OWNED_ANNOTATION, sorted(owned_before), sorted(owned_after)))
+        return Plan(changes, before={"machineDeployments": current, "owned": sorted(owned_before)},
+                    after={"machineDeployments": new, "owned": sorted(owned_after)},
+                    version=live["version"], obj=obj, vplan=vplan, kept_foreign=kept_foreign, owned_after=owned_after)
 
-    def left(self, e):
-        """What a failed update left behind: one request, so all of it or nothing."""
-        if e.kind in ("timeout", "reset"):
-            return ("the update was one request (stored whole or not at all) and its answer was lost; "
-                    "a rerun reads the Cluster and finishes or finds nothing to do")
-        return "the Cluster was not changed (its node pools are as before); a rerun converges"
+    def result(self, live, plan):
+        facts = plan.facts
+        return dict(machine_deployments=plan.after["machineDeployments"], api_version="%s/%s" % (GROUP, facts["version"]),
+                    owned=plan.after["owned"], kept_foreign=facts["kept_foreign"],
+                    variable_plan=dict((k, v) for k, v in facts["vplan"].items() if k != "names"))
 
-    def run(self):
-        names = [p["name"] for p in self.p["node_pools"]]
-        if len(set(names)) != len(names):
-            self.module.fail_json(msg="node_pools names must be unique: %s" % ", ".join(names))
+    def apply(self, plan):
+        return self.store(plan)
+
+    def store(self, plan, dry_run=False):
+        """PUT the plan's Cluster; on a conflict re-read, re-plan (``plan`` takes the new one) and retry."""
         for attempt in range(self.p["retries"] + 1):
-            version, obj, ref = self.read()
-            cc = self.read_class(version, ref)
             try:
-                plan, current, new = self.desired(obj, cc)
-            except PlanError as e:
-                self.fail("update the node pools of", str(e))
-            owned_changed = self.owned_after != self.owned_before
-            result = dict(changed=current != new or owned_changed, machine_deployments=new,
-                          api_version="%s/%s" % (GROUP, version), owned=sorted(self.owned_after),
-                          kept_foreign=self.kept_foreign,
-                          variable_plan=dict((k, v) for k, v in plan.items() if k != "names"))
-            if self.module._diff:
-                result["diff"] = dict(before={"machineDeployments": current, "owned": sorted(self.owned_before)},
-                                      after={"machineDeployments": new, "owned": sorted(self.owned_after)})
-            if not result["changed"]:
-                # an update whose answer was lost, and whose repeat then met a conflict, was stored
-                result["changed"] = self.lost_answer
-                self.module.exit_json(**result)
-            body = copy.deepcopy(obj)
-            body["spec"]["topology"].setdefault("workers", {})
-            body["spec"]["topology"]["workers"]["machineDeployments"] = new
-            for key in ("managedFields",):
-                body["metadata"].pop(key, None)
-            if owned_changed:
-                annotations = dict(body["metadata"].get("annotations") or {})
-                annotations[OWNED_ANNOTATION] = ",".join(sorted(self.owned_after))
-                if not self.owned_after:
-                    del annotations[OWNED_ANNOTATION]
-                body["metadata"]["annotations"] = annotations
-            try:
-                kwargs = {"dry_run": "All"} if self.module.check_mode else {}
-                # one PUT carrying the resourceVersion it was read at: idempotent enough to retry on a
-                # timeout or a 5xx (a repeat of a stored update gets 409 and is re-read), never half-written
-                self.k8s.call(self.resource(version, "Cluster").replace, body=body, namespace=self.p["namespace"], **kwargs)
-            except K8sError as e:
-                if e.status == 409 and attempt < self.p["retries"]:
-                    self.lost_answer = self.lost_answer or e.attempts > 1
-                    continue
-                self.fail("update the node pools of", "%s; %s" % (e, self.left(e)),
-                          machine_deployments=current, api_version=result["api_version"])
-            self.module.exit_json(**result)
+                body = updated_body(plan.facts["obj"], plan.after["machineDeployments"], plan.facts["owned_after"])
+                with self.doing(UPDATE_VERB):
+                    self.api.replace(plan.facts["version"], body, dry_run=dry_run)
+                return dict(self.result(None, plan), changed=True)
+            except K8sError as exc:
+                if exc.status != 409 or attempt >= self.p["retries"]:
+                    self.partial = dict(machine_deployments=plan.before["machineDeployments"],
+                                        api_version="%s/%s" % (GROUP, plan.facts["version"]))
+                    raise
+                self.lost_answer = self.lost_answer or exc.attempts > 1
+            again = self.compute(self.read())
+            plan.changes, plan.before, plan.after, plan.facts = again.changes, again.before, again.after, again.facts
+            if not again:
+                return dict(self.result(None, plan), changed=self.lost_answer)
+        return None  # not reached: the last attempt returns or raises
+
+    def next_step(self, exc):
+        if isinstance(exc, K8sError) and self.step and self.step[0] == UPDATE_VERB:
+            return left(exc)
+        if self.step and self.step[0] == "reach the Supervisor API for":
+            return "nothing was changed"
+        return None
 
 
 def main():
-    taint = dict(key=dict(type="str", required=True, no_log=False), value=dict(type="str"),
-                 effect=dict(type="str", required=True, choices=["NoSchedule", "PreferNoSchedule", "NoExecute"]))
-    pool = dict(name=dict(type="str", required=True), replicas=dict(type="int"),
-                vm_class=dict(type="str"), labels=dict(type="dict"),
-                taints=dict(type="list", elements="dict", options=taint),
-                **{"class": dict(type="str")})
-    spec = dict(cluster_name=dict(type="str", required=True), namespace=dict(type="str", required=True),
-                node_pools=dict(type="list", elements="dict", required=True, options=pool),
-                purge=dict(type="bool", default=False), retries=dict(type="int", default=5))
-    spec.update(auth_argument_spec())
-    spec.update(request_argument_spec())
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     enforce(module, "vks_node_pool")
-    if not HAS_K8S:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=K8S_IMPORT_ERROR)
-    if request_timeout_error(module.params["request_timeout"]):
-        module.fail_json(msg=request_timeout_error(module.params["request_timeout"]))
-    for p in module.params["node_pools"]:
-        if p.get("replicas") is not None and p["replicas"] < 0:
-            module.fail_json(msg="node pool %s: replicas must be 0 or more" % p["name"])
-    try:
-        NodePools(module).run()
-    except K8sError as e:
-        module.fail_json(msg="Unable to reach the Supervisor API for Cluster %s/%s: %s; nothing was changed"
-                         % (module.params["namespace"], module.params["cluster_name"], e))
+    Runner(module, NodePools(module)).run()
 
 
 if __name__ == "__main__":
