@@ -1,11 +1,14 @@
 """drs_gpu_pinning, vks_node_pool and esxi_gpu_config on the resource runner, with their client layer
 replaced by fakes: what each plans, what check mode predicts, the calls a real run makes, and what a
 failure says and leaves."""
+import copy
+
 import pytest
 
+from ansible_collections.gpupool.vcf.plugins.module_utils._k8s import K8sError
 from ansible_collections.gpupool.vcf.plugins.module_utils._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereError
-from ansible_collections.gpupool.vcf.plugins.modules import drs_gpu_pinning
+from ansible_collections.gpupool.vcf.plugins.modules import drs_gpu_pinning, vks_node_pool
 
 
 class Exited(Exception):
@@ -163,3 +166,108 @@ def test_pinning_vm_host_rule_named_in_result_and_diff(pinning):
                                        mandatory=False, enabled=True)
     assert res["diff"]["before"]["vm_host_rule"] is None
     assert pinning.calls[-1] == ("reconfigure", ["vm-1", "vm-2"], [], [], True)
+
+
+# -- vks_node_pool -------------------------------------------------------------------------
+
+CLASS = {"spec": {"workers": {"machineDeployments": [{"class": "node-pool"}]},
+                  "variables": [{"name": "vmClass", "schema": {"openAPIV3Schema": {"type": "string"}}}]}}
+
+
+class FakeCluster:
+    """VksClusterApi over one stored Cluster; ``errors`` are raised by the next PUTs, in order."""
+
+    obj = None
+    puts = []
+    errors = []
+
+    def __init__(self, params, namespace, name):
+        assert (namespace, name) == ("gpu-platform", "gpu-workloads")
+
+    def read_cluster(self):
+        if FakeCluster.obj is None:
+            raise K8sError("not found", status=404)
+        return "v1beta2", copy.deepcopy(FakeCluster.obj), {"name": "builtin", "namespace": "vmware-system-vks-public"}
+
+    def read_class(self, version, ref):
+        return CLASS
+
+    def replace(self, version, body, dry_run=False):
+        FakeCluster.puts.append(dry_run)
+        if FakeCluster.errors:
+            exc = FakeCluster.errors.pop(0)
+            if exc.status == 409 and getattr(exc, "stored", False):
+                FakeCluster.obj = body
+            raise exc
+        if not dry_run:
+            FakeCluster.obj = body
+
+
+def cluster(*pools, **annotations):
+    return {"metadata": {"name": "gpu-workloads", "annotations": annotations or {}},
+            "spec": {"topology": {"workers": {"machineDeployments": [dict(p) for p in pools]}}}}
+
+
+CPU = {"class": "node-pool", "name": "cpu", "replicas": 2}
+
+
+@pytest.fixture
+def vks(monkeypatch):
+    FakeCluster.obj, FakeCluster.puts, FakeCluster.errors = cluster(CPU), [], []
+    monkeypatch.setattr(vks_node_pool, "VksClusterApi", FakeCluster)
+    return FakeCluster
+
+
+def pools(*pool_list, **params):
+    flags = dict((k, params.pop(k)) for k in ("check_mode", "diff") if k in params)
+    full = [dict(dict((k, None) for k in vks_node_pool.POOL_SPEC), **p) for p in pool_list]
+    args = dict(dict(cluster_name="gpu-workloads", namespace="gpu-platform", node_pools=full), **params)
+    return run(vks_node_pool.NodePools, vks_node_pool.ARGUMENT_SPEC, args, **flags)
+
+
+GPU = dict(name="inference", replicas=1, vm_class="vmclass-h100-80c")
+
+
+def test_node_pool_check_mode_is_a_dry_run_then_created_recorded_and_kept(vks):
+    check = pools(GPU, check_mode=True, diff=True)
+    assert vks.puts == [True] and [m["name"] for m in vks.obj["spec"]["topology"]["workers"]["machineDeployments"]] == ["cpu"]
+    real = pools(GPU, diff=True)
+    assert check == real and real["changed"] and real["owned"] == ["inference"]
+    assert real["diff"]["before"] == {"machineDeployments": [CPU], "owned": []}
+    assert vks.obj["metadata"]["annotations"] == {vks_node_pool.OWNED_ANNOTATION: "inference"}
+    assert pools(GPU)["changed"] is False and vks.puts == [True, False]
+    res = pools(GPU, purge=True)
+    assert res["changed"] is False and res["kept_foreign"] == ["cpu"]
+
+
+def test_node_pool_conflict_rereads_and_a_lost_answer_counts_as_changed(vks):
+    vks.errors = [K8sError("conflict", status=409)]
+    assert pools(GPU)["changed"] is True and vks.puts == [False, False]
+    vks.obj, vks.puts = cluster(CPU), []
+    lost = K8sError("conflict", status=409, attempts=2)
+    lost.stored = True
+    vks.errors = [lost]
+    res = pools(GPU)
+    assert res["changed"] is True and res["owned"] == ["inference"] and vks.puts == [False]
+
+
+def test_node_pool_failures_name_the_step_and_what_was_left(vks):
+    vks.errors = [K8sError("the API server answered 500 three times", status=500, attempts=3)]
+    res = pools(GPU)
+    assert res["msg"] == ("Unable to update the node pools of Cluster gpu-platform/gpu-workloads: the API server answered "
+                          "500 three times; the Cluster was not changed (its node pools are as before); a rerun converges")
+    assert res["machine_deployments"] == [CPU] and res["api_version"] == "cluster.x-k8s.io/v1beta2"
+    vks.errors = [K8sError("timed out", kind="timeout", attempts=3)]
+    assert "its answer was lost" in pools(GPU)["msg"]
+    vks.obj = None
+    assert pools(GPU)["msg"] == "Unable to read Cluster gpu-platform/gpu-workloads: not found"
+
+
+def test_node_pool_refusals_before_any_request(vks):
+    assert pools(GPU, GPU)["msg"] == "node_pools names must be unique: inference, inference"
+    assert pools(dict(GPU, replicas=-1))["msg"] == "node pool inference: replicas must be 0 or more"
+    assert "request_timeout must be more than 0" in pools(GPU, request_timeout=0)["msg"]
+    res = pools(dict(GPU, **{"class": "gpu-pool"}))
+    assert res["msg"].startswith("Unable to update the node pools of Cluster gpu-platform/gpu-workloads: node pool "
+                                 "inference: class gpu-pool is not a machineDeployment class")
+    assert vks.puts == []
