@@ -122,7 +122,7 @@ RULES = OrderedDict([
     ("gpu_quota_changed", ("warning", "guest", "A GPU ResourceQuota has the design's limits.")),
     ("priority_class_missing", ("error", "guest", "Every PriorityClass of the design exists.")),
     ("priority_class_changed", ("warning", "guest", "A PriorityClass has the design's value and preemption "
-                                                    "policy.")),
+                                                    "policy (both immutable) and description.")),
     ("guest_namespace_labels_changed", ("warning", "guest", "A tenant namespace carries the labels the "
                                                             "gpu_scheduling_policy role sets (Kueue selects "
                                                             "training tenants by them).")),
@@ -567,24 +567,17 @@ def audit_vsphere(derived, vm_classes, namespaces, storage_policies=None):
 
 def _vks_expected(derived):
     """[(cluster, namespace, [pool options])] as the vks_gpu_node_pools role passes them to
-    vks_node_pool: its inputs from derive(), the GPU taint first on every GPU pool."""
+    vks_node_pool, from the role inputs derive() gives it (one entry per VKS cluster)."""
     roles = (derived.get("roles") or {}).get("vks_gpu_node_pools")
     if roles is None:
         roles = [{"vks_gpu_node_pools_cluster_name": c["name"], "vks_gpu_node_pools_namespace": c.get("namespace"),
                   "vks_gpu_node_pools_node_pools": c.get("node_pools") or []}
                  for c in ((derived.get("vks") or {}).get("clusters") or {}).values()]
-    gpu_taint = {"key": GPU_TAINT_KEY, "value": "present", "effect": "NoSchedule"}
     out = []
     for entry in roles:
-        pools = []
-        for pool in entry.get("vks_gpu_node_pools_node_pools") or []:
-            pool = dict(pool)
-            taints = list(pool.get("taints") or [])
-            if pool.get("gpu", True) and gpu_taint not in [dict(t) for t in taints]:
-                taints.insert(0, gpu_taint)
-            pool["taints"] = taints
-            pools.append(pool)
-        out.append((entry["vks_gpu_node_pools_cluster_name"], entry.get("vks_gpu_node_pools_namespace"), pools))
+        inputs = _objects.role_inputs("vks_gpu_node_pools", entry)
+        out.append((entry["vks_gpu_node_pools_cluster_name"], entry.get("vks_gpu_node_pools_namespace"),
+                    _objects.node_pools(inputs)))
     return out
 
 
@@ -635,7 +628,7 @@ def audit_vks(derived, clusters):
                         "node pool %s labels its nodes differently: %s" % (pool["name"], ", ".join(wrong)),
                         "set the node pool labels back (vks_node_pool labels, or the vks_gpu_node_pools role)"))
             taints = md.get("taints")
-            if taints is not None and _taint_set(taints) != _taint_set(pool["taints"]):
+            if taints is not None and pool.get("taints") is not None and _taint_set(taints) != _taint_set(pool["taints"]):
                 out.append(finding(
                     "node_pool_taints_changed", obj,
                     "node pool %s taints its nodes with [%s], the design says [%s]: %s" % (

@@ -476,4 +476,3 @@ def read_pool(md, top_vars, plan):
         taints = _taints_value([t for t in value if isinstance(t, dict)])
     return {"replicas": md.get("replicas"), "vm_class": _override(overrides, top_vars, plan.get("vm_class"), None),
             "labels": labels, "taints": taints}
-

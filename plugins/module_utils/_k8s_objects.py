@@ -15,6 +15,10 @@ import copy
 # roles/*/defaults/main.yml), so the audit expects what a converge with those inputs writes.
 
 ROLE_DEFAULTS = {
+    "vks_gpu_node_pools": {
+        "vks_gpu_node_pools_node_pools": [],
+        "vks_gpu_node_pools_gpu_taint": {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+    },
     "gpu_operator": {
         "gpu_operator_namespace": "gpu-operator",
         "gpu_operator_driver_enabled": True,
@@ -56,6 +60,24 @@ def role_inputs(role, given=None):
     """The role's variables: its defaults, overridden by what derive() (or a caller) gives."""
     out = copy.deepcopy(ROLE_DEFAULTS[role])
     out.update(copy.deepcopy(given or {}))
+    return out
+
+
+def node_pools(vks):
+    """The node pools the vks_gpu_node_pools role hands vks_node_pool, from its inputs `vks`
+    (role_inputs("vks_gpu_node_pools", ...)): every pool marked gpu (the default) carries the GPU
+    taint first, besides its own taints."""
+    out = []
+    for given in vks["vks_gpu_node_pools_node_pools"]:
+        pool = dict((k, v) for k, v in given.items() if k != "gpu")
+        taints = []
+        for taint in ([vks["vks_gpu_node_pools_gpu_taint"]] if given.get("gpu", True) is not False else []) + list(
+                given.get("taints") or []):
+            if dict(taint) not in taints:
+                taints.append(dict(taint))
+        if taints:  # none: the role leaves the pool's taints as they are
+            pool["taints"] = taints
+        out.append(pool)
     return out
 
 

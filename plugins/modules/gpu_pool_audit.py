@@ -273,13 +273,15 @@ def read_vks(k8s, derived):
     custom = client.CustomObjectsApi(k8s.api)
     out = {}
     for name, want in ((derived.get("vks") or {}).get("clusters") or {}).items():
-        obj = version = ref = None
-        for version in CAPI_VERSIONS:
-            obj = _get(k8s, "VKS cluster %s/%s" % (want["namespace"], name), custom.get_namespaced_custom_object,
-                       CAPI_GROUP, version, want["namespace"], "clusters", name)
-            ref = class_ref(obj, version, want["namespace"]) if obj is not None else None
-            if obj is None or ref is not None:
-                break  # absent, or read in the version it was written in
+        obj = ref = None
+        for version in CAPI_VERSIONS:  # read in the version it was written in: that one names its class
+            found = _get(k8s, "VKS cluster %s/%s" % (want["namespace"], name), custom.get_namespaced_custom_object,
+                         CAPI_GROUP, version, want["namespace"], "clusters", name)
+            if found is None:
+                break
+            obj, ref = found, class_ref(found, version, want["namespace"])
+            if ref is not None:
+                break
         if obj is None:
             continue
         cc = None

@@ -731,12 +731,28 @@ def test_role_defaults_are_the_roles_own(role):
         assert defaults[key] == value, key
 
 
-def test_role_inputs_cover_what_site_passes():
-    """Every variable site.yml passes to the guest roles comes from derive()'s roles entry."""
-    site = (ROOT / "playbooks" / "site.yml").read_text()
-    for role in ("gpu_operator", "gpu_scheduling_policy"):
-        for key in DERIVED["roles"][role]:
-            assert key in site, key
+@pytest.mark.parametrize("role", sorted(objs.ROLE_DEFAULTS))
+def test_derived_role_inputs_are_the_roles_options(role):
+    """The audit builds on the inputs derive() gives a role: each is an option the role declares."""
+    spec = yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())
+    options = spec["argument_specs"]["main"]["options"]
+    given = DERIVED["roles"][role]
+    for entry in given if isinstance(given, list) else [given]:
+        for key in entry:
+            assert key in options, key
+    for key in objs.ROLE_DEFAULTS[role]:
+        assert key in options, key
+
+
+def test_node_pools_as_the_role_hands_them_over():
+    inputs = objs.role_inputs("vks_gpu_node_pools", {"vks_gpu_node_pools_node_pools": [
+        {"name": "a", "taints": [{"key": "x", "value": "1", "effect": "NoSchedule"},
+                                 {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
+        {"name": "cpu", "gpu": False}]})
+    pools = objs.node_pools(inputs)
+    assert pools[0]["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+                                  {"key": "x", "value": "1", "effect": "NoSchedule"}]
+    assert pools[1] == {"name": "cpu"} and "gpu" not in pools[0]
 
 
 def vks_live(derived):
