@@ -157,25 +157,33 @@ diff:
 """
 
 from ansible_collections.gpupool.vcf.plugins.module_utils import _esxi
-from ansible_collections.gpupool.vcf.plugins.module_utils._esxi_host import HostOps, gpu_pci_ids
+from ansible_collections.gpupool.vcf.plugins.module_utils._esxi_host import gpu_pci_ids
 from ansible_collections.gpupool.vcf.plugins.module_utils._esxi import GRAPHICS_WORD_BY_API as VIM_TO_WORD
-from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereError, vim
-from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
+from ansible_collections.gpupool.vcf.plugins.module_utils._gpu_config_api import GpuConfigApi
 from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils._plan import Change, Failure, Plan, Resource
+from ansible_collections.gpupool.vcf.plugins.module_utils._runner import Runner
+from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereError
+from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
 
-HOST_PROPERTIES = [
-    "name",
-    "runtime.connectionState",
-    "runtime.inMaintenanceMode",
-    "runtime.bootTime",
-    "summary.rebootRequired",
-    "customValue",
-    "hardware.pciDevice",
-    "config.graphicsInfo",
-    "configManager.graphicsManager",
-    "configManager.kernelModuleSystem",
-    "vm",
-]
+ARGUMENT_SPEC = dict(
+    host=dict(type="str"),
+    cluster=dict(type="str"),
+    graphics_type=dict(type="str", choices=["shared_direct", "shared"]),
+    assignment_policy=dict(type="str", choices=["performance", "consolidation"]),
+    scheduler=dict(type="dict", options=dict(
+        policy=dict(type="str", choices=["best_effort", "equal_share", "fixed_share"]),
+        time_slice_ms=dict(type="int"),
+        per_gpu=dict(type="list", elements="dict", options=dict(
+            pci_id=dict(type="str", required=True),
+            policy=dict(type="str", required=True, choices=["best_effort", "equal_share", "fixed_share"]),
+            time_slice_ms=dict(type="int"),
+        )),
+    )),
+    reboot=dict(type="bool", default=False),
+    evacuate_timeout=dict(type="int", default=1800),
+    reboot_timeout=dict(type="int", default=1800),
+)
 
 
 def graphics_view(cfg):
@@ -188,203 +196,203 @@ def graphics_view(cfg):
     )
 
 
-class GpuConfig:
+def scheduler_option(sched):
+    """The scheduler option, None when it sets nothing; its input errors first, whatever the hosts."""
+    if sched is not None and sched.get("policy") is None and not sched.get("per_gpu") and sched.get("time_slice_ms") is None:
+        sched = None
+    if sched is not None and sched.get("time_slice_ms") is not None and sched.get("policy") is None:
+        raise Failure("scheduler.time_slice_ms needs scheduler.policy")
+    try:
+        _esxi.validate_scheduler(sched)
+    except _esxi.EsxiError as exc:
+        raise Failure("Invalid scheduler: %s" % exc)
+    return sched
+
+
+def needs_profiles(sched):
+    """Whether the scheduler asks for fixed share somewhere (refused next to mixed vGPU sizes)."""
+    return "fixed_share" in [sched.get("policy")] + [e.get("policy") for e in sched.get("per_gpu") or []]
+
+
+def host_changes(name, host):
+    """The plan's changes of one host: its graphics, its module options, a reboot owed."""
+    out = []
+    if host["graphics_changed"]:
+        out.append(Change(name, "graphics", host["current"], host["desired"]))
+    if host["opt_changed"]:
+        out.append(Change(name, "nvidia_module_options", host["options"], host["new_options"]))
+    if host["reboot_owed"]:
+        out.append(Change(name, "reboot", host["pending"], [], "reboot"))
+    return out
+
+
+class GpuConfig(Resource):
+    """Graphics and vGPU scheduler of one host or of the GPU hosts of a cluster: every host read and
+    checked before the first change; a reboot owed is remembered on the host."""
+
+    verb = "configure the GPUs of"
+
     def __init__(self, module):
-        self.module = module
         self.p = module.params
-        self.client = module.client()
-        self.ops = HostOps(self.client)
+        Resource.__init__(self, "host %s" % self.p["host"] if self.p["host"] else "cluster %s" % self.p["cluster"])
+        self.module = module
+        self.sched = None
+        self.api = None
 
-    def fail(self, msg, **extra):
-        self.module.fail_json(msg=msg, **extra)
-
-    def read_hosts(self):
+    def read(self):
+        """Every host with what the plan needs of it; a host's read error is kept for the plan's message."""
         p = self.p
-        if p["cluster"]:
-            cluster = self.client.cluster_named(p["cluster"], self.client.clusters_by_name())
-            hosts = self.client.retrieve({vim.HostSystem: HOST_PROPERTIES}, root=cluster.obj)
-        else:
-            hosts = [self.ops.find_host(p["host"], HOST_PROPERTIES)]
-        return sorted(hosts, key=lambda h: h["name"])
-
-    def profiles_by_gpu(self, host):
-        """{pci: [vGPU profiles of the powered-on VMs placed on that GPU]}."""
-        placed = {}
-        refs = []
-        for info in host.get("config.graphicsInfo") or []:
-            placed[info.pciId] = list(info.vm or [])
-            refs.extend(info.vm or [])
-        if not refs:
-            return {}
-        profiles = {}
-        for vm in self.client.retrieve_objects(refs, ["config.hardware.device"]):
-            profiles[vm.moid] = [d.backing.vgpu for d in vm.get("config.hardware.device") or []
-                                 if getattr(getattr(d, "backing", None), "vgpu", None)]
-        return dict((pci, [p for ref in vms for p in profiles.get(ref._moId, [])]) for pci, vms in placed.items())
-
-    def run(self):
-        p = self.p
-        sched = p["scheduler"]
-        if sched is not None and sched.get("policy") is None and not sched.get("per_gpu") and sched.get("time_slice_ms") is None:
-            sched = None
-        if sched is not None and sched.get("time_slice_ms") is not None and sched.get("policy") is None:
-            self.fail("scheduler.time_slice_ms needs scheduler.policy")
-        try:
-            _esxi.validate_scheduler(sched)  # input errors first, whatever the hosts
-        except _esxi.EsxiError as exc:
-            self.fail("Invalid scheduler: %s" % exc)
+        self.sched = scheduler_option(p["scheduler"])
         if p["reboot"] and not p["host"]:
-            self.fail("reboot is only allowed with host (hosts of a cluster are rebooted one at a time by the esxi_gpu_host role)")
-        scope = "host %s" % p["host"] if p["host"] else "cluster %s" % p["cluster"]
+            raise Failure("reboot is only allowed with host (hosts of a cluster are rebooted one at a time by the esxi_gpu_host role)")
+        self.api = GpuConfigApi(self.module.client())
+        with self.doing("read the GPU configuration of"):
+            hosts = self.api.hosts(host=p["host"], cluster=p["cluster"])
+            graphics = self.api.graphics_configs(hosts)
+        return [self.read_host(h, graphics) for h in hosts]
+
+    def read_host(self, host, graphics):
+        pcis = gpu_pci_ids(host.get("hardware.pciDevice"))
+        out = dict(host=host, name=host["name"], pcis=pcis, connected=str(host.get("runtime.connectionState")) == "connected")
+        if not pcis or not out["connected"]:
+            return out
+        out["current"] = graphics_view(graphics.get(host["configManager.graphicsManager"]._moId))
         try:
-            hosts = self.read_hosts()
-            gm_refs = [h["configManager.graphicsManager"] for h in hosts if h.get("configManager.graphicsManager") is not None]
-            graphics = dict((g.moid, g.get("graphicsConfig")) for g in self.client.retrieve_objects(gm_refs, ["graphicsConfig"]))
+            if self.sched is not None:
+                out["options"] = self.api.nvidia_module_options(host)
+                if out["options"] is not None and needs_profiles(self.sched):
+                    out["profiles"] = self.api.profiles_by_gpu(host)
         except VsphereError as exc:
-            self.module.fail_vsphere("read the GPU configuration of", scope, exc)
+            out["error"] = exc
+        try:
+            out["state"] = self.api.ops.state(host)
+        except VsphereError as exc:
+            out["state_error"] = exc
+        return out
 
-        plans, skipped, errors = [], [], []
-        for h in hosts:
-            name = h["name"]
-            pcis = gpu_pci_ids(h.get("hardware.pciDevice"))
-            if not pcis or str(h.get("runtime.connectionState")) != "connected":
-                if p["host"]:
-                    errors.append("host %s %s" % (name, "has no NVIDIA GPU" if not pcis else "is %s" % h.get("runtime.connectionState")))
-                skipped.append(name)
+    def plan(self, live):
+        hosts, skipped, errors = [], [], []
+        for item in live:
+            if not item["pcis"] or not item["connected"]:
+                if self.p["host"]:
+                    errors.append("host %s %s" % (item["name"], "has no NVIDIA GPU" if not item["pcis"]
+                                                  else "is %s" % item["host"].get("runtime.connectionState")))
+                skipped.append(item["name"])
                 continue
-            gm = h["configManager.graphicsManager"]
-            current = graphics_view(graphics.get(gm._moId))
-            try:
-                desired, changes = _esxi.graphics_plan(current, pcis, p["graphics_type"], p["assignment_policy"])
-                graphics_changed = bool(changes)
-                options = new_options = None
-                if sched is not None:
-                    options = self.ops.nvidia_module_options(h.obj)
-                    if options is None:
-                        raise _esxi.EsxiError("the nvidia kernel module is not on the host: install the NVIDIA host driver first")
-                    needs_profiles = "fixed_share" in [sched.get("policy")] + [e.get("policy") for e in sched.get("per_gpu") or []]
-                    new_options, opt_changed = _esxi.scheduler_plan(
-                        options, sched, pcis, self.profiles_by_gpu(h) if needs_profiles else None)
-                    if opt_changed:
-                        changes.append("nvidia module options %r -> %r" % (options, new_options))
-            except (_esxi.EsxiError, VsphereError) as exc:
-                errors.append(str(exc) if p["host"] else "host %s: %s" % (name, exc))
-                continue
-            try:
-                pending = _esxi.pending_reboot(h.get("summary.rebootRequired"), h.get("runtime.bootTime"), self.ops.state(h))
-            except VsphereError as exc:
-                errors.append("host %s: %s" % (name, exc))
-                continue
-            if pending and p["reboot"]:
-                changes.append("reboot owed since an earlier run: %s" % "; ".join(pending))
-            plans.append(dict(host=h, name=name, current=current, desired=desired, changes=changes, pending=pending,
-                              options=options, new_options=new_options,
-                              graphics_changed=graphics_changed,
-                              options_changed=new_options is not None and new_options != (options or "")))
+            host, error = self.plan_host(item)
+            if error is not None:
+                errors.append(error)
+            else:
+                hosts.append(host)
         if errors:
-            self.fail("Unable to configure the GPUs of %s: %s. Nothing was changed." % (scope, "; ".join(errors)))
+            raise Failure("Unable to configure the GPUs of %s: %s. Nothing was changed." % (self.name, "; ".join(errors)))
+        self.check_reboot(hosts)
+        plan = Plan(before={}, after={}, hosts=hosts, skipped=skipped, report={})
+        for host in hosts:
+            name = host["name"]
+            plan.changes.extend(host_changes("host %s" % name, host))
+            needs_reboot = host["options_changed"] or bool(host["pending"])
+            plan.facts["report"][name] = dict(changes=host["changes"], graphics=host["desired"], nvidia_module_options=host["new_options"],
+                                              reboot_required=needs_reboot, pending=host["pending"],
+                                              rebooted=bool(self.p["reboot"] and needs_reboot))
+            plan.before[name] = dict(graphics=host["current"], nvidia_module_options=host["options"])
+            plan.after[name] = dict(graphics=host["desired"], nvidia_module_options=host["new_options"])
+        return plan
 
-        if p["reboot"]:
-            for plan in plans:
-                if (plan["options_changed"] or plan["pending"]) and not plan["host"].get("runtime.inMaintenanceMode"):
-                    try:
-                        vms = [v["name"] for v in self.ops.vgpu_vms(self.ops.refresh(plan["host"], ["name", "vm"]))
-                               if v["power_state"] == "poweredOn"]
-                    except VsphereError as exc:
-                        self.module.fail_vsphere("read the VMs of", "host %s" % plan["name"], exc)
-                    if vms:
-                        self.fail("Unable to reboot host %s for the new scheduler: powered-on VMs hold vGPUs (%s); "
-                                  "move or power them off first. Nothing was changed." % (plan["name"], ", ".join(vms)))
+    def plan_host(self, item):
+        """(the host's plan, None), or (None, what stops it)."""
+        p, sched, name = self.p, self.sched, item["name"]
+        options = new_options = None
+        opt_changed = False
+        try:
+            desired, changes = _esxi.graphics_plan(item["current"], item["pcis"], p["graphics_type"], p["assignment_policy"])
+            graphics_changed = bool(changes)
+            if sched is not None:
+                if item.get("error") is not None:
+                    raise item["error"]
+                options = item["options"]
+                if options is None:
+                    raise _esxi.EsxiError("the nvidia kernel module is not on the host: install the NVIDIA host driver first")
+                new_options, opt_changed = _esxi.scheduler_plan(options, sched, item["pcis"], item.get("profiles"))
+                if opt_changed:
+                    changes.append("nvidia module options %r -> %r" % (options, new_options))
+        except (_esxi.EsxiError, VsphereError) as exc:
+            return None, str(exc) if p["host"] else "host %s: %s" % (name, exc)
+        if item.get("state_error") is not None:
+            return None, "host %s: %s" % (name, item["state_error"])
+        host = item["host"]
+        pending = _esxi.pending_reboot(host.get("summary.rebootRequired"), host.get("runtime.bootTime"), item["state"])
+        if pending and p["reboot"]:
+            changes.append("reboot owed since an earlier run: %s" % "; ".join(pending))
+        return dict(host=host, name=name, current=item["current"], desired=desired, changes=changes, pending=pending,
+                    options=options, new_options=new_options, graphics_changed=graphics_changed, opt_changed=opt_changed,
+                    reboot_owed=bool(pending and p["reboot"]),
+                    options_changed=new_options is not None and new_options != (options or "")), None
 
-        changed = any(plan["changes"] for plan in plans)
-        result_hosts, before, after = {}, {}, {}
-        for plan in plans:
-            needs_reboot = plan["options_changed"] or bool(plan["pending"])
-            result_hosts[plan["name"]] = dict(changes=plan["changes"], graphics=plan["desired"],
-                                              nvidia_module_options=plan["new_options"],
-                                              reboot_required=needs_reboot, pending=plan["pending"],
-                                              rebooted=bool(p["reboot"] and needs_reboot))
-            before[plan["name"]] = dict(graphics=plan["current"], nvidia_module_options=plan["options"])
-            after[plan["name"]] = dict(graphics=plan["desired"], nvidia_module_options=plan["new_options"])
-        result = dict(changed=changed, hosts=result_hosts, skipped_hosts=skipped,
-                      reboot_required=any(h["reboot_required"] and not h["rebooted"] for h in result_hosts.values()))
-        if self.module._diff:
-            result["diff"] = dict(before=before, after=after)
-        if self.module.check_mode or not changed:
-            self.module.exit_json(**result)
+    def check_reboot(self, hosts):
+        """With reboot: no powered-on vGPU VM on a host to reboot (read now, before any change)."""
+        if not self.p["reboot"]:
+            return
+        for host in hosts:
+            if (host["options_changed"] or host["pending"]) and not host["host"].get("runtime.inMaintenanceMode"):
+                with self.doing("read the VMs of", "host %s" % host["name"]):
+                    vms = self.api.powered_on_vgpu_vms(host["host"])
+                if vms:
+                    raise Failure("Unable to reboot host %s for the new scheduler: powered-on VMs hold vGPUs (%s); "
+                                  "move or power them off first. Nothing was changed." % (host["name"], ", ".join(vms)))
 
+    def result(self, live, plan):
+        report = plan.facts["report"]
+        return dict(hosts=report, skipped_hosts=plan.facts["skipped"],
+                    reboot_required=any(h["reboot_required"] and not h["rebooted"] for h in report.values()))
+
+    def apply(self, plan):
+        """Host by host: graphics, then the options (the owed reboot recorded first), then the reboot."""
         done = []
-        self.module.partial.update(hosts_changed=done, hosts_in_maintenance=[])
-        for plan in plans:
-            if not plan["changes"]:
+        self.partial.update(hosts_changed=done, hosts_in_maintenance=[])
+        for host in plan.facts["hosts"]:
+            if not host["changes"]:
                 continue
-            h = plan["host"]
             try:
-                if plan["graphics_changed"]:
-                    d = plan["desired"]
-                    cfg = vim.host.GraphicsConfig(
-                        hostDefaultGraphicsType=_esxi.vim_graphics_type(d["default_type"]),
-                        sharedPassthruAssignmentPolicy=d["assignment_policy"],
-                        deviceType=[vim.host.GraphicsConfig.DeviceType(deviceId=pci, graphicsType=_esxi.vim_graphics_type(t))
-                                    for pci, t in sorted(d["device_types"].items())])
-                    h["configManager.graphicsManager"].UpdateGraphicsConfig(cfg)
-                if plan["options_changed"]:
-                    # recorded first: the options load at the next boot, whatever happens next
-                    self.ops.update_state(h, options_boot=_esxi.boot_stamp(h.get("runtime.bootTime")))
-                    h["configManager.kernelModuleSystem"].UpdateModuleOptionString(name="nvidia", options=plan["new_options"])
+                if host["graphics_changed"]:
+                    self.api.update_graphics(host["host"], host["desired"])
+                if host["options_changed"]:
+                    self.api.update_module_options(host["host"], host["new_options"])
             except VsphereError as exc:
-                self.fail("Unable to configure the GPUs of host %s: %s (hosts already changed: %s); fix the cause "
-                          "and rerun: hosts already configured are skipped and owed reboots are remembered"
-                          % (plan["name"], exc, ", ".join(done) or "none"),
-                          hosts_changed=done, hosts_in_maintenance=[], next_step="fix the cause and rerun")
-            done.append(plan["name"])
-            if p["reboot"] and (plan["options_changed"] or plan["pending"]):
-                self.reboot(h)
-        self.module.exit_json(**result)
+                raise Failure("Unable to configure the GPUs of host %s: %s (hosts already changed: %s); fix the cause "
+                              "and rerun: hosts already configured are skipped and owed reboots are remembered"
+                              % (host["name"], exc, ", ".join(done) or "none"),
+                              hosts_changed=done, hosts_in_maintenance=[], next_step="fix the cause and rerun")
+            done.append(host["name"])
+            self.partial["changed"] = True
+            if self.p["reboot"] and (host["options_changed"] or host["pending"]):
+                self.reboot(host["host"])
 
     def reboot(self, host):
+        """Maintenance mode, reboot, wait, and out of maintenance mode unless the host was in it before the collection."""
+        ops = self.api.ops
         # in maintenance mode by an earlier run of the collection: taken out after this reboot
-        was_in_mm = bool(host.get("runtime.inMaintenanceMode")) and not self.ops.state(host).get("maintenance")
+        was_in_mm = bool(host.get("runtime.inMaintenanceMode")) and not ops.state(host).get("maintenance")
         entered = False
         try:
-            entered = self.ops.enter_maintenance(host, self.p["evacuate_timeout"], "esxi_gpu_config")
-            back = self.ops.reboot_and_wait(self.ops.refresh(host), self.p["reboot_timeout"])
+            entered = ops.enter_maintenance(host, self.p["evacuate_timeout"], "esxi_gpu_config")
+            back = ops.reboot_and_wait(ops.refresh(host), self.p["reboot_timeout"])
             if not was_in_mm:
-                self.ops.exit_maintenance(back)
+                ops.exit_maintenance(back)
         except VsphereError as exc:
             left = entered or was_in_mm
-            self.fail("Unable to reboot host %s for the new scheduler: %s%s; fix the cause and rerun with reboot=true: "
-                      "the owed reboot is remembered on the host" % (
-                          host["name"], exc, "; the host is left in maintenance mode" if left else ""),
-                      host_left_in_maintenance=left, hosts_in_maintenance=[host["name"]] if left else [],
-                      next_step="fix the cause and rerun with reboot=true")
+            raise Failure("Unable to reboot host %s for the new scheduler: %s%s; fix the cause and rerun with reboot=true: "
+                          "the owed reboot is remembered on the host" % (
+                              host["name"], exc, "; the host is left in maintenance mode" if left else ""),
+                          host_left_in_maintenance=left, hosts_in_maintenance=[host["name"]] if left else [],
+                          next_step="fix the cause and rerun with reboot=true")
 
 
 def main():
-    per_gpu = dict(pci_id=dict(type="str", required=True),
-                   policy=dict(type="str", required=True, choices=["best_effort", "equal_share", "fixed_share"]),
-                   time_slice_ms=dict(type="int"))
-    module = VsphereModule(
-        argument_spec=dict(
-            host=dict(type="str"),
-            cluster=dict(type="str"),
-            graphics_type=dict(type="str", choices=["shared_direct", "shared"]),
-            assignment_policy=dict(type="str", choices=["performance", "consolidation"]),
-            scheduler=dict(type="dict", options=dict(
-                policy=dict(type="str", choices=["best_effort", "equal_share", "fixed_share"]),
-                time_slice_ms=dict(type="int"),
-                per_gpu=dict(type="list", elements="dict", options=per_gpu),
-            )),
-            reboot=dict(type="bool", default=False),
-            evacuate_timeout=dict(type="int", default=1800),
-            reboot_timeout=dict(type="int", default=1800),
-        ),
-        mutually_exclusive=[("host", "cluster")],
-        required_one_of=[("host", "cluster")],
-        supports_check_mode=True,
-    )
+    module = VsphereModule(argument_spec=ARGUMENT_SPEC, mutually_exclusive=[("host", "cluster")],
+                           required_one_of=[("host", "cluster")], supports_check_mode=True)
     enforce(module, "esxi_gpu_config")
-    GpuConfig(module).run()
+    Runner(module, GpuConfig(module)).run()
 
 
 if __name__ == "__main__":

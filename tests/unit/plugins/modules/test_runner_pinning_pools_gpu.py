@@ -8,7 +8,7 @@ import pytest
 from ansible_collections.gpupool.vcf.plugins.module_utils._k8s import K8sError
 from ansible_collections.gpupool.vcf.plugins.module_utils._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereError
-from ansible_collections.gpupool.vcf.plugins.modules import drs_gpu_pinning, vks_node_pool
+from ansible_collections.gpupool.vcf.plugins.modules import drs_gpu_pinning, esxi_gpu_config, vks_node_pool
 
 
 class Exited(Exception):
@@ -271,3 +271,164 @@ def test_node_pool_refusals_before_any_request(vks):
     assert res["msg"].startswith("Unable to update the node pools of Cluster gpu-platform/gpu-workloads: node pool "
                                  "inference: class gpu-pool is not a machineDeployment class")
     assert vks.puts == []
+
+
+# -- esxi_gpu_config -----------------------------------------------------------------------
+
+class Ref:
+    def __init__(self, moid):
+        self._moId = moid  # pylint: disable=invalid-name
+
+
+class Graphics:
+    def __init__(self, default="shared", device="shared"):
+        self.hostDefaultGraphicsType = default  # pylint: disable=invalid-name
+        self.sharedPassthruAssignmentPolicy = "performance"  # pylint: disable=invalid-name
+        self.deviceType = [type("DeviceType", (), dict(deviceId="0000:3b:00.0", graphicsType=device))()]  # pylint: disable=invalid-name
+
+
+class FakeHostProps(dict):
+    """ObjectProps of a host: a dict with get and [] (the props are the dict itself)."""
+
+    @property
+    def props(self):
+        return self
+
+
+class FakeOps:
+    def __init__(self, api):
+        self.api = api
+
+    def state(self, host):
+        return dict(FakeGpuApi.records.get(host["name"], {}))
+
+    def enter_maintenance(self, host, timeout, by):
+        self.api.calls.append(("enter", host["name"]))
+        return True
+
+    def refresh(self, host):
+        return host
+
+    def reboot_and_wait(self, host, timeout):
+        self.api.calls.append(("reboot", host["name"]))
+        if FakeGpuApi.fail == "reboot":
+            raise VsphereError("the host did not come back within 1800s of the reboot")
+        FakeGpuApi.boot += 1
+        host["runtime.bootTime"] = FakeGpuApi.boot
+        return host
+
+    def exit_maintenance(self, back):
+        self.api.calls.append(("exit", back["name"]))
+
+
+class FakeGpuApi:
+    """GpuConfigApi over two hosts of a cluster: esx-01 (one GPU), esx-02 (no GPU)."""
+
+    options = ""
+    records = {}
+    graphics = None
+    vms = []
+    calls = []
+    fail = None
+    boot = 1
+
+    def __init__(self, client):
+        assert client == "soap session"
+        self.ops = FakeOps(self)
+
+    def hosts(self, host=None, cluster=None):
+        gpu = FakeHostProps({"name": "esx-01", "runtime.connectionState": "connected", "runtime.bootTime": FakeGpuApi.boot,
+                             "hardware.pciDevice": ["0000:3b:00.0"], "configManager.graphicsManager": Ref("gm-1"),
+                             "runtime.inMaintenanceMode": False})
+        plain = FakeHostProps({"name": "esx-02", "runtime.connectionState": "connected", "hardware.pciDevice": [],
+                               "configManager.graphicsManager": Ref("gm-2")})
+        return [h for h in (gpu, plain) if host in (None, h["name"])]
+
+    def graphics_configs(self, hosts):
+        return {"gm-1": FakeGpuApi.graphics or Graphics()}
+
+    def nvidia_module_options(self, host):
+        return FakeGpuApi.options
+
+    def profiles_by_gpu(self, host):
+        return {"0000:3b:00.0": ["nvidia_h100-10c", "nvidia_h100-20c"]}
+
+    def powered_on_vgpu_vms(self, host):
+        return list(FakeGpuApi.vms)
+
+    def update_graphics(self, host, desired):
+        self.calls.append(("graphics", host["name"], desired["default_type"]))
+        if FakeGpuApi.fail == "graphics":
+            raise VsphereError("UpdateGraphicsConfig: NoPermission")
+        FakeGpuApi.graphics = Graphics("sharedDirect", "sharedDirect")
+
+    def update_module_options(self, host, options):
+        self.calls.append(("options", host["name"], options))
+        FakeGpuApi.records[host["name"]] = dict(options_boot=str(host.get("runtime.bootTime")))
+        FakeGpuApi.options = options
+
+
+@pytest.fixture
+def gpu(monkeypatch):
+    FakeGpuApi.options, FakeGpuApi.records, FakeGpuApi.graphics, FakeGpuApi.vms = "", {}, None, []
+    FakeGpuApi.calls, FakeGpuApi.fail, FakeGpuApi.boot = [], None, 1
+    monkeypatch.setattr(esxi_gpu_config, "GpuConfigApi", FakeGpuApi)
+    monkeypatch.setattr(esxi_gpu_config, "gpu_pci_ids", lambda devices: list(devices or []))
+    monkeypatch.setattr(esxi_gpu_config._esxi, "boot_stamp", str)  # pylint: disable=protected-access
+    return FakeGpuApi
+
+
+def configure(**params):
+    flags = dict((k, params.pop(k)) for k in ("check_mode", "diff") if k in params)
+    return run(esxi_gpu_config.GpuConfig, esxi_gpu_config.ARGUMENT_SPEC, params, **flags)
+
+
+EQUAL = dict(policy="equal_share", time_slice_ms=None, per_gpu=None)
+
+
+def test_gpu_config_cluster_check_then_real_then_reboot_owed_until_a_host_run_reboots(gpu):
+    check = configure(cluster="gpu-h100", graphics_type="shared_direct", scheduler=EQUAL, check_mode=True, diff=True)
+    assert gpu.calls == [] and check["changed"] and check["skipped_hosts"] == ["esx-02"]
+    assert check["diff"]["before"]["esx-01"]["graphics"]["default_type"] == "shared"
+    real = configure(cluster="gpu-h100", graphics_type="shared_direct", scheduler=EQUAL, diff=True)
+    assert real == check and real["reboot_required"] is True
+    assert [c[0] for c in gpu.calls] == ["graphics", "options"]
+    gpu.calls = []
+    again = configure(cluster="gpu-h100", graphics_type="shared_direct", scheduler=EQUAL)
+    assert again["changed"] is False and again["reboot_required"] is True and gpu.calls == []
+    assert again["hosts"]["esx-01"]["pending"]
+    done = configure(host="esx-01", scheduler=EQUAL, reboot=True)
+    assert done["changed"] and done["hosts"]["esx-01"]["rebooted"] and done["reboot_required"] is False
+    assert gpu.calls == [("enter", "esx-01"), ("reboot", "esx-01"), ("exit", "esx-01")]
+    assert configure(host="esx-01", scheduler=EQUAL, reboot=True)["changed"] is False
+
+
+def test_gpu_config_checks_before_the_first_change(gpu):
+    res = configure(host="esx-02", graphics_type="shared_direct")
+    assert res["msg"] == "Unable to configure the GPUs of host esx-02: host esx-02 has no NVIDIA GPU. Nothing was changed."
+    res = configure(cluster="gpu-h100", scheduler=dict(EQUAL, policy="fixed_share"))
+    assert res["msg"].startswith("Unable to configure the GPUs of cluster gpu-h100: host esx-01: fixed share refused")
+    assert configure(cluster="gpu-h100", graphics_type="shared", reboot=True)["msg"].startswith("reboot is only allowed with host")
+    assert configure(host="esx-01", scheduler=dict(EQUAL, policy=None, time_slice_ms=5))["msg"] == \
+        "scheduler.time_slice_ms needs scheduler.policy"
+    gpu.vms = ["llm-01"]
+    res = configure(host="esx-01", scheduler=EQUAL, reboot=True)
+    assert res["msg"] == ("Unable to reboot host esx-01 for the new scheduler: powered-on VMs hold vGPUs (llm-01); "
+                          "move or power them off first. Nothing was changed.")
+    assert gpu.calls == []
+
+
+def test_gpu_config_failures_carry_what_was_changed_and_the_next_step(gpu):
+    gpu.fail = "graphics"
+    res = configure(cluster="gpu-h100", graphics_type="shared_direct")
+    assert res["msg"].startswith("Unable to configure the GPUs of host esx-01: UpdateGraphicsConfig: NoPermission "
+                                 "(hosts already changed: none); fix the cause and rerun")
+    assert res["hosts_changed"] == [] and res["hosts_in_maintenance"] == [] and res["next_step"] == "fix the cause and rerun"
+    assert "changed" not in res
+    gpu.fail, gpu.calls = "reboot", []
+    res = configure(host="esx-01", scheduler=EQUAL, reboot=True)
+    assert res["msg"] == ("Unable to reboot host esx-01 for the new scheduler: the host did not come back within 1800s of "
+                          "the reboot; the host is left in maintenance mode; fix the cause and rerun with reboot=true: "
+                          "the owed reboot is remembered on the host")
+    assert res["changed"] is True and res["hosts_changed"] == ["esx-01"] and res["hosts_in_maintenance"] == ["esx-01"]
+    assert gpu.records["esx-01"]["options_boot"] == "1"
