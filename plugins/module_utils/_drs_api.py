@@ -59,7 +59,7 @@ class ClusterPinning:
         """
         self.cluster = self.client.cluster_named(self.name, self.client.clusters_by_name()).obj
         obj_specs, specs = self._specs(gpu_hosts)
-        objects = self.client._collect(obj_spec_list=obj_specs, specs=specs)  # pylint: disable=protected-access
+        objects = self.client.collect(obj_spec_list=obj_specs, specs=specs)
         vms, overrides, values = [], [], []
         for item in objects:
             if isinstance(item.obj, vim.CustomFieldsManager):

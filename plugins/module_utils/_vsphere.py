@@ -431,7 +431,7 @@ class VsphereClient:
             traversal = pc.TraversalSpec(name="view", path="view", skip=False,
                                          type=vim.view.ContainerView)
             obj_spec = pc.ObjectSpec(obj=view, skip=True, selectSet=[traversal])
-            return self._collect(obj_spec_list=[obj_spec], specs=specs)
+            return self.collect(obj_spec_list=[obj_spec], specs=specs)
         finally:
             try:
                 view.DestroyView()
@@ -445,9 +445,11 @@ class VsphereClient:
             return []
         pc = vmodl.query.PropertyCollector
         obj_specs = [pc.ObjectSpec(obj=o, skip=False) for o in objs]
-        return self._collect(obj_spec_list=obj_specs, specs={type(objs[0]): properties})
+        return self.collect(obj_spec_list=obj_specs, specs={type(objs[0]): properties})
 
-    def _collect(self, obj_spec_list, specs):
+    def collect(self, obj_spec_list, specs):
+        """One retrieval of the properties ``specs`` ({type: [paths]}) over the given object specs
+        (with their traversals): for a read that follows references the other two cannot express."""
         pc = vmodl.query.PropertyCollector
         prop_specs = [pc.PropertySpec(type=t, pathSet=list(paths), all=False) for t, paths in specs.items()]
         filter_spec = pc.FilterSpec(objectSet=obj_spec_list, propSet=prop_specs)
