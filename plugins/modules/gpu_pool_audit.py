@@ -197,9 +197,9 @@ from ansible_collections.gpupool.vcf.plugins.module_utils import _vm_class as vm
 from ansible_collections.gpupool.vcf.plugins.module_utils._design import DesignError, derive
 from ansible_collections.gpupool.vcf.plugins.module_utils._gpu_inventory import GpuInventory
 from ansible_collections.gpupool.vcf.plugins.module_utils._k8s import (
-    DEFAULT_REQUEST_TIMEOUT, K8sClient, K8sError, class_ref, read_pool, request_argument_spec, request_timeout_error,
-    variable_plan)
+    DEFAULT_REQUEST_TIMEOUT, K8sClient, K8sError, read_pool, request_argument_spec, request_timeout_error, variable_plan)
 from ansible_collections.gpupool.vcf.plugins.module_utils._k8s_objects import CLUSTER_POLICY, culling_cronjob, kueue_objects
+from ansible_collections.gpupool.vcf.plugins.module_utils._vks_api import VksClusterApi
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereError, VsphereNotFound, vim
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
 from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
@@ -207,8 +207,6 @@ from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
 VM_CLASSES_PATH = "/api/vcenter/namespace-management/virtual-machine-classes"
 NS_PATH = "/api/vcenter/namespaces/instances"
 POLICIES_PATH = "/api/vcenter/storage/policies"
-CAPI_GROUP = "cluster.x-k8s.io"
-CAPI_VERSIONS = ("v1beta2", "v1beta1")
 
 
 class LinkError(Exception):
@@ -264,38 +262,28 @@ def _get(k8s, what, fn, *args):
         raise LinkError("could not read %s: %s" % (what, exc))
 
 
-def read_vks(k8s, derived):
+def read_vks(params, derived):
     """{VKS cluster name: {namespace, machine_deployments: {name: {replicas, vm_class, labels, taints}}}}.
 
-    Each pool is read through the variables of the Cluster's ClusterClass, discovered from the
-    class's schema as vks_node_pool writes them (_k8s.class_ref, variable_plan, read_pool)."""
-    from kubernetes import client
-    custom = client.CustomObjectsApi(k8s.api)
+    The Cluster and its ClusterClass are read by the client layer vks_node_pool writes through
+    (_vks_api), and each pool through the class's variables as that module writes them
+    (_k8s.variable_plan and its inverse read_pool). `params`: the connection options."""
     out = {}
     for name, want in ((derived.get("vks") or {}).get("clusters") or {}).items():
-        obj = ref = None
-        for version in CAPI_VERSIONS:  # read in the version it was written in: that one names its class
-            found = _get(k8s, "VKS cluster %s/%s" % (want["namespace"], name), custom.get_namespaced_custom_object,
-                         CAPI_GROUP, version, want["namespace"], "clusters", name)
-            if found is None:
-                break
-            obj, ref = found, class_ref(found, version, want["namespace"])
-            if ref is not None:
-                break
+        what = "VKS cluster %s/%s" % (want["namespace"], name)
+        api = VksClusterApi(params, want["namespace"], name)
+        try:
+            version, obj, ref = api.read_cluster()
+        except K8sError as exc:
+            if exc.status == 404:
+                continue
+            raise LinkError("could not read %s: %s" % (what, exc))
         if obj is None:
-            continue
-        cc = None
-        if ref is not None:
-            for cc_version in (version,) + tuple(v for v in CAPI_VERSIONS if v != version):
-                cc = _get(k8s, "ClusterClass %s/%s" % (ref["namespace"], ref["name"]),
-                          custom.get_namespaced_custom_object, CAPI_GROUP, cc_version, ref["namespace"],
-                          "clusterclasses", ref["name"])
-                if cc is not None:
-                    break
-        if cc is None:
-            raise LinkError("could not read the ClusterClass of VKS cluster %s/%s (%s)" % (
-                want["namespace"], name, "%s/%s not found" % (ref["namespace"], ref["name"]) if ref
-                else "it has no managed topology"))
+            raise LinkError("could not read %s: it has no managed topology (spec.topology with a ClusterClass)" % what)
+        try:
+            cc = api.read_class(version, ref)
+        except K8sError as exc:
+            raise LinkError("could not read the ClusterClass of %s: %s" % (what, exc))
         plan = variable_plan((cc.get("spec") or {}).get("variables") or [])
         topology = (obj.get("spec") or {}).get("topology") or {}
         top_vars = dict((v.get("name"), v.get("value")) for v in topology.get("variables") or [])
@@ -531,8 +519,9 @@ def main():
                 except ImportError:
                     module.fail_json(msg="The kubernetes Python library is required for the %s link" % link)
                 if link == "vks":
-                    k8s = k8s_client(p["supervisor_kubeconfig"], p["supervisor_context"], p["request_timeout"])
-                    findings += _audit.audit_vks(derived, read_vks(k8s, derived))
+                    findings += _audit.audit_vks(derived, read_vks(dict(
+                        kubeconfig=p["supervisor_kubeconfig"], context=p["supervisor_context"],
+                        request_timeout=p["request_timeout"]), derived))
                 else:
                     k8s = k8s_client(p["kubeconfig"], p["context"], p["request_timeout"])
                     findings += _audit.audit_guest(derived, **read_guest(k8s, derived))
