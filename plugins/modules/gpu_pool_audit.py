@@ -457,74 +457,79 @@ def write_report(module, path, text):
     return changed, diff
 
 
-def main():
-    module = VsphereModule(
-        argument_spec=dict(
-            design=dict(type="dict"),
-            design_file=dict(type="path"),
-            links=dict(type="list", elements="str", choices=list(_audit.LINKS)),
-            report=dict(type="path"),
-            report_format=dict(type="str", choices=["json", "markdown", "html"], default="markdown"),
-            kubeconfig=dict(type="path", fallback=(env_fallback, ["K8S_AUTH_KUBECONFIG"])),
-            context=dict(type="str", fallback=(env_fallback, ["K8S_AUTH_CONTEXT"])),
-            supervisor_kubeconfig=dict(type="path"),
-            supervisor_context=dict(type="str"),
-            fail_on=dict(type="str", choices=["none", "error", "warning"], default="none"),
-            **request_argument_spec()
-        ),
-        mutually_exclusive=[("design", "design_file")],
-        required_one_of=[("design", "design_file")],
-        supports_check_mode=True,
-    )
-    enforce(module, "gpu_pool_audit")
+ARGUMENT_SPEC = dict(
+    design=dict(type="dict"),
+    design_file=dict(type="path"),
+    links=dict(type="list", elements="str", choices=list(_audit.LINKS)),
+    report=dict(type="path"),
+    report_format=dict(type="str", choices=["json", "markdown", "html"], default="markdown"),
+    kubeconfig=dict(type="path", fallback=(env_fallback, ["K8S_AUTH_KUBECONFIG"])),
+    context=dict(type="str", fallback=(env_fallback, ["K8S_AUTH_CONTEXT"])),
+    supervisor_kubeconfig=dict(type="path"),
+    supervisor_context=dict(type="str"),
+    fail_on=dict(type="str", choices=["none", "error", "warning"], default="none"),
+    **request_argument_spec()
+)
+HOW = dict(esxi="give the vSphere connection (hostname, username, password or VMWARE_HOST...)",
+           vsphere="give the vSphere connection (hostname, username, password or VMWARE_HOST...)",
+           vks="give supervisor_kubeconfig (the Supervisor's kubeconfig)",
+           guest="give kubeconfig (the guest cluster's kubeconfig, or K8S_AUTH_KUBECONFIG)")
+
+
+def derived_inputs(module):
+    """The design's derived inputs, the same the roles take; a design with errors fails with its findings."""
     p = module.params
     if request_timeout_error(p["request_timeout"]):
         module.fail_json(msg=request_timeout_error(p["request_timeout"]))
     design = p["design"] if p["design"] is not None else read_design(module, p["design_file"])
     try:
-        derived = derive(design)
+        return derive(design)
     except DesignError as exc:
         module.fail_json(msg="The design has errors; fix them first (gpu_pool_design): %s" % exc,
                          findings=[f.to_dict() for f in exc.findings])
 
+
+def links_to_audit(module):
+    """[(link, connected)] of the links asked (all by default); a link asked for without its connection fails."""
+    p = module.params
     connection = dict(esxi=bool(p["hostname"]), vsphere=bool(p["hostname"]),
                       vks=bool(p["supervisor_kubeconfig"]), guest=bool(p["kubeconfig"]))
-    how = dict(esxi="give the vSphere connection (hostname, username, password or VMWARE_HOST...)",
-               vsphere="give the vSphere connection (hostname, username, password or VMWARE_HOST...)",
-               vks="give supervisor_kubeconfig (the Supervisor's kubeconfig)",
-               guest="give kubeconfig (the guest cluster's kubeconfig, or K8S_AUTH_KUBECONFIG)")
     asked = p["links"]
-    if asked:
-        lacking = [link for link in asked if not connection[link]]
-        if lacking:
-            module.fail_json(msg="Unable to audit link(s) %s: no connection; %s" % (
-                ", ".join(lacking), "; ".join(how[link] for link in lacking)))
-    wanted = [link for link in _audit.LINKS if (link in asked if asked else True)]
+    lacking = [link for link in asked or [] if not connection[link]]
+    if lacking:
+        module.fail_json(msg="Unable to audit link(s) %s: no connection; %s" % (
+            ", ".join(lacking), "; ".join(HOW[link] for link in lacking)))
+    return [(link, connection[link]) for link in _audit.LINKS if (link in asked if asked else True)]
 
-    findings = []
-    audited = []
-    for link in wanted:
-        if not connection[link]:
-            findings.append(_audit.not_audited(link, "no connection given", how[link]))
+
+def audit_link(module, link, derived):
+    """The findings of one link: its live state read, judged by the link's comparator."""
+    p = module.params
+    if link == "esxi":
+        hosts, drs = read_esxi(module.client())
+        return _audit.audit_esxi(derived, hosts, drs)
+    if link == "vsphere":
+        return _audit.audit_vsphere(derived, **read_vsphere(module.rest_client(), derived))
+    try:
+        import kubernetes  # noqa: F401
+    except ImportError:
+        module.fail_json(msg="The kubernetes Python library is required for the %s link" % link)
+    if link == "vks":
+        return _audit.audit_vks(derived, read_vks(dict(kubeconfig=p["supervisor_kubeconfig"], context=p["supervisor_context"],
+                                                       request_timeout=p["request_timeout"]), derived))
+    k8s = k8s_client(p["kubeconfig"], p["context"], p["request_timeout"])
+    return _audit.audit_guest(derived, **read_guest(k8s, derived))
+
+
+def audit_links(module, derived):
+    """(findings, audited links); a link without its connection is a not_audited finding."""
+    findings, audited = [], []
+    for link, connected in links_to_audit(module):
+        if not connected:
+            findings.append(_audit.not_audited(link, "no connection given", HOW[link]))
             continue
         try:
-            if link == "esxi":
-                hosts, drs = read_esxi(module.client())
-                findings += _audit.audit_esxi(derived, hosts, drs)
-            elif link == "vsphere":
-                findings += _audit.audit_vsphere(derived, **read_vsphere(module.rest_client(), derived))
-            elif link in ("vks", "guest"):
-                try:
-                    import kubernetes  # noqa: F401
-                except ImportError:
-                    module.fail_json(msg="The kubernetes Python library is required for the %s link" % link)
-                if link == "vks":
-                    findings += _audit.audit_vks(derived, read_vks(dict(
-                        kubeconfig=p["supervisor_kubeconfig"], context=p["supervisor_context"],
-                        request_timeout=p["request_timeout"]), derived))
-                else:
-                    k8s = k8s_client(p["kubeconfig"], p["context"], p["request_timeout"])
-                    findings += _audit.audit_guest(derived, **read_guest(k8s, derived))
+            findings += audit_link(module, link, derived)
         except VsphereError as exc:
             module.fail_vsphere("audit link", link, exc)
         except (LinkError, K8sError) as exc:
@@ -534,16 +539,18 @@ def main():
                 module.fail_json(msg="Unable to audit link %s: %s" % (link, to_native(exc)))
             raise
         audited.append(link)
+    return _audit.sort_findings(findings), audited
 
-    findings = _audit.sort_findings(findings)
+
+def finish(module, derived, findings, audited):
+    """The result, the report file when asked (the only change), and fail_on."""
+    p = module.params
     summary = _audit.summarize(findings)
-    result = dict(changed=False, findings=findings, summary=summary, clean=_audit.is_clean(findings),
-                  audited=audited)
+    result = dict(changed=False, findings=findings, summary=summary, clean=_audit.is_clean(findings), audited=audited)
     if p["report"]:
         text = _audit.render(derived["design"], findings, summary, audited, p["report_format"])
         changed, diff = write_report(module, p["report"], text)
-        result["changed"] = changed
-        result["report"] = p["report"]
+        result.update(changed=changed, report=p["report"])
         if module._diff and changed:
             result["diff"] = diff
     if _audit.should_fail(findings, p["fail_on"]):
@@ -552,6 +559,14 @@ def main():
             counts["error"], counts["warning"], p["fail_on"]), **result)
     module.exit_json(**result)
 
+
+def main():
+    module = VsphereModule(argument_spec=ARGUMENT_SPEC, mutually_exclusive=[("design", "design_file")],
+                           required_one_of=[("design", "design_file")], supports_check_mode=True)
+    enforce(module, "gpu_pool_audit")
+    derived = derived_inputs(module)
+    findings, audited = audit_links(module, derived)
+    finish(module, derived, findings, audited)
 
 if __name__ == "__main__":
     main()
