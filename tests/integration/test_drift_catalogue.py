@@ -17,15 +17,10 @@ import time
 import pytest
 import yaml
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-for _p in (ROOT, ROOT / "tests" / "sim", ROOT / "tests" / "sim" / "dls"):
-    if str(_p) not in sys.path:
-        sys.path.insert(0, str(_p))
+from tests.lib import chain
+from tests.lib.ansible_run import COLLECTIONS, run_module, run_playbook
 
-import dls_double  # noqa: E402
-import k8s_rig  # noqa: E402
-from tests.lib import chain  # noqa: E402
-from tests.lib.ansible_run import COLLECTIONS, run_module, run_playbook  # noqa: E402
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 SITE = ROOT / "playbooks" / "site.yml"
 DESIGN = ROOT / "examples" / "design.yml"
@@ -41,12 +36,7 @@ VKS_TASK = r"^Node pools of VKS cluster"
 def pool(vsphere, tmp_path_factory):
     """The example design converged by site.yml: (run site.yml, run the audit, the rig, the simulator)."""
     tmp = tmp_path_factory.mktemp("catalogue")
-    rig = k8s_rig.start(nodes_file=chain.nodes_file(tmp / "nodes.yml"))
-    dls = dls_double.start()
-    try:
-        chain.platform_clusters(rig.api_client())
-        env = dict(vsphere.env, PATH=rig.env["PATH"])
-        extra = chain.site_vars(rig.kubeconfig, dls, tmp / "tokens")
+    with chain.platform(vsphere.env, tmp) as (rig, _dls, env, extra):
 
         def site(check=False):
             run = run_playbook(SITE, env=env, check=check, diff=check, extra_vars=extra)
@@ -65,9 +55,6 @@ def pool(vsphere, tmp_path_factory):
         site()
         print("\nfirst converge %.0f s" % (time.monotonic() - start))
         yield type("Pool", (), dict(site=staticmethod(site), audit=staticmethod(audit), rig=rig, sim=vsphere))
-    finally:
-        dls.stop()
-        rig.stop()
 
 
 # --- what a run changed ---------------------------------------------------------------------------

@@ -22,7 +22,6 @@ import pytest
 import yaml
 
 import dls_double
-import k8s_rig
 from tests.lib import chain
 from tests.lib.ansible_run import VENV_BIN, ansible_env
 
@@ -51,15 +50,8 @@ def run_vvv(playbook, env, extra_vars=None, limit=None, timeout=900):
 @pytest.fixture(scope="module")
 def pool(vsphere, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("leak")
-    rig = k8s_rig.start(nodes_file=chain.nodes_file(tmp / "nodes.yml"))
-    dls = dls_double.start()
-    try:
-        chain.platform_clusters(rig.api_client())
-        env = dict(vsphere.env, PATH=rig.env["PATH"])
-        yield rig, dls, env, chain.site_vars(rig.kubeconfig, dls, tmp / "tokens"), tmp
-    finally:
-        dls.stop()
-        rig.stop()
+    with chain.platform(vsphere.env, tmp) as (rig, dls, env, extra):
+        yield rig, dls, env, extra, tmp
 
 
 def rig_token(rig):

@@ -4,8 +4,6 @@ import pathlib
 
 import pytest
 
-import dls_double
-import k8s_rig
 from tests.lib import chain
 from tests.lib.ansible_run import run_playbook
 
@@ -18,15 +16,8 @@ FLEET = ROOT / "examples" / "fleet.yml"
 @pytest.fixture(scope="module")
 def pool(vsphere, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("chain")
-    rig = k8s_rig.start(nodes_file=chain.nodes_file(tmp / "nodes.yml"))
-    dls = dls_double.start()
-    try:
-        chain.platform_clusters(rig.api_client())
-        env = dict(vsphere.env, PATH=rig.env["PATH"])
-        yield rig, dls, env, chain.site_vars(rig.kubeconfig, dls, tmp / "tokens"), tmp
-    finally:
-        dls.stop()
-        rig.stop()
+    with chain.platform(vsphere.env, tmp) as (rig, dls, env, extra):
+        yield rig, dls, env, extra, tmp
 
 
 def snapshot(vsphere, rig):

@@ -7,6 +7,7 @@ pool), so they are made from the design: per node pool `replicas` nodes with its
     python tests/lib/chain.py up      # k8s rig (detached) + platform cluster + DLS double
     python tests/lib/chain.py down
 """
+import contextlib
 import json
 import os
 import pathlib
@@ -82,6 +83,25 @@ def site_vars(kubeconfig, dls, token_dir):
             "gpupool_dls_username": dls_double.USERNAME, "gpupool_dls_password": dls_double.PASSWORD,
             "gpupool_dls_ca_file": dls.ca_file, "gpupool_token_dir": str(token_dir),
             "gpupool_gpu_operator_chart": str(CHART), "gpupool_gpu_operator_upgrade_crd": False}
+
+
+@contextlib.contextmanager
+def platform(vsphere_env, tmp):
+    """The chain around a running vSphere simulator, for one test module: the Kubernetes rig (as
+    Supervisor, with the platform's VKS cluster, and as guest) and the DLS double. Yields (rig, dls,
+    env, site.yml variables); ``tmp`` holds the rig's nodes file and the token folder."""
+    import dls_double
+    import k8s_rig
+
+    tmp = pathlib.Path(tmp)
+    rig = k8s_rig.start(nodes_file=nodes_file(tmp / "nodes.yml"))
+    dls = dls_double.start()
+    try:
+        platform_clusters(rig.api_client())
+        yield rig, dls, dict(vsphere_env, PATH=rig.env["PATH"]), site_vars(rig.kubeconfig, dls, tmp / "tokens")
+    finally:
+        dls.stop()
+        rig.stop()
 
 
 def _up():
