@@ -568,5 +568,6 @@ def main():
     findings, audited = audit_links(module, derived)
     finish(module, derived, findings, audited)
 
+
 if __name__ == "__main__":
     main()
