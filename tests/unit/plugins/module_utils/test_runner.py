@@ -7,33 +7,8 @@ from ansible_collections.gpupool.vcf.plugins.module_utils._nls import DlsError
 from ansible_collections.gpupool.vcf.plugins.module_utils._plan import Change, Failure, Plan, Resource, compare
 from ansible_collections.gpupool.vcf.plugins.module_utils._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereFault, VsphereNotFound
-
-
-class Exited(Exception):
-    def __init__(self, result):
-        super(Exited, self).__init__(result)
-        self.result = result
-
-
-class Module:
-    """What the runner uses of an AnsibleModule."""
-
-    def __init__(self, check_mode=False, diff=False, partial=None):
-        self.check_mode = check_mode
-        self._diff = diff
-        self.warnings = []
-        if partial is not None:
-            self.partial = partial
-
-    def warn(self, text):
-        self.warnings.append(text)
-
-    def exit_json(self, **result):
-        raise Exited(result)
-
-    def fail_json(self, msg, **result):
-        result.update(failed=True, msg=msg)
-        raise Exited(result)
+from tests.lib.fake_module import Exited
+from tests.lib.fake_module import FakeModule as Module
 
 
 class Refused(ValueError):

@@ -11,46 +11,16 @@ from ansible_collections.gpupool.vcf.plugins.modules import (
     vlcm_component,
     vm_class,
 )
+from tests.lib.fake_module import Exited
+from tests.lib.fake_module import FakeModule as Module
 
 OLD = "550.54.10-1OEM.800.1.0.20613240"
 NEW = "550.90.05-1OEM.800.1.0.20613240"
 DEPOT = "https://depot.example.com/nvidia/NVD-AIE-800_%s_23912345.zip" % NEW
 
 
-class Exited(Exception):
-    def __init__(self, result):
-        super(Exited, self).__init__(result)
-        self.result = result
-
-
-class Module:
-    """What the resources and the runner use of a VsphereModule (the sessions are the fakes)."""
-
-    def __init__(self, params, check_mode=False, diff=False):
-        self.params = params
-        self.check_mode = check_mode
-        self._diff = diff
-        self.partial = {}
-
-    def client(self):
-        return "soap session"
-
-    def rest_client(self):
-        return "rest session"
-
-    def warn(self, text):
-        raise AssertionError("no warning expected: %s" % text)
-
-    def exit_json(self, **result):
-        raise Exited(result)
-
-    def fail_json(self, msg, **result):
-        result.update(failed=True, msg=msg)
-        raise Exited(result)
-
-
 def run(module_file, resource_class, params, **flags):
-    module = Module(dict(module_file_defaults(module_file), **params), **flags)
+    module = Module(dict(module_file_defaults(module_file), **params), partial={}, warnings_expected=False, **flags)
     with pytest.raises(Exited) as exc:
         Runner(module, resource_class(module)).run()
     return exc.value.result

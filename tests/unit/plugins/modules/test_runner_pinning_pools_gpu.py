@@ -9,36 +9,8 @@ from ansible_collections.gpupool.vcf.plugins.module_utils._k8s import K8sError
 from ansible_collections.gpupool.vcf.plugins.module_utils._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereError
 from ansible_collections.gpupool.vcf.plugins.modules import drs_gpu_pinning, esxi_gpu_config, vks_node_pool
-
-
-class Exited(Exception):
-    def __init__(self, result):
-        super(Exited, self).__init__(result)
-        self.result = result
-
-
-class Module:
-    """What the resources and the runner use of a module (the sessions are the fakes)."""
-
-    def __init__(self, params, check_mode=False, diff=False):
-        self.params = params
-        self.check_mode = check_mode
-        self._diff = diff
-        self.partial = {}
-        self.warnings = []
-
-    def client(self):
-        return "soap session"
-
-    def warn(self, text):
-        self.warnings.append(text)
-
-    def exit_json(self, **result):
-        raise Exited(result)
-
-    def fail_json(self, msg, **result):
-        result.update(failed=True, msg=msg)
-        raise Exited(result)
+from tests.lib.fake_module import Exited
+from tests.lib.fake_module import FakeModule as Module
 
 
 def defaults(spec):
@@ -46,7 +18,7 @@ def defaults(spec):
 
 
 def run(resource_class, spec, params, **flags):
-    module = Module(dict(defaults(spec), **params), **flags)
+    module = Module(dict(defaults(spec), **params), partial={}, **flags)
     with pytest.raises(Exited) as exc:
         Runner(module, resource_class(module)).run()
     return exc.value.result
@@ -152,7 +124,7 @@ def test_pinning_refusal_and_warning(pinning, monkeypatch):
     res = pin(vms=["no-such-vm"])
     assert res["msg"] == "Unable to pin GPU VMs of cluster gpu-h100: vms: VM(s) not in the cluster: no-such-vm"
     assert pinning.calls == []
-    module = Module(dict(defaults(drs_gpu_pinning.ARGUMENT_SPEC), cluster="gpu-h100"), check_mode=True)
+    module = Module(dict(defaults(drs_gpu_pinning.ARGUMENT_SPEC), cluster="gpu-h100"), partial={}, check_mode=True)
     resource = drs_gpu_pinning.DrsPinning(module)
     monkeypatch.setattr(FakePinning, "read", lambda self, gpu_hosts: (self.warnings.append("DRS is off") or ([], [], set())))
     with pytest.raises(Exited):
