@@ -12,7 +12,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpupool.vcf.plugins.module_utils import _esxi, _nvidia, _vm_class
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi, _nvidia, _vm_class
 
 
 def _gpu_hosts(hosts):

@@ -147,11 +147,11 @@ import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
-from ansible_collections.gpupool.vcf.plugins.module_utils._k8s import request_timeout_error
-from ansible_collections.gpupool.vcf.plugins.module_utils._nls import DlsClient
-from ansible_collections.gpupool.vcf.plugins.module_utils._plan import Change, Failure, Plan, Resource
-from ansible_collections.gpupool.vcf.plugins.module_utils._runner import Runner
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import request_timeout_error
+from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import DlsClient
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Change, Failure, Plan, Resource
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 
 ARGUMENT_SPEC = dict(
     dls_host=dict(type="str", required=True), port=dict(type="int", default=443),

@@ -175,12 +175,12 @@ diff:
   sample: {before: {overrides: {llm-01: null}, owned: []}, after: {overrides: {llm-01: partiallyAutomated}, owned: [llm-01]}}
 """
 
-from ansible_collections.gpupool.vcf.plugins.module_utils._drs import BEHAVIORS, DEFAULT_BEHAVIOR, DrsPlanError, plan_pinning, plan_vm_host_rule
-from ansible_collections.gpupool.vcf.plugins.module_utils._drs_api import ClusterPinning
-from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
-from ansible_collections.gpupool.vcf.plugins.module_utils._plan import CREATE, DELETE, UPDATE, Change, Plan, Resource
-from ansible_collections.gpupool.vcf.plugins.module_utils._runner import Runner
-from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._drs import BEHAVIORS, DEFAULT_BEHAVIOR, DrsPlanError, plan_pinning, plan_vm_host_rule
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._drs_api import ClusterPinning
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import CREATE, DELETE, UPDATE, Change, Plan, Resource
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
 
 ARGUMENT_SPEC = dict(
     cluster=dict(type="str", required=True),

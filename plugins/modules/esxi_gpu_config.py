@@ -156,15 +156,15 @@ diff:
   type: dict
 """
 
-from ansible_collections.gpupool.vcf.plugins.module_utils import _esxi
-from ansible_collections.gpupool.vcf.plugins.module_utils._esxi_host import gpu_pci_ids
-from ansible_collections.gpupool.vcf.plugins.module_utils._esxi import GRAPHICS_WORD_BY_API as VIM_TO_WORD
-from ansible_collections.gpupool.vcf.plugins.module_utils._gpu_config_api import GpuConfigApi
-from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
-from ansible_collections.gpupool.vcf.plugins.module_utils._plan import Change, Failure, Plan, Resource
-from ansible_collections.gpupool.vcf.plugins.module_utils._runner import Runner
-from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereError
-from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._esxi_host import gpu_pci_ids
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._esxi import GRAPHICS_WORD_BY_API as VIM_TO_WORD
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_config_api import GpuConfigApi
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Change, Failure, Plan, Resource
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
 
 ARGUMENT_SPEC = dict(
     host=dict(type="str"),

@@ -166,15 +166,15 @@ clusters:
       hosts_in_maintenance: []
 """
 
-from ansible_collections.gpupool.vcf.plugins.module_utils._gpu_inventory import (
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_inventory import (
     GATHER_CHOICES,
     GpuInventory,
     cluster_summary,
 )
-from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
-from ansible_collections.gpupool.vcf.plugins.module_utils._plan import Info
-from ansible_collections.gpupool.vcf.plugins.module_utils._runner import Runner
-from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Info
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
 
 ARGUMENT_SPEC = dict(
     cluster=dict(type="str"),

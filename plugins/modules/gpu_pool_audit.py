@@ -191,18 +191,18 @@ except ImportError:  # pragma: no cover - ansible-core ships PyYAML
 from ansible.module_utils.basic import env_fallback
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.gpupool.vcf.plugins.module_utils import _audit
-from ansible_collections.gpupool.vcf.plugins.module_utils import _namespace as nsu
-from ansible_collections.gpupool.vcf.plugins.module_utils import _vm_class as vmc
-from ansible_collections.gpupool.vcf.plugins.module_utils._design import DesignError, derive
-from ansible_collections.gpupool.vcf.plugins.module_utils._gpu_inventory import GpuInventory
-from ansible_collections.gpupool.vcf.plugins.module_utils._k8s import (
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _namespace as nsu
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _vm_class as vmc
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design import DesignError, derive
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_inventory import GpuInventory
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import (
     DEFAULT_REQUEST_TIMEOUT, K8sClient, K8sError, read_pool, request_argument_spec, request_timeout_error, variable_plan)
-from ansible_collections.gpupool.vcf.plugins.module_utils._k8s_objects import CLUSTER_POLICY, culling_cronjob, kueue_objects
-from ansible_collections.gpupool.vcf.plugins.module_utils._vks_api import VksClusterApi
-from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereError, VsphereNotFound, vim
-from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
-from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._k8s_objects import CLUSTER_POLICY, culling_cronjob, kueue_objects
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._vks_api import VksClusterApi
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError, VsphereNotFound, vim
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 
 VM_CLASSES_PATH = "/api/vcenter/namespace-management/virtual-machine-classes"
 NS_PATH = "/api/vcenter/namespaces/instances"

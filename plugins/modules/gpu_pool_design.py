@@ -156,7 +156,7 @@ import json
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.gpupool.vcf.plugins.module_utils._design import (
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design import (
     DesignError,
     derive,
     errors,
@@ -165,9 +165,9 @@ from ansible_collections.gpupool.vcf.plugins.module_utils._design import (
     validate,
     warnings,
 )
-from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
-from ansible_collections.gpupool.vcf.plugins.module_utils._plan import Failure, Info
-from ansible_collections.gpupool.vcf.plugins.module_utils._runner import Runner
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure, Info
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 
 try:
     import yaml

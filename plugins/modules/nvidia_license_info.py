@@ -82,10 +82,10 @@ message:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
-from ansible_collections.gpupool.vcf.plugins.module_utils._nls import parse
-from ansible_collections.gpupool.vcf.plugins.module_utils._plan import Info
-from ansible_collections.gpupool.vcf.plugins.module_utils._runner import Runner
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import parse
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Info
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 
 ARGUMENT_SPEC = dict(
     nvidia_smi=dict(type="str", default="nvidia-smi"),

@@ -182,12 +182,12 @@ except ImportError:
     K8S_IMPORT_ERROR = traceback.format_exc()
 HAS_K8S = kubernetes is not None
 
-from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
-from ansible_collections.gpupool.vcf.plugins.module_utils._k8s import (
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import (
     K8sError, PlanError, auth_argument_spec, plan_machine_deployments, request_argument_spec, request_timeout_error, variable_plan)
-from ansible_collections.gpupool.vcf.plugins.module_utils._plan import Change, Failure, Plan, Resource
-from ansible_collections.gpupool.vcf.plugins.module_utils._runner import Runner
-from ansible_collections.gpupool.vcf.plugins.module_utils._vks_api import GROUP, VksClusterApi
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Change, Failure, Plan, Resource
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._vks_api import GROUP, VksClusterApi
 
 VKS_CLASS_NAMESPACE = "vmware-system-vks-public"
 # annotation of the Cluster: the node pools this module created (names, sorted, comma-separated)

@@ -113,13 +113,13 @@ diff:
   type: dict
 """
 
-from ansible_collections.gpupool.vcf.plugins.module_utils import _esxi, _vlcm
-from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
-from ansible_collections.gpupool.vcf.plugins.module_utils._plan import Failure, Plan, Resource
-from ansible_collections.gpupool.vcf.plugins.module_utils._runner import Runner
-from ansible_collections.gpupool.vcf.plugins.module_utils._vlcm_api import VlcmApi, cluster_hosts
-from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereError
-from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi, _vlcm
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure, Plan, Resource
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vlcm_api import VlcmApi, cluster_hosts
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
 
 ARGUMENT_SPEC = dict(
     cluster=dict(type="str", required=True),

@@ -136,12 +136,12 @@ diff:
   type: dict
 """
 
-from ansible_collections.gpupool.vcf.plugins.module_utils import _vm_class as vmc
-from ansible_collections.gpupool.vcf.plugins.module_utils._inputs import enforce
-from ansible_collections.gpupool.vcf.plugins.module_utils._plan import CREATE, DELETE, UPDATE, Change, Plan, Resource, compare
-from ansible_collections.gpupool.vcf.plugins.module_utils._runner import Runner
-from ansible_collections.gpupool.vcf.plugins.module_utils._vm_class_api import VmClassApi, api_version, offered_profiles
-from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_module import VsphereModule
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _vm_class as vmc
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import CREATE, DELETE, UPDATE, Change, Plan, Resource, compare
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vm_class_api import VmClassApi, api_version, offered_profiles
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
 
 ARGUMENT_SPEC = dict(
     name=dict(type="str", required=True),

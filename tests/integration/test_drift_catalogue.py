@@ -96,7 +96,7 @@ class Vc:
         from pyVim import connect
         if str(COLLECTIONS) not in sys.path:
             sys.path.insert(0, str(COLLECTIONS))
-        from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_rest import VsphereRestClient
+        from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere_rest import VsphereRestClient
         ctx = ssl.create_default_context(cafile=sim.ca_file)
         self.si = connect.SmartConnect(host=sim.host, port=sim.port, user=sim.user, pwd=sim.password, sslContext=ctx)
         self.content = self.si.RetrieveContent()

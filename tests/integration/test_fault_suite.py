@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereClient, vim
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereClient, vim
 from tests.lib.ansible_run import run_module, run_playbook
 
 OLD = "550.54.10-1OEM.800.1.0.20613240"

@@ -22,7 +22,7 @@ VSAN = "aa6d5a82-1c88-45da-85d3-3d74b91a5bad"
 def rest(sim):
     if str(COLLECTIONS) not in sys.path:
         sys.path.insert(0, str(COLLECTIONS))
-    from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_rest import VsphereRestClient
+    from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere_rest import VsphereRestClient
     return VsphereRestClient(sim.host, sim.user, sim.password, port=sim.port, ca_file=sim.ca_file)
 
 
@@ -41,7 +41,7 @@ def seeded(vsphere):
 
 
 def raw(sim, name):
-    from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereNotFound
+    from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereNotFound
     c = rest(sim)
     try:
         return c.get("%s/%s" % (NS, name))

@@ -20,12 +20,12 @@ PATH = "/api/vcenter/namespace-management/virtual-machine-classes"
 def rest(sim):
     if str(COLLECTIONS) not in sys.path:
         sys.path.insert(0, str(COLLECTIONS))
-    from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_rest import VsphereRestClient
+    from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere_rest import VsphereRestClient
     return VsphereRestClient(sim.host, sim.user, sim.password, port=sim.port, ca_file=sim.ca_file)
 
 
 def raw(sim, name):
-    from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereNotFound
+    from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereNotFound
     client = rest(sim)
     try:
         return client.get("%s/%s" % (PATH, name))

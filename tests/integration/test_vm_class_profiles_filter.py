@@ -42,7 +42,7 @@ NAMESPACES = [
 def _list(sim):
     if str(COLLECTIONS) not in sys.path:
         sys.path.insert(0, str(COLLECTIONS))
-    from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_rest import VsphereRestClient
+    from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere_rest import VsphereRestClient
     client = VsphereRestClient(sim.host, sim.user, sim.password, port=sim.port, ca_file=sim.ca_file)
     try:
         return client.get(PATH)

@@ -1,7 +1,7 @@
 """The SOAP client's fault boundary against the simulator: re-login, errors that name the call."""
 import pytest
 
-from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import (
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import (
     VsphereClient,
     VsphereConnectionError,
     VsphereFault,

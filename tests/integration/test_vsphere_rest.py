@@ -1,8 +1,8 @@
 """The REST client layer against the simulator: /api/session login, verified TLS, errors."""
 import pytest
 
-from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereConnectionError, VsphereNotFound
-from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere_rest import VsphereRestClient, VsphereRestError
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereConnectionError, VsphereNotFound
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere_rest import VsphereRestClient, VsphereRestError
 
 FLEET = {"clusters": [{"name": "gpu-a", "supervisor": True,
                        "hosts": [{"name": "esx-a-01", "gpu": {"model": "L40S", "count": 1}}]}]}

@@ -23,7 +23,7 @@ for _p in (ROOT, ROOT / ".build" / "collections", ROOT / "tests" / "sim", ROOT /
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
-from ansible_collections.gpupool.vcf.plugins.module_utils import _design  # noqa: E402
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _design  # noqa: E402
 from tests.lib.paths import gpu_operator_chart  # noqa: E402
 
 DESIGN = ROOT / "examples" / "design.yml"

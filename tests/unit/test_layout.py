@@ -1,6 +1,8 @@
-"""The rooms of plugins/module_utils, checked from the imports: pure logic imports no I/O,
-module_utils imports no module or filter, and the vSphere, Kubernetes and DLS clients do not
-import each other. A new file must be given its room here, so the rule covers it too."""
+"""The rooms of plugins/module_utils, checked from the imports. Each room is a folder:
+``pure`` (logic without I/O), ``vsphere``, ``k8s`` and ``dls`` (one client layer per backend)
+and ``runner`` (the Ansible-aware layer over the clients). Pure logic imports no I/O,
+module_utils imports no module or filter, the clients do not import each other, and
+tests/unit mirrors plugins/."""
 import ast
 import pathlib
 
@@ -9,54 +11,54 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MODULE_UTILS = ROOT / "plugins" / "module_utils"
 PREFIX = "ansible_collections.gpupool.vcf.plugins."
-
-# pure logic: no network, no SDK, no Ansible module layer; unit-tested exhaustively
-PURE = {"_audit", "_design", "_design_schema", "_drs", "_esxi", "_inputs", "_k8s_objects", "_namespace",
-        "_nvidia", "_plan", "_vlcm", "_vm_class"}
-VSPHERE_CLIENT = {"_vsphere", "_vsphere_rest", "_esxi_host", "_gpu_inventory", "_drs_api", "_gpu_config_api",
-                  "_namespace_api", "_vlcm_api", "_vm_class_api"}
-K8S_CLIENT = {"_k8s", "_vks_api"}
-DLS_CLIENT = {"_nls"}
-# the Ansible-aware layer over the clients (it may know every client's error types)
-MODULE_LAYER = {"_vsphere_module", "_runner"}
-ROOMS = dict(pure=PURE, vsphere=VSPHERE_CLIENT, k8s=K8S_CLIENT, dls=DLS_CLIENT, module=MODULE_LAYER)
+ROOMS = ("pure", "vsphere", "k8s", "dls", "runner")
+CLIENTS = ("vsphere", "k8s", "dls")
 
 IO_PACKAGES = ("socket", "ssl", "http", "urllib", "requests", "pyVmomi", "pyVim", "kubernetes", "subprocess",
                "threading", "concurrent", "ansible.module_utils.basic", "os")
 
+FILES = sorted("%s/%s" % (p.parent.name, p.stem) for p in MODULE_UTILS.glob("*/_*.py"))
+
+
+def room(name):
+    return name.split("/")[0]
+
 
 def imports(name):
-    """Every module name the file imports (``mu:<name>`` for the collection's module_utils)."""
+    """Every module name the file ``room/name`` imports (``mu:<room>/<name>`` for the collection's module_utils)."""
     tree = ast.parse((MODULE_UTILS / (name + ".py")).read_text())
     out = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             out.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
-            if node.module == PREFIX + "module_utils":
-                out.update("mu:" + alias.name for alias in node.names)
-            elif node.module.startswith(PREFIX + "module_utils."):
-                out.add("mu:" + node.module.rsplit(".", 1)[1])
+            if node.module.startswith(PREFIX + "module_utils."):
+                rest = node.module[len(PREFIX + "module_utils."):].split(".")
+                if len(rest) == 1:  # from ...module_utils.<room> import _name
+                    out.update("mu:%s/%s" % (rest[0], alias.name) for alias in node.names)
+                else:
+                    out.add("mu:%s/%s" % (rest[0], rest[1]))
             else:
                 out.add(node.module)
     return out
 
 
-FILES = sorted(p.stem for p in MODULE_UTILS.glob("_*.py"))
+def test_every_file_is_in_a_room():
+    loose = sorted(p.name for p in MODULE_UTILS.glob("*.py") if p.name != "__init__.py")
+    assert loose == [], "module_utils files belong in a room folder %s: %s" % (ROOMS, loose)
+    folders = sorted(p.name for p in MODULE_UTILS.iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert folders == sorted(ROOMS), "a new room needs its rules in tests/unit/test_layout.py"
+    for folder in ROOMS:
+        init = MODULE_UTILS / folder / "__init__.py"
+        assert init.is_file() and init.read_text() == "", "%s needs an empty __init__.py" % folder
 
 
-def test_every_file_has_a_room():
-    placed = set().union(*ROOMS.values())
-    assert sorted(set(FILES) - placed) == [], "give the new module_utils file a room in tests/unit/test_layout.py"
-    assert sorted(placed - set(FILES)) == [], "a room names a file that is gone"
-
-
-@pytest.mark.parametrize("name", sorted(PURE))
+@pytest.mark.parametrize("name", [f for f in FILES if room(f) == "pure"])
 def test_pure_logic_imports_no_io(name):
     found = imports(name)
     io = sorted(i for i in found if i.split(".")[0] in IO_PACKAGES or i in IO_PACKAGES)
     assert io == [], "%s is pure logic but imports %s" % (name, io)
-    impure = sorted(i[3:] for i in found if i.startswith("mu:") and i[3:] not in PURE)
+    impure = sorted(i[3:] for i in found if i.startswith("mu:") and room(i[3:]) != "pure")
     assert impure == [], "%s is pure logic but imports the I/O module_utils %s" % (name, impure)
 
 
@@ -66,14 +68,25 @@ def test_module_utils_import_no_module_or_filter(name):
     assert bad == [], "%s imports %s" % (name, bad)
 
 
-@pytest.mark.parametrize("name, foreign", [(n, K8S_CLIENT | DLS_CLIENT) for n in sorted(VSPHERE_CLIENT)]
-                         + [(n, VSPHERE_CLIENT) for n in sorted(K8S_CLIENT | DLS_CLIENT)])
-def test_clients_do_not_import_each_other(name, foreign):
-    bad = sorted(i[3:] for i in imports(name) if i.startswith("mu:") and i[3:] in foreign)
+@pytest.mark.parametrize("name", [f for f in FILES if room(f) in CLIENTS])
+def test_clients_do_not_import_each_other(name):
+    bad = sorted(i[3:] for i in imports(name)
+                 if i.startswith("mu:") and room(i[3:]) in CLIENTS and room(i[3:]) != room(name))
     assert bad == [], "%s imports another backend's client %s" % (name, bad)
+    runner = sorted(i[3:] for i in imports(name) if i.startswith("mu:") and room(i[3:]) == "runner")
+    assert runner == [], "%s is a client but imports the runner %s" % (name, runner)
+
+
+def test_unit_tests_mirror_plugins():
+    """Every unit test of module_utils sits in the folder of the room it tests."""
+    tests = ROOT / "tests" / "unit" / "plugins" / "module_utils"
+    loose = sorted(p.name for p in tests.glob("test_*.py"))
+    assert loose == [], "unit tests of module_utils go in the folder of their room: %s" % loose
+    assert sorted(p.name for p in tests.iterdir() if p.is_dir() and p.name != "__pycache__") == sorted(ROOMS)
 
 
 def test_the_rule_can_fail():
     """The import reader sees a forbidden import where there is one."""
-    assert "mu:_vsphere" in imports("_esxi_host")
-    assert "pyVmomi" in imports("_vsphere")
+    assert "mu:vsphere/_vsphere" in imports("vsphere/_esxi_host")
+    assert "pyVmomi" in imports("vsphere/_vsphere")
+    assert "mu:pure/_esxi" in imports("vsphere/_esxi_host")

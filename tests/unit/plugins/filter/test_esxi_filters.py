@@ -6,7 +6,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpupool.vcf.plugins.filter import esxi
-from ansible_collections.gpupool.vcf.plugins.module_utils import _vm_class
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _vm_class
 
 
 def host(name, version, gpus=2, policy=None, slice_ms=None, state="connected"):

@@ -3,8 +3,8 @@ cluster, the host record): how the definition is found, defined and written, thr
 import pytest
 from pyVmomi import vim
 
-from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereClient, VsphereError, VsphereFault
-from ansible_collections.gpupool.vcf.plugins.module_utils._drs_api import RECORD_FIELD, ClusterPinning
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereClient, VsphereError, VsphereFault
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._drs_api import RECORD_FIELD, ClusterPinning
 
 
 def field(key, name=RECORD_FIELD, mo_type=vim.ClusterComputeResource):

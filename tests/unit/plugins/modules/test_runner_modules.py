@@ -2,8 +2,8 @@
 what check mode predicts, the calls a real run makes, and what a failure says and leaves."""
 import pytest
 
-from ansible_collections.gpupool.vcf.plugins.module_utils._runner import Runner
-from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereError, VsphereTaskError
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError, VsphereTaskError
 from ansible_collections.gpupool.vcf.plugins.modules import (
     dls_client_token,
     esxi_maintenance_mode,

@@ -5,9 +5,9 @@ import copy
 
 import pytest
 
-from ansible_collections.gpupool.vcf.plugins.module_utils._k8s import K8sError
-from ansible_collections.gpupool.vcf.plugins.module_utils._runner import Runner
-from ansible_collections.gpupool.vcf.plugins.module_utils._vsphere import VsphereError
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sError
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError
 from ansible_collections.gpupool.vcf.plugins.modules import drs_gpu_pinning, esxi_gpu_config, vks_node_pool
 from tests.lib.fake_module import Exited
 from tests.lib.fake_module import FakeModule as Module

@@ -1,0 +1,268 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""NVIDIA License System: pure parsing of `nvidia-smi -q` for the vGPU software license state,
+and the client of a DLS appliance's REST API (timeout on every request, bounded retries,
+one new login on an expired bearer token)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import datetime
+import errno
+import http.client as http_client
+import json
+import re
+import socket
+import ssl
+import time
+from urllib.error import HTTPError, URLError
+from urllib.request import HTTPSHandler, Request, build_opener
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._retry import ATTEMPTS, TRANSIENT_STATUS, backoff_delay, seconds, times
+
+NO_DRIVER = ("couldn't communicate with the nvidia driver", "no devices were found",
+             "nvidia-smi has failed")
+_KV = re.compile(r"^(\s*)([^:]+?)\s*:\s*(.*)$")
+_EXPIRY = re.compile(r"Expiry:\s*(\d{4})-(\d{1,2})-(\d{1,2})\s+(\d{1,2}):(\d{1,2}):(\d{1,2})\s*(GMT|UTC)?", re.I)
+
+
+def _timestamp(text):
+    try:
+        return datetime.datetime.strptime(text.strip(), "%a %b %d %H:%M:%S %Y")
+    except ValueError:
+        return None
+
+
+def parse_expiry(status):
+    """The expiry in a License Status value ("Licensed (Expiry: 2027-11-29 23:59:59 GMT)") as a naive UTC datetime."""
+    m = _EXPIRY.search(status or "")
+    if not m:
+        return None
+    y, mo, d, h, mi, s = (int(x) for x in m.groups()[:6])
+    return datetime.datetime(y, mo, d, h, mi, s)
+
+
+def parse(text, now=None):
+    """License facts from `nvidia-smi -q` output.
+
+    `now` (naive UTC) decides expiry; default the report's own Timestamp, else the current time.
+    """
+    low = (text or "").lower()
+    out = {"driver_present": True, "driver_version": None, "gpus": [], "licensed": False, "message": ""}
+    if not text or not text.strip() or any(s in low for s in NO_DRIVER):
+        out.update(driver_present=False, message=(text or "").strip().splitlines()[0] if (text or "").strip() else "no output")
+        return out
+    gpu = None
+    section = []
+    report_time = None
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        m_gpu = re.match(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$", line)
+        if m_gpu:
+            gpu = {"pci_bus_id": m_gpu.group(1), "product_name": None, "licensed_product": None,
+                   "license_status": None, "licensed": False, "expiry": None, "expired": False}
+            out["gpus"].append(gpu)
+            section = []
+            continue
+        indent = len(line) - len(line.lstrip())
+        m = _KV.match(line)
+        if not m or not m.group(3).strip() and ":" not in line:
+            # a section title ("    vGPU Software Licensed Product")
+            level = indent // 4
+            section = section[:max(level - 1, 0)] + [line.strip()]
+            continue
+        key, value = m.group(2).strip(), m.group(3).strip()
+        level = indent // 4
+        section = section[:max(level - 1, 0)]
+        if gpu is None:
+            if key == "Driver Version":
+                out["driver_version"] = value
+            elif key == "Timestamp":
+                report_time = _timestamp(value)
+            continue
+        in_license = any("Licensed Product" in s for s in section)
+        if key == "Product Name":
+            if in_license:
+                gpu["licensed_product"] = value
+            elif level == 1:
+                gpu["product_name"] = value
+        elif key == "License Status":
+            gpu["license_status"] = value
+    now = now or report_time or datetime.datetime.utcnow()
+    for g in out["gpus"]:
+        status = g["license_status"] or ""
+        exp = parse_expiry(status)
+        g["expiry"] = exp.strftime("%Y-%m-%dT%H:%M:%SZ") if exp else None
+        g["expired"] = bool(exp and exp <= now)
+        g["licensed"] = status.lower().startswith("licensed") and not g["expired"]
+    out["licensed"] = bool(out["gpus"]) and all(g["licensed"] for g in out["gpus"])
+    return out
+
+
+# --- the DLS appliance's REST API (knows nothing of Ansible) -------------------------------------
+
+class DlsError(Exception):
+    """A DLS call failed. `status` is the HTTP status when the appliance answered; `kind` is
+    `answer`, `timeout`, `refused` (nothing was sent), `reset`, `tls` or `other`."""
+
+    def __init__(self, msg, status=None, kind="answer", attempts=1):
+        super(DlsError, self).__init__(msg)
+        self.status = status
+        self.kind = kind
+        self.attempts = attempts
+
+    @property
+    def transient(self):
+        return self.kind in ("timeout", "refused", "reset") or self.status in TRANSIENT_STATUS
+
+
+def _dls_error(exc, where, timeout):
+    """A DlsError for what urllib raised on one request."""
+    if isinstance(exc, HTTPError):
+        try:
+            detail = json.loads(exc.read()).get("detail")
+        except (ValueError, AttributeError, TypeError, OSError):
+            detail = None
+        return DlsError("answered %s %s" % (exc.code, detail or exc.reason), status=exc.code)
+    reason = getattr(exc, "reason", None) if isinstance(exc, URLError) else exc
+    if isinstance(reason, ssl.SSLError) or isinstance(exc, ssl.SSLError):
+        return DlsError("TLS with %s failed: %s (give ca_file with the appliance's CA)" % (where, reason), kind="tls")
+    if isinstance(reason, ConnectionRefusedError):
+        return DlsError("cannot reach %s: connection refused" % where, kind="refused")
+    if isinstance(reason, (socket.timeout, TimeoutError)):
+        return DlsError("%s did not answer within %s s" % (where, seconds(timeout)), kind="timeout")
+    if isinstance(reason, (ConnectionError, http_client.HTTPException)):
+        return DlsError("%s dropped the connection: %s" % (where, reason or type(reason).__name__), kind="reset")
+    if isinstance(reason, OSError):
+        return DlsError("cannot reach %s: %s" % (where, getattr(reason, "strerror", None) or reason), kind="refused"
+                        if getattr(reason, "errno", None) in (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH)
+                        else "other")
+    return DlsError("%s: %s" % (type(exc).__name__, exc), kind="other")
+
+
+class DlsClient(object):
+    """The appliance's REST API with a timeout on every request and bounded retries.
+
+    Reads (GET) and the login are retried on timeouts, dropped or refused connections and
+    429/5xx answers, `attempts` times in all with exponential backoff and jitter; the token
+    request (compose-messenger-token, which mints a token) only when the connection was
+    refused, as nothing reached the appliance then. A 401 on an expired bearer token is
+    answered by one new login; a second 401 is an error.
+    """
+
+    def __init__(self, host, port, username, password, validate_certs=True, ca_file=None, timeout=30,
+                 attempts=ATTEMPTS, sleep=time.sleep):
+        self.base = "https://%s:%d" % (host, port)
+        self.where = "%s:%d" % (host, port)
+        self.username, self.password, self.timeout = username, password, timeout
+        self.attempts, self.sleep = max(1, attempts), sleep
+        if validate_certs:
+            ctx = ssl.create_default_context(cafile=ca_file)
+        else:
+            ctx = ssl.create_default_context()
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        self.opener = build_opener(HTTPSHandler(context=ctx))
+        self.bearer = None
+        self.logins = 0
+
+    def _once(self, method, path, body=None, auth=True):
+        headers = {"Accept": "application/json"}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        if auth:
+            headers["Authorization"] = "Bearer %s" % self.bearer
+        req = Request(self.base + path, data=data, headers=headers, method=method)
+        try:
+            resp = self.opener.open(req, timeout=self.timeout)
+            text = resp.read()
+        except Exception as exc:  # the boundary: urllib, http.client, ssl and socket errors
+            raise _dls_error(exc, self.where, self.timeout)
+        try:
+            return json.loads(text or b"{}")
+        except ValueError:
+            raise DlsError("%s %s: the answer is not JSON" % (method, path), kind="other")
+
+    def _call(self, method, path, body=None, auth=True, idempotent=True):
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return self._once(method, path, body, auth)
+            except DlsError as err:
+                again = err.transient and (idempotent or err.kind == "refused")
+                if again and attempt < self.attempts:
+                    self.sleep(backoff_delay(attempt))
+                    continue
+                if err.kind == "answer":
+                    msg = "%s %s: %s%s" % (method, path, err, "" if attempt == 1 else " (%s)" % times(attempt))
+                else:
+                    msg = "%s %s: %s%s" % (method, path, err, "" if attempt == 1 else " (%d attempts)" % attempt)
+                raise DlsError(msg, status=err.status, kind=err.kind, attempts=attempt)
+
+    def login(self):
+        # a repeated login only opens another session: retried like a read
+        self.logins += 1
+        self.bearer = self._call("POST", "/auth/v1/login",
+                                 {"username": self.username, "password": self.password}, auth=False).get("token")
+        if not self.bearer:
+            raise DlsError("login answered without a token", kind="other")
+
+    def call(self, method, path, body=None, idempotent=True):
+        """A call with the bearer token; one new login when the token has expired (401)."""
+        if self.bearer is None:
+            self.login()
+        try:
+            return self._call(method, path, body, idempotent=idempotent)
+        except DlsError as err:
+            if err.status != 401:
+                raise
+        self.login()
+        try:
+            return self._call(method, path, body, idempotent=idempotent)
+        except DlsError as err:
+            if err.status == 401:
+                raise DlsError("%s (after a new login: the appliance refuses the bearer token it has just issued)" % err,
+                               status=401)
+            raise
+
+    def discover(self, address_type):
+        """(node selection, scope reference) for the token request."""
+        me = self.call("GET", "/auth/v1/user/me")
+        scope = me.get("userScope") or {}
+        org, vg, ls = me.get("orgName"), scope.get("virtualGroupId"), scope.get("licenseServerId")
+        if not (org and vg is not None and ls):
+            raise DlsError("the user has no license server in its scope (orgName, virtualGroupId, licenseServerId)",
+                           kind="other")
+        instance = self.call("GET", "/service_instance_manager/v1/service-instance")
+        nodes = (((instance.get("high_availability_config") or {}).get("config") or {}).get("nodeList")) or []
+        if not nodes:
+            raise DlsError("the service instance lists no node", kind="other")
+        node = next((n for n in nodes if (n.get("role") or "").upper() == "PRIMARY"), nodes[0])
+        server = self.call("GET", "/admin/v1/org/%s/virtual-groups/%s/license-servers/%s" % (org, vg, ls))
+        ref = (server.get("licenseServer") or {}).get("scopeReference")
+        if not ref:
+            raise DlsError("license server %s has no scope reference (is it installed on the service instance?)" % ls,
+                           kind="other")
+        address = node.get("fqdn") if address_type == "fqdn" else node.get("network_location")
+        if not address:
+            raise DlsError("node %s has no %s" % (node.get("node_id"), "FQDN" if address_type == "fqdn" else "IPv4 address"),
+                           kind="other")
+        sel = {"node_id": node.get("node_id"), "role": node.get("role"),
+               "addressType": "FQDN" if address_type == "fqdn" else "IPV4", "address": address}
+        return sel, ref
+
+    def compose(self, selection, scope_ref, leasing_port, expiry):
+        """A new client configuration token (not idempotent: each call mints one)."""
+        ans = self.call("POST", "/service_instance_manager/v1/service-instance/compose-messenger-token", {
+            "scopeReferenceList": [scope_ref], "fulfillmentClassReferenceList": [],
+            "addressTypeSelections": [selection], "leasingPort": leasing_port, "expiry": expiry}, idempotent=False)
+        token = ans.get("messengerToken")
+        if not token:
+            raise DlsError("compose-messenger-token answered without messengerToken", kind="other")
+        return token

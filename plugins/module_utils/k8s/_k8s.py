@@ -1,0 +1,452 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What kubernetes.core does not offer: an API client from the shared auth options with a
+request timeout, bounded retries and one error type (the fault boundary), and the pure logic
+that maps node pool labels and taints onto a ClusterClass's variable schema."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import json
+import os
+import socket
+import time
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._retry import (
+    ATTEMPTS, TRANSIENT_STATUS, backoff_delay, seconds, times,
+)
+
+try:
+    from ansible.module_utils.basic import env_fallback
+except ImportError:  # pure use outside Ansible (unit tests import only the logic)
+    env_fallback = None
+
+
+def auth_argument_spec():
+    """The connection options (names and environment variables of kubernetes.core)."""
+    def env(*names):
+        return dict(fallback=(env_fallback, list(names))) if env_fallback else {}
+    return dict(
+        kubeconfig=dict(type="path", **env("K8S_AUTH_KUBECONFIG")),
+        context=dict(type="str", **env("K8S_AUTH_CONTEXT")),
+        host=dict(type="str", **env("K8S_AUTH_HOST")),
+        api_key=dict(type="str", no_log=True, **env("K8S_AUTH_API_KEY")),
+        ca_cert=dict(type="path", aliases=["ssl_ca_cert"], **env("K8S_AUTH_SSL_CA_CERT")),
+        client_cert=dict(type="path", aliases=["cert_file"], **env("K8S_AUTH_CERT_FILE")),
+        client_key=dict(type="path", aliases=["key_file"], no_log=False, **env("K8S_AUTH_KEY_FILE")),
+        validate_certs=dict(type="bool", aliases=["verify_ssl"], **env("K8S_AUTH_VERIFY_SSL")),
+    )
+
+
+DEFAULT_REQUEST_TIMEOUT = 30
+# urllib3 / http.client / socket exception names, by what they mean for a retry
+REFUSED = ("NewConnectionError", "ConnectionRefusedError", "NameResolutionError", "gaierror")
+TIMED_OUT = ("ReadTimeoutError", "ConnectTimeoutError", "TimeoutError", "timeout")
+DROPPED = ("ProtocolError", "ConnectionResetError", "RemoteDisconnected", "BrokenPipeError",
+           "ConnectionAbortedError", "IncompleteRead")
+TLS = ("SSLError", "SSLCertVerificationError", "CertificateError")
+
+
+def request_argument_spec():
+    """The `request_timeout` option of every module that talks to a Kubernetes API."""
+    return dict(request_timeout=dict(type="int", default=DEFAULT_REQUEST_TIMEOUT))
+
+
+def request_timeout_error(value):
+    """The message for a request_timeout that is not a positive number of seconds, else None."""
+    if value is None or value <= 0:
+        return "request_timeout must be more than 0 seconds, got %s" % value
+    return None
+
+
+class K8sError(Exception):
+    """An API call failed.
+
+    `status` is the HTTP status when the server answered; `kind` is `answer`, `timeout`,
+    `refused` (nothing was sent), `reset`, `tls`, `config` (the kubeconfig is unusable),
+    `not_served` (the API server does not serve that group, version or kind) or `other`;
+    `attempts` is how many times the call was made.
+    """
+
+    def __init__(self, msg, status=None, kind="answer", attempts=1, reason=None, retry_after=None):
+        super(K8sError, self).__init__(msg)
+        self.status = status
+        self.kind = kind
+        self.attempts = attempts
+        self.reason = reason or msg
+        self.retry_after = retry_after
+
+    @property
+    def transient(self):
+        return self.kind in ("timeout", "refused", "reset") or self.status in TRANSIENT_STATUS
+
+
+def _status_message(exc):
+    """The `message` of a Kubernetes Status body, else the start of the body."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    try:
+        msg = json.loads(body).get("message")
+    except (ValueError, TypeError, AttributeError):
+        msg = None
+    if msg:
+        return msg
+    return body.strip()[:200] if isinstance(body, str) and body.strip() else None
+
+
+def _retry_after(exc):
+    headers = getattr(exc, "headers", None) or {}
+    try:
+        return float(headers.get("Retry-After"))
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+def _chain(exc):
+    """The exception and what it wraps (urllib3's MaxRetryError.reason, __cause__, __context__)."""
+    seen = []
+    while exc is not None and exc not in seen and len(seen) < 6:
+        seen.append(exc)
+        wrapped = getattr(exc, "reason", None)
+        exc = wrapped if isinstance(wrapped, BaseException) else (exc.__cause__ or exc.__context__)
+    return seen
+
+
+def _tried(attempts):
+    return "" if attempts == 1 else " (%d attempts)" % attempts
+
+
+def to_k8s_error(exc, server, timeout=None, attempts=1):
+    """One K8sError for whatever the kubernetes client raised."""
+    if isinstance(exc, K8sError):
+        exc.attempts = attempts
+        return exc
+    chain = _chain(exc)
+    names = [type(e).__name__ for e in chain]
+    status = getattr(exc, "status", None)
+    text = str(exc).strip()
+    if isinstance(status, int) and status >= 100:
+        answer = ("%s %s" % (status, getattr(exc, "reason", None) or "")).strip()
+        detail = _status_message(exc)
+        msg = "the API server at %s answered %s%s" % (server, answer, "" if attempts == 1 else " " + times(attempts))
+        if detail:
+            msg += " (%s)" % detail
+        return K8sError(msg, status=status, attempts=attempts, reason=detail or answer, retry_after=_retry_after(exc))
+    if "ResourceNotFoundError" in names:
+        return K8sError("the API server at %s does not serve it (%s)" % (server, text), kind="not_served",
+                        attempts=attempts)
+    if any(n in TLS for n in names) or (status == 0 and "SSL" in text):
+        return K8sError("TLS with the API server at %s failed: %s (check ca_cert or the kubeconfig's "
+                        "certificate-authority)" % (server, text.splitlines()[-1] if text else type(exc).__name__),
+                        kind="tls", attempts=attempts)
+    if any(n in REFUSED for n in names):
+        return K8sError("cannot connect to the API server at %s: connection refused%s" % (server, _tried(attempts)),
+                        kind="refused", attempts=attempts)
+    if any(n in TIMED_OUT for n in names) or any(isinstance(e, socket.timeout) for e in chain):
+        return K8sError("the API server at %s did not answer within %s s%s" % (server, seconds(timeout), _tried(attempts)),
+                        kind="timeout", attempts=attempts)
+    if any(n in DROPPED for n in names):
+        return K8sError("the API server at %s dropped the connection%s: %s" % (server, _tried(attempts), text),
+                        kind="reset", attempts=attempts)
+    return K8sError("%s: %s" % (type(exc).__name__, text), kind="other", attempts=attempts)
+
+
+def _timeout_api_client(cfg, request_timeout):
+    """An ApiClient that gives every request `request_timeout` unless the call sets its own."""
+    from kubernetes import client
+
+    class TimeoutApiClient(client.ApiClient):
+        def call_api(self, *args, **kwargs):
+            if kwargs.get("_request_timeout") is None and len(args) < 6:
+                kwargs["_request_timeout"] = request_timeout
+            return super(TimeoutApiClient, self).call_api(*args, **kwargs)
+
+    return TimeoutApiClient(cfg)
+
+
+def api_client(params, request_timeout=None):
+    """A kubernetes.client.ApiClient from the auth options (kubeconfig unless `host` is given).
+
+    Every request it makes has `request_timeout` (default the `request_timeout` option, else
+    30 s); urllib3's own retries are off (K8sClient retries, bounded, with backoff). A
+    kubeconfig that cannot be used raises K8sError (kind `config`).
+    """
+    from kubernetes import client, config
+    if request_timeout is None:
+        request_timeout = params.get("request_timeout") or DEFAULT_REQUEST_TIMEOUT
+    cfg = client.Configuration()
+    if params.get("host"):
+        cfg.host = params["host"]
+        if params.get("api_key"):
+            cfg.api_key = {"authorization": "Bearer " + params["api_key"]}
+        if params.get("ca_cert"):
+            cfg.ssl_ca_cert = params["ca_cert"]
+        if params.get("client_cert"):
+            cfg.cert_file = params["client_cert"]
+        if params.get("client_key"):
+            cfg.key_file = params["client_key"]
+        if params.get("validate_certs") is not None:
+            cfg.verify_ssl = params["validate_certs"]
+    else:
+        path = params.get("kubeconfig") or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or None
+        try:
+            config.load_kube_config(config_file=path, context=params.get("context"), client_configuration=cfg,
+                                    persist_config=False)
+        except Exception as exc:  # ConfigException, YAML and file errors: this kubeconfig is unusable
+            raise K8sError("cannot use kubeconfig %s%s: %s" % (
+                path or "~/.kube/config", " (context %s)" % params["context"] if params.get("context") else "",
+                str(exc).strip() or type(exc).__name__), kind="config")
+        if params.get("validate_certs") is False:
+            cfg.verify_ssl = False
+        if params.get("ca_cert"):
+            cfg.ssl_ca_cert = params["ca_cert"]
+    cfg.retries = False
+    return _timeout_api_client(cfg, request_timeout)
+
+
+class K8sClient(object):
+    """The fault boundary of the collection's Kubernetes calls.
+
+    `call(fn, *args, **kwargs)` runs an idempotent call - a read, or a write that carries a
+    precondition (the object's resourceVersion) so that a repeat cannot apply twice: timeouts,
+    dropped or refused connections and 429/5xx answers are retried, `attempts` times in all,
+    with exponential backoff and jitter. `call_once` runs a call that is not idempotent: it is
+    repeated only when the connection was refused (nothing reached the server). The last
+    failure, and every other one, is raised as one K8sError.
+    """
+
+    def __init__(self, params=None, request_timeout=None, attempts=ATTEMPTS, sleep=time.sleep, api=None):
+        params = params or {}
+        self.timeout = request_timeout or params.get("request_timeout") or DEFAULT_REQUEST_TIMEOUT
+        self.attempts = max(1, attempts)
+        self.sleep = sleep
+        self.api = api if api is not None else api_client(params, self.timeout)
+        self.server = getattr(getattr(self.api, "configuration", None), "host", None) or "?"
+        self._dynamic = None
+
+    def call(self, fn, *args, **kwargs):
+        return self._run(True, fn, args, kwargs)
+
+    def call_once(self, fn, *args, **kwargs):
+        return self._run(False, fn, args, kwargs)
+
+    def _run(self, idempotent, fn, args, kwargs):
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return fn(*args, **kwargs)
+            except Exception as exc:  # the boundary: every failure becomes one K8sError
+                err = to_k8s_error(exc, self.server, self.timeout, attempt)
+                if not (err.transient and (idempotent or err.kind == "refused")) or attempt >= self.attempts:
+                    raise err
+                self.sleep(backoff_delay(attempt, err.retry_after))
+
+    def dynamic(self):
+        """A DynamicClient; its discovery requests go through the boundary too."""
+        if self._dynamic is None:
+            from kubernetes import dynamic
+            self._dynamic = self.call(dynamic.DynamicClient, self.api)
+        return self._dynamic
+
+    def resource(self, api_version, kind):
+        """The dynamic resource api_version/kind; K8sError of kind `not_served` when the server lacks it."""
+        return self.call(self.dynamic().resources.get, api_version=api_version, kind=kind)
+
+
+# --- ClusterClass variables -> how node labels and taints are expressed ------------------------
+
+def _schema(var):
+    return ((var.get("schema") or {}).get("openAPIV3Schema")) or {}
+
+
+def _labels_form(name, schema):
+    """'map' for {key: value}, 'kv_list' for [{key, value}], None when the schema is neither."""
+    if "label" not in name.lower():
+        return None
+    if schema.get("type") == "object" and (isinstance(schema.get("additionalProperties"), dict)
+                                           or schema.get("x-kubernetes-preserve-unknown-fields")):
+        return "map"
+    if schema.get("type") == "array":
+        props = (schema.get("items") or {}).get("properties") or {}
+        if "key" in props and "value" in props:
+            return "kv_list"
+    return None
+
+
+def _is_taints(name, schema):
+    if schema.get("type") != "array":
+        return False
+    props = (schema.get("items") or {}).get("properties") or {}
+    return "key" in props and "effect" in props
+
+
+def variable_plan(class_variables):
+    """Where a ClusterClass lets a node pool set its VM class, node labels and node taints.
+
+    Returns {"vm_class": name or None, "labels": {"variable", "property", "form"} or None,
+    "taints": {"variable", "property"} or None, "names": [every variable name]}. `property` is
+    None when the variable itself holds the value, else the name of the property of an object
+    variable (a `node` variable with `labels` and `taints`). Nothing is assumed about a VKS
+    release: only the schema is read.
+    """
+    plan = {"vm_class": None, "labels": None, "taints": None,
+            "names": [v.get("name") for v in class_variables or []]}
+    for var in class_variables or []:
+        name, schema = var.get("name") or "", _schema(var)
+        if name.lower() == "vmclass" and schema.get("type") in (None, "string"):
+            plan["vm_class"] = name
+            continue
+        form = _labels_form(name, schema)
+        if form and plan["labels"] is None:
+            plan["labels"] = {"variable": name, "property": None, "form": form}
+            continue
+        if "taint" in name.lower() and _is_taints(name, schema) and plan["taints"] is None:
+            plan["taints"] = {"variable": name, "property": None}
+            continue
+        if schema.get("type") == "object":
+            for prop, sub in sorted((schema.get("properties") or {}).items()):
+                sub = sub or {}
+                form = _labels_form(prop, sub)
+                if form and plan["labels"] is None:
+                    plan["labels"] = {"variable": name, "property": prop, "form": form}
+                elif "taint" in prop.lower() and _is_taints(prop, sub) and plan["taints"] is None:
+                    plan["taints"] = {"variable": name, "property": prop}
+    return plan
+
+
+def _labels_value(labels, form):
+    if form == "kv_list":
+        return [{"key": k, "value": str(v)} for k, v in sorted(labels.items())]
+    return dict((k, str(v)) for k, v in labels.items())
+
+
+def _taints_value(taints):
+    out = []
+    for t in taints:
+        item = {"key": t["key"], "effect": t["effect"]}
+        if t.get("value") not in (None, ""):
+            item["value"] = t["value"]
+        out.append(item)
+    return out
+
+
+def _set_override(overrides, name, prop, value):
+    for ov in overrides:
+        if ov.get("name") == name:
+            if prop is None:
+                ov["value"] = value
+            else:
+                cur = ov.get("value") if isinstance(ov.get("value"), dict) else {}
+                cur = dict(cur)
+                cur[prop] = value
+                ov["value"] = cur
+            return
+    overrides.append({"name": name, "value": value if prop is None else {prop: value}})
+
+
+class PlanError(ValueError):
+    pass
+
+
+def apply_pool(md, pool, plan, class_ref):
+    """The machineDeployment `md` (None: a new one) with the pool's options applied.
+
+    Options that are None are left as they are. Raises PlanError when the class cannot
+    express what the pool asks for.
+    """
+    new = copy.deepcopy(md) if md else {"class": pool.get("class") or class_ref, "name": pool["name"]}
+    if not new.get("class"):
+        raise PlanError("node pool %s is new and the ClusterClass has several machineDeployment "
+                        "classes: set its class" % pool["name"])
+    if pool.get("replicas") is not None:
+        new["replicas"] = pool["replicas"]
+    overrides = copy.deepcopy(((new.get("variables") or {}).get("overrides")) or [])
+    if pool.get("vm_class") is not None:
+        if not plan["vm_class"]:
+            raise PlanError("the ClusterClass has no vmClass variable; its variables: %s"
+                            % ", ".join(plan["names"]))
+        _set_override(overrides, plan["vm_class"], None, pool["vm_class"])
+    if pool.get("labels") is not None:
+        where = plan["labels"]
+        if not where:
+            raise PlanError("the ClusterClass has no variable for node labels, so node pool %s cannot "
+                            "set them; its variables: %s" % (pool["name"], ", ".join(plan["names"])))
+        _set_override(overrides, where["variable"], where["property"],
+                      _labels_value(pool["labels"], where["form"]))
+    if pool.get("taints") is not None:
+        where = plan["taints"]
+        if not where:
+            raise PlanError("the ClusterClass has no variable for node taints, so node pool %s cannot "
+                            "be tainted; its variables: %s" % (pool["name"], ", ".join(plan["names"])))
+        _set_override(overrides, where["variable"], where["property"], _taints_value(pool["taints"]))
+    if overrides:
+        new.setdefault("variables", {})
+        new["variables"] = dict(new["variables"], overrides=overrides)
+    return new
+
+
+def plan_machine_deployments(current, pools, plan, class_ref, purge=False):
+    """The new machineDeployments list: pools given are created or updated in place, others kept
+    (or removed with purge). Order is kept; new pools are appended."""
+    wanted = dict((p["name"], p) for p in pools)
+    out = []
+    for md in current or []:
+        if md.get("name") in wanted:
+            out.append(apply_pool(md, wanted.pop(md["name"]), plan, class_ref))
+        elif not purge:
+            out.append(copy.deepcopy(md))
+    for p in pools:
+        if p["name"] in wanted:
+            out.append(apply_pool(None, p, plan, class_ref))
+    return out
+
+
+# --- the Cluster's class and its node pools as the ClusterClass's variables express them ------
+
+
+def class_ref(cluster, version, namespace):
+    """{"name", "namespace"} of the Cluster's ClusterClass in the Cluster API version it was read
+    in (v1beta2 ``classRef``, v1beta1 ``class``/``classNamespace``), or None without a managed topology."""
+    topo = (cluster.get("spec") or {}).get("topology") or {}
+    if version == "v1beta2" and (topo.get("classRef") or {}).get("name"):
+        ref = topo["classRef"]
+        return {"name": ref["name"], "namespace": ref.get("namespace") or namespace}
+    if version == "v1beta1" and topo.get("class"):
+        return {"name": topo["class"], "namespace": topo.get("classNamespace") or namespace}
+    return None
+
+
+def _override(overrides, top_vars, name, prop):
+    """The value a machineDeployment gets for variable `name` (its override, else the Cluster's)."""
+    if name is None:
+        return None
+    value = overrides[name] if name in overrides else top_vars.get(name)
+    if prop is not None:
+        value = value.get(prop) if isinstance(value, dict) else None
+    return value
+
+
+def read_pool(md, top_vars, plan):
+    """A machineDeployment as node pool options - {"replicas", "vm_class", "labels", "taints"} -
+    read through the variables `plan` (variable_plan of the Cluster's ClusterClass) names: the
+    inverse of apply_pool. `top_vars`: the Cluster's variables {name: value}. A field the class
+    has no variable for is None."""
+    overrides = dict((v.get("name"), v.get("value")) for v in ((md.get("variables") or {}).get("overrides") or []))
+    labels = taints = None
+    where = plan.get("labels")
+    if where:
+        value = _override(overrides, top_vars, where["variable"], where["property"])
+        if isinstance(value, list):
+            value = dict((i.get("key"), i.get("value")) for i in value if isinstance(i, dict))
+        labels = dict((k, str(v)) for k, v in (value or {}).items())
+    where = plan.get("taints")
+    if where:
+        value = _override(overrides, top_vars, where["variable"], where["property"]) or []
+        taints = _taints_value([t for t in value if isinstance(t, dict)])
+    return {"replicas": md.get("replicas"), "vm_class": _override(overrides, top_vars, plan.get("vm_class"), None),
+            "labels": labels, "taints": taints}

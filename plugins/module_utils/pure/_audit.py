@@ -1,0 +1,1058 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Drift audit of a GPU pool: the derived design against already-read live state (pure).
+
+The module ``gpu_pool_audit`` reads each link once and hands plain data to the functions
+here; nothing in this file does I/O, so every rule is unit-tested with hand-made states.
+
+Live state, per link (every value is plain data):
+
+``esxi``
+    ``hosts``: host records as ``_gpu_inventory.GpuInventory.read`` returns them (``name``,
+    ``cluster``, ``connection_state``, ``maintenance_mode``, ``gpu_count``, ``gpus``,
+    ``graphics``, ``driver``, ``nvidia_module_options``, ``vgpu_profiles``, ``vgpu_vms``,
+    ``errors``, ``reboot_pending``, ``maintenance_by_collection``,
+    ``vms_powered_off_by_collection``); each GPU host is judged by its plan from
+    ``_esxi.host_plan`` with the esxi_gpu_host role's inputs (:func:`esxi_role_inputs`), one
+    rule per field of the plan (:data:`ESXI_RULE_BY_FIELD`); ``drs``: per cluster name
+    ``{"enabled": bool, "overrides_enabled": bool, "overrides": {vm moid: {"behavior",
+    "enabled"}}}``.
+``vsphere``
+    ``vm_classes``: ``{id: normal form of _vm_class.normalize}``; ``namespaces``: ``{name:
+    normal form of _namespace.normalize}`` (a name absent from the dict does not exist).
+``vks``
+    ``clusters``: ``{name: {"namespace", "machine_deployments": {name: {"replicas", "vm_class",
+    "labels", "taints"}}}}`` (each pool as ``_k8s.read_pool`` reads it through its ClusterClass's
+    variables; None where the class has no variable) or the name absent when the Cluster does not exist.
+``guest``
+    ``nodes``: ``[{"name", "labels": {}, "taints": [{"key", "value", "effect"}],
+    "capacity": {}}]``; ``namespaces``: names; ``namespace_labels``: ``{name: labels}``;
+    ``resource_quotas``: ``{namespace: {quota name: hard dict}}``; ``secrets``: ``{namespace:
+    [names]}`` (only the names asked for need be there); ``priority_classes``: ``{name: {"value",
+    "preemptionPolicy", "description"}}``; ``cluster_policy``: ``{"exists", "spec"}``;
+    ``device_plugin_config``: ``{"exists", "data": {key: parsed YAML}}``; ``kueue``: ``{"served",
+    "resource_flavors": {name: spec}, "cluster_queues": {name: spec}, "local_queues": {namespace:
+    {name: spec}}}``; ``culling``: ``{"exists", "schedule", "image", "env": {}}``. What the guest
+    roles write is built by ``_k8s_objects`` from the role inputs derive() gives them.
+
+A finding is a dict: ``rule``, ``severity`` (error | warning | info), ``link``, ``object``,
+``message``, ``fix``. :data:`RULES` names every rule with its severity, link and one line.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import re
+from collections import OrderedDict
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _k8s_objects as _objects
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi, _namespace, _nvidia, _vm_class
+
+LINKS = ("esxi", "vsphere", "vks", "guest")
+SEVERITIES = ("error", "warning", "info")
+GPU_TAINT_KEY = "nvidia.com/gpu"
+PROFILE_LABEL = "nvidia.com/vgpu.profile"
+POOL_LABEL = "gpupool.vcf/pool"
+PINNED_BEHAVIORS = ("manual", "partiallyAutomated")
+
+RULES = OrderedDict([
+    # esxi
+    ("cluster_missing", ("error", "esxi", "Every GPU cluster of the design exists in vCenter.")),
+    ("gpu_hosts_short", ("warning", "esxi", "A cluster has at least the GPU hosts the design counts on.")),
+    ("host_unreachable", ("warning", "esxi", "Every GPU host is connected and could be read.")),
+    ("host_in_maintenance", ("warning", "esxi", "No GPU host is left in maintenance mode by an earlier run.")),
+    ("host_in_maintenance_by_admin", ("info", "esxi", "A GPU host an administrator put in maintenance mode is "
+                                                      "named (the roles leave it alone).")),
+    ("host_reboot_pending", ("warning", "esxi", "No GPU host owes a reboot (staged driver or nvidia module "
+                                                "options not running).")),
+    ("gpu_vms_left_off", ("warning", "esxi", "No vGPU VM an earlier run powered off is left off.")),
+    ("host_not_plannable", ("error", "esxi", "The design's settings can be planned on every GPU host.")),
+    ("driver_mixed", ("error", "esxi", "Every GPU host of a cluster runs the same NVIDIA driver.")),
+    ("driver_off_design", ("error", "esxi", "Every GPU host runs the driver version of the design.")),
+    ("driver_not_loaded", ("error", "esxi", "Every GPU host offers vGPU profiles (its NVIDIA driver is loaded).")),
+    ("graphics_not_shared_direct", ("error", "esxi", "Host default and every NVIDIA device have the design's "
+                                                     "graphics type (Shared Direct).")),
+    ("assignment_policy_off_design", ("warning", "esxi", "The shared passthrough assignment policy is the "
+                                                         "design's.")),
+    ("scheduler_off_design", ("error", "esxi", "The vGPU scheduler (RmPVMRL) is the design's.")),
+    ("drs_overrides_disabled", ("warning", "esxi", "DRS and its per-VM overrides are on where GPU VMs are "
+                                                   "pinned.")),
+    ("gpu_vm_not_pinned", ("error", "esxi", "Every VM holding a vGPU has an enabled DRS override that keeps it "
+                                            "from being moved automatically.")),
+    ("gpu_vm_pin_behavior", ("warning", "esxi", "A GPU VM's DRS override has the design's behavior.")),
+    # vsphere
+    ("vm_class_missing", ("error", "vsphere", "Every pool's VM class exists.")),
+    ("vm_class_profile_changed", ("error", "vsphere", "A VM class carries the vGPU profiles of its pool.")),
+    ("vm_class_size_changed", ("warning", "vsphere", "A VM class has the design's vCPUs, memory and 100% memory "
+                                                     "reservation.")),
+    ("vm_class_description_changed", ("warning", "vsphere", "A VM class has the design's description.")),
+    ("namespace_missing", ("error", "vsphere", "Every platform and tenant namespace exists.")),
+    ("namespace_class_missing", ("error", "vsphere", "A namespace offers every VM class of its pools.")),
+    ("namespace_class_extra", ("error", "vsphere", "A namespace offers no GPU VM class the design does not give "
+                                                   "it (where the role purges them).")),
+    ("namespace_storage_changed", ("error", "vsphere", "A namespace has the design's storage policies and their "
+                                                       "limits.")),
+    ("namespace_limits_changed", ("warning", "vsphere", "A namespace has the design's CPU, memory and storage "
+                                                        "limits.")),
+    ("namespace_access_changed", ("error", "vsphere", "A namespace grants the design's access entries (and only "
+                                                      "them where the role purges access).")),
+    ("namespace_description_changed", ("warning", "vsphere", "A namespace has the design's description.")),
+    ("namespace_libraries_changed", ("warning", "vsphere", "A namespace has the content libraries the role "
+                                                           "gives it.")),
+    # vks
+    ("vks_cluster_missing", ("error", "vks", "Every VKS cluster of the design exists on the Supervisor.")),
+    ("node_pool_missing", ("error", "vks", "Every GPU pool has its node pool in its VKS cluster.")),
+    ("node_pool_changed", ("warning", "vks", "A node pool has the design's replicas and VM class (the vmClass "
+                                             "variable its ClusterClass defines).")),
+    ("node_pool_labels_changed", ("error", "vks", "A node pool labels its nodes as the design says (the labels "
+                                                  "variable of its ClusterClass).")),
+    ("node_pool_taints_changed", ("error", "vks", "A node pool taints its nodes as the design says (the taints "
+                                                  "variable of its ClusterClass).")),
+    # guest
+    ("gpu_node_untainted", ("error", "guest", "Every GPU node carries the nvidia.com/gpu taint and its pool's "
+                                              "taints.")),
+    ("gpu_node_profile_label_missing", ("error", "guest", "Every GPU node of a pool carries the "
+                                                          "nvidia.com/vgpu.profile label of the pool's profile.")),
+    ("node_pool_no_nodes", ("warning", "guest", "A node pool with replicas has nodes in the guest cluster.")),
+    ("guest_namespace_missing", ("error", "guest", "Every tenant namespace exists in the guest cluster.")),
+    ("gpu_quota_missing", ("error", "guest", "Every tenant namespace has its GPU ResourceQuotas.")),
+    ("gpu_quota_changed", ("warning", "guest", "A GPU ResourceQuota has the design's limits.")),
+    ("priority_class_missing", ("error", "guest", "Every PriorityClass of the design exists.")),
+    ("priority_class_changed", ("warning", "guest", "A PriorityClass has the design's value and preemption "
+                                                    "policy (both immutable) and description.")),
+    ("guest_namespace_labels_changed", ("warning", "guest", "A tenant namespace carries the labels the "
+                                                            "gpu_scheduling_policy role sets (Kueue selects "
+                                                            "training tenants by them).")),
+    ("licensing_secret_missing", ("error", "guest", "The licensing Secret is in the GPU Operator namespace.")),
+    ("cluster_policy_missing", ("error", "guest", "The GPU Operator's ClusterPolicy exists.")),
+    ("cluster_policy_changed", ("error", "guest", "The ClusterPolicy has the driver (repository, image, version), "
+                                                  "licensing Secret, MIG strategy and device plugin configuration "
+                                                  "the gpu_operator role sets.")),
+    ("time_slicing_config_missing", ("error", "guest", "The device plugin ConfigMap of the time-sliced pools "
+                                                       "exists.")),
+    ("time_slicing_config_changed", ("error", "guest", "The device plugin ConfigMap holds the configurations the "
+                                                       "gpu_operator role writes (MIG strategy, time-slicing "
+                                                       "replicas per pool).")),
+    ("kueue_missing", ("error", "guest", "The guest cluster serves Kueue where the design gang-schedules training.")),
+    ("resource_flavor_missing", ("error", "guest", "The training pool's Kueue ResourceFlavor exists.")),
+    ("resource_flavor_changed", ("warning", "guest", "The ResourceFlavor has the pool's node labels and "
+                                                     "tolerations.")),
+    ("cluster_queue_missing", ("error", "guest", "The training pool's Kueue ClusterQueue exists.")),
+    ("cluster_queue_changed", ("error", "guest", "The ClusterQueue has the role's namespace selector, queueing "
+                                                 "strategy, preemption and the pool's size as nominal quota.")),
+    ("local_queue_missing", ("error", "guest", "Every training tenant has its Kueue LocalQueue.")),
+    ("local_queue_changed", ("error", "guest", "A LocalQueue points at the training ClusterQueue.")),
+    ("notebook_culling_missing", ("warning", "guest", "The notebook culling CronJob exists (without Kubeflow).")),
+    ("notebook_culling_changed", ("warning", "guest", "The culling CronJob has the role's schedule, image and idle "
+                                                      "time.")),
+    # any link
+    ("link_not_audited", ("info", None, "A link that was not audited says so.")),
+])
+
+
+def finding(rule, obj, message, fix, link=None, severity=None):
+    sev, rule_link, _doc = RULES[rule]
+    return OrderedDict([("rule", rule), ("severity", severity or sev), ("link", link or rule_link),
+                        ("object", obj), ("message", message), ("fix", fix)])
+
+
+def not_audited(link, reason, fix):
+    return finding("link_not_audited", link, "link %s not audited: %s" % (link, reason), fix, link=link)
+
+
+# ---------------------------------------------------------------------------------------
+# esxi
+# ---------------------------------------------------------------------------------------
+
+
+# Each field of a host's plan (_esxi.HOST_PLAN) and the rule that reports it: the audit reports
+# exactly what the esxi_gpu_host role would change, decided by the same function (_esxi.host_plan).
+ESXI_RULE_BY_FIELD = OrderedDict([
+    ("connection", "host_unreachable"),
+    ("read", "host_unreachable"),
+    ("graphics", "host_unreachable"),
+    ("driver", "driver_off_design"),
+    ("vgpu_profiles", "driver_not_loaded"),
+    ("graphics.default_type", "graphics_not_shared_direct"),
+    ("graphics.device_type", "graphics_not_shared_direct"),
+    ("graphics.assignment_policy", "assignment_policy_off_design"),
+    ("nvidia_module_options", "scheduler_off_design"),
+    ("scheduler", "scheduler_off_design"),
+    ("reboot", "host_reboot_pending"),
+    ("maintenance_mode", "host_in_maintenance"),
+    ("vms_powered_off", "gpu_vms_left_off"),
+    ("plan", "host_not_plannable"),
+])
+# fields of the plan the audit cannot see, and why
+ESXI_FIELDS_NOT_AUDITED = {
+    "mig_mode": "the vSphere API cannot read host MIG mode; the role sets it on every host it is asked for",
+}
+# the ESXi rules decided from more than one host's plan or outside it, and why
+ESXI_RULES_BESIDES_THE_PLAN = {
+    "cluster_missing": "the role's gpu_host_info read of the cluster fails",
+    "gpu_hosts_short": "hardware: the role cannot add hosts",
+    "driver_mixed": "the driver items of the hosts of one cluster, summed up",
+    "host_in_maintenance_by_admin": "information only: the role leaves an administrator's maintenance mode alone",
+    "drs_overrides_disabled": "the drs_gpu_pinning role",
+    "gpu_vm_not_pinned": "the drs_gpu_pinning role",
+    "gpu_vm_pin_behavior": "the drs_gpu_pinning role",
+}
+
+
+def esxi_role_inputs(want):
+    """The esxi_gpu_host role's inputs for one cluster of derive()'s ``esxi.clusters``, as
+    site.yml passes them, in the order :func:`_esxi.host_plan` takes them."""
+    return dict(target=want["driver_version"], graphics_type=want.get("graphics_type") or None,
+                assignment_policy=want.get("assignment_policy") or None, scheduler=want.get("scheduler") or None,
+                allow_downgrade=False)
+
+
+def host_findings(h, want):
+    """The findings of one GPU host: its plan from _esxi.host_plan, one finding per rule."""
+    items = _esxi.host_plan(h, driver=True, **esxi_role_inputs(want))
+    by_rule = OrderedDict()
+    for item in items:
+        rule = ESXI_RULE_BY_FIELD.get(item["field"])
+        if rule is not None:
+            by_rule.setdefault(rule, []).append(item)
+    out = []
+    for rule, group in by_rule.items():
+        message, fix = _ESXI_TEXT[rule](h, want, group)
+        out.append(finding(rule, "host %s" % h["name"], message, fix))
+    if h.get("maintenance_mode") and not any(i["field"] == "maintenance_mode" for i in items):
+        out.append(finding(
+            "host_in_maintenance_by_admin", "host %s" % h["name"],
+            "host %s is in maintenance mode (not by this collection): its GPUs serve no VM" % h["name"],
+            "finish the work on the host and exit maintenance mode; the roles leave it alone"))
+    return out
+
+
+def _reasons_text(group):
+    return "; ".join(i["reason"] for i in group)
+
+
+def _text_unreachable(h, want, group):
+    return ("host %s could not be read fully (%s)" % (h["name"], _reasons_text(group)),
+            "reconnect the host in vCenter and run the audit again")
+
+
+def _text_driver(h, want, group):
+    item = group[0]
+    message = "host %s runs NVIDIA driver %s, the design pins %s" % (
+        h["name"], item["live"] or "(none installed)", want["driver_version"])
+    if item["action"] == "refused":
+        message += " (%s)" % item["reason"]
+    if want.get("lifecycle") == "vlcm":
+        fix = "remediate cluster %s against its vLCM image with %s (esxi_gpu_host role, vlcm_component)" % (
+            h.get("cluster"), want["driver_version"])
+    else:
+        fix = "install %s on the host (esxi_gpu_host role, esxi_host_driver)" % want["driver_version"]
+    return message, fix
+
+
+def _text_not_loaded(h, want, group):
+    return ("host %s offers no vGPU profile: its NVIDIA driver is not loaded" % h["name"],
+            "reboot the host (esxi_gpu_host role, esxi_gpu_config reboot=true)")
+
+
+def _text_graphics(h, want, group):
+    return ("host %s graphics are not %s: %s" % (h["name"], want.get("graphics_type"), _reasons_text(group)),
+            "set the host default and every NVIDIA device to %s (esxi_gpu_host role, esxi_gpu_config), then "
+            "restart the X.Org service or reboot the host" % want.get("graphics_type"))
+
+
+def _text_policy(h, want, group):
+    return ("host %s places vGPUs by %s, the design says %s" % (h["name"], group[0]["live"], group[0]["wanted"]),
+            "set the assignment policy to %s (esxi_gpu_host role, esxi_gpu_config)" % group[0]["wanted"])
+
+
+def _scheduler_words(options):
+    """The all-GPU scheduler of an nvidia module option string, decoded by _nvidia."""
+    try:
+        every = _nvidia.get_scheduler(options)["all"]
+    except _nvidia.NvidiaError as exc:
+        return "unreadable (%s)" % exc
+    every = every if every is not None else _nvidia.decode_scheduler(None)
+    return "%s (RmPVMRL %s)" % (every.policy, every.hex)
+
+
+def _text_scheduler(h, want, group):
+    item = group[0]
+    wanted = (want.get("scheduler") or {}).get("policy")
+    if item["field"] == "nvidia_module_options" and item["action"] == "set":
+        message = "host %s vGPU scheduler is %s, the design says %s (RmPVMRL %s)" % (
+            h["name"], _scheduler_words(item["live"]), wanted, want.get("rmpvmrl"))
+    else:
+        message = "host %s vGPU scheduler cannot be set to %s: %s" % (h["name"], wanted, _reasons_text(group))
+    return message, ("set the nvidia module option NVreg_RegistryDwords=RmPVMRL=%s (esxi_gpu_host role, "
+                     "esxi_gpu_config) and reboot the host" % want.get("rmpvmrl"))
+
+
+def _text_reboot(h, want, group):
+    return ("host %s owes a reboot: %s" % (h["name"], _reasons_text(group)),
+            "reboot the host (esxi_gpu_host role, esxi_gpu_config reboot=true)")
+
+
+def _text_maintenance(h, want, group):
+    return ("host %s was %s: its GPUs serve no VM" % (h["name"], group[0]["reason"]),
+            "rerun the esxi_gpu_host role: it finishes the host's turn and exits maintenance mode")
+
+
+def _text_vms_off(h, want, group):
+    return ("host %s: %s" % (h["name"], group[0]["reason"]),
+            "rerun the esxi_gpu_host role: it powers them on")
+
+
+def _text_not_plannable(h, want, group):
+    return ("the design's settings cannot be planned on host %s: %s" % (h["name"], _reasons_text(group)),
+            "fix the host's nvidia module options or the design, then rerun the esxi_gpu_host role")
+
+
+_ESXI_TEXT = {
+    "host_unreachable": _text_unreachable,
+    "driver_off_design": _text_driver,
+    "driver_not_loaded": _text_not_loaded,
+    "graphics_not_shared_direct": _text_graphics,
+    "assignment_policy_off_design": _text_policy,
+    "scheduler_off_design": _text_scheduler,
+    "host_reboot_pending": _text_reboot,
+    "host_in_maintenance": _text_maintenance,
+    "gpu_vms_left_off": _text_vms_off,
+    "host_not_plannable": _text_not_plannable,
+}
+
+
+def _driver_key(full):
+    try:
+        return _esxi.parse_driver_version(full).text if full else "none"
+    except _esxi.EsxiError:
+        return full
+
+
+def audit_esxi(derived, hosts, drs=None):
+    """Findings of the ESXi link: each GPU host's plan (the esxi_gpu_host role's comparator),
+    drivers mixed in a cluster, hosts short, DRS pinning."""
+    out = []
+    drs = drs or {}
+    clusters = (derived.get("esxi") or {}).get("clusters") or {}
+    pinning = dict((p["name"], p["behavior"]) for p in (derived.get("vsphere") or {}).get("drs_pinning") or [])
+    by_cluster = {}
+    for h in hosts or []:
+        by_cluster.setdefault(h.get("cluster"), []).append(h)
+    for name, want in clusters.items():
+        members = sorted(by_cluster.get(name, []), key=lambda h: h["name"])
+        if not members:
+            out.append(finding("cluster_missing", "cluster %s" % name, "cluster %s has no hosts in vCenter" % name,
+                               "create the cluster and add its GPU hosts, or fix the name in the design"))
+            continue
+        gpu_hosts = [h for h in members if h.get("gpu_count")]
+        if len(gpu_hosts) < (want.get("hosts") or 0):
+            out.append(finding(
+                "gpu_hosts_short", "cluster %s" % name,
+                "%d GPU host(s), the design counts on %d" % (len(gpu_hosts), want["hosts"]),
+                "add GPU hosts to the cluster or lower clusters.%s.hosts in the design" % name))
+        versions = OrderedDict()
+        for h in gpu_hosts:
+            out.extend(host_findings(h, want))
+            if "driver" in h and h.get("connection_state") == "connected" and not h.get("errors"):
+                versions.setdefault(_driver_key((h.get("driver") or {}).get("full_version")), []).append(h["name"])
+        if len(versions) > 1:
+            listing = "; ".join("%s on %s" % (v, ", ".join(names)) for v, names in versions.items())
+            out.append(finding(
+                "driver_mixed", "cluster %s" % name,
+                "GPU hosts of cluster %s run different NVIDIA drivers: %s" % (name, listing),
+                "bring every GPU host to %s, one host at a time (esxi_gpu_host role)" % want["driver_version"]))
+        if name in pinning:
+            _cluster_pinning(out, name, gpu_hosts, drs.get(name), pinning[name])
+    return out
+
+
+def _cluster_pinning(out, name, gpu_hosts, drs, behavior):
+    if drs is None:
+        return
+    if drs.get("enabled") is False or drs.get("overrides_enabled") is False:
+        out.append(finding(
+            "drs_overrides_disabled", "cluster %s" % name,
+            "DRS or its per-VM overrides are disabled on cluster %s: the overrides of GPU VMs do not apply" % name,
+            "enable DRS and VM overrides on the cluster"))
+    overrides = drs.get("overrides") or {}
+    for h in gpu_hosts:
+        for vm in h.get("vgpu_vms") or []:
+            have = overrides.get(vm.get("moid"))
+            obj = "vm %s" % vm["name"]
+            if have is None or have.get("enabled") is False or have.get("behavior") not in PINNED_BEHAVIORS:
+                state = "no DRS override" if have is None else (
+                    "a disabled DRS override" if have.get("enabled") is False else
+                    "a %s DRS override" % have.get("behavior"))
+                out.append(finding(
+                    "gpu_vm_not_pinned", obj,
+                    "VM %s holds a vGPU (%s) on host %s and has %s: DRS may try to move it" % (
+                        vm["name"], ", ".join(vm.get("vgpu_profiles") or []), h["name"], state),
+                    "pin it: drs_gpu_pinning cluster=%s behavior=%s" % (name, behavior)))
+            elif have.get("behavior") != behavior:
+                out.append(finding(
+                    "gpu_vm_pin_behavior", obj,
+                    "VM %s is pinned %s, the design says %s" % (vm["name"], have.get("behavior"), behavior),
+                    "drs_gpu_pinning cluster=%s behavior=%s" % (name, behavior)))
+
+
+# ---------------------------------------------------------------------------------------
+# vsphere
+# ---------------------------------------------------------------------------------------
+
+
+# Each field the vm_class and supervisor_namespace modules compare, and the rule that reports it:
+# the audit plans each object with the modules' comparators (_vm_class / _namespace merge and differs)
+# and the supervisor_gpu_tenancy role's inputs.
+VM_CLASS_RULE_BY_FIELD = OrderedDict([
+    ("cpu_count", "vm_class_size_changed"),
+    ("memory_mb", "vm_class_size_changed"),
+    ("cpu_reservation", "vm_class_size_changed"),
+    ("memory_reservation", "vm_class_size_changed"),
+    ("description", "vm_class_description_changed"),
+    ("vgpu_profiles", "vm_class_profile_changed"),
+])
+NAMESPACE_RULE_BY_FIELD = OrderedDict([
+    ("description", "namespace_description_changed"),
+    ("vm_classes", "namespace_class_missing"),  # namespace_class_extra for the classes the plan removes
+    ("content_libraries", "namespace_libraries_changed"),
+    ("storage_policies", "namespace_storage_changed"),
+    ("limits", "namespace_limits_changed"),
+    ("access", "namespace_access_changed"),
+])
+_VM_CLASS_LABELS = dict(cpu_count="vCPUs", memory_mb="memory MB", cpu_reservation="CPU reservation %",
+                        memory_reservation="memory reservation %")
+# the role's options that are no fields of the object
+_VM_CLASS_OPTIONS = ("name", "cluster", "api_form", "state")
+_NAMESPACE_PURGES = ("purge_lists", "purge_access", "purge_gpu_vm_classes")
+
+
+def vm_class_plan(want, have):
+    """(after, changed fields) of one VM class of derive()'s ``vsphere.vm_classes``, as
+    vm_class plans it with the options supervisor_gpu_tenancy passes (None: missing)."""
+    params = dict((k, v) for k, v in want.items() if k in _vm_class.FIELDS)
+    params["name"] = want["name"]
+    after = _vm_class.merge(have, _vm_class.desired(params))
+    return after, _vm_class.differs(have, after)
+
+
+def namespace_plan(want, have, storage_policies=None, gpu_classes=()):
+    """(after, changed fields) of one namespace of derive()'s ``vsphere.namespaces``, as
+    supervisor_namespace plans it with the options supervisor_gpu_tenancy passes (purge options
+    included). ``storage_policies``: {id: name} (None: storage policies not judged);
+    ``gpu_classes``: ids of the VM classes with a vGPU (purged with ``purge_gpu_vm_classes``)."""
+    options = dict((k, v) for k, v in want.items() if k not in _NAMESPACE_PURGES)
+    after = _namespace.merge(have, _namespace.wanted(options, storage_policies), purge_lists=bool(want.get("purge_lists")),
+                             purge_access=bool(want.get("purge_access")),
+                             purge_vm_classes=gpu_classes if want.get("purge_gpu_vm_classes") else None)
+    return after, _namespace.differs(have, after)
+
+
+def _words(value):
+    if isinstance(value, (list, tuple)):
+        return "[%s]" % ", ".join(_words(v) for v in value)
+    if isinstance(value, dict):
+        return "{%s}" % ", ".join("%s: %s" % (k, _words(v)) for k, v in sorted(value.items()))
+    return "none" if value is None else str(value)
+
+
+def _access_words(entries):
+    return ", ".join("%s %s@%s %s" % (a["type"], a["subject"], a["domain"], a["role"]) for a in entries) or "none"
+
+
+def _vm_class_findings(want, have, name):
+    obj = "vm_class %s" % name
+    try:
+        after, fields = vm_class_plan(want, have)
+    except _vm_class.VmClassError as exc:
+        return [finding("vm_class_profile_changed", obj, "VM class %s cannot be planned: %s" % (name, exc),
+                        "fix the pool's VM class in the design")]
+    out = []
+    if "vgpu_profiles" in fields:
+        out.append(finding(
+            "vm_class_profile_changed", obj,
+            "VM class %s has vGPU profiles [%s], pool %s needs [%s]" % (
+                name, ", ".join(sorted(have.get("vgpu_profiles") or [])), want.get("pool"),
+                ", ".join(after["vgpu_profiles"])),
+            "set its profiles back (vm_class, or the supervisor_gpu_tenancy role); node VMs created since "
+            "run the wrong profile and must be recreated"))
+    size = ["%s %s (design %s)" % (_VM_CLASS_LABELS[k], have.get(k), after[k]) for k in fields if k in _VM_CLASS_LABELS]
+    if size:
+        out.append(finding("vm_class_size_changed", obj, "VM class %s: %s" % (name, ", ".join(size)),
+                           "set the VM class back to the design (vm_class, or the supervisor_gpu_tenancy role)"))
+    if "description" in fields:
+        out.append(finding("vm_class_description_changed", obj, "VM class %s is described %r, the design says %r" % (
+            name, have.get("description"), after["description"]), "set it back (vm_class, or the "
+                                                                  "supervisor_gpu_tenancy role)"))
+    return out
+
+
+def _namespace_findings(want, have, storage_policies, gpu_classes):
+    name = want["name"]
+    obj = "namespace %s" % name
+    try:
+        after, fields = namespace_plan(want, have, storage_policies, gpu_classes)
+    except _namespace.NamespaceError as exc:
+        return [finding("namespace_storage_changed" if "storage policy" in str(exc) else "namespace_access_changed",
+                        obj, "namespace %s cannot be planned: %s" % (name, exc),
+                        "fix the namespace in the design or create what it names in vCenter")]
+    names = storage_policies or {}
+    fix = "set it back (supervisor_namespace, or the supervisor_gpu_tenancy role)"
+    out = []
+    for field in fields:
+        live, wanted = have.get(field), after[field]
+        if field == "vm_classes":
+            missing = [c for c in wanted if c not in live]
+            extra = [c for c in live if c not in wanted]
+            if missing:
+                out.append(finding("namespace_class_missing", obj, "namespace %s does not offer VM class(es) %s" % (
+                    name, ", ".join(missing)), "add them to the namespace (supervisor_namespace vm_classes, or the "
+                                               "supervisor_gpu_tenancy role)"))
+            if extra:
+                out.append(finding("namespace_class_extra", obj, "namespace %s offers GPU VM class(es) %s that the "
+                                   "design does not give it" % (name, ", ".join(extra)),
+                                   "remove them from the namespace (the supervisor_gpu_tenancy role)"))
+        elif field == "storage_policies":
+            out.append(finding("namespace_storage_changed", obj, "namespace %s has storage policies %s, the design "
+                               "says %s (limit MiB)" % (name, _words(dict((names.get(k, k), v) for k, v in live.items())),
+                                                        _words(dict((names.get(k, k), v) for k, v in wanted.items()))),
+                               fix))
+        elif field == "access":
+            out.append(finding("namespace_access_changed", obj, "namespace %s grants %s; after the role: %s" % (
+                name, _access_words(live), _access_words(wanted)), fix))
+        else:
+            out.append(finding(NAMESPACE_RULE_BY_FIELD[field], obj, "namespace %s %s is %s, the design says %s" % (
+                name, field.replace("_", " "), _words(live), _words(wanted)), fix))
+    return out
+
+
+def audit_vsphere(derived, vm_classes, namespaces, storage_policies=None):
+    """Findings of the vSphere link: VM classes and namespaces, each planned by its module's
+    comparator with the supervisor_gpu_tenancy role's inputs.
+
+    ``storage_policies``: {policy id: name} (None: the namespaces' storage policies are not judged).
+    """
+    out = []
+    vs = derived.get("vsphere") or {}
+    vm_classes = vm_classes or {}
+    namespaces = namespaces or {}
+    for want in vs.get("vm_classes") or []:
+        name = want["name"]
+        have = vm_classes.get(name)
+        if have is None:
+            out.append(finding("vm_class_missing", "vm_class %s" % name,
+                               "VM class %s of pool %s does not exist" % (name, want.get("pool")),
+                               "create it (vm_class, or the supervisor_gpu_tenancy role)"))
+            continue
+        out.extend(_vm_class_findings(want, have, name))
+    gpu_classes = _vm_class.with_vgpu(vm_classes)
+    for want in vs.get("namespaces") or []:
+        have = namespaces.get(want["name"])
+        if have is None:
+            out.append(finding("namespace_missing", "namespace %s" % want["name"],
+                               "%s namespace %s does not exist" % (want.get("kind", ""), want["name"]),
+                               "create it (supervisor_namespace, or the supervisor_gpu_tenancy role)"))
+            continue
+        out.extend(_namespace_findings(want, have, storage_policies, gpu_classes))
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# vks (Supervisor)
+# ---------------------------------------------------------------------------------------
+
+
+def _vks_expected(derived):
+    """[(cluster, namespace, [pool options])] as the vks_gpu_node_pools role passes them to
+    vks_node_pool, from the role inputs derive() gives it (one entry per VKS cluster)."""
+    roles = (derived.get("roles") or {}).get("vks_gpu_node_pools")
+    if roles is None:
+        roles = [{"vks_gpu_node_pools_cluster_name": c["name"], "vks_gpu_node_pools_namespace": c.get("namespace"),
+                  "vks_gpu_node_pools_node_pools": c.get("node_pools") or []}
+                 for c in ((derived.get("vks") or {}).get("clusters") or {}).values()]
+    out = []
+    for entry in roles:
+        inputs = _objects.role_inputs("vks_gpu_node_pools", entry)
+        out.append((entry["vks_gpu_node_pools_cluster_name"], entry.get("vks_gpu_node_pools_namespace"),
+                    _objects.node_pools(inputs)))
+    return out
+
+
+def _taint_set(taints):
+    return sorted(_taint_text(t) for t in taints or [])
+
+
+def audit_vks(derived, clusters):
+    """Findings of the VKS link: each cluster and its node pools (MachineDeployments).
+
+    A node pool's fields are read through the variables of its Cluster's ClusterClass (the same
+    plan vks_node_pool writes by); a field read as None is not judged."""
+    out = []
+    clusters = clusters or {}
+    for name, namespace, pools in _vks_expected(derived):
+        have = clusters.get(name)
+        if have is None:
+            out.append(finding("vks_cluster_missing", "vks_cluster %s" % name,
+                               "VKS cluster %s is not in namespace %s" % (name, namespace),
+                               "create the cluster, or fix vks_clusters in the design"))
+            continue
+        mds = have.get("machine_deployments") or {}
+        for pool in pools:
+            obj = "node_pool %s/%s" % (name, pool["name"])
+            md = mds.get(pool["name"])
+            if md is None:
+                out.append(finding("node_pool_missing", obj,
+                                   "VKS cluster %s has no node pool %s" % (name, pool["name"]),
+                                   "add it (vks_node_pool, or the vks_gpu_node_pools role)"))
+                continue
+            diffs = []
+            if md.get("replicas") is not None and pool.get("replicas") is not None and md["replicas"] != pool["replicas"]:
+                diffs.append("replicas %s (design %s)" % (md["replicas"], pool.get("replicas")))
+            if pool.get("vm_class") is not None and md.get("vm_class") != pool["vm_class"]:
+                diffs.append("VM class %s (design %s)" % (md.get("vm_class"), pool.get("vm_class")))
+            if diffs:
+                out.append(finding("node_pool_changed", obj, "node pool %s: %s" % (pool["name"], ", ".join(diffs)),
+                                   "set it back (vks_node_pool, or the vks_gpu_node_pools role)"))
+            labels = md.get("labels")
+            if labels is not None and pool.get("labels") is not None:
+                want = dict((k, str(v)) for k, v in pool["labels"].items())
+                wrong = ["%s=%s (design %s)" % (k, labels.get(k, "unset"), v) for k, v in sorted(want.items())
+                         if labels.get(k) != v]
+                wrong += ["%s=%s (not in the design)" % (k, labels[k]) for k in sorted(set(labels) - set(want))]
+                if wrong:
+                    out.append(finding(
+                        "node_pool_labels_changed", obj,
+                        "node pool %s labels its nodes differently: %s" % (pool["name"], ", ".join(wrong)),
+                        "set the node pool labels back (vks_node_pool labels, or the vks_gpu_node_pools role)"))
+            taints = md.get("taints")
+            if taints is not None and pool.get("taints") is not None and _taint_set(taints) != _taint_set(pool["taints"]):
+                out.append(finding(
+                    "node_pool_taints_changed", obj,
+                    "node pool %s taints its nodes with [%s], the design says [%s]: %s" % (
+                        pool["name"], ", ".join(_taint_set(taints)), ", ".join(_taint_set(pool["taints"])),
+                        "pods without the toleration land on its GPUs" if len(taints) < len(pool["taints"])
+                        else "pods of the pool may not schedule"),
+                    "set the node pool taints back (vks_node_pool taints, or the vks_gpu_node_pools role)"))
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# guest
+# ---------------------------------------------------------------------------------------
+
+
+def is_gpu_node(node, pools=()):
+    """A node of a GPU pool of the design, or one with an NVIDIA GPU (label or capacity)."""
+    labels = node.get("labels") or {}
+    if labels.get(POOL_LABEL) in pools or labels.get("nvidia.com/gpu.present") == "true":
+        return True
+    return any(k == "nvidia.com/gpu" or k.startswith("nvidia.com/mig-") for k in (node.get("capacity") or {}))
+
+
+def _has_taint(node, taint):
+    for t in node.get("taints") or []:
+        if t.get("key") == taint["key"] and t.get("effect") == taint["effect"] and \
+                (taint.get("value") is None or t.get("value") == taint["value"]):
+            return True
+    return False
+
+
+def _taint_text(t):
+    return "%s=%s:%s" % (t["key"], t.get("value") or "", t["effect"])
+
+
+def _pools(derived):
+    out = OrderedDict()
+    for cluster in ((derived.get("vks") or {}).get("clusters") or {}).values():
+        for pool in cluster.get("node_pools") or []:
+            out[pool["labels"].get(POOL_LABEL, pool["name"])] = pool
+    return out
+
+
+def licensing_secret_matches(name, secret_name):
+    """The design's licensing Secret, or one nls_licensing made from it (``<secret_name>-<content hash>``)."""
+    return name == secret_name or re.match(r"^%s-[0-9a-f]{10}$" % re.escape(secret_name), name or "") is not None
+
+
+def guest_inputs(derived):
+    """(gpu_operator inputs, gpu_scheduling_policy inputs): the roles' defaults overridden by what
+    derive() gives them, the same variables site.yml passes to the roles."""
+    roles = derived.get("roles") or {}
+    guest = derived.get("guest") or {}
+    policy = roles.get("gpu_scheduling_policy")
+    if policy is None:  # a derived dict without role inputs: the objects it lists
+        quotas = {}
+        for q in guest.get("resource_quotas") or []:
+            quotas.setdefault(q["metadata"]["namespace"], []).append(
+                {"name": q["metadata"]["name"], "hard": dict(q["spec"].get("hard") or {})})
+        policy = {"gpu_scheduling_policy_kueue": False, "gpu_scheduling_policy_culling": "none",
+                  "gpu_scheduling_policy_priority_classes": [
+                      {"name": pc["metadata"]["name"], "value": pc.get("value"),
+                       "preemption_policy": pc.get("preemptionPolicy")} for pc in guest.get("priority_classes") or []],
+                  "gpu_scheduling_policy_tenants": [
+                      {"namespace": ns["metadata"]["name"], "quotas": quotas.get(ns["metadata"]["name"], [])}
+                      for ns in guest.get("namespaces") or []]}
+    op = roles.get("gpu_operator")
+    if op is None:
+        op = {"gpu_operator_namespace": (guest.get("gpu_operator") or {}).get("namespace") or "gpu-operator"}
+    return _objects.role_inputs("gpu_operator", op), _objects.role_inputs("gpu_scheduling_policy", policy)
+
+
+def _diff_text(diffs):
+    return ", ".join("%s %s (design %s)" % (path, "unset" if have is None else have, want) for path, have, want in diffs)
+
+
+def audit_guest(derived, nodes=None, namespaces=None, resource_quotas=None, secrets=None,
+                priority_classes=None, licensing_secret_in_use=None, namespace_labels=None, cluster_policy=None,
+                device_plugin_config=None, kueue=None, culling=None):
+    """Findings of the guest link: GPU nodes, tenant namespaces and quotas, PriorityClasses, the
+    licensing Secret, the ClusterPolicy, the device plugin ConfigMap, Kueue, notebook culling.
+
+    What the roles write is built from the inputs derive() gives them (``derived["roles"]``) by
+    ``_k8s_objects``; a part not read (None) is not judged. The licensing Secret is the one the
+    ClusterPolicy names when there is one, else any Secret named as the design says or
+    ``<secret_name>-<hash>`` (rotation by name).
+    """
+    out = []
+    guest = derived.get("guest") or {}
+    op, policy = guest_inputs(derived)
+    _guest_nodes(out, derived, nodes)
+    tenants = policy.get("gpu_scheduling_policy_tenants") or []
+    missing_ns = set()
+    if namespaces is not None:
+        present = set(namespaces)
+        quotas = resource_quotas or {}
+        for tenant in tenants:
+            name = tenant["namespace"]
+            if name not in present:
+                missing_ns.add(name)
+                out.append(finding("guest_namespace_missing", "namespace %s" % name,
+                                   "tenant namespace %s does not exist in the guest cluster" % name,
+                                   "create it with its quotas (gpu_scheduling_policy role)"))
+                continue
+            if namespace_labels is not None:
+                have = namespace_labels.get(name) or {}
+                want = _objects.tenant_namespace_labels(tenant)
+                wrong = ["%s=%s (design %s)" % (k, have.get(k, "unset"), v) for k, v in sorted(want.items())
+                         if have.get(k) != v]
+                if wrong:
+                    out.append(finding(
+                        "guest_namespace_labels_changed", "namespace %s" % name,
+                        "tenant namespace %s: %s%s" % (name, ", ".join(wrong), (
+                            "; Kueue's ClusterQueue selects training tenants by gpupool.vcf/training=true"
+                            if tenant.get("training") and have.get("gpupool.vcf/training") != "true" else "")),
+                        "set the labels back (gpu_scheduling_policy role)"))
+            for q in tenant.get("quotas") or []:
+                _guest_quota(out, name, q, (quotas.get(name) or {}).get(q["name"]))
+    if priority_classes is not None:
+        for pc in policy.get("gpu_scheduling_policy_priority_classes") or []:
+            _priority_class(out, pc, priority_classes.get(pc["name"]))
+    licensing = guest.get("licensing") or {}
+    ns = op["gpu_operator_namespace"]
+    cp_spec = (cluster_policy or {}).get("spec") if (cluster_policy or {}).get("exists") else None
+    if cp_spec is not None:
+        licensing_secret_in_use = ((cp_spec.get("driver") or {}).get("licensingConfig") or {}).get("secretName") or None
+    nls = licensing.get("nls_enabled", True) and licensing.get("secret_name")
+    if secrets is not None and nls:
+        present = secrets.get(ns) or []
+        if licensing_secret_in_use:
+            missing = licensing_secret_in_use if licensing_secret_in_use not in present else None
+            what = "the ClusterPolicy names licensing Secret %s, which is not in namespace %s" % (missing, ns)
+        else:
+            found = [n for n in present if licensing_secret_matches(n, licensing["secret_name"])]
+            missing = None if found else licensing["secret_name"]
+            what = "no licensing Secret %s (or %s-<hash>) is in namespace %s" % (missing, missing, ns)
+        if missing:
+            out.append(finding(
+                "licensing_secret_missing", "secret %s/%s" % (ns, missing),
+                "%s: guest vGPU drivers run unlicensed and are throttled" % what,
+                "create it from a DLS client configuration token (nls_licensing role)"))
+    if cluster_policy is not None:
+        _cluster_policy(out, op, cp_spec, licensing.get("secret_name") if nls else None)
+    if device_plugin_config is not None:
+        _device_plugin_config(out, op, device_plugin_config)
+    if kueue is not None:
+        _kueue(out, policy, kueue, missing_ns)
+    if culling is not None:
+        _culling(out, policy, culling)
+    return out
+
+
+def _guest_nodes(out, derived, nodes):
+    pools = _pools(derived)
+    gpu_taint = {"key": GPU_TAINT_KEY, "value": "present", "effect": "NoSchedule"}
+    seen = dict((p, 0) for p in pools)
+    for node in sorted(nodes or [], key=lambda n: n["name"]):
+        if not is_gpu_node(node, pools):
+            continue
+        pool_name = (node.get("labels") or {}).get(POOL_LABEL)
+        pool = pools.get(pool_name)
+        if pool is not None:
+            seen[pool_name] += 1
+        wanted = list(pool.get("taints") or []) if pool is not None else [gpu_taint]
+        if not any(t["key"] == GPU_TAINT_KEY for t in wanted):
+            wanted.insert(0, gpu_taint)
+        missing = [t for t in wanted if not _has_taint(node, t)]
+        if missing:
+            out.append(finding(
+                "gpu_node_untainted", "node %s" % node["name"],
+                "GPU node %s%s lacks taint(s) %s: pods without the toleration land on it" % (
+                    node["name"], " (pool %s)" % pool_name if pool_name else "",
+                    ", ".join(_taint_text(t) for t in missing)),
+                "set the taints on the node pool (vks_node_pool taints) so every node gets them; "
+                "kubectl taint nodes %s %s for this node now" % (node["name"], " ".join(
+                    _taint_text(t) for t in missing))))
+        if pool is not None:
+            profile = pool["labels"].get(PROFILE_LABEL)
+            live = (node.get("labels") or {}).get(PROFILE_LABEL)
+            if profile and live != profile:
+                out.append(finding(
+                    "gpu_node_profile_label_missing", "node %s" % node["name"],
+                    "GPU node %s of pool %s has %s=%s, the pool's profile is %s" % (
+                        node["name"], pool_name, PROFILE_LABEL, live if live is not None else "(none)", profile),
+                    "set the node pool labels (vks_node_pool labels) to %s=%s" % (PROFILE_LABEL, profile)))
+    if nodes is not None:
+        for name, count in seen.items():
+            if not count and pools[name].get("replicas"):
+                out.append(finding(
+                    "node_pool_no_nodes", "node_pool %s" % name,
+                    "no node of the guest cluster has %s=%s; the design asks for %s" % (
+                        POOL_LABEL, name, pools[name]["replicas"]),
+                    "check the node pool on the Supervisor and its %s label" % POOL_LABEL))
+
+
+def _guest_quota(out, ns, q, have):
+    obj = "resource_quota %s/%s" % (ns, q["name"])
+    want = dict((k, str(v)) for k, v in (q.get("hard") or {}).items())
+    if have is None:
+        out.append(finding(
+            "gpu_quota_missing", obj,
+            "namespace %s has no ResourceQuota %s (%s): its GPU use is unbounded" % (
+                ns, q["name"], ", ".join("%s=%s" % kv for kv in sorted(want.items()))),
+            "create it (gpu_scheduling_policy role)"))
+        return
+    live = dict((k, str(v)) for k, v in (have or {}).items())
+    changed = ["%s=%s (design %s)" % (k, live.get(k, "unset"), v) for k, v in sorted(want.items()) if live.get(k) != v]
+    if changed:
+        out.append(finding("gpu_quota_changed", obj, "ResourceQuota %s/%s: %s" % (ns, q["name"], ", ".join(changed)),
+                           "set it back (gpu_scheduling_policy role)"))
+
+
+def _priority_class(out, pc, have):
+    name = pc["name"]
+    obj = "priority_class %s" % name
+    if have is None:
+        out.append(finding("priority_class_missing", obj, "PriorityClass %s does not exist" % name,
+                           "create it (gpu_scheduling_policy role)"))
+        return
+    fixed, diffs = [], []
+    if have.get("value") != pc.get("value"):
+        fixed.append("value %s (design %s)" % (have.get("value"), pc.get("value")))
+    if pc.get("preemption_policy") and have.get("preemptionPolicy") != pc["preemption_policy"]:
+        fixed.append("preemptionPolicy %s (design %s)" % (have.get("preemptionPolicy"), pc["preemption_policy"]))
+    if "description" in have and have.get("description") != pc.get("description", name):
+        diffs.append("description %r (design %r)" % (have.get("description"), pc.get("description", name)))
+    if fixed or diffs:
+        out.append(finding(
+            "priority_class_changed", obj, "PriorityClass %s: %s" % (name, ", ".join(fixed + diffs)),
+            "PriorityClass values are immutable: delete and recreate it (gpu_scheduling_policy role)" if fixed
+            else "set it back (gpu_scheduling_policy role)"))
+
+
+def _cluster_policy(out, op, spec, secret_prefix):
+    obj = "cluster_policy %s" % _objects.CLUSTER_POLICY
+    if spec is None:
+        out.append(finding(
+            "cluster_policy_missing", obj,
+            "the GPU Operator has no ClusterPolicy %s: no guest driver, device plugin or licensing" % (
+                _objects.CLUSTER_POLICY),
+            "install the GPU Operator chart (gpu_operator role)"))
+        return
+    diffs = []
+    for path, want in _objects.cluster_policy_fields(op):
+        have = spec
+        for key in path:
+            have = have.get(key) if isinstance(have, dict) else None
+        diffs += [(".".join(path), h, w) for _p, h, w in _objects.differences(want, have)]
+    secret = ((spec.get("driver") or {}).get("licensingConfig") or {}).get("secretName")
+    if secret_prefix and not licensing_secret_matches(secret, secret_prefix):
+        diffs.append(("driver.licensingConfig.secretName", secret, "%s-<hash>" % secret_prefix))
+    if diffs:
+        out.append(finding(
+            "cluster_policy_changed", obj, "ClusterPolicy %s: %s" % (_objects.CLUSTER_POLICY, _diff_text(diffs)),
+            "set it back (gpu_operator role; nls_licensing points it at the licensing Secret)"))
+
+
+def _device_plugin_config(out, op, live):
+    want = _objects.device_plugin_configs(op)
+    if not want:
+        return
+    ns, name = op["gpu_operator_namespace"], op["gpu_operator_device_plugin_config_name"]
+    obj = "config_map %s/%s" % (ns, name)
+    if not live.get("exists"):
+        out.append(finding(
+            "time_slicing_config_missing", obj,
+            "the device plugin ConfigMap %s/%s is missing: time-sliced pools (%s) advertise one GPU per card" % (
+                ns, name, ", ".join(sorted(op["gpu_operator_time_slicing"]))),
+            "create it (gpu_operator role)"))
+        return
+    data = live.get("data") or {}
+    diffs = []
+    for key, config in sorted(want.items()):
+        if key not in data:
+            diffs.append((key, None, "a configuration"))
+            continue
+        diffs += [("%s: %s" % (key, p), h, w) for p, h, w in _objects.differences(config, data[key])]
+    if diffs:
+        out.append(finding("time_slicing_config_changed", obj,
+                           "device plugin ConfigMap %s/%s: %s" % (ns, name, _diff_text(diffs)),
+                           "set it back (gpu_operator role); the device plugin rereads it"))
+
+
+def _kueue(out, policy, live, missing_ns):
+    want = _objects.kueue_objects(policy)
+    if want is None:
+        return
+    if not live.get("served", True):
+        out.append(finding("kueue_missing", "kueue %s" % want["api_version"],
+                           "the guest cluster does not serve %s: training jobs are not gang-scheduled" % (
+                               want["api_version"]),
+                           "install Kueue in the guest cluster, then run the gpu_scheduling_policy role"))
+        return
+    checks = [("resource_flavor", "ResourceFlavor", want["resource_flavor"][0], want["resource_flavor"][1],
+               (live.get("resource_flavors") or {}).get(want["resource_flavor"][0])),
+              ("cluster_queue", "ClusterQueue", want["cluster_queue"][0], want["cluster_queue"][1],
+               (live.get("cluster_queues") or {}).get(want["cluster_queue"][0]))]
+    for ns, name, spec in want["local_queues"]:
+        if ns not in missing_ns:
+            checks.append(("local_queue", "LocalQueue", "%s/%s" % (ns, name), spec,
+                           ((live.get("local_queues") or {}).get(ns) or {}).get(name)))
+    for rule, kind, name, spec, have in checks:
+        obj = "%s %s" % (rule, name)
+        if have is None:
+            out.append(finding("%s_missing" % rule, obj, "Kueue %s %s does not exist: training jobs %s" % (
+                kind, name, "of its namespace wait unadmitted" if rule == "local_queue" else "are not admitted"),
+                "create it (gpu_scheduling_policy role)"))
+            continue
+        diffs = _objects.differences(spec, have)
+        if diffs:
+            out.append(finding("%s_changed" % rule, obj, "Kueue %s %s: %s" % (kind, name, _diff_text(diffs)),
+                               "set it back (gpu_scheduling_policy role)"))
+
+
+def _culling(out, policy, live):
+    want = _objects.culling_cronjob(policy)
+    if want is None:
+        return
+    obj = "cronjob %s/%s" % (want["namespace"], want["name"])
+    if not live.get("exists"):
+        out.append(finding("notebook_culling_missing", obj,
+                           "the notebook culling CronJob %s/%s is missing: idle notebooks keep their GPUs" % (
+                               want["namespace"], want["name"]),
+                           "create it (gpu_scheduling_policy role)"))
+        return
+    diffs = _objects.differences({"schedule": want["schedule"], "image": want["image"], "env": want["env"]},
+                                 dict((k, live.get(k)) for k in ("schedule", "image", "env")))
+    if diffs:
+        out.append(finding("notebook_culling_changed", obj, "notebook culling CronJob %s/%s: %s" % (
+            want["namespace"], want["name"], _diff_text(diffs)), "set it back (gpu_scheduling_policy role)"))
+
+
+# ---------------------------------------------------------------------------------------
+# results and reports
+# ---------------------------------------------------------------------------------------
+
+
+def sort_findings(findings):
+    rule_order = dict((r, i) for i, r in enumerate(RULES))
+    link_order = dict((l, i) for i, l in enumerate(LINKS))
+    return sorted(findings, key=lambda f: (link_order.get(f["link"], 99), rule_order.get(f["rule"], 999),
+                                           f["object"]))
+
+
+def summarize(findings):
+    """Counts per severity and per link (each link: counts per severity)."""
+    by_severity = OrderedDict((s, 0) for s in SEVERITIES)
+    by_link = OrderedDict((l, OrderedDict((s, 0) for s in SEVERITIES)) for l in LINKS)
+    for f in findings:
+        by_severity[f["severity"]] += 1
+        by_link.setdefault(f["link"], OrderedDict((s, 0) for s in SEVERITIES))[f["severity"]] += 1
+    return OrderedDict([("total", len(findings)), ("severity", by_severity), ("link", by_link)])
+
+
+def is_clean(findings):
+    """No error and no warning (info findings, such as a link not audited, do not count)."""
+    return not any(f["severity"] in ("error", "warning") for f in findings)
+
+
+def should_fail(findings, fail_on):
+    if fail_on == "error":
+        return any(f["severity"] == "error" for f in findings)
+    if fail_on == "warning":
+        return any(f["severity"] in ("error", "warning") for f in findings)
+    return False
+
+
+def _md_cell(value):
+    text = "" if value is None else str(value)
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+def _html(value):
+    text = "" if value is None else str(value)
+    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace('"', "&quot;").replace("'", "&#x27;"))
+
+
+def render(design_name, findings, summary, audited, fmt):
+    """The report text in ``json``, ``markdown`` or ``html``; no timestamps, so an unchanged
+    state renders the same text."""
+    if fmt == "json":
+        return json.dumps(OrderedDict([("design", design_name), ("audited", list(audited)),
+                                       ("clean", is_clean(findings)), ("summary", summary),
+                                       ("findings", findings)]), indent=2) + "\n"
+    sev = summary["severity"]
+    counts = ", ".join("%d %s" % (sev[s], s) for s in SEVERITIES)
+    status = "clean" if is_clean(findings) else "drift found"
+    if fmt == "markdown":
+        lines = ["# GPU pool audit: %s" % _md_cell(design_name), "",
+                 "Links audited: %s. Result: %s (%s)." % (", ".join(audited) or "none", status, counts), "",
+                 "| link | errors | warnings | info |", "|---|---|---|---|"]
+        for link, c in summary["link"].items():
+            lines.append("| %s | %d | %d | %d |" % (link, c["error"], c["warning"], c["info"]))
+        lines += ["", "## Findings", ""]
+        if not findings:
+            lines.append("No findings.")
+        else:
+            lines += ["| rule | severity | link | object | message | fix |", "|---|---|---|---|---|---|"]
+            for f in findings:
+                lines.append("| %s |" % " | ".join(_md_cell(f[k]) for k in
+                                                   ("rule", "severity", "link", "object", "message", "fix")))
+        return "\n".join(lines) + "\n"
+    if fmt == "html":
+        rows = []
+        for f in findings:
+            rows.append("<tr class=\"%s\">%s</tr>" % (_html(f["severity"]), "".join(
+                "<td>%s</td>" % _html(f[k]) for k in ("rule", "severity", "link", "object", "message", "fix"))))
+        link_rows = "".join("<tr><td>%s</td><td>%d</td><td>%d</td><td>%d</td></tr>" % (
+            _html(link), c["error"], c["warning"], c["info"]) for link, c in summary["link"].items())
+        return "\n".join([
+            "<!DOCTYPE html>",
+            "<html><head><meta charset=\"utf-8\"><title>GPU pool audit: %s</title>" % _html(design_name),
+            "<style>table{border-collapse:collapse}td,th{border:1px solid #999;padding:2px 6px}"
+            "tr.error{background:#fdd}tr.warning{background:#ffd}</style></head><body>",
+            "<h1>GPU pool audit: %s</h1>" % _html(design_name),
+            "<p>Links audited: %s. Result: %s (%s).</p>" % (_html(", ".join(audited) or "none"), status, counts),
+            "<table><tr><th>link</th><th>errors</th><th>warnings</th><th>info</th></tr>%s</table>" % link_rows,
+            "<h2>Findings</h2>",
+            ("<table><tr><th>rule</th><th>severity</th><th>link</th><th>object</th><th>message</th>"
+             "<th>fix</th></tr>\n%s\n</table>" % "\n".join(rows)) if rows else "<p>No findings.</p>",
+            "</body></html>", ""])
+    raise ValueError("unknown report format %r" % (fmt,))
+
+
+__all__ = ["RULES", "LINKS", "finding", "not_audited", "audit_esxi", "audit_vsphere", "audit_vks", "audit_guest", "guest_inputs",
+           "sort_findings", "summarize", "is_clean", "should_fail", "render"]

@@ -1,0 +1,677 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpupool.vcf developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Pure ESXi host logic for gpupool.vcf: no I/O, no Ansible imports.
+
+* NVIDIA host driver versions: :func:`parse_driver_version`, :func:`compare_versions`,
+  :func:`driver_plan` (nothing / install / upgrade / downgrade, refusing a downgrade unless
+  allowed), :func:`version_from_bundle`, :func:`bundle_location`.
+* Fleet decisions: :func:`design_version` (the version a cluster runs: the design's, else
+  the majority of its GPU hosts, never a tie), :func:`version_gate`, :func:`roll_capacity`.
+* Graphics: :func:`graphics_plan` (host default, assignment policy, every GPU's type).
+* Scheduler: :func:`scheduler_plan` (the ``nvidia`` module option string to write, merged
+  with what is there, and the fixed-share check against the vGPUs each GPU carries).
+* Which hosts need their turn: :func:`host_changes`, :func:`hosts_to_roll` (from one
+  ``gpu_host_info`` read of the cluster, without a call per host).
+* Host MIG mode over SSH: :func:`mig_mode_commands` (the commands, quoted).
+
+Every error is an :class:`EsxiError` (a ``ValueError``) whose message says what is wrong
+and what would be valid.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import re
+import shlex
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _nvidia
+
+
+class EsxiError(ValueError):
+    """Bad input or a state the collection refuses to act on."""
+
+
+# ---------------------------------------------------------------------------------------
+# the plan of one host: what the per-host roll would do, item by item
+# ---------------------------------------------------------------------------------------
+
+# field -> the actions the roll takes on it (each has an audit rule in _audit.ESXI_RULE_BY_FIELD)
+HOST_PLAN = (
+    ("connection", ("unreachable",)),
+    ("read", ("unreadable",)),
+    ("driver", ("install", "upgrade", "downgrade", "refused")),
+    ("vgpu_profiles", ("reboot",)),
+    ("graphics", ("unread",)),
+    ("graphics.default_type", ("set",)),
+    ("graphics.device_type", ("set",)),
+    ("graphics.assignment_policy", ("set",)),
+    ("nvidia_module_options", ("set", "unread", "refused")),
+    ("scheduler", ("refused",)),
+    ("reboot", ("reboot",)),
+    ("maintenance_mode", ("exit",)),
+    ("vms_powered_off", ("power_on",)),
+    ("mig_mode", ("set",)),
+    ("plan", ("refused",)),
+)
+
+
+def plan_item(field, live, wanted, action, reason, **extra):
+    """One step of a host's plan: what (``field``), from (``live``) what to (``wanted``), how
+    (``action``, one of :data:`HOST_PLAN`'s), and in words (``reason``); ``extra`` names the
+    part (``gpu``: a PCI address)."""
+    item = dict(field=field, live=live, wanted=wanted, action=action, reason=reason)
+    item.update(extra)
+    return item
+
+
+# ---------------------------------------------------------------------------------------
+# driver versions
+# ---------------------------------------------------------------------------------------
+
+# 550.90.05 or 550.90.05-1OEM.800.1.0.20613240 (branch.minor[.patch][-<build suffix>])
+_VERSION_RE = re.compile(r"^([0-9]{2,4})\.([0-9]{1,4})(?:\.([0-9]{1,4}))?(?:-([0-9A-Za-z][0-9A-Za-z.]*))?$")
+VERSION_FORM = "<branch>.<minor>[.<patch>][-<build>] such as 550.90.05 or 550.90.05-1OEM.800.1.0.20613240"
+
+
+class DriverVersion:
+    """A parsed NVIDIA host driver version; ordered by its numbers, the build suffix aside."""
+
+    __slots__ = ("text", "numbers", "suffix")
+
+    def __init__(self, text, numbers, suffix):
+        self.text = text
+        self.numbers = numbers
+        self.suffix = suffix
+
+    @property
+    def short(self):
+        return self.text.split("-", 1)[0]
+
+    def __repr__(self):
+        return "DriverVersion(%r)" % self.text
+
+
+def parse_driver_version(text):
+    """Parse a driver version, short (550.90.05) or full (550.90.05-1OEM.800...)."""
+    if isinstance(text, DriverVersion):
+        return text
+    if not isinstance(text, str) or not _VERSION_RE.match(text.strip()):
+        raise EsxiError("Invalid NVIDIA driver version %r: the form is %s" % (text, VERSION_FORM))
+    text = text.strip()
+    m = _VERSION_RE.match(text)
+    numbers = (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
+    return DriverVersion(text, numbers, m.group(4))
+
+
+def compare_versions(a, b):
+    """-1, 0 or 1 as NVIDIA driver versions; the build suffix only breaks ties when both have one."""
+    va, vb = parse_driver_version(a), parse_driver_version(b)
+    if va.numbers != vb.numbers:
+        return -1 if va.numbers < vb.numbers else 1
+    if va.suffix and vb.suffix and va.suffix != vb.suffix:
+        # same driver, other build: compare the dotted numbers of the suffix where they are numbers
+        return -1 if _suffix_key(va.suffix) < _suffix_key(vb.suffix) else 1
+    return 0
+
+
+def _suffix_key(suffix):
+    return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"[.]", suffix)]
+
+
+def same_version(installed, target):
+    """Whether the installed driver is the target (a short target matches any build of it)."""
+    if installed is None:
+        return False
+    return compare_versions(installed, target) == 0
+
+
+def driver_plan(installed, target, allow_downgrade=False):
+    """What to do to get from ``installed`` (None: no driver) to ``target``.
+
+    Returns ``none``, ``install``, ``upgrade`` or ``downgrade``; a downgrade without
+    ``allow_downgrade`` is an error, so is a malformed version.
+    """
+    tv = parse_driver_version(target)
+    if installed is None:
+        return "install"
+    iv = parse_driver_version(installed)
+    order = compare_versions(iv, tv)
+    if order == 0:
+        return "none"
+    if order < 0:
+        return "upgrade"
+    if not allow_downgrade:
+        raise EsxiError("the host runs NVIDIA driver %s, newer than the target %s: a downgrade needs "
+                        "allow_downgrade=true" % (iv.text, tv.text))
+    return "downgrade"
+
+
+# NVD-AIE-800_550.90.05-1OEM.800.1.0.20613240_23912345.zip,
+# NVD-AIE_ESXi_8.0.0_Driver_550.90.05-1OEM.800.1.0.20613240.vib
+_BUNDLE_NAME_RES = (
+    re.compile(r"^NVD-AIE-[0-9]+_(.+)_[0-9]+\.zip$", re.I),
+    re.compile(r"^NVD-AIE_ESXi_[0-9.]+_Driver_(.+)\.vib$", re.I),
+    re.compile(r"^NVD[-_]AIE.*?_([0-9]{3}\.[0-9]+(?:\.[0-9]+)?(?:-[0-9A-Za-z.]+)?)(?:_[0-9]+)?\.(?:zip|vib)$", re.I),
+)
+_DATASTORE_PATH_RE = re.compile(r"^\[([^\]]+)\]\s*(.+)$")
+
+
+def version_from_bundle(bundle):
+    """The driver version an NVIDIA bundle or VIB file name carries, or None for another name."""
+    if not bundle:
+        return None
+    name = re.split(r"[/\\\]\s]", bundle.strip())[-1].split("?", 1)[0]
+    for regex in _BUNDLE_NAME_RES:
+        m = regex.match(name)
+        if m:
+            try:
+                return parse_driver_version(m.group(1)).text
+            except EsxiError:
+                return None
+    return None
+
+
+def bundle_location(bundle):
+    """(kind, location) for InstallHostPatchV2: kind ``bundle`` (.zip) or ``vib`` (.vib).
+
+    A URL (http, https, ftp, file) is passed on; a datastore path ``[ds] dir/file.zip``
+    becomes the absolute ``/vmfs/volumes/ds/dir/file.zip`` ESXi needs; an absolute path under
+    ``/vmfs/volumes/`` is kept.
+    """
+    if not bundle or not isinstance(bundle, str) or not bundle.strip():
+        raise EsxiError("no driver bundle given: option bundle (a URL or a datastore path such as "
+                        "'[datastore1] drivers/NVD-AIE-800_<version>_<build>.zip') is required to install")
+    text = bundle.strip()
+    m = _DATASTORE_PATH_RE.match(text)
+    if m:
+        location = "/vmfs/volumes/%s/%s" % (m.group(1).strip(), m.group(2).strip().lstrip("/"))
+    elif re.match(r"^(https?|ftp|file)://[^\s]+$", text, re.I) or text.startswith("/vmfs/volumes/"):
+        location = text
+    else:
+        raise EsxiError("Invalid bundle %r: a URL (https://depot.example.com/NVD-AIE-800_....zip), a "
+                        "datastore path ('[datastore1] drivers/NVD-AIE-800_....zip') or an absolute "
+                        "/vmfs/volumes/... path is required" % bundle)
+    lower = location.lower().split("?", 1)[0]
+    if lower.endswith(".zip"):
+        return "bundle", location
+    if lower.endswith(".vib"):
+        return "vib", location
+    raise EsxiError("Invalid bundle %r: an offline bundle (.zip) or a VIB (.vib) is required" % bundle)
+
+
+def check_bundle_matches(bundle, target):
+    """Refuse a bundle whose file name names another driver version than the target."""
+    named = version_from_bundle(bundle)
+    if named is not None and parse_driver_version(named).numbers != parse_driver_version(target).numbers:
+        raise EsxiError("bundle %s holds NVIDIA driver %s, not the target %s" % (bundle, named, target))
+    return named
+
+
+# ---------------------------------------------------------------------------------------
+# fleet decisions
+# ---------------------------------------------------------------------------------------
+
+
+def design_version(versions_by_host, target=None, exclude=()):
+    """The driver version a cluster runs.
+
+    ``versions_by_host`` maps host names to their short version (None: no driver). With a
+    ``target`` (the design's version) that is the answer. Otherwise the version most of the
+    other GPU hosts (``exclude`` left out) run; a tie or no host is an error that lists the
+    hosts on each version.
+    """
+    if target:
+        return parse_driver_version(target).text
+    groups = {}
+    for host, version in sorted(versions_by_host.items()):
+        if host in exclude or version is None:
+            continue
+        groups.setdefault(parse_driver_version(version).short, []).append(host)
+    if not groups:
+        raise EsxiError("no other GPU host with an NVIDIA driver to take the version from; give the target version")
+    ranked = sorted(groups.items(), key=lambda kv: -len(kv[1]))
+    if len(ranked) > 1 and len(ranked[0][1]) == len(ranked[1][1]):
+        raise EsxiError("no majority driver version: %s; give the target version" % describe_versions(groups))
+    return ranked[0][0]
+
+
+def describe_versions(groups):
+    return "; ".join("%s on %s" % (v, ", ".join(sorted(hosts)))
+                     for v, hosts in sorted(groups.items(), key=lambda kv: parse_driver_version(kv[0]).numbers))
+
+
+def version_gate(versions_by_host, target=None):
+    """Fail when a cluster's GPU hosts disagree and no target is given; return the target.
+
+    ``versions_by_host``: {host: short version or None}. With one version on every host,
+    that is the target (nothing to roll).
+    """
+    if target:
+        return parse_driver_version(target).text
+    groups = {}
+    for host, version in versions_by_host.items():
+        groups.setdefault(parse_driver_version(version).short if version else "none", []).append(host)
+    if len(groups) > 1:
+        raise EsxiError("the GPU hosts run different NVIDIA drivers (%s) and no target version is given: "
+                        "set the cluster's driver version" % describe_versions_any(groups))
+    if not groups:
+        raise EsxiError("no GPU hosts to take the driver version from and no target version given")
+    if "none" in groups:
+        raise EsxiError("no NVIDIA driver on %s and no target version given" % ", ".join(sorted(groups["none"])))
+    return next(iter(groups))
+
+
+def describe_versions_any(groups):
+    def key(kv):
+        try:
+            return (0, parse_driver_version(kv[0]).numbers)
+        except EsxiError:
+            return (1, ())
+    return "; ".join("%s on %s" % (v, ", ".join(sorted(h))) for v, h in sorted(groups.items(), key=key))
+
+
+def roll_capacity(gpus_by_host, min_gpus, force=False, unavailable=()):
+    """Can one host at a time leave the cluster? Returns (allowed, message).
+
+    Taking out the host with the most GPUs must leave at least ``min_gpus`` GPUs on the
+    hosts that remain available (``unavailable``: hosts already in maintenance or down).
+    """
+    available = dict((h, n) for h, n in gpus_by_host.items() if h not in unavailable)
+    total = sum(available.values())
+    if not available:
+        return False, "no GPU host available in the cluster"
+    biggest = max(available.items(), key=lambda kv: (kv[1], kv[0]))
+    left = total - biggest[1]
+    if min_gpus and left < min_gpus:
+        msg = ("taking %s (%d GPUs) out would leave %d of %d GPUs, fewer than the %d the design needs"
+               % (biggest[0], biggest[1], left, total, min_gpus))
+        if force:
+            return True, msg + " (forced)"
+        return False, msg
+    return True, "%d of %d GPUs stay available while one host is out" % (left, total)
+
+
+# ---------------------------------------------------------------------------------------
+# graphics
+# ---------------------------------------------------------------------------------------
+
+# The one graphics map: the collection's words (options, results, the design) and the VIM API's.
+GRAPHICS_API_BY_WORD = {"shared_direct": "sharedDirect", "shared": "shared"}
+GRAPHICS_WORD_BY_API = dict((api, word) for word, api in GRAPHICS_API_BY_WORD.items())
+GRAPHICS_WORDS = tuple(GRAPHICS_API_BY_WORD)
+ASSIGNMENT_POLICIES = ("performance", "consolidation")
+
+
+def graphics_changes(current, gpu_pci_ids, graphics_type=None, assignment_policy=None):
+    """The graphics configuration to write and the plan items that get there.
+
+    ``current``: dict(default_type, assignment_policy, device_types {pci: type}) in the
+    collection's words (shared_direct / shared), as ``gpu_host_info`` returns it (None: unread).
+    Returns (desired dict in the same words, [plan item]) (see :func:`plan_item`); only the
+    NVIDIA GPUs in ``gpu_pci_ids`` and the options given are compared.
+    """
+    current = current or {}
+    cur_types = dict(current.get("device_types") or {})
+    desired = dict(default_type=current.get("default_type"),
+                   assignment_policy=current.get("assignment_policy"),
+                   device_types=dict((pci, cur_types.get(pci, current.get("default_type"))) for pci in gpu_pci_ids))
+    items = []
+    if graphics_type is not None:
+        if graphics_type not in GRAPHICS_WORDS:
+            raise EsxiError("Invalid graphics_type %r: one of %s" % (graphics_type, ", ".join(GRAPHICS_WORDS)))
+        if desired["default_type"] != graphics_type:
+            items.append(plan_item("graphics.default_type", desired["default_type"], graphics_type, "set",
+                                   "host default graphics type %s -> %s" % (desired["default_type"], graphics_type)))
+            desired["default_type"] = graphics_type
+        for pci in gpu_pci_ids:
+            if desired["device_types"].get(pci) != graphics_type:
+                items.append(plan_item("graphics.device_type", desired["device_types"].get(pci), graphics_type, "set",
+                                       "GPU %s graphics type %s -> %s" % (pci, desired["device_types"].get(pci),
+                                                                          graphics_type), gpu=pci))
+                desired["device_types"][pci] = graphics_type
+    if assignment_policy is not None:
+        if assignment_policy not in ASSIGNMENT_POLICIES:
+            raise EsxiError("Invalid assignment_policy %r: one of %s"
+                            % (assignment_policy, ", ".join(ASSIGNMENT_POLICIES)))
+        if desired["assignment_policy"] != assignment_policy:
+            items.append(plan_item("graphics.assignment_policy", desired["assignment_policy"], assignment_policy, "set",
+                                   "assignment policy %s -> %s" % (desired["assignment_policy"], assignment_policy)))
+            desired["assignment_policy"] = assignment_policy
+    return desired, items
+
+
+def graphics_plan(current, gpu_pci_ids, graphics_type=None, assignment_policy=None):
+    """(desired graphics dict, list of change descriptions): :func:`graphics_changes` in words."""
+    desired, items = graphics_changes(current, gpu_pci_ids, graphics_type, assignment_policy)
+    return desired, [i["reason"] for i in items]
+
+
+def vim_graphics_type(word):
+    """shared_direct -> sharedDirect (the VIM API's word); an unknown word is passed on."""
+    return GRAPHICS_API_BY_WORD.get(word, word)
+
+
+def graphics_word(api_type):
+    """sharedDirect -> shared_direct (the collection's word); an unknown API value is passed on."""
+    return GRAPHICS_WORD_BY_API.get(api_type, api_type)
+
+
+# ---------------------------------------------------------------------------------------
+# scheduler
+# ---------------------------------------------------------------------------------------
+
+
+def _scheduler_value(policy, time_slice_ms, where):
+    if policy is None:
+        raise EsxiError("%s: a scheduler policy is required (one of %s)" % (where, ", ".join(_nvidia.SCHEDULER_POLICIES)))
+    if policy not in _nvidia.SCHEDULER_POLICIES:
+        raise EsxiError("%s: unknown scheduler policy %r; one of %s" % (where, policy, ", ".join(_nvidia.SCHEDULER_POLICIES)))
+    if time_slice_ms is not None:
+        if policy == "best_effort":
+            raise EsxiError("%s: best_effort takes no time_slice_ms; use equal_share or fixed_share" % where)
+        if isinstance(time_slice_ms, bool) or not isinstance(time_slice_ms, int) or not 1 <= time_slice_ms <= 30:
+            raise EsxiError("%s: time_slice_ms %r is outside 1-30 ms" % (where, time_slice_ms))
+    try:
+        return _nvidia.encode_scheduler(policy, time_slice_ms)
+    except _nvidia.NvidiaError as exc:
+        raise EsxiError("%s: %s" % (where, exc))
+
+
+def validate_scheduler(scheduler, gpu_pci_ids=None):
+    """Check a scheduler option dict; returns (value for all GPUs, {pci: value})."""
+    if not scheduler:
+        return None, {}
+    everywhere = None
+    if scheduler.get("policy") is not None or scheduler.get("time_slice_ms") is not None:
+        everywhere = _scheduler_value(scheduler.get("policy"), scheduler.get("time_slice_ms"), "scheduler")
+    per_gpu = {}
+    known = None if gpu_pci_ids is None else set(_nvidia.normalize_pci_address(p) for p in gpu_pci_ids)
+    for entry in scheduler.get("per_gpu") or []:
+        pci = entry.get("pci_id")
+        if not pci:
+            raise EsxiError("scheduler.per_gpu: every entry needs pci_id")
+        try:
+            address = _nvidia.normalize_pci_address(pci)
+        except _nvidia.NvidiaError as exc:
+            raise EsxiError("scheduler.per_gpu: %s" % exc)
+        if known is not None and address not in known:
+            raise EsxiError("scheduler.per_gpu: no NVIDIA GPU at PCI address %s; GPUs: %s"
+                            % (pci, ", ".join(sorted(known)) or "none"))
+        if address in per_gpu:
+            raise EsxiError("scheduler.per_gpu: PCI address %s is given twice" % address)
+        per_gpu[address] = _scheduler_value(entry.get("policy"), entry.get("time_slice_ms"),
+                                            "scheduler.per_gpu[%s]" % pci)
+    return everywhere, per_gpu
+
+
+def fixed_share_conflicts(everywhere, per_gpu, profiles_by_gpu):
+    """Reasons fixed share cannot be used: {pci: reason} for every GPU whose vGPUs forbid it.
+
+    ``profiles_by_gpu``: {pci: [vGPU profile names of the VMs on that GPU]}.
+    """
+    out = {}
+    for pci, profiles in sorted(profiles_by_gpu.items()):
+        address = _nvidia.normalize_pci_address(pci)
+        value = per_gpu.get(address, everywhere)
+        if value is None or _nvidia.decode_scheduler(value).policy != "fixed_share" or not profiles:
+            continue
+        try:
+            verdict = _nvidia.vgpu_fixed_share_allowed(profiles)
+        except _nvidia.NvidiaError:
+            continue  # a profile name we cannot read: leave the decision to the host
+        if not verdict:
+            out[pci] = verdict.reason
+    return out
+
+
+def scheduler_plan(current_options, scheduler, gpu_pci_ids=None, profiles_by_gpu=None):
+    """(new option string, changed) for the scheduler settings asked for.
+
+    Only what the user set is compared: without ``policy`` the all-GPU value is left
+    alone; GPUs not named in ``per_gpu`` are left alone. Everything else in the option
+    string is kept.
+    """
+    everywhere, per_gpu = validate_scheduler(scheduler, gpu_pci_ids)
+    conflicts = fixed_share_conflicts(everywhere, per_gpu, profiles_by_gpu or {})
+    if conflicts:
+        raise EsxiError("fixed share refused: " + "; ".join("GPU %s: %s" % kv for kv in sorted(conflicts.items())))
+    if everywhere is None and not per_gpu:
+        return current_options, False
+    try:
+        current = _nvidia.get_scheduler(current_options)
+        keep_all = current["all"].canonical_value if current["all"] is not None else None
+        value = everywhere if (scheduler or {}).get("policy") is not None else keep_all
+        new = _nvidia.set_scheduler(current_options, value, per_device=per_gpu or None)
+    except _nvidia.NvidiaError as exc:
+        raise EsxiError("the nvidia module options %r cannot be merged: %s" % (current_options, exc))
+    return new, new != (current_options or "")
+
+
+# ---------------------------------------------------------------------------------------
+# which hosts of a cluster need their turn
+# ---------------------------------------------------------------------------------------
+
+
+def _normalized_scheduler(scheduler):
+    """The scheduler option as esxi_gpu_config reads it: None when nothing is asked."""
+    if not scheduler:
+        return None
+    if scheduler.get("policy") is None and not scheduler.get("per_gpu") and scheduler.get("time_slice_ms") is None:
+        return None
+    return scheduler
+
+
+def host_changes(host, target, graphics_type=None, assignment_policy=None, scheduler=None, allow_downgrade=False,
+                 driver=True):
+    """What the per-host roll would change on one GPU host, from ``gpu_host_info`` data alone.
+
+    ``host`` is one entry of gpu_host_info's ``hosts`` read with ``driver`` and
+    ``scheduler`` gathered (``vms`` too when fixed share is asked). Returns the host's plan, a
+    list of :func:`plan_item` dicts; empty means the host is at the design and its turn would
+    change nothing. Anything this cannot judge from the data (a host not connected, a read
+    error, no nvidia module, a downgrade, fixed share next to running vGPUs, a driver
+    installed but not loaded) is an item too, so the per-host modules decide and report it.
+    ``driver=False`` leaves the driver out (vLCM's remediation owns it).
+    """
+    items = []
+    if host.get("connection_state") != "connected":
+        return [plan_item("connection", host.get("connection_state"), "connected", "unreachable",
+                          "host is %s" % host.get("connection_state"))]
+    if host.get("errors"):
+        return [plan_item("read", list(host["errors"]), None, "unreadable",
+                          "read errors: %s" % "; ".join(str(e) for e in host["errors"]))]
+    if driver:
+        info = host.get("driver") or {}
+        installed = info.get("full_version") or info.get("version")
+        try:
+            plan = driver_plan(installed, target, allow_downgrade)
+        except EsxiError as exc:
+            return [plan_item("driver", installed, target, "refused", "driver: %s" % exc)]
+        if plan != "none":
+            items.append(plan_item("driver", installed, parse_driver_version(target).text, plan,
+                                   "driver %s -> %s (%s)" % (info.get("version"), parse_driver_version(target).short,
+                                                             plan)))
+    if not host.get("vgpu_profiles"):
+        items.append(plan_item("vgpu_profiles", [], "offered", "reboot", "no vGPU profiles offered (driver not loaded)"))
+    pcis = sorted(g["pci_id"] for g in host.get("gpus") or [])
+    if graphics_type is not None or assignment_policy is not None:
+        if host.get("graphics") is None:
+            items.append(plan_item("graphics", None, graphics_type, "unread", "graphics configuration not read"))
+        else:
+            items.extend(graphics_changes(host["graphics"], pcis, graphics_type, assignment_policy)[1])
+    items.extend(_scheduler_items(host, _normalized_scheduler(scheduler), pcis))
+    for reason in host.get("reboot_pending") or []:
+        items.append(plan_item("reboot", "pending", "done", "reboot", reason))
+    if host.get("maintenance_by_collection") and host.get("maintenance_mode"):
+        items.append(plan_item("maintenance_mode", True, False, "exit",
+                               "left in maintenance mode by an earlier run (%s)" % host["maintenance_by_collection"]))
+    left_off = vms_left_off(host)
+    if left_off:
+        items.append(plan_item("vms_powered_off", left_off, [], "power_on",
+                               "VMs an earlier run powered off and did not power on: %s" % ", ".join(left_off)))
+    return items
+
+
+def vms_left_off(host):
+    """The VMs the collection's record says it powered off that are still off on the host now.
+
+    Judged from the live VM list (``vgpu_vms`` with power states) when it was read, so a VM
+    powered on by someone else, or moved away, is not owed anything.
+    """
+    recorded = list(host.get("vms_powered_off_by_collection") or [])
+    vms = host.get("vgpu_vms")
+    if vms is None:
+        return recorded
+    off = dict((v.get("moid"), v.get("name")) for v in vms if v.get("power_state") != "poweredOn")
+    return [off[m] or m for m in recorded if m in off]
+
+
+def _scheduler_items(host, scheduler, pcis):
+    if scheduler is None:
+        return []
+    if "nvidia_module_options" not in host:
+        return [plan_item("nvidia_module_options", None, None, "unread", "nvidia module options not available")]
+    policies = [scheduler.get("policy")] + [e.get("policy") for e in scheduler.get("per_gpu") or []]
+    running_vgpus = [v for v in host.get("vgpu_vms") or [] if v.get("power_state") == "poweredOn"]
+    if "fixed_share" in policies and running_vgpus:
+        return [plan_item("scheduler", len(running_vgpus), "fixed_share", "refused",
+                          "fixed share asked with %d powered-on vGPU VMs (checked per GPU by esxi_gpu_config)"
+                          % len(running_vgpus))]
+    options = host.get("nvidia_module_options")
+    try:
+        new, changed = scheduler_plan(options, scheduler, pcis)
+    except EsxiError as exc:
+        return [plan_item("nvidia_module_options", options, None, "refused", str(exc))]
+    if not changed:
+        return []
+    return [plan_item("nvidia_module_options", options, new, "set", "nvidia module options %r -> %r" % (options, new))]
+
+
+def host_plan(host, target, graphics_type=None, assignment_policy=None, scheduler=None, allow_downgrade=False,
+              driver=True):
+    """:func:`host_changes`, with a refusal (settings that cannot be applied to this host) as an item."""
+    try:
+        return host_changes(host, target, graphics_type, assignment_policy, scheduler, allow_downgrade, driver)
+    except EsxiError as exc:
+        return [plan_item("plan", None, None, "refused", str(exc))]
+
+
+def reasons(items):
+    """The plan items in words (one line each), for messages."""
+    return [i["reason"] for i in items]
+
+
+def hosts_to_roll(hosts, target, graphics_type=None, assignment_policy=None, scheduler=None,
+                  allow_downgrade=False, only=None, always=False, driver=True):
+    """{host name: plan items} for the GPU hosts whose turn would change something.
+
+    ``only`` limits the hosts (names); ``always`` (for example host MIG mode, which the
+    vSphere API cannot read) makes every selected GPU host take its turn.
+    """
+    out = {}
+    for host in hosts or []:
+        if not host.get("gpu_count") or (only and host["name"] not in only):
+            continue
+        items = host_plan(host, target, graphics_type, assignment_policy, scheduler, allow_downgrade, driver)
+        if always:
+            items.append(plan_item("mig_mode", None, None, "set",
+                                   "host MIG mode cannot be read: every host takes its turn"))
+        if items:
+            out[host["name"]] = items
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# host MIG mode over SSH (the vSphere API has none)
+# ---------------------------------------------------------------------------------------
+
+
+def mig_mode_commands(enabled, gpu_indexes=None):
+    """The nvidia-smi commands that set MIG mode, quoted for the ESXi shell.
+
+    ``gpu_indexes``: GPU indexes as nvidia-smi numbers them (None: every GPU). MIG mode
+    takes effect after a GPU reset or a host reboot.
+    """
+    if not isinstance(enabled, bool):
+        raise EsxiError("MIG mode must be true or false, not %r" % (enabled,))
+    if gpu_indexes is None:
+        return ["nvidia-smi -mig %d" % int(enabled)]
+    cmds = []
+    for index in gpu_indexes:
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < 64:
+            raise EsxiError("Invalid GPU index %r: a whole number from 0 to 63 is required" % (index,))
+        cmds.append(" ".join(shlex.quote(a) for a in ("nvidia-smi", "-i", str(index), "-mig", str(int(enabled)))))
+    return cmds
+
+
+def mig_query_command():
+    """Read back the current and pending MIG mode of every GPU."""
+    return "nvidia-smi --query-gpu=index,pci.bus_id,mig.mode.current,mig.mode.pending --format=csv,noheader"
+
+
+def parse_mig_query(text):
+    """Parse :func:`mig_query_command` output into [{index, pci_id, current, pending}]."""
+    out = []
+    for line in (text or "").splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) != 4 or not parts[0].isdigit():
+            continue
+        out.append(dict(index=int(parts[0]), pci_id=parts[1], current=parts[2] == "Enabled",
+                        pending=parts[3] == "Enabled"))
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# what a run leaves on a host: running vs staged, and the collection's own record
+# ---------------------------------------------------------------------------------------
+
+# custom attribute on each host the collection changed: {"maintenance": "<by> <when>",
+# "options_boot": "<boot time when the nvidia module options were changed>"}
+HOST_STATE_FIELD = "gpupool.vcf.host-state"
+
+
+def parse_host_state(value):
+    """The collection's record on a host (a JSON object; anything else reads as empty)."""
+    try:
+        state = json.loads(value) if value else {}
+    except ValueError:
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
+def format_host_state(state):
+    """The record as written back: compact JSON of the keys set, "" when nothing is left."""
+    state = dict((k, v) for k, v in (state or {}).items() if v)
+    return json.dumps(state, sort_keys=True, separators=(",", ":")) if state else ""
+
+
+def boot_stamp(boot_time):
+    """A host's ``runtime.bootTime`` as the text the record keeps (None when unknown)."""
+    if boot_time is None:
+        return None
+    return boot_time.isoformat() if hasattr(boot_time, "isoformat") else str(boot_time)
+
+
+def pending_reboot(reboot_required, boot_time, state, running=None, installed=None):
+    """Why the host still owes a reboot: what is staged and not running. [] when nothing.
+
+    ``reboot_required``: the host's ``summary.rebootRequired`` (set by ESXi after an install
+    that takes effect at the next boot); ``state``: the collection's record, whose
+    ``options_boot`` is the boot the nvidia module options were changed in (they load at the
+    next boot); ``running`` / ``installed``: driver versions when known.
+    """
+    reasons = []
+    if running and installed and compare_versions(running, installed) != 0:
+        reasons.append("driver %s installed but %s running (staged, not running until a reboot)"
+                       % (parse_driver_version(installed).short, parse_driver_version(running).short))
+    elif reboot_required:
+        reasons.append("reboot pending on the host (staged software not running)")
+    stamp = (state or {}).get("options_boot")
+    if stamp and stamp == boot_stamp(boot_time):
+        reasons.append("nvidia module options changed since the last boot (not loaded until a reboot)")
+    return reasons

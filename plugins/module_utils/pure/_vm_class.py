@@ -1,0 +1,229 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""VM classes with vGPU profiles: validation, normal form, diff and request bodies (pure).
+
+A VM class is compared in one normal form, whatever the API returned::
+
+    {"cpu_count": 8, "memory_mb": 65536, "cpu_reservation": 0, "memory_reservation": 100,
+     "description": "...", "vgpu_profiles": ["nvidia_h100-1-10c"]}
+
+It is written in one of two forms: ``config_spec`` (a vim ``VirtualMachineConfigSpec`` in
+JSON, vSphere API 8.0.2 and later) or the legacy ``devices.vgpu_devices`` (deprecated
+since 8.0.2). On read both are understood, and both ``memory_MB`` and ``memory_mb``.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _nvidia
+
+FORMS = ("config_spec", "devices")
+API_FORMS = ("auto",) + FORMS
+CONFIG_SPEC_SINCE = (8, 0, 2)
+FIELDS = ("cpu_count", "memory_mb", "cpu_reservation", "memory_reservation", "description", "vgpu_profiles")
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+class VmClassError(ValueError):
+    """Bad input for a VM class; nothing was changed."""
+
+
+def check_dns_label(name, what="name"):
+    if not isinstance(name, str) or not DNS_LABEL.match(name):
+        raise VmClassError("%s %r is not a DNS label (lower-case letters, digits and '-', at most 63, "
+                           "starting and ending with a letter or digit)" % (what, name))
+    return name
+
+
+def api_version_tuple(version):
+    """'8.0.3.0' -> (8, 0, 3, 0); unparseable parts count as 0."""
+    out = []
+    for part in str(version or "").split("."):
+        m = re.match(r"^(\d+)", part)
+        out.append(int(m.group(1)) if m else 0)
+    return tuple(out)
+
+
+def choose_form(api_form, api_version=None):
+    """The form to write: the one asked for, or by API version (config_spec since 8.0.2)."""
+    if api_form not in API_FORMS:
+        raise VmClassError("api_form %r is not one of %s" % (api_form, ", ".join(API_FORMS)))
+    if api_form != "auto":
+        return api_form
+    return "config_spec" if api_version_tuple(api_version) >= CONFIG_SPEC_SINCE else "devices"
+
+
+def _reservation(value, what):
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 100:
+        raise VmClassError("%s must be a percentage from 0 to 100, not %r" % (what, value))
+    return value
+
+
+def check_profiles(profiles, offered=None, cluster=None):
+    """Parse every profile; with ``offered`` (a set), each must be in it."""
+    if profiles is None:
+        return None
+    out = []
+    for name in profiles:
+        try:
+            _nvidia.parse_profile(name)
+        except _nvidia.NvidiaError as exc:
+            raise VmClassError("vGPU profile %s: %s" % (name, exc))
+        out.append(name.lower())
+    if offered is not None:
+        unknown = [p for p in out if p not in offered]
+        if unknown:
+            raise VmClassError("vGPU profile(s) %s not offered by the hosts of cluster %s; offered: %s"
+                               % (", ".join(unknown), cluster, ", ".join(sorted(offered)) or "none"))
+    return out
+
+
+def desired(params):
+    """The user's options in normal form (None = leave alone), validated without I/O."""
+    check_dns_label(params.get("name"), "VM class name")
+    out = dict((k, params.get(k)) for k in FIELDS)
+    for k in ("cpu_count", "memory_mb"):
+        if out[k] is not None and (not isinstance(out[k], int) or out[k] < 1):
+            raise VmClassError("%s must be a positive number, not %r" % (k, out[k]))
+    out["cpu_reservation"] = _reservation(out["cpu_reservation"], "cpu_reservation")
+    out["memory_reservation"] = _reservation(out["memory_reservation"], "memory_reservation")
+    out["vgpu_profiles"] = check_profiles(out["vgpu_profiles"])
+    return out
+
+
+def _profiles_of_config_spec(config_spec):
+    out = []
+    for change in (config_spec or {}).get("deviceChange") or []:
+        if (change or {}).get("operation", "add") != "add":
+            continue
+        backing = ((change.get("device") or {}).get("backing") or {})
+        if backing.get("vgpu"):
+            out.append(backing["vgpu"])
+    return out
+
+
+def normalize(info):
+    """The API's Info (either form, either memory spelling) in normal form; None for None."""
+    if info is None:
+        return None
+    memory = info.get("memory_mb", info.get("memory_MB"))
+    profiles = [d.get("profile_name") for d in ((info.get("devices") or {}).get("vgpu_devices") or [])]
+    config_spec = info.get("config_spec")
+    if isinstance(config_spec, dict):
+        profiles += _profiles_of_config_spec(config_spec)
+    return dict(
+        cpu_count=info.get("cpu_count"),
+        memory_mb=memory,
+        cpu_reservation=info.get("cpu_reservation") or 0,
+        memory_reservation=info.get("memory_reservation") or 0,
+        description=info.get("description") or "",
+        vgpu_profiles=[p.lower() for p in profiles if p],
+    )
+
+
+def merge(current, want):
+    """The class after this run: current values, overridden by the options the user set.
+
+    With a vGPU the memory reservation is 100: an explicit lower value fails, an unset one
+    becomes 100.
+    """
+    after = dict(current or {})
+    for k in FIELDS:
+        if want.get(k) is not None:
+            after[k] = list(want[k]) if k == "vgpu_profiles" else want[k]
+    after.setdefault("cpu_reservation", 0)
+    after.setdefault("description", "")
+    after.setdefault("vgpu_profiles", [])
+    if current is None:
+        missing = [k for k in ("cpu_count", "memory_mb") if after.get(k) is None]
+        if missing:
+            raise VmClassError("%s required to create a VM class" % " and ".join(missing))
+    if after["vgpu_profiles"]:
+        if want.get("memory_reservation") is not None and want["memory_reservation"] < 100:
+            raise VmClassError("memory_reservation %d%% with a vGPU: a vGPU VM needs all its memory reserved "
+                               "(100), leave memory_reservation unset or set it to 100"
+                               % want["memory_reservation"])
+        after["memory_reservation"] = 100
+    else:
+        after.setdefault("memory_reservation", 0)
+        if after.get("memory_reservation") is None:
+            after["memory_reservation"] = 0
+    return after
+
+
+def differs(current, after):
+    """Fields whose value changes (vGPU profiles compared as a multiset)."""
+    if current is None:
+        return list(FIELDS)
+    out = []
+    for k in FIELDS:
+        a, b = current.get(k), after.get(k)
+        if k == "vgpu_profiles":
+            a, b = sorted(a or []), sorted(b or [])
+        if a != b:
+            out.append(k)
+    return out
+
+
+def with_vgpu(classes):
+    """The ids of the classes (``{id: normal form}``) that carry a vGPU profile."""
+    return sorted(i for i, c in (classes or {}).items() if (c or {}).get("vgpu_profiles"))
+
+
+def vgpu_config_spec(after):
+    """The vim VirtualMachineConfigSpec (JSON with _typeName) of a class."""
+    spec = {
+        "_typeName": "VirtualMachineConfigSpec",
+        "numCPUs": after["cpu_count"],
+        "memoryMB": after["memory_mb"],
+    }
+    changes = []
+    for i, profile in enumerate(after["vgpu_profiles"]):
+        changes.append({
+            "_typeName": "VirtualDeviceConfigSpec",
+            "operation": "add",
+            "device": {
+                "_typeName": "VirtualPCIPassthrough",
+                "key": -100 - i,
+                "backing": {"_typeName": "VirtualPCIPassthroughVmiopBackingInfo", "vgpu": profile},
+            },
+        })
+    if changes:
+        spec["deviceChange"] = changes
+        spec["memoryReservationLockedToMax"] = True
+    return spec
+
+
+def request_body(name, after, form, create, clear_devices=False):
+    """CreateSpec (with ``id``) or UpdateSpec of the whole class in the chosen form.
+
+    ``clear_devices``: an update to the config_spec form of a class that still has legacy
+    ``devices.vgpu_devices`` empties them, so the profiles are not counted twice.
+    """
+    body = {}
+    if create:
+        body["id"] = name
+    body.update(
+        cpu_count=after["cpu_count"],
+        memory_MB=after["memory_mb"],
+        cpu_reservation=after["cpu_reservation"],
+        memory_reservation=after["memory_reservation"],
+        description=after["description"],
+    )
+    if form == "config_spec":
+        body["config_spec"] = vgpu_config_spec(after)
+        if clear_devices and not create:
+            body["devices"] = {}
+    else:
+        body["devices"] = {"vgpu_devices": [{"profile_name": p} for p in after["vgpu_profiles"]]}
+    return body
+
+
+__all__ = ["API_FORMS", "FIELDS", "VmClassError", "api_version_tuple", "check_dns_label", "check_profiles",
+           "choose_form", "desired", "differs", "merge", "normalize", "request_body", "vgpu_config_spec", "with_vgpu"]

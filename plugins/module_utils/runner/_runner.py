@@ -1,0 +1,131 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The resource runner: one place that owns check mode, --diff, the result and the error boundary.
+
+A module's ``main()`` is a few lines::
+
+    def main():
+        module = VsphereModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+        enforce(module, "vm_class")
+        Runner(module, VmClass(module)).run()
+
+:meth:`Runner.run` calls the resource's ``read()``, ``plan(live)`` and, when the plan holds a
+change and the run is not in check mode, ``apply(plan)`` (see ``_plan.Resource``). The result
+is ``changed`` (whether the plan holds a change: check mode predicts exactly what a real run
+reports), the resource's own keys, ``diff`` with ``--diff``, and whatever ``apply`` returns.
+
+Every error ends in ``fail_json``, never in a traceback:
+
+* a client error (``VsphereError``, ``K8sError``, ``DlsError`` and their subclasses, or the
+  resource's ``errors``): "Unable to <verb> <object>: <reason>", where verb and object name
+  the step that failed: ``read`` <resource> while reading, the plan's action (``create``,
+  ``update``, ``delete``) or the module's verb while applying, or what the resource named
+  with ``doing()``; the resource's ``next_step()`` (or the partial state's ``next_step``) is
+  appended;
+* one of the resource's ``refusals`` (its pure checks): "Unable to <verb> <object>: <reason>"
+  with the module's verb ("manage VM class gpu-small");
+* ``_plan.Failure``: its own message and result keys;
+* anything else: "Unable to <step>: unexpected <type>: <text>", the traceback only in
+  ``exception`` (shown with -vvv).
+
+Each failure carries the partial state: the module's ``partial`` (``VsphereModule``), the
+resource's ``partial`` and, when applying had begun, the result the plan predicted (what was
+attempted; ``changed`` only where the resource's partial state says so).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import traceback
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sError
+from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import DlsError
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError
+
+CLIENT_ERRORS = (VsphereError, K8sError, DlsError)
+
+
+class Runner:
+    """Drives one resource through read -> plan -> apply for one module run."""
+
+    def __init__(self, module, resource, errors=CLIENT_ERRORS):
+        self.module = module
+        self.resource = resource
+        self.errors = tuple(errors) + tuple(resource.errors)
+        self.planned = None  # the predicted result, once applying has begun
+
+    def _phase(self, verb):
+        self.resource.step = (verb, self.resource.name)
+
+    def outcome(self):
+        """The result of the run (exceptions propagate): read, plan, apply unless check mode."""
+        module, resource = self.module, self.resource
+        self._phase("read")
+        live = resource.read()
+        self._phase(resource.verb)
+        plan = resource.plan(live)
+        result = dict(changed=bool(plan))
+        result.update(resource.result(live, plan) or {})
+        self._add_diff(result, live, plan)
+        if plan and not module.check_mode:
+            self._phase(plan.verb() or resource.verb)
+            self.planned = dict((k, v) for k, v in result.items() if k != "changed")  # what was attempted
+            result.update(resource.apply(plan) or {})
+            self._add_diff(result, live, plan)  # apply may learn what the plan could not (plan.after)
+        return result
+
+    def _add_diff(self, result, live, plan):
+        if getattr(self.module, "_diff", False):
+            diff = self.resource.diff(live, plan)
+            if diff is not None:
+                result["diff"] = diff
+
+    def run(self):
+        """Run the resource and exit the module: exit_json with the result, or fail_json."""
+        try:
+            result = self.outcome()
+        except Failure as exc:
+            self.fail(exc.msg, exc.result)
+        except self.errors as exc:  # pylint: disable=catching-non-exception
+            self.fail(self.message(exc, self.resource.step))
+        except self.resource.refusals as exc:  # pylint: disable=catching-non-exception
+            self.fail(self.message(exc, (self.resource.verb, self.resource.name), tail=False))
+        except Exception as exc:  # the last line of defence: no traceback
+            text = "unexpected %s: %s" % (type(exc).__name__, exc)
+            self.fail(self.message(text, self.resource.step), dict(exception=traceback.format_exc()))
+        self.warn()
+        self.module.exit_json(**result)
+
+    def message(self, reason, step, tail=True):
+        verb, obj = step or (self.resource.verb, self.resource.name)
+        msg = "Unable to %s %s: %s" % (verb, obj, reason) if obj else "Unable to %s: %s" % (verb, reason)
+        if tail:
+            after = self.resource.next_step(reason) or self.partial().get("next_step")
+            if after:
+                msg += "; %s" % after
+        return msg
+
+    def partial(self):
+        """What the run left: predicted result once applying began, the module's and the resource's partial state."""
+        out = dict(self.planned or {})
+        out.update(getattr(self.module, "partial", None) or {})
+        out.update(self.resource.partial or {})
+        return out
+
+    def warn(self):
+        for text in self.resource.warnings:
+            self.module.warn(text)
+        self.resource.warnings = []
+
+    def fail(self, msg, extra=None):
+        result = self.partial()
+        result.update(extra or {})
+        result.pop("msg", None)
+        self.warn()
+        self.module.fail_json(msg=msg, **result)
+
+
+__all__ = ["CLIENT_ERRORS", "Runner"]

@@ -1,0 +1,232 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""ESXi host operations through the vSphere API (I/O part of the host link).
+
+Knows nothing of Ansible: raises :class:`VsphereError` and its subclasses. Used by
+``esxi_host_driver`` and ``esxi_gpu_config``; the decisions live in ``_esxi.py``.
+
+Requests made by :meth:`HostOps.find_host`: one ContainerView + one retrieval of a few
+properties of every host (the name is not an index vCenter offers for hosts added by IP or
+short name). Everything else is per host, only on the host being changed.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import time
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_inventory import (
+    driver_from_packages,
+    is_nvidia_gpu,
+    vgpu_profiles_of,
+)
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import (
+    VsphereError,
+    VsphereFault,
+    VsphereNotFound,
+    VsphereConnectionError,
+    VsphereTaskError,
+    vim,
+    wait,
+)
+
+HOST_PROPERTIES = [
+    "name",
+    "parent",
+    "runtime.inMaintenanceMode",
+    "runtime.connectionState",
+    "runtime.bootTime",
+    "summary.rebootRequired",
+    "customValue",
+    "vm",
+]
+VM_PROPERTIES = ["name", "runtime.powerState", "config.hardware.device"]
+VGPU_HOTMIGRATE = "vgpu.hotmigrate.enabled"
+
+
+class HostOps:
+    """Operations on ESXi hosts through one :class:`VsphereClient`."""
+
+    def __init__(self, client, sleep=time.sleep, clock=time.monotonic):
+        self.client = client
+        self.sleep = sleep
+        self.clock = clock
+
+    # -- reading -------------------------------------------------------------------------
+    def find_host(self, name, properties=None):
+        """ObjectProps of the named host; VsphereNotFound lists a few names when absent.
+
+        ``properties``: the host properties to read (None: HOST_PROPERTIES).
+        """
+        hosts = self.client.retrieve({vim.HostSystem: list(HOST_PROPERTIES if properties is None else properties)})
+        for h in hosts:
+            if h["name"] == name:
+                return h
+        names = sorted(h["name"] for h in hosts)
+        raise VsphereNotFound("host %s not found (%d hosts, e.g. %s)" % (name, len(names), ", ".join(names[:5]) or "none"))
+
+    def refresh(self, host, properties=None):
+        got = self.client.retrieve_objects([host.obj], list(HOST_PROPERTIES if properties is None else properties))
+        if not got:
+            raise VsphereNotFound("host %s disappeared from the inventory" % host.get("name", host.moid))
+        got[0].props.setdefault("name", host.get("name"))
+        return got[0]
+
+    def installed_driver(self, host_obj):
+        """(short, full) NVIDIA driver version installed on the host, or (None, None)."""
+        try:
+            packages = host_obj.configManager.imageConfigManager.FetchSoftwarePackages()
+        except VsphereError as exc:
+            raise VsphereError("cannot list the software packages of the host: %s" % exc)
+        short, full, _listing = driver_from_packages(packages)
+        return short, full
+
+    def running_driver(self, host_obj):
+        """The version of the nvidia kernel module loaded now (QueryModules), or None."""
+        try:
+            modules = host_obj.configManager.kernelModuleSystem.QueryModules()
+        except VsphereError as exc:
+            raise VsphereError("cannot list the kernel modules of the host: %s" % exc)
+        for mod in modules or []:
+            if mod.name == "nvidia" and getattr(mod, "loaded", True):
+                return mod.version or None
+        return None
+
+    def state(self, host):
+        """The collection's record on the host (``_esxi.HOST_STATE_FIELD``), parsed."""
+        key = self.client.custom_field_key(_esxi.HOST_STATE_FIELD, vim.HostSystem)
+        return _esxi.parse_host_state(self.client.custom_value(host.get("customValue"), key))
+
+    def update_state(self, host, **changes):
+        """Set (or, with None, drop) keys of the host's record; one SetField when it changes."""
+        state = self.state(host)
+        new = dict(state)
+        new.update(changes)
+        text = _esxi.format_host_state(new)
+        if text != _esxi.format_host_state(state):
+            self.client.set_custom_field(host.obj, _esxi.HOST_STATE_FIELD, text)
+            key = self.client.custom_field_key(_esxi.HOST_STATE_FIELD, vim.HostSystem)
+            values = [v for v in host.get("customValue") or [] if v.key != key]
+            values.append(vim.CustomFieldsManager.StringValue(key=key, value=text))
+            host.props["customValue"] = values
+
+    def record_powered_off(self, host, vms):
+        """Record on the host the VMs this collection powered off and has not powered on yet."""
+        self.update_state(host, powered_off=sorted(v["moid"] for v in vms) or None)
+
+    def recorded_powered_off(self, host):
+        """[{name, moid, obj}] of the VMs recorded by :meth:`record_powered_off` that are still off."""
+        moids = self.state(host).get("powered_off") or []
+        if not moids:
+            return []
+        refs = [vim.VirtualMachine(moid, stub=host.obj._stub) for moid in moids]  # pylint: disable=protected-access
+        out = []
+        for vm in self.client.retrieve_objects(refs, ["name", "runtime.powerState"]):
+            if str(vm.get("runtime.powerState")) != "poweredOn":
+                out.append(dict(name=vm["name"], moid=vm.moid, obj=vm.obj))
+        return sorted(out, key=lambda v: v["name"])
+
+    def vgpu_vms(self, host):
+        """[{name, moid, power_state, vgpu_profiles, obj}] of the host's VMs holding vGPUs."""
+        vms = host.get("vm") or []
+        out = []
+        for vm in self.client.retrieve_objects(vms, VM_PROPERTIES):
+            profiles = vgpu_profiles_of(vm.get("config.hardware.device"))
+            if profiles:
+                out.append(dict(name=vm["name"], moid=vm.moid, power_state=str(vm.get("runtime.powerState")),
+                                vgpu_profiles=profiles, obj=vm.obj))
+        return sorted(out, key=lambda v: v["name"])
+
+    def vgpu_hotmigrate_enabled(self):
+        """Whether vCenter migrates powered-on vGPU VMs (advanced setting vgpu.hotmigrate.enabled)."""
+        try:
+            opts = self.client.content.setting.QueryOptions(name=VGPU_HOTMIGRATE)
+        except VsphereFault:  # InvalidName: the setting is not there, so it is off
+            return False
+        for opt in opts or []:
+            if opt.key == VGPU_HOTMIGRATE:
+                return str(opt.value).lower() == "true"
+        return False
+
+    # -- changing ------------------------------------------------------------------------
+    def power_off(self, vm_obj, name, timeout=300):
+        self.client.wait_for_task(vm_obj.PowerOffVM_Task(), timeout=timeout, what="power off VM %s" % name)
+
+    def power_on(self, vm_obj, name, timeout=300):
+        self.client.wait_for_task(vm_obj.PowerOnVM_Task(), timeout=timeout, what="power on VM %s" % name)
+
+    def enter_maintenance(self, host, timeout, by="gpupool.vcf"):
+        """Maintenance mode, recorded on the host as the collection's (so a rerun may end it)."""
+        if host.get("runtime.inMaintenanceMode"):
+            return False
+        self.update_state(host, maintenance="%s %s" % (by, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))
+        task = host.obj.EnterMaintenanceMode_Task(timeout=int(timeout), evacuatePoweredOffVms=False)
+        self.client.wait_for_task(task, timeout=timeout + 60, what="enter maintenance mode")
+        host.props["runtime.inMaintenanceMode"] = True
+        return True
+
+    def exit_maintenance(self, host, timeout=600):
+        task = host.obj.ExitMaintenanceMode_Task(timeout=int(timeout))
+        self.client.wait_for_task(task, timeout=timeout + 60, what="exit maintenance mode")
+        host.props["runtime.inMaintenanceMode"] = False
+        self.update_state(host, maintenance=None)
+
+    def install(self, host, kind, location, timeout):
+        """InstallHostPatchV2 of an offline bundle (.zip) or a VIB; returns the task result."""
+        manager = host.obj.configManager.patchManager
+        spec = vim.HostPatchManager.PatchManagerOperationSpec()
+        kwargs = dict(metaUrls=None, bundleUrls=None, vibUrls=None, spec=spec)
+        kwargs["bundleUrls" if kind == "bundle" else "vibUrls"] = [location]
+        task = manager.InstallHostPatchV2_Task(**kwargs)
+        return self.client.wait_for_task(task, timeout=timeout, what="install %s" % location)
+
+    def reboot_and_wait(self, host, timeout):
+        """Reboot a host in maintenance mode and wait until it is connected with a new boot time.
+
+        vCenter unreachable meanwhile (restarting) does not end the wait before ``timeout``.
+        """
+        before = host.get("runtime.bootTime")
+        started = self.clock()
+        self.client.wait_for_task(host.obj.RebootHost_Task(force=False), timeout=timeout, what="reboot")
+        seen = dict(down=False)
+
+        def back():
+            now = self.refresh(host)
+            state = str(now.get("runtime.connectionState"))
+            boot = now.get("runtime.bootTime")
+            if state != "connected":
+                seen["down"] = True
+                return False, "host %s" % state
+            if (before is None and seen["down"]) or (before is not None and boot is not None and boot > before):
+                return True, now
+            return False, "host connected, not rebooted yet"
+
+        left = max(1.0, timeout - (self.clock() - started))
+        try:
+            return wait(back, left, "the host's return after the reboot", transient=(VsphereConnectionError,),
+                        initial_delay=0.25, max_delay=5.0, sleep=self.sleep, clock=self.clock)
+        except VsphereTaskError as exc:
+            raise VsphereTaskError("the host did not come back within %ss of the reboot (%s)" % (timeout, exc))
+
+    # -- graphics and module options -----------------------------------------------------
+    def graphics_manager(self, host_obj):
+        return host_obj.configManager.graphicsManager
+
+    def nvidia_module_options(self, host_obj):
+        """The configured nvidia module option string; None when the module is absent."""
+        try:
+            return host_obj.configManager.kernelModuleSystem.QueryConfiguredModuleOptionString("nvidia")
+        except VsphereFault as exc:
+            if exc.is_a(vim.fault.NotFound):
+                return None
+            raise VsphereError("cannot read the nvidia module options: %s" % exc)
+
+
+def gpu_pci_ids(pci_devices):
+    return sorted(p.id for p in pci_devices or [] if is_nvidia_gpu(p))
+
+
+__all__ = ["HostOps", "gpu_pci_ids"]

@@ -1,0 +1,96 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The GPU configuration of ESXi hosts in the vSphere API (client layer: knows nothing of Ansible).
+
+What esxi_gpu_config reads and writes: the hosts of a cluster (or one host) in one retrieval,
+their graphics configuration (one retrieval of the graphics managers), the nvidia module
+options, the vGPU profiles placed on each GPU, ``UpdateGraphicsConfig`` and
+``UpdateModuleOptionString``. Maintenance mode, the reboot and the host's record are
+``_esxi_host.HostOps``, reached as ``ops``. Errors are ``VsphereError``.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._esxi_host import HostOps
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import vim
+
+HOST_PROPERTIES = [
+    "name",
+    "runtime.connectionState",
+    "runtime.inMaintenanceMode",
+    "runtime.bootTime",
+    "summary.rebootRequired",
+    "customValue",
+    "hardware.pciDevice",
+    "config.graphicsInfo",
+    "configManager.graphicsManager",
+    "configManager.kernelModuleSystem",
+    "vm",
+]
+
+
+class GpuConfigApi:
+    """The hosts of one run, through one vSphere session."""
+
+    def __init__(self, client):
+        self.client = client
+        self.ops = HostOps(client)
+
+    def hosts(self, host=None, cluster=None):
+        """The hosts (ObjectProps of HOST_PROPERTIES) of the cluster, or the one host, sorted by name."""
+        if cluster:
+            root = self.client.cluster_named(cluster, self.client.clusters_by_name())
+            hosts = self.client.retrieve({vim.HostSystem: HOST_PROPERTIES}, root=root.obj)
+        else:
+            hosts = [self.ops.find_host(host, HOST_PROPERTIES)]
+        return sorted(hosts, key=lambda h: h["name"])
+
+    def graphics_configs(self, hosts):
+        """{graphics manager moid: its graphicsConfig} of the hosts, in one retrieval."""
+        refs = [h["configManager.graphicsManager"] for h in hosts if h.get("configManager.graphicsManager") is not None]
+        return dict((g.moid, g.get("graphicsConfig")) for g in self.client.retrieve_objects(refs, ["graphicsConfig"]))
+
+    def nvidia_module_options(self, host):
+        """The configured nvidia module option string; None when the module is absent."""
+        return self.ops.nvidia_module_options(host.obj)
+
+    def profiles_by_gpu(self, host):
+        """{pci: [vGPU profiles of the powered-on VMs placed on that GPU]}."""
+        placed = {}
+        refs = []
+        for info in host.get("config.graphicsInfo") or []:
+            placed[info.pciId] = list(info.vm or [])
+            refs.extend(info.vm or [])
+        if not refs:
+            return {}
+        profiles = {}
+        for vm in self.client.retrieve_objects(refs, ["config.hardware.device"]):
+            profiles[vm.moid] = [d.backing.vgpu for d in vm.get("config.hardware.device") or []
+                                 if getattr(getattr(d, "backing", None), "vgpu", None)]
+        return dict((pci, [p for ref in vms for p in profiles.get(ref._moId, [])]) for pci, vms in placed.items())
+
+    def powered_on_vgpu_vms(self, host):
+        """Names of the powered-on VMs holding a vGPU on the host, read now."""
+        return [v["name"] for v in self.ops.vgpu_vms(self.ops.refresh(host, ["name", "vm"])) if v["power_state"] == "poweredOn"]
+
+    def update_graphics(self, host, desired):
+        """UpdateGraphicsConfig to ``desired`` ({default_type, assignment_policy, device_types})."""
+        cfg = vim.host.GraphicsConfig(
+            hostDefaultGraphicsType=_esxi.vim_graphics_type(desired["default_type"]),
+            sharedPassthruAssignmentPolicy=desired["assignment_policy"],
+            deviceType=[vim.host.GraphicsConfig.DeviceType(deviceId=pci, graphicsType=_esxi.vim_graphics_type(kind))
+                        for pci, kind in sorted(desired["device_types"].items())])
+        host["configManager.graphicsManager"].UpdateGraphicsConfig(cfg)
+
+    def update_module_options(self, host, options):
+        """The nvidia module options; the boot they were changed in is recorded on the host first
+        (they load at the next boot, whatever happens next)."""
+        self.ops.update_state(host, options_boot=_esxi.boot_stamp(host.get("runtime.bootTime")))
+        host["configManager.kernelModuleSystem"].UpdateModuleOptionString(name="nvidia", options=options)
+
+
+__all__ = ["HOST_PROPERTIES", "GpuConfigApi"]

@@ -1,0 +1,307 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""GPU inventory of ESXi hosts, read with a fixed number of PropertyCollector retrievals.
+
+:func:`read_gpu_inventory` is the I/O part (used by ``gpu_host_info``, the host roles and
+the audit); :func:`host_record` and :func:`cluster_summary` are pure and unit-tested.
+
+Requests made for one call:
+
+* one retrieval of cluster names (plus one ContainerView create/destroy);
+* one retrieval of hosts and VMs under the chosen scope;
+* one retrieval of the hosts' graphics managers (``graphicsConfig``);
+* for each connected host that has an NVIDIA GPU, and only when asked for, one
+  ``FetchSoftwarePackages`` (driver version) and one ``QueryConfiguredModuleOptionString``
+  (scheduler). The vSphere API offers these two only as per-host methods, with no
+  property and no batched form, so they run concurrently.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from concurrent.futures import ThreadPoolExecutor
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi, _nvidia
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import (
+    VsphereError,
+    VsphereFault,
+    VsphereNotFound,
+    vim,
+)
+
+NVIDIA_VENDOR_ID = 0x10DE
+NVIDIA_MODULE = "nvidia"
+GATHER_CHOICES = ("driver", "scheduler", "vms")
+
+HOST_PROPERTIES = [
+    "name",
+    "parent",
+    "runtime.inMaintenanceMode",
+    "runtime.connectionState",
+    "runtime.bootTime",
+    "summary.rebootRequired",
+    "customValue",
+    "hardware.pciDevice",
+    "config.graphicsInfo",
+    "config.sharedGpuCapabilities",
+    "config.sharedPassthruGpuTypes",
+    "configManager.graphicsManager",
+    "configManager.imageConfigManager",
+    "configManager.kernelModuleSystem",
+]
+VM_PROPERTIES = ["name", "runtime.host", "runtime.powerState", "config.hardware.device"]
+
+
+def _u16(value):
+    """PCI ids come back as signed shorts from the SOAP layer."""
+    return int(value) & 0xFFFF
+
+
+def is_nvidia_gpu(pci):
+    # class 0x03xx = display controller; NVIDIA's switches and audio functions are not GPUs
+    class_id = _u16(getattr(pci, "classId", 0x0300) or 0x0300)
+    return _u16(pci.vendorId) == NVIDIA_VENDOR_ID and (class_id >> 8) == 0x03
+
+
+def gpu_model_name(device_id, device_name):
+    """The catalog name of a GPU (H100-80GB), or the PCI device name for a model we do not know."""
+    try:
+        return _nvidia.gpu_model(device_id).name
+    except _nvidia.NvidiaError:
+        return device_name
+
+
+def scheduler_dict(policy):
+    """A decoded RmPVMRL value as plain data for module results."""
+    return dict(
+        policy=policy.policy,
+        time_slice_ms=policy.time_slice_ms,
+        strict_round_robin=policy.strict_round_robin,
+        averaging_factor=policy.averaging_factor,
+        frequency_hz=policy.frequency_hz,
+        rmpvmrl=_nvidia.format_rmpvmrl(policy.value),
+        canonical_rmpvmrl=policy.hex,
+    )
+
+
+def driver_from_packages(packages):
+    """(short version, full version, packages) of the NVIDIA host driver, or Nones.
+
+    The version is read as an NVIDIA driver version (``_esxi.parse_driver_version``): a
+    package whose version is not one (a tool or a plugin of the vendor) is not the driver.
+    """
+    nvidia = [p for p in packages or [] if "nvidia" in (getattr(p, "vendor", "") or "").lower()]
+    listing = [dict(name=p.name, version=p.version, vendor=p.vendor) for p in nvidia]
+    for pkg in nvidia:
+        if not (pkg.name.upper().startswith("NVD") or "driver" in pkg.name.lower()):
+            continue
+        try:
+            version = _esxi.parse_driver_version(pkg.version)
+        except _esxi.EsxiError:
+            continue
+        return version.short, version.text, listing
+    return None, None, listing
+
+
+def vgpu_profiles_of(devices):
+    profiles = []
+    for dev in devices or []:
+        backing = getattr(dev, "backing", None)
+        vgpu = getattr(backing, "vgpu", None)
+        if vgpu:
+            profiles.append(vgpu)
+    return profiles
+
+
+def host_record(host, cluster_name, graphics_config, vms, driver=None, module_options=None, errors=None, state=None):
+    """The per-host dict that gpu_host_info returns (pure: takes already-read values).
+
+    ``state``: the collection's record on the host (``_esxi.HOST_STATE_FIELD``, parsed).
+    """
+    info_by_pci = dict((g.pciId, g) for g in host.get("config.graphicsInfo") or [])
+    device_types = {}
+    if graphics_config is not None:
+        for dt in graphics_config.deviceType or []:
+            device_types[dt.deviceId] = _esxi.graphics_word(dt.graphicsType)
+    gpus = []
+    for pci in host.get("hardware.pciDevice") or []:
+        if not is_nvidia_gpu(pci):
+            continue
+        ginfo = info_by_pci.get(pci.id)
+        mem_kb = getattr(ginfo, "memorySizeInKB", None) if ginfo is not None else None
+        gpus.append(dict(
+            pci_id=pci.id,
+            device_id="0x%04x" % _u16(pci.deviceId),
+            device_name=pci.deviceName,
+            model=gpu_model_name(_u16(pci.deviceId), pci.deviceName),
+            memory_mb=int(mem_kb // 1024) if mem_kb else None,
+            graphics_type=device_types.get(pci.id),
+            active_graphics_type=_esxi.graphics_word(ginfo.graphicsType) if ginfo is not None else None,
+        ))
+    models = sorted(set(g["model"] for g in gpus))
+    record = dict(
+        name=host["name"],
+        moid=host.moid,
+        cluster=cluster_name,
+        connection_state=str(host.get("runtime.connectionState")),
+        maintenance_mode=bool(host.get("runtime.inMaintenanceMode")),
+        gpu_count=len(gpus),
+        gpu_model=models[0] if len(models) == 1 else (", ".join(models) or None),
+        gpus=gpus,
+        graphics=None,
+        vgpu_profiles=sorted(c.vgpu for c in host.get("config.sharedGpuCapabilities") or []),
+        vgpu_vms=vms,
+        errors=errors or [],
+        reboot_required=bool(host.get("summary.rebootRequired")),
+        reboot_pending=_esxi.pending_reboot(host.get("summary.rebootRequired"), host.get("runtime.bootTime"), state),
+        maintenance_by_collection=(state or {}).get("maintenance") if host.get("runtime.inMaintenanceMode") else None,
+        vms_powered_off_by_collection=list((state or {}).get("powered_off") or []),
+    )
+    if graphics_config is not None:
+        record["graphics"] = dict(
+            default_type=_esxi.graphics_word(graphics_config.hostDefaultGraphicsType),
+            assignment_policy=graphics_config.sharedPassthruAssignmentPolicy,
+            device_types=device_types,
+        )
+    if driver is not None:
+        short, full, packages = driver
+        record["driver"] = dict(version=short, full_version=full, packages=packages)
+    if module_options is not None:
+        record["nvidia_module_options"] = module_options
+        record["scheduler"] = scheduler_view(module_options)
+    return record
+
+
+def scheduler_view(option_string):
+    """The vGPU scheduler settings decoded from the nvidia module option string."""
+    try:
+        sched = _nvidia.get_scheduler(option_string)
+    except _nvidia.NvidiaError as exc:
+        return dict(policy=None, error=str(exc))
+    every = sched["all"]
+    out = scheduler_dict(every if every is not None else _nvidia.decode_scheduler(None))
+    out["configured"] = every is not None
+    out["per_device"] = dict((pci, scheduler_dict(s)) for pci, s in sched["per_device"].items())
+    return out
+
+
+def cluster_summary(records):
+    """Per cluster: hosts, GPU hosts and GPUs, every driver version seen with its hosts,
+    hosts per GPU model, whether the driver is the same on every GPU host."""
+    clusters = {}
+    for rec in records:
+        name = rec["cluster"] or ""
+        c = clusters.setdefault(name, dict(hosts=[], gpu_hosts=0, gpus=0, driver_versions={},
+                                           models={}, vgpu_vms=0, hosts_in_maintenance=[]))
+        c["hosts"].append(rec["name"])
+        c["vgpu_vms"] += len(rec.get("vgpu_vms") or [])
+        if rec["maintenance_mode"]:
+            c["hosts_in_maintenance"].append(rec["name"])
+        if not rec["gpu_count"]:
+            continue
+        c["gpu_hosts"] += 1
+        c["gpus"] += rec["gpu_count"]
+        c["models"].setdefault(rec["gpu_model"], []).append(rec["name"])
+        if "driver" in rec:
+            version = (rec["driver"] or {}).get("version") or "none"
+            c["driver_versions"].setdefault(version, []).append(rec["name"])
+    for c in clusters.values():
+        c["driver_consistent"] = len(c["driver_versions"]) <= 1 and "none" not in c["driver_versions"]
+    return clusters
+
+
+class GpuInventory:
+    """Reads the GPU inventory through one :class:`VsphereClient`."""
+
+    def __init__(self, client, workers=16):
+        self.client = client
+        self.workers = workers
+
+    def read(self, cluster=None, hosts=None, gather=GATHER_CHOICES):
+        gather = set(gather)
+        clusters = self.client.clusters_by_name()
+        cluster_of = {}
+        for name, cl in clusters.items():
+            for h in cl.get("host") or []:
+                cluster_of[h._moId] = name
+        root = None
+        if cluster:
+            root = self.client.cluster_named(cluster, clusters).obj
+        specs = {vim.HostSystem: HOST_PROPERTIES}
+        if "vms" in gather:
+            specs[vim.VirtualMachine] = VM_PROPERTIES
+        objects = self.client.retrieve(specs, root=root)
+        host_objs = [o for o in objects if isinstance(o.obj, vim.HostSystem)]
+        if hosts:
+            wanted = set(hosts)
+            host_objs = [h for h in host_objs if h["name"] in wanted]
+            missing = wanted - set(h["name"] for h in host_objs)
+            if missing:
+                raise VsphereNotFound("host(s) %s not found" % ", ".join(sorted(missing)))
+        host_objs.sort(key=lambda h: h["name"])
+        vms_by_host = {}
+        for vm in objects:
+            if not isinstance(vm.obj, vim.VirtualMachine):
+                continue
+            profiles = vgpu_profiles_of(vm.get("config.hardware.device"))
+            host_ref = vm.get("runtime.host")
+            if profiles and host_ref is not None:
+                vms_by_host.setdefault(host_ref._moId, []).append(dict(
+                    name=vm["name"], moid=vm.moid, power_state=str(vm.get("runtime.powerState")),
+                    vgpu_profiles=profiles))
+        state_key = self.client.custom_field_key(_esxi.HOST_STATE_FIELD, vim.HostSystem)
+        graphics = {}
+        managers = [h.get("configManager.graphicsManager") for h in host_objs]
+        managers = [m for m in managers if m is not None]
+        for gm in self.client.retrieve_objects(managers, ["graphicsConfig"]):
+            graphics[gm.moid] = gm.get("graphicsConfig")
+        per_host = self._per_host_calls(host_objs, gather)
+        records = []
+        for h in host_objs:
+            gm = h.get("configManager.graphicsManager")
+            driver, options, errors = per_host.get(h.moid, (None, None, []))
+            vms = sorted(vms_by_host.get(h.moid, []), key=lambda v: v["name"]) if "vms" in gather else None
+            state = _esxi.parse_host_state(self.client.custom_value(h.get("customValue"), state_key))
+            records.append(host_record(h, cluster_of.get(h.moid), graphics.get(gm._moId) if gm is not None else None,
+                                       vms, driver=driver, module_options=options, errors=errors, state=state))
+        return records
+
+    def _per_host_calls(self, host_objs, gather):
+        todo = []
+        for h in host_objs:
+            if not any(is_nvidia_gpu(p) for p in h.get("hardware.pciDevice") or []):
+                continue
+            if str(h.get("runtime.connectionState")) != "connected":
+                continue
+            todo.append(h)
+        if not todo or not (gather & {"driver", "scheduler"}):
+            return {}
+
+        def one(h):
+            errors = []
+            driver = options = None
+            if "driver" in gather:
+                try:
+                    packages = h["configManager.imageConfigManager"].FetchSoftwarePackages()
+                    driver = driver_from_packages(packages)
+                except VsphereError as exc:
+                    errors.append("software packages: %s" % exc)
+            if "scheduler" in gather:
+                try:
+                    options = h["configManager.kernelModuleSystem"].QueryConfiguredModuleOptionString(NVIDIA_MODULE)
+                except VsphereFault as exc:
+                    if exc.is_a(vim.fault.NotFound):
+                        errors.append("no nvidia kernel module (host driver not installed)")
+                    else:
+                        errors.append("nvidia module options: %s" % exc)
+                except VsphereError as exc:
+                    errors.append("nvidia module options: %s" % exc)
+            return h.moid, (driver, options, errors)
+
+        with ThreadPoolExecutor(max_workers=max(1, min(self.workers, len(todo)))) as pool:
+            return dict(pool.map(one, todo))
+
+
+__all__ = ["GpuInventory", "cluster_summary", "host_record", "VsphereError", "GATHER_CHOICES"]

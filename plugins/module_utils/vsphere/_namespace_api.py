@@ -1,0 +1,79 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""vSphere Namespaces in the vSphere API (client layer: knows nothing of Ansible).
+
+The REST resources supervisor_namespace reads and writes: namespaces and their access
+entries, the Supervisor clusters, storage policies and content libraries, through a
+``VsphereRestClient``; whether a cluster exists at all over SOAP (one retrieval, only to
+word the error for a cluster that is not a Supervisor). Errors are ``VsphereError``.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereNotFound
+
+NS_PATH = "/api/vcenter/namespaces/instances"
+CLUSTERS_PATH = "/api/vcenter/namespace-management/clusters"
+POLICIES_PATH = "/api/vcenter/storage/policies"
+LIBRARY_PATH = "/api/content/library"
+
+
+class NamespaceApi:
+    """One REST session (and, when needed, the SOAP session ``soap()`` returns)."""
+
+    def __init__(self, rest, soap=None):
+        self.rest = rest
+        self.soap = soap
+
+    def get(self, name):
+        """The namespace's Info, or None when there is no such namespace."""
+        try:
+            return self.rest.get("%s/%s" % (NS_PATH, name))
+        except VsphereNotFound:
+            return None
+
+    def supervisors(self):
+        """Summaries of the clusters with a Supervisor enabled ({cluster, cluster_name, ...})."""
+        return self.rest.get(CLUSTERS_PATH) or []
+
+    def cluster_exists(self, name):
+        """Whether vCenter has a cluster of that name, Supervisor or not (SOAP)."""
+        return name in self.soap().clusters_by_name()
+
+    def policy_names(self):
+        """{storage policy id: name}."""
+        return dict((p["policy"], p.get("name") or p["policy"]) for p in self.rest.get(POLICIES_PATH) or [])
+
+    def library_names(self, wanted):
+        """{content library id: name}; the names are read only when ``wanted`` is not all ids."""
+        ids = self.rest.get(LIBRARY_PATH) or []
+        if all(w in ids for w in wanted):
+            return dict((i, i) for i in ids)
+        return dict((i, (self.rest.get("%s/%s" % (LIBRARY_PATH, i)) or {}).get("name") or i) for i in ids)
+
+    def create(self, body, by_supervisor=False):
+        """Create a namespace; ``by_supervisor``: the body names a Supervisor id (the v2 API)."""
+        self.rest.post(NS_PATH + "/v2" if by_supervisor else NS_PATH, body)
+
+    def update(self, name, body):
+        self.rest.patch("%s/%s" % (NS_PATH, name), body)
+
+    def delete(self, name):
+        self.rest.delete("%s/%s" % (NS_PATH, name))
+
+    def set_access(self, name, method, entry):
+        """POST (add), PUT (change the role) or DELETE one access entry of a namespace."""
+        path = "%s/%s/access/%s/%s" % (NS_PATH, name, entry["domain"], entry["subject"])
+        params = {"type": entry["type"]}
+        if method == "DELETE":
+            self.rest.delete(path, params=params)
+        elif method == "POST":
+            self.rest.post(path, {"role": entry["role"]}, params=params)
+        else:
+            self.rest.put(path, {"role": entry["role"]}, params=params)
+
+
+__all__ = ["NamespaceApi"]

@@ -1,0 +1,946 @@
+"""Audit rules of _audit against hand-made live states (no I/O)."""
+import copy
+import json
+import pathlib
+
+import pytest
+import yaml
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit as a
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design import derive
+
+ROOT = pathlib.Path(__file__).resolve().parents[5]
+FULL = "550.90.05-1OEM.800.1.0.20613240"
+OLD = "550.54.10-1OEM.800.1.0.20613240"
+
+
+DERIVED = derive(yaml.safe_load((ROOT / "examples" / "design.yml").read_text()))
+
+
+@pytest.fixture
+def derived():
+    return copy.deepcopy(DERIVED)
+
+
+def options_for(want):
+    """The nvidia module options the role writes for a cluster's scheduler ("" for best effort)."""
+    return "" if want["rmpvmrl"] == "0x00000000" else "NVreg_RegistryDwords=RmPVMRL=%s" % want["rmpvmrl"]
+
+
+def host(name, cluster="gpu-h100", version=FULL, vms=None, **kw):
+    want = DERIVED["esxi"]["clusters"][cluster]
+    rec = dict(name=name, cluster=cluster, connection_state="connected", maintenance_mode=False, gpu_count=4,
+               graphics=dict(default_type="shared_direct", assignment_policy=want["assignment_policy"],
+                             device_types={"0000:3b:00.0": "shared_direct"}),
+               driver=dict(version=version.split("-")[0] if version else None, full_version=version),
+               scheduler=dict(policy=want["scheduler"]["policy"], rmpvmrl=want["rmpvmrl"],
+                              canonical_rmpvmrl=want["rmpvmrl"]),
+               nvidia_module_options=options_for(want), gpus=[dict(pci_id="0000:3b:00.0")],
+               vgpu_profiles=["nvidia_h100-3-40c"], vgpu_vms=vms or [], errors=[])
+    rec.update(kw)
+    return rec
+
+
+def good_hosts():
+    hosts = [host("esx-h100-0%d" % i,
+                  vms=[dict(name="vm-%d" % i, moid="vm-%d" % i, vgpu_profiles=["nvidia_h100-3-40c"])])
+             for i in range(1, 5)]
+    hosts += [host("esx-l40s-0%d" % i, cluster="gpu-l40s") for i in range(1, 4)]
+    hosts.append(dict(name="esx-mgmt-01", cluster="mgmt", connection_state="connected", maintenance_mode=False,
+                      gpu_count=0, graphics=None, vgpu_vms=[], errors=[]))
+    return hosts
+
+
+def good_drs():
+    pinned = dict(("vm-%d" % i, dict(behavior="partiallyAutomated", enabled=True)) for i in range(1, 5))
+    return {"gpu-h100": dict(enabled=True, overrides_enabled=True, overrides=pinned),
+            "gpu-l40s": dict(enabled=True, overrides_enabled=True, overrides={})}
+
+
+def rules(findings):
+    return sorted((f["rule"], f["object"]) for f in findings)
+
+
+def test_every_rule_has_severity_and_doc():
+    for name, (sev, link, doc) in a.RULES.items():
+        assert sev in a.SEVERITIES and (link in a.LINKS or name == "link_not_audited") and doc
+
+
+# --- esxi -----------------------------------------------------------------------------------------
+
+
+def test_esxi_clean(derived):
+    assert a.audit_esxi(derived, good_hosts(), good_drs()) == []
+
+
+def test_driver_mixed_and_off_design(derived):
+    hosts = good_hosts()
+    hosts[3]["driver"] = dict(version="550.54.10", full_version=OLD)
+    out = a.audit_esxi(derived, hosts, good_drs())
+    assert rules(out) == [("driver_mixed", "cluster gpu-h100"), ("driver_off_design", "host esx-h100-04")]
+    mixed = [f for f in out if f["rule"] == "driver_mixed"][0]
+    assert "esx-h100-04" in mixed["message"] and OLD in mixed["message"] and mixed["severity"] == "error"
+    assert all(f["link"] == "esxi" and f["fix"] for f in out)
+
+
+def test_driver_off_design_everywhere_is_not_mixed(derived):
+    hosts = [h for h in good_hosts() if h["cluster"] == "gpu-l40s"]
+    for h in hosts:
+        h["driver"] = dict(version="550.54.10", full_version=OLD)
+    out = a.audit_esxi(derived, hosts, good_drs())
+    assert [r for r, obj in rules(out) if r.startswith("driver")] == ["driver_off_design"] * 3
+
+
+def test_driver_missing_is_off_design(derived):
+    hosts = good_hosts()
+    hosts[0]["driver"] = dict(version=None, full_version=None, packages=[])
+    out = a.audit_esxi(derived, hosts, good_drs())
+    assert ("driver_off_design", "host esx-h100-01") in rules(out)
+    assert "none installed" in [f for f in out if f["rule"] == "driver_off_design"][0]["message"]
+
+
+def test_short_design_version_matches_full_host_version(derived):
+    d = copy.deepcopy(derived)
+    d["esxi"]["clusters"]["gpu-h100"]["driver_version"] = "550.90.05"
+    assert a.audit_esxi(d, good_hosts(), good_drs()) == []
+
+
+def test_graphics_not_shared_direct(derived):
+    hosts = good_hosts()
+    hosts[0]["graphics"]["default_type"] = "shared"
+    hosts[1]["graphics"]["device_types"]["0000:3b:00.0"] = "shared"
+    out = a.audit_esxi(derived, hosts, good_drs())
+    assert rules(out) == [("graphics_not_shared_direct", "host esx-h100-01"),
+                          ("graphics_not_shared_direct", "host esx-h100-02")]
+    assert "0000:3b:00.0" in out[1]["message"]
+
+
+def test_assignment_policy_off_design(derived):
+    hosts = good_hosts()
+    hosts[4]["graphics"]["assignment_policy"] = "spread"
+    out = a.audit_esxi(derived, hosts, good_drs())
+    assert rules(out) == [("assignment_policy_off_design", "host esx-l40s-01")]
+    assert out[0]["severity"] == "warning"
+
+
+def test_scheduler_off_design(derived):
+    hosts = good_hosts()
+    want = derived["esxi"]["clusters"]["gpu-h100"]["rmpvmrl"]
+    hosts[2]["nvidia_module_options"] = "NVreg_RegistryDwords=RmPVMRL=0x00030011"
+    out = a.audit_esxi(derived, hosts, good_drs())
+    assert rules(out) == [("scheduler_off_design", "host esx-h100-03")]
+    assert want in out[0]["fix"] and "fixed_share (RmPVMRL 0x00030011)" in out[0]["message"]
+
+
+def test_scheduler_undecodable_is_off_design(derived):
+    hosts = good_hosts()
+    hosts[0]["nvidia_module_options"] = "NVreg_RegistryDwords=RmPVMRL=0x12"
+    out = a.audit_esxi(derived, hosts, good_drs())
+    assert rules(out) == [("scheduler_off_design", "host esx-h100-01")]
+    assert "0x12" in out[0]["message"]
+
+
+def test_rmpvmrl_is_read_by_the_nvidia_codec(derived):
+    """A decimal RmPVMRL: the old audit read every value as hex, _nvidia (and so the converge) as decimal."""
+    d = copy.deepcopy(derived)
+    d["esxi"]["clusters"]["gpu-l40s"]["scheduler"] = dict(policy="fixed_share", time_slice_ms=None)
+    d["esxi"]["clusters"]["gpu-l40s"]["rmpvmrl"] = "0x00000011"
+    hosts = good_hosts()
+    l40s = [h for h in hosts if h["cluster"] == "gpu-l40s"]
+    for h in l40s:
+        # 17 = 0x11, fixed share: what an administrator typing esxcli may leave
+        h["nvidia_module_options"] = "NVreg_RegistryDwords=RmPVMRL=17"
+        h["scheduler"] = dict(policy="fixed_share", rmpvmrl="17")
+    assert int("17", 16) != 0x11  # the old reading: 0x17, not a scheduler value at all
+    assert a._nvidia.get_scheduler("NVreg_RegistryDwords=RmPVMRL=17")["all"].canonical_value == 0x11
+    assert a.audit_esxi(d, hosts, good_drs()) == []
+    # the converge plans nothing for them either
+    want = a.esxi_role_inputs(d["esxi"]["clusters"]["gpu-l40s"])
+    assert a._esxi.hosts_to_roll(l40s, **want) == {}
+
+
+@pytest.mark.parametrize("options", ["NVreg_RegistryDwords=RmPVMRL=0x00", "NVreg_RegistryDwords=RmPVMRL=0x00030003"])
+def test_scheduler_values_the_converge_rewrites_are_reported(derived, options):
+    """The old audit compared canonical values, so it called these clean while the role rewrites them."""
+    d = copy.deepcopy(derived)
+    if options.endswith("0x00030003"):  # the guide's equal-share 3 ms spelling; the role writes 0x00030001
+        d["esxi"]["clusters"]["gpu-h100"]["scheduler"] = dict(policy="equal_share", time_slice_ms=3)
+        d["esxi"]["clusters"]["gpu-h100"]["rmpvmrl"] = "0x00030001"
+    hosts = good_hosts()
+    for h in hosts:
+        if h["cluster"] == "gpu-h100":
+            h["nvidia_module_options"] = options if h["name"] == "esx-h100-01" else options_for(
+                d["esxi"]["clusters"]["gpu-h100"])
+    out = a.audit_esxi(d, hosts, good_drs())
+    assert rules(out) == [("scheduler_off_design", "host esx-h100-01")]
+    h100 = [h for h in hosts if h["cluster"] == "gpu-h100"]
+    assert sorted(a._esxi.hosts_to_roll(h100, **a.esxi_role_inputs(d["esxi"]["clusters"]["gpu-h100"]))) == [
+        "esx-h100-01"]
+
+
+def test_host_in_maintenance_left_by_a_run_is_a_warning(derived):
+    hosts = good_hosts()
+    hosts[1]["maintenance_mode"] = True
+    hosts[1]["maintenance_by_collection"] = "esxi_host_driver 2026-11-30T02:00:00Z"
+    out = a.audit_esxi(derived, hosts, good_drs())
+    assert rules(out) == [("host_in_maintenance", "host esx-h100-02")]
+    assert out[0]["severity"] == "warning" and "esxi_host_driver" in out[0]["message"]
+
+
+def test_host_in_maintenance_by_an_administrator_is_information(derived):
+    hosts = good_hosts()
+    hosts[1]["maintenance_mode"] = True
+    out = a.audit_esxi(derived, hosts, good_drs())
+    assert rules(out) == [("host_in_maintenance_by_admin", "host esx-h100-02")]
+    assert out[0]["severity"] == "info" and a.is_clean(out)
+
+
+def test_host_unreachable(derived):
+    hosts = good_hosts()
+    hosts[0]["connection_state"] = "notResponding"
+    del hosts[0]["driver"]
+    del hosts[0]["scheduler"]
+    assert rules(a.audit_esxi(derived, hosts, good_drs())) == [("host_unreachable", "host esx-h100-01")]
+
+
+# one drift per (field, action) of the ESXi plan: (how to make it on host esx-h100-01, design change)
+ESXI_DRIFTS = [
+    ("connection", "unreachable", dict(connection_state="notResponding"), None),
+    ("read", "unreadable", dict(errors=["software packages: timed out"]), None),
+    ("driver", "install", dict(driver=dict(version=None, full_version=None)), None),
+    ("driver", "upgrade", dict(driver=dict(version="550.54.10", full_version=OLD)), None),
+    ("driver", "refused", dict(driver=dict(version="560.28.03", full_version="560.28.03-1OEM.800.1.0.20613240")), None),
+    ("vgpu_profiles", "reboot", dict(vgpu_profiles=[]), None),
+    ("graphics", "unread", dict(graphics=None), None),
+    ("graphics.default_type", "set", dict(graphics=dict(default_type="shared", assignment_policy="performance",
+                                                        device_types={"0000:3b:00.0": "shared_direct"})), None),
+    ("graphics.device_type", "set", dict(graphics=dict(default_type="shared_direct", assignment_policy="performance",
+                                                       device_types={"0000:3b:00.0": "shared"})), None),
+    ("graphics.assignment_policy", "set", dict(graphics=dict(default_type="shared_direct",
+                                                             assignment_policy="consolidation",
+                                                             device_types={"0000:3b:00.0": "shared_direct"})), None),
+    ("nvidia_module_options", "set", dict(nvidia_module_options="NVreg_RegistryDwords=RmPVMRL=0x11"), None),
+    ("nvidia_module_options", "refused", dict(nvidia_module_options="NVreg_RegistryDwords=RmPVMRL=0x12"), None),
+    ("scheduler", "refused", dict(vgpu_vms=[dict(name="vm-1", moid="vm-1", power_state="poweredOn",
+                                                 vgpu_profiles=["nvidia_h100-3-40c"])]),
+     dict(scheduler=dict(policy="fixed_share", time_slice_ms=None), rmpvmrl="0x00000011")),
+    ("reboot", "reboot", dict(reboot_pending=["reboot pending on the host (staged software not running)"]), None),
+    ("maintenance_mode", "exit", dict(maintenance_mode=True, maintenance_by_collection="esxi_host_driver at 02:00"),
+     None),
+    ("vms_powered_off", "power_on", dict(vms_powered_off_by_collection=["vm-1"]), None),
+    ("plan", "refused", {}, dict(graphics_type="vsga")),
+]
+
+
+def test_every_esxi_plan_field_has_a_rule_and_every_rule_a_source():
+    fields = dict(a._esxi.HOST_PLAN)
+    for field in fields:
+        assert (field in a.ESXI_RULE_BY_FIELD) != (field in a.ESXI_FIELDS_NOT_AUDITED), field
+    for field, rule in a.ESXI_RULE_BY_FIELD.items():
+        assert field in fields and a.RULES[rule][1] == "esxi" and a.RULES[rule][0] != "info", (field, rule)
+    esxi_rules = set(r for r, (sev, link, doc) in a.RULES.items() if link == "esxi")
+    assert esxi_rules == set(a.ESXI_RULE_BY_FIELD.values()) | set(a.ESXI_RULES_BESIDES_THE_PLAN)
+    # every field the audit reports is made by a drift below, with each action the audit's inputs can reach
+    assert set(f for f, act, drift, design in ESXI_DRIFTS) == set(a.ESXI_RULE_BY_FIELD)
+    for field, action, drift, design in ESXI_DRIFTS:
+        assert action in fields[field]
+
+
+@pytest.mark.parametrize("field,action,drift,design", ESXI_DRIFTS, ids=["%s-%s" % (d[0], d[1]) for d in ESXI_DRIFTS])
+def test_each_esxi_plan_item_is_reported_by_its_rule(derived, field, action, drift, design):
+    """The role's plan (hosts_to_roll, as the esxi_gpu_host role calls it) and the audit agree on the drift."""
+    d = copy.deepcopy(derived)
+    want = d["esxi"]["clusters"]["gpu-h100"]
+    want.update(design or {})
+    hosts = good_hosts()
+    if design and "scheduler" in design:
+        for h in hosts[:4]:
+            h["nvidia_module_options"] = options_for(want)
+    hosts[0].update(drift)
+    h100 = [h for h in hosts if h["cluster"] == "gpu-h100"]
+    plan = a._esxi.hosts_to_roll(h100, **a.esxi_role_inputs(want))
+    assert [(i["field"], i["action"]) for i in plan["esx-h100-01"]] == [(field, action)]
+    out = a.audit_esxi(d, hosts, good_drs())
+    mine = [f for f in out if f["object"] == "host esx-h100-01"]
+    assert [f["rule"] for f in mine] == [a.ESXI_RULE_BY_FIELD[field]]
+    assert mine[0]["message"] and mine[0]["fix"]
+    # the hosts the role would roll are the hosts the audit names, the others are clean on both sides
+    named = sorted(set(f["object"][5:] for f in out if f["object"].startswith("host ") and f["severity"] != "info"))
+    assert named == sorted(plan)
+    if field != "plan":  # a setting no host can take is refused on every host
+        assert sorted(plan) == ["esx-h100-01"]
+
+
+def test_cluster_missing_and_hosts_short(derived):
+    hosts = [h for h in good_hosts() if h["cluster"] != "gpu-l40s"][:3]
+    out = a.audit_esxi(derived, hosts, good_drs())
+    assert rules(out) == [("cluster_missing", "cluster gpu-l40s"), ("gpu_hosts_short", "cluster gpu-h100")]
+
+
+def test_gpu_vm_not_pinned(derived):
+    drs = good_drs()
+    del drs["gpu-h100"]["overrides"]["vm-1"]
+    drs["gpu-h100"]["overrides"]["vm-2"]["enabled"] = False
+    drs["gpu-h100"]["overrides"]["vm-3"]["behavior"] = "fullyAutomated"
+    drs["gpu-h100"]["overrides"]["vm-4"]["behavior"] = "manual"
+    out = a.audit_esxi(derived, good_hosts(), drs)
+    assert rules(out) == [("gpu_vm_not_pinned", "vm vm-1"), ("gpu_vm_not_pinned", "vm vm-2"),
+                          ("gpu_vm_not_pinned", "vm vm-3"), ("gpu_vm_pin_behavior", "vm vm-4")]
+    by = dict((f["object"], f) for f in out)
+    assert "no DRS override" in by["vm vm-1"]["message"] and "disabled" in by["vm vm-2"]["message"]
+    assert "cluster=gpu-h100" in by["vm vm-1"]["fix"]
+
+
+def test_drs_overrides_disabled(derived):
+    drs = good_drs()
+    drs["gpu-l40s"]["overrides_enabled"] = False
+    assert rules(a.audit_esxi(derived, good_hosts(), drs)) == [("drs_overrides_disabled", "cluster gpu-l40s")]
+
+
+def test_no_pinning_in_design_means_no_pinning_findings(derived):
+    d = copy.deepcopy(derived)
+    d["vsphere"]["drs_pinning"] = []
+    assert a.audit_esxi(d, good_hosts(), {}) == []
+
+
+# --- vsphere ---------------------------------------------------------------------------------------
+
+
+POLICIES = {"pol-vsan": "vSAN Default Storage Policy", "pol-gold": "Gold"}
+
+
+def namespace_info(n, extra_classes=("best-effort-small",)):
+    """A namespace's Info as the vSphere API returns it, with what the role gave it from the design."""
+    ids = dict((name, i) for i, name in POLICIES.items())
+    limits = dict((api, n["limits"][k]) for k, api in a._namespace.LIMITS if n["limits"][k] is not None)
+    specs = []
+    for spec in n["storage_policies"]:
+        specs.append(dict(policy=ids[spec["policy"]], limit=spec["limit_mib"]) if spec["limit_mib"] else
+                     dict(policy=ids[spec["policy"]]))
+    return {"cluster": "domain-c9", "description": n["description"],
+            "vm_service_spec": {"vm_classes": list(n["vm_classes"]) + list(extra_classes), "content_libraries": []},
+            "storage_specs": specs,
+            "resource_spec": limits,
+            "access_list": [{"subject_type": e["type"], "domain": e["domain"], "subject": e["subject"],
+                             "role": e["role"]} for e in n["access"]]}
+
+
+def good_vsphere(derived):
+    """(VM classes, namespaces, storage policies) as gpu_pool_audit reads them when the role has run."""
+    classes = dict((c["name"], a._vm_class.normalize(dict(
+        cpu_count=c["cpu_count"], memory_MB=c["memory_mb"], memory_reservation=100, cpu_reservation=0,
+        description=c["description"], devices={"vgpu_devices": [{"profile_name": p} for p in c["vgpu_profiles"]]})))
+        for c in derived["vsphere"]["vm_classes"])
+    classes["best-effort-small"] = a._vm_class.normalize(dict(cpu_count=2, memory_MB=4096))
+    namespaces = dict((n["name"], a._namespace.normalize(namespace_info(n))) for n in derived["vsphere"]["namespaces"])
+    return classes, namespaces, dict(POLICIES)
+
+
+def test_vsphere_clean(derived):
+    assert a.audit_vsphere(derived, *good_vsphere(derived)) == []
+
+
+def test_vm_class_missing(derived):
+    classes, namespaces, policies = good_vsphere(derived)
+    del classes["gpu-training"]
+    assert rules(a.audit_vsphere(derived, classes, namespaces, policies)) == [("vm_class_missing", "vm_class gpu-training")]
+
+
+def test_vm_class_profile_changed(derived):
+    classes, namespaces, policies = good_vsphere(derived)
+    classes["gpu-inference"]["vgpu_profiles"] = ["nvidia_h100-2-20c"]
+    out = a.audit_vsphere(derived, classes, namespaces, policies)
+    assert rules(out) == [("vm_class_profile_changed", "vm_class gpu-inference")]
+    assert "nvidia_h100-2-20c" in out[0]["message"] and "nvidia_h100-3-40c" in out[0]["message"]
+
+
+def test_vm_class_profile_compared_without_case_or_order(derived):
+    classes, namespaces, policies = good_vsphere(derived)
+    classes["gpu-inference"] = a._vm_class.normalize(dict(
+        cpu_count=8, memory_MB=65536, memory_reservation=100, description=classes["gpu-inference"]["description"],
+        devices={"vgpu_devices": [{"profile_name": "NVIDIA_H100-3-40C"}]}))
+    assert a.audit_vsphere(derived, classes, namespaces, policies) == []
+
+
+def test_vm_class_size_changed(derived):
+    classes, namespaces, policies = good_vsphere(derived)
+    classes["gpu-notebooks"]["cpu_count"] = 2
+    classes["gpu-notebooks"]["memory_reservation"] = 50
+    out = a.audit_vsphere(derived, classes, namespaces, policies)
+    assert rules(out) == [("vm_class_size_changed", "vm_class gpu-notebooks")]
+    assert out[0]["severity"] == "warning" and "vCPUs 2" in out[0]["message"]
+    assert "memory reservation % 50 (design 100)" in out[0]["message"]
+
+
+def test_namespace_missing_and_class_missing(derived):
+    classes, namespaces, policies = good_vsphere(derived)
+    del namespaces["research"]
+    namespaces["team-vision"]["vm_classes"] = ["gpu-inference"]
+    out = a.audit_vsphere(derived, classes, namespaces, policies)
+    assert rules(out) == [("namespace_class_missing", "namespace team-vision"),
+                          ("namespace_missing", "namespace research")]
+    msg = [f for f in out if f["rule"] == "namespace_class_missing"][0]["message"]
+    assert "gpu-training" in msg and "gpu-notebooks" in msg
+
+
+def test_namespace_limits_storage_access_description(derived):
+    """Drift the converge repairs that the old audit did not see."""
+    classes, namespaces, policies = good_vsphere(derived)
+    ns = namespaces["team-search"]
+    ns["limits"]["memory_mib"] = 1024
+    ns["storage_policies"] = {"pol-vsan": 1024}
+    ns["access"] = [e for e in ns["access"] if e["subject"] != "search-leads"]
+    ns["access"][0]["role"] = "VIEW"
+    ns["description"] = "somebody's namespace"
+    out = a.audit_vsphere(derived, classes, namespaces, policies)
+    assert rules(out) == [("namespace_access_changed", "namespace team-search"),
+                          ("namespace_description_changed", "namespace team-search"),
+                          ("namespace_limits_changed", "namespace team-search"),
+                          ("namespace_storage_changed", "namespace team-search")]
+    by = dict((f["rule"], f) for f in out)
+    assert "search-leads" in by["namespace_access_changed"]["message"]
+    assert "vSAN Default Storage Policy: 1024" in by["namespace_storage_changed"]["message"]
+    assert "524288" in by["namespace_limits_changed"]["message"]
+    # an entry the design does not list, a policy it does not name: left alone without the purge options
+    namespaces = good_vsphere(derived)[1]
+    namespaces["team-search"]["access"].append(dict(type="USER", domain="vsphere.local", subject="eve", role="EDIT"))
+    namespaces["team-search"]["storage_policies"]["pol-gold"] = None
+    assert a.audit_vsphere(derived, classes, namespaces, policies) == []
+
+
+def test_namespace_purge_options_are_the_role_inputs(derived):
+    d = copy.deepcopy(derived)
+    classes, namespaces, policies = good_vsphere(d)
+    namespaces["team-search"]["access"].append(dict(type="USER", domain="vsphere.local", subject="eve", role="EDIT"))
+    namespaces["team-search"]["vm_classes"].append("gpu-training")
+    ns = [n for n in d["vsphere"]["namespaces"] if n["name"] == "team-search"][0]
+    # derive() has the role purge the GPU classes the design does not give a namespace
+    assert ns["purge_gpu_vm_classes"] is True
+    ns.update(purge_gpu_vm_classes=False)
+    assert a.audit_vsphere(d, classes, namespaces, policies) == []
+    ns.update(purge_access=True, purge_gpu_vm_classes=True)
+    out = a.audit_vsphere(d, classes, namespaces, policies)
+    assert rules(out) == [("namespace_access_changed", "namespace team-search"),
+                          ("namespace_class_extra", "namespace team-search")]
+    extra = [f for f in out if f["rule"] == "namespace_class_extra"][0]
+    # the GPU class is removed, the non-GPU class the control plane may use stays
+    assert "gpu-training" in extra["message"] and "best-effort-small" not in extra["message"]
+
+
+def test_storage_policies_not_judged_without_their_names(derived):
+    classes, namespaces, policies = good_vsphere(derived)
+    namespaces["team-search"]["storage_policies"] = {"pol-vsan": 1}
+    assert a.audit_vsphere(derived, classes, namespaces) == []
+    assert rules(a.audit_vsphere(derived, classes, namespaces, policies)) == [
+        ("namespace_storage_changed", "namespace team-search")]
+    out = a.audit_vsphere(derived, classes, namespaces, {"pol-other": "Other"})
+    assert set(rules(out)) == set(("namespace_storage_changed", "namespace %s" % n["name"])
+                                  for n in derived["vsphere"]["namespaces"])
+    assert "unknown storage policy vSAN Default Storage Policy" in out[0]["message"]
+
+
+# one drift per field the vm_class / supervisor_namespace modules compare: (field, change to the live object)
+VM_CLASS_DRIFTS = [
+    ("cpu_count", dict(cpu_count=1)),
+    ("memory_mb", dict(memory_mb=1024)),
+    ("cpu_reservation", dict(cpu_reservation=50)),  # the design leaves it alone: no plan, no finding
+    ("memory_reservation", dict(memory_reservation=0)),
+    ("description", dict(description="")),
+    ("vgpu_profiles", dict(vgpu_profiles=["nvidia_h100-1-10c"])),
+]
+NAMESPACE_DRIFTS = [
+    ("description", dict(description="")),
+    ("vm_classes", dict(vm_classes=["best-effort-small"])),
+    ("content_libraries", dict(content_libraries=["lib-1"])),  # the design leaves it alone
+    ("storage_policies", dict(storage_policies={"pol-vsan": 1})),
+    ("limits", dict(limits=dict(cpu_mhz=1, memory_mib=1, storage_mib=1))),
+    ("access", dict(access=[])),
+]
+
+
+def test_every_vsphere_field_has_a_rule_and_every_rule_a_field():
+    assert set(a.VM_CLASS_RULE_BY_FIELD) == set(a._vm_class.FIELDS)
+    assert set(a.NAMESPACE_RULE_BY_FIELD) == set(a._namespace.FIELDS)
+    assert set(a._namespace.FIELDS) == set(a._namespace.empty("c")) - {"cluster"}
+    vsphere_rules = set(r for r, (sev, link, doc) in a.RULES.items() if link == "vsphere")
+    mapped = set(a.VM_CLASS_RULE_BY_FIELD.values()) | set(a.NAMESPACE_RULE_BY_FIELD.values())
+    assert vsphere_rules == mapped | {"vm_class_missing", "namespace_missing", "namespace_class_extra"}
+    assert set(f for f, drift in VM_CLASS_DRIFTS) == set(a._vm_class.FIELDS)
+    assert set(f for f, drift in NAMESPACE_DRIFTS) == set(a._namespace.FIELDS)
+
+
+def _module_vm_class_fields(want, have):
+    """What vm_class plans with the role's options (its own calls: desired, merge, differs)."""
+    options = dict((k, want.get(k)) for k in a._vm_class.FIELDS)
+    options["name"] = want["name"]
+    return a._vm_class.differs(have, a._vm_class.merge(have, a._vm_class.desired(options)))
+
+
+@pytest.mark.parametrize("field,drift", VM_CLASS_DRIFTS, ids=[d[0] for d in VM_CLASS_DRIFTS])
+def test_each_vm_class_drift_is_planned_and_reported_alike(derived, field, drift):
+    classes, namespaces, policies = good_vsphere(derived)
+    classes["gpu-inference"].update(drift)
+    want = [c for c in derived["vsphere"]["vm_classes"] if c["name"] == "gpu-inference"][0]
+    planned = _module_vm_class_fields(want, classes["gpu-inference"])
+    out = a.audit_vsphere(derived, classes, namespaces, policies)
+    assert [f["rule"] for f in out] == [a.VM_CLASS_RULE_BY_FIELD[f] for f in planned]
+    assert all(f["object"] == "vm_class gpu-inference" and f["fix"] for f in out)
+    if field != "cpu_reservation":
+        assert planned == [field]
+
+
+def _module_namespace_fields(want, have, policies):
+    """What supervisor_namespace plans with the role's options (resolve, merge, differs)."""
+    storage = want["storage_policies"]
+    ids = a._namespace.resolve([p["policy"] for p in storage], policies, "storage policy", "storage policies")
+    options = dict(description=want["description"], vm_classes=want["vm_classes"],
+                   limits=a._namespace.check_limits(want["limits"]), access=a._namespace.check_access(want["access"]),
+                   storage_policies=[dict(policy=i, limit_mib=p["limit_mib"]) for i, p in zip(ids, storage)])
+    after = a._namespace.merge(have, options, purge_lists=want.get("purge_lists", False),
+                               purge_access=want.get("purge_access", False))
+    return a._namespace.differs(have, after)
+
+
+@pytest.mark.parametrize("field,drift", NAMESPACE_DRIFTS, ids=[d[0] for d in NAMESPACE_DRIFTS])
+def test_each_namespace_drift_is_planned_and_reported_alike(derived, field, drift):
+    classes, namespaces, policies = good_vsphere(derived)
+    namespaces["team-search"].update(copy.deepcopy(drift))
+    want = [n for n in derived["vsphere"]["namespaces"] if n["name"] == "team-search"][0]
+    planned = _module_namespace_fields(want, namespaces["team-search"], policies)
+    out = a.audit_vsphere(derived, classes, namespaces, policies)
+    assert [f["rule"] for f in out] == [a.NAMESPACE_RULE_BY_FIELD[f] for f in planned]
+    assert all(f["object"] == "namespace team-search" and f["fix"] for f in out)
+    if field != "content_libraries":
+        assert planned == [field]
+
+
+# --- vks -------------------------------------------------------------------------------------------
+
+
+def good_vks(derived):
+    out = {}
+    for name, c in derived["vks"]["clusters"].items():
+        out[name] = dict(namespace=c["namespace"], machine_deployments=dict(
+            (p["name"], dict(replicas=p["replicas"], vm_class=p["vm_class"])) for p in c["node_pools"]))
+    return out
+
+
+def test_vks_clean_and_rules(derived):
+    assert a.audit_vks(derived, good_vks(derived)) == []
+    live = good_vks(derived)
+    mds = live["gpu-workloads"]["machine_deployments"]
+    del mds["notebooks"]
+    mds["training"]["replicas"] = 1
+    assert rules(a.audit_vks(derived, live)) == [("node_pool_changed", "node_pool gpu-workloads/training"),
+                                                 ("node_pool_missing", "node_pool gpu-workloads/notebooks")]
+    assert rules(a.audit_vks(derived, {})) == [("vks_cluster_missing", "vks_cluster gpu-workloads")]
+
+
+# --- guest -----------------------------------------------------------------------------------------
+
+
+def node(name, pool, derived, **kw):
+    np = [p for c in derived["vks"]["clusters"].values() for p in c["node_pools"] if p["name"] == pool][0]
+    n = dict(name=name, labels=dict(np["labels"]), taints=[dict(t) for t in np["taints"]],
+             capacity={"nvidia.com/gpu": "1"})
+    n.update(kw)
+    return n
+
+
+def good_guest(derived):
+    g = derived["guest"]
+    quotas = {}
+    for q in g["resource_quotas"]:
+        quotas.setdefault(q["metadata"]["namespace"], {})[q["metadata"]["name"]] = dict(q["spec"]["hard"])
+    return dict(
+        nodes=[node("inference-0", "inference", derived), node("training-0", "training", derived),
+               node("notebooks-0", "notebooks", derived),
+               dict(name="cpu-0", labels={"gpupool.vcf/pool": "cpu"}, taints=[], capacity={"cpu": "8"})],
+        namespaces=["default", "gpu-operator"] + [n["metadata"]["name"] for n in g["namespaces"]],
+        resource_quotas=quotas,
+        secrets={"gpu-operator": ["licensing-config"]},
+        priority_classes=dict((p["metadata"]["name"], dict(value=p["value"], preemptionPolicy=p["preemptionPolicy"]))
+                              for p in g["priority_classes"]))
+
+
+def test_guest_clean(derived):
+    assert a.audit_guest(derived, **good_guest(derived)) == []
+
+
+def test_gpu_node_untainted(derived):
+    live = good_guest(derived)
+    live["nodes"][0]["taints"] = [t for t in live["nodes"][0]["taints"] if t["key"] != "nvidia.com/gpu"]
+    live["nodes"].append(dict(name="stray-gpu", labels={"nvidia.com/gpu.present": "true"}, taints=[],
+                              capacity={"nvidia.com/gpu": "1"}))
+    out = a.audit_guest(derived, **live)
+    assert rules(out) == [("gpu_node_untainted", "node inference-0"), ("gpu_node_untainted", "node stray-gpu")]
+    assert "nvidia.com/gpu=present:NoSchedule" in out[0]["message"] and "(pool inference)" in out[0]["message"]
+
+
+def test_gpu_node_by_mig_capacity_only(derived):
+    live = good_guest(derived)
+    live["nodes"].append(dict(name="mig-0", labels={}, taints=[], capacity={"nvidia.com/mig-1g.10gb": "7"}))
+    assert rules(a.audit_guest(derived, **live)) == [("gpu_node_untainted", "node mig-0")]
+
+
+def test_pool_taint_missing_is_untainted(derived):
+    live = good_guest(derived)
+    live["nodes"][1]["taints"] = [t for t in live["nodes"][1]["taints"] if t["key"] != "gpupool.vcf/pool"]
+    out = a.audit_guest(derived, **live)
+    assert rules(out) == [("gpu_node_untainted", "node training-0")]
+    assert "gpupool.vcf/pool=training:NoSchedule" in out[0]["message"]
+
+
+def test_gpu_node_profile_label_missing(derived):
+    live = good_guest(derived)
+    del live["nodes"][2]["labels"]["nvidia.com/vgpu.profile"]
+    live["nodes"][0]["labels"]["nvidia.com/vgpu.profile"] = "nvidia_h100-1-10c"
+    out = a.audit_guest(derived, **live)
+    assert rules(out) == [("gpu_node_profile_label_missing", "node inference-0"),
+                          ("gpu_node_profile_label_missing", "node notebooks-0")]
+
+
+def test_node_pool_no_nodes(derived):
+    live = good_guest(derived)
+    live["nodes"] = [n for n in live["nodes"] if n["name"] != "training-0"]
+    assert rules(a.audit_guest(derived, **live)) == [("node_pool_no_nodes", "node_pool training")]
+
+
+def test_gpu_quota_missing_and_changed(derived):
+    live = good_guest(derived)
+    del live["resource_quotas"]["team-search"]["gpupool-gpus"]
+    live["resource_quotas"]["research"]["gpupool-gpus"]["requests.nvidia.com/gpu"] = "99"
+    out = a.audit_guest(derived, **live)
+    assert rules(out) == [("gpu_quota_changed", "resource_quota research/gpupool-gpus"),
+                          ("gpu_quota_missing", "resource_quota team-search/gpupool-gpus")]
+
+
+def test_guest_namespace_missing_reports_once(derived):
+    live = good_guest(derived)
+    live["namespaces"].remove("research")
+    del live["resource_quotas"]["research"]
+    assert rules(a.audit_guest(derived, **live)) == [("guest_namespace_missing", "namespace research")]
+
+
+def test_priority_class_missing_and_changed(derived):
+    live = good_guest(derived)
+    del live["priority_classes"]["gpu-training"]
+    live["priority_classes"]["gpu-notebook"]["preemptionPolicy"] = "PreemptLowerPriority"
+    assert rules(a.audit_guest(derived, **live)) == [("priority_class_changed", "priority_class gpu-notebook"),
+                                                     ("priority_class_missing", "priority_class gpu-training")]
+
+
+def test_licensing_secret_missing(derived):
+    live = good_guest(derived)
+    live["secrets"] = {"gpu-operator": []}
+    out = a.audit_guest(derived, **live)
+    assert rules(out) == [("licensing_secret_missing", "secret gpu-operator/licensing-config")]
+    assert out[0]["link"] == "guest"
+
+
+def test_licensing_not_checked_when_nls_off(derived):
+    d = copy.deepcopy(derived)
+    d["guest"]["licensing"]["nls_enabled"] = False
+    live = good_guest(d)
+    live["secrets"] = {}
+    assert a.audit_guest(d, **live) == []
+
+
+def test_parts_not_read_are_not_judged(derived):
+    assert a.audit_guest(derived) == []
+
+
+# --- results and reports ---------------------------------------------------------------------------
+
+
+def sample():
+    return a.sort_findings([
+        a.not_audited("guest", "no connection given", "give kubeconfig"),
+        a.finding("vm_class_missing", "vm_class x", "missing | <b>&", "create it"),
+        a.finding("host_in_maintenance", "host h", "in maintenance\nmode", "exit"),
+    ])
+
+
+def test_sort_summary_clean_fail_on():
+    f = sample()
+    assert [x["rule"] for x in f] == ["host_in_maintenance", "vm_class_missing", "link_not_audited"]
+    s = a.summarize(f)
+    assert s["total"] == 3 and s["severity"] == {"error": 1, "warning": 1, "info": 1}
+    assert s["link"]["guest"]["info"] == 1 and s["link"]["esxi"]["warning"] == 1
+    assert not a.is_clean(f) and a.is_clean([f[2]])
+    assert a.should_fail(f, "error") and a.should_fail(f, "warning") and not a.should_fail(f, "none")
+    assert not a.should_fail([f[0]], "error") and a.should_fail([f[0]], "warning")
+
+
+def test_render_markdown_escapes_cells():
+    f = sample()
+    text = a.render("pool", f, a.summarize(f), ["esxi", "vsphere"], "markdown")
+    assert "| rule | severity | link | object | message | fix |" in text
+    assert "missing \\| <b>&" in text and "in maintenance mode" in text
+    row = [line for line in text.splitlines() if line.startswith("| vm_class_missing")][0]
+    assert row.replace("\\|", "").count("|") == 7
+
+
+def test_render_html_escapes():
+    f = sample()
+    text = a.render("<pool>", f, a.summarize(f), ["esxi"], "html")
+    assert "&lt;pool&gt;" in text and "missing | &lt;b&gt;&amp;" in text and "<b>" not in text
+
+
+def test_render_json_and_stable():
+    f = sample()
+    one = a.render("pool", f, a.summarize(f), ["esxi"], "json")
+    assert json.loads(one)["findings"][1]["rule"] == "vm_class_missing"
+    assert one == a.render("pool", f, a.summarize(f), ["esxi"], "json")
+    assert "No findings." in a.render("pool", [], a.summarize([]), [], "markdown")
+    with pytest.raises(ValueError):
+        a.render("pool", f, a.summarize(f), [], "pdf")
+
+
+def test_licensing_secret_rotated_by_name_is_accepted(derived):
+    live = good_guest(derived)
+    live["secrets"] = {"gpu-operator": ["licensing-config-0123456789"]}
+    assert a.audit_guest(derived, **live) == []
+    live["secrets"] = {"gpu-operator": ["licensing-config-old", "other"]}
+    assert rules(a.audit_guest(derived, **live)) == [("licensing_secret_missing", "secret gpu-operator/licensing-config")]
+
+
+def test_licensing_secret_named_by_cluster_policy(derived):
+    live = good_guest(derived)
+    live["secrets"] = {"gpu-operator": ["licensing-config-0123456789"]}
+    live["licensing_secret_in_use"] = "licensing-config-0123456789"
+    assert a.audit_guest(derived, **live) == []
+    live["licensing_secret_in_use"] = "licensing-config-abcdefabcd"
+    out = a.audit_guest(derived, **live)
+    assert rules(out) == [("licensing_secret_missing", "secret gpu-operator/licensing-config-abcdefabcd")]
+    assert "ClusterPolicy" in out[0]["message"]
+
+
+# --- Kubernetes: what the roles write, from the inputs derive() gives them ---------------------------
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s import _k8s  # noqa: E402
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _k8s_objects as objs  # noqa: E402
+
+
+@pytest.mark.parametrize("role", sorted(objs.ROLE_DEFAULTS))
+def test_role_defaults_are_the_roles_own(role):
+    """The audit expects the roles' defaults for what derive() does not set: the same values."""
+    defaults = yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text())
+    for key, value in objs.ROLE_DEFAULTS[role].items():
+        assert key in defaults, key
+        assert defaults[key] == value, key
+
+
+@pytest.mark.parametrize("role", sorted(objs.ROLE_DEFAULTS))
+def test_derived_role_inputs_are_the_roles_options(role):
+    """The audit builds on the inputs derive() gives a role: each is an option the role declares."""
+    spec = yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())
+    options = spec["argument_specs"]["main"]["options"]
+    given = DERIVED["roles"][role]
+    for entry in given if isinstance(given, list) else [given]:
+        for key in entry:
+            assert key in options, key
+    for key in objs.ROLE_DEFAULTS[role]:
+        assert key in options, key
+
+
+def test_node_pools_as_the_role_hands_them_over():
+    inputs = objs.role_inputs("vks_gpu_node_pools", {"vks_gpu_node_pools_node_pools": [
+        {"name": "a", "taints": [{"key": "x", "value": "1", "effect": "NoSchedule"},
+                                 {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
+        {"name": "cpu", "gpu": False}]})
+    pools = objs.node_pools(inputs)
+    assert pools[0]["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+                                  {"key": "x", "value": "1", "effect": "NoSchedule"}]
+    assert pools[1] == {"name": "cpu"} and "gpu" not in pools[0]
+
+
+def vks_live(derived):
+    out = {}
+    for name, c in derived["vks"]["clusters"].items():
+        mds = {}
+        for p in c["node_pools"]:
+            mds[p["name"]] = dict(replicas=p["replicas"], vm_class=p["vm_class"], labels=dict(p["labels"]),
+                                  taints=[dict(t) for t in p["taints"]])
+        out[name] = dict(namespace=c["namespace"], machine_deployments=mds)
+    return out
+
+
+def test_vks_labels_and_taints(derived):
+    live = vks_live(derived)
+    assert a.audit_vks(derived, live) == []
+    mds = live["gpu-workloads"]["machine_deployments"]
+    mds["inference"]["taints"] = [t for t in mds["inference"]["taints"] if t["key"] != "nvidia.com/gpu"]
+    del mds["notebooks"]["labels"]["nvidia.com/device-plugin.config"]
+    mds["training"]["labels"]["extra"] = "x"
+    mds["training"]["vm_class"] = "best-effort-large"
+    out = a.audit_vks(derived, live)
+    assert rules(out) == [("node_pool_changed", "node_pool gpu-workloads/training"),
+                          ("node_pool_labels_changed", "node_pool gpu-workloads/notebooks"),
+                          ("node_pool_labels_changed", "node_pool gpu-workloads/training"),
+                          ("node_pool_taints_changed", "node_pool gpu-workloads/inference")]
+    taint = [f for f in out if f["rule"] == "node_pool_taints_changed"][0]
+    assert "nvidia.com/gpu=present:NoSchedule" in taint["message"] and taint["fix"]
+    # a field the class has no variable for is read as None: not judged
+    for md in mds.values():
+        md["labels"] = md["taints"] = None
+    assert rules(a.audit_vks(derived, live)) == [("node_pool_changed", "node_pool gpu-workloads/training")]
+
+
+CLASS_VARS = [
+    {"name": "vmClass", "schema": {"openAPIV3Schema": {"type": "string"}}},
+    {"name": "node", "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "taints": {"type": "array", "items": {"type": "object", "properties": {
+            "key": {}, "value": {}, "effect": {}}}}}}}},
+]
+LEGACY_VARS = [
+    {"name": "vmClass", "schema": {"openAPIV3Schema": {"type": "string"}}},
+    {"name": "nodePoolLabels", "schema": {"openAPIV3Schema": {"type": "array", "items": {
+        "type": "object", "properties": {"key": {}, "value": {}}}}}},
+]
+
+
+@pytest.mark.parametrize("variables", [CLASS_VARS, LEGACY_VARS], ids=["node-object", "legacy-kv-list"])
+def test_read_pool_is_the_inverse_of_apply_pool(variables):
+    """The audit reads a pool through the same variable plan vks_node_pool writes by."""
+    plan = _k8s.variable_plan(variables)
+    pool = {"name": "gpu", "replicas": 2, "vm_class": "gpu-inference", "labels": {"a": "1", "b": "2"}}
+    if plan["taints"]:
+        pool["taints"] = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+    md = _k8s.apply_pool(None, pool, plan, "node-pool")
+    got = _k8s.read_pool(md, {"vmClass": "best-effort-large"}, plan)
+    assert got["replicas"] == 2 and got["vm_class"] == "gpu-inference" and got["labels"] == pool["labels"]
+    assert got["taints"] == (pool["taints"] if plan["taints"] else None)
+    # without an override the Cluster's own variable applies
+    md["variables"]["overrides"] = [o for o in md["variables"]["overrides"] if o["name"] != "vmClass"]
+    assert _k8s.read_pool(md, {"vmClass": "best-effort-large"}, plan)["vm_class"] == "best-effort-large"
+
+
+def test_class_ref_per_version():
+    assert _k8s.class_ref({"spec": {"topology": {"classRef": {"name": "c", "namespace": "n"}}}}, "v1beta2", "x") == \
+        {"name": "c", "namespace": "n"}
+    assert _k8s.class_ref({"spec": {"topology": {"class": "c"}}}, "v1beta1", "x") == {"name": "c", "namespace": "x"}
+    assert _k8s.class_ref({"spec": {"topology": {"class": "c"}}}, "v1beta2", "x") is None
+    assert _k8s.class_ref({"spec": {}}, "v1beta1", "x") is None
+
+
+def full_guest(derived, secret="licensing-config-0123456789"):
+    """A guest cluster as site.yml leaves it: what the roles write from derive()'s inputs."""
+    live = good_guest(derived)
+    op, policy = a.guest_inputs(derived)
+    live["secrets"] = {"gpu-operator": [secret]}
+    live["namespace_labels"] = dict((t["namespace"], objs.tenant_namespace_labels(t))
+                                    for t in policy["gpu_scheduling_policy_tenants"])
+    spec = {}
+    for path, value in objs.cluster_policy_fields(op, secret):
+        node_ = spec
+        for key in path[:-1]:
+            node_ = node_.setdefault(key, {})
+        node_[path[-1]] = value
+    spec["driver"]["version"] = "570.124.06"  # the chart's default: the role sets none
+    live["cluster_policy"] = dict(exists=True, spec=spec)
+    live["device_plugin_config"] = dict(exists=True, data=copy.deepcopy(objs.device_plugin_configs(op)))
+    k = objs.kueue_objects(policy)
+    live["kueue"] = dict(served=True, resource_flavors={k["resource_flavor"][0]: copy.deepcopy(k["resource_flavor"][1])},
+                         cluster_queues={k["cluster_queue"][0]: dict(copy.deepcopy(k["cluster_queue"][1]), cohort=None)},
+                         local_queues={})
+    for ns, name, spec_ in k["local_queues"]:
+        live["kueue"]["local_queues"].setdefault(ns, {})[name] = dict(spec_)
+    cj = objs.culling_cronjob(policy)
+    live["culling"] = dict(exists=True, schedule=cj["schedule"], image=cj["image"], env=dict(cj["env"]))
+    return live
+
+
+def test_guest_full_clean(derived):
+    assert a.audit_guest(derived, **full_guest(derived)) == []
+
+
+def test_time_slicing_config_as_the_role_writes_it(derived):
+    op, _policy = a.guest_inputs(derived)
+    data = objs.device_plugin_configs(op)
+    # a default entry besides the pools, the MIG strategy in each, replicas of the design's pool
+    assert sorted(data) == ["default", "notebooks"]
+    assert data["notebooks"]["flags"] == {"migStrategy": "single"}
+    assert data["notebooks"]["sharing"]["timeSlicing"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 4}]
+    live = full_guest(derived)
+    live["device_plugin_config"]["data"]["notebooks"]["sharing"]["timeSlicing"]["resources"][0]["replicas"] = 2
+    out = a.audit_guest(derived, **live)
+    assert rules(out) == [("time_slicing_config_changed", "config_map gpu-operator/gpupool-time-slicing")]
+    assert "replicas 2 (design 4)" in out[0]["message"]
+    live["device_plugin_config"] = dict(exists=False, data={})
+    assert rules(a.audit_guest(derived, **live)) == [
+        ("time_slicing_config_missing", "config_map gpu-operator/gpupool-time-slicing")]
+
+
+def test_cluster_policy_changed_and_missing(derived):
+    live = full_guest(derived)
+    spec = live["cluster_policy"]["spec"]
+    spec["mig"]["strategy"] = "mixed"
+    spec["driver"]["repository"] = "registry.example.com/other"
+    spec["devicePlugin"]["config"]["name"] = "someone-elses"
+    spec["driver"]["licensingConfig"]["nlsEnabled"] = False
+    out = a.audit_guest(derived, **live)
+    assert rules(out) == [("cluster_policy_changed", "cluster_policy cluster-policy")]
+    for text in ("mig.strategy mixed (design single)", "driver.repository registry.example.com/other",
+                 "devicePlugin.config.name someone-elses (design gpupool-time-slicing)",
+                 "driver.licensingConfig.nlsEnabled False (design True)"):
+        assert text in out[0]["message"]
+    live = full_guest(derived)
+    live["cluster_policy"]["spec"]["driver"]["licensingConfig"]["secretName"] = "hand-made"
+    live["secrets"]["gpu-operator"].append("hand-made")
+    out = a.audit_guest(derived, **live)
+    assert rules(out) == [("cluster_policy_changed", "cluster_policy cluster-policy")]
+    assert "secretName hand-made (design licensing-config-<hash>)" in out[0]["message"]
+    live["cluster_policy"] = dict(exists=False, spec={})
+    assert rules(a.audit_guest(derived, **live)) == [("cluster_policy_missing", "cluster_policy cluster-policy")]
+
+
+def test_kueue_objects_as_the_role_writes_them(derived):
+    _op, policy = a.guest_inputs(derived)
+    k = objs.kueue_objects(policy)
+    cq = k["cluster_queue"][1]
+    # the role's selector, strategy and preemption; no cohort
+    assert cq["namespaceSelector"] == {"matchLabels": {"gpupool.vcf/training": "true"}}
+    assert cq["preemption"]["withinClusterQueue"] == "Never" and "cohort" not in cq
+    assert [ns for ns, _n, _s in k["local_queues"]] == ["team-vision", "research"]
+    live = full_guest(derived)
+    live["kueue"]["cluster_queues"]["gpupool-training"]["resourceGroups"][0]["flavors"][0]["resources"][2][
+        "nominalQuota"] = "2"
+    live["kueue"]["resource_flavors"]["gpupool-training"]["tolerations"] = []
+    del live["kueue"]["local_queues"]["research"]
+    live["kueue"]["local_queues"]["team-vision"]["training"]["clusterQueue"] = "other"
+    out = a.audit_guest(derived, **live)
+    assert rules(out) == [("cluster_queue_changed", "cluster_queue gpupool-training"),
+                          ("local_queue_changed", "local_queue team-vision/training"),
+                          ("local_queue_missing", "local_queue research/training"),
+                          ("resource_flavor_changed", "resource_flavor gpupool-training")]
+    assert "nominalQuota 2 (design 8)" in [f for f in out if f["rule"] == "cluster_queue_changed"][0]["message"]
+    live["kueue"] = dict(served=False)
+    assert rules(a.audit_guest(derived, **live)) == [("kueue_missing", "kueue kueue.x-k8s.io/v1beta2")]
+
+
+def test_namespace_labels_culling_and_priority_description(derived):
+    live = full_guest(derived)
+    del live["namespace_labels"]["research"]["gpupool.vcf/training"]
+    live["culling"]["schedule"] = "0 * * * *"
+    live["culling"]["env"]["CULL_IDLE_MINUTES"] = "9999"
+    live["priority_classes"]["gpu-training"]["description"] = "changed by hand"
+    out = a.audit_guest(derived, **live)
+    assert rules(out) == [("guest_namespace_labels_changed", "namespace research"),
+                          ("notebook_culling_changed", "cronjob gpupool-system/gpupool-notebook-culler"),
+                          ("priority_class_changed", "priority_class gpu-training")]
+    assert "Kueue" in out[0]["message"]
+    pc = [f for f in out if f["rule"] == "priority_class_changed"][0]
+    assert "set it back" in pc["fix"]
+    live["culling"] = dict(exists=False)
+    assert ("notebook_culling_missing", "cronjob gpupool-system/gpupool-notebook-culler") in rules(
+        a.audit_guest(derived, **live))
+
+
+def test_differences_looks_only_at_what_is_wanted():
+    assert objs.differences({"a": {"b": "1"}}, {"a": {"b": 1, "c": 2}, "d": 3}) == []
+    assert objs.differences({"a": [{"x": "1"}]}, {"a": [{"x": "2"}]}) == [("a[0].x", "2", "1")]
+    assert objs.differences({"a": [1, 2]}, {"a": [1]}) == [("a", [1], [1, 2])]
+    assert objs.differences({"e": True}, {"e": "true"}) == []
+    assert objs.differences({"e": True}, {}) == [("e", None, True)]

@@ -1,0 +1,240 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpupool.vcf developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""module_utils._inputs: the option checks every module runs before it reads or changes anything."""
+
+from __future__ import (absolute_import, division, print_function)
+
+__metaclass__ = type
+
+import pathlib
+
+import pytest
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _inputs
+
+ROOT = pathlib.Path(__file__).resolve().parents[5]
+
+VSPHERE = dict(hostname="vc", username="u", password="p", port=443, validate_certs=True, ca_file=None, timeout=60)
+GOOD = {
+    "esxi_host_driver": dict(VSPHERE, host="esx-1", version="550.90.05", bundle=None, component="NVD-AIE-800",
+                             evacuate_timeout=1800, power_off_vgpu_vms=False, allow_downgrade=False,
+                             reboot_timeout=1800, install_timeout=1800),
+    "esxi_gpu_config": dict(VSPHERE, host="esx-1", cluster=None, graphics_type="shared_direct",
+                            assignment_policy=None, scheduler=dict(policy="equal_share", time_slice_ms=5, per_gpu=None),
+                            reboot=False, evacuate_timeout=1800, reboot_timeout=1800),
+    "esxi_maintenance_mode": dict(VSPHERE, host="esx-1", state="present", evacuate_timeout=1800),
+    "gpu_host_info": dict(VSPHERE, cluster="gpu", hosts=None, gather=["gpus"]),
+    "gpu_pool_audit": dict(VSPHERE, design=None, design_file="/d.yml", links=None, report=None),
+    "gpu_pool_design": dict(design=None, design_file="/d.yml", fail_on_error=True),
+    "nvidia_license_info": dict(nvidia_smi="nvidia-smi", chroot=None),
+    "vlcm_component": dict(VSPHERE, cluster="gpu", component="NVD-AIE-800", version="550.90.05", depot_url=None,
+                           remediate=False, remediate_timeout=7200),
+    "drs_gpu_pinning": dict(VSPHERE, cluster="gpu", behavior="manual", vms=None, exclude=[], purge_stale=True,
+                            vm_host_rule=None),
+    "vm_class": dict(VSPHERE, name="gpu-small", state="present", cpu_count=4, memory_mb=16384, cpu_reservation=None,
+                     memory_reservation=100, vgpu_profiles=["nvidia_h100-1-10c"], description=None, cluster="gpu",
+                     api_form="auto"),
+    "supervisor_namespace": dict(VSPHERE, name="team-a", state="present", cluster="gpu", supervisor=None,
+                                 description=None, vm_classes=["gpu-small"], content_libraries=None,
+                                 storage_policies=[dict(policy="vsan", limit_mib=0)],
+                                 limits=dict(cpu_mhz=None, memory_mib=1024, storage_mib=None),
+                                 access=[dict(subject="admins", domain="vsphere.local", type="GROUP", role="OWNER")],
+                                 purge_access=False, purge_lists=False),
+    "vks_node_pool": dict(cluster_name="gpu-workloads", namespace="gpu-platform", purge=True, retries=5,
+                          node_pools=[dict(name="inference", replicas=0, vm_class="gpu-inference",
+                                           labels={"gpupool.vcf/pool": "inference"},
+                                           taints=[dict(key="nvidia.com/gpu", value="present", effect="NoSchedule")],
+                                           **{"class": None})]),
+    "dls_client_token": dict(dls_host="dls", port=443, username="u", password="p", dest="/t/x.tok", expiry_days=365,
+                             renew_before_days=30, address_type="fqdn", leasing_port=443, validate_certs=True,
+                             ca_file=None, force=False, timeout=30),
+}
+
+
+def errors(module, **changes):
+    params = dict(GOOD[module])
+    params.update(changes)
+    return _inputs.check(module, params)
+
+
+def test_every_module_has_its_checks():
+    modules = sorted(p.stem for p in (ROOT / "plugins" / "modules").glob("*.py") if p.stem != "__init__")
+    assert sorted(_inputs.CHECKS) == modules
+    assert sorted(GOOD) == modules
+
+
+@pytest.mark.parametrize("module", sorted(GOOD))
+def test_good_params_pass(module):
+    assert _inputs.check(module, GOOD[module]) == []
+
+
+@pytest.mark.parametrize("module, option", [
+    ("esxi_host_driver", "evacuate_timeout"), ("esxi_host_driver", "reboot_timeout"),
+    ("esxi_host_driver", "install_timeout"), ("esxi_host_driver", "timeout"),
+    ("esxi_gpu_config", "evacuate_timeout"), ("esxi_gpu_config", "reboot_timeout"),
+    ("esxi_maintenance_mode", "evacuate_timeout"), ("vlcm_component", "remediate_timeout"),
+    ("dls_client_token", "timeout"), ("vm_class", "timeout"),
+])
+@pytest.mark.parametrize("value", [0, -1])
+def test_timeouts_must_be_positive(module, option, value):
+    found = errors(module, **{option: value})
+    assert found == ["%s must be a whole number of seconds, 1 or more, not %d" % (option, value)]
+
+
+def test_any_timeout_option_is_checked_even_a_new_one():
+    assert _inputs.timeout_errors({"request_timeout": 0, "timeout": None, "other": 0}) == [
+        "request_timeout must be a whole number of seconds, 1 or more, not 0"]
+    assert _inputs.timeout_errors({"request_timeout": True}) != []
+    assert _inputs.timeout_errors({"wait_timeout": 1}) == []
+
+
+def test_retries():
+    assert errors("vks_node_pool", retries=-1) == ["retries must be 0 or more, not -1"]
+    assert errors("vks_node_pool", retries=0) == []
+    assert _inputs.retries_errors({"connect_retries": -2}) == ["connect_retries must be 0 or more, not -2"]
+
+
+@pytest.mark.parametrize("port, ok", [(0, False), (65536, False), (-1, False), (1, True), (65535, True)])
+def test_port(port, ok):
+    assert (errors("vm_class", port=port) == []) is ok
+    assert (errors("dls_client_token", port=port) == []) is ok
+
+
+@pytest.mark.parametrize("module, option", [
+    ("esxi_host_driver", "host"), ("esxi_host_driver", "version"), ("esxi_host_driver", "bundle"),
+    ("esxi_host_driver", "component"), ("esxi_gpu_config", "host"), ("esxi_maintenance_mode", "host"),
+    ("gpu_host_info", "cluster"), ("gpu_pool_audit", "design_file"), ("gpu_pool_design", "design_file"),
+    ("nvidia_license_info", "nvidia_smi"), ("vlcm_component", "cluster"), ("vlcm_component", "version"),
+    ("vlcm_component", "component"), ("drs_gpu_pinning", "cluster"), ("dls_client_token", "dls_host"),
+    ("dls_client_token", "username"), ("dls_client_token", "password"), ("dls_client_token", "dest"),
+    ("supervisor_namespace", "cluster"), ("vm_class", "cluster"),
+])
+@pytest.mark.parametrize("value", ["", "  "])
+def test_empty_strings(module, option, value):
+    assert "%s must not be empty" % option in errors(module, **{option: value})
+
+
+@pytest.mark.parametrize("module", ["esxi_host_driver", "vlcm_component"])
+@pytest.mark.parametrize("version", ["latest", "550", "v550.90.05", "550.90.05-", "5.5.0.0"])
+def test_versions_that_do_not_parse(module, version):
+    found = errors(module, version=version)
+    assert len(found) == 1 and "Invalid NVIDIA driver version %r" % version in found[0]
+    assert "550.90.05-1OEM" in found[0] and "version" in found[0].split(":")[0]
+
+
+def test_scheduler():
+    assert errors("esxi_gpu_config", scheduler=dict(policy=None, time_slice_ms=5, per_gpu=None)) == [
+        "scheduler.time_slice_ms needs scheduler.policy (equal_share or fixed_share)"]
+    too_long = dict(policy="equal_share", time_slice_ms=31, per_gpu=None)
+    assert "outside 1-30" in errors("esxi_gpu_config", scheduler=too_long)[0]
+    assert "best_effort takes no time_slice_ms" in errors(
+        "esxi_gpu_config", scheduler=dict(policy="best_effort", time_slice_ms=2, per_gpu=None))[0]
+    bad_pci = dict(policy=None, time_slice_ms=None, per_gpu=[dict(pci_id="zz", policy="equal_share", time_slice_ms=None)])
+    assert errors("esxi_gpu_config", scheduler=bad_pci)[0].startswith("scheduler.per_gpu")
+    assert "reboot is only allowed with host" in errors("esxi_gpu_config", host=None, cluster="gpu", reboot=True)[0]
+
+
+def test_drs_gpu_pinning():
+    # an empty list pins nothing; with purge_stale it is a cleanup run (only stale overrides the collection set go)
+    assert errors("drs_gpu_pinning", vms=[], purge_stale=True) == []
+    assert errors("drs_gpu_pinning", vms=["a", ""]) == ["vms must not hold empty names (item 1)"]
+    assert errors("drs_gpu_pinning", exclude=["", " "]) == ["exclude must not hold empty names (items 0, 1)"]
+    rule = dict(name="", vm_group=None, host_group="", mandatory=False)
+    assert errors("drs_gpu_pinning", vm_host_rule=rule) == ["vm_host_rule.name must not be empty",
+                                                            "vm_host_rule.host_group must not be empty"]
+
+
+def test_vm_class():
+    found = errors("vm_class", name="GPU_Small")
+    assert found[0].startswith("name 'GPU_Small' is not a DNS label (the VM class name") and "'gpu-small'" in found[0]
+    assert errors("vm_class", cpu_count=0) == ["cpu_count must be 1 or more, not 0"]
+    assert errors("vm_class", memory_mb=-1) == ["memory_mb must be 1 or more MiB, not -1"]
+    assert errors("vm_class", memory_reservation=101) == ["memory_reservation must be a percentage from 0 to 100, not 101"]
+    assert errors("vm_class", vgpu_profiles=[""]) == ["vgpu_profiles must not hold empty names (item 0)"]
+
+
+def test_supervisor_namespace():
+    assert "'team-a'" in errors("supervisor_namespace", name="Team_A")[0]
+    assert "VM class name" in errors("supervisor_namespace", vm_classes=["Bad_Class"])[0]
+    assert errors("supervisor_namespace", limits=dict(cpu_mhz=-1, memory_mib=None, storage_mib=None)) == [
+        "limits.cpu_mhz must be 0 or more, not -1"]
+    assert errors("supervisor_namespace", storage_policies=[dict(policy="", limit_mib=-5)]) == [
+        "storage_policies[0].policy must not be empty", "storage_policies[0].limit_mib must be 0 or more MiB, not -5"]
+    access = [dict(subject=" ", domain="vsphere.local", type="USER", role="EDIT")]
+    assert errors("supervisor_namespace", access=access) == ["access[0].subject must not be empty"]
+
+
+def pool(**changes):
+    base = dict(GOOD["vks_node_pool"]["node_pools"][0])
+    base.update(changes)
+    return base
+
+
+def test_vks_node_pool_empty_purge():
+    found = errors("vks_node_pool", node_pools=[])
+    assert found == ["node_pools is empty and purge is true, which would remove every node pool of the Cluster; "
+                     "list the node pools to keep, or set purge false"]
+    assert errors("vks_node_pool", node_pools=[], purge=False) == []
+
+
+def test_vks_node_pool_names_and_values():
+    assert "'gpu-workloads'" in errors("vks_node_pool", cluster_name="GPU_Workloads")[0]
+    assert "namespace 'Gpu'" in errors("vks_node_pool", namespace="Gpu")[0]
+    assert "node_pools[0].name 'Infer_1'" in errors("vks_node_pool", node_pools=[pool(name="Infer_1")])[0]
+    assert errors("vks_node_pool", node_pools=[pool(replicas=-1)]) == [
+        "node_pools[0].replicas must be 0 or more nodes, not -1"]
+    assert "given twice" in errors("vks_node_pool", node_pools=[pool(), pool()])[0]
+    assert "node_pools[0].vm_class 'GPU'" in errors("vks_node_pool", node_pools=[pool(vm_class="GPU")])[0]
+    assert "node_pools[0].labels key 'bad key'" in errors("vks_node_pool", node_pools=[pool(labels={"bad key": "v"})])[0]
+    assert "value 'a b'" in errors("vks_node_pool", node_pools=[pool(labels={"k": "a b"})])[0]
+    taints = [dict(key="", value=None, effect="NoSchedule"), dict(key="k", value="-x", effect="NoSchedule")]
+    found = errors("vks_node_pool", node_pools=[pool(taints=taints)])
+    assert [f.split(" ")[0] for f in found] == ["node_pools[0].taints[0].key", "node_pools[0].taints[1].value"]
+
+
+def test_dls_client_token_days():
+    assert errors("dls_client_token", expiry_days=0) == ["expiry_days must be 1 or more days, not 0"]
+    assert errors("dls_client_token", renew_before_days=365) == [
+        "renew_before_days must be from 0 to 364 days (below expiry_days), not 365"]
+    assert errors("dls_client_token", renew_before_days=-1)[0].startswith("renew_before_days must be")
+
+
+def test_message_and_enforce():
+    assert _inputs.message("vm_class", []) is None
+    text = _inputs.message("vm_class", ["a", "b"])
+    assert text == "Invalid input for vm_class: a; b. Nothing was changed."
+
+    class Module(object):
+        def __init__(self, params):
+            self.params = params
+            self.failed = None
+
+        def fail_json(self, **kwargs):
+            self.failed = kwargs
+
+    ok = Module(GOOD["vm_class"])
+    _inputs.enforce(ok, "vm_class")
+    assert ok.failed is None
+    bad = Module(dict(GOOD["vm_class"], timeout=0))
+    _inputs.enforce(bad, "vm_class")
+    assert bad.failed["msg"].startswith("Invalid input for vm_class: timeout must be")
+    assert bad.failed["invalid_input"] == ["timeout must be a whole number of seconds, 1 or more, not 0"]
+
+
+def test_enforce_names_an_aliased_option_once():
+    class Module(object):
+        argument_spec = dict(request_timeout=dict(type="int", aliases=["timeout"]), dls_host=dict(type="str"))
+
+        def __init__(self):
+            self.params = dict(GOOD["dls_client_token"], request_timeout=0)
+            self.params["timeout"] = 0
+            self.failed = None
+
+        def fail_json(self, **kwargs):
+            self.failed = kwargs
+
+    module = Module()
+    _inputs.enforce(module, "dls_client_token")
+    assert module.failed["invalid_input"] == ["request_timeout must be a whole number of seconds, 1 or more, not 0"]
