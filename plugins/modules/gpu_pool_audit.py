@@ -194,7 +194,8 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _namespace as nsu
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _vm_class as vmc
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design import DesignError, derive
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import DesignError
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_inventory import GpuInventory
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import (
     DEFAULT_REQUEST_TIMEOUT, K8sClient, K8sError, read_pool, request_argument_spec, request_timeout_error, variable_plan)

@@ -156,15 +156,15 @@ import json
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design import (
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import (
     DesignError,
-    derive,
     errors,
-    normalize,
     summarize,
-    validate,
     warnings,
 )
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_rules import validate
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_schema import normalize
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure, Info
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner

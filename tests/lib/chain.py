@@ -23,7 +23,8 @@ for _p in (ROOT, ROOT / ".build" / "collections", ROOT / "tests" / "sim", ROOT /
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _design  # noqa: E402
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive  # noqa: E402
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names import POOL_LABEL  # noqa: E402
 from tests.lib.paths import gpu_operator_chart  # noqa: E402
 
 DESIGN = ROOT / "examples" / "design.yml"
@@ -34,7 +35,7 @@ CLASS = "builtin-generic-v3.4.0"
 
 
 def derived(design=DESIGN):
-    return _design.derive(yaml.safe_load(pathlib.Path(design).read_text()))
+    return derive(yaml.safe_load(pathlib.Path(design).read_text()))
 
 
 def nodes_file(path, design=DESIGN):
@@ -44,7 +45,7 @@ def nodes_file(path, design=DESIGN):
         for pool in cluster["node_pools"]:
             labels = dict(pool["labels"])
             labels.update({"nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": "1"})
-            pools.append({"name": labels[_design.POOL_LABEL], "count": pool["replicas"], "vmClass": pool["vm_class"],
+            pools.append({"name": labels[POOL_LABEL], "count": pool["replicas"], "vmClass": pool["vm_class"],
                           "capacity": {"nvidia.com/gpu": "1"}, "labels": labels,
                           "taints": [dict(t) for t in pool["taints"]]})
     spec = {"defaults": {"cpu": "16", "memory": "64Gi",

@@ -16,7 +16,9 @@ argument spec, so modules can use it without reading a file:
 * ``description``: the field's documentation (docs/design.md explains the same fields with
   an example).
 
-Unknown keys are errors. ``_design.normalize`` applies the schema; ``json_schema()`` gives
+Unknown keys are errors. ``normalize(design) -> (normalized, findings)`` applies the schema
+(defaults filled in, rule ``schema`` findings for unknown keys, wrong types, missing required
+fields, bad choices); ``json_schema()`` gives
 the same schema as JSON Schema (draft 2020-12) for editors.
 """
 
@@ -25,6 +27,10 @@ from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
 import copy
+import difflib
+from collections import OrderedDict
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import Finding
 
 SCHEMA_VERSION = 1
 
@@ -352,3 +358,154 @@ def json_schema():
     node["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     node["title"] = "gpupool.vcf pool design"
     return node
+
+
+# ---------------------------------------------------------------------------------------
+# normalization
+# ---------------------------------------------------------------------------------------
+
+# the PriorityClass of a pool of each shape, when the pool names none
+DEFAULT_PRIORITY = {"inference": "gpu-inference", "training": "gpu-training", "notebooks": "gpu-notebook"}
+
+
+_TYPE_WORDS = {"str": "a string", "int": "a whole number", "float": "a number", "bool": "true or false",
+               "dict": "a mapping", "list": "a list", "map": "a mapping"}
+
+
+def _schema_error(findings, path, message, fix):
+    findings.append(Finding("schema", path or "design", message, fix))
+
+
+def _item_path(path, index, item):
+    if isinstance(item, dict) and isinstance(item.get("name"), str) and item.get("name"):
+        return "%s.%s" % (path, item["name"])
+    return "%s[%d]" % (path, index)
+
+
+def _norm(value, spec, path, findings):
+    """Normalize ``value`` (not None) against ``spec``; None when it is invalid."""
+    if isinstance(spec, str):
+        spec = {"type": spec}
+    kind = spec["type"]
+    ok = {
+        "str": isinstance(value, str),
+        "int": isinstance(value, int) and not isinstance(value, bool),
+        "float": isinstance(value, (int, float)) and not isinstance(value, bool),
+        "bool": isinstance(value, bool),
+        "dict": isinstance(value, dict),
+        "map": isinstance(value, dict),
+        "list": isinstance(value, list),
+    }[kind]
+    if not ok:
+        _schema_error(findings, path, "%r is not %s" % (value, _TYPE_WORDS[kind]),
+                      "give %s" % _TYPE_WORDS[kind])
+        return None
+    if kind == "float":
+        value = float(value)
+    if spec.get("choices") is not None and value not in spec["choices"]:
+        _schema_error(findings, path, "%r is not one of %s" % (value, ", ".join(str(c) for c in spec["choices"])),
+                      "use one of %s" % ", ".join(str(c) for c in spec["choices"]))
+        return None
+    low = spec.get("min")
+    if low is not None:
+        size = len(value) if kind == "list" else value
+        if size < low:
+            what = "items" if kind == "list" else "value"
+            _schema_error(findings, path, "%s %s is below the minimum %s" % (what, size, low),
+                          "give at least %s" % low)
+            return None
+    if kind == "dict":
+        return _norm_dict(value, spec.get("options", {}), path, findings)
+    if kind == "list":
+        elements = spec.get("elements", "str")
+        element_spec = {"type": "dict", "options": spec.get("options", {})} if elements == "dict" else elements
+        out = []
+        for index, item in enumerate(value):
+            item_path = _item_path(path, index, item)
+            if item is None:
+                _schema_error(findings, item_path, "empty list item", "remove it or fill it in")
+                continue
+            normalized = _norm(item, element_spec, item_path, findings)
+            if normalized is not None:
+                out.append(normalized)
+        return out
+    if kind == "map":
+        out = OrderedDict()
+        for key, item in value.items():
+            item_path = "%s.%s" % (path, key)
+            if not isinstance(key, str):
+                _schema_error(findings, item_path, "key %r is not a string" % (key,), "quote the key")
+                continue
+            if item is None:
+                if spec.get("nullable_values"):
+                    out[key] = None
+                else:
+                    _schema_error(findings, item_path, "no value", "give a value or remove the key")
+                continue
+            normalized = _norm(item, spec.get("values", "str"), item_path, findings)
+            if normalized is not None:
+                out[key] = normalized
+        return out
+    return value
+
+
+def _norm_dict(value, options, path, findings):
+    out = OrderedDict()
+    for key in value:
+        if key not in options:
+            close = difflib.get_close_matches(str(key), list(options), n=1)
+            _schema_error(findings, "%s.%s" % (path, key) if path else str(key), "unknown key %r" % (key,),
+                          "did you mean %r?" % close[0] if close else
+                          "remove it; valid keys: %s" % ", ".join(options))
+    for key, sub in options.items():
+        sub_path = "%s.%s" % (path, key) if path else key
+        item = value.get(key)
+        if item is None:
+            if sub.get("required"):
+                _schema_error(findings, sub_path, "required field is missing",
+                              "add %s (%s)" % (key, sub.get("description", sub["type"])))
+                out[key] = None
+                continue
+            default = copy.deepcopy(sub.get("default"))
+            if default is not None and sub["type"] == "dict":
+                default = _norm_dict(default, sub.get("options", {}), sub_path, findings)
+            out[key] = default
+            continue
+        out[key] = _norm(item, sub, sub_path, findings)
+    return out
+
+
+def normalize(design):
+    """Apply the schema and the derived defaults; return ``(normalized design, schema findings)``."""
+    findings = []
+    if not isinstance(design, dict):
+        _schema_error(findings, "design", "the design is %r, not a mapping" % (type(design).__name__,),
+                      "give the design as a YAML mapping (see docs/design.md)")
+        design = {}
+    d = _norm_dict(design, DESIGN_SCHEMA["options"], "", findings)
+    for key in ("vks_clusters", "clusters", "pools", "tenants"):
+        d[key] = [item for item in (d.get(key) or []) if isinstance(item, dict)]
+    priorities = OrderedDict((k, copy.deepcopy(v)) for k, v in DEFAULT_PRIORITIES.items())
+    for name, value in (d.get("priorities") or {}).items():
+        if isinstance(value, dict):
+            priorities[name] = value
+    d["priorities"] = priorities
+    supervisor = d.get("supervisor") or {}
+    only_vks = d["vks_clusters"][0]["name"] if len(d["vks_clusters"]) == 1 else None
+    for pool in d["pools"]:
+        if pool.get("priority") is None and pool.get("shape"):
+            pool["priority"] = DEFAULT_PRIORITY[pool["shape"]]
+        if isinstance(pool.get("vm_class"), dict) and pool["vm_class"].get("name") is None and pool.get("name"):
+            pool["vm_class"]["name"] = "gpu-%s" % pool["name"]
+        node_pool = pool.get("node_pool")
+        if isinstance(node_pool, dict):
+            if node_pool.get("name") is None:
+                node_pool["name"] = pool.get("name")
+            if node_pool.get("vks_cluster") is None:
+                node_pool["vks_cluster"] = only_vks
+    for tenant in d["tenants"]:
+        if tenant.get("namespace") is None:
+            tenant["namespace"] = tenant.get("name")
+        if tenant.get("storage_policy") is None:
+            tenant["storage_policy"] = supervisor.get("storage_policy")
+    return d, findings

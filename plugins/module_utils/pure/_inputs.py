@@ -25,7 +25,7 @@ from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design import (
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names import (
     DNS_LABEL_FORM,
     DNS_LABEL_MAX,
     dns_label_problem,

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit as a
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design import derive
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
 
 ROOT = pathlib.Path(__file__).resolve().parents[5]
 FULL = "550.90.05-1OEM.800.1.0.20613240"

@@ -15,20 +15,22 @@ import pytest
 import yaml
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _design_schema
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design import (
-    RULES,
-    DesignError,
-    Finding,
-    derive,
-    errors,
-    normalize,
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_capacity import (
     offered_profiles,
     pack,
     profile_problem,
+)
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import (
+    RULES,
+    DesignError,
+    Finding,
+    errors,
     summarize,
-    validate,
     warnings,
 )
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_rules import validate
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_schema import normalize
 
 ROOT = pathlib.Path(__file__).resolve().parents[5]
 EXAMPLE = yaml.safe_load((ROOT / "examples" / "design.yml").read_text())

@@ -14,18 +14,17 @@ import pathlib
 import pytest
 import yaml
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design import (
-    RULES,
-    DesignError,
-    derive,
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import RULES, DesignError
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names import (
     dns_label_problem,
     dns_label_suggestion,
     file_name_problem,
     file_name_suggestion,
     label_key_problem,
     label_value_problem,
-    validate,
 )
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_rules import validate
 
 ROOT = pathlib.Path(__file__).resolve().parents[5]
 EXAMPLE = yaml.safe_load((ROOT / "examples" / "design.yml").read_text())

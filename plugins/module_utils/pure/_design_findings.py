@@ -1,0 +1,105 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpupool.vcf developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""What the design rules report (pure, standard library only): ``Finding`` (one rule
+violation), ``DesignError`` (a design with errors) and ``RULES``, the catalog of rules
+with the severity and one line of documentation of each; ``errors``, ``warnings`` and
+``summarize`` sort findings. The rules themselves are in ``_design_rules``.
+"""
+
+from __future__ import (absolute_import, division, print_function)
+
+__metaclass__ = type
+
+from collections import OrderedDict
+
+
+class DesignError(ValueError):
+    """The design has errors; ``findings`` lists them."""
+
+    def __init__(self, findings):
+        self.findings = list(findings)
+        super(DesignError, self).__init__(
+            "The design has %d error(s):\n%s" % (len(self.findings), "\n".join(str(f) for f in self.findings)))
+
+
+class Finding:
+    """One rule violation."""
+
+    __slots__ = ("rule", "severity", "object", "message", "fix")
+
+    def __init__(self, rule, obj, message, fix, severity=None):
+        self.rule = rule
+        self.severity = severity or RULES[rule][0]
+        self.object = obj
+        self.message = message
+        self.fix = fix
+
+    def to_dict(self):
+        return OrderedDict((k, getattr(self, k)) for k in self.__slots__)
+
+    def __eq__(self, other):
+        return isinstance(other, Finding) and self.to_dict() == other.to_dict()
+
+    def __hash__(self):
+        return hash(tuple(self.to_dict().values()))
+
+    def __repr__(self):
+        return "Finding(%r, %r, %r)" % (self.rule, self.severity, self.object)
+
+    def __str__(self):
+        return "%s: %s: %s (fix: %s)" % (self.rule, self.object, self.message, self.fix)
+
+
+ERROR = "error"
+
+
+WARNING = "warning"
+
+
+RULES = OrderedDict([
+    ("schema", (ERROR, "The design matches the schema: known keys, types, choices, required fields.")),
+    ("design_name_safe", (ERROR, "The design name is a safe file name and label value (it names the token file).")),
+    ("dns_label", (ERROR, "Every name the design gives or derives for a vCenter or Kubernetes object is an RFC 1123 "
+                          "label (lower-case letters, digits, '-', at most 63 characters).")),
+    ("label_syntax", (ERROR, "Node label and taint keys and values are valid Kubernetes label keys and values.")),
+    ("unique_names", (ERROR, "Cluster, pool, tenant, namespace, VM class and node pool names are unique.")),
+    ("unknown_reference", (ERROR, "Every cluster, VKS cluster, priority and pool a field names exists.")),
+    ("gpu_model_known", (ERROR, "A cluster's GPU model is in the NVIDIA catalog.")),
+    ("profile_offered", (ERROR, "A pool's vGPU profile is offered by its cluster's GPU model.")),
+    ("sharing_matches_profile", (ERROR, "The sharing mode matches the profile: MIG-backed, full card or a "
+                                        "fraction of a card time-sliced.")),
+    ("mig_mix_fits", (ERROR, "The MIG instances asked of one card can be placed on it.")),
+    ("inference_not_time_sliced", (ERROR, "Inference is not on time-sliced sharing.")),
+    ("training_multi_gpu", (ERROR, "Multi-GPU training uses full cards and gang scheduling.")),
+    ("notebook_preemptible", (ERROR, "Notebooks run on a priority that inference and training preempt.")),
+    ("node_pool_gpu_taint", (ERROR, "A GPU node pool carries the nvidia.com/gpu NoSchedule taint.")),
+    ("node_pool_profile_label", (ERROR, "A GPU node pool carries the nvidia.com/vgpu.profile label of its "
+                                        "profile.")),
+    ("tenant_gpu_quota", (ERROR, "Every tenant namespace has a GPU quota.")),
+    ("quota_exceeds_pool", (WARNING, "A tenant's quota on a pool is not larger than the pool.")),
+    ("driver_version_pinned", (ERROR, "Every GPU cluster pins one full NVIDIA driver version.")),
+    ("driver_source", (ERROR, "The driver lifecycle has its source: a bundle (direct) or a depot (vlcm).")),
+    ("driver_versions_mixed", (WARNING, "The GPU clusters run the same driver branch.")),
+    ("graphics_shared_direct", (ERROR, "vGPU hosts use the Shared Direct graphics type.")),
+    ("scheduler_valid", (ERROR, "The vGPU scheduler settings form a valid RmPVMRL value.")),
+    ("cluster_capacity", (ERROR, "The node VMs of every pool fit on the cluster's cards.")),
+    ("spare_capacity", (ERROR, "Losing the largest host leaves every inference pool its node VMs.")),
+    ("model_fits_framebuffer", (ERROR, "The declared model plus KV cache fits the profile's framebuffer.")),
+])
+
+
+def errors(findings):
+    return [f for f in findings if f.severity == ERROR]
+
+
+def warnings(findings):
+    return [f for f in findings if f.severity == WARNING]
+
+
+def summarize(findings):
+    """One message for a failed run: the count and every error as ``rule: object: message (fix: ...)``."""
+    errs = errors(findings)
+    return "The pool design has %d error(s): %s" % (len(errs), "; ".join(str(f) for f in errs))

@@ -1,0 +1,631 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpupool.vcf developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The rules of the pool design (pure, standard library only).
+
+``validate(design) -> [Finding]``: every violation at once, schema and design rules, in a
+stable order (rule order of ``RULES``, then object). ``RULES`` (in ``_design_findings``)
+names each rule with its severity and one line of documentation; the capacity rules use
+the model of ``_design_capacity``.
+"""
+
+from __future__ import (absolute_import, division, print_function)
+
+__metaclass__ = type
+
+from collections import OrderedDict
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_capacity import (
+    Context,
+    capacity_ok,
+    mig_mix_problem,
+    node_vms,
+    offered_profiles,
+    pack,
+    per_card,
+    pool_gpus,
+    profile_problem,
+    sorted_node_vms,
+    suggest_profiles,
+)
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import RULES, Finding
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names import (
+    DNS_LABEL_FORM,
+    DNS_LABEL_MAX,
+    GPU_TAINT_KEY,
+    LICENSING_HASH_SUFFIX,
+    PROFILE_LABEL,
+    dns_label_problem,
+    dns_label_suggestion,
+    file_name_problem,
+    file_name_suggestion,
+    label_key_problem,
+    label_value_problem,
+    node_pool_labels,
+    node_pool_taints,
+)
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_schema import DEFAULT_PRIORITIES, normalize
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._esxi import (
+    EsxiError,
+    parse_driver_version,
+    version_from_bundle,
+)
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._nvidia import (
+    NvidiaError,
+    encode_scheduler,
+    gpu_models,
+    parse_profile,
+    vgpu_mig_profile,
+)
+
+
+SYSTEM_PRIORITY_MIN = 1000000000
+
+
+def _driver_version(version):
+    """The design's driver version read as the ESXi link reads it (_esxi), or None when it is not one."""
+    if not isinstance(version, str):
+        return None
+    try:
+        return parse_driver_version(version)
+    except EsxiError:
+        return None
+
+
+def _pool_object(pool):
+    return "pools.%s" % pool.get("name")
+
+
+def _name_finding(obj, what, name, where, limit=DNS_LABEL_MAX, derived=None, fix=None):
+    """A dns_label finding for ``name`` (None when it is fine)."""
+    problem = dns_label_problem(name, limit)
+    if problem is None:
+        return None
+    origin = "derived from %s as %s" % (where, derived) if derived else where
+    if fix is None:
+        fix = "use %r (%s)" % (dns_label_suggestion(name, limit), DNS_LABEL_FORM % limit)
+    return Finding("dns_label", obj, "%s %r (%s) is not a name vCenter and Kubernetes accept: %s"
+                   % (what, name, origin, problem), fix)
+
+
+def _design_names(ctx):
+    """Every finding of the dns_label rule: the names the design gives, then those derive() makes of them."""
+    d = ctx.d
+    found = []
+
+    def check(obj, what, name, where, **kwargs):
+        if isinstance(name, str):
+            found.append(_name_finding(obj, what, name, where, **kwargs))
+
+    def derived_name(obj, what, template, source, where, alternative):
+        """A name made of a valid ``source``: only its length can be wrong."""
+        if not isinstance(source, str) or dns_label_problem(source) is not None:
+            return
+        name = template % source
+        if len(name) > DNS_LABEL_MAX:
+            room = DNS_LABEL_MAX - len(template % "")
+            found.append(_name_finding(obj, what, name, where, derived=template % ("<%s>" % where),
+                                       fix="shorten %s to at most %d characters (e.g. %r)%s"
+                                       % (where, room, dns_label_suggestion(source, room), alternative)))
+
+    for index, vks in enumerate(d["vks_clusters"]):
+        obj = "vks_clusters.%s" % vks.get("name")
+        check(obj, "VKS cluster name", vks.get("name"), "vks_clusters[%d].name" % index)
+        check(obj, "vSphere namespace", vks.get("namespace"), "vks_clusters[%d].namespace" % index)
+    for index, pool in enumerate(d["pools"]):
+        obj, where = _pool_object(pool), "pools[%d].name" % index
+        name = pool.get("name")
+        check(obj, "pool name", name, where)
+        vm_class = (pool.get("vm_class") or {}).get("name")
+        if isinstance(name, str) and vm_class == "gpu-%s" % name:
+            derived_name(obj, "VM class name", "gpu-%s", name, where, ", or set pools[%d].vm_class.name" % index)
+        else:
+            check(obj, "VM class name", vm_class, "pools[%d].vm_class.name" % index)
+        node_pool = (pool.get("node_pool") or {}).get("name")
+        if node_pool != name:
+            check(obj, "VKS node pool name", node_pool, "pools[%d].node_pool.name" % index)
+        if pool.get("shape") == "training" and (pool.get("training") or {}).get("gang_scheduling"):
+            derived_name(obj, "Kueue ClusterQueue and ResourceFlavor name", "gpupool-%s", name, where, "")
+    used = set(p.get("priority") for p in d["pools"])
+    for name in d["priorities"]:
+        obj = "priorities.%s" % name
+        check(obj, "PriorityClass name", name, "priorities.%s" % name)
+        if name in used:
+            derived_name(obj, "ResourceQuota name", "gpupool-%s", name, "priorities.%s" % name, "")
+    for index, tenant in enumerate(d["tenants"]):
+        obj = "tenants.%s" % tenant.get("name")
+        check(obj, "tenant name", tenant.get("name"), "tenants[%d].name" % index)
+        if tenant.get("namespace") != tenant.get("name"):
+            check(obj, "tenant namespace", tenant.get("namespace"), "tenants[%d].namespace" % index)
+    guest = d.get("guest") or {}
+    check("guest", "GPU Operator namespace", guest.get("operator_namespace"), "guest.operator_namespace")
+    check("guest", "time-slicing ConfigMap name", guest.get("time_slicing_config"), "guest.time_slicing_config")
+    check("guest", "Kueue cohort", (guest.get("kueue") or {}).get("cohort"), "guest.kueue.cohort")
+    secret = (guest.get("licensing") or {}).get("secret_name")
+    check("guest", "licensing Secret name", secret, "guest.licensing.secret_name",
+          limit=DNS_LABEL_MAX - LICENSING_HASH_SUFFIX,
+          fix="use %r (%s; the licensing role appends '-' and a 10-character content hash)"
+          % (dns_label_suggestion(secret, DNS_LABEL_MAX - LICENSING_HASH_SUFFIX),
+             DNS_LABEL_FORM % (DNS_LABEL_MAX - LICENSING_HASH_SUFFIX)))
+    return [f for f in found if f is not None]
+
+
+def _rule_design_name_safe(ctx):
+    name = ctx.d.get("name")
+    if not isinstance(name, str):
+        return
+    problem = file_name_problem(name)
+    if problem:
+        yield Finding("design_name_safe", "name", "design name %r is not a safe file name: %s; it names the "
+                      "client token file and labels every object the design makes" % (name, problem),
+                      "use %r (letters, digits, '.', '_' and '-', starting and ending with a letter or digit, at "
+                      "most %d characters)" % (file_name_suggestion(name), DNS_LABEL_MAX))
+
+
+def _rule_dns_label(ctx):
+    return _design_names(ctx)
+
+
+def _rule_label_syntax(ctx):
+    for index, pool in enumerate(ctx.d["pools"]):
+        node_pool = pool.get("node_pool")
+        if not isinstance(node_pool, dict):
+            continue
+        obj = _pool_object(pool)
+        for key, value in (node_pool.get("labels") or {}).items():
+            problem = label_key_problem(key)
+            if problem:
+                yield Finding("label_syntax", obj, "node label key %r (pools[%d].node_pool.labels) is not a "
+                              "Kubernetes label key: %s" % (key, index, problem),
+                              "use [<DNS subdomain>/]<name>, e.g. %r" % _label_key_suggestion(key))
+            problem = None if value is None else label_value_problem(value)
+            if problem:
+                yield Finding("label_syntax", obj, "node label %s value %r (pools[%d].node_pool.labels) is not a "
+                              "Kubernetes label value: %s" % (key, value, index, problem),
+                              "use %r (at most 63 alphanumerics, '-', '_' and '.', starting and ending with an "
+                              "alphanumeric)" % file_name_suggestion(value))
+        for taint in node_pool.get("taints") or []:
+            key, value = taint.get("key"), taint.get("value")
+            problem = label_key_problem(key) if isinstance(key, str) else None
+            if problem:
+                yield Finding("label_syntax", obj, "taint key %r (pools[%d].node_pool.taints) is not a valid key: %s"
+                              % (key, index, problem), "use [<DNS subdomain>/]<name>, e.g. %r"
+                              % _label_key_suggestion(key))
+            problem = None if value is None else label_value_problem(value)
+            if problem:
+                yield Finding("label_syntax", obj, "taint %s value %r (pools[%d].node_pool.taints) is not valid: %s"
+                              % (key, value, index, problem), "use %r" % file_name_suggestion(value))
+
+
+def _label_key_suggestion(key):
+    prefix, slash, name = str(key).rpartition("/")
+    name = file_name_suggestion(name)
+    if slash:
+        prefix = ".".join(dns_label_suggestion(part) for part in prefix.split(".") if dns_label_suggestion(part))
+        return "%s/%s" % (prefix, name) if prefix else name
+    return name
+
+
+def _rule_unique_names(ctx):
+    d = ctx.d
+    groups = (
+        ("clusters", "clusters", [c.get("name") for c in d["clusters"]]),
+        ("pools", "pools", [p.get("name") for p in d["pools"]]),
+        ("tenants", "tenants", [t.get("name") for t in d["tenants"]]),
+        ("vks_clusters", "vks_clusters", [v.get("name") for v in d["vks_clusters"]]),
+        ("tenants", "tenant namespaces", [t.get("namespace") for t in d["tenants"]]),
+        ("vm_classes", "VM classes", [(p.get("vm_class") or {}).get("name") for p in d["pools"]]),
+        ("node_pools", "node pools", [((p.get("node_pool") or {}).get("vks_cluster"),
+                                       (p.get("node_pool") or {}).get("name")) for p in d["pools"]]),
+    )
+    for section, what, names in groups:
+        seen = set()
+        for name in names:
+            if name is None or (isinstance(name, tuple) and None in name):
+                continue
+            if name in seen:
+                shown = "/".join(name) if isinstance(name, tuple) else name
+                yield Finding("unique_names", "%s.%s" % (section, shown), "%s %s appears more than once"
+                              % (what, shown), "give every entry of %s its own name" % what)
+            seen.add(name)
+    platform = set(v.get("namespace") for v in d["vks_clusters"])
+    for tenant in d["tenants"]:
+        if tenant.get("namespace") in platform:
+            yield Finding("unique_names", "tenants.%s" % tenant.get("name"),
+                          "namespace %s is also the namespace of a VKS cluster" % tenant.get("namespace"),
+                          "give the tenant its own namespace")
+
+
+def _rule_unknown_reference(ctx):
+    d = ctx.d
+    for pool in d["pools"]:
+        obj = _pool_object(pool)
+        if pool.get("cluster") and pool["cluster"] not in ctx.clusters:
+            yield Finding("unknown_reference", obj, "cluster %s is not in clusters" % pool["cluster"],
+                          "use one of %s" % ", ".join(ctx.clusters))
+        node_pool = pool.get("node_pool") or {}
+        if node_pool and node_pool.get("vks_cluster") is None and len(ctx.vks) > 1:
+            yield Finding("unknown_reference", obj, "node_pool.vks_cluster is not set and there are %d VKS "
+                          "clusters" % len(ctx.vks), "set node_pool.vks_cluster to one of %s" % ", ".join(ctx.vks))
+        elif node_pool.get("vks_cluster") and node_pool["vks_cluster"] not in ctx.vks:
+            yield Finding("unknown_reference", obj, "VKS cluster %s is not in vks_clusters"
+                          % node_pool["vks_cluster"], "use one of %s" % ", ".join(ctx.vks))
+        if pool.get("priority") and pool["priority"] not in d["priorities"]:
+            yield Finding("unknown_reference", obj, "priority %s is not a PriorityClass of the design"
+                          % pool["priority"], "use one of %s or add it to priorities" % ", ".join(d["priorities"]))
+    for tenant in d["tenants"]:
+        for pool in (tenant.get("gpu_quota") or {}):
+            if pool not in ctx.pools:
+                yield Finding("unknown_reference", "tenants.%s" % tenant.get("name"),
+                              "gpu_quota names pool %s, which is not in pools" % pool,
+                              "use one of %s" % ", ".join(ctx.pools))
+    for cluster in d["clusters"]:
+        for profile in (cluster.get("mig_mix") or {}):
+            if not any(p.get("cluster") == cluster.get("name") and p.get("vgpu_profile") == profile
+                       for p in d["pools"]):
+                yield Finding("unknown_reference", "clusters.%s" % cluster.get("name"),
+                              "mig_mix names %s, which no pool of the cluster uses" % profile,
+                              "remove it from mig_mix or add a pool that uses it")
+
+
+def _rule_gpu_model_known(ctx):
+    for cluster in ctx.d["clusters"]:
+        model_name = (cluster.get("gpu") or {}).get("model")
+        if model_name and ctx.models.get(cluster.get("name")) is None:
+            yield Finding("gpu_model_known", "clusters.%s" % cluster.get("name"),
+                          "GPU model %s is not in the NVIDIA catalog" % model_name,
+                          "use one of %s" % ", ".join(m.name for m in gpu_models()))
+
+
+def _rule_profile_offered(ctx):
+    for pool in ctx.d["pools"]:
+        model = ctx.model_of(pool)
+        if model is None or not pool.get("vgpu_profile"):
+            continue
+        problem = profile_problem(pool["vgpu_profile"], model)
+        if problem:
+            yield Finding("profile_offered", _pool_object(pool),
+                          "vGPU profile %s is not offered by %s on cluster %s: %s"
+                          % (pool["vgpu_profile"], model.name, pool["cluster"], problem),
+                          "use a profile %s offers: %s" % (model.name, ", ".join(offered_profiles(model))))
+
+
+def _rule_sharing_matches_profile(ctx):
+    for pool in ctx.d["pools"]:
+        profile = ctx.usable(pool)
+        sharing = pool.get("sharing")
+        if profile is None or sharing is None:
+            continue
+        model = ctx.model_of(pool)
+        full = not profile.mig_backed and profile.framebuffer_gb >= model.memory_gb
+        obj = _pool_object(pool)
+        if sharing == "mig" and not profile.mig_backed:
+            yield Finding("sharing_matches_profile", obj, "sharing is mig but %s is not MIG-backed" % profile.name,
+                          "use a MIG-backed profile (%s) or change sharing" % suggest_profiles(model, "mig"))
+        elif sharing == "full_card" and not full:
+            yield Finding("sharing_matches_profile", obj, "sharing is full_card but %s is %s"
+                          % (profile.name, "MIG-backed" if profile.mig_backed else
+                             "%d GB of a %d GB card" % (profile.framebuffer_gb, model.memory_gb)),
+                          "use the full-card profile %s or change sharing" % suggest_profiles(model, "full_card"))
+        elif sharing == "time_sliced" and (profile.mig_backed or full):
+            yield Finding("sharing_matches_profile", obj, "sharing is time_sliced but %s is %s"
+                          % (profile.name, "MIG-backed" if profile.mig_backed else "a full card"),
+                          "use a time-sliced fraction of the card (%s) or change sharing"
+                          % suggest_profiles(model, "time_sliced"))
+        if sharing != "mig" and pool.get("per_card") not in (None, 1) and full:
+            yield Finding("sharing_matches_profile", obj, "per_card %s with a full-card profile"
+                          % pool["per_card"], "remove per_card (a full card holds one vGPU)")
+
+
+def _rule_mig_mix_fits(ctx):
+    for pool in ctx.d["pools"]:
+        profile = ctx.usable(pool)
+        if profile is None or not profile.mig_backed or not pool.get("per_card"):
+            continue
+        model = ctx.model_of(pool)
+        problem = mig_mix_problem(model, {profile.mig_profile: pool["per_card"]})
+        if problem:
+            yield Finding("mig_mix_fits", _pool_object(pool),
+                          "%d x %s (%s) per card: %s" % (pool["per_card"], profile.name, profile.mig_profile, problem),
+                          "set per_card to at most %d or use a smaller MIG profile"
+                          % per_card(dict(pool, per_card=None), model))
+    for cluster in ctx.d["clusters"]:
+        mix = cluster.get("mig_mix")
+        model = ctx.models.get(cluster.get("name"))
+        if not mix or model is None:
+            continue
+        obj = "clusters.%s" % cluster["name"]
+        counts = OrderedDict()
+        bad = False
+        for name, count in mix.items():
+            try:
+                counts[vgpu_mig_profile(name, model).name] = counts.get(vgpu_mig_profile(name, model).name, 0) + count
+            except NvidiaError as exc:
+                bad = True
+                yield Finding("mig_mix_fits", obj, "mig_mix entry %s: %s" % (name, exc),
+                              "list MIG-backed profiles of %s: %s" % (model.name, ", ".join(
+                                  n for n in offered_profiles(model) if n.count("-") == 2)))
+        if bad:
+            continue
+        problem = mig_mix_problem(model, counts)
+        if problem:
+            yield Finding("mig_mix_fits", obj, "mig_mix %s: %s" % (
+                ", ".join("%d x %s" % (c, n) for n, c in mix.items()), problem),
+                "remove instances until the mix fits one card (7 compute slices, 8 memory slots)")
+
+
+def _rule_inference_not_time_sliced(ctx):
+    for pool in ctx.d["pools"]:
+        if pool.get("shape") == "inference" and pool.get("sharing") == "time_sliced":
+            yield Finding("inference_not_time_sliced", _pool_object(pool),
+                          "inference on time-sliced vGPUs shares the card's engines with its neighbours, so "
+                          "latency depends on them", "use sharing mig with a MIG-backed profile (isolated "
+                          "engines and memory) or full_card")
+
+
+def _rule_training_multi_gpu(ctx):
+    for pool in ctx.d["pools"]:
+        training = pool.get("training") or {}
+        gpus = training.get("gpus_per_job") or 1
+        if pool.get("shape") != "training" or gpus <= 1:
+            continue
+        problems, fixes = [], []
+        if pool.get("sharing") != "full_card":
+            problems.append("sharing is %s, not full_card" % pool.get("sharing"))
+            fixes.append("set sharing full_card with the full-card profile")
+        if not training.get("gang_scheduling"):
+            problems.append("gang_scheduling is off")
+            fixes.append("set training.gang_scheduling true (Kueue admits all pods of a job together)")
+        if problems:
+            yield Finding("training_multi_gpu", _pool_object(pool),
+                          "%d-GPU training jobs: %s" % (gpus, "; ".join(problems)), "; ".join(fixes))
+
+
+def _rule_notebook_preemptible(ctx):
+    d = ctx.d
+    priorities = d["priorities"]
+    others = [p for p in d["pools"] if p.get("shape") in ("inference", "training")
+              and p.get("priority") in priorities]
+    for pool in d["pools"]:
+        name = pool.get("priority")
+        if pool.get("shape") != "notebooks" or name not in priorities:
+            continue
+        value = priorities[name]["value"]
+        if others:
+            blockers = sorted(set(p["priority"] for p in others
+                                  if not (priorities[p["priority"]]["value"] > value and
+                                          priorities[p["priority"]]["preemption_policy"] == "PreemptLowerPriority")))
+            reason = "pools of priority %s cannot preempt it" % ", ".join(blockers) if blockers else None
+        else:
+            higher = [k for k, v in priorities.items() if v["value"] > value
+                      and v["preemption_policy"] == "PreemptLowerPriority"]
+            reason = None if higher else "no PriorityClass above it preempts"
+        if value >= SYSTEM_PRIORITY_MIN:
+            reason = "value %d is in the system range" % value
+        if reason:
+            yield Finding("notebook_preemptible", _pool_object(pool),
+                          "notebooks run on priority %s (value %d) and are not preemptible: %s"
+                          % (name, value, reason),
+                          "give the notebooks a lower priority (gpu-notebook, value %d) than inference and "
+                          "training, whose classes use preemption_policy PreemptLowerPriority"
+                          % DEFAULT_PRIORITIES["gpu-notebook"]["value"])
+
+
+def _rule_node_pool_gpu_taint(ctx):
+    for pool in ctx.d["pools"]:
+        if not pool.get("name") or not isinstance(pool.get("node_pool"), dict):
+            continue
+        taints = node_pool_taints(pool)
+        if not any(t["key"] == GPU_TAINT_KEY and t["effect"] in ("NoSchedule", "NoExecute") for t in taints):
+            yield Finding("node_pool_gpu_taint", _pool_object(pool),
+                          "node pool %s has no %s NoSchedule taint, so any pod can land on its GPU nodes"
+                          % (pool["node_pool"].get("name"), GPU_TAINT_KEY),
+                          "add the taint {key: %s, value: present, effect: NoSchedule} to node_pool.taints "
+                          "(or leave taints out for the derived ones)" % GPU_TAINT_KEY)
+
+
+def _rule_node_pool_profile_label(ctx):
+    for pool in ctx.d["pools"]:
+        if not all(pool.get(k) for k in ("name", "vgpu_profile", "shape", "sharing")) or \
+                not isinstance(pool.get("node_pool"), dict):
+            continue
+        value = node_pool_labels(pool).get(PROFILE_LABEL)
+        if value != pool["vgpu_profile"]:
+            yield Finding("node_pool_profile_label", _pool_object(pool),
+                          "node pool %s is labelled %s=%s, not with its profile %s"
+                          % (pool["node_pool"].get("name"), PROFILE_LABEL, value, pool["vgpu_profile"]),
+                          "remove %s from node_pool.labels (it is derived from vgpu_profile)" % PROFILE_LABEL)
+
+
+def _rule_tenant_gpu_quota(ctx):
+    for tenant in ctx.d["tenants"]:
+        quota = tenant.get("gpu_quota") or {}
+        if not quota or not any(v > 0 for v in quota.values()):
+            yield Finding("tenant_gpu_quota", "tenants.%s" % tenant.get("name"),
+                          "namespace %s has no GPU quota, so it could take every GPU of every pool"
+                          % tenant.get("namespace"),
+                          "set gpu_quota: {<pool>: <GPUs>} for the pools the tenant uses (pools: %s)"
+                          % ", ".join(ctx.pools))
+
+
+def _rule_quota_exceeds_pool(ctx):
+    for tenant in ctx.d["tenants"]:
+        for name, gpus in (tenant.get("gpu_quota") or {}).items():
+            pool = ctx.pools.get(name)
+            if pool is None or not isinstance(pool.get("node_pool"), dict):
+                continue
+            size = pool_gpus(pool)
+            if gpus > size:
+                yield Finding("quota_exceeds_pool", "tenants.%s" % tenant.get("name"),
+                              "quota of %d GPUs on pool %s, which has %d" % (gpus, name, size),
+                              "lower gpu_quota.%s to %d or grow the pool's replicas" % (name, size))
+
+
+def _rule_driver_version_pinned(ctx):
+    for cluster in ctx.d["clusters"]:
+        version = (cluster.get("driver") or {}).get("version")
+        if _driver_version(version) is None:
+            yield Finding("driver_version_pinned", "clusters.%s" % cluster.get("name"),
+                          "no pinned NVIDIA driver version%s" % ("" if version is None else " (%r)" % version),
+                          "set driver.version to the full component version every host must run, e.g. "
+                          "550.90.05-1OEM.800.1.0.20613240")
+
+
+def _rule_driver_source(ctx):
+    for cluster in ctx.d["clusters"]:
+        driver = cluster.get("driver") or {}
+        obj = "clusters.%s" % cluster.get("name")
+        if driver.get("lifecycle") == "direct" and not driver.get("bundle"):
+            yield Finding("driver_source", obj, "lifecycle direct without driver.bundle",
+                          "set driver.bundle to the offline bundle, e.g. [datastore] drivers/NVD-AIE-800_<version>"
+                          "_<build>.zip, or use lifecycle vlcm with a depot")
+        if driver.get("lifecycle") == "vlcm" and not driver.get("depot"):
+            yield Finding("driver_source", obj, "lifecycle vlcm without driver.depot",
+                          "set driver.depot to the offline depot URL holding the NVIDIA component")
+        bundle, version = driver.get("bundle"), _driver_version(driver.get("version"))
+        named = _driver_version(version_from_bundle(bundle)) if bundle and version else None
+        # the check esxi_host_driver makes before it installs (_esxi.check_bundle_matches)
+        if named is not None and named.numbers != version.numbers:
+            yield Finding("driver_source", obj, "driver.bundle %s is not for version %s (it holds %s)"
+                          % (bundle, version.text, named.text), "point driver.bundle at the bundle of %s" % version.text)
+
+
+def _rule_driver_versions_mixed(ctx):
+    branches = OrderedDict()
+    for cluster in ctx.d["clusters"]:
+        version = _driver_version((cluster.get("driver") or {}).get("version"))
+        if version is not None:
+            branches.setdefault(str(version.numbers[0]), []).append(cluster["name"])
+    if len(branches) > 1:
+        yield Finding("driver_versions_mixed", "clusters",
+                      "GPU clusters pin different driver branches (%s); the guest driver of the GPU Operator "
+                      "must match every host branch" % "; ".join("%s: %s" % (b, ", ".join(c))
+                                                                 for b, c in branches.items()),
+                      "pin one branch everywhere, or keep each VKS cluster's node pools on one branch")
+
+
+def _rule_graphics_shared_direct(ctx):
+    for cluster in ctx.d["clusters"]:
+        if (cluster.get("graphics") or {}).get("type") == "shared":
+            yield Finding("graphics_shared_direct", "clusters.%s" % cluster.get("name"),
+                          "graphics type shared (vSGA) cannot run vGPU profiles",
+                          "set graphics.type shared_direct")
+
+
+def _rule_scheduler_valid(ctx):
+    for cluster in ctx.d["clusters"]:
+        scheduler = cluster.get("scheduler") or {}
+        if not scheduler.get("policy"):
+            continue
+        try:
+            encode_scheduler(scheduler["policy"], scheduler.get("time_slice_ms"))
+        except NvidiaError as exc:
+            yield Finding("scheduler_valid", "clusters.%s" % cluster.get("name"), str(exc),
+                          "time_slice_ms 1-30 with equal_share or fixed_share; none with best_effort")
+
+
+def _rule_cluster_capacity(ctx):
+    for cluster in ctx.d["clusters"]:
+        if ctx.models.get(cluster.get("name")) is None or not capacity_ok(cluster):
+            continue
+        nodes = node_vms(ctx, cluster)
+        _cards, unplaced = pack(sorted_node_vms(nodes), cluster["hosts"], cluster["gpu"]["per_host"])
+        if unplaced:
+            short = OrderedDict()
+            for pool in unplaced:
+                short[pool["name"]] = short.get(pool["name"], 0) + 1
+            yield Finding("cluster_capacity", "clusters.%s" % cluster["name"],
+                          "%d of %d node VMs do not fit on %d hosts x %d GPUs (%s)"
+                          % (len(unplaced), len(nodes), cluster["hosts"], cluster["gpu"]["per_host"],
+                             ", ".join("%s: %d short" % kv for kv in short.items())),
+                          "lower the pools' replicas or gpus_per_node, or add hosts to the cluster")
+
+
+def _rule_spare_capacity(ctx):
+    for cluster in ctx.d["clusters"]:
+        if ctx.models.get(cluster.get("name")) is None or not capacity_ok(cluster):
+            continue
+        nodes = node_vms(ctx, cluster)
+        if not any(p.get("shape") == "inference" for p, _gpus, _cap in nodes):
+            continue
+        _cards, unplaced = pack(sorted_node_vms(nodes), cluster["hosts"], cluster["gpu"]["per_host"])
+        if unplaced:
+            continue  # cluster_capacity reports it
+        _cards, unplaced = pack(sorted_node_vms(nodes, inference_last=True), cluster["hosts"] - 1,
+                                cluster["gpu"]["per_host"])
+        short = OrderedDict()
+        for pool in unplaced:
+            if pool.get("shape") == "inference":
+                short[pool["name"]] = short.get(pool["name"], 0) + 1
+        for name, count in short.items():
+            yield Finding("spare_capacity", "pools.%s" % name,
+                          "losing the largest host of %s (%d GPUs) leaves %d of its %d node VMs without a GPU"
+                          % (cluster["name"], cluster["gpu"]["per_host"], count,
+                             ctx.pools[name]["node_pool"]["replicas"]),
+                          "keep one host's worth of GPUs free on %s: add a host, or lower the replicas of this "
+                          "or the cluster's other pools" % cluster["name"])
+
+
+def _rule_model_fits_framebuffer(ctx):
+    for pool in ctx.d["pools"]:
+        model_size = pool.get("model") or {}
+        profile = ctx.usable(pool)
+        if profile is None or model_size.get("weights_gb") is None:
+            continue
+        need = model_size["weights_gb"] + (model_size.get("kv_cache_gb") or 0.0)
+        if need > profile.framebuffer_gb:
+            gpu = ctx.model_of(pool)
+            bigger = [n for n in offered_profiles(gpu)
+                      if parse_profile(n).mig_backed == profile.mig_backed and parse_profile(n).series == "C"
+                      and not parse_profile(n).media_extension and parse_profile(n).framebuffer_gb >= need]
+            bigger.sort(key=lambda n: parse_profile(n).framebuffer_gb)
+            yield Finding("model_fits_framebuffer", _pool_object(pool),
+                          "model %.1f GB + KV cache %.1f GB = %.1f GB does not fit the %d GB of %s"
+                          % (model_size["weights_gb"], model_size.get("kv_cache_gb") or 0.0, need,
+                             profile.framebuffer_gb, profile.name),
+                          "use %s, or shrink the KV cache or quantize the model" %
+                          ("the larger profile %s" % bigger[0] if bigger else "full cards with more GPUs per node"))
+
+
+_RULE_FUNCS = OrderedDict([
+    ("design_name_safe", _rule_design_name_safe),
+    ("dns_label", _rule_dns_label),
+    ("label_syntax", _rule_label_syntax),
+    ("unique_names", _rule_unique_names),
+    ("unknown_reference", _rule_unknown_reference),
+    ("gpu_model_known", _rule_gpu_model_known),
+    ("profile_offered", _rule_profile_offered),
+    ("sharing_matches_profile", _rule_sharing_matches_profile),
+    ("mig_mix_fits", _rule_mig_mix_fits),
+    ("inference_not_time_sliced", _rule_inference_not_time_sliced),
+    ("training_multi_gpu", _rule_training_multi_gpu),
+    ("notebook_preemptible", _rule_notebook_preemptible),
+    ("node_pool_gpu_taint", _rule_node_pool_gpu_taint),
+    ("node_pool_profile_label", _rule_node_pool_profile_label),
+    ("tenant_gpu_quota", _rule_tenant_gpu_quota),
+    ("quota_exceeds_pool", _rule_quota_exceeds_pool),
+    ("driver_version_pinned", _rule_driver_version_pinned),
+    ("driver_source", _rule_driver_source),
+    ("driver_versions_mixed", _rule_driver_versions_mixed),
+    ("graphics_shared_direct", _rule_graphics_shared_direct),
+    ("scheduler_valid", _rule_scheduler_valid),
+    ("cluster_capacity", _rule_cluster_capacity),
+    ("spare_capacity", _rule_spare_capacity),
+    ("model_fits_framebuffer", _rule_model_fits_framebuffer),
+])
+
+
+def validate_normalized(d, findings):
+    ctx = Context(d)
+    for name, func in _RULE_FUNCS.items():
+        findings.extend(func(ctx))
+    order = dict((name, i) for i, name in enumerate(RULES))
+    return sorted(findings, key=lambda f: (order[f.rule], f.object))
+
+
+def validate(design):
+    """Every finding of the design (schema and rules), errors and warnings, all at once."""
+    d, findings = normalize(design)
+    return validate_normalized(d, findings)
