@@ -376,7 +376,6 @@ def read_guest(k8s, derived):
     sched = client.SchedulingV1Api(k8s.api)
     custom = client.CustomObjectsApi(k8s.api)
     op, policy = _audit.guest_inputs(derived)
-    guest = derived.get("guest") or {}
     nodes = []
     for n in _read(k8s, "the nodes", core.list_node).items:
         nodes.append(dict(
@@ -395,7 +394,7 @@ def read_guest(k8s, derived):
             k8s, "the ResourceQuotas of namespace %s" % ns, core.list_namespaced_resource_quota, ns).items)
     secrets = {}
     op_ns = op["gpu_operator_namespace"]
-    if (guest.get("licensing") or {}).get("secret_name"):
+    if op.get("gpu_operator_licensing_secret_name"):
         # names only: nls_licensing rotates the Secret by name (<secret_name>-<content hash>)
         secrets[op_ns] = [s.metadata.name for s in _read(
             k8s, "the Secrets of namespace %s" % op_ns, core.list_namespaced_secret, op_ns).items] \

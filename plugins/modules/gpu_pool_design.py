@@ -17,10 +17,10 @@ description:
     C(docs/design.md); C(examples/design.yml) is a complete example), fills in the defaults,
     checks it against every design rule and returns all findings at once, each with the
     rule's name, the object, what is wrong and the fix.
-  - When the design has no errors, returns the per-link inputs derived from it (RV(derived)), namely
-    ESXi host settings per cluster, VM classes, namespaces and DRS pinning, VKS node pools,
-    and the guest objects (PriorityClasses, ResourceQuotas, Kueue queues, time-slicing
-    configuration, GPU Operator settings, licensing).
+  - When the design has no errors, returns what it means for each link (RV(derived)): a summary
+    per link (ESXi host settings per cluster, VM classes, namespaces and DRS pinning, VKS node
+    pools) and, under C(roles), the variables of every role of the chain under the role's own
+    names, which C(playbooks/site.yml) passes on one to one and the drift audit expects.
   - Fails listing every error unless O(fail_on_error=false). Warnings never fail the task; each
     is in RV(findings), and also in the standard C(warnings) of the result (one line per
     warning, rule, object, message and fix), so Ansible shows it.
@@ -74,10 +74,11 @@ EXAMPLES = r"""
   ansible.builtin.include_role:
     name: gpupool.vcf.esxi_gpu_host
   vars:
-    esxi_gpu_host_cluster: gpu-h100
-    esxi_gpu_host_driver_version: "{{ pool_design.derived.esxi.clusters['gpu-h100'].driver_version }}"
-    esxi_gpu_host_driver_bundle: "{{ pool_design.derived.esxi.clusters['gpu-h100'].driver_bundle }}"
-    esxi_gpu_host_min_gpus: "{{ pool_design.derived.esxi.clusters['gpu-h100'].min_gpus }}"
+    h100: "{{ pool_design.derived.roles.esxi_gpu_host['gpu-h100'] }}"
+    esxi_gpu_host_cluster: "{{ h100.esxi_gpu_host_cluster }}"
+    esxi_gpu_host_driver_version: "{{ h100.esxi_gpu_host_driver_version }}"
+    esxi_gpu_host_driver_bundle: "{{ h100.esxi_gpu_host_driver_bundle }}"
+    esxi_gpu_host_min_gpus: "{{ h100.esxi_gpu_host_min_gpus }}"
 
 - name: Report every finding without failing
   gpupool.vcf.gpu_pool_design:
@@ -136,10 +137,10 @@ derived:
       vm_classes, storage_policies, limits, access), drs_pinning (name, behavior).
     - C(vks.clusters.<vks cluster>) - name, namespace, version, storage_class, node_pools
       (name, replicas, vm_class, failure_domain, labels, taints).
-    - C(guest) - priority_classes, namespaces, resource_quotas (Kubernetes manifests), kueue
-      (enabled, wait_for_pods_ready, resource_flavors, cluster_queues, local_queues),
-      time_slicing (config_name, namespace, data, manifest), gpu_operator (namespace,
-      mig_strategy, mig_manager_enabled, device_plugin_config), licensing.
+    - C(roles) - each role's variables under its own names - C(esxi_gpu_host) (per GPU
+      cluster), C(supervisor_gpu_tenancy), C(drs_gpu_pinning), C(nls_licensing),
+      C(vks_gpu_node_pools) (a list, one entry per VKS cluster), C(gpu_operator),
+      C(gpu_scheduling_policy); see C(docs/design.md).
   returned: always
   type: dict
   sample:
@@ -149,6 +150,13 @@ derived:
           driver_version: 550.90.05-1OEM.800.1.0.20613240
           lifecycle: direct
           min_gpus: 10
+    roles:
+      esxi_gpu_host:
+        gpu-h100:
+          esxi_gpu_host_cluster: gpu-h100
+          esxi_gpu_host_driver_version: 550.90.05-1OEM.800.1.0.20613240
+          esxi_gpu_host_lifecycle: direct
+          esxi_gpu_host_min_gpus: 10
 """
 
 import json

@@ -27,7 +27,8 @@ def test_example_design_file_is_clean_and_derived():
 def test_check_mode_gives_the_same_result():
     res, _playbook = run_module("gpupool.vcf.gpu_pool_design", {"design": EXAMPLE}, check=True)
     assert not res.get("failed"), res.get("msg")
-    assert res["derived"]["guest"]["gpu_operator"]["mig_strategy"] == "single"
+    assert res["derived"]["roles"]["gpu_operator"]["gpu_operator_mig_strategy"] == "single"
+    assert res["derived"]["roles"]["esxi_gpu_host"]["gpu-h100"]["esxi_gpu_host_min_gpus"] == 10
 
 
 def broken():

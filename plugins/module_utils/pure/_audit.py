@@ -202,12 +202,19 @@ ESXI_RULES_BESIDES_THE_PLAN = {
 }
 
 
+def role_inputs(derived, role):
+    """The variables derive() gives a role (``derived["roles"][role]``): what site.yml passes it."""
+    return (derived.get("roles") or {}).get(role) or {}
+
+
 def esxi_role_inputs(want):
-    """The esxi_gpu_host role's inputs for one cluster of derive()'s ``esxi.clusters``, as
-    site.yml passes them, in the order :func:`_esxi.host_plan` takes them."""
-    return dict(target=want["driver_version"], graphics_type=want.get("graphics_type") or None,
-                assignment_policy=want.get("assignment_policy") or None, scheduler=want.get("scheduler") or None,
-                allow_downgrade=False)
+    """:func:`_esxi.host_plan`'s arguments from the esxi_gpu_host role's variables for one
+    cluster (``derived["roles"]["esxi_gpu_host"][cluster]``), as the role passes them on."""
+    return dict(target=want["esxi_gpu_host_driver_version"],
+                graphics_type=want.get("esxi_gpu_host_graphics_type") or None,
+                assignment_policy=want.get("esxi_gpu_host_assignment_policy") or None,
+                scheduler=want.get("esxi_gpu_host_scheduler") or None,
+                allow_downgrade=bool(want.get("esxi_gpu_host_allow_downgrade", False)))
 
 
 def host_findings(h, want):
@@ -242,14 +249,14 @@ def _text_unreachable(h, want, group):
 def _text_driver(h, want, group):
     item = group[0]
     message = "host %s runs NVIDIA driver %s, the design pins %s" % (
-        h["name"], item["live"] or "(none installed)", want["driver_version"])
+        h["name"], item["live"] or "(none installed)", want["esxi_gpu_host_driver_version"])
     if item["action"] == "refused":
         message += " (%s)" % item["reason"]
-    if want.get("lifecycle") == "vlcm":
+    if want.get("esxi_gpu_host_lifecycle") == "vlcm":
         fix = "remediate cluster %s against its vLCM image with %s (esxi_gpu_host role, vlcm_component)" % (
-            h.get("cluster"), want["driver_version"])
+            h.get("cluster"), want["esxi_gpu_host_driver_version"])
     else:
-        fix = "install %s on the host (esxi_gpu_host role, esxi_host_driver)" % want["driver_version"]
+        fix = "install %s on the host (esxi_gpu_host role, esxi_host_driver)" % want["esxi_gpu_host_driver_version"]
     return message, fix
 
 
@@ -259,9 +266,10 @@ def _text_not_loaded(h, want, group):
 
 
 def _text_graphics(h, want, group):
-    return ("host %s graphics are not %s: %s" % (h["name"], want.get("graphics_type"), _reasons_text(group)),
+    graphics = want.get("esxi_gpu_host_graphics_type")
+    return ("host %s graphics are not %s: %s" % (h["name"], graphics, _reasons_text(group)),
             "set the host default and every NVIDIA device to %s (esxi_gpu_host role, esxi_gpu_config), then "
-            "restart the X.Org service or reboot the host" % want.get("graphics_type"))
+            "restart the X.Org service or reboot the host" % graphics)
 
 
 def _text_policy(h, want, group):
@@ -279,16 +287,25 @@ def _scheduler_words(options):
     return "%s (RmPVMRL %s)" % (every.policy, every.hex)
 
 
+def _design_rmpvmrl(scheduler):
+    """The RmPVMRL value the role writes for the design's scheduler, by the _nvidia codec."""
+    try:
+        return _nvidia.format_rmpvmrl(_nvidia.encode_scheduler(scheduler.get("policy"), scheduler.get("time_slice_ms")))
+    except (_nvidia.NvidiaError, TypeError, ValueError):
+        return "?"
+
+
 def _text_scheduler(h, want, group):
     item = group[0]
-    wanted = (want.get("scheduler") or {}).get("policy")
+    scheduler = want.get("esxi_gpu_host_scheduler") or {}
+    wanted, rmpvmrl = scheduler.get("policy"), _design_rmpvmrl(scheduler)
     if item["field"] == "nvidia_module_options" and item["action"] == "set":
         message = "host %s vGPU scheduler is %s, the design says %s (RmPVMRL %s)" % (
-            h["name"], _scheduler_words(item["live"]), wanted, want.get("rmpvmrl"))
+            h["name"], _scheduler_words(item["live"]), wanted, rmpvmrl)
     else:
         message = "host %s vGPU scheduler cannot be set to %s: %s" % (h["name"], wanted, _reasons_text(group))
     return message, ("set the nvidia module option NVreg_RegistryDwords=RmPVMRL=%s (esxi_gpu_host role, "
-                     "esxi_gpu_config) and reboot the host" % want.get("rmpvmrl"))
+                     "esxi_gpu_config) and reboot the host" % rmpvmrl)
 
 
 def _text_reboot(h, want, group):
@@ -337,22 +354,25 @@ def audit_esxi(derived, hosts, drs=None):
     drivers mixed in a cluster, hosts short, DRS pinning."""
     out = []
     drs = drs or {}
+    # the esxi link's summary (how many hosts the design counts on); the expectations are the roles' inputs
     clusters = (derived.get("esxi") or {}).get("clusters") or {}
-    pinning = dict((p["name"], p["behavior"]) for p in (derived.get("vsphere") or {}).get("drs_pinning") or [])
+    pinning = dict((p["name"], p["behavior"])
+                   for p in role_inputs(derived, "drs_gpu_pinning").get("drs_gpu_pinning_clusters") or [])
     by_cluster = {}
     for h in hosts or []:
         by_cluster.setdefault(h.get("cluster"), []).append(h)
-    for name, want in clusters.items():
+    for name, want in role_inputs(derived, "esxi_gpu_host").items():
         members = sorted(by_cluster.get(name, []), key=lambda h: h["name"])
         if not members:
             out.append(finding("cluster_missing", "cluster %s" % name, "cluster %s has no hosts in vCenter" % name,
                                "create the cluster and add its GPU hosts, or fix the name in the design"))
             continue
         gpu_hosts = [h for h in members if h.get("gpu_count")]
-        if len(gpu_hosts) < (want.get("hosts") or 0):
+        counted = (clusters.get(name) or {}).get("hosts") or 0
+        if len(gpu_hosts) < counted:
             out.append(finding(
                 "gpu_hosts_short", "cluster %s" % name,
-                "%d GPU host(s), the design counts on %d" % (len(gpu_hosts), want["hosts"]),
+                "%d GPU host(s), the design counts on %d" % (len(gpu_hosts), counted),
                 "add GPU hosts to the cluster or lower clusters.%s.hosts in the design" % name))
         versions = OrderedDict()
         for h in gpu_hosts:
@@ -364,7 +384,8 @@ def audit_esxi(derived, hosts, drs=None):
             out.append(finding(
                 "driver_mixed", "cluster %s" % name,
                 "GPU hosts of cluster %s run different NVIDIA drivers: %s" % (name, listing),
-                "bring every GPU host to %s, one host at a time (esxi_gpu_host role)" % want["driver_version"]))
+                "bring every GPU host to %s, one host at a time (esxi_gpu_host role)"
+                % want["esxi_gpu_host_driver_version"]))
         if name in pinning:
             _cluster_pinning(out, name, gpu_hosts, drs.get(name), pinning[name])
     return out
@@ -463,7 +484,7 @@ def _access_words(entries):
     return ", ".join("%s %s@%s %s" % (a["type"], a["subject"], a["domain"], a["role"]) for a in entries) or "none"
 
 
-def _vm_class_findings(want, have, name):
+def _vm_class_findings(want, have, name, pool=None):
     obj = "vm_class %s" % name
     try:
         after, fields = vm_class_plan(want, have)
@@ -475,7 +496,7 @@ def _vm_class_findings(want, have, name):
         out.append(finding(
             "vm_class_profile_changed", obj,
             "VM class %s has vGPU profiles [%s], pool %s needs [%s]" % (
-                name, ", ".join(sorted(have.get("vgpu_profiles") or [])), want.get("pool"),
+                name, ", ".join(sorted(have.get("vgpu_profiles") or [])), pool,
                 ", ".join(after["vgpu_profiles"])),
             "set its profiles back (vm_class, or the supervisor_gpu_tenancy role); node VMs created since "
             "run the wrong profile and must be recreated"))
@@ -536,24 +557,28 @@ def audit_vsphere(derived, vm_classes, namespaces, storage_policies=None):
     ``storage_policies``: {policy id: name} (None: the namespaces' storage policies are not judged).
     """
     out = []
+    tenancy = role_inputs(derived, "supervisor_gpu_tenancy")
+    # the vSphere link's summary names each object's pool and kind, for the messages
     vs = derived.get("vsphere") or {}
+    pool_of = dict((c["name"], c.get("pool")) for c in vs.get("vm_classes") or [])
+    kind_of = dict((n["name"], n.get("kind")) for n in vs.get("namespaces") or [])
     vm_classes = vm_classes or {}
     namespaces = namespaces or {}
-    for want in vs.get("vm_classes") or []:
+    for want in tenancy.get("supervisor_gpu_tenancy_vm_classes") or []:
         name = want["name"]
         have = vm_classes.get(name)
         if have is None:
             out.append(finding("vm_class_missing", "vm_class %s" % name,
-                               "VM class %s of pool %s does not exist" % (name, want.get("pool")),
+                               "VM class %s of pool %s does not exist" % (name, pool_of.get(name)),
                                "create it (vm_class, or the supervisor_gpu_tenancy role)"))
             continue
-        out.extend(_vm_class_findings(want, have, name))
+        out.extend(_vm_class_findings(want, have, name, pool_of.get(name)))
     gpu_classes = _vm_class.with_vgpu(vm_classes)
-    for want in vs.get("namespaces") or []:
+    for want in tenancy.get("supervisor_gpu_tenancy_namespaces") or []:
         have = namespaces.get(want["name"])
         if have is None:
             out.append(finding("namespace_missing", "namespace %s" % want["name"],
-                               "%s namespace %s does not exist" % (want.get("kind", ""), want["name"]),
+                               "%s namespace %s does not exist" % (kind_of.get(want["name"]) or "", want["name"]),
                                "create it (supervisor_namespace, or the supervisor_gpu_tenancy role)"))
             continue
         out.extend(_namespace_findings(want, have, storage_policies, gpu_classes))
@@ -568,13 +593,8 @@ def audit_vsphere(derived, vm_classes, namespaces, storage_policies=None):
 def _vks_expected(derived):
     """[(cluster, namespace, [pool options])] as the vks_gpu_node_pools role passes them to
     vks_node_pool, from the role inputs derive() gives it (one entry per VKS cluster)."""
-    roles = (derived.get("roles") or {}).get("vks_gpu_node_pools")
-    if roles is None:
-        roles = [{"vks_gpu_node_pools_cluster_name": c["name"], "vks_gpu_node_pools_namespace": c.get("namespace"),
-                  "vks_gpu_node_pools_node_pools": c.get("node_pools") or []}
-                 for c in ((derived.get("vks") or {}).get("clusters") or {}).values()]
     out = []
-    for entry in roles:
+    for entry in (derived.get("roles") or {}).get("vks_gpu_node_pools") or []:
         inputs = _objects.role_inputs("vks_gpu_node_pools", entry)
         out.append((entry["vks_gpu_node_pools_cluster_name"], entry.get("vks_gpu_node_pools_namespace"),
                     _objects.node_pools(inputs)))
@@ -680,25 +700,8 @@ def licensing_secret_matches(name, secret_name):
 def guest_inputs(derived):
     """(gpu_operator inputs, gpu_scheduling_policy inputs): the roles' defaults overridden by what
     derive() gives them, the same variables site.yml passes to the roles."""
-    roles = derived.get("roles") or {}
-    guest = derived.get("guest") or {}
-    policy = roles.get("gpu_scheduling_policy")
-    if policy is None:  # a derived dict without role inputs: the objects it lists
-        quotas = {}
-        for q in guest.get("resource_quotas") or []:
-            quotas.setdefault(q["metadata"]["namespace"], []).append(
-                {"name": q["metadata"]["name"], "hard": dict(q["spec"].get("hard") or {})})
-        policy = {"gpu_scheduling_policy_kueue": False, "gpu_scheduling_policy_culling": "none",
-                  "gpu_scheduling_policy_priority_classes": [
-                      {"name": pc["metadata"]["name"], "value": pc.get("value"),
-                       "preemption_policy": pc.get("preemptionPolicy")} for pc in guest.get("priority_classes") or []],
-                  "gpu_scheduling_policy_tenants": [
-                      {"namespace": ns["metadata"]["name"], "quotas": quotas.get(ns["metadata"]["name"], [])}
-                      for ns in guest.get("namespaces") or []]}
-    op = roles.get("gpu_operator")
-    if op is None:
-        op = {"gpu_operator_namespace": (guest.get("gpu_operator") or {}).get("namespace") or "gpu-operator"}
-    return _objects.role_inputs("gpu_operator", op), _objects.role_inputs("gpu_scheduling_policy", policy)
+    return (_objects.role_inputs("gpu_operator", role_inputs(derived, "gpu_operator")),
+            _objects.role_inputs("gpu_scheduling_policy", role_inputs(derived, "gpu_scheduling_policy")))
 
 
 def _diff_text(diffs):
@@ -717,7 +720,6 @@ def audit_guest(derived, nodes=None, namespaces=None, resource_quotas=None, secr
     ``<secret_name>-<hash>`` (rotation by name).
     """
     out = []
-    guest = derived.get("guest") or {}
     op, policy = guest_inputs(derived)
     _guest_nodes(out, derived, nodes)
     tenants = policy.get("gpu_scheduling_policy_tenants") or []
@@ -750,20 +752,20 @@ def audit_guest(derived, nodes=None, namespaces=None, resource_quotas=None, secr
     if priority_classes is not None:
         for pc in policy.get("gpu_scheduling_policy_priority_classes") or []:
             _priority_class(out, pc, priority_classes.get(pc["name"]))
-    licensing = guest.get("licensing") or {}
+    # the Secret the design names (nls_licensing makes <name>-<hash> of it); none: licensing is not judged
+    secret_name = op.get("gpu_operator_licensing_secret_name") or None
     ns = op["gpu_operator_namespace"]
     cp_spec = (cluster_policy or {}).get("spec") if (cluster_policy or {}).get("exists") else None
     if cp_spec is not None:
         licensing_secret_in_use = ((cp_spec.get("driver") or {}).get("licensingConfig") or {}).get("secretName") or None
-    nls = licensing.get("nls_enabled", True) and licensing.get("secret_name")
-    if secrets is not None and nls:
+    if secrets is not None and secret_name:
         present = secrets.get(ns) or []
         if licensing_secret_in_use:
             missing = licensing_secret_in_use if licensing_secret_in_use not in present else None
             what = "the ClusterPolicy names licensing Secret %s, which is not in namespace %s" % (missing, ns)
         else:
-            found = [n for n in present if licensing_secret_matches(n, licensing["secret_name"])]
-            missing = None if found else licensing["secret_name"]
+            found = [n for n in present if licensing_secret_matches(n, secret_name)]
+            missing = None if found else secret_name
             what = "no licensing Secret %s (or %s-<hash>) is in namespace %s" % (missing, missing, ns)
         if missing:
             out.append(finding(
@@ -771,7 +773,7 @@ def audit_guest(derived, nodes=None, namespaces=None, resource_quotas=None, secr
                 "%s: guest vGPU drivers run unlicensed and are throttled" % what,
                 "create it from a DLS client configuration token (nls_licensing role)"))
     if cluster_policy is not None:
-        _cluster_policy(out, op, cp_spec, licensing.get("secret_name") if nls else None)
+        _cluster_policy(out, op, cp_spec, secret_name)
     if device_plugin_config is not None:
         _device_plugin_config(out, op, device_plugin_config)
     if kueue is not None:

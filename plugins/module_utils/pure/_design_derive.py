@@ -13,7 +13,6 @@ from __future__ import (absolute_import, division, print_function)
 
 __metaclass__ = type
 
-import json
 from collections import OrderedDict
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_capacity import (
@@ -159,14 +158,9 @@ def _derive_vks(ctx):
     return OrderedDict([("clusters", clusters)])
 
 
-def _meta(name, namespace=None, design=None):
-    meta = OrderedDict([("name", name)])
-    if namespace:
-        meta["namespace"] = namespace
-    meta["labels"] = OrderedDict([("app.kubernetes.io/managed-by", "gpupool.vcf")])
-    if design:
-        meta["labels"]["gpupool.vcf/design"] = design
-    return meta
+# the keys of derive()'s vSphere entries that say where an object comes from; the roles do not take them
+REPORT_KEYS = ("pool", "kind", "supervisor")
+MANAGED_BY = {"app.kubernetes.io/managed-by": "gpupool.vcf"}
 
 
 def _tolerations(pool):
@@ -175,201 +169,145 @@ def _tolerations(pool):
             for t in node_pool_taints(pool)]
 
 
-def _derive_guest(ctx):
-    d = ctx.d
-    guest = d["guest"]
-    strategy = _mig_strategy(d)
-    rename = guest["rename_shared"]
-    priority_classes = []
-    for name, p in d["priorities"].items():
-        priority_classes.append(OrderedDict([
-            ("apiVersion", "scheduling.k8s.io/v1"), ("kind", "PriorityClass"), ("metadata", _meta(name)),
-            ("value", p["value"]), ("preemptionPolicy", p["preemption_policy"]), ("globalDefault", False),
-            ("description", p["description"] or name)]))
-    namespaces, quotas = [], []
-    for tenant in d["tenants"]:
-        ns = tenant["namespace"]
-        namespaces.append(OrderedDict([("apiVersion", "v1"), ("kind", "Namespace"),
-                                       ("metadata", _meta(ns, design=d["name"]))]))
-        total = OrderedDict()
-        by_priority = OrderedDict()
-        for pool_name, gpus in tenant["gpu_quota"].items():
-            pool = ctx.pools[pool_name]
-            resource = "requests.%s" % gpu_resource(pool, strategy, rename)
-            total[resource] = total.get(resource, 0) + gpus
-            scoped = by_priority.setdefault(pool["priority"], OrderedDict())
-            scoped[resource] = scoped.get(resource, 0) + gpus
-        quotas.append(OrderedDict([
-            ("apiVersion", "v1"), ("kind", "ResourceQuota"), ("metadata", _meta("gpupool-gpus", ns, d["name"])),
-            ("spec", OrderedDict([("hard", OrderedDict((k, str(v)) for k, v in total.items()))]))]))
-        for priority, hard in by_priority.items():
-            quotas.append(OrderedDict([
-                ("apiVersion", "v1"), ("kind", "ResourceQuota"),
-                ("metadata", _meta("gpupool-%s" % priority, ns, d["name"])),
-                ("spec", OrderedDict([
-                    ("hard", OrderedDict((k, str(v)) for k, v in hard.items())),
-                    ("scopeSelector", OrderedDict([("matchExpressions", [OrderedDict([
-                        ("scopeName", "PriorityClass"), ("operator", "In"), ("values", [priority])])])])),
-                ]))]))
-    flavors, cluster_queues, local_queues = [], [], []
-    for pool in d["pools"]:
-        if pool["shape"] != "training" or not pool["training"]["gang_scheduling"]:
-            continue
-        name = "gpupool-%s" % pool["name"]
-        resource = gpu_resource(pool, strategy, rename)
-        replicas = pool["node_pool"]["replicas"]
-        tenants = [t for t in d["tenants"] if t["gpu_quota"].get(pool["name"], 0) > 0]
-        flavors.append(OrderedDict([
-            ("apiVersion", "kueue.x-k8s.io/v1beta1"), ("kind", "ResourceFlavor"), ("metadata", _meta(name)),
-            ("spec", OrderedDict([("nodeLabels", OrderedDict([(POOL_LABEL, pool["name"])])),
-                                  ("tolerations", _tolerations(pool))]))]))
-        cluster_queues.append(OrderedDict([
-            ("apiVersion", "kueue.x-k8s.io/v1beta1"), ("kind", "ClusterQueue"), ("metadata", _meta(name)),
-            ("spec", OrderedDict([
-                ("cohort", guest["kueue"]["cohort"]),
-                ("namespaceSelector", OrderedDict([("matchExpressions", [OrderedDict([
-                    ("key", "kubernetes.io/metadata.name"), ("operator", "In"),
-                    ("values", [t["namespace"] for t in tenants])])])])),
-                ("resourceGroups", [OrderedDict([
-                    ("coveredResources", ["cpu", "memory", resource]),
-                    ("flavors", [OrderedDict([("name", name), ("resources", [
-                        OrderedDict([("name", "cpu"), ("nominalQuota", replicas * pool["vm_class"]["cpu"])]),
-                        OrderedDict([("name", "memory"),
-                                     ("nominalQuota", "%dGi" % (replicas * pool["vm_class"]["memory_gb"]))]),
-                        OrderedDict([("name", resource), ("nominalQuota", pool_gpus(pool))]),
-                    ])])]),
-                ])]),
-                ("preemption", OrderedDict([("withinClusterQueue", "LowerPriority"),
-                                            ("reclaimWithinCohort", "Any")])),
-            ]))]))
-        for tenant in tenants:
-            local_queues.append(OrderedDict([
-                ("apiVersion", "kueue.x-k8s.io/v1beta1"), ("kind", "LocalQueue"),
-                ("metadata", _meta(pool["name"], tenant["namespace"], d["name"])),
-                ("spec", OrderedDict([("clusterQueue", name)]))]))
-    time_slicing = OrderedDict()
-    for pool in d["pools"]:
-        replicas = (pool.get("guest_time_slicing") or {}).get("replicas")
-        if replicas:
-            time_slicing[pool["name"]] = OrderedDict([
-                ("version", "v1"),
-                ("sharing", OrderedDict([("timeSlicing", OrderedDict([
-                    ("renameByDefault", rename), ("failRequestsGreaterThanOne", True),
-                    ("resources", [OrderedDict([("name", "nvidia.com/gpu"), ("replicas", replicas)])]),
-                ]))])),
-            ])
-    licensing = guest["licensing"]
-    return OrderedDict([
-        ("priority_classes", priority_classes),
-        ("namespaces", namespaces),
-        ("resource_quotas", quotas),
-        ("kueue", OrderedDict([
-            ("enabled", bool(cluster_queues)),
-            ("wait_for_pods_ready", OrderedDict([("enable", bool(cluster_queues)),
-                                                 ("timeout", guest["kueue"]["wait_for_pods_ready_timeout"])])),
-            ("resource_flavors", flavors), ("cluster_queues", cluster_queues), ("local_queues", local_queues)])),
-        ("time_slicing", OrderedDict([
-            ("config_name", guest["time_slicing_config"]),
-            ("namespace", guest["operator_namespace"]),
-            ("data", time_slicing),
-            ("manifest", OrderedDict([
-                ("apiVersion", "v1"), ("kind", "ConfigMap"),
-                ("metadata", _meta(guest["time_slicing_config"], guest["operator_namespace"], d["name"])),
-                # JSON is YAML: the device plugin reads each key as its config file
-                ("data", OrderedDict((k, json.dumps(v)) for k, v in time_slicing.items())),
-            ]) if time_slicing else None),
-        ])),
-        ("gpu_operator", OrderedDict([
-            ("namespace", guest["operator_namespace"]),
-            ("mig_strategy", strategy),
-            ("mig_manager_enabled", False),
-            ("device_plugin_config", OrderedDict([("name", guest["time_slicing_config"]), ("default", "")])
-             if time_slicing else None),
-        ])),
-        ("licensing", OrderedDict([("secret_name", licensing["secret_name"]),
-                                   ("feature_type", licensing["feature_type"]),
-                                   ("nls_enabled", True), ("dls_host", licensing["dls_host"])])),
+def _role_entry(entry):
+    return OrderedDict((k, v) for k, v in entry.items() if k not in REPORT_KEYS)
+
+
+def _esxi_role(esxi):
+    """esxi_gpu_host's variables per GPU cluster (site.yml runs the role once per cluster).
+    MIG mode is not among them: the chain does not switch it (a re-partition drains first)."""
+    out = OrderedDict()
+    for name, c in esxi["clusters"].items():
+        out[name] = OrderedDict([
+            ("esxi_gpu_host_cluster", c["cluster"]),
+            ("esxi_gpu_host_driver_version", c["driver_version"]),
+            ("esxi_gpu_host_driver_bundle", c["driver_bundle"]),
+            ("esxi_gpu_host_lifecycle", c["lifecycle"]),
+            ("esxi_gpu_host_vlcm_depot_url", c["vlcm_depot_url"]),
+            ("esxi_gpu_host_component", c["component"]),
+            ("esxi_gpu_host_graphics_type", c["graphics_type"]),
+            ("esxi_gpu_host_assignment_policy", c["assignment_policy"]),
+            ("esxi_gpu_host_scheduler", c["scheduler"]),
+            ("esxi_gpu_host_min_gpus", c["min_gpus"]),
+        ])
+    return out
+
+
+def _vsphere_roles(vsphere):
+    tenancy = OrderedDict([
+        ("supervisor_gpu_tenancy_vm_classes", [_role_entry(c) for c in vsphere["vm_classes"]]),
+        ("supervisor_gpu_tenancy_namespaces", [_role_entry(n) for n in vsphere["namespaces"]]),
     ])
+    pinning = OrderedDict([
+        ("drs_gpu_pinning_clusters", [OrderedDict(c) for c in vsphere["drs_pinning"]]),
+        # removes only overrides the collection set (recorded on the cluster); an administrator's stay
+        ("drs_gpu_pinning_purge_stale", True),
+    ])
+    return tenancy, pinning
 
 
-def _derive_roles(ctx, vks, guest):
-    """Each Kubernetes role's variables for the design, so a playbook only passes them through.
-
-    What the roles create with these variables is what ``guest`` (the audit's expectation) lists.
-    """
-    d = ctx.d
-    node_pools = [OrderedDict([
+def _vks_role(vks):
+    return [OrderedDict([
         ("vks_gpu_node_pools_cluster_name", cluster["name"]),
         ("vks_gpu_node_pools_namespace", cluster["namespace"]),
         ("vks_gpu_node_pools_node_pools", [OrderedDict([
             ("name", p["name"]), ("replicas", p["replicas"]), ("vm_class", p["vm_class"]),
             ("labels", p["labels"]), ("taints", p["taints"]), ("gpu", True)]) for p in cluster["node_pools"]]),
     ]) for cluster in vks["clusters"].values()]
-    operator = guest["gpu_operator"]
-    licensing = guest["licensing"]
-    time_slicing = OrderedDict()
-    for pool_name, config in guest["time_slicing"]["data"].items():
-        ts = config["sharing"]["timeSlicing"]
-        time_slicing[pool_name] = OrderedDict([
-            ("replicas", ts["resources"][0]["replicas"]),
-            ("resources", [r["name"] for r in ts["resources"]]),
-            ("rename_by_default", ts["renameByDefault"]),
-            ("fail_requests_greater_than_one", ts["failRequestsGreaterThanOne"])])
+
+
+def _time_slicing(d):
+    """The gpu_operator role's time-slicing configurations: one per pool that time-slices in the guest."""
+    out = OrderedDict()
+    for pool in d["pools"]:
+        replicas = (pool.get("guest_time_slicing") or {}).get("replicas")
+        if replicas:
+            out[pool["name"]] = OrderedDict([
+                ("replicas", replicas), ("resources", ["nvidia.com/gpu"]),
+                ("rename_by_default", d["guest"]["rename_shared"]), ("fail_requests_greater_than_one", True)])
+    return out
+
+
+def _guest_roles(d):
+    guest, licensing = d["guest"], d["guest"]["licensing"]
     gpu_operator = OrderedDict([
-        ("gpu_operator_namespace", operator["namespace"]),
-        ("gpu_operator_mig_strategy", operator["mig_strategy"]),
-        ("gpu_operator_mig_manager_enabled", operator["mig_manager_enabled"]),
-        ("gpu_operator_time_slicing", time_slicing),
-        ("gpu_operator_device_plugin_config_name", guest["time_slicing"]["config_name"]),
+        ("gpu_operator_namespace", guest["operator_namespace"]),
+        ("gpu_operator_mig_strategy", _mig_strategy(d)),
+        ("gpu_operator_mig_manager_enabled", False),
+        ("gpu_operator_time_slicing", _time_slicing(d)),
+        ("gpu_operator_device_plugin_config_name", guest["time_slicing_config"]),
         ("gpu_operator_licensing_secret_name", licensing["secret_name"]),
     ])
     nls_licensing = OrderedDict([
-        ("nls_licensing_operator_namespace", operator["namespace"]),
+        ("nls_licensing_operator_namespace", guest["operator_namespace"]),
         ("nls_licensing_secret_prefix", licensing["secret_name"]),
         ("nls_licensing_feature_type", licensing["feature_type"]),
     ])
-    quotas = OrderedDict()
-    for q in guest["resource_quotas"]:
-        spec = q["spec"]
-        entry = OrderedDict([("name", q["metadata"]["name"]), ("hard", OrderedDict(spec["hard"]))])
-        if spec.get("scopeSelector"):
-            entry["priority_class"] = spec["scopeSelector"]["matchExpressions"][0]["values"][0]
-        quotas.setdefault(q["metadata"]["namespace"], []).append(entry)
-    training = set(q["metadata"]["namespace"] for q in guest["kueue"]["local_queues"])
+    return gpu_operator, nls_licensing
+
+
+def _tenant_quotas(ctx, tenant, strategy):
+    """The tenant's ResourceQuotas: ``gpupool-gpus`` over every GPU request, and one per PriorityClass."""
+    rename = ctx.d["guest"]["rename_shared"]
+    total, by_priority = OrderedDict(), OrderedDict()
+    for pool_name, gpus in tenant["gpu_quota"].items():
+        pool = ctx.pools[pool_name]
+        resource = "requests.%s" % gpu_resource(pool, strategy, rename)
+        total[resource] = total.get(resource, 0) + gpus
+        scoped = by_priority.setdefault(pool["priority"], OrderedDict())
+        scoped[resource] = scoped.get(resource, 0) + gpus
+    quotas = [OrderedDict([("name", "gpupool-gpus"), ("hard", OrderedDict((k, str(v)) for k, v in total.items()))])]
+    for priority, hard in by_priority.items():
+        quotas.append(OrderedDict([("name", "gpupool-%s" % priority),
+                                   ("hard", OrderedDict((k, str(v)) for k, v in hard.items())),
+                                   ("priority_class", priority)]))
+    return quotas
+
+
+def _policy_role(ctx):
+    """gpu_scheduling_policy's variables: PriorityClasses, tenants with their quotas, and the
+    Kueue queue of the first gang-scheduled training pool (the role keeps one training queue)."""
+    d = ctx.d
+    strategy = _mig_strategy(d)
+    gang = [p for p in d["pools"] if p["shape"] == "training" and p["training"]["gang_scheduling"]]
+    training = set(t["namespace"] for t in d["tenants"] for p in gang if t["gpu_quota"].get(p["name"], 0) > 0)
     tenants = [OrderedDict([
-        ("namespace", ns["metadata"]["name"]),
-        ("labels", OrderedDict(ns["metadata"]["labels"])),
-        ("training", ns["metadata"]["name"] in training),
-        ("quotas", quotas.get(ns["metadata"]["name"], [])),
-    ]) for ns in guest["namespaces"]]
+        ("namespace", t["namespace"]),
+        ("labels", OrderedDict(MANAGED_BY, **{"gpupool.vcf/design": d["name"]})),
+        ("training", t["namespace"] in training),
+        ("quotas", _tenant_quotas(ctx, t, strategy)),
+    ]) for t in d["tenants"]]
     policy = OrderedDict([
         ("gpu_scheduling_policy_priority_classes", [OrderedDict([
-            ("name", pc["metadata"]["name"]), ("value", pc["value"]),
-            ("preemption_policy", pc["preemptionPolicy"]), ("description", pc["description"])])
-            for pc in guest["priority_classes"]]),
+            ("name", name), ("value", p["value"]), ("preemption_policy", p["preemption_policy"]),
+            ("description", p["description"] or name)]) for name, p in d["priorities"].items()]),
         ("gpu_scheduling_policy_tenants", tenants),
-        ("gpu_scheduling_policy_kueue", bool(guest["kueue"]["cluster_queues"])),
+        ("gpu_scheduling_policy_kueue", bool(gang)),
     ])
-    gang = [p for p in d["pools"] if p["shape"] == "training" and p["training"]["gang_scheduling"]]
-    # the role keeps one training pool's queue: the first gang-scheduled one (empty values without one)
-    cq = guest["kueue"]["cluster_queues"][0] if gang else None
-    flavor = guest["kueue"]["resource_flavors"][0] if gang else None
-    group = cq["spec"]["resourceGroups"][0]["flavors"][0] if gang else {"resources": []}
+    pool = gang[0] if gang else None
+    queue = "gpupool-%s" % pool["name"] if pool else ""
+    resources = OrderedDict()
+    if pool:
+        replicas = pool["node_pool"]["replicas"]
+        resources["cpu"] = replicas * pool["vm_class"]["cpu"]
+        resources["memory"] = "%dGi" % (replicas * pool["vm_class"]["memory_gb"])
+        resources[gpu_resource(pool, strategy, d["guest"]["rename_shared"])] = pool_gpus(pool)
     policy.update([
-        ("gpu_scheduling_policy_training_flavor", flavor["metadata"]["name"] if gang else ""),
-        ("gpu_scheduling_policy_training_cluster_queue", cq["metadata"]["name"] if gang else ""),
-        ("gpu_scheduling_policy_training_local_queue", gang[0]["name"] if gang else ""),
-        ("gpu_scheduling_policy_training_node_labels", OrderedDict(flavor["spec"]["nodeLabels"]) if gang else {}),
-        ("gpu_scheduling_policy_training_tolerations", list(flavor["spec"]["tolerations"]) if gang else []),
-        ("gpu_scheduling_policy_training_resources",
-         OrderedDict((r["name"], r["nominalQuota"]) for r in group["resources"])),
+        ("gpu_scheduling_policy_training_flavor", queue),
+        ("gpu_scheduling_policy_training_cluster_queue", queue),
+        ("gpu_scheduling_policy_training_local_queue", pool["name"] if pool else ""),
+        ("gpu_scheduling_policy_training_node_labels", OrderedDict([(POOL_LABEL, pool["name"])]) if pool else {}),
+        ("gpu_scheduling_policy_training_tolerations", _tolerations(pool) if pool else []),
+        ("gpu_scheduling_policy_training_resources", resources),
     ])
-    return OrderedDict([("vks_gpu_node_pools", node_pools), ("nls_licensing", nls_licensing),
-                        ("gpu_operator", gpu_operator), ("gpu_scheduling_policy", policy)])
+    return policy
 
 
 def derive(design):
-    """The per-link inputs of a valid design: ``{esxi, vsphere, vks, guest, roles}`` (see docs/design.md).
+    """What a valid design means for each link: ``{design, vcenter, supervisor, esxi, vsphere,
+    vks, roles}`` (see docs/design.md). ``roles`` holds every role's variables under the role's
+    own names, built from the design directly: site.yml passes them on one to one, and the
+    audit expects what the roles write with them.
 
     Raises ``DesignError`` listing the errors when the design has any.
     """
@@ -379,15 +317,24 @@ def derive(design):
     if errs:
         raise DesignError(errs)
     ctx = Context(d)
-    vks, guest = _derive_vks(ctx), _derive_guest(ctx)
+    esxi, vsphere, vks = _derive_esxi(ctx), _derive_vsphere(ctx), _derive_vks(ctx)
+    tenancy, pinning = _vsphere_roles(vsphere)
+    gpu_operator, nls_licensing = _guest_roles(d)
     return OrderedDict([
         ("design", d["name"]),
         ("vcenter", OrderedDict([("hostname", d["vcenter"]["hostname"]),
                                  ("datacenter", d["vcenter"]["datacenter"])])),
         ("supervisor", OrderedDict((k, d["supervisor"][k]) for k in ("name", "endpoint", "storage_policy"))),
-        ("esxi", _derive_esxi(ctx)),
-        ("vsphere", _derive_vsphere(ctx)),
+        ("esxi", esxi),
+        ("vsphere", vsphere),
         ("vks", vks),
-        ("guest", guest),
-        ("roles", _derive_roles(ctx, vks, guest)),
+        ("roles", OrderedDict([
+            ("esxi_gpu_host", _esxi_role(esxi)),
+            ("supervisor_gpu_tenancy", tenancy),
+            ("drs_gpu_pinning", pinning),
+            ("nls_licensing", nls_licensing),
+            ("vks_gpu_node_pools", _vks_role(vks)),
+            ("gpu_operator", gpu_operator),
+            ("gpu_scheduling_policy", _policy_role(ctx)),
+        ])),
     ])

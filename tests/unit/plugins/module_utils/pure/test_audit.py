@@ -101,7 +101,7 @@ def test_driver_missing_is_off_design(derived):
 
 def test_short_design_version_matches_full_host_version(derived):
     d = copy.deepcopy(derived)
-    d["esxi"]["clusters"]["gpu-h100"]["driver_version"] = "550.90.05"
+    d["roles"]["esxi_gpu_host"]["gpu-h100"]["esxi_gpu_host_driver_version"] = "550.90.05"
     assert a.audit_esxi(d, good_hosts(), good_drs()) == []
 
 
@@ -143,7 +143,7 @@ def test_scheduler_undecodable_is_off_design(derived):
 def test_rmpvmrl_is_read_by_the_nvidia_codec(derived):
     """A decimal RmPVMRL: the old audit read every value as hex, _nvidia (and so the converge) as decimal."""
     d = copy.deepcopy(derived)
-    d["esxi"]["clusters"]["gpu-l40s"]["scheduler"] = dict(policy="fixed_share", time_slice_ms=None)
+    d["esxi"]["clusters"]["gpu-l40s"]["scheduler"] = d["roles"]["esxi_gpu_host"]["gpu-l40s"]["esxi_gpu_host_scheduler"] = dict(policy="fixed_share", time_slice_ms=None)
     d["esxi"]["clusters"]["gpu-l40s"]["rmpvmrl"] = "0x00000011"
     hosts = good_hosts()
     l40s = [h for h in hosts if h["cluster"] == "gpu-l40s"]
@@ -155,7 +155,7 @@ def test_rmpvmrl_is_read_by_the_nvidia_codec(derived):
     assert a._nvidia.get_scheduler("NVreg_RegistryDwords=RmPVMRL=17")["all"].canonical_value == 0x11
     assert a.audit_esxi(d, hosts, good_drs()) == []
     # the converge plans nothing for them either
-    want = a.esxi_role_inputs(d["esxi"]["clusters"]["gpu-l40s"])
+    want = a.esxi_role_inputs(d["roles"]["esxi_gpu_host"]["gpu-l40s"])
     assert a._esxi.hosts_to_roll(l40s, **want) == {}
 
 
@@ -164,7 +164,7 @@ def test_scheduler_values_the_converge_rewrites_are_reported(derived, options):
     """The old audit compared canonical values, so it called these clean while the role rewrites them."""
     d = copy.deepcopy(derived)
     if options.endswith("0x00030003"):  # the guide's equal-share 3 ms spelling; the role writes 0x00030001
-        d["esxi"]["clusters"]["gpu-h100"]["scheduler"] = dict(policy="equal_share", time_slice_ms=3)
+        d["esxi"]["clusters"]["gpu-h100"]["scheduler"] = d["roles"]["esxi_gpu_host"]["gpu-h100"]["esxi_gpu_host_scheduler"] = dict(policy="equal_share", time_slice_ms=3)
         d["esxi"]["clusters"]["gpu-h100"]["rmpvmrl"] = "0x00030001"
     hosts = good_hosts()
     for h in hosts:
@@ -174,7 +174,7 @@ def test_scheduler_values_the_converge_rewrites_are_reported(derived, options):
     out = a.audit_esxi(d, hosts, good_drs())
     assert rules(out) == [("scheduler_off_design", "host esx-h100-01")]
     h100 = [h for h in hosts if h["cluster"] == "gpu-h100"]
-    assert sorted(a._esxi.hosts_to_roll(h100, **a.esxi_role_inputs(d["esxi"]["clusters"]["gpu-h100"]))) == [
+    assert sorted(a._esxi.hosts_to_roll(h100, **a.esxi_role_inputs(d["roles"]["esxi_gpu_host"]["gpu-h100"]))) == [
         "esx-h100-01"]
 
 
@@ -250,12 +250,13 @@ def test_every_esxi_plan_field_has_a_rule_and_every_rule_a_source():
 def test_each_esxi_plan_item_is_reported_by_its_rule(derived, field, action, drift, design):
     """The role's plan (hosts_to_roll, as the esxi_gpu_host role calls it) and the audit agree on the drift."""
     d = copy.deepcopy(derived)
-    want = d["esxi"]["clusters"]["gpu-h100"]
-    want.update(design or {})
+    summary, want = d["esxi"]["clusters"]["gpu-h100"], d["roles"]["esxi_gpu_host"]["gpu-h100"]
+    summary.update(design or {})
+    want.update(("esxi_gpu_host_" + k, v) for k, v in (design or {}).items() if k != "rmpvmrl")
     hosts = good_hosts()
     if design and "scheduler" in design:
         for h in hosts[:4]:
-            h["nvidia_module_options"] = options_for(want)
+            h["nvidia_module_options"] = options_for(summary)
     hosts[0].update(drift)
     h100 = [h for h in hosts if h["cluster"] == "gpu-h100"]
     plan = a._esxi.hosts_to_roll(h100, **a.esxi_role_inputs(want))
@@ -299,7 +300,7 @@ def test_drs_overrides_disabled(derived):
 
 def test_no_pinning_in_design_means_no_pinning_findings(derived):
     d = copy.deepcopy(derived)
-    d["vsphere"]["drs_pinning"] = []
+    d["roles"]["drs_gpu_pinning"]["drs_gpu_pinning_clusters"] = []
     assert a.audit_esxi(d, good_hosts(), {}) == []
 
 
@@ -413,7 +414,8 @@ def test_namespace_purge_options_are_the_role_inputs(derived):
     classes, namespaces, policies = good_vsphere(d)
     namespaces["team-search"]["access"].append(dict(type="USER", domain="vsphere.local", subject="eve", role="EDIT"))
     namespaces["team-search"]["vm_classes"].append("gpu-training")
-    ns = [n for n in d["vsphere"]["namespaces"] if n["name"] == "team-search"][0]
+    ns = [n for n in d["roles"]["supervisor_gpu_tenancy"]["supervisor_gpu_tenancy_namespaces"]
+          if n["name"] == "team-search"][0]
     # derive() has the role purge the GPU classes the design does not give a namespace
     assert ns["purge_gpu_vm_classes"] is True
     ns.update(purge_gpu_vm_classes=False)
@@ -548,19 +550,19 @@ def node(name, pool, derived, **kw):
 
 
 def good_guest(derived):
-    g = derived["guest"]
-    quotas = {}
-    for q in g["resource_quotas"]:
-        quotas.setdefault(q["metadata"]["namespace"], {})[q["metadata"]["name"]] = dict(q["spec"]["hard"])
+    """The guest cluster as the roles leave it, with the inputs derive() gives them."""
+    policy = derived["roles"]["gpu_scheduling_policy"]
+    tenants = policy["gpu_scheduling_policy_tenants"]
+    quotas = dict((t["namespace"], dict((q["name"], dict(q["hard"])) for q in t["quotas"])) for t in tenants)
     return dict(
         nodes=[node("inference-0", "inference", derived), node("training-0", "training", derived),
                node("notebooks-0", "notebooks", derived),
                dict(name="cpu-0", labels={"gpupool.vcf/pool": "cpu"}, taints=[], capacity={"cpu": "8"})],
-        namespaces=["default", "gpu-operator"] + [n["metadata"]["name"] for n in g["namespaces"]],
+        namespaces=["default", "gpu-operator"] + [t["namespace"] for t in tenants],
         resource_quotas=quotas,
         secrets={"gpu-operator": ["licensing-config"]},
-        priority_classes=dict((p["metadata"]["name"], dict(value=p["value"], preemptionPolicy=p["preemptionPolicy"]))
-                              for p in g["priority_classes"]))
+        priority_classes=dict((p["name"], dict(value=p["value"], preemptionPolicy=p["preemption_policy"]))
+                              for p in policy["gpu_scheduling_policy_priority_classes"]))
 
 
 def test_guest_clean(derived):
@@ -640,7 +642,7 @@ def test_licensing_secret_missing(derived):
 
 def test_licensing_not_checked_when_nls_off(derived):
     d = copy.deepcopy(derived)
-    d["guest"]["licensing"]["nls_enabled"] = False
+    d["roles"]["gpu_operator"]["gpu_operator_licensing_secret_name"] = ""
     live = good_guest(d)
     live["secrets"] = {}
     assert a.audit_guest(d, **live) == []

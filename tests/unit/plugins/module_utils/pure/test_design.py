@@ -486,35 +486,64 @@ def test_derive_vks():
     assert pools["notebooks"]["failure_domain"] == "gpu-l40s"
 
 
-def test_derive_guest():
-    guest = derive(EXAMPLE)["guest"]
-    classes = {c["metadata"]["name"]: c for c in guest["priority_classes"]}
+def test_derive_guest_roles():
+    """The guest roles' inputs, built from the design itself (no manifests in between)."""
+    derived = derive(EXAMPLE)
+    assert "guest" not in derived
+    policy = derived["roles"]["gpu_scheduling_policy"]
+    classes = {c["name"]: c for c in policy["gpu_scheduling_policy_priority_classes"]}
     assert classes["gpu-inference"]["value"] > classes["gpu-training"]["value"] > classes["gpu-notebook"]["value"]
-    assert classes["gpu-notebook"]["preemptionPolicy"] == "Never"
-    quotas = {(q["metadata"]["namespace"], q["metadata"]["name"]): q for q in guest["resource_quotas"]}
-    assert quotas[("team-vision", "gpupool-gpus")]["spec"]["hard"] == {"requests.nvidia.com/gpu": "18"}
-    scoped = quotas[("research", "gpupool-gpu-notebook")]["spec"]
-    assert scoped["hard"] == {"requests.nvidia.com/gpu": "16"}
-    assert scoped["scopeSelector"]["matchExpressions"][0]["values"] == ["gpu-notebook"]
-    kueue = guest["kueue"]
-    assert kueue["enabled"] and kueue["wait_for_pods_ready"]["enable"]
-    queue = kueue["cluster_queues"][0]
-    assert queue["metadata"]["name"] == "gpupool-training"
-    assert queue["spec"]["namespaceSelector"]["matchExpressions"][0]["values"] == ["team-vision", "research"]
-    assert queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][2] == {"name": "nvidia.com/gpu",
-                                                                                "nominalQuota": 8}
-    assert sorted(q["metadata"]["namespace"] for q in kueue["local_queues"]) == ["research", "team-vision"]
-    config = json.loads(guest["time_slicing"]["manifest"]["data"]["notebooks"])
-    assert config["sharing"]["timeSlicing"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 4}]
-    assert guest["gpu_operator"]["mig_strategy"] == "single" and guest["gpu_operator"]["mig_manager_enabled"] is False
-    assert guest["licensing"]["secret_name"] == "licensing-config" and guest["licensing"]["feature_type"] == 1
+    assert classes["gpu-notebook"]["preemption_policy"] == "Never"
+    quotas = {(t["namespace"], q["name"]): q for t in policy["gpu_scheduling_policy_tenants"] for q in t["quotas"]}
+    assert quotas[("team-vision", "gpupool-gpus")] == {"name": "gpupool-gpus", "hard": {"requests.nvidia.com/gpu": "18"}}
+    assert quotas[("research", "gpupool-gpu-notebook")] == {
+        "name": "gpupool-gpu-notebook", "hard": {"requests.nvidia.com/gpu": "16"}, "priority_class": "gpu-notebook"}
+    tenants = {t["namespace"]: t for t in policy["gpu_scheduling_policy_tenants"]}
+    assert [n for n, t in tenants.items() if t["training"]] == ["team-vision", "research"]
+    assert tenants["team-search"]["labels"] == {"app.kubernetes.io/managed-by": "gpupool.vcf",
+                                                "gpupool.vcf/design": EXAMPLE["name"]}
+    assert policy["gpu_scheduling_policy_kueue"] is True
+    assert (policy["gpu_scheduling_policy_training_flavor"], policy["gpu_scheduling_policy_training_cluster_queue"],
+            policy["gpu_scheduling_policy_training_local_queue"]) == ("gpupool-training", "gpupool-training", "training")
+    assert policy["gpu_scheduling_policy_training_resources"] == {"cpu": 64, "memory": "768Gi", "nvidia.com/gpu": 8}
+    assert policy["gpu_scheduling_policy_training_node_labels"] == {"gpupool.vcf/pool": "training"}
+    assert {"key": "gpupool.vcf/pool", "operator": "Equal", "value": "training", "effect": "NoSchedule"} in \
+        policy["gpu_scheduling_policy_training_tolerations"]
+    operator = derived["roles"]["gpu_operator"]
+    assert operator["gpu_operator_time_slicing"] == {"notebooks": {
+        "replicas": 4, "resources": ["nvidia.com/gpu"], "rename_by_default": False,
+        "fail_requests_greater_than_one": True}}
+    assert operator["gpu_operator_mig_strategy"] == "single" and operator["gpu_operator_mig_manager_enabled"] is False
+    assert operator["gpu_operator_licensing_secret_name"] == "licensing-config"
+    nls = derived["roles"]["nls_licensing"]
+    assert (nls["nls_licensing_secret_prefix"], nls["nls_licensing_feature_type"],
+            nls["nls_licensing_operator_namespace"]) == ("licensing-config", 1, operator["gpu_operator_namespace"])
 
 
 def test_mixed_mig_strategy_quotas_on_mig_resources(design):
     design["guest"]["mig_strategy"] = "mixed"
-    quotas = derive(design)["guest"]["resource_quotas"]
-    search = [q for q in quotas if q["metadata"]["namespace"] == "team-search"][0]
-    assert search["spec"]["hard"] == {"requests.nvidia.com/mig-3g.40gb": "4"}
+    tenants = derive(design)["roles"]["gpu_scheduling_policy"]["gpu_scheduling_policy_tenants"]
+    search = [t for t in tenants if t["namespace"] == "team-search"][0]
+    assert search["quotas"][0]["hard"] == {"requests.nvidia.com/mig-3g.40gb": "4"}
+
+
+def test_every_role_gets_its_own_variables():
+    """derive() names each role's inputs as the role's argument spec does, so a playbook passes them on as they are."""
+    derived = derive(EXAMPLE)
+    for role, given in derived["roles"].items():
+        spec = yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]
+        options = set().union(*(set(ep.get("options") or {}) for ep in spec.values()))
+        entries = list(given.values()) if role == "esxi_gpu_host" else given if isinstance(given, list) else [given]
+        for entry in entries:
+            assert sorted(set(entry) - options) == [], (role, sorted(set(entry) - options))
+    assert sorted(derived["roles"]["esxi_gpu_host"]) == sorted(derived["esxi"]["clusters"])
+    h100 = derived["roles"]["esxi_gpu_host"]["gpu-h100"]
+    assert h100["esxi_gpu_host_driver_version"] == derived["esxi"]["clusters"]["gpu-h100"]["driver_version"]
+    tenancy = derived["roles"]["supervisor_gpu_tenancy"]
+    # the summary's report keys (pool, kind, supervisor) are no role input
+    assert [sorted(c) for c in tenancy["supervisor_gpu_tenancy_vm_classes"]][0] == sorted(
+        ["name", "cpu_count", "memory_mb", "vgpu_profiles", "memory_reservation", "cluster", "description"])
+    assert all("kind" not in n and "supervisor" not in n for n in tenancy["supervisor_gpu_tenancy_namespaces"])
 
 
 def test_json_schema_matches_the_schema():
@@ -544,43 +573,15 @@ def test_docs_explain_every_field():
     assert missing == []
 
 
-def test_derive_roles_match_guest():
+def test_derive_vks_role_matches_the_vks_summary():
     derived = derive(EXAMPLE)
-    roles, guest = derived["roles"], derived["guest"]
-    pools = roles["vks_gpu_node_pools"]
+    pools = derived["roles"]["vks_gpu_node_pools"]
     assert [(p["vks_gpu_node_pools_cluster_name"], p["vks_gpu_node_pools_namespace"]) for p in pools] == \
         [("gpu-workloads", "gpu-platform")]
     want = derived["vks"]["clusters"]["gpu-workloads"]["node_pools"]
     assert [(p["name"], p["replicas"], p["vm_class"], p["labels"], p["taints"]) for p in
             pools[0]["vks_gpu_node_pools_node_pools"]] == \
         [(p["name"], p["replicas"], p["vm_class"], p["labels"], p["taints"]) for p in want]
-    assert roles["nls_licensing"]["nls_licensing_secret_prefix"] == guest["licensing"]["secret_name"]
-    assert roles["nls_licensing"]["nls_licensing_operator_namespace"] == guest["gpu_operator"]["namespace"]
-    operator = roles["gpu_operator"]
-    assert operator["gpu_operator_mig_strategy"] == "single"
-    assert operator["gpu_operator_time_slicing"]["notebooks"]["replicas"] == 4
-    assert operator["gpu_operator_device_plugin_config_name"] == guest["time_slicing"]["config_name"]
-    policy = roles["gpu_scheduling_policy"]
-    assert [(c["name"], c["value"], c["preemption_policy"]) for c in policy["gpu_scheduling_policy_priority_classes"]] \
-        == [(c["metadata"]["name"], c["value"], c["preemptionPolicy"]) for c in guest["priority_classes"]]
-    # every quota the audit expects is one the role creates, with the same limits and scope
-    made = {}
-    for tenant in policy["gpu_scheduling_policy_tenants"]:
-        for q in tenant["quotas"]:
-            made[(tenant["namespace"], q["name"])] = (q["hard"], q.get("priority_class"))
-    expected = {}
-    for q in guest["resource_quotas"]:
-        scope = q["spec"].get("scopeSelector")
-        expected[(q["metadata"]["namespace"], q["metadata"]["name"])] = (
-            q["spec"]["hard"], scope["matchExpressions"][0]["values"][0] if scope else None)
-    assert made == expected
-    assert [t["namespace"] for t in policy["gpu_scheduling_policy_tenants"]] == \
-        [n["metadata"]["name"] for n in guest["namespaces"]]
-    training = {t["namespace"] for t in policy["gpu_scheduling_policy_tenants"] if t["training"]}
-    assert training == {q["metadata"]["namespace"] for q in guest["kueue"]["local_queues"]}
-    assert policy["gpu_scheduling_policy_kueue"] is True
-    assert policy["gpu_scheduling_policy_training_cluster_queue"] == "gpupool-training"
-    assert policy["gpu_scheduling_policy_training_resources"]["nvidia.com/gpu"] == 8
 
 
 def test_derive_roles_without_gang_training():
