@@ -19,6 +19,7 @@ import time
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_inventory import (
+    HOST_STATE_PROPERTIES,
     driver_from_packages,
     is_nvidia_gpu,
     vgpu_profiles_of,
@@ -33,16 +34,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere impor
     wait,
 )
 
-HOST_PROPERTIES = [
-    "name",
-    "parent",
-    "runtime.inMaintenanceMode",
-    "runtime.connectionState",
-    "runtime.bootTime",
-    "summary.rebootRequired",
-    "customValue",
-    "vm",
-]
+HOST_PROPERTIES = HOST_STATE_PROPERTIES + ["vm"]
 VM_PROPERTIES = ["name", "runtime.powerState", "config.hardware.device"]
 VGPU_HOTMIGRATE = "vgpu.hotmigrate.enabled"
 

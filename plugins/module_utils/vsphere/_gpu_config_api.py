@@ -16,15 +16,10 @@ __metaclass__ = type
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._esxi_host import HostOps
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_inventory import HOST_STATE_PROPERTIES
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import vim
 
-HOST_PROPERTIES = [
-    "name",
-    "runtime.connectionState",
-    "runtime.inMaintenanceMode",
-    "runtime.bootTime",
-    "summary.rebootRequired",
-    "customValue",
+HOST_PROPERTIES = HOST_STATE_PROPERTIES + [
     "hardware.pciDevice",
     "config.graphicsInfo",
     "configManager.graphicsManager",

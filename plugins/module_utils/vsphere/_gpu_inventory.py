@@ -35,7 +35,8 @@ NVIDIA_VENDOR_ID = 0x10DE
 NVIDIA_MODULE = "nvidia"
 GATHER_CHOICES = ("driver", "scheduler", "vms")
 
-HOST_PROPERTIES = [
+# what every read of a host takes: its place, state, boot and the collection's record on it
+HOST_STATE_PROPERTIES = [
     "name",
     "parent",
     "runtime.inMaintenanceMode",
@@ -43,6 +44,8 @@ HOST_PROPERTIES = [
     "runtime.bootTime",
     "summary.rebootRequired",
     "customValue",
+]
+HOST_PROPERTIES = HOST_STATE_PROPERTIES + [
     "hardware.pciDevice",
     "config.graphicsInfo",
     "config.sharedGpuCapabilities",
