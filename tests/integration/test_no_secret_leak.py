@@ -198,7 +198,7 @@ def test_rescue_prints_only_the_message(case, tmp_path):
     plays = []
     for link, rescue in sorted(rescues().items()):
         plays.append({"name": link, "hosts": "localhost", "gather_facts": False,
-                      "vars": {"gpupool_cluster": {"cluster": "gpu-h100"}},
+                      "vars": {"gpupool_esxi": {"esxi_gpu_host_cluster": "gpu-h100"}},
                       "tasks": [{"name": "block", "block": [copy.deepcopy(FAILING[case])],
                                  "rescue": [dict(copy.deepcopy(rescue), ignore_errors=True)]}]})
     playbook = tmp_path / "rescue.yml"
