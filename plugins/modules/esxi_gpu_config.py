@@ -80,7 +80,18 @@ options:
       - With O(host) only. When this run changed the module options, put the host in
         maintenance mode, reboot it, wait for it, and take it out of maintenance mode (if it
         was not in maintenance mode before). Fails before any change when powered-on VMs
-        holding vGPUs are on the host.
+        holding vGPUs are on the host and cannot be migrated (vCenter's advanced setting
+        C(vgpu.hotmigrate.enabled)), unless O(power_off_vgpu_vms).
+      - Also powers on the VMs an earlier reboot of this collection powered off and left off
+        (recorded on the host).
+    type: bool
+    default: false
+  power_off_vgpu_vms:
+    description:
+      - With O(reboot), power off the powered-on VMs holding vGPUs that cannot be migrated
+        before the host enters maintenance mode, and power them on again after the host is
+        back. Each VM is recorded on the host (custom attribute C(gpupool.vcf.host-state))
+        before it goes off, so a rerun powers on what a failure left off.
     type: bool
     default: false
   evacuate_timeout:
@@ -145,6 +156,7 @@ hosts:
       nvidia_module_options: "NVreg_RegistryDwords=RmPVMRL=0x00030011"
       reboot_required: true
       rebooted: false
+      powered_off_vms: []
 skipped_hosts:
   description: Hosts of the cluster without an NVIDIA GPU or not connected.
   returned: always
@@ -181,6 +193,7 @@ ARGUMENT_SPEC = dict(
         )),
     )),
     reboot=dict(type="bool", default=False),
+    power_off_vgpu_vms=dict(type="bool", default=False),
     evacuate_timeout=dict(type="int", default=1800),
     reboot_timeout=dict(type="int", default=1800),
 )
@@ -223,6 +236,8 @@ def host_changes(name, host):
         out.append(Change(name, "nvidia_module_options", host["options"], host["new_options"]))
     if host["reboot_owed"]:
         out.append(Change(name, "reboot", host["pending"], [], "reboot"))
+    if host["left_off"]:
+        out.append(Change(name, "vms_powered_off", [v["name"] for v in host["left_off"]], [], "power_on"))
     return out
 
 
@@ -266,6 +281,9 @@ class GpuConfig(Resource):
             out["error"] = exc
         try:
             out["state"] = self.api.ops.state(host)
+            # the VMs an earlier reboot powered off and left off: the reboot path powers them on
+            out["left_off"] = self.api.ops.recorded_powered_off(host) if self.p["reboot"] and \
+                out["state"].get("powered_off") else []
         except VsphereError as exc:
             out["state_error"] = exc
         return out
@@ -292,9 +310,10 @@ class GpuConfig(Resource):
             name = host["name"]
             plan.changes.extend(host_changes("host %s" % name, host))
             needs_reboot = host["options_changed"] or bool(host["pending"])
+            rebooted = bool(self.p["reboot"] and needs_reboot)
             plan.facts["report"][name] = dict(changes=host["changes"], graphics=host["desired"], nvidia_module_options=host["new_options"],
-                                              reboot_required=needs_reboot, pending=host["pending"],
-                                              rebooted=bool(self.p["reboot"] and needs_reboot))
+                                              reboot_required=needs_reboot, pending=host["pending"], rebooted=rebooted,
+                                              powered_off_vms=[v["name"] for v in host["stuck"]] if rebooted else [])
             plan.before[name] = dict(graphics=host["current"], nvidia_module_options=host["options"])
             plan.after[name] = dict(graphics=host["desired"], nvidia_module_options=host["new_options"])
         return plan
@@ -324,22 +343,28 @@ class GpuConfig(Resource):
         pending = _esxi.pending_reboot(host.get("summary.rebootRequired"), host.get("runtime.bootTime"), item["state"])
         if pending and p["reboot"]:
             changes.append("reboot owed since an earlier run: %s" % "; ".join(pending))
+        left_off = item.get("left_off") or []
+        if left_off:
+            changes.append("power on the VMs an earlier reboot powered off: %s" % ", ".join(v["name"] for v in left_off))
         return dict(host=host, name=name, current=item["current"], desired=desired, changes=changes, pending=pending,
                     options=options, new_options=new_options, graphics_changed=graphics_changed, opt_changed=opt_changed,
-                    reboot_owed=bool(pending and p["reboot"]),
+                    reboot_owed=bool(pending and p["reboot"]), left_off=left_off, stuck=[],
                     options_changed=new_options is not None and new_options != (options or "")), None
 
     def check_reboot(self, hosts):
-        """With reboot: no powered-on vGPU VM on a host to reboot (read now, before any change)."""
+        """With reboot: the powered-on vGPU VMs of each host to reboot (read now, before any change) are
+        powered off for it with power_off_vgpu_vms, else the run stops here."""
         if not self.p["reboot"]:
             return
         for host in hosts:
             if (host["options_changed"] or host["pending"]) and not host["host"].get("runtime.inMaintenanceMode"):
                 with self.doing("read the VMs of", "host %s" % host["name"]):
-                    vms = self.api.powered_on_vgpu_vms(host["host"])
-                if vms:
-                    raise Failure("Unable to reboot host %s for the new scheduler: powered-on VMs hold vGPUs (%s); "
-                                  "move or power them off first. Nothing was changed." % (host["name"], ", ".join(vms)))
+                    try:
+                        host["stuck"] = self.api.ops.vms_to_power_off(self.api.ops.refresh(host["host"], ["name", "vm"]),
+                                                                      self.p["power_off_vgpu_vms"])
+                    except _esxi.EsxiError as exc:
+                        raise Failure("Unable to reboot host %s for the new scheduler: %s. Nothing was changed."
+                                      % (host["name"], exc))
 
     def result(self, live, plan):
         report = plan.facts["report"]
@@ -365,27 +390,41 @@ class GpuConfig(Resource):
                               hosts_changed=done, hosts_in_maintenance=[], next_step="fix the cause and rerun")
             done.append(host["name"])
             self.partial["changed"] = True
+            off = list(host["left_off"])
             if self.p["reboot"] and (host["options_changed"] or host["pending"]):
-                self.reboot(host["host"])
+                self.reboot(host["host"], host["stuck"], off)
+            if off:
+                self.warnings.extend(self.api.ops.power_on_recorded(host["host"], off, self.run_step))
 
-    def reboot(self, host):
-        """Maintenance mode, reboot, wait, and out of maintenance mode unless the host was in it before the collection."""
+    def run_step(self, _name, doing, func, *args):
+        """One step of the reboot path (HostOps' power-off and power-on steps call it)."""
+        with self.doing(doing):
+            return func(*args)
+
+    def reboot(self, host, stuck, off):
+        """The VMs that cannot move powered off (recorded), maintenance mode, reboot, wait, and out of
+        maintenance mode unless the host was in it before the collection. ``off`` (the VMs to power on
+        again afterwards) grows with each VM powered off."""
         ops = self.api.ops
         # in maintenance mode by an earlier run of the collection: taken out after this reboot
         was_in_mm = bool(host.get("runtime.inMaintenanceMode")) and not ops.state(host).get("maintenance")
         entered = False
         try:
+            ops.power_off_recorded(host, stuck, off, self.run_step)
             entered = ops.enter_maintenance(host, self.p["evacuate_timeout"], "esxi_gpu_config")
             back = ops.reboot_and_wait(ops.refresh(host), self.p["reboot_timeout"])
+            host.props.update(back.props)
             if not was_in_mm:
-                ops.exit_maintenance(back)
+                ops.exit_maintenance(host)
         except VsphereError as exc:
             left = entered or was_in_mm
-            raise Failure("Unable to reboot host %s for the new scheduler: %s%s; fix the cause and rerun with reboot=true: "
-                          "the owed reboot is remembered on the host" % (
-                              host["name"], exc, "; the host is left in maintenance mode" if left else ""),
+            names = [v["name"] for v in off]
+            raise Failure("Unable to reboot host %s for the new scheduler: %s%s%s; fix the cause and rerun with "
+                          "reboot=true: the owed reboot and the VMs powered off are remembered on the host" % (
+                              host["name"], exc, "; the host is left in maintenance mode" if left else "",
+                              "; VMs left powered off: %s" % ", ".join(names) if names else ""),
                           host_left_in_maintenance=left, hosts_in_maintenance=[host["name"]] if left else [],
-                          next_step="fix the cause and rerun with reboot=true")
+                          vms_powered_off=names, next_step="fix the cause and rerun with reboot=true")
 
 
 def main():

@@ -254,14 +254,11 @@ class HostDriver(Resource):
         stuck = []
         if action in REBOOTS and not in_mm:
             # what cannot move: decided before anything changes
-            vgpu_vms = [v for v in self.ops.vgpu_vms(host) if v["power_state"] == "poweredOn"]
-            stuck = vgpu_vms if (vgpu_vms and not self.ops.vgpu_hotmigrate_enabled()) else []
-            if stuck and not self.p["power_off_vgpu_vms"]:
-                raise Failure(
-                    "Unable to bring the NVIDIA driver of host %s to %s: %d powered-on VMs hold vGPUs and cannot be "
-                    "migrated (%s); power them off or move them first, or set power_off_vgpu_vms=true. Nothing was changed."
-                    % (self.p["host"], target.text, len(stuck), ", ".join(v["name"] for v in stuck)),
-                    previous_version=installed, blocking_vms=[v["name"] for v in stuck])
+            try:
+                stuck = self.ops.vms_to_power_off(host, self.p["power_off_vgpu_vms"])
+            except _esxi.EsxiError as exc:
+                raise Failure("Unable to bring the NVIDIA driver of host %s to %s: %s. Nothing was changed."
+                              % (self.p["host"], target.text, exc), previous_version=installed)
         return dict(host=host, target=target, installed=installed, installed_full=installed_full, running=running,
                     pending=pending, state=state, in_mm=in_mm, action=action, stuck=stuck)
 
@@ -341,17 +338,7 @@ class HostDriver(Resource):
             self.roll(live, host, target)
         if not self.end_maintenance(live) and host.get("runtime.inMaintenanceMode"):
             self.timed("exit_maintenance_mode", "exit maintenance mode on", self.ops.exit_maintenance, host)
-        for vm in list(self.powered_off):
-            try:
-                self.timed("power_on %s" % vm["name"], "power on VM %s on" % vm["name"], self.ops.power_on, vm["obj"], vm["name"])
-                self.powered_off.remove(vm)
-            except VsphereError as exc:
-                self.warnings.append("VM %s was powered off for the install and could not be powered on again: %s; "
-                                     "it is recorded on the host and a rerun powers it on" % (vm["name"], exc))
-        try:
-            self.ops.record_powered_off(host, self.powered_off)
-        except VsphereError as exc:
-            self.warnings.append("could not update the record of powered-off VMs on the host: %s" % exc)
+        self.warnings.extend(self.ops.power_on_recorded(host, self.powered_off, self.timed))
         out = dict(steps=self.steps, pending=[])
         out["powered_off_vms"] = sorted(set(v["name"] for v in live["stuck"]) | set(v["name"] for v in self.powered_off))
         out.update(self.verified)
@@ -359,11 +346,7 @@ class HostDriver(Resource):
 
     def roll(self, live, host, target):
         """Power off what cannot move, maintenance mode, install (unless finishing), reboot, verify."""
-        for vm in live["stuck"]:
-            # recorded first: a rerun powers on what a failed run left off
-            self.ops.record_powered_off(host, self.powered_off + [vm])
-            self.timed("power_off %s" % vm["name"], "power off VM %s on" % vm["name"], self.ops.power_off, vm["obj"], vm["name"])
-            self.powered_off.append(vm)
+        self.ops.power_off_recorded(host, live["stuck"], self.powered_off, self.timed)
         self.timed("enter_maintenance_mode", "enter maintenance mode on", self.ops.enter_maintenance, host,
                    self.p["evacuate_timeout"], "esxi_host_driver")
         if live["action"] in INSTALLS:

@@ -288,7 +288,7 @@ def roll_capacity(gpus_by_host, min_gpus, force=False, unavailable=()):
     biggest = max(available.items(), key=lambda kv: (kv[1], kv[0]))
     left = total - biggest[1]
     if min_gpus and left < min_gpus:
-        msg = ("taking %s (%d GPUs) out would leave %d of %d GPUs, fewer than the %d the design needs"
+        msg = ("taking %s (%d GPUs) out would leave %d of %d GPUs, fewer than the %d its protected (non-preemptible) pools need"
                % (biggest[0], biggest[1], left, total, min_gpus))
         if force:
             return True, msg + " (forced)"
@@ -515,6 +515,25 @@ def host_changes(host, target, graphics_type=None, assignment_policy=None, sched
         items.append(plan_item("vms_powered_off", left_off, [], "power_on",
                                "VMs an earlier run powered off and did not power on: %s" % ", ".join(left_off)))
     return items
+
+
+POWER_OFF_OPTION = "power_off_vgpu_vms=true (esxi_gpu_host_power_off_vgpu_vms in the esxi_gpu_host role)"
+
+
+def vms_to_power_off(powered_on, hotmigrate, power_off):
+    """The VMs a host's reboot must power off first: one rule for every path that reboots a host.
+
+    ``powered_on``: the host's powered-on VMs holding vGPUs (names, or dicts with ``name``);
+    ``hotmigrate``: whether vCenter migrates them (``vgpu.hotmigrate.enabled``: then none).
+    When some cannot move and ``power_off`` is false, this refuses (an :class:`EsxiError`
+    naming them and the option), so the caller stops before any change.
+    """
+    stuck = [] if hotmigrate else list(powered_on or [])
+    if stuck and not power_off:
+        names = [v["name"] if isinstance(v, dict) else v for v in stuck]
+        raise EsxiError("%d powered-on VMs hold vGPUs and cannot be migrated (%s): power them off or move them "
+                        "first, or set %s" % (len(names), ", ".join(names), POWER_OFF_OPTION))
+    return stuck
 
 
 def vms_left_off(host):

@@ -132,6 +132,38 @@ class HostOps:
                                 vgpu_profiles=profiles, obj=vm.obj))
         return sorted(out, key=lambda v: v["name"])
 
+    def vms_to_power_off(self, host, power_off):
+        """The powered-on vGPU VMs a reboot of ``host`` must power off (read now); refused by
+        ``_esxi.vms_to_power_off`` when some cannot move and ``power_off`` is false."""
+        running = [v for v in self.vgpu_vms(host) if v["power_state"] == "poweredOn"]
+        return _esxi.vms_to_power_off(running, bool(running) and self.vgpu_hotmigrate_enabled(), power_off)
+
+    def power_off_recorded(self, host, vms, off, step):
+        """Power off ``vms`` one by one, each recorded on the host before it goes off (a rerun
+        powers on what a failure left off); ``off``, the VMs off so far, grows as they go.
+        ``step(name, doing, func, *args)`` runs each power-off (the caller's timing and errors)."""
+        for vm in vms:
+            self.record_powered_off(host, off + [vm])
+            step("power_off %s" % vm["name"], "power off VM %s on" % vm["name"], self.power_off, vm["obj"], vm["name"])
+            off.append(vm)
+
+    def power_on_recorded(self, host, off, step):
+        """Power on the VMs in ``off`` (each removed once on) and record the ones left; returns a
+        warning per VM that stays off (the record keeps it, so a rerun powers it on)."""
+        warnings = []
+        for vm in list(off):
+            try:
+                step("power_on %s" % vm["name"], "power on VM %s on" % vm["name"], self.power_on, vm["obj"], vm["name"])
+                off.remove(vm)
+            except VsphereError as exc:
+                warnings.append("VM %s was powered off for the reboot of host %s and could not be powered on again: "
+                                "%s; it is recorded on the host and a rerun powers it on" % (vm["name"], host["name"], exc))
+        try:
+            self.record_powered_off(host, off)
+        except VsphereError as exc:
+            warnings.append("could not update the record of powered-off VMs on host %s: %s" % (host["name"], exc))
+        return warnings
+
     def vgpu_hotmigrate_enabled(self):
         """Whether vCenter migrates powered-on vGPU VMs (advanced setting vgpu.hotmigrate.enabled)."""
         try:

@@ -278,8 +278,26 @@ class FakeOps:
         self.api.calls.append(("enter", host["name"]))
         return True
 
-    def refresh(self, host):
+    def refresh(self, host, properties=None):
         return host
+
+    def vms_to_power_off(self, host, power_off):
+        running = [dict(name=name, obj=name) for name in FakeGpuApi.vms]
+        return esxi_gpu_config._esxi.vms_to_power_off(running, False, power_off)  # pylint: disable=protected-access
+
+    def recorded_powered_off(self, host):
+        return []
+
+    def power_off_recorded(self, host, vms, off, step):
+        for vm in vms:
+            step("power_off %s" % vm["name"], "power off VM %s on" % vm["name"], self.api.calls.append, ("off", vm["name"]))
+            off.append(vm)
+
+    def power_on_recorded(self, host, off, step):
+        for vm in list(off):
+            step("power_on %s" % vm["name"], "power on VM %s on" % vm["name"], self.api.calls.append, ("on", vm["name"]))
+            off.remove(vm)
+        return []
 
     def reboot_and_wait(self, host, timeout):
         self.api.calls.append(("reboot", host["name"]))
@@ -385,9 +403,16 @@ def test_gpu_config_checks_before_the_first_change(gpu):
         "scheduler.time_slice_ms needs scheduler.policy"
     gpu.vms = ["llm-01"]
     res = configure(host="esx-01", scheduler=EQUAL, reboot=True)
-    assert res["msg"] == ("Unable to reboot host esx-01 for the new scheduler: powered-on VMs hold vGPUs (llm-01); "
-                          "move or power them off first. Nothing was changed.")
+    assert res["msg"] == ("Unable to reboot host esx-01 for the new scheduler: 1 powered-on VMs hold vGPUs and cannot be "
+                          "migrated (llm-01): power them off or move them first, or set power_off_vgpu_vms=true "
+                          "(esxi_gpu_host_power_off_vgpu_vms in the esxi_gpu_host role). Nothing was changed.")
     assert gpu.calls == []
+    check = configure(host="esx-01", scheduler=EQUAL, reboot=True, power_off_vgpu_vms=True, check_mode=True)
+    assert check["hosts"]["esx-01"]["powered_off_vms"] == ["llm-01"] and gpu.calls == []
+    real = configure(host="esx-01", scheduler=EQUAL, reboot=True, power_off_vgpu_vms=True)
+    assert real == check
+    assert gpu.calls[1:] == [("off", "llm-01"), ("enter", "esx-01"), ("reboot", "esx-01"), ("exit", "esx-01"),
+                             ("on", "llm-01")]
 
 
 def test_gpu_config_failures_carry_what_was_changed_and_the_next_step(gpu):
@@ -401,6 +426,6 @@ def test_gpu_config_failures_carry_what_was_changed_and_the_next_step(gpu):
     res = configure(host="esx-01", scheduler=EQUAL, reboot=True)
     assert res["msg"] == ("Unable to reboot host esx-01 for the new scheduler: the host did not come back within 1800s of "
                           "the reboot; the host is left in maintenance mode; fix the cause and rerun with reboot=true: "
-                          "the owed reboot is remembered on the host")
+                          "the owed reboot and the VMs powered off are remembered on the host")
     assert res["changed"] is True and res["hosts_changed"] == ["esx-01"] and res["hosts_in_maintenance"] == ["esx-01"]
     assert gpu.records["esx-01"]["options_boot"] == "1"
