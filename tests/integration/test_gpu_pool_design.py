@@ -18,7 +18,7 @@ def test_example_design_file_is_clean_and_derived():
     assert res["findings"] == [] and res["errors"] == []
     derived = res["derived"]
     assert derived["esxi"]["clusters"]["gpu-h100"]["driver_version"] == "550.90.05-1OEM.800.1.0.20613240"
-    assert derived["esxi"]["clusters"]["gpu-h100"]["min_gpus"] == 10
+    assert derived["esxi"]["clusters"]["gpu-h100"]["min_gpus"] == 2   # the protected (inference) cards
     pools = {p["name"]: p for p in derived["vks"]["clusters"]["gpu-workloads"]["node_pools"]}
     assert pools["inference"]["labels"]["nvidia.com/vgpu.profile"] == "nvidia_h100-3-40c"
     assert res["design"]["pools"][0]["vm_class"]["name"] == "gpu-inference"
@@ -28,7 +28,7 @@ def test_check_mode_gives_the_same_result():
     res, _playbook = run_module("gpupool.vcf.gpu_pool_design", {"design": EXAMPLE}, check=True)
     assert not res.get("failed"), res.get("msg")
     assert res["derived"]["roles"]["gpu_operator"]["gpu_operator_mig_strategy"] == "single"
-    assert res["derived"]["roles"]["esxi_gpu_host"]["gpu-h100"]["esxi_gpu_host_min_gpus"] == 10
+    assert res["derived"]["roles"]["esxi_gpu_host"]["gpu-h100"]["esxi_gpu_host_min_gpus"] == 2
 
 
 def broken():

@@ -11,11 +11,18 @@ Every host of a cluster has ``gpu.per_host`` cards. A node VM of a pool holds
 ``gpus_per_node`` vGPUs, each on a different card of one host; a card carries vGPUs of one
 profile only, up to ``per_card`` of them (default: as many as fit - one for a full card,
 memory / framebuffer for a time-sliced profile, the most instances of the MIG profile that
-can be placed on one card). Node VMs are packed first-fit, biggest first. vGPU VMs keep
-their cards whatever the pods' priority, so the spare rule packs every pool of a cluster
-that carries an inference pool into all hosts but one, inference last, and reports the
-inference pools left short. ``cluster_capacity`` failing skips the spare rule for that
-cluster. ``min_gpus`` (derived for the ESXi link) is what the packing uses.
+can be placed on one card). Node VMs are packed first-fit, biggest first.
+
+A pool is *protected* (an SLO pool) unless it is *preemptible* (:func:`preemptible`: not
+inference, and its PriorityClass is below one whose pods preempt). vGPU VMs keep their cards
+whatever the pods' priority, so the spare rule packs every pool of a cluster that carries a
+protected pool into all hosts but one, protected pools last, and reports the protected pools
+left short. ``cluster_capacity`` failing skips the spare rule for that cluster.
+
+A host roll drains the preemptible pools instead of protecting them: ``min_gpus`` (derived
+for the ESXi link, :func:`roll_min_gpus`) is the cards the protected pools use, and
+:func:`roll_refusal` says when the role's check (``_esxi.roll_capacity``, the same function)
+refuses to take the largest host out without ``force``.
 """
 
 from __future__ import (absolute_import, division, print_function)
@@ -24,6 +31,7 @@ __metaclass__ = type
 
 from collections import OrderedDict
 
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._esxi import roll_capacity
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._nvidia import (
     NvidiaError,
     gpu_model,
@@ -226,11 +234,61 @@ def pack(nodes, hosts, gpus_per_host):
     return used, unplaced
 
 
-def sorted_node_vms(nodes, inference_last=False):
+def sorted_node_vms(nodes, last=None):
+    """Biggest first; with ``last`` (a test on the pool), the pools it holds true for after the others."""
     def key(node):
         pool, vgpus, cap = node
-        return ((pool.get("shape") == "inference") if inference_last else 0, -vgpus, cap, pool["name"])
+        return (bool(last(pool)) if last else 0, -vgpus, cap, pool["name"])
     return sorted(nodes, key=key)
+
+
+PREEMPTS = "PreemptLowerPriority"
+
+
+def preemptible(pool, priorities):
+    """Whether a host roll may drain the pool instead of keeping its capacity.
+
+    Inference is never preemptible. Another pool is when its PriorityClass (``priorities``:
+    the design's, normalized) has a lower value than a class whose pods preempt
+    (``preemption_policy: PreemptLowerPriority``): its pods are the ones the scheduler (and
+    Kueue) evicts for those. ``preemption_policy`` says what a class's pods do to others, not
+    whether they can be preempted: notebooks on ``gpu-notebook`` (``Never``) are preemptible.
+    A pool on an unknown class, or on the highest preempting class, is protected.
+    """
+    if pool.get("shape") == "inference":
+        return False
+    mine = priorities.get(pool.get("priority"))
+    if not isinstance(mine, dict) or not isinstance(mine.get("value"), int):
+        return False
+    return any(isinstance(p, dict) and p.get("preemption_policy") == PREEMPTS and isinstance(p.get("value"), int)
+               and p["value"] > mine["value"] for p in priorities.values())
+
+
+def protected(ctx):
+    """The test :func:`sorted_node_vms` takes: whether a pool is protected (not preemptible) in this design."""
+    return lambda pool: not preemptible(pool, ctx.d.get("priorities") or {})
+
+
+def roll_min_gpus(ctx, cluster):
+    """The cards the cluster's protected pools use, packed on all its hosts (``min_gpus`` of the ESXi link)."""
+    keep = protected(ctx)
+    nodes = [n for n in node_vms(ctx, cluster) if keep(n[0])]
+    used, _unplaced = pack(sorted_node_vms(nodes), cluster["hosts"], cluster["gpu"]["per_host"])
+    return used
+
+
+def roll_refusal(ctx, cluster):
+    """None when the ESXi role may take the cluster's largest host out, else (need, left, total):
+    the GPUs the protected pools need, those left with one host out, and all of them. Judged by
+    ``_esxi.roll_capacity``, the check the role makes on the live hosts, on the design's hosts."""
+    need = roll_min_gpus(ctx, cluster)
+    if not need:
+        return None
+    per_host = cluster["gpu"]["per_host"]
+    allowed, _message = roll_capacity(dict(("host %d" % i, per_host) for i in range(cluster["hosts"])), need)
+    if allowed:
+        return None
+    return need, (cluster["hosts"] - 1) * per_host, cluster["hosts"] * per_host
 
 
 def capacity_ok(cluster):

@@ -17,10 +17,8 @@ from collections import OrderedDict
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_capacity import (
     Context,
-    node_vms,
-    pack,
     pool_gpus,
-    sorted_node_vms,
+    roll_min_gpus,
 )
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import DesignError, errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names import (
@@ -54,7 +52,6 @@ def _derive_esxi(ctx):
     for cluster in ctx.d["clusters"]:
         model = ctx.models[cluster["name"]]
         driver, scheduler = cluster["driver"], cluster["scheduler"]
-        used, _unplaced = pack(sorted_node_vms(node_vms(ctx, cluster)), cluster["hosts"], cluster["gpu"]["per_host"])
         uses_mig = any(p["cluster"] == cluster["name"] and ctx.profiles[p["name"]].mig_backed for p in ctx.d["pools"])
         clusters[cluster["name"]] = OrderedDict([
             ("cluster", cluster["name"]),
@@ -72,7 +69,7 @@ def _derive_esxi(ctx):
                                        ("time_slice_ms", scheduler["time_slice_ms"])])),
             ("rmpvmrl", format_rmpvmrl(encode_scheduler(scheduler["policy"], scheduler["time_slice_ms"]))),
             ("mig_mode", "enabled" if uses_mig else "disabled"),
-            ("min_gpus", used),
+            ("min_gpus", roll_min_gpus(ctx, cluster)),
         ])
     return OrderedDict([("clusters", clusters)])
 

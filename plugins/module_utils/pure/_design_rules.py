@@ -27,6 +27,8 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_capacity 
     per_card,
     pool_gpus,
     profile_problem,
+    protected,
+    roll_refusal,
     sorted_node_vms,
     suggest_profiles,
 )
@@ -544,20 +546,22 @@ def _rule_cluster_capacity(ctx):
 
 
 def _rule_spare_capacity(ctx):
+    """Protected pools short with the largest host out (every node VM keeping its cards); and, on
+    the same finding, whether the ESXi role refuses to roll the cluster one host at a time."""
+    keep = protected(ctx)
     for cluster in ctx.d["clusters"]:
         if ctx.models.get(cluster.get("name")) is None or not capacity_ok(cluster):
             continue
         nodes = node_vms(ctx, cluster)
-        if not any(p.get("shape") == "inference" for p, _gpus, _cap in nodes):
+        if not any(keep(p) for p, _gpus, _cap in nodes):
             continue
         _cards, unplaced = pack(sorted_node_vms(nodes), cluster["hosts"], cluster["gpu"]["per_host"])
         if unplaced:
             continue  # cluster_capacity reports it
-        _cards, unplaced = pack(sorted_node_vms(nodes, inference_last=True), cluster["hosts"] - 1,
-                                cluster["gpu"]["per_host"])
+        _cards, unplaced = pack(sorted_node_vms(nodes, last=keep), cluster["hosts"] - 1, cluster["gpu"]["per_host"])
         short = OrderedDict()
         for pool in unplaced:
-            if pool.get("shape") == "inference":
+            if keep(pool):
                 short[pool["name"]] = short.get(pool["name"], 0) + 1
         for name, count in short.items():
             yield Finding("spare_capacity", "pools.%s" % name,
@@ -566,6 +570,14 @@ def _rule_spare_capacity(ctx):
                              ctx.pools[name]["node_pool"]["replicas"]),
                           "keep one host's worth of GPUs free on %s: add a host, or lower the replicas of this "
                           "or the cluster's other pools" % cluster["name"])
+        refusal = roll_refusal(ctx, cluster)
+        if refusal is not None:
+            yield Finding("spare_capacity", "clusters.%s" % cluster["name"],
+                          "the esxi_gpu_host role refuses to roll %s one host at a time without esxi_gpu_host_force: "
+                          "its protected pools need %d GPUs, %d of %d stay with the largest host out"
+                          % ((cluster["name"],) + refusal),
+                          "add a host to %s, or lower the replicas of its protected pools (preemptible pools are "
+                          "drained by a roll, not counted)" % cluster["name"])
 
 
 def _rule_model_fits_framebuffer(ctx):

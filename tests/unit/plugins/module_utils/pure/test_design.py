@@ -452,10 +452,10 @@ def test_derive_esxi():
     assert h100["graphics_type"] == "shared_direct" and h100["assignment_policy"] == "performance"
     assert h100["scheduler"] == {"policy": "best_effort", "time_slice_ms": None} and h100["rmpvmrl"] == "0x00000000"
     assert h100["mig_mode"] == "enabled"
-    assert h100["min_gpus"] == 10        # 2 training nodes x 4 cards + 4 inference nodes on 2 cards
+    assert h100["min_gpus"] == 2         # 4 inference nodes on 2 cards; training (preemptible) is drained
     l40s = esxi["gpu-l40s"]
     assert l40s["scheduler"]["policy"] == "best_effort" and l40s["mig_mode"] == "disabled"
-    assert l40s["min_gpus"] == 2         # 8 notebook nodes, 6 per card
+    assert l40s["min_gpus"] == 0         # notebooks only: preemptible
 
 
 def test_derive_vsphere():
