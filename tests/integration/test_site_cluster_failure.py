@@ -1,0 +1,61 @@
+"""site.yml's ESXi link rolls the GPU clusters in parallel (one play host per cluster): when one
+cluster's roll fails, the run says so once, naming that cluster; the other clusters stop without
+a second error, and no later link runs (vSphere simulator; the links after the ESXi link are not
+reached, so no Kubernetes rig is needed)."""
+import pathlib
+
+from tests.lib.ansible_run import run_playbook
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SITE = ROOT / "playbooks" / "site.yml"
+DESIGN = ROOT / "examples" / "design.yml"
+OLD = "550.54.10-1OEM.800.1.0.20613240"
+NEW = "550.90.05-1OEM.800.1.0.20613240"
+
+# the example design's two GPU clusters, every host on the old driver: both clusters roll
+FLEET = {
+    "clusters": [
+        {"name": "gpu-h100", "hosts": [
+            {"prefix": "esx-h100-", "count": 2, "gpu": {"model": "H100-80GB", "count": 4}, "driver_version": OLD}]},
+        {"name": "gpu-l40s", "hosts": [
+            {"prefix": "esx-l40s-", "count": 2, "gpu": {"model": "L40S", "count": 2}, "driver_version": OLD}]},
+    ],
+}
+
+
+def failed(run):
+    """(task, play host, message) of every failed task result of the run."""
+    out = []
+    for play in (run.data or {}).get("plays", []):
+        for task in play.get("tasks", []):
+            for host, res in task.get("hosts", {}).items():
+                if res.get("failed") and not res.get("ignore_errors"):
+                    out.append((task["task"]["name"].split(" : ", 1)[-1], host, str(res.get("msg"))))
+    return out
+
+
+def test_one_cluster_failing_gives_one_message_naming_it(vsphere, vsphere_env):
+    vsphere.inject_fault("esx-h100-01", "install", "injected: depot unreachable")
+    try:
+        run = run_playbook(SITE, env=vsphere_env, extra_vars={"gpupool_design_file": str(DESIGN)})
+    finally:
+        vsphere.clear_faults()
+    assert run.rc != 0
+    stops = [f for f in failed(run) if f[0] == "Stop at the ESXi host link"]
+    assert [(host, msg.split(":", 1)[0]) for _task, host, msg in stops] == \
+        [("gpu-cluster-gpu-h100", "Link 'ESXi host' failed on cluster gpu-h100")], failed(run)
+    msg = stops[0][2]
+    assert "esx-h100-01" in msg and "depot unreachable" in msg and "left in maintenance mode" in msg, msg
+    assert "Later links were not run" in msg
+    # the only failures: the install that failed and the link's message; nothing undefined anywhere
+    assert [(task, host) for task, host, _msg in failed(run)] == \
+        [("NVIDIA driver on esx-h100-01", "gpu-cluster-gpu-h100"),
+         ("Stop at the ESXi host link", "gpu-cluster-gpu-h100")], failed(run)
+    assert "is undefined" not in run.stdout and "gpu-cluster-gpu-l40s" not in msg
+    # the other cluster was stopped (it says so), not failed, and no later link ran
+    stopped = [r for name, r in run.tasks if name == "Stopped because another cluster failed" and not r.get("skipped")]
+    assert [r.get("msg") for r in stopped] == [
+        "Cluster gpu-l40s: the ESXi link stopped here because cluster gpu-h100 failed; a rerun resumes"], stopped
+    names = [name for name, _res in run.tasks]
+    assert not any(n.startswith("VM classes of the pools") for n in names), names
+    assert vsphere.host_state("esx-h100-01")["maintenance"] is True
