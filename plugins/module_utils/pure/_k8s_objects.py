@@ -1,9 +1,11 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpupool.vcf contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The Kubernetes objects the guest roles write, built from the inputs derive() gives the roles
-(pure: no I/O, no kubernetes import). The audit compares the live objects with these, so
-"audit clean" and "site.yml has nothing to do" are judged from the same inputs."""
+"""The Kubernetes objects the guest roles write, built from the roles' inputs (pure: no I/O, no
+kubernetes import). The roles write what these functions return (through the k8s_objects
+filters) and the audit compares the live objects with the same functions' output for the inputs
+derive() gives the roles, so "audit clean" and "site.yml has nothing to do" are judged from one
+rendering of each object."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -54,12 +56,35 @@ ROLE_DEFAULTS = {
 }
 CLUSTER_POLICY = "cluster-policy"
 CULLER = "gpupool-notebook-culler"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "gpupool.vcf"}
+DEFAULT_SHARED_RESOURCES = ["nvidia.com/gpu"]
 
 
 def role_inputs(role, given=None):
     """The role's variables: its defaults, overridden by what derive() (or a caller) gives."""
     out = copy.deepcopy(ROLE_DEFAULTS[role])
     out.update(copy.deepcopy(given or {}))
+    return out
+
+
+def flag(value):
+    """A role's boolean input as the roles' ``bool`` filter reads it (yes/on/true/1, any case)."""
+    if isinstance(value, (str, int)):
+        return str(value).lower() in ("yes", "on", "true", "1")
+    try:
+        return value == 1
+    except TypeError:
+        return False
+
+
+def _manifest(api_version, kind, name, namespace=None, labels=None, **fields):
+    """An object of the collection: its metadata carries the managed-by label (or `labels`)."""
+    metadata = {"name": name}
+    if namespace is not None:
+        metadata["namespace"] = namespace
+    metadata["labels"] = dict(MANAGED_BY) if labels is None else labels
+    out = {"apiVersion": api_version, "kind": kind, "metadata": metadata}
+    out.update(fields)
     return out
 
 
@@ -71,7 +96,7 @@ def node_pools(vks):
     for given in vks["vks_gpu_node_pools_node_pools"]:
         pool = dict((k, v) for k, v in given.items() if k != "gpu")
         taints = []
-        for taint in ([vks["vks_gpu_node_pools_gpu_taint"]] if given.get("gpu", True) is not False else []) + list(
+        for taint in ([vks["vks_gpu_node_pools_gpu_taint"]] if flag(given.get("gpu", True)) else []) + list(
                 given.get("taints") or []):
             if dict(taint) not in taints:
                 taints.append(dict(taint))
@@ -84,21 +109,64 @@ def node_pools(vks):
 def cluster_policy_fields(op, licensing_secret=None):
     """[(path, value)] of the ClusterPolicy spec fields the gpu_operator role sets (chart values
     and its repair patch), from its inputs `op` (role_inputs("gpu_operator", ...)). The licensing
-    Secret is judged apart (its name carries a content hash); `licensing_secret` given, it is
-    listed too."""
-    driver = [(("driver", "enabled"), bool(op["gpu_operator_driver_enabled"])),
+    Secret is judged apart (its name carries a content hash); `licensing_secret` given (not None),
+    it is listed too."""
+    driver = [(("driver", "enabled"), flag(op["gpu_operator_driver_enabled"])),
               (("driver", "repository"), op["gpu_operator_driver_repository"]),
               (("driver", "image"), op["gpu_operator_driver_image"])]
     if op.get("gpu_operator_driver_version"):
         driver.append((("driver", "version"), op["gpu_operator_driver_version"]))
     driver.append((("driver", "licensingConfig", "nlsEnabled"), True))
-    if licensing_secret:
+    if licensing_secret is not None:
         driver.append((("driver", "licensingConfig", "secretName"), licensing_secret))
     out = driver + [(("mig", "strategy"), op["gpu_operator_mig_strategy"])]
     if op.get("gpu_operator_time_slicing"):
         out += [(("devicePlugin", "config", "name"), op["gpu_operator_device_plugin_config_name"]),
                 (("devicePlugin", "config", "default"), op["gpu_operator_device_plugin_default_config"])]
     return out
+
+
+def _merged(base, extra):
+    """`extra` over `base` as Ansible's ``combine(recursive=true)`` does: mappings key by key,
+    anything else replaced."""
+    if not isinstance(base, dict) or not isinstance(extra, dict):
+        return copy.deepcopy(extra)
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = _merged(base[key], value) if key in base else copy.deepcopy(value)
+    return out
+
+
+def nested(fields):
+    """The mapping that holds each (path, value) of `fields` at its path."""
+    out = {}
+    for path, value in fields:
+        node = out
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = value
+    return out
+
+
+def cluster_policy_spec(op):
+    """The ClusterPolicy spec the gpu_operator role patches back after the chart (Helm compares
+    only its release values): the fields of cluster_policy_fields() nested, with the licensing
+    Secret the role is given (empty included, as the chart values hold it). Chart values given
+    last (`gpu_operator_extra_values`) win for the same fields, as they do in the release."""
+    spec = nested(cluster_policy_fields(op, op.get("gpu_operator_licensing_secret_name", "")))
+    extra = op.get("gpu_operator_extra_values") or {}
+    given = extra.get("driver")
+    for key in ("enabled", "repository", "image", "version", "licensingConfig"):
+        if isinstance(given, dict) and key in given:
+            spec["driver"][key] = _merged(spec["driver"].get(key), given[key])
+    if "mig" in extra:
+        spec["mig"] = _merged(spec["mig"], extra["mig"])
+    given = (extra.get("devicePlugin") or {}).get("config") if isinstance(extra.get("devicePlugin"), dict) else None
+    if "devicePlugin" in spec and isinstance(given, dict):
+        for key in ("name", "default"):
+            if key in given:
+                spec["devicePlugin"]["config"][key] = copy.deepcopy(given[key])
+    return spec
 
 
 def device_plugin_configs(op):
@@ -110,25 +178,45 @@ def device_plugin_configs(op):
     out = {op["gpu_operator_device_plugin_default_config"]: {"version": "v1", "flags": {"migStrategy": strategy}}}
     for name, ts in op["gpu_operator_time_slicing"].items():
         out[name] = {"version": "v1", "flags": {"migStrategy": strategy}, "sharing": {"timeSlicing": {
-            "renameByDefault": bool(ts.get("rename_by_default", False)),
-            "failRequestsGreaterThanOne": bool(ts.get("fail_requests_greater_than_one", False)),
-            "resources": [{"name": r, "replicas": int(ts["replicas"])}
-                          for r in ts.get("resources") or ["nvidia.com/gpu"]]}}}
+            "renameByDefault": flag(ts.get("rename_by_default", False)),
+            "failRequestsGreaterThanOne": flag(ts.get("fail_requests_greater_than_one", False)),
+            "resources": [{"name": r, "replicas": int(ts["replicas"])} for r in (
+                DEFAULT_SHARED_RESOURCES if ts.get("resources") is None else ts["resources"])]}}}
     return out
+
+
+def device_plugin_config_map(op, dump):
+    """The device plugin ConfigMap the gpu_operator role writes, each configuration as the YAML
+    text `dump` makes of it; None when the role writes none."""
+    configs = device_plugin_configs(op)
+    if not configs:
+        return None
+    return _manifest("v1", "ConfigMap", op["gpu_operator_device_plugin_config_name"], op["gpu_operator_namespace"],
+                     data=dict((key, dump(config)) for key, config in configs.items()))
 
 
 def tenant_namespace_labels(tenant):
     """The labels the gpu_scheduling_policy role keeps on a tenant namespace."""
     labels = dict((k, str(v)) for k, v in (tenant.get("labels") or {}).items())
-    labels.update({"gpupool.vcf/tenant": "true", "gpupool.vcf/training": "true" if tenant.get("training") else "false"})
+    labels.update({"gpupool.vcf/tenant": "true",
+                   "gpupool.vcf/training": "true" if flag(tenant.get("training", False)) else "false"})
     return labels
+
+
+def tenant_namespace(tenant, created=False):
+    """The tenant Namespace the gpu_scheduling_policy role writes; one it `created` (that did not
+    exist before the run) is labelled as the collection's too."""
+    labels = tenant_namespace_labels(tenant)
+    if created:
+        labels.update(MANAGED_BY)
+    return _manifest("v1", "Namespace", tenant["namespace"], labels=labels)
 
 
 def kueue_objects(policy):
     """The Kueue objects the gpu_scheduling_policy role writes, as
     {"api_version", "resource_flavor": (name, spec), "cluster_queue": (name, spec),
     "local_queues": [(namespace, name, spec)]}; None when the role writes none."""
-    if not policy.get("gpu_scheduling_policy_kueue") or not policy.get("gpu_scheduling_policy_training_resources"):
+    if not flag(policy.get("gpu_scheduling_policy_kueue")) or not policy.get("gpu_scheduling_policy_training_resources"):
         return None
     api_version = policy["gpu_scheduling_policy_kueue_api_version"]
     flavor = policy["gpu_scheduling_policy_training_flavor"]
@@ -154,6 +242,21 @@ def kueue_objects(policy):
             "local_queues": local}
 
 
+def kueue_manifests(policy):
+    """The Kueue objects of kueue_objects() as the role writes them: {"resource_flavor",
+    "cluster_queue": manifest, "local_queues": [manifest]}; None when the role writes none."""
+    want = kueue_objects(policy)
+    if want is None:
+        return None
+    api_version = want["api_version"]
+    return {"resource_flavor": _manifest(api_version, "ResourceFlavor", want["resource_flavor"][0],
+                                         spec=want["resource_flavor"][1]),
+            "cluster_queue": _manifest(api_version, "ClusterQueue", want["cluster_queue"][0],
+                                       spec=want["cluster_queue"][1]),
+            "local_queues": [_manifest(api_version, "LocalQueue", name, ns, spec=spec)
+                             for ns, name, spec in want["local_queues"]]}
+
+
 def culling_cronjob(policy):
     """The notebook culling CronJob the gpu_scheduling_policy role writes when Kubeflow is not
     installed: {"namespace", "name", "schedule", "image", "env"}; None when culling is off or
@@ -166,6 +269,39 @@ def culling_cronjob(policy):
             "env": {"CULL_IDLE_MINUTES": str(policy["gpu_scheduling_policy_culling_idle_minutes"]),
                     "NOTEBOOK_SELECTOR": policy["gpu_scheduling_policy_culling_selector"],
                     "NOTEBOOK_PORT": str(policy["gpu_scheduling_policy_culling_port"])}}
+
+
+def culling_manifests(policy, script):
+    """The objects of the notebook culling CronJob (culling_cronjob()) as the role writes them:
+    its ServiceAccount, ClusterRole and binding, the ConfigMap with `script` (the culler's
+    source) and the CronJob; [] when culling is off or left to Kubeflow."""
+    job = culling_cronjob(policy)
+    if job is None:
+        return []
+    ns = job["namespace"]
+    rules = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
+             {"apiGroups": ["apps"], "resources": ["replicasets"], "verbs": ["get"]},
+             {"apiGroups": ["apps"], "resources": ["statefulsets/scale", "deployments/scale"],
+              "verbs": ["get", "patch", "update"]}]
+    container = {
+        "name": "culler", "image": job["image"], "command": ["python3", "/culler/culler.py"],
+        "env": [{"name": k, "value": v} for k, v in job["env"].items()],
+        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
+        "volumeMounts": [{"name": "script", "mountPath": "/culler", "readOnly": True}]}
+    pod = {"serviceAccountName": CULLER, "restartPolicy": "Never", "containers": [container],
+           "volumes": [{"name": "script", "configMap": {"name": CULLER}}]}
+    return [
+        _manifest("v1", "ServiceAccount", CULLER, ns),
+        _manifest("rbac.authorization.k8s.io/v1", "ClusterRole", CULLER, rules=rules),
+        _manifest("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", CULLER,
+                  roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": CULLER},
+                  subjects=[{"kind": "ServiceAccount", "name": CULLER, "namespace": ns}]),
+        _manifest("v1", "ConfigMap", CULLER, ns, data={"culler.py": script if script.endswith("\n") else script + "\n"}),
+        _manifest("batch/v1", "CronJob", CULLER, ns, spec={
+            "schedule": job["schedule"], "concurrencyPolicy": "Forbid", "successfulJobsHistoryLimit": 1,
+            "failedJobsHistoryLimit": 3,
+            "jobTemplate": {"spec": {"backoffLimit": 0, "template": {"spec": pod}}}}),
+    ]
 
 
 def differences(want, have, path=""):
