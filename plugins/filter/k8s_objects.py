@@ -1,0 +1,72 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The Kubernetes objects of the guest roles (vks_gpu_node_pools, gpu_operator,
+gpu_scheduling_policy), built by the same code (_k8s_objects.py) the drift audit expects them
+from, so a role and the audit cannot render one object two ways.
+
+Each filter takes the role's inputs as a mapping of its variables (the role's defaults fill in
+what the mapping leaves out) and is documented in the <filter name>.yml file next to this one.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+from ansible.plugins.filter.core import to_nice_yaml
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _k8s_objects
+
+
+def _inputs(role, inputs):
+    if not isinstance(inputs, dict):
+        raise AnsibleFilterError("the inputs of role %s must be a mapping of its variables, not %r" % (role, inputs))
+    return _k8s_objects.role_inputs(role, inputs)
+
+
+def _built(what, build, *args):
+    try:
+        return build(*args)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise AnsibleFilterError("%s: invalid input (%s: %s)" % (what, type(exc).__name__, exc))
+
+
+def vks_node_pools(inputs):
+    return _built("vks_node_pools", _k8s_objects.node_pools, _inputs("vks_gpu_node_pools", inputs))
+
+
+def device_plugin_config_map(inputs):
+    return _built("device_plugin_config_map", _k8s_objects.device_plugin_config_map,
+                  _inputs("gpu_operator", inputs), lambda config: to_nice_yaml(config, indent=2))
+
+
+def cluster_policy_spec(inputs):
+    return _built("cluster_policy_spec", _k8s_objects.cluster_policy_spec, _inputs("gpu_operator", inputs))
+
+
+def tenant_namespace(tenant, created=False):
+    if not isinstance(tenant, dict) or "namespace" not in tenant:
+        raise AnsibleFilterError("tenant_namespace: a tenant must be a mapping with a namespace, not %r" % (tenant,))
+    return _built("tenant_namespace", _k8s_objects.tenant_namespace, tenant, _k8s_objects.flag(created))
+
+
+def kueue_manifests(inputs):
+    return _built("kueue_manifests", _k8s_objects.kueue_manifests, _inputs("gpu_scheduling_policy", inputs))
+
+
+def notebook_culler_manifests(inputs, script):
+    return _built("notebook_culler_manifests", _k8s_objects.culling_manifests,
+                  _inputs("gpu_scheduling_policy", inputs), script)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "vks_node_pools": vks_node_pools,
+            "device_plugin_config_map": device_plugin_config_map,
+            "cluster_policy_spec": cluster_policy_spec,
+            "tenant_namespace": tenant_namespace,
+            "kueue_manifests": kueue_manifests,
+            "notebook_culler_manifests": notebook_culler_manifests,
+        }
