@@ -161,7 +161,8 @@ def cluster_policy_spec(op):
             spec["driver"][key] = _merged(spec["driver"].get(key), given[key])
     if "mig" in extra:
         spec["mig"] = _merged(spec["mig"], extra["mig"])
-    given = (extra.get("devicePlugin") or {}).get("config") if isinstance(extra.get("devicePlugin"), dict) else None
+    plugin = extra.get("devicePlugin")
+    given = plugin.get("config") if isinstance(plugin, dict) else None
     if "devicePlugin" in spec and isinstance(given, dict):
         for key in ("name", "default"):
             if key in given:
