@@ -17,7 +17,7 @@ description:
     C(docs/design.md); C(examples/design.yml) is a complete example), fills in the defaults,
     checks it against every design rule and returns all findings at once, each with the
     rule's name, the object, what is wrong and the fix.
-  - When the design has no errors, returns what it means for each link (RV(derived)): a summary
+  - When the design has no errors, returns what it means for each link (RV(derived)) - a summary
     per link (ESXi host settings per cluster, VM classes, namespaces and DRS pinning, VKS node
     pools) and, under C(roles), the variables of every role of the chain under the role's own
     names, which C(playbooks/site.yml) passes on one to one and the drift audit expects.
@@ -149,14 +149,14 @@ derived:
         gpu-h100:
           driver_version: 550.90.05-1OEM.800.1.0.20613240
           lifecycle: direct
-          min_gpus: 10
+          min_gpus: 2
     roles:
       esxi_gpu_host:
         gpu-h100:
           esxi_gpu_host_cluster: gpu-h100
           esxi_gpu_host_driver_version: 550.90.05-1OEM.800.1.0.20613240
           esxi_gpu_host_lifecycle: direct
-          esxi_gpu_host_min_gpus: 10
+          esxi_gpu_host_min_gpus: 2
 """
 
 import json

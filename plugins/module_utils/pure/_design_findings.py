@@ -86,7 +86,8 @@ RULES = OrderedDict([
     ("graphics_shared_direct", (ERROR, "vGPU hosts use the Shared Direct graphics type.")),
     ("scheduler_valid", (ERROR, "The vGPU scheduler settings form a valid RmPVMRL value.")),
     ("cluster_capacity", (ERROR, "The node VMs of every pool fit on the cluster's cards.")),
-    ("spare_capacity", (ERROR, "Losing the largest host leaves every inference pool its node VMs.")),
+    ("spare_capacity", (ERROR, "Losing the largest host leaves every protected (inference or non-preemptible) "
+                               "pool its node VMs, so the ESXi role can roll the cluster one host at a time.")),
     ("model_fits_framebuffer", (ERROR, "The declared model plus KV cache fits the profile's framebuffer.")),
 ])
 

@@ -68,10 +68,6 @@ class GpuConfigApi:
                                  if getattr(getattr(d, "backing", None), "vgpu", None)]
         return dict((pci, [p for ref in vms for p in profiles.get(ref._moId, [])]) for pci, vms in placed.items())
 
-    def powered_on_vgpu_vms(self, host):
-        """Names of the powered-on VMs holding a vGPU on the host, read now."""
-        return [v["name"] for v in self.ops.vgpu_vms(self.ops.refresh(host, ["name", "vm"])) if v["power_state"] == "poweredOn"]
-
     def update_graphics(self, host, desired):
         """UpdateGraphicsConfig to ``desired`` ({default_type, assignment_policy, device_types})."""
         cfg = vim.host.GraphicsConfig(

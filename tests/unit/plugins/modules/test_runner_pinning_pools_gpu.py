@@ -343,9 +343,6 @@ class FakeGpuApi:
     def profiles_by_gpu(self, host):
         return {"0000:3b:00.0": ["nvidia_h100-10c", "nvidia_h100-20c"]}
 
-    def powered_on_vgpu_vms(self, host):
-        return list(FakeGpuApi.vms)
-
     def update_graphics(self, host, desired):
         self.calls.append(("graphics", host["name"], desired["default_type"]))
         if FakeGpuApi.fail == "graphics":

@@ -143,7 +143,8 @@ def test_scheduler_undecodable_is_off_design(derived):
 def test_rmpvmrl_is_read_by_the_nvidia_codec(derived):
     """A decimal RmPVMRL: the old audit read every value as hex, _nvidia (and so the converge) as decimal."""
     d = copy.deepcopy(derived)
-    d["esxi"]["clusters"]["gpu-l40s"]["scheduler"] = d["roles"]["esxi_gpu_host"]["gpu-l40s"]["esxi_gpu_host_scheduler"] = dict(policy="fixed_share", time_slice_ms=None)
+    scheduler = dict(policy="fixed_share", time_slice_ms=None)
+    d["esxi"]["clusters"]["gpu-l40s"]["scheduler"] = d["roles"]["esxi_gpu_host"]["gpu-l40s"]["esxi_gpu_host_scheduler"] = scheduler
     d["esxi"]["clusters"]["gpu-l40s"]["rmpvmrl"] = "0x00000011"
     hosts = good_hosts()
     l40s = [h for h in hosts if h["cluster"] == "gpu-l40s"]
@@ -164,7 +165,8 @@ def test_scheduler_values_the_converge_rewrites_are_reported(derived, options):
     """The old audit compared canonical values, so it called these clean while the role rewrites them."""
     d = copy.deepcopy(derived)
     if options.endswith("0x00030003"):  # the guide's equal-share 3 ms spelling; the role writes 0x00030001
-        d["esxi"]["clusters"]["gpu-h100"]["scheduler"] = d["roles"]["esxi_gpu_host"]["gpu-h100"]["esxi_gpu_host_scheduler"] = dict(policy="equal_share", time_slice_ms=3)
+        scheduler = dict(policy="equal_share", time_slice_ms=3)
+        d["esxi"]["clusters"]["gpu-h100"]["scheduler"] = d["roles"]["esxi_gpu_host"]["gpu-h100"]["esxi_gpu_host_scheduler"] = scheduler
         d["esxi"]["clusters"]["gpu-h100"]["rmpvmrl"] = "0x00030001"
     hosts = good_hosts()
     for h in hosts:
