@@ -52,7 +52,10 @@ def ensure_collection_tree():
     link = COLLECTIONS / "ansible_collections" / "gpupool" / "vcf"
     if not link.exists():
         link.parent.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(ROOT)
+        try:
+            link.symlink_to(ROOT)
+        except FileExistsError:  # another test process made it first
+            pass
 
 
 def ansible_env(extra=None):

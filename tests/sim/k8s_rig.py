@@ -19,6 +19,7 @@ import argparse
 import base64
 import contextlib
 import ctypes
+import itertools
 import json
 import os
 import shutil
@@ -50,6 +51,7 @@ SERVICE_CIDR = "10.96.0.0/16"
 KUEUE_CONVERTED = {f"{r}.kueue.x-k8s.io" for r in
                    ("localqueues", "clusterqueues", "workloads", "cohorts", "multikueueclusters")}
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+_RIG_NUMBERS = itertools.count(1)
 
 
 class RigError(RuntimeError):
@@ -346,10 +348,10 @@ def _kueue_objects(webhook_port: int, host_ip: str) -> list[dict]:
 
 
 def _sweep_dead_rigs() -> None:
-    """Remove data folders of per-process rigs whose process is gone (a killed test run)."""
+    """Remove data folders of per-process rigs (rig-<pid>-<n>) whose process is gone (a killed test run)."""
     for d in DATA.glob("rig-*"):
         try:
-            os.kill(int(d.name[4:]), 0)
+            os.kill(int(d.name.split("-")[1]), 0)
         except ProcessLookupError:
             shutil.rmtree(d, ignore_errors=True)
         except (ValueError, PermissionError):
@@ -359,7 +361,7 @@ def _sweep_dead_rigs() -> None:
 def start(nodes_file: str | os.PathLike | None = None, kueue: bool = True, name: str | None = None,
           kubeconfig: str | os.PathLike | None = None, detach: bool = False,
           timeout: float = 120) -> Rig:
-    """Start a rig with fresh state under .sim/k8s/<name>/ and return it once usable:
+    """Start a rig with fresh state under .sim/k8s/<name>/ (default: rig-<pid>-<n>) and return it once usable:
     API ready, every node Ready and untainted by the node controller, the default
     ServiceAccount present, Supervisor objects applied, Kueue (if asked) serving."""
     t0 = time.monotonic()
@@ -367,7 +369,8 @@ def start(nodes_file: str | os.PathLike | None = None, kueue: bool = True, name:
     if missing:
         raise RigError(f"rig binaries missing in {BIN}: {', '.join(missing)}; run `make k8s-build`")
     _sweep_dead_rigs()
-    name = name or f"rig-{os.getpid()}"
+    # one folder per rig: a test process may hold several (a session's rig and a module's)
+    name = name or f"rig-{os.getpid()}-{next(_RIG_NUMBERS)}"
     data_dir = DATA / name
     if data_dir.exists():
         pids = data_dir / "pids.json"
