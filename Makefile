@@ -34,14 +34,22 @@ sim-build:
 # each simulator brings its own rules (build, up, down) in tests/sim/<name>/<name>.mk
 -include $(wildcard tests/sim/*/*.mk)
 
+# pytest-xdist workers for integration and test (TEST_WORKERS=0: one process, tests in file
+# order). A test file runs on one worker, the longest first (tests/conftest.py); every worker
+# starts its own simulators on free ports and in folders of its own.
+# The unit tests alone take seconds, less than starting workers: `make unit` runs them in one
+# process unless TEST_WORKERS is given.
+TEST_WORKERS ?= 2
+PYTEST_ARGS := -q $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
+
 unit: venv collection
-	$(PY) -m pytest -q tests/unit
+	$(PY) -m pytest $(if $(filter command line environment,$(origin TEST_WORKERS)),$(PYTEST_ARGS),-q) tests/unit
 
 integration: venv collection sim-build
-	$(PY) -m pytest -q tests/integration
+	$(PY) -m pytest $(PYTEST_ARGS) tests/integration
 
 test: venv collection sim-build
-	$(PY) -m pytest -q tests/unit tests/integration
+	$(PY) -m pytest $(PYTEST_ARGS) tests/unit tests/integration
 	$(MAKE) --no-print-directory molecule sanity lint
 
 # site.yml through molecule (converge, idempotence, verify) against simulators started here

@@ -1,6 +1,12 @@
 """Import paths for every test: the collection as ``ansible_collections.gpupool.vcf`` (through
 the ``.build/collections`` symlink tree the Makefile also uses), the repository root (for
-``tests.lib``), ``tests/sim`` (the simulator launchers) and ``tests/sim/dls`` (the DLS double)."""
+``tests.lib``), ``tests/sim`` (the simulator launchers) and ``tests/sim/dls`` (the DLS double).
+
+Parallel runs (pytest-xdist, ``-n N --dist loadfile --no-loadscope-reorder``, as the Makefile
+runs them): a test file is one unit of work, so its module-scoped simulators start once, on one
+worker; every worker starts its own simulators (free ports, folders of their own). The files that
+take longest are handed out first, so the workers finish together.
+"""
 import os
 import sys
 
@@ -9,7 +15,35 @@ _ROOT = os.path.join(_REPO, ".build", "collections")
 _LINK = os.path.join(_ROOT, "ansible_collections", "gpupool", "vcf")
 if not os.path.lexists(_LINK):
     os.makedirs(os.path.dirname(_LINK), exist_ok=True)
-    os.symlink(_REPO, _LINK)
+    try:
+        os.symlink(_REPO, _LINK)
+    except FileExistsError:  # another test process made it first
+        pass
 for _path in (_ROOT, _REPO, os.path.join(_REPO, "tests", "sim"), os.path.join(_REPO, "tests", "sim", "dls")):
     if _path not in sys.path:
         sys.path.insert(0, _path)
+
+# the files that take longest (30 s to 3 min each on two cores), longest first; the others
+# follow in collection order
+SLOW_FIRST = (
+    "tests/integration/test_drift_catalogue.py",
+    "tests/integration/test_fault_suite.py",
+    "tests/integration/k8s/test_gpu_policy_roles.py",
+    "tests/integration/test_host_rebuild.py",
+    "tests/integration/k8s/test_faults_k8s.py",
+    "tests/integration/k8s/test_ownership_k8s.py",
+    "tests/integration/test_no_secret_leak.py",
+    "tests/integration/test_faults_dls.py",
+    "tests/integration/test_site_chain.py",
+    "tests/integration/test_esxi_gpu_host_role.py",
+    "tests/integration/test_gpu_pool_audit.py",
+    "tests/integration/k8s/test_fidelity.py",
+)
+
+
+def pytest_collection_modifyitems(items):
+    """In an xdist worker: the slow files first (every worker sorts its collection alike)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    rank = dict((path, i) for i, path in enumerate(SLOW_FIRST))
+    items.sort(key=lambda item: rank.get(os.path.relpath(str(item.path), _REPO).replace(os.sep, "/"), len(rank)))
