@@ -45,6 +45,11 @@ func buildInventory(model *simulator.Model, f *fleetFile, hosts []hostSpec, vms 
 			return fmt.Errorf("cluster %s: %w", fc.Name, err)
 		}
 		clusters[fc.Name] = cl
+		// lifecycleManaged: whether vLCM manages the cluster with a single image (vlcm.go)
+		if obj, ok := reg.Get(cl.Reference()).(*simulator.ClusterComputeResource); ok {
+			managed := fc.Lifecycle == "vlcm"
+			sctx.WithLock(obj, func() { obj.LifecycleManaged = &managed })
+		}
 		sim.clusters[fc.Name] = cl.Reference()
 		sim.supervisors[cl.Reference().Value] = fc.Supervisor
 	}

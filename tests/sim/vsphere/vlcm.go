@@ -517,7 +517,7 @@ func hostCompliance(g *gpuHost, img *vlcmImage) (map[string]any, string) {
 	if !hostConnected(g) {
 		status = "UNAVAILABLE"
 	}
-	return map[string]any{"status": status, "components": comps,
+	return map[string]any{"status": status, "components": comps, "scan_time": vlcmTime(time.Now()),
 		"base_image": map[string]any{"status": "COMPLIANT", "current_version": img.BaseImage, "target_version": img.BaseImage}}, status
 }
 
@@ -537,7 +537,12 @@ func (v *vlcmAPI) compliance(name string, img *vlcmImage) map[string]any {
 	}
 	return map[string]any{"status": overall, "hosts": hosts, "compliant_hosts": lists["COMPLIANT"],
 		"non_compliant_hosts": lists["NON_COMPLIANT"], "unavailable_hosts": lists["UNAVAILABLE"],
-		"incompatible_hosts": []string{}, "scan_time": time.Now().UTC().Format(time.RFC3339)}
+		"incompatible_hosts": []string{}, "scan_time": vlcmTime(time.Now())}
+}
+
+// vlcmTime is a date-time as the vSphere Automation API writes it (UTC, milliseconds).
+func vlcmTime(t time.Time) string {
+	return t.UTC().Format("2006-01-02T15:04:05.000Z")
 }
 
 func (v *vlcmAPI) apply(w http.ResponseWriter, r *http.Request, moid, name string) {
