@@ -24,6 +24,19 @@ description:
     vSphere API only as per-host methods; they are called concurrently, and only for
     connected hosts that have an NVIDIA GPU. Leave them out of O(gather) for a constant
     number of requests.
+  - On a cluster that vSphere Lifecycle Manager manages with a single image, the driver is
+    read from the cluster's image compliance (C(GET /api/esx/settings/clusters/{cluster}/software/compliance)),
+    one request per cluster whatever its number of hosts. A host that runs the image is
+    reported with the version of the NVIDIA host driver component of the image, that is what
+    the cluster's image says, with C(driver.source) V(image). A host runs the image when its
+    compliance is C(COMPLIANT) without impact, the NVIDIA component is compliant at the image's
+    version, the host owes no reboot (C(summary.rebootRequired)) and the compliance was
+    computed after the host last booted. Every other GPU host (non-compliant, needing a reboot
+    or maintenance mode, unavailable, unknown to the compliance) is read on its own, as on a
+    cluster managed with baselines, with C(driver.source) V(host); so is every host when the
+    compliance or the vSphere Automation API cannot be read.
+  - With O(gather=[driver, vms]) the requests on a compliant image-managed cluster do not grow
+    with its hosts; V(scheduler) still costs one request per GPU host.
   - This module does not change anything; it supports check mode.
 author:
   - gpupool.vcf developers (@gpupool)
@@ -43,7 +56,8 @@ options:
   gather:
     description:
       - What to read beyond the GPU, graphics and profile inventory, which is always read.
-      - V(driver) is the NVIDIA host driver (one request per GPU host).
+      - V(driver) is the NVIDIA host driver (one request per GPU host; on an image-managed
+        cluster one compliance request for the cluster, and one per host that does not run the image).
       - V(scheduler) is the nvidia module option string and its decoded scheduler policy
         (one request per GPU host).
       - V(vms) is the VMs holding vGPU devices.
@@ -134,10 +148,15 @@ hosts:
       sample: {default_type: shared_direct, assignment_policy: performance, device_types: {"0000:3b:00.0": shared_direct}}
     vgpu_profiles: {description: vGPU profiles the host offers., type: list, elements: str}
     driver:
-      description: NVIDIA host driver (only with V(driver) in O(gather)); version null when none is installed.
+      description:
+        - NVIDIA host driver (only with V(driver) in O(gather)); version null when none is installed.
+        - C(source) says where it was read. V(host) is the host's installed software packages
+          (C(packages) lists its NVIDIA packages). V(image) is what the desired image of the host's
+          vLCM-managed cluster says, for a host whose compliance shows that it runs the image
+          (C(packages) then lists the image's NVIDIA host driver component).
       type: dict
       returned: when gathered and the host is connected with an NVIDIA GPU
-      sample: {version: 550.90.05, full_version: 550.90.05-1OEM.800.1.0.20613240, packages: []}
+      sample: {version: 550.90.05, full_version: 550.90.05-1OEM.800.1.0.20613240, packages: [], source: host}
     nvidia_module_options: {description: The nvidia kernel module option string., type: str, returned: when gathered}
     scheduler:
       description: vGPU scheduler decoded from RmPVMRL in the module options.
@@ -174,7 +193,8 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_inventory
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Info
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
-from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule, vsphere_argument_spec
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere_rest import VsphereRestClient
 
 ARGUMENT_SPEC = dict(
     cluster=dict(type="str"),
@@ -194,7 +214,13 @@ class GpuHosts(Info):
 
     def read(self):
         p = self.module.params
-        return GpuInventory(self.module.client()).read(cluster=p["cluster"], hosts=p["hosts"], gather=p["gather"])
+        return GpuInventory(self.module.client(), rest=self.rest_session).read(
+            cluster=p["cluster"], hosts=p["hosts"], gather=p["gather"])
+
+    def rest_session(self):
+        """A vSphere Automation API session for image compliance (the inventory closes it)."""
+        p = self.module.params
+        return VsphereRestClient(**dict((name, p[name]) for name in vsphere_argument_spec()))
 
     def result(self, live, plan):
         return dict(hosts=live, clusters=cluster_summary(live))

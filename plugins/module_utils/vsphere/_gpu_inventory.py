@@ -8,13 +8,18 @@ the audit); :func:`host_record` and :func:`cluster_summary` are pure and unit-te
 
 Requests made for one call:
 
-* one retrieval of cluster names (plus one ContainerView create/destroy);
+* one retrieval of cluster names (plus one ContainerView create/destroy), with whether vLCM
+  manages each cluster with a single image (``lifecycleManaged``);
 * one retrieval of hosts and VMs under the chosen scope;
 * one retrieval of the hosts' graphics managers (``graphicsConfig``);
+* with the driver asked for and a REST session offered, for each image-managed cluster with
+  connected GPU hosts in scope: one read of the cluster's image compliance (plus the REST
+  login and logout, once). A host that runs the image (``_vlcm.image_driver``: compliant, no
+  reboot owed, scanned since its last boot) has the image's NVIDIA component as its driver;
 * for each connected host that has an NVIDIA GPU, and only when asked for, one
-  ``FetchSoftwarePackages`` (driver version) and one ``QueryConfiguredModuleOptionString``
-  (scheduler). The vSphere API offers these two only as per-host methods, with no
-  property and no batched form, so they run concurrently.
+  ``FetchSoftwarePackages`` (driver version; not for the hosts the image answered for) and one
+  ``QueryConfiguredModuleOptionString`` (scheduler). The vSphere API offers these two only as
+  per-host methods, with no property and no batched form, so they run concurrently.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -23,7 +28,8 @@ __metaclass__ = type
 
 from concurrent.futures import ThreadPoolExecutor
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi, _nvidia
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi, _nvidia, _vlcm
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vlcm_api import VlcmApi
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import (
     VsphereError,
     VsphereFault,
@@ -55,6 +61,9 @@ HOST_PROPERTIES = HOST_STATE_PROPERTIES + [
     "configManager.kernelModuleSystem",
 ]
 VM_PROPERTIES = ["name", "runtime.host", "runtime.powerState", "config.hardware.device"]
+CLUSTER_PROPERTIES = ["name", "host", "lifecycleManaged"]
+DRIVER_FROM_HOST = "host"
+DRIVER_FROM_IMAGE = "image"
 
 
 def _u16(value):
@@ -108,6 +117,12 @@ def driver_from_packages(packages):
     return None, None, listing
 
 
+def driver_from_image(component, version):
+    """The driver triple of :func:`driver_from_packages` for a host that runs the cluster's image:
+    the image's NVIDIA component stands in the package listing."""
+    return version.short, version.text, [dict(name=component, version=version.text, vendor="NVIDIA")]
+
+
 def vgpu_profiles_of(devices):
     profiles = []
     for dev in devices or []:
@@ -118,10 +133,13 @@ def vgpu_profiles_of(devices):
     return profiles
 
 
-def host_record(host, cluster_name, graphics_config, vms, driver=None, module_options=None, errors=None, state=None):
+def host_record(host, cluster_name, graphics_config, vms, driver=None, module_options=None, errors=None, state=None,
+                driver_source=DRIVER_FROM_HOST):
     """The per-host dict that gpu_host_info returns (pure: takes already-read values).
 
     ``state``: the collection's record on the host (``_esxi.HOST_STATE_FIELD``, parsed).
+    ``driver_source``: where ``driver`` was read, the host's packages (``host``) or the
+    cluster's image compliance (``image``).
     """
     info_by_pci = dict((g.pciId, g) for g in host.get("config.graphicsInfo") or [])
     device_types = {}
@@ -170,7 +188,7 @@ def host_record(host, cluster_name, graphics_config, vms, driver=None, module_op
         )
     if driver is not None:
         short, full, packages = driver
-        record["driver"] = dict(version=short, full_version=full, packages=packages)
+        record["driver"] = dict(version=short, full_version=full, packages=packages, source=driver_source)
     if module_options is not None:
         record["nvidia_module_options"] = module_options
         record["scheduler"] = scheduler_view(module_options)
@@ -218,17 +236,28 @@ def cluster_summary(records):
 class GpuInventory:
     """Reads the GPU inventory through one :class:`VsphereClient`."""
 
-    def __init__(self, client, workers=16):
+    def __init__(self, client, workers=16, rest=None):
+        """``rest``: a function that opens a vSphere Automation API session (closed again at the
+        end of each read), for the drivers of image-managed clusters; without it every driver is
+        read from its host."""
         self.client = client
         self.workers = workers
+        self.rest = rest
 
     def read(self, cluster=None, hosts=None, gather=GATHER_CHOICES):
         gather = set(gather)
-        clusters = self.client.clusters_by_name()
+        image_reads = self.rest is not None and "driver" in gather
+        if image_reads:
+            clusters = dict((c["name"], c) for c in self.client.retrieve({vim.ClusterComputeResource: CLUSTER_PROPERTIES}))
+        else:
+            clusters = self.client.clusters_by_name()
         cluster_of = {}
+        managed = {}
         for name, cl in clusters.items():
             for h in cl.get("host") or []:
                 cluster_of[h._moId] = name
+            if image_reads and cl.get("lifecycleManaged"):
+                managed[name] = cl.moid
         root = None
         if cluster:
             root = self.client.cluster_named(cluster, clusters).obj
@@ -260,18 +289,26 @@ class GpuInventory:
         managers = [m for m in managers if m is not None]
         for gm in self.client.retrieve_objects(managers, ["graphicsConfig"]):
             graphics[gm.moid] = gm.get("graphicsConfig")
-        per_host = self._per_host_calls(host_objs, gather)
+        todo = self._gpu_hosts(host_objs)
+        from_image = self._image_drivers(todo, cluster_of, managed) if managed and todo else {}
+        per_host = self._per_host_calls(todo, gather, from_image)
         records = []
         for h in host_objs:
             gm = h.get("configManager.graphicsManager")
             driver, options, errors = per_host.get(h.moid, (None, None, []))
+            source = DRIVER_FROM_HOST
+            if h.moid in from_image:
+                driver, source = driver_from_image(*from_image[h.moid]), DRIVER_FROM_IMAGE
             vms = sorted(vms_by_host.get(h.moid, []), key=lambda v: v["name"]) if "vms" in gather else None
             state = _esxi.parse_host_state(self.client.custom_value(h.get("customValue"), state_key))
             records.append(host_record(h, cluster_of.get(h.moid), graphics.get(gm._moId) if gm is not None else None,
-                                       vms, driver=driver, module_options=options, errors=errors, state=state))
+                                       vms, driver=driver, module_options=options, errors=errors, state=state,
+                                       driver_source=source))
         return records
 
-    def _per_host_calls(self, host_objs, gather):
+    @staticmethod
+    def _gpu_hosts(host_objs):
+        """The hosts that get per-host reads: connected, with an NVIDIA GPU."""
         todo = []
         for h in host_objs:
             if not any(is_nvidia_gpu(p) for p in h.get("hardware.pciDevice") or []):
@@ -279,13 +316,48 @@ class GpuInventory:
             if str(h.get("runtime.connectionState")) != "connected":
                 continue
             todo.append(h)
+        return todo
+
+    def _image_drivers(self, todo, cluster_of, managed):
+        """{host moid: (component, DriverVersion)} for the hosts that run their cluster's image:
+        one compliance read per image-managed cluster. A cluster whose compliance cannot be read
+        (or a REST session that cannot be opened) leaves its hosts to be read one by one."""
+        wanted = {}
+        for h in todo:
+            name = cluster_of.get(h.moid)
+            if name in managed:
+                wanted.setdefault(managed[name], []).append(h)
+        if not wanted:
+            return {}
+        try:
+            rest = self.rest()
+        except VsphereError:
+            return {}
+        out = {}
+        try:
+            for moid, members in sorted(wanted.items()):
+                try:
+                    answer = VlcmApi(rest, moid).compliance_answer()
+                except VsphereError:
+                    continue
+                for h in members:
+                    found = _vlcm.image_driver(answer, h.moid, reboot_required=bool(h.get("summary.rebootRequired")),
+                                               boot_time=h.get("runtime.bootTime"))
+                    if found is not None:
+                        out[h.moid] = found
+        finally:
+            rest.close()
+        return out
+
+    def _per_host_calls(self, todo, gather, from_image=None):
+        from_image = from_image or {}
         if not todo or not (gather & {"driver", "scheduler"}):
             return {}
 
         def one(h):
             errors = []
             driver = options = None
-            if "driver" in gather:
+            if "driver" in gather and h.moid not in from_image:
                 try:
                     packages = h["configManager.imageConfigManager"].FetchSoftwarePackages()
                     driver = driver_from_packages(packages)
@@ -303,6 +375,10 @@ class GpuInventory:
                     errors.append("nvidia module options: %s" % exc)
             return h.moid, (driver, options, errors)
 
+        if "scheduler" not in gather:
+            todo = [h for h in todo if h.moid not in from_image]
+            if not todo:
+                return {}
         with ThreadPoolExecutor(max_workers=max(1, min(self.workers, len(todo)))) as pool:
             return dict(pool.map(one, todo))
 

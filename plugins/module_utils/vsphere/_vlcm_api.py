@@ -60,9 +60,13 @@ class VlcmApi:
             offered[depot_id] = _vlcm.depot_versions(content, component)
         return depots, offered
 
+    def compliance_answer(self):
+        """The cluster's compliance with its image as vCenter answers it (one request)."""
+        return self.rest.get(self.base + "/compliance") or {}
+
     def compliance(self, host_names, component):
         """{host name: {status, current_version, desired_version}} of the cluster."""
-        return _vlcm.compliance_view(self.rest.get(self.base + "/compliance"), host_names, component)
+        return _vlcm.compliance_view(self.compliance_answer(), host_names, component)
 
     def import_depot(self, location):
         """Import an offline depot (PULL from ``location``) and wait for the task."""

@@ -1,8 +1,16 @@
-"""Pure parts of _gpu_inventory: the driver read from the software packages, the graphics words."""
+"""_gpu_inventory: the driver read from the software packages or the image compliance, the graphics words."""
+from datetime import datetime, timezone
 from types import SimpleNamespace
 
+from pyVmomi import vim
+
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi
-from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_inventory import driver_from_packages, host_record
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_inventory import (
+    GpuInventory,
+    driver_from_packages,
+    host_record,
+)
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import ObjectProps, VsphereError
 
 FULL = "550.90.05-1OEM.800.1.0.20613240"
 
@@ -49,3 +57,128 @@ def test_host_record_speaks_the_collection_graphics_words():
     assert rec["graphics"] == dict(default_type="shared_direct", assignment_policy="performance",
                                    device_types={"0000:3b:00.0": "shared"})
     assert rec["gpus"][0]["graphics_type"] == "shared" and rec["gpus"][0]["active_graphics_type"] == "shared_direct"
+
+
+# --- drivers of image-managed clusters: one compliance read per cluster -----------------------
+
+class Calls(list):
+    pass
+
+
+class FakeImageConfig:
+    def __init__(self, calls, version):
+        self.calls, self.version = calls, version
+
+    def FetchSoftwarePackages(self):  # noqa: N802 (the vSphere method name)
+        self.calls.append("FetchSoftwarePackages")
+        return [pkg("NVD-AIE_ESXi_8.0.0_Driver", self.version)]
+
+
+class FakeClient:
+    """The three retrievals of GpuInventory.read over hosts host-1..host-n of cluster c (domain-c1)."""
+
+    def __init__(self, calls, installed, managed=True, reboot=()):
+        self.calls = calls
+        self.hosts = []
+        for i, version in enumerate(installed, 1):
+            pci = SimpleNamespace(id="0000:3b:00.0", vendorId=0x10DE, classId=0x0302, deviceId=0x2330,
+                                  deviceName="H100")
+            self.hosts.append(ObjectProps(vim.HostSystem("host-%d" % i), {
+                "name": "esx-%02d" % i, "runtime.connectionState": "connected", "hardware.pciDevice": [pci],
+                "runtime.bootTime": datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc),
+                "summary.rebootRequired": i in reboot,
+                "configManager.imageConfigManager": FakeImageConfig(calls, version)}))
+        self.cluster = ObjectProps(vim.ClusterComputeResource("domain-c1"), {
+            "name": "c", "host": [h.obj for h in self.hosts], "lifecycleManaged": managed})
+
+    def clusters_by_name(self):
+        self.calls.append("clusters")
+        return {"c": ObjectProps(self.cluster.obj, {"name": "c", "host": self.cluster["host"]})}
+
+    def retrieve(self, specs, root=None):
+        self.calls.append("retrieve %s" % ",".join(sorted(t.__name__ for t in specs)))
+        if vim.ClusterComputeResource in specs:
+            assert "lifecycleManaged" in specs[vim.ClusterComputeResource]
+            return [self.cluster]
+        return list(self.hosts)
+
+    def retrieve_objects(self, objs, properties):
+        return []
+
+    def custom_field_key(self, name, mo_type):
+        return None
+
+    custom_value = staticmethod(lambda values, key: "")
+
+
+class FakeRest:
+    def __init__(self, calls, answer):
+        self.calls, self.answer, self.closed = calls, answer, False
+
+    def get(self, path, params=None):
+        self.calls.append("GET " + path)
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+    def close(self):
+        self.closed = True
+
+
+OLD = "550.54.10-1OEM.800.1.0.20613240"
+
+
+def compliance(statuses):
+    hosts = {}
+    for i, (status, current) in enumerate(statuses, 1):
+        hosts["host-%d" % i] = {"status": status, "scan_time": "2026-11-30T13:00:00.000Z", "components": {
+            "NVD-AIE-800": {"status": "COMPLIANT" if current == FULL else "NON_COMPLIANT",
+                            "current_version": current, "target_version": FULL}}}
+    return {"hosts": hosts}
+
+
+def read(installed, answer, managed=True, reboot=(), gather=("driver",)):
+    calls = Calls()
+    rest = FakeRest(calls, answer)
+    client = FakeClient(calls, installed, managed=managed, reboot=reboot)
+    records = GpuInventory(client, rest=lambda: rest).read(gather=gather)
+    return dict((r["name"], r) for r in records), calls, rest
+
+
+def test_a_compliant_cluster_is_read_with_one_compliance_call():
+    hosts, calls, rest = read([FULL] * 3, compliance([("COMPLIANT", FULL)] * 3))
+    assert calls.count("GET /api/esx/settings/clusters/domain-c1/software/compliance") == 1
+    assert "FetchSoftwarePackages" not in calls and rest.closed
+    for rec in hosts.values():
+        assert rec["driver"]["source"] == "image"
+        assert (rec["driver"]["version"], rec["driver"]["full_version"]) == ("550.90.05", FULL)
+        assert rec["driver"]["packages"] == [dict(name="NVD-AIE-800", version=FULL, vendor="NVIDIA")]
+
+
+def test_hosts_that_do_not_run_the_image_are_read_one_by_one():
+    # esx-02 has drifted, esx-03 is compliant but owes a reboot (staged, not running)
+    hosts, calls, _rest = read([FULL, OLD, FULL], compliance([("COMPLIANT", FULL), ("NON_COMPLIANT", OLD),
+                                                              ("COMPLIANT", FULL)]), reboot=(3,))
+    assert calls.count("FetchSoftwarePackages") == 2
+    assert hosts["esx-01"]["driver"]["source"] == "image"
+    assert hosts["esx-02"]["driver"] == dict(version="550.54.10", full_version=OLD, source="host", packages=[
+        dict(name="NVD-AIE_ESXi_8.0.0_Driver", version=OLD, vendor="NVIDIA")])
+    assert hosts["esx-03"]["driver"]["source"] == "host"
+
+
+def test_baseline_clusters_and_unreadable_compliance_read_every_host():
+    hosts, calls, _rest = read([FULL] * 2, compliance([("COMPLIANT", FULL)] * 2), managed=False)
+    assert calls.count("FetchSoftwarePackages") == 2 and not any(c.startswith("GET") for c in calls)
+    assert {r["driver"]["source"] for r in hosts.values()} == {"host"}
+    hosts, calls, rest = read([FULL] * 2, VsphereError("HTTP 503"))
+    assert calls.count("FetchSoftwarePackages") == 2 and rest.closed
+    assert {r["driver"]["source"] for r in hosts.values()} == {"host"}
+
+
+def test_without_the_driver_or_a_rest_session_nothing_changes():
+    hosts, calls, _rest = read([FULL] * 2, compliance([("COMPLIANT", FULL)] * 2), gather=())
+    assert calls == ["clusters", "retrieve vim.HostSystem"] and all("driver" not in r for r in hosts.values())
+    calls = Calls()
+    records = GpuInventory(FakeClient(calls, [FULL])).read(gather=("driver",))
+    assert records[0]["driver"]["source"] == "host"
+    assert calls == ["clusters", "retrieve vim.HostSystem", "FetchSoftwarePackages"]
