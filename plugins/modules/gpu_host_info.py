@@ -193,8 +193,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_inventory
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Info
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
-from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule, vsphere_argument_spec
-from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere_rest import VsphereRestClient
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
 
 ARGUMENT_SPEC = dict(
     cluster=dict(type="str"),
@@ -214,13 +213,9 @@ class GpuHosts(Info):
 
     def read(self):
         p = self.module.params
-        return GpuInventory(self.module.client(), rest=self.rest_session).read(
+        # image compliance of vLCM-managed clusters is read on a session of its own (the inventory closes it)
+        return GpuInventory(self.module.client(), rest=self.module.open_rest_session).read(
             cluster=p["cluster"], hosts=p["hosts"], gather=p["gather"])
-
-    def rest_session(self):
-        """A vSphere Automation API session for image compliance (the inventory closes it)."""
-        p = self.module.params
-        return VsphereRestClient(**dict((name, p[name]) for name in vsphere_argument_spec()))
 
     def result(self, live, plan):
         return dict(hosts=live, clusters=cluster_summary(live))

@@ -217,9 +217,10 @@ class LinkError(Exception):
 # --- readers: I/O only, plain data out ---------------------------------------------------------
 
 
-def read_esxi(client):
-    """(host records, DRS state per cluster): the GPU inventory and one retrieval of configurationEx."""
-    hosts = GpuInventory(client).read()
+def read_esxi(client, rest=None):
+    """(host records, DRS state per cluster): the GPU inventory (the drivers of image-managed clusters
+    from their image compliance, on a session ``rest()`` opens) and one retrieval of configurationEx."""
+    hosts = GpuInventory(client, rest=rest).read()
     drs = {}
     for item in client.retrieve({vim.ClusterComputeResource: ["name", "configurationEx"]}):
         config = item.get("configurationEx")
@@ -506,7 +507,7 @@ def audit_link(module, link, derived):
     """The findings of one link: its live state read, judged by the link's comparator."""
     p = module.params
     if link == "esxi":
-        hosts, drs = read_esxi(module.client())
+        hosts, drs = read_esxi(module.client(), rest=module.open_rest_session)
         return _audit.audit_esxi(derived, hosts, drs)
     if link == "vsphere":
         return _audit.audit_vsphere(derived, **read_vsphere(module.rest_client(), derived))

@@ -72,6 +72,10 @@ class VsphereModule(AnsibleModule):
                 self.fail_json(msg="Unable to connect to the vSphere API: %s" % exc)
         return self._rest
 
+    def open_rest_session(self):
+        """A new vSphere Automation API session that the caller closes (rest_client() is the run's shared one)."""
+        return VsphereRestClient(**self._connection_args())
+
     def client(self):
         """The session of this module run (logged in on first use)."""
         if self._client is None:
