@@ -37,6 +37,7 @@ SLOW_FIRST = (
     "tests/integration/test_site_chain.py",
     "tests/integration/test_esxi_gpu_host_role.py",
     "tests/integration/test_gpu_pool_audit.py",
+    "tests/integration/test_roll_with_vgpu_vms.py",
     "tests/integration/k8s/test_fidelity.py",
 )
 
