@@ -1,0 +1,296 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Cordon, drain and restore guest nodes (client layer: knows nothing of Ansible).
+
+Every call goes through the fault boundary of ``_k8s.K8sClient`` (request timeout, bounded
+retries, one error type). A node the collection cordons carries the annotation
+``gpupool.vcf/cordoned-by``: a rerun finds it and resumes, and ``uncordon`` leaves alone a node
+an administrator cordoned. Pods leave through the Eviction API (policy/v1), so
+PodDisruptionBudgets are respected; a budget that refuses is retried within a bounded time and
+then named. Every failure is a ``DrainError`` that says what was left (nodes cordoned, pods
+evicted so far) and that a rerun resumes. What to evict is decided by ``pure._drain``.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import re
+import time
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient, K8sError
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._drain import pdbs_of_pod
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._retry import seconds
+
+CORDONED_BY = "gpupool.vcf/cordoned-by"
+OWNER = "gpupool.vcf"
+BUDGET_TIMEOUT = 120
+POLL = 1.0
+_BUDGET_CAUSE = re.compile(r"disruption budget (\S+)", re.IGNORECASE)
+
+
+class DrainError(K8sError):
+    """A drain step failed; the message ends with what was left and that a rerun resumes."""
+
+
+class _Refused(K8sError):
+    """An eviction the API refused with 429 (a PodDisruptionBudget, or throttling): retried by
+    DrainApi.evict within its budget time, not by the boundary."""
+
+
+def _body(exc):
+    body = getattr(exc, "body", None)
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    try:
+        return json.loads(body) or {}
+    except (TypeError, ValueError):
+        return {}
+
+
+def _budget_names(exc):
+    """PodDisruptionBudget names in a 429 eviction answer (its causes), else []."""
+    body = _body(exc)
+    texts = [c.get("message") or "" for c in ((body.get("details") or {}).get("causes") or [])]
+    texts.append(body.get("message") or "")
+    names = []
+    for text in texts:
+        for name in _BUDGET_CAUSE.findall(text):
+            if name not in names:
+                names.append(name)
+    return names
+
+
+def pod_key(pod):
+    return "%s/%s" % (pod["namespace"], pod["name"])
+
+
+class DrainApi(object):
+    """The guest cluster's nodes and pods, as a drain needs them.
+
+    `params`: the auth options (or `k8s`, a K8sClient). `owner`: the value of the cordoned-by
+    annotation this run writes. `cordoned` and `evicted` record what this object did, for the
+    messages of its failures.
+    """
+
+    def __init__(self, params=None, k8s=None, owner=OWNER, sleep=time.sleep, clock=time.monotonic, poll=POLL):
+        self.k8s = k8s if k8s is not None else K8sClient(params)
+        self.owner = owner
+        self.sleep = sleep
+        self.clock = clock
+        self.poll = poll
+        self.cordoned = []
+        self.evicted = []
+        self._core = None
+        self._policy = None
+
+    # --- the kubernetes API objects (imported late: the module imports without the library)
+
+    def core(self):
+        if self._core is None:
+            from kubernetes import client
+            self._core = client.CoreV1Api(self.k8s.api)
+        return self._core
+
+    def policy(self):
+        if self._policy is None:
+            from kubernetes import client
+            self._policy = client.PolicyV1Api(self.k8s.api)
+        return self._policy
+
+    def _plain(self, obj):
+        return self.k8s.api.sanitize_for_serialization(obj)
+
+    # --- what was left
+
+    def left(self):
+        """The sentence every failure ends with."""
+        parts = ["nodes cordoned: %s" % (", ".join(self.cordoned) or "none"),
+                 "pods evicted so far: %s" % (", ".join(self.evicted) or "none")]
+        return "; ".join(parts) + "; a rerun resumes from there"
+
+    def _fail(self, msg, err=None):
+        kwargs = {}
+        if err is not None:
+            kwargs = dict(status=err.status, kind=err.kind, attempts=err.attempts, reason=err.reason)
+        return DrainError("%s (left: %s)" % (msg, self.left()), **kwargs)
+
+    # --- reads
+
+    def read_node(self, name):
+        """The Node as a dict; DrainError when it cannot be read."""
+        try:
+            return self._plain(self.k8s.call(self.core().read_node, name))
+        except K8sError as exc:
+            raise self._fail("cannot read node %s: %s" % (name, exc), exc)
+
+    def list_nodes(self):
+        try:
+            return self._plain(self.k8s.call(self.core().list_node)).get("items") or []
+        except K8sError as exc:
+            raise self._fail("cannot list the nodes: %s" % exc, exc)
+
+    def pods_on(self, node):
+        """Every pod bound to `node`, as dicts."""
+        try:
+            got = self.k8s.call(self.core().list_pod_for_all_namespaces, field_selector="spec.nodeName=%s" % node)
+        except K8sError as exc:
+            raise self._fail("cannot list the pods of node %s: %s" % (node, exc), exc)
+        return self._plain(got).get("items") or []
+
+    def list_pdbs(self):
+        """Every PodDisruptionBudget with its status, as dicts."""
+        try:
+            got = self.k8s.call(self.policy().list_pod_disruption_budget_for_all_namespaces)
+        except K8sError as exc:
+            raise self._fail("cannot list the PodDisruptionBudgets: %s" % exc, exc)
+        return self._plain(got).get("items") or []
+
+    # --- cordon and uncordon
+
+    def _patch_node(self, node, patch):
+        # the resourceVersion read makes the patch a precondition: a repeat or a concurrent
+        # change gets 409 instead of applying over someone else's cordon
+        try:
+            self.k8s.call(self.core().patch_node, node, patch)
+        except K8sError as exc:
+            raise self._fail("cannot patch node %s: %s" % (node, exc), exc)
+
+    def cordon(self, node):
+        """Mark `node` unschedulable and record that the collection did.
+
+        Returns ``cordoned`` (done now), ``ours`` (cordoned by an earlier run: resumed) or
+        ``administrator`` (cordoned by someone else: left as it is, and never uncordoned here).
+        """
+        obj = self.read_node(node)
+        meta = obj.get("metadata") or {}
+        mark = (meta.get("annotations") or {}).get(CORDONED_BY)
+        if (obj.get("spec") or {}).get("unschedulable"):
+            if mark:
+                self._remember(node)
+                return "ours"
+            return "administrator"
+        self._patch_node(node, {"metadata": {"resourceVersion": meta.get("resourceVersion"),
+                                             "annotations": {CORDONED_BY: self.owner}},
+                                "spec": {"unschedulable": True}})
+        self._remember(node)
+        return "cordoned"
+
+    def _remember(self, node):
+        if node not in self.cordoned:
+            self.cordoned.append(node)
+
+    def uncordon(self, node):
+        """Make `node` schedulable again if the collection cordoned it.
+
+        Returns ``uncordoned``, ``not_ours`` (cordoned by someone else: left cordoned) or
+        ``schedulable`` (nothing to do; a stale mark is removed).
+        """
+        obj = self.read_node(node)
+        meta = obj.get("metadata") or {}
+        mark = (meta.get("annotations") or {}).get(CORDONED_BY)
+        cordoned = bool((obj.get("spec") or {}).get("unschedulable"))
+        if cordoned and not mark:
+            return "not_ours"
+        if mark:
+            patch = {"metadata": {"resourceVersion": meta.get("resourceVersion"), "annotations": {CORDONED_BY: None}}}
+            if cordoned:
+                patch["spec"] = {"unschedulable": False}
+            self._patch_node(node, patch)
+        if node in self.cordoned:
+            self.cordoned.remove(node)
+        return "uncordoned" if cordoned else "schedulable"
+
+    # --- evict and wait
+
+    def _post_eviction(self, pod):
+        from kubernetes import client
+        body = client.V1Eviction(metadata=client.V1ObjectMeta(name=pod["name"], namespace=pod["namespace"]))
+        try:
+            return self.core().create_namespaced_pod_eviction(pod["name"], pod["namespace"], body)
+        except Exception as exc:  # only a 429 is taken out of the boundary's retries
+            if getattr(exc, "status", None) == 429:
+                err = _Refused(str(getattr(exc, "reason", None) or "429"), kind="refused_by_budget")
+                err.budgets = _budget_names(exc)
+                raise err
+            raise
+
+    def evict(self, pod, budget_timeout=BUDGET_TIMEOUT):
+        """Evict `pod` ({"namespace", "name"}) through the Eviction API.
+
+        Returns ``evicted`` or ``gone`` (no such pod: evicted by an earlier run). A 429 (a
+        PodDisruptionBudget allows no disruption now) is retried until `budget_timeout` seconds
+        have passed, then raised naming the budget.
+        """
+        end = self.clock() + budget_timeout
+        while True:
+            try:
+                self.k8s.call(self._post_eviction, pod)
+            except _Refused as exc:
+                if self.clock() < end:
+                    self.sleep(max(0, min(self.poll, end - self.clock())))
+                    continue
+                budgets = exc.budgets or self._budgets_of(pod)
+                raise self._fail("pod %s was not evicted within %s s: %s" % (
+                    pod_key(pod), seconds(budget_timeout),
+                    ("PodDisruptionBudget %s allows no disruption" % ", ".join(budgets)) if budgets
+                    else "the API server kept answering 429 Too Many Requests"), exc)
+            except K8sError as exc:
+                if exc.status == 404:
+                    return "gone"
+                raise self._fail("cannot evict pod %s: %s" % (pod_key(pod), exc), exc)
+            if pod_key(pod) not in self.evicted:
+                self.evicted.append(pod_key(pod))
+            return "evicted"
+
+    def _budgets_of(self, pod):
+        try:
+            obj = self._plain(self.k8s.call(self.core().read_namespaced_pod, pod["name"], pod["namespace"]))
+            pdbs = self._plain(self.k8s.call(self.policy().list_namespaced_pod_disruption_budget,
+                                             pod["namespace"])).get("items") or []
+        except K8sError:
+            return []
+        return sorted(b["metadata"]["name"] for b in pdbs_of_pod(obj, pdbs))
+
+    def _still_there(self, pod):
+        try:
+            obj = self.k8s.call(self.core().read_namespaced_pod, pod["name"], pod["namespace"])
+        except K8sError as exc:
+            if exc.status == 404:
+                return False
+            raise self._fail("cannot read pod %s: %s" % (pod_key(pod), exc), exc)
+        # a pod of the same name with another uid (a StatefulSet's replacement) is a new pod
+        return not pod.get("uid") or obj.metadata.uid == pod["uid"]
+
+    def wait_gone(self, pods, timeout):
+        """Wait until every pod of `pods` ({"namespace", "name", "uid" optional}) is gone;
+        DrainError naming those left after `timeout` seconds."""
+        end = self.clock() + timeout
+        waiting = list(pods)
+        while True:
+            waiting = [p for p in waiting if self._still_there(p)]
+            if not waiting:
+                return
+            if self.clock() >= end:
+                raise self._fail("%d pods still there after %s s: %s" % (
+                    len(waiting), seconds(timeout), ", ".join(pod_key(p) for p in waiting)))
+            self.sleep(max(0, min(self.poll, end - self.clock())))
+
+    def wait_ready(self, node, timeout):
+        """Wait until `node` reports Ready; DrainError with its last Ready condition after `timeout` s."""
+        end = self.clock() + timeout
+        while True:
+            obj = self.read_node(node)
+            cond = [c for c in ((obj.get("status") or {}).get("conditions") or []) if c.get("type") == "Ready"]
+            if cond and cond[0].get("status") == "True":
+                return
+            if self.clock() >= end:
+                last = ("Ready %s (%s)" % (cond[0].get("status"), cond[0].get("reason") or cond[0].get("message")
+                                           or "no reason")) if cond else "no Ready condition"
+                raise self._fail("node %s is not Ready after %s s: %s" % (node, seconds(timeout), last))
+            self.sleep(max(0, min(self.poll, end - self.clock())))
+
+
+__all__ = ["CORDONED_BY", "DrainApi", "DrainError", "pod_key"]
