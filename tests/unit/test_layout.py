@@ -90,3 +90,12 @@ def test_the_rule_can_fail():
     assert "mu:vsphere/_vsphere" in imports("vsphere/_esxi_host")
     assert "pyVmomi" in imports("vsphere/_vsphere")
     assert "mu:pure/_esxi" in imports("vsphere/_esxi_host")
+
+
+def test_test_file_names_are_unique():
+    """pytest imports test files by their base name (rootdir import mode): two files of one name
+    in different folders make the second one fail to collect."""
+    names = {}
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        names.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert [paths for paths in names.values() if len(paths) > 1] == []

@@ -6,8 +6,11 @@ nothing lost."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
+import pathlib
 import socket
+import tempfile
 import time
 
 import pytest
@@ -96,13 +99,25 @@ def test_503_twice_on_the_cluster_read_is_survived(k8s_rig, k8s_api, k8s_namespa
     converged(proxy.env, args(k8s_namespace, "c503"), k8s_api, k8s_namespace, "c503")
 
 
+def forget_discovery(kubeconfig):
+    """The kubernetes client keeps API discovery per server URL in a file of the temp folder
+    (``osrcp-<md5 of the URL>.json``); a proxy port an earlier run used would skip discovery."""
+    server = yaml.safe_load(pathlib.Path(kubeconfig).read_text())["clusters"][0]["cluster"]["server"]
+    name = "osrcp-%s.json" % hashlib.md5(server.encode("utf-8"), usedforsecurity=False).hexdigest()
+    path = pathlib.Path(tempfile.gettempdir(), name)
+    path.unlink(missing_ok=True)
+    return path
+
+
 def test_503_twice_during_api_discovery_is_survived(k8s_rig, k8s_api, k8s_namespace, proxy):
     _create(k8s_api, k8s_namespace, "disco")
-    # fault: the first requests of the run - API discovery of a server the client has not seen (a new proxy port)
+    # fault: the first requests of the run - API discovery of a server the client has not seen
+    cache = forget_discovery(proxy.kubeconfig)
     proxy.fail(r"^/apis$", status=503, times=2)
     res = run(args(k8s_namespace, "disco"), proxy.env)[0]
     assert res.get("changed") is True, res
     assert proxy.count("GET", r"^/apis$") >= 3
+    assert cache.exists()  # the run wrote the cache this test removed: the name is the client's
 
 
 def test_stalled_cluster_read_fails_within_the_timeout_then_rerun_converges(k8s_rig, k8s_api, k8s_namespace, proxy):
