@@ -217,6 +217,16 @@ class DrainApi(object):
                 raise err
             raise
 
+    def _until(self, check, timeout):
+        """Call ``check()`` until it returns ``(True, value)`` or `timeout` seconds have passed,
+        polling every ``self.poll`` seconds; return its last ``(done, value)``."""
+        end = self.clock() + timeout
+        while True:
+            done, value = check()
+            if done or self.clock() >= end:
+                return done, value
+            self.sleep(max(0, min(self.poll, end - self.clock())))
+
     def evict(self, pod, budget_timeout=BUDGET_TIMEOUT):
         """Evict `pod` ({"namespace", "name"}) through the Eviction API.
 
@@ -224,26 +234,27 @@ class DrainApi(object):
         PodDisruptionBudget allows no disruption now) is retried until `budget_timeout` seconds
         have passed, then raised naming the budget.
         """
-        end = self.clock() + budget_timeout
-        while True:
+        def attempt():
             try:
                 self.k8s.call(self._post_eviction, pod)
             except _Refused as exc:
-                if self.clock() < end:
-                    self.sleep(max(0, min(self.poll, end - self.clock())))
-                    continue
-                budgets = exc.budgets or self._budgets_of(pod)
-                raise self._fail("pod %s was not evicted within %s s: %s" % (
-                    pod_key(pod), seconds(budget_timeout),
-                    ("PodDisruptionBudget %s allows no disruption" % ", ".join(budgets)) if budgets
-                    else "the API server kept answering 429 Too Many Requests"), exc)
+                return False, exc
             except K8sError as exc:
                 if exc.status == 404:
-                    return "gone"
+                    return True, "gone"
                 raise self._fail("cannot evict pod %s: %s" % (pod_key(pod), exc), exc)
-            if pod_key(pod) not in self.evicted:
-                self.evicted.append(pod_key(pod))
-            return "evicted"
+            return True, "evicted"
+
+        done, outcome = self._until(attempt, budget_timeout)
+        if not done:
+            budgets = outcome.budgets or self._budgets_of(pod)
+            raise self._fail("pod %s was not evicted within %s s: %s" % (
+                pod_key(pod), seconds(budget_timeout),
+                ("PodDisruptionBudget %s allows no disruption" % ", ".join(budgets)) if budgets
+                else "the API server kept answering 429 Too Many Requests"), outcome)
+        if outcome == "evicted" and pod_key(pod) not in self.evicted:
+            self.evicted.append(pod_key(pod))
+        return outcome
 
     def _budgets_of(self, pod):
         try:
@@ -267,30 +278,28 @@ class DrainApi(object):
     def wait_gone(self, pods, timeout):
         """Wait until every pod of `pods` ({"namespace", "name", "uid" optional}) is gone;
         DrainError naming those left after `timeout` seconds."""
-        end = self.clock() + timeout
         waiting = list(pods)
-        while True:
-            waiting = [p for p in waiting if self._still_there(p)]
-            if not waiting:
-                return
-            if self.clock() >= end:
-                raise self._fail("%d pods still there after %s s: %s" % (
-                    len(waiting), seconds(timeout), ", ".join(pod_key(p) for p in waiting)))
-            self.sleep(max(0, min(self.poll, end - self.clock())))
+
+        def gone():
+            waiting[:] = [p for p in waiting if self._still_there(p)]
+            return not waiting, waiting
+
+        if not self._until(gone, timeout)[0]:
+            raise self._fail("%d pods still there after %s s: %s" % (
+                len(waiting), seconds(timeout), ", ".join(pod_key(p) for p in waiting)))
 
     def wait_ready(self, node, timeout):
         """Wait until `node` reports Ready; DrainError with its last Ready condition after `timeout` s."""
-        end = self.clock() + timeout
-        while True:
+        def ready():
             obj = self.read_node(node)
             cond = [c for c in ((obj.get("status") or {}).get("conditions") or []) if c.get("type") == "Ready"]
-            if cond and cond[0].get("status") == "True":
-                return
-            if self.clock() >= end:
-                last = ("Ready %s (%s)" % (cond[0].get("status"), cond[0].get("reason") or cond[0].get("message")
-                                           or "no reason")) if cond else "no Ready condition"
-                raise self._fail("node %s is not Ready after %s s: %s" % (node, seconds(timeout), last))
-            self.sleep(max(0, min(self.poll, end - self.clock())))
+            return bool(cond) and cond[0].get("status") == "True", cond
+
+        done, cond = self._until(ready, timeout)
+        if not done:
+            last = ("Ready %s (%s)" % (cond[0].get("status"), cond[0].get("reason") or cond[0].get("message")
+                                       or "no reason")) if cond else "no Ready condition"
+            raise self._fail("node %s is not Ready after %s s: %s" % (node, seconds(timeout), last))
 
 
 __all__ = ["CORDONED_BY", "DrainApi", "DrainError", "pod_key"]
