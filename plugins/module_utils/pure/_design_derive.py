@@ -18,6 +18,7 @@ from collections import OrderedDict
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_capacity import (
     Context,
     pool_gpus,
+    protected,
     roll_min_gpus,
 )
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import DesignError, errors
@@ -70,8 +71,17 @@ def _derive_esxi(ctx):
             ("rmpvmrl", format_rmpvmrl(encode_scheduler(scheduler["policy"], scheduler["time_slice_ms"]))),
             ("mig_mode", "enabled" if uses_mig else "disabled"),
             ("min_gpus", roll_min_gpus(ctx, cluster)),
+            ("protected_priority_classes", protected_priority_classes(ctx, cluster["name"])),
         ])
     return OrderedDict([("clusters", clusters)])
+
+
+def protected_priority_classes(ctx, cluster_name):
+    """The PriorityClasses of the cluster's protected pools (inference and pools nothing preempts):
+    a host roll's drain must find room for their pods elsewhere before it evicts them."""
+    keep = protected(ctx)
+    return sorted(set(p["priority"] for p in ctx.d["pools"]
+                      if p["cluster"] == cluster_name and keep(p) and p.get("priority")))
 
 
 def _access(entries):
@@ -186,6 +196,7 @@ def _esxi_role(esxi):
             ("esxi_gpu_host_assignment_policy", c["assignment_policy"]),
             ("esxi_gpu_host_scheduler", c["scheduler"]),
             ("esxi_gpu_host_min_gpus", c["min_gpus"]),
+            ("esxi_gpu_host_protected_priority_classes", c["protected_priority_classes"]),
         ])
     return out
 

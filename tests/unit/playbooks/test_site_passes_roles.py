@@ -16,6 +16,7 @@ FROM_THE_RUN = {
     "gpu_operator_chart_ref": "the chart to install (gpupool_gpu_operator_chart)",
     "gpu_operator_upgrade_crd": "whether the chart's CRDs are upgraded (gpupool_gpu_operator_upgrade_crd)",
     "nls_licensing_token_src": "the client token this run fetched from the DLS appliance",
+    "esxi_gpu_host_guest_kubeconfigs": "the guest cluster whose nodes a host roll drains (gpupool_guest_kubeconfig)",
 }
 # a derived variable the run may override, and with what
 OVERRIDDEN = {"gpu_operator_licensing_secret_name": "hostvars['localhost'].gpupool_licensing_secret"}
