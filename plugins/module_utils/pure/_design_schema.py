@@ -304,6 +304,21 @@ DESIGN_SCHEMA = {
                         "cohort": {"type": "str", "default": "gpupool", "description": "Cohort of the ClusterQueues."},
                         "wait_for_pods_ready_timeout": {"type": "str", "default": "10m",
                                                         "description": "waitForPodsReady timeout (gang)."},
+                        "preemption": {
+                            "type": "dict", "default": {},
+                            "description": "Preemption of the training ClusterQueues (their spec.preemption).",
+                            "options": {
+                                "within_cluster_queue": {
+                                    "type": "str", "default": "LowerPriority",
+                                    "choices": ["Never", "LowerPriority", "LowerOrNewerEqualPriority"],
+                                    "description": "A pending job may evict jobs of its own queue (pool) of "
+                                                   "lower priority."},
+                                "reclaim_within_cohort": {
+                                    "type": "str", "default": "Any", "choices": ["Never", "LowerPriority", "Any"],
+                                    "description": "A pending job may evict jobs of other queues of the cohort "
+                                                   "that borrowed its queue's quota."},
+                            },
+                        },
                     },
                 },
             },
