@@ -272,43 +272,56 @@ def _tenant_quotas(ctx, tenant, strategy):
     return quotas
 
 
+def _kueue_queue(ctx, pool, strategy):
+    """The Kueue queue of one gang-scheduled pool: flavor and ClusterQueue ``gpupool-<pool>`` on the
+    pool's nodes (its pool label and taints), the pool's size as quota, a LocalQueue ``<pool>`` in
+    every tenant namespace with quota on the pool."""
+    d = ctx.d
+    replicas = pool["node_pool"]["replicas"]
+    resources = OrderedDict([
+        ("cpu", replicas * pool["vm_class"]["cpu"]),
+        ("memory", "%dGi" % (replicas * pool["vm_class"]["memory_gb"])),
+        (gpu_resource(pool, strategy, d["guest"]["rename_shared"]), pool_gpus(pool)),
+    ])
+    return OrderedDict([
+        ("name", "gpupool-%s" % pool["name"]),
+        ("local_queue", pool["name"]),
+        ("namespaces", [t["namespace"] for t in d["tenants"] if t["gpu_quota"].get(pool["name"], 0) > 0]),
+        ("node_labels", OrderedDict([(POOL_LABEL, pool["name"])])),
+        ("tolerations", _tolerations(pool)),
+        ("resources", resources),
+    ])
+
+
 def _policy_role(ctx):
-    """gpu_scheduling_policy's variables: PriorityClasses, tenants with their quotas, and the
-    Kueue queue of the first gang-scheduled training pool (the role keeps one training queue)."""
+    """gpu_scheduling_policy's variables: PriorityClasses, tenants with their quotas, and a Kueue
+    queue per gang-scheduled training pool, with the design's cohort, preemption and
+    waitForPodsReady timeout (set in Kueue's configuration when a pool is gang-scheduled)."""
     d = ctx.d
     strategy = _mig_strategy(d)
     gang = [p for p in d["pools"] if p["shape"] == "training" and p["training"]["gang_scheduling"]]
-    training = set(t["namespace"] for t in d["tenants"] for p in gang if t["gpu_quota"].get(p["name"], 0) > 0)
+    queues = [_kueue_queue(ctx, p, strategy) for p in gang]
+    training = set(ns for q in queues for ns in q["namespaces"])
     tenants = [OrderedDict([
         ("namespace", t["namespace"]),
         ("labels", OrderedDict(MANAGED_BY, **{"gpupool.vcf/design": d["name"]})),
         ("training", t["namespace"] in training),
         ("quotas", _tenant_quotas(ctx, t, strategy)),
     ]) for t in d["tenants"]]
-    policy = OrderedDict([
+    kueue = d["guest"]["kueue"]
+    return OrderedDict([
         ("gpu_scheduling_policy_priority_classes", [OrderedDict([
             ("name", name), ("value", p["value"]), ("preemption_policy", p["preemption_policy"]),
             ("description", p["description"] or name)]) for name, p in d["priorities"].items()]),
         ("gpu_scheduling_policy_tenants", tenants),
         ("gpu_scheduling_policy_kueue", bool(gang)),
+        ("gpu_scheduling_policy_kueue_queues", queues),
+        ("gpu_scheduling_policy_kueue_cohort", kueue["cohort"] if gang else ""),
+        ("gpu_scheduling_policy_kueue_preemption", OrderedDict(
+            (k, kueue["preemption"][k]) for k in ("within_cluster_queue", "reclaim_within_cohort"))),
+        ("gpu_scheduling_policy_kueue_wait_for_pods_ready_timeout",
+         kueue["wait_for_pods_ready_timeout"] if gang else ""),
     ])
-    pool = gang[0] if gang else None
-    queue = "gpupool-%s" % pool["name"] if pool else ""
-    resources = OrderedDict()
-    if pool:
-        replicas = pool["node_pool"]["replicas"]
-        resources["cpu"] = replicas * pool["vm_class"]["cpu"]
-        resources["memory"] = "%dGi" % (replicas * pool["vm_class"]["memory_gb"])
-        resources[gpu_resource(pool, strategy, d["guest"]["rename_shared"])] = pool_gpus(pool)
-    policy.update([
-        ("gpu_scheduling_policy_training_flavor", queue),
-        ("gpu_scheduling_policy_training_cluster_queue", queue),
-        ("gpu_scheduling_policy_training_local_queue", pool["name"] if pool else ""),
-        ("gpu_scheduling_policy_training_node_labels", OrderedDict([(POOL_LABEL, pool["name"])]) if pool else {}),
-        ("gpu_scheduling_policy_training_tolerations", _tolerations(pool) if pool else []),
-        ("gpu_scheduling_policy_training_resources", resources),
-    ])
-    return policy
 
 
 def derive(design):
