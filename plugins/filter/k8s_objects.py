@@ -45,6 +45,24 @@ def cluster_policy_spec(inputs):
     return _built("cluster_policy_spec", _k8s_objects.cluster_policy_spec, _inputs("gpu_operator", inputs))
 
 
+def guest_driver_refusal(inputs):
+    return _built("guest_driver_refusal", _k8s_objects.missing_guest_driver, _inputs("gpu_operator", inputs)) or ""
+
+
+def mig_strategy_change(inputs, live_spec):
+    if live_spec is not None and not isinstance(live_spec, dict):
+        raise AnsibleFilterError("mig_strategy_change: the live ClusterPolicy spec must be a mapping or None, not %r"
+                                 % (live_spec,))
+    return list(_built("mig_strategy_change", _k8s_objects.mig_strategy_change, _inputs("gpu_operator", inputs),
+                       live_spec) or [])
+
+
+def gpu_workloads(objects):
+    if not isinstance(objects, list) or not all(isinstance(o, dict) for o in objects):
+        raise AnsibleFilterError("gpu_workloads: give a list of Kubernetes objects, not %r" % (objects,))
+    return _built("gpu_workloads", _k8s_objects.gpu_workloads, objects)
+
+
 def tenant_namespace(tenant, created=False):
     if not isinstance(tenant, dict) or "namespace" not in tenant:
         raise AnsibleFilterError("tenant_namespace: a tenant must be a mapping with a namespace, not %r" % (tenant,))
@@ -66,6 +84,9 @@ class FilterModule(object):
             "vks_node_pools": vks_node_pools,
             "device_plugin_config_map": device_plugin_config_map,
             "cluster_policy_spec": cluster_policy_spec,
+            "guest_driver_refusal": guest_driver_refusal,
+            "mig_strategy_change": mig_strategy_change,
+            "gpu_workloads": gpu_workloads,
             "tenant_namespace": tenant_namespace,
             "kueue_manifests": kueue_manifests,
             "notebook_culler_manifests": notebook_culler_manifests,

@@ -236,11 +236,25 @@ def _time_slicing(d):
     return out
 
 
+# the gpu_operator role's driver image without a guest driver in the design (its defaults): with
+# an empty version the role refuses to install the operator in a vGPU guest
+NO_GUEST_DRIVER = OrderedDict([("repository", "nvcr.io/nvidia"), ("image", "driver"), ("version", ""),
+                               ("pull_secret", None)])
+
+
 def _guest_roles(d):
     guest, licensing = d["guest"], d["guest"]["licensing"]
+    driver = guest["driver"] or NO_GUEST_DRIVER
     gpu_operator = OrderedDict([
         ("gpu_operator_namespace", guest["operator_namespace"]),
+        # every node VM of a design holds vGPUs: the guest driver, never the data-center one
+        ("gpu_operator_vgpu_guest", True),
+        ("gpu_operator_driver_repository", driver["repository"]),
+        ("gpu_operator_driver_image", driver["image"]),
+        ("gpu_operator_driver_version", driver["version"]),
+        ("gpu_operator_driver_pull_secrets", [driver["pull_secret"]] if driver["pull_secret"] else []),
         ("gpu_operator_mig_strategy", _mig_strategy(d)),
+        ("gpu_operator_allow_mig_strategy_change", guest["allow_mig_strategy_change"]),
         ("gpu_operator_mig_manager_enabled", False),
         ("gpu_operator_time_slicing", _time_slicing(d)),
         ("gpu_operator_device_plugin_config_name", guest["time_slicing_config"]),

@@ -83,6 +83,12 @@ RULES = OrderedDict([
     ("driver_version_pinned", (ERROR, "Every GPU cluster pins one full NVIDIA driver version.")),
     ("driver_source", (ERROR, "The driver lifecycle has its source: a bundle (direct) or a depot (vlcm).")),
     ("driver_versions_mixed", (WARNING, "The GPU clusters run the same driver branch.")),
+    ("guest_driver_set", (WARNING, "The design names the vGPU guest driver the GPU Operator deploys (without one "
+                                   "the guest link refuses to install the operator).")),
+    ("guest_driver_matches_host", (ERROR, "The guest driver belongs to the vGPU software release of every cluster's "
+                                          "host driver (the Virtual GPU Manager), or to one NVIDIA supports with it.")),
+    ("mig_strategy_vgpu", (ERROR, "The GPU Operator's mig.strategy is not mixed: inside a vGPU VM every vGPU, "
+                                  "fractional or MIG-backed, is a plain nvidia.com/gpu.")),
     ("graphics_shared_direct", (ERROR, "vGPU hosts use the Shared Direct graphics type.")),
     ("scheduler_valid", (ERROR, "The vGPU scheduler settings form a valid RmPVMRL value.")),
     ("cluster_capacity", (ERROR, "The node VMs of every pool fit on the cluster's cards.")),

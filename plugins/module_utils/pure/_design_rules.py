@@ -32,7 +32,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_capacity 
     sorted_node_vms,
     suggest_profiles,
 )
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import RULES, Finding
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import RULES, WARNING, Finding
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names import (
     DNS_LABEL_FORM,
     DNS_LABEL_MAX,
@@ -60,6 +60,11 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._nvidia import (
     gpu_models,
     parse_profile,
     vgpu_mig_profile,
+)
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._vgpu_releases import (
+    guest_supported,
+    matching_guest,
+    version_numbers,
 )
 
 
@@ -145,6 +150,8 @@ def _design_names(ctx):
     check("guest", "GPU Operator namespace", guest.get("operator_namespace"), "guest.operator_namespace")
     check("guest", "time-slicing ConfigMap name", guest.get("time_slicing_config"), "guest.time_slicing_config")
     check("guest", "Kueue cohort", (guest.get("kueue") or {}).get("cohort"), "guest.kueue.cohort")
+    check("guest", "image pull Secret name", (guest.get("driver") or {}).get("pull_secret"),
+          "guest.driver.pull_secret")
     secret = (guest.get("licensing") or {}).get("secret_name")
     check("guest", "licensing Secret name", secret, "guest.licensing.secret_name",
           limit=DNS_LABEL_MAX - LICENSING_HASH_SUFFIX,
@@ -508,6 +515,65 @@ def _rule_driver_versions_mixed(ctx):
                       "pin one branch everywhere, or keep each VKS cluster's node pools on one branch")
 
 
+def _rule_guest_driver_set(ctx):
+    if ctx.d["pools"] and (ctx.d.get("guest") or {}).get("driver") is None:
+        host = next((c["driver"]["version"] for c in ctx.d["clusters"]
+                     if _driver_version((c.get("driver") or {}).get("version")) is not None), None)
+        guest = matching_guest(host) if host else None
+        yield Finding("guest_driver_set", "guest",
+                      "no vGPU guest driver: the GPU Operator would deploy its data-center driver, which does not "
+                      "run on a vGPU, so the gpu_operator role refuses to install the operator",
+                      "add guest.driver {repository: <private registry path>, image: vgpu-guest-driver, "
+                      "version: <Linux guest driver of the host driver's vGPU release%s>, pull_secret: <image "
+                      "pull Secret>}" % (", %s for %s" % (guest, host.split("-")[0]) if guest else ""))
+
+
+def _rule_guest_driver_matches_host(ctx):
+    driver = (ctx.d.get("guest") or {}).get("driver")
+    guest = (driver or {}).get("version")
+    if not isinstance(guest, str):
+        return
+    if version_numbers(guest) is None:
+        yield Finding("guest_driver_matches_host", "guest.driver",
+                      "guest driver version %r is not a driver version" % guest,
+                      "give the Linux guest driver version, e.g. 550.90.07 (without the image's OS suffix)")
+        return
+    for cluster in ctx.d["clusters"]:
+        host = (cluster.get("driver") or {}).get("version")
+        if _driver_version(host) is None:
+            continue  # driver_version_pinned reports it
+        verdict, reason = guest_supported(host, guest)
+        if verdict:
+            continue
+        known = matching_guest(host)
+        obj = "clusters.%s" % cluster.get("name")
+        if verdict is None:
+            yield Finding("guest_driver_matches_host", obj,
+                          "cannot tell whether guest driver %s runs on host driver %s: %s" % (guest, host, reason),
+                          "check NVIDIA's vGPU release notes of the host driver's release for its Linux guest "
+                          "driver", severity=WARNING)
+            continue
+        yield Finding("guest_driver_matches_host", obj,
+                      "guest driver %s does not run on cluster %s's host driver %s: %s; the vGPU would not load "
+                      "in the node VMs" % (guest, cluster.get("name"), host, reason),
+                      "set guest.driver.version to %s" % (
+                          "%s, the Linux guest driver of the host driver's release" % known if known else
+                          "a Linux guest driver of the host driver's release branch R%s (its vGPU release notes "
+                          "name it)" % host.split(".")[0]))
+
+
+def _rule_mig_strategy_vgpu(ctx):
+    guest = ctx.d.get("guest") or {}
+    if guest.get("mig_strategy") == "mixed":
+        mig = [p.get("name") for p in ctx.d["pools"] if p.get("sharing") == "mig"]
+        yield Finding("mig_strategy_vgpu", "guest.mig_strategy",
+                      "mig_strategy mixed advertises nvidia.com/mig-<profile> resources, but inside a vGPU VM a "
+                      "MIG-backed or fractional vGPU is a plain nvidia.com/gpu (the ESXi host owns the MIG "
+                      "partition), so %s would advertise nothing" % (
+                          "the MIG pools (%s)" % ", ".join(mig) if mig else "the node VMs"),
+                      "set guest.mig_strategy auto (single where a pool is MIG-backed, else none)")
+
+
 def _rule_graphics_shared_direct(ctx):
     for cluster in ctx.d["clusters"]:
         if (cluster.get("graphics") or {}).get("type") == "shared":
@@ -621,6 +687,9 @@ _RULE_FUNCS = OrderedDict([
     ("driver_version_pinned", _rule_driver_version_pinned),
     ("driver_source", _rule_driver_source),
     ("driver_versions_mixed", _rule_driver_versions_mixed),
+    ("guest_driver_set", _rule_guest_driver_set),
+    ("guest_driver_matches_host", _rule_guest_driver_matches_host),
+    ("mig_strategy_vgpu", _rule_mig_strategy_vgpu),
     ("graphics_shared_direct", _rule_graphics_shared_direct),
     ("scheduler_valid", _rule_scheduler_valid),
     ("cluster_capacity", _rule_cluster_capacity),

@@ -281,6 +281,31 @@ DESIGN_SCHEMA = {
                 "mig_strategy": {"type": "str", "choices": ["auto", "none", "single", "mixed"], "default": "auto",
                                  "description": "GPU Operator mig.strategy; auto - single when a pool is "
                                                 "MIG-backed, else none."},
+                "allow_mig_strategy_change": {
+                    "type": "bool", "default": False,
+                    "description": "Let the gpu_operator role change the mig.strategy of a live ClusterPolicy "
+                                   "(it rewrites the GPU resource names every workload requests); false - the "
+                                   "role stops and lists the workloads that request GPUs."},
+                "driver": {
+                    "type": "dict", "default": None,
+                    "description": "The vGPU guest driver the GPU Operator deploys in the node VMs (a private "
+                                   "registry image; NVIDIA's are entitled). null - none: the gpu_operator role "
+                                   "refuses to install the operator in a vGPU guest.",
+                    "options": {
+                        "repository": {"type": "str", "required": True,
+                                       "description": "Registry path of the image (registry.example.com/nvaie)."},
+                        "image": {"type": "str", "default": "vgpu-guest-driver",
+                                  "description": "Image name in the repository."},
+                        "version": {"type": "str", "required": True,
+                                    "description": "Linux guest driver version (the image tag without the OS "
+                                                   "suffix, 550.90.07): of the vGPU software release of the "
+                                                   "host drivers, or one NVIDIA supports with it."},
+                        "pull_secret": {"type": "str", "default": None,
+                                        "description": "Name of the image pull Secret in the operator namespace "
+                                                       "(a reference: the registry credentials never go in the "
+                                                       "design); null - none."},
+                    },
+                },
                 "operator_namespace": {"type": "str", "default": "gpu-operator",
                                        "description": "Namespace of the GPU Operator."},
                 "time_slicing_config": {"type": "str", "default": "gpupool-time-slicing",

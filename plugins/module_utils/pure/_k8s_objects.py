@@ -27,6 +27,9 @@ ROLE_DEFAULTS = {
         "gpu_operator_driver_repository": "nvcr.io/nvidia",
         "gpu_operator_driver_image": "driver",
         "gpu_operator_driver_version": "",
+        "gpu_operator_driver_pull_secrets": [],
+        "gpu_operator_vgpu_guest": True,
+        "gpu_operator_allow_mig_strategy_change": False,
         "gpu_operator_licensing_secret_name": "",
         "gpu_operator_mig_strategy": "single",
         "gpu_operator_time_slicing": {},
@@ -116,6 +119,8 @@ def cluster_policy_fields(op, licensing_secret=None):
               (("driver", "image"), op["gpu_operator_driver_image"])]
     if op.get("gpu_operator_driver_version"):
         driver.append((("driver", "version"), op["gpu_operator_driver_version"]))
+    if op.get("gpu_operator_driver_pull_secrets"):  # none: the chart leaves the field out
+        driver.append((("driver", "imagePullSecrets"), list(op["gpu_operator_driver_pull_secrets"])))
     driver.append((("driver", "licensingConfig", "nlsEnabled"), True))
     if licensing_secret is not None:
         driver.append((("driver", "licensingConfig", "secretName"), licensing_secret))
@@ -156,7 +161,7 @@ def cluster_policy_spec(op):
     spec = nested(cluster_policy_fields(op, op.get("gpu_operator_licensing_secret_name", "")))
     extra = op.get("gpu_operator_extra_values") or {}
     given = extra.get("driver")
-    for key in ("enabled", "repository", "image", "version", "licensingConfig"):
+    for key in ("enabled", "repository", "image", "version", "imagePullSecrets", "licensingConfig"):
         if isinstance(given, dict) and key in given:
             spec["driver"][key] = _merged(spec["driver"].get(key), given[key])
     if "mig" in extra:
@@ -168,6 +173,73 @@ def cluster_policy_spec(op):
             if key in given:
                 spec["devicePlugin"]["config"][key] = copy.deepcopy(given[key])
     return spec
+
+
+def missing_guest_driver(op):
+    """Why the gpu_operator role must not install the operator with its inputs `op`: a vGPU guest
+    without a guest driver version (the chart's data-center driver does not load on a vGPU); None
+    when it may."""
+    if not flag(op.get("gpu_operator_vgpu_guest", True)) or not flag(op.get("gpu_operator_driver_enabled", True)):
+        return None
+    if op.get("gpu_operator_driver_version"):
+        return None
+    return ("no vGPU guest driver is given (gpu_operator_driver_version is empty): the GPU Operator would deploy "
+            "its data-center driver, which does not load in a vGPU VM. Add guest.driver to the design: "
+            "{repository: <private registry path of the mirrored NVIDIA vGPU guest driver image>, image: "
+            "vgpu-guest-driver, version: <Linux guest driver of the hosts' vGPU release>, pull_secret: <image pull "
+            "Secret in namespace %s>}" % op.get("gpu_operator_namespace", "gpu-operator"))
+
+
+GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-")
+
+
+def _pod_spec(obj):
+    kind, spec = obj.get("kind"), obj.get("spec") or {}
+    if kind == "Pod":
+        return spec
+    if kind == "CronJob":
+        spec = ((spec.get("jobTemplate") or {}).get("spec") or {})
+    return (spec.get("template") or {}).get("spec") or {}
+
+
+def gpu_requests(obj):
+    """The GPU resources (nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-<profile>) the pods
+    of a Pod, Deployment, StatefulSet, DaemonSet, Job or CronJob request, sorted."""
+    spec = _pod_spec(obj)
+    found = set()
+    for container in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        resources = container.get("resources") or {}
+        for part in ("requests", "limits"):
+            found.update(name for name in (resources.get(part) or {}) if name.startswith(GPU_RESOURCE_PREFIXES))
+    return sorted(found)
+
+
+def gpu_workloads(objects):
+    """["<Kind> <namespace>/<name> (<resources>)"] of the workloads among `objects` that request
+    GPUs: controllers by their pod template, Pods only when no controller owns them (a controller's
+    Pods are its own line)."""
+    out = []
+    for obj in objects or []:
+        meta = obj.get("metadata") or {}
+        if obj.get("kind") == "Pod" and any(o.get("controller") for o in meta.get("ownerReferences") or []):
+            continue
+        wanted = gpu_requests(obj)
+        if wanted:
+            out.append("%s %s/%s (%s)" % (obj.get("kind"), meta.get("namespace"), meta.get("name"), ", ".join(wanted)))
+    return sorted(out)
+
+
+def mig_strategy_change(op, live_spec):
+    """(live strategy, wanted strategy) when the role's inputs `op` would change the mig.strategy of
+    the live ClusterPolicy spec `live_spec` (None: no ClusterPolicy) and the change is not allowed
+    (gpu_operator_allow_mig_strategy_change); None otherwise."""
+    if live_spec is None or flag(op.get("gpu_operator_allow_mig_strategy_change", False)):
+        return None
+    live = (live_spec.get("mig") or {}).get("strategy")
+    wanted = cluster_policy_spec(op)["mig"]["strategy"]
+    if live is None or live == wanted:
+        return None
+    return live, wanted
 
 
 def device_plugin_configs(op):

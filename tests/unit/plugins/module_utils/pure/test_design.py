@@ -274,6 +274,8 @@ def test_driver_source_bundle_of_another_version(design):
 def test_driver_versions_mixed_is_a_warning(design):
     cluster(design, "gpu-l40s")["driver"]["version"] = "535.183.04-1OEM.800.1.0.20613240"
     cluster(design, "gpu-l40s")["driver"]["bundle"] = "[LocalDS_0] drivers/NVD-AIE-800_535.183.04.zip"
+    # a guest driver of the older branch (R535) runs on both: the R550 hosts support the branch before theirs
+    design["guest"]["driver"]["version"] = "535.183.06"
     found = validate(design)
     f = only(found, "driver_versions_mixed")[0]
     assert f.severity == "warning" and "535: gpu-l40s" in f.message and not errors(found)
@@ -520,11 +522,111 @@ def test_derive_guest_roles():
             nls["nls_licensing_operator_namespace"]) == ("licensing-config", 1, operator["gpu_operator_namespace"])
 
 
-def test_mixed_mig_strategy_quotas_on_mig_resources(design):
+def test_mixed_mig_strategy_is_a_design_error_in_vgpu_guests(design):
+    """mixed advertises nvidia.com/mig-<profile>; a vGPU guest only ever sees nvidia.com/gpu."""
     design["guest"]["mig_strategy"] = "mixed"
-    tenants = derive(design)["roles"]["gpu_scheduling_policy"]["gpu_scheduling_policy_tenants"]
-    search = [t for t in tenants if t["namespace"] == "team-search"][0]
-    assert search["quotas"][0]["hard"] == {"requests.nvidia.com/mig-3g.40gb": "4"}
+    found = only(validate(design), "mig_strategy_vgpu")
+    assert [(f.severity, f.object) for f in found] == [("error", "guest.mig_strategy")]
+    assert "plain nvidia.com/gpu" in found[0].message and "inference" in found[0].message
+    assert "guest.mig_strategy auto" in found[0].fix
+    with pytest.raises(DesignError):
+        derive(design)
+    for strategy in ("auto", "none", "single"):
+        design["guest"]["mig_strategy"] = strategy
+        assert not [f for f in validate(design) if f.rule == "mig_strategy_vgpu"]
+
+
+def rules_of(findings, rule):
+    return [f for f in findings if f.rule == rule]
+
+
+def test_example_guest_driver_is_of_the_hosts_release_branch():
+    """550.90.07 (R550, vGPU 17) on the example's 550.90.05 hosts: no finding of the guest driver rules."""
+    found = validate(EXAMPLE)
+    assert EXAMPLE["guest"]["driver"]["version"].startswith("550.")
+    assert not rules_of(found, "guest_driver_matches_host") and not rules_of(found, "guest_driver_set")
+
+
+def test_guest_driver_set_is_a_warning_with_the_fields_to_add(design):
+    del design["guest"]["driver"]
+    f = only(validate(design), "guest_driver_set")[0]
+    assert f.severity == "warning" and f.object == "guest" and "refuses" in f.message
+    assert all(k in f.fix for k in ("repository", "image", "version", "pull_secret"))
+    # no host release in the table: the fix names no version; a host of vGPU 19.0 gets its guest driver named
+    assert "580.65.06" not in f.fix
+    for c in design["clusters"]:
+        c["driver"]["version"] = "580.65.05-1OEM.800.1.0.20613240"
+        c["driver"]["bundle"] = "[LocalDS_0] drivers/NVD-AIE-800_580.65.05-1OEM.800.1.0.20613240_1.zip"
+    assert "580.65.06 for 580.65.05" in only(validate(design), "guest_driver_set")[0].fix
+    assert derive(design)["roles"]["gpu_operator"]["gpu_operator_driver_version"] == ""
+
+
+@pytest.mark.parametrize("guest,verdict", [
+    ("550.54.14", None),        # same branch R550: no finding
+    ("535.183.06", None),       # the branch before the host's (R535, vGPU 16)
+    ("580.65.06", "newer"),     # a later branch than the host's: the vGPU does not load
+    ("525.85.05", "older"),     # two branches before (vGPU 15 on vGPU 17)
+    ("470.256.02", "unknown"),  # R470 is not in the table: a warning, nothing guessed
+    ("latest", "bad"),
+])
+def test_guest_driver_matches_host(design, guest, verdict):
+    design["guest"]["driver"]["version"] = guest
+    found = rules_of(validate(design), "guest_driver_matches_host")
+    if verdict is None:
+        assert found == []
+        return
+    if verdict == "bad":
+        assert [(f.severity, f.object) for f in found] == [("error", "guest.driver")]
+        return
+    assert sorted(f.object for f in found) == ["clusters.gpu-h100", "clusters.gpu-l40s"]
+    f = found[0]
+    if verdict == "unknown":
+        assert f.severity == "warning" and "R470 is not in the release table" in f.message
+        assert "release notes" in f.fix
+        assert not errors(validate(design))
+        return
+    assert f.severity == "error" and "vGPU would not load" in f.message
+    assert ("newer than the vGPU Manager" if verdict == "newer" else "2 release branches older") in f.message
+    assert "branch R550" in f.fix
+    with pytest.raises(DesignError):
+        derive(design)
+
+
+def test_guest_driver_matches_each_cluster_and_names_the_release_pair(design):
+    """Each cluster's host driver is judged; a host of a listed release gets its guest driver in the fix."""
+    c = cluster(design, "gpu-l40s")
+    c["driver"]["version"] = "580.65.05-1OEM.800.1.0.20613240"
+    c["driver"]["bundle"] = "[LocalDS_0] drivers/NVD-AIE-800_580.65.05-1OEM.800.1.0.20613240_1.zip"
+    design["guest"]["driver"]["version"] = "580.65.06"
+    found = rules_of(validate(design), "guest_driver_matches_host")
+    assert [f.object for f in found] == ["clusters.gpu-h100"]  # vGPU 19.0 guest on R550 hosts; fine on 19.0 hosts
+    design["guest"]["driver"]["version"] = "550.90.07"
+    found = rules_of(validate(design), "guest_driver_matches_host")
+    # R550 (vGPU 17) on the R580 (vGPU 19) hosts is two branches older: R570 lies between
+    assert [f.object for f in found] == ["clusters.gpu-l40s"]
+    assert "2 release branches older" in found[0].message
+    assert "set guest.driver.version to 580.65.06, the Linux guest driver of the host driver's release" == found[0].fix
+
+
+def test_guest_driver_fields_and_pull_secret_name(design):
+    design["guest"]["driver"] = {"version": "550.90.07", "pull_secret": "Bad_Name"}
+    found = validate(design)
+    assert any(f.rule == "schema" and f.object == "guest.driver.repository" for f in found)
+    assert any(f.rule == "dns_label" and "image pull Secret" in f.message for f in found)
+
+
+def test_derive_gives_gpu_operator_the_guest_driver():
+    op = derive(EXAMPLE)["roles"]["gpu_operator"]
+    driver = EXAMPLE["guest"]["driver"]
+    assert (op["gpu_operator_driver_repository"], op["gpu_operator_driver_image"], op["gpu_operator_driver_version"],
+            op["gpu_operator_driver_pull_secrets"]) == (driver["repository"], driver["image"], driver["version"],
+                                                        [driver["pull_secret"]])
+    assert op["gpu_operator_vgpu_guest"] is True and op["gpu_operator_allow_mig_strategy_change"] is False
+    design = copy.deepcopy(EXAMPLE)
+    design["guest"]["driver"].pop("pull_secret")
+    design["guest"]["allow_mig_strategy_change"] = True
+    op = derive(design)["roles"]["gpu_operator"]
+    assert op["gpu_operator_driver_pull_secrets"] == [] and op["gpu_operator_allow_mig_strategy_change"] is True
 
 
 def test_every_role_gets_its_own_variables():
