@@ -268,8 +268,9 @@ def drifts(sim, vc, kube, derived):
                     "resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}}})}}),
          [("time_slicing_config_changed", "config_map gpu-operator/%s" % time_sliced)],
          [(r"^Time-slicing configurations", time_sliced)]),
-        ("ClusterPolicy MIG strategy changed", lambda: kube.custom.patch_cluster_custom_object(
-            "nvidia.com", "v1", "clusterpolicies", "cluster-policy", {"spec": {"mig": {"strategy": "mixed"}}}),
+        # (a mig.strategy changed by hand is repaired only with guest.allow_mig_strategy_change: not in the catalogue)
+        ("ClusterPolicy guest driver version changed", lambda: kube.custom.patch_cluster_custom_object(
+            "nvidia.com", "v1", "clusterpolicies", "cluster-policy", {"spec": {"driver": {"version": "550.54.14"}}}),
          [("cluster_policy_changed", "cluster_policy cluster-policy")], [(r"^ClusterPolicy fields", "cluster-policy")]),
         ("licensing Secret deleted", lambda: kube.core.delete_namespaced_secret(kube.licensing_secret(), "gpu-operator"),
          [("licensing_secret_missing", "secret gpu-operator/%s" % kube.licensing_secret())],

@@ -128,9 +128,13 @@ RULES = OrderedDict([
                                                             "training tenants by them).")),
     ("licensing_secret_missing", ("error", "guest", "The licensing Secret is in the GPU Operator namespace.")),
     ("cluster_policy_missing", ("error", "guest", "The GPU Operator's ClusterPolicy exists.")),
-    ("cluster_policy_changed", ("error", "guest", "The ClusterPolicy has the driver (repository, image, version), "
-                                                  "licensing Secret, MIG strategy and device plugin configuration "
+    ("cluster_policy_changed", ("error", "guest", "The ClusterPolicy has the driver (repository, image, version, "
+                                                  "pull Secrets), licensing Secret and device plugin configuration "
                                                   "the gpu_operator role sets.")),
+    ("mig_strategy_changed", ("error", "guest", "The ClusterPolicy's mig.strategy is the design's (the gpu_operator "
+                                                "role changes a live one only with guest.allow_mig_strategy_change).")),
+    ("guest_driver_missing", ("error", "guest", "The design names the vGPU guest driver of a vGPU guest cluster (the "
+                                                "gpu_operator role refuses to install the operator without one).")),
     ("time_slicing_config_missing", ("error", "guest", "The device plugin ConfigMap of the time-sliced pools "
                                                        "exists.")),
     ("time_slicing_config_changed", ("error", "guest", "The device plugin ConfigMap holds the configurations the "
@@ -773,6 +777,10 @@ def audit_guest(derived, nodes=None, namespaces=None, resource_quotas=None, secr
                 "%s: guest vGPU drivers run unlicensed and are throttled" % what,
                 "create it from a DLS client configuration token (nls_licensing role)"))
     if cluster_policy is not None:
+        refusal = _objects.missing_guest_driver(op)
+        if refusal:
+            out.append(finding("guest_driver_missing", "design guest.driver", refusal,
+                               "add guest.driver to the design and run site.yml (gpu_operator role)"))
         _cluster_policy(out, op, cp_spec, secret_name)
     if device_plugin_config is not None:
         _device_plugin_config(out, op, device_plugin_config)
@@ -882,6 +890,16 @@ def _cluster_policy(out, op, spec, secret_prefix):
     secret = ((spec.get("driver") or {}).get("licensingConfig") or {}).get("secretName")
     if secret_prefix and not licensing_secret_matches(secret, secret_prefix):
         diffs.append(("driver.licensingConfig.secretName", secret, "%s-<hash>" % secret_prefix))
+    strategy = [d for d in diffs if d[0] == "mig.strategy"]
+    diffs = [d for d in diffs if d[0] != "mig.strategy"]
+    if strategy:
+        out.append(finding(
+            "mig_strategy_changed", obj, "ClusterPolicy %s: %s; the GPU resource every workload requests depends on "
+            "it (nvidia.com/gpu or nvidia.com/mig-<profile>)" % (_objects.CLUSTER_POLICY, _diff_text(strategy)),
+            "set it back (gpu_operator role) after checking the workloads that request GPUs: the role changes a live "
+            "mig.strategy only with guest.allow_mig_strategy_change true (gpu_operator_allow_mig_strategy_change)"
+            if not _objects.flag(op.get("gpu_operator_allow_mig_strategy_change")) else
+            "set it back (gpu_operator role; the design allows the change)"))
     if diffs:
         out.append(finding(
             "cluster_policy_changed", obj, "ClusterPolicy %s: %s" % (_objects.CLUSTER_POLICY, _diff_text(diffs)),

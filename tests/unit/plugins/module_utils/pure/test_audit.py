@@ -842,7 +842,8 @@ def full_guest(derived, secret="licensing-config-0123456789"):
         for key in path[:-1]:
             node_ = node_.setdefault(key, {})
         node_[path[-1]] = value
-    spec["driver"]["version"] = "570.124.06"  # the chart's default: the role sets none
+    if "version" not in spec["driver"]:
+        spec["driver"]["version"] = "570.124.06"  # the chart's default: the role sets none
     live["cluster_policy"] = dict(exists=True, spec=spec)
     live["device_plugin_config"] = dict(exists=True, data=copy.deepcopy(objs.device_plugin_configs(op)))
     k = objs.kueue_objects(policy)
@@ -885,8 +886,11 @@ def test_cluster_policy_changed_and_missing(derived):
     spec["devicePlugin"]["config"]["name"] = "someone-elses"
     spec["driver"]["licensingConfig"]["nlsEnabled"] = False
     out = a.audit_guest(derived, **live)
-    assert rules(out) == [("cluster_policy_changed", "cluster_policy cluster-policy")]
-    for text in ("mig.strategy mixed (design single)", "driver.repository registry.example.com/other",
+    assert rules(out) == [("cluster_policy_changed", "cluster_policy cluster-policy"),
+                          ("mig_strategy_changed", "cluster_policy cluster-policy")]
+    assert "mig.strategy mixed (design single)" in [f for f in out if f["rule"] == "mig_strategy_changed"][0]["message"]
+    out = [f for f in out if f["rule"] == "cluster_policy_changed"]
+    for text in ("driver.repository registry.example.com/other",
                  "devicePlugin.config.name someone-elses (design gpupool-time-slicing)",
                  "driver.licensingConfig.nlsEnabled False (design True)"):
         assert text in out[0]["message"]
