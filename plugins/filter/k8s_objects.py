@@ -13,7 +13,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import yaml
 from ansible.errors import AnsibleFilterError
+from ansible.module_utils.six import string_types
 from ansible.plugins.filter.core import to_nice_yaml
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _k8s_objects
@@ -73,6 +75,29 @@ def kueue_manifests(inputs):
     return _built("kueue_manifests", _k8s_objects.kueue_manifests, _inputs("gpu_scheduling_policy", inputs))
 
 
+def kueue_wait_for_pods_ready(inputs):
+    return _built("kueue_wait_for_pods_ready", _k8s_objects.kueue_wait_for_pods_ready,
+                  _inputs("gpu_scheduling_policy", inputs))
+
+
+def kueue_manager_config(inputs, text):
+    policy = _inputs("gpu_scheduling_policy", inputs)
+    if not isinstance(text, string_types):
+        raise AnsibleFilterError("kueue_manager_config: Kueue's configuration must be the text of its ConfigMap key, "
+                                 "not %r" % (text,))
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise AnsibleFilterError("kueue_manager_config: Kueue's configuration is not YAML: %s" % exc)
+    diffs = _built("kueue_manager_config", _k8s_objects.kueue_config_differences, policy, config)
+    if not diffs:
+        return {"text": text, "differences": []}
+    new = _built("kueue_manager_config", _k8s_objects.kueue_configuration, policy, config)
+    return {"text": to_nice_yaml(new, indent=2, sort_keys=False),
+            "differences": ["%s: %s (wanted %s)" % (path, "unset" if have is None else have, want)
+                            for path, have, want in diffs]}
+
+
 def notebook_culler_manifests(inputs, script):
     return _built("notebook_culler_manifests", _k8s_objects.culling_manifests,
                   _inputs("gpu_scheduling_policy", inputs), script)
@@ -89,5 +114,7 @@ class FilterModule(object):
             "gpu_workloads": gpu_workloads,
             "tenant_namespace": tenant_namespace,
             "kueue_manifests": kueue_manifests,
+            "kueue_wait_for_pods_ready": kueue_wait_for_pods_ready,
+            "kueue_manager_config": kueue_manager_config,
             "notebook_culler_manifests": notebook_culler_manifests,
         }

@@ -199,7 +199,8 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings 
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_inventory import GpuInventory
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import (
     DEFAULT_REQUEST_TIMEOUT, K8sClient, K8sError, read_pool, request_argument_spec, request_timeout_error, variable_plan)
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._k8s_objects import CLUSTER_POLICY, culling_cronjob, kueue_objects
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._k8s_objects import (
+    CLUSTER_POLICY, culling_cronjob, kueue_objects, kueue_wait_for_pods_ready)
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._vks_api import VksClusterApi
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError, VsphereNotFound, vim
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
@@ -315,29 +316,32 @@ def _yaml_data(data):
     return out
 
 
-def _kueue(k8s, custom, policy, namespaces):
+def _kueue(k8s, core, custom, policy, namespaces):
     """Kueue objects the gpu_scheduling_policy role writes: {served, resource_flavors,
-    cluster_queues, local_queues: {namespace: {name: spec}}}; None when the role writes none."""
+    cluster_queues, local_queues: {namespace: {name: spec}}, configuration}; None when the role
+    writes none. ``configuration`` (Kueue's parsed Configuration, None where its ConfigMap or key
+    is missing) only when the role sets waitForPodsReady."""
     want = kueue_objects(policy)
     if want is None:
         return None
     group, version = want["api_version"].split("/")
-    flavor, cq = want["resource_flavor"][0], want["cluster_queue"][0]
-    try:
-        found = k8s.call(custom.get_cluster_custom_object, group, version, "resourceflavors", flavor)
-    except K8sError as exc:
-        if exc.status != 404:
-            raise LinkError("could not read Kueue ResourceFlavor %s: %s" % (flavor, exc))
-        found = None
-        if "could not find the requested resource" in str(exc) or "page not found" in str(exc).lower():
-            return dict(served=False)
     out = dict(served=True, resource_flavors={}, cluster_queues={}, local_queues={})
-    if found is not None:
-        out["resource_flavors"][flavor] = found.get("spec") or {}
-    found = _get(k8s, "Kueue ClusterQueue %s" % cq, custom.get_cluster_custom_object, group, version,
-                 "clusterqueues", cq)
-    if found is not None:
-        out["cluster_queues"][cq] = found.get("spec") or {}
+    for i, (flavor, _spec) in enumerate(want["resource_flavors"]):
+        try:
+            found = k8s.call(custom.get_cluster_custom_object, group, version, "resourceflavors", flavor)
+        except K8sError as exc:
+            if exc.status != 404:
+                raise LinkError("could not read Kueue ResourceFlavor %s: %s" % (flavor, exc))
+            found = None
+            if i == 0 and ("could not find the requested resource" in str(exc) or "page not found" in str(exc).lower()):
+                return dict(served=False)
+        if found is not None:
+            out["resource_flavors"][flavor] = found.get("spec") or {}
+    for cq, _spec in want["cluster_queues"]:
+        found = _get(k8s, "Kueue ClusterQueue %s" % cq, custom.get_cluster_custom_object, group, version,
+                     "clusterqueues", cq)
+        if found is not None:
+            out["cluster_queues"][cq] = found.get("spec") or {}
     for ns, name, _spec in want["local_queues"]:
         if ns not in namespaces:
             continue
@@ -345,6 +349,12 @@ def _kueue(k8s, custom, policy, namespaces):
                      version, ns, "localqueues", name)
         if found is not None:
             out["local_queues"].setdefault(ns, {})[name] = found.get("spec") or {}
+    if kueue_wait_for_pods_ready(policy) is not None:
+        ns, name = policy["gpu_scheduling_policy_kueue_namespace"], policy["gpu_scheduling_policy_kueue_config_map"]
+        found = _get(k8s, "ConfigMap %s/%s" % (ns, name), core.read_namespaced_config_map, name, ns) \
+            if ns in namespaces else None
+        text = (found.data or {}).get(policy["gpu_scheduling_policy_kueue_config_key"]) if found is not None else None
+        out["configuration"] = _yaml_data({"c": text})["c"] if text is not None else None
     return out
 
 
@@ -414,7 +424,7 @@ def read_guest(k8s, derived):
                for pc in _read(k8s, "the PriorityClasses", sched.list_priority_class).items)
     return dict(nodes=nodes, namespaces=namespaces, namespace_labels=labels, resource_quotas=quotas, secrets=secrets,
                 priority_classes=pcs, cluster_policy=cluster_policy, device_plugin_config=config,
-                kueue=_kueue(k8s, custom, policy, namespaces),
+                kueue=_kueue(k8s, core, custom, policy, namespaces),
                 culling=_culling(k8s, custom, client.BatchV1Api(k8s.api), policy, namespaces))
 
 

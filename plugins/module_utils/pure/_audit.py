@@ -33,7 +33,7 @@ Live state, per link (every value is plain data):
     "preemptionPolicy", "description"}}``; ``cluster_policy``: ``{"exists", "spec"}``;
     ``device_plugin_config``: ``{"exists", "data": {key: parsed YAML}}``; ``kueue``: ``{"served",
     "resource_flavors": {name: spec}, "cluster_queues": {name: spec}, "local_queues": {namespace:
-    {name: spec}}}``; ``culling``: ``{"exists", "schedule", "image", "env": {}}``. What the guest
+    {name: spec}}, "configuration": Kueue's parsed Configuration or None}``; ``culling``: ``{"exists", "schedule", "image", "env": {}}``. What the guest
     roles write is built by ``_k8s_objects`` from the role inputs derive() gives them.
 
 A finding is a dict: ``rule``, ``severity`` (error | warning | info), ``link``, ``object``,
@@ -141,14 +141,17 @@ RULES = OrderedDict([
                                                        "gpu_operator role writes (MIG strategy, time-slicing "
                                                        "replicas per pool).")),
     ("kueue_missing", ("error", "guest", "The guest cluster serves Kueue where the design gang-schedules training.")),
-    ("resource_flavor_missing", ("error", "guest", "The training pool's Kueue ResourceFlavor exists.")),
+    ("resource_flavor_missing", ("error", "guest", "Every gang-scheduled pool's Kueue ResourceFlavor exists.")),
     ("resource_flavor_changed", ("warning", "guest", "The ResourceFlavor has the pool's node labels and "
                                                      "tolerations.")),
-    ("cluster_queue_missing", ("error", "guest", "The training pool's Kueue ClusterQueue exists.")),
+    ("cluster_queue_missing", ("error", "guest", "Every gang-scheduled pool's Kueue ClusterQueue exists.")),
     ("cluster_queue_changed", ("error", "guest", "The ClusterQueue has the role's namespace selector, queueing "
                                                  "strategy, preemption and the pool's size as nominal quota.")),
-    ("local_queue_missing", ("error", "guest", "Every training tenant has its Kueue LocalQueue.")),
+    ("local_queue_missing", ("error", "guest", "Every tenant with quota on a gang-scheduled pool has its Kueue "
+                                               "LocalQueue.")),
     ("local_queue_changed", ("error", "guest", "A LocalQueue points at the training ClusterQueue.")),
+    ("kueue_config_changed", ("error", "guest", "Kueue's configuration has waitForPodsReady (the design's timeout, "
+                                                "blockAdmission) where the design gang-schedules training.")),
     ("notebook_culling_missing", ("warning", "guest", "The notebook culling CronJob exists (without Kubeflow).")),
     ("notebook_culling_changed", ("warning", "guest", "The culling CronJob has the role's schedule, image and idle "
                                                       "time.")),
@@ -942,10 +945,10 @@ def _kueue(out, policy, live, missing_ns):
                                want["api_version"]),
                            "install Kueue in the guest cluster, then run the gpu_scheduling_policy role"))
         return
-    checks = [("resource_flavor", "ResourceFlavor", want["resource_flavor"][0], want["resource_flavor"][1],
-               (live.get("resource_flavors") or {}).get(want["resource_flavor"][0])),
-              ("cluster_queue", "ClusterQueue", want["cluster_queue"][0], want["cluster_queue"][1],
-               (live.get("cluster_queues") or {}).get(want["cluster_queue"][0]))]
+    checks = [("resource_flavor", "ResourceFlavor", name, spec, (live.get("resource_flavors") or {}).get(name))
+              for name, spec in want["resource_flavors"]]
+    checks += [("cluster_queue", "ClusterQueue", name, spec, (live.get("cluster_queues") or {}).get(name))
+               for name, spec in want["cluster_queues"]]
     for ns, name, spec in want["local_queues"]:
         if ns not in missing_ns:
             checks.append(("local_queue", "LocalQueue", "%s/%s" % (ns, name), spec,
@@ -961,6 +964,33 @@ def _kueue(out, policy, live, missing_ns):
         if diffs:
             out.append(finding("%s_changed" % rule, obj, "Kueue %s %s: %s" % (kind, name, _diff_text(diffs)),
                                "set it back (gpu_scheduling_policy role)"))
+    _kueue_config(out, policy, live)
+
+
+def _kueue_config(out, policy, live):
+    """waitForPodsReady in Kueue's configuration (``live["configuration"]``: the parsed
+    Configuration, None where its ConfigMap or key is missing; absent: not read)."""
+    if "configuration" not in live or _objects.kueue_wait_for_pods_ready(policy) is None:
+        return
+    ns, name = policy["gpu_scheduling_policy_kueue_namespace"], policy["gpu_scheduling_policy_kueue_config_map"]
+    obj = "config_map %s/%s" % (ns, name)
+    config = live["configuration"]
+    restart = "; Kueue's controller reads it only when it starts (the role restarts it)"
+    if config is None:
+        out.append(finding("kueue_config_changed", obj,
+                           "Kueue's configuration %s/%s (key %s) is missing: waitForPodsReady cannot be set, gang "
+                           "jobs may start some of their pods and hold GPUs waiting for the rest" % (
+                               ns, name, policy["gpu_scheduling_policy_kueue_config_key"]),
+                           "install Kueue from its manifests or chart, or point the gpu_scheduling_policy role at "
+                           "its configuration (gpu_scheduling_policy_kueue_config_map)"))
+        return
+    try:
+        diffs = _objects.kueue_config_differences(policy, config)
+    except ValueError as exc:
+        diffs = [("configuration", "not a Kueue Configuration", str(exc))]
+    if diffs:
+        out.append(finding("kueue_config_changed", obj, "Kueue's configuration %s/%s: %s%s" % (
+            ns, name, _diff_text(diffs), restart), "set it (gpu_scheduling_policy role, which restarts Kueue)"))
 
 
 def _culling(out, policy, live):

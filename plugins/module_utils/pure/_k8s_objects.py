@@ -12,6 +12,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import re
 
 # The roles' defaults for the inputs derive() does not set (a unit test holds them equal to
 # roles/*/defaults/main.yml), so the audit expects what a converge with those inputs writes.
@@ -41,6 +42,15 @@ ROLE_DEFAULTS = {
         "gpu_scheduling_policy_tenants": [],
         "gpu_scheduling_policy_kueue": True,
         "gpu_scheduling_policy_kueue_api_version": "kueue.x-k8s.io/v1beta2",
+        "gpu_scheduling_policy_kueue_queues": [],
+        "gpu_scheduling_policy_kueue_cohort": "",
+        "gpu_scheduling_policy_kueue_preemption": {"within_cluster_queue": "Never", "reclaim_within_cohort": "Never"},
+        "gpu_scheduling_policy_kueue_wait_for_pods_ready_timeout": "",
+        "gpu_scheduling_policy_kueue_namespace": "kueue-system",
+        "gpu_scheduling_policy_kueue_config_map": "kueue-manager-config",
+        "gpu_scheduling_policy_kueue_config_key": "controller_manager_config.yaml",
+        "gpu_scheduling_policy_kueue_restart": True,
+        "gpu_scheduling_policy_kueue_pod_selector": "control-plane=controller-manager",
         "gpu_scheduling_policy_training_flavor": "gpu-training",
         "gpu_scheduling_policy_training_cluster_queue": "gpu-training",
         "gpu_scheduling_policy_training_local_queue": "training",
@@ -285,49 +295,189 @@ def tenant_namespace(tenant, created=False):
     return _manifest("v1", "Namespace", tenant["namespace"], labels=labels)
 
 
+KUEUE_PREEMPTION = {"within_cluster_queue": ("Never", "LowerPriority", "LowerOrNewerEqualPriority"),
+                    "reclaim_within_cohort": ("Never", "LowerPriority", "Any")}
+_DURATION = re.compile(r"^(?:(\d+(?:\.\d*)?|\.\d+)(ns|us|ms|s|m|h))+$")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|ms|s|m|h)")
+_DURATION_UNIT = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
+
+
+def duration_seconds(text):
+    """Seconds of a Go duration (``10m``, ``1h30m``, ``90s``) as Kueue's configuration reads it;
+    None when `text` is not one."""
+    text = str(text).strip() if text is not None else ""
+    if not _DURATION.match(text):
+        return None
+    return sum(float(n) * _DURATION_UNIT[u] for n, u in _DURATION_PART.findall(text))
+
+
+def kueue_queues(policy):
+    """The training queues of the gpu_scheduling_policy role: each ``{"flavor", "cluster_queue",
+    "local_queue", "namespaces", "node_labels", "tolerations", "resources"}`` from
+    gpu_scheduling_policy_kueue_queues (one per gang-scheduled pool), or, when that is empty,
+    the one queue of the gpu_scheduling_policy_training_* inputs (``namespaces`` None: the
+    tenants marked ``training``). [] when the role writes no queue."""
+    if not flag(policy.get("gpu_scheduling_policy_kueue")):
+        return []
+    out = []
+    for i, q in enumerate(policy.get("gpu_scheduling_policy_kueue_queues") or []):
+        if not isinstance(q, dict) or not q.get("name"):
+            raise ValueError("gpu_scheduling_policy_kueue_queues[%d] must be a mapping with a name, not %r" % (i, q))
+        if not q.get("resources"):
+            raise ValueError("gpu_scheduling_policy_kueue_queues[%d] (%s) has no resources: give the pool's size "
+                             "per resource (for example {nvidia.com/gpu: 8}), the ClusterQueue's quota" % (i, q["name"]))
+        out.append({"flavor": q["name"], "cluster_queue": q["name"], "local_queue": q.get("local_queue") or q["name"],
+                    "namespaces": list(q.get("namespaces") or []),
+                    "node_labels": dict(q.get("node_labels") or {}),
+                    "tolerations": [dict(t) for t in (q.get("tolerations") or [])],
+                    "resources": dict(q["resources"])})
+    names = [q["cluster_queue"] for q in out]
+    twice = sorted(set(n for n in names if names.count(n) > 1))
+    if twice:
+        raise ValueError("gpu_scheduling_policy_kueue_queues: names must be unique (%s given twice)" % ", ".join(twice))
+    if not out and policy.get("gpu_scheduling_policy_training_resources"):
+        out.append({"flavor": policy["gpu_scheduling_policy_training_flavor"],
+                    "cluster_queue": policy["gpu_scheduling_policy_training_cluster_queue"],
+                    "local_queue": policy["gpu_scheduling_policy_training_local_queue"],
+                    "namespaces": None,
+                    "node_labels": dict(policy["gpu_scheduling_policy_training_node_labels"]),
+                    "tolerations": [dict(t) for t in policy["gpu_scheduling_policy_training_tolerations"]],
+                    "resources": dict(policy["gpu_scheduling_policy_training_resources"])})
+    return out
+
+
+def _kueue_preemption(policy):
+    given = dict(policy.get("gpu_scheduling_policy_kueue_preemption") or {})
+    unknown = sorted(set(given) - set(KUEUE_PREEMPTION))
+    if unknown:
+        raise ValueError("gpu_scheduling_policy_kueue_preemption: unknown key(s) %s (known: %s)" % (
+            ", ".join(unknown), ", ".join(sorted(KUEUE_PREEMPTION))))
+    out = {}
+    for key, choices in KUEUE_PREEMPTION.items():
+        value = given.get(key) or "Never"
+        if value not in choices:
+            raise ValueError("gpu_scheduling_policy_kueue_preemption.%s must be one of %s, not %r" % (
+                key, ", ".join(choices), value))
+        out[key] = value
+    return {"withinClusterQueue": out["within_cluster_queue"], "reclaimWithinCohort": out["reclaim_within_cohort"],
+            "borrowWithinCohort": {"policy": "Never"}}
+
+
 def kueue_objects(policy):
-    """The Kueue objects the gpu_scheduling_policy role writes, as
-    {"api_version", "resource_flavor": (name, spec), "cluster_queue": (name, spec),
-    "local_queues": [(namespace, name, spec)]}; None when the role writes none."""
-    if not flag(policy.get("gpu_scheduling_policy_kueue")) or not policy.get("gpu_scheduling_policy_training_resources"):
+    """The Kueue objects the gpu_scheduling_policy role writes, as {"api_version",
+    "resource_flavors": [(name, spec)], "cluster_queues": [(name, spec)], "local_queues":
+    [(namespace, name, spec)]}, one flavor and ClusterQueue per queue of kueue_queues() and a
+    LocalQueue in each of its namespaces; None when the role writes none."""
+    queues = kueue_queues(policy)
+    if not queues:
         return None
     api_version = policy["gpu_scheduling_policy_kueue_api_version"]
-    flavor = policy["gpu_scheduling_policy_training_flavor"]
-    cq = policy["gpu_scheduling_policy_training_cluster_queue"]
-    resources = policy["gpu_scheduling_policy_training_resources"]
-    fungibility = ({"whenCanBorrow": "Borrow", "whenCanPreempt": "TryNextFlavor"} if api_version.endswith("v1beta1")
+    v1beta1 = api_version.endswith("v1beta1")
+    fungibility = ({"whenCanBorrow": "Borrow", "whenCanPreempt": "TryNextFlavor"} if v1beta1
                    else {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"})
-    cq_spec = {
-        "namespaceSelector": {"matchLabels": {"gpupool.vcf/training": "true"}},
-        "queueingStrategy": "StrictFIFO",
-        "stopPolicy": "None",
-        "preemption": {"withinClusterQueue": "Never", "reclaimWithinCohort": "Never",
-                       "borrowWithinCohort": {"policy": "Never"}},
-        "flavorFungibility": fungibility,
-        "resourceGroups": [{"coveredResources": list(resources), "flavors": [{
-            "name": flavor, "resources": [{"name": k, "nominalQuota": str(v)} for k, v in resources.items()]}]}],
-    }
-    flavor_spec = {"nodeLabels": dict(policy["gpu_scheduling_policy_training_node_labels"]),
-                   "tolerations": [dict(t) for t in policy["gpu_scheduling_policy_training_tolerations"]]}
-    local = [(t["namespace"], policy["gpu_scheduling_policy_training_local_queue"], {"clusterQueue": cq})
-             for t in policy["gpu_scheduling_policy_tenants"] if t.get("training")]
-    return {"api_version": api_version, "resource_flavor": (flavor, flavor_spec), "cluster_queue": (cq, cq_spec),
-            "local_queues": local}
+    cohort = policy.get("gpu_scheduling_policy_kueue_cohort") or ""
+    preemption = _kueue_preemption(policy)
+    tenants = [t["namespace"] for t in policy.get("gpu_scheduling_policy_tenants") or [] if flag(t.get("training"))]
+    out = {"api_version": api_version, "resource_flavors": [], "cluster_queues": [], "local_queues": []}
+    for q in queues:
+        if q["namespaces"] is None:
+            selector = {"matchLabels": {"gpupool.vcf/training": "true"}}
+            namespaces = tenants
+        elif q["namespaces"]:
+            selector = {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In",
+                                              "values": list(q["namespaces"])}]}
+            namespaces = q["namespaces"]
+        else:  # no tenant has quota on the pool: a selector no namespace matches
+            selector = {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "DoesNotExist"}]}
+            namespaces = []
+        resources = q["resources"]
+        spec = {"namespaceSelector": selector}
+        if cohort:
+            spec["cohort" if v1beta1 else "cohortName"] = cohort
+        spec.update({
+            "queueingStrategy": "StrictFIFO",
+            "stopPolicy": "None",
+            "preemption": copy.deepcopy(preemption),
+            "flavorFungibility": dict(fungibility),
+            "resourceGroups": [{"coveredResources": list(resources), "flavors": [{
+                "name": q["flavor"], "resources": [{"name": k, "nominalQuota": str(v)} for k, v in resources.items()]}]}],
+        })
+        out["resource_flavors"].append((q["flavor"], {"nodeLabels": q["node_labels"], "tolerations": q["tolerations"]}))
+        out["cluster_queues"].append((q["cluster_queue"], spec))
+        out["local_queues"] += [(ns, q["local_queue"], {"clusterQueue": q["cluster_queue"]}) for ns in namespaces]
+    return out
 
 
 def kueue_manifests(policy):
-    """The Kueue objects of kueue_objects() as the role writes them: {"resource_flavor",
-    "cluster_queue": manifest, "local_queues": [manifest]}; None when the role writes none."""
+    """The Kueue objects of kueue_objects() as the role writes them: {"resource_flavors",
+    "cluster_queues", "local_queues": [manifest]}; None when the role writes none."""
     want = kueue_objects(policy)
     if want is None:
         return None
     api_version = want["api_version"]
-    return {"resource_flavor": _manifest(api_version, "ResourceFlavor", want["resource_flavor"][0],
-                                         spec=want["resource_flavor"][1]),
-            "cluster_queue": _manifest(api_version, "ClusterQueue", want["cluster_queue"][0],
-                                       spec=want["cluster_queue"][1]),
+    return {"resource_flavors": [_manifest(api_version, "ResourceFlavor", name, spec=spec)
+                                 for name, spec in want["resource_flavors"]],
+            "cluster_queues": [_manifest(api_version, "ClusterQueue", name, spec=spec)
+                               for name, spec in want["cluster_queues"]],
             "local_queues": [_manifest(api_version, "LocalQueue", name, ns, spec=spec)
                              for ns, name, spec in want["local_queues"]]}
+
+
+def kueue_wait_for_pods_ready(policy):
+    """The waitForPodsReady the role sets in Kueue's Configuration ({"timeout", "blockAdmission":
+    True}): all pods of an admitted job must run within the timeout or the job is evicted and
+    requeued, and no other job is admitted meanwhile. None when the role leaves Kueue's
+    configuration alone (no timeout given, or Kueue off)."""
+    timeout = policy.get("gpu_scheduling_policy_kueue_wait_for_pods_ready_timeout") or ""
+    if not flag(policy.get("gpu_scheduling_policy_kueue")) or not timeout:
+        return None
+    seconds = duration_seconds(timeout)
+    if not seconds:
+        raise ValueError("gpu_scheduling_policy_kueue_wait_for_pods_ready_timeout must be a positive duration "
+                         "such as 10m or 1h30m, not %r" % (timeout,))
+    return {"timeout": str(timeout), "blockAdmission": True}
+
+
+def _kueue_config_version(config):
+    if not isinstance(config, dict) or config.get("kind") != "Configuration" or not str(
+            config.get("apiVersion", "")).startswith("config.kueue.x-k8s.io/"):
+        raise ValueError("Kueue's configuration must be a config.kueue.x-k8s.io Configuration, not %s" % (
+            "%s %s" % (config.get("apiVersion"), config.get("kind")) if isinstance(config, dict) else repr(config)))
+    return config["apiVersion"]
+
+
+def kueue_config_differences(policy, config):
+    """[(path, live, wanted)] where Kueue's Configuration `config` (parsed) lacks the
+    waitForPodsReady the role sets (timeouts compared as durations); [] when it has it or the
+    role sets none."""
+    want = kueue_wait_for_pods_ready(policy)
+    if want is None:
+        return []
+    v1beta1 = _kueue_config_version(config).endswith("/v1beta1")
+    have = config.get("waitForPodsReady")
+    have = have if isinstance(have, dict) else {}
+    out = []
+    if v1beta1 and not flag(have.get("enable", False)):
+        out.append(("waitForPodsReady.enable", have.get("enable"), True))
+    if duration_seconds(have.get("timeout")) != duration_seconds(want["timeout"]):
+        out.append(("waitForPodsReady.timeout", have.get("timeout"), want["timeout"]))
+    if not flag(have.get("blockAdmission", False)):
+        out.append(("waitForPodsReady.blockAdmission", have.get("blockAdmission"), True))
+    return out
+
+
+def kueue_configuration(policy, config):
+    """Kueue's Configuration `config` (parsed) with waitForPodsReady as the role sets it; every
+    other setting (and waitForPodsReady's other fields) kept. `config` itself when nothing differs."""
+    if not kueue_config_differences(policy, config):
+        return config
+    out = copy.deepcopy(config)
+    wfpr = dict(out.get("waitForPodsReady") or {}) if isinstance(out.get("waitForPodsReady"), dict) else {}
+    wfpr.update(kueue_wait_for_pods_ready(policy))
+    if config["apiVersion"].endswith("/v1beta1"):
+        wfpr["enable"] = True
+    out["waitForPodsReady"] = wfpr
+    return out
 
 
 def culling_cronjob(policy):

@@ -55,7 +55,7 @@ def test_kueue_manifests():
     assert out["local_queues"] == [{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
                                     "metadata": {"name": "training", "namespace": "t", "labels": MANAGED},
                                     "spec": {"clusterQueue": "gpu-training"}}]
-    assert out["cluster_queue"]["spec"]["resourceGroups"][0]["flavors"][0]["resources"] == [
+    assert out["cluster_queues"][0]["spec"]["resourceGroups"][0]["flavors"][0]["resources"] == [
         {"name": "nvidia.com/gpu", "nominalQuota": "2"}]
     assert f.kueue_manifests({}) is None
 

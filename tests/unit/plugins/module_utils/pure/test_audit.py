@@ -847,9 +847,12 @@ def full_guest(derived, secret="licensing-config-0123456789"):
     live["cluster_policy"] = dict(exists=True, spec=spec)
     live["device_plugin_config"] = dict(exists=True, data=copy.deepcopy(objs.device_plugin_configs(op)))
     k = objs.kueue_objects(policy)
-    live["kueue"] = dict(served=True, resource_flavors={k["resource_flavor"][0]: copy.deepcopy(k["resource_flavor"][1])},
-                         cluster_queues={k["cluster_queue"][0]: dict(copy.deepcopy(k["cluster_queue"][1]), cohort=None)},
-                         local_queues={})
+    live["kueue"] = dict(served=True, resource_flavors=dict((n, copy.deepcopy(sp)) for n, sp in k["resource_flavors"]),
+                         cluster_queues=dict((n, dict(copy.deepcopy(sp), fairSharing=None))
+                                             for n, sp in k["cluster_queues"]),
+                         local_queues={},
+                         configuration={"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+                                        "waitForPodsReady": {"timeout": "600s", "blockAdmission": True}})
     for ns, name, spec_ in k["local_queues"]:
         live["kueue"]["local_queues"].setdefault(ns, {})[name] = dict(spec_)
     cj = objs.culling_cronjob(policy)
@@ -907,10 +910,14 @@ def test_cluster_policy_changed_and_missing(derived):
 def test_kueue_objects_as_the_role_writes_them(derived):
     _op, policy = a.guest_inputs(derived)
     k = objs.kueue_objects(policy)
-    cq = k["cluster_queue"][1]
-    # the role's selector, strategy and preemption; no cohort
-    assert cq["namespaceSelector"] == {"matchLabels": {"gpupool.vcf/training": "true"}}
-    assert cq["preemption"]["withinClusterQueue"] == "Never" and "cohort" not in cq
+    name, cq = k["cluster_queues"][0]
+    # the pool's tenants, the design's cohort and preemption
+    assert name == "gpupool-training"
+    assert cq["namespaceSelector"] == {"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["team-vision", "research"]}]}
+    assert cq["cohortName"] == "gpupool"
+    assert cq["preemption"] == {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any",
+                                "borrowWithinCohort": {"policy": "Never"}}
     assert [ns for ns, _n, _s in k["local_queues"]] == ["team-vision", "research"]
     live = full_guest(derived)
     live["kueue"]["cluster_queues"]["gpupool-training"]["resourceGroups"][0]["flavors"][0]["resources"][2][

@@ -505,12 +505,17 @@ def test_derive_guest_roles():
     assert tenants["team-search"]["labels"] == {"app.kubernetes.io/managed-by": "gpupool.vcf",
                                                 "gpupool.vcf/design": EXAMPLE["name"]}
     assert policy["gpu_scheduling_policy_kueue"] is True
-    assert (policy["gpu_scheduling_policy_training_flavor"], policy["gpu_scheduling_policy_training_cluster_queue"],
-            policy["gpu_scheduling_policy_training_local_queue"]) == ("gpupool-training", "gpupool-training", "training")
-    assert policy["gpu_scheduling_policy_training_resources"] == {"cpu": 64, "memory": "768Gi", "nvidia.com/gpu": 8}
-    assert policy["gpu_scheduling_policy_training_node_labels"] == {"gpupool.vcf/pool": "training"}
+    [queue] = policy["gpu_scheduling_policy_kueue_queues"]
+    assert (queue["name"], queue["local_queue"]) == ("gpupool-training", "training")
+    assert queue["namespaces"] == ["team-vision", "research"]
+    assert queue["resources"] == {"cpu": 64, "memory": "768Gi", "nvidia.com/gpu": 8}
+    assert queue["node_labels"] == {"gpupool.vcf/pool": "training"}
     assert {"key": "gpupool.vcf/pool", "operator": "Equal", "value": "training", "effect": "NoSchedule"} in \
-        policy["gpu_scheduling_policy_training_tolerations"]
+        queue["tolerations"]
+    assert policy["gpu_scheduling_policy_kueue_cohort"] == "gpupool"
+    assert policy["gpu_scheduling_policy_kueue_preemption"] == {"within_cluster_queue": "LowerPriority",
+                                                                "reclaim_within_cohort": "Any"}
+    assert policy["gpu_scheduling_policy_kueue_wait_for_pods_ready_timeout"] == "10m"
     operator = derived["roles"]["gpu_operator"]
     assert operator["gpu_operator_time_slicing"] == {"notebooks": {
         "replicas": 4, "resources": ["nvidia.com/gpu"], "rename_by_default": False,
@@ -693,4 +698,6 @@ def test_derive_roles_without_gang_training():
             pool["training"] = {"gpus_per_job": 1, "gang_scheduling": False}
     policy = derive(design)["roles"]["gpu_scheduling_policy"]
     assert policy["gpu_scheduling_policy_kueue"] is False
-    assert policy["gpu_scheduling_policy_training_resources"] == {}
+    assert policy["gpu_scheduling_policy_kueue_queues"] == []
+    # no gang-scheduled pool: Kueue's configuration is left alone
+    assert policy["gpu_scheduling_policy_kueue_wait_for_pods_ready_timeout"] == ""

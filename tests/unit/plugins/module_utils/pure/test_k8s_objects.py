@@ -123,12 +123,12 @@ def test_kueue_manifests():
         gpu_scheduling_policy_training_node_labels={"gpupool.vcf/pool": "training"},
         gpu_scheduling_policy_tenants=[{"namespace": "a", "training": True}, {"namespace": "b"},
                                        {"namespace": "c", "training": False}, {"namespace": "d", "training": 1}]))
-    assert m["resource_flavor"] == {
+    assert m["resource_flavors"] == [{
         "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
         "metadata": {"name": "gpu-training", "labels": MANAGED},
         "spec": {"nodeLabels": {"gpupool.vcf/pool": "training"},
-                 "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}
-    assert m["cluster_queue"] == {
+                 "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}]
+    assert m["cluster_queues"] == [{
         "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
         "metadata": {"name": "gpu-training", "labels": MANAGED},
         "spec": {"namespaceSelector": {"matchLabels": {"gpupool.vcf/training": "true"}},
@@ -138,7 +138,7 @@ def test_kueue_manifests():
                  "flavorFungibility": {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"},
                  "resourceGroups": [{"coveredResources": ["nvidia.com/gpu", "memory"], "flavors": [{
                      "name": "gpu-training", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "8"},
-                                                           {"name": "memory", "nominalQuota": "768Gi"}]}]}]}}
+                                                           {"name": "memory", "nominalQuota": "768Gi"}]}]}]}}]
     assert m["local_queues"] == [
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
          "metadata": {"name": "training", "namespace": ns, "labels": MANAGED},
@@ -146,16 +146,16 @@ def test_kueue_manifests():
     # what the audit compares is what the role writes
     want = objs.kueue_objects(policy(gpu_scheduling_policy_training_resources={"nvidia.com/gpu": 8}))
     m = objs.kueue_manifests(policy(gpu_scheduling_policy_training_resources={"nvidia.com/gpu": 8}))
-    assert m["cluster_queue"]["spec"] == want["cluster_queue"][1]
-    assert m["resource_flavor"]["spec"] == want["resource_flavor"][1]
+    assert m["cluster_queues"][0]["spec"] == want["cluster_queues"][0][1]
+    assert m["resource_flavors"][0]["spec"] == want["resource_flavors"][0][1]
 
 
 def test_kueue_v1beta1_fungibility_and_none():
     m = objs.kueue_manifests(policy(gpu_scheduling_policy_kueue_api_version="kueue.x-k8s.io/v1beta1",
                                     gpu_scheduling_policy_training_resources={"nvidia.com/gpu": 1}))
-    fungibility = m["cluster_queue"]["spec"]["flavorFungibility"]
+    fungibility = m["cluster_queues"][0]["spec"]["flavorFungibility"]
     assert fungibility == {"whenCanBorrow": "Borrow", "whenCanPreempt": "TryNextFlavor"}
-    assert m["cluster_queue"]["apiVersion"] == "kueue.x-k8s.io/v1beta1"
+    assert m["cluster_queues"][0]["apiVersion"] == "kueue.x-k8s.io/v1beta1"
     assert objs.kueue_manifests(policy()) is None
     assert objs.kueue_manifests(policy(gpu_scheduling_policy_kueue="false",
                                        gpu_scheduling_policy_training_resources={"nvidia.com/gpu": 1})) is None
