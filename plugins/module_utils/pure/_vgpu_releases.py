@@ -139,9 +139,9 @@ def guest_supported(host_version, guest_version):
     if gb.major > hb.major:
         return False, ("guest driver %s is newer than the vGPU Manager %s: a guest driver must not be of a later "
                        "release branch than the host's" % (guest_text, host_text))
+    older = hb.major - gb.major
     return False, ("guest driver %s is %d release branches older than the vGPU Manager %s: NVIDIA supports "
-                   "guest drivers of the host's branch or the one before it" % (guest_text, hb.major - gb.major,
-                                                                                  host_text))
+                   "guest drivers of the host's branch or the one before it" % (guest_text, older, host_text))
 
 
 def matching_guest(host_version):
