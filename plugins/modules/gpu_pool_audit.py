@@ -287,7 +287,7 @@ def read_vks(params, derived):
             cc = api.read_class(version, ref)
         except K8sError as exc:
             raise LinkError("could not read the ClusterClass of %s: %s" % (what, exc))
-        plan = variable_plan((cc.get("spec") or {}).get("variables") or [])
+        plan = variable_plan(cc)  # spec and status variables, and the class name for findings
         topology = (obj.get("spec") or {}).get("topology") or {}
         top_vars = dict((v.get("name"), v.get("value")) for v in topology.get("variables") or [])
         mds = {}

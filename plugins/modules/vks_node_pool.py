@@ -23,11 +23,17 @@ description:
     only recorded pools, so a pool someone else added (by hand, or before the record existed)
     is never removed.
   - How labels and taints are written is read from the variable schema of the Cluster's
-    ClusterClass, not from a list of VKS releases - a labels variable (a map, or a list of
-    key/value pairs such as C(nodePoolLabels)), a taints variable (a list of key/effect items),
-    or such properties of an object variable (for example C(node.labels), C(node.taints)).
-    When the class has no place for what is asked (taints on the legacy
-    C(tanzukubernetescluster) class) the module fails before any change.
+    ClusterClass (its C(spec.variables), and the C(status.variables) Cluster API lists, which
+    include variables a runtime extension contributes), not from a list of VKS releases - a
+    labels variable (a map, or a list of key/value pairs such as C(nodePoolLabels) in v3.1-era
+    classes), a taints variable (a list of key/effect items such as C(nodePoolTaints)), or such
+    properties of an object variable (C(node.labels), C(node.taints) in later classes).
+  - When the class has no place for what is asked (taints on a class without a taint variable), has
+    two places that both fit, or its schema refuses a taint (a required value missing, an effect it
+    does not allow), the module fails before any change, naming the class and what it lacks.
+  - A new override of an object variable (C(node)) starts from the Cluster's value of that
+    variable, so the properties the pool does not set (labels when only taints are given) keep
+    what the pool had.
   - The Cluster is read, changed and written with its C(resourceVersion); a conflict (another
     writer in between) re-reads and retries.
   - Check mode sends the same update as a server-side dry run, so the Supervisor's own
@@ -143,10 +149,11 @@ machine_deployments:
   type: list
   elements: dict
 variable_plan:
-  description: Which ClusterClass variables carry the VM class, node labels and node taints.
+  description: The Cluster's ClusterClass and which of its variables carry the VM class, node labels and node taints.
   returned: success
   type: dict
-  sample: {"vm_class": "vmClass", "labels": {"variable": "node", "property": "labels", "form": "map"},
+  sample: {"class": "vmware-system-vks-public/builtin-generic-v3.4.0", "vm_class": "vmClass",
+           "labels": {"variable": "node", "property": "labels", "form": "map"},
            "taints": {"variable": "node", "property": "taints"}}
 owned:
   description: Node pools the Cluster's C(gpupool.vcf/node-pools) annotation records as created by this module, after the run.
@@ -184,7 +191,9 @@ HAS_K8S = kubernetes is not None
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import (
-    K8sError, PlanError, auth_argument_spec, plan_machine_deployments, request_argument_spec, request_timeout_error, variable_plan)
+    K8sError, auth_argument_spec, request_argument_spec, request_timeout_error)
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._cluster_class import (
+    PlanError, plan_machine_deployments, public_plan, top_variables, variable_plan)
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Change, Failure, Plan, Resource
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._vks_api import GROUP, VksClusterApi
@@ -316,10 +325,10 @@ class NodePools(Resource):
     def compute(self, live):
         """The plan from one read (pure)."""
         obj, cc_spec = live["obj"], live["cc"].get("spec") or {}
-        vplan = variable_plan(cc_spec.get("variables") or [])
+        vplan = variable_plan(live["cc"])
         pools, default_class = check_pools(self.p["node_pools"], cc_spec)
         current = (obj["spec"]["topology"].get("workers") or {}).get("machineDeployments") or []
-        new = plan_machine_deployments(current, pools, vplan, default_class, False)
+        new = plan_machine_deployments(current, pools, vplan, default_class, False, top_variables(obj))
         owned_before = owned_pools((obj.get("metadata") or {}).get("annotations"))
         new, owned_after, kept_foreign = plan_ownership(current, new, [x["name"] for x in pools], owned_before, self.p["purge"])
         changes = []
@@ -335,7 +344,7 @@ class NodePools(Resource):
         facts = plan.facts
         return dict(machine_deployments=plan.after["machineDeployments"], api_version="%s/%s" % (GROUP, facts["version"]),
                     owned=plan.after["owned"], kept_foreign=facts["kept_foreign"],
-                    variable_plan=dict((k, v) for k, v in facts["vplan"].items() if k != "names"))
+                    variable_plan=public_plan(facts["vplan"]))
 
     def apply(self, plan):
         return self.store(plan)

@@ -2,19 +2,21 @@
 # Copyright: gpupool.vcf contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """What kubernetes.core does not offer: an API client from the shared auth options with a
-request timeout, bounded retries and one error type (the fault boundary), and the pure logic
-that maps node pool labels and taints onto a ClusterClass's variable schema."""
+request timeout, bounded retries and one error type (the fault boundary). The node pool logic
+of ClusterClass variables is pure/_cluster_class.py; its names stay importable from here."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import copy
 import json
 import os
 import socket
 import time
 
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._cluster_class import (  # noqa: F401 pylint: disable=unused-import
+    PlanError, apply_pool, class_ref, plan_machine_deployments, read_pool, variable_plan,
+)
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._retry import (
     ATTEMPTS, TRANSIENT_STATUS, backoff_delay, seconds, times,
 )
@@ -257,196 +259,3 @@ class K8sClient(object):
         """The dynamic resource api_version/kind; K8sError of kind `not_served` when the server lacks it."""
         return self.call(self.dynamic().resources.get, api_version=api_version, kind=kind)
 
-
-# --- ClusterClass variables -> how node labels and taints are expressed ------------------------
-
-def _schema(var):
-    return ((var.get("schema") or {}).get("openAPIV3Schema")) or {}
-
-
-def _labels_form(name, schema):
-    """'map' for {key: value}, 'kv_list' for [{key, value}], None when the schema is neither."""
-    if "label" not in name.lower():
-        return None
-    if schema.get("type") == "object" and (isinstance(schema.get("additionalProperties"), dict)
-                                           or schema.get("x-kubernetes-preserve-unknown-fields")):
-        return "map"
-    if schema.get("type") == "array":
-        props = (schema.get("items") or {}).get("properties") or {}
-        if "key" in props and "value" in props:
-            return "kv_list"
-    return None
-
-
-def _is_taints(name, schema):
-    if schema.get("type") != "array":
-        return False
-    props = (schema.get("items") or {}).get("properties") or {}
-    return "key" in props and "effect" in props
-
-
-def variable_plan(class_variables):
-    """Where a ClusterClass lets a node pool set its VM class, node labels and node taints.
-
-    Returns {"vm_class": name or None, "labels": {"variable", "property", "form"} or None,
-    "taints": {"variable", "property"} or None, "names": [every variable name]}. `property` is
-    None when the variable itself holds the value, else the name of the property of an object
-    variable (a `node` variable with `labels` and `taints`). Nothing is assumed about a VKS
-    release: only the schema is read.
-    """
-    plan = {"vm_class": None, "labels": None, "taints": None,
-            "names": [v.get("name") for v in class_variables or []]}
-    for var in class_variables or []:
-        name, schema = var.get("name") or "", _schema(var)
-        if name.lower() == "vmclass" and schema.get("type") in (None, "string"):
-            plan["vm_class"] = name
-            continue
-        form = _labels_form(name, schema)
-        if form and plan["labels"] is None:
-            plan["labels"] = {"variable": name, "property": None, "form": form}
-            continue
-        if "taint" in name.lower() and _is_taints(name, schema) and plan["taints"] is None:
-            plan["taints"] = {"variable": name, "property": None}
-            continue
-        if schema.get("type") == "object":
-            for prop, sub in sorted((schema.get("properties") or {}).items()):
-                sub = sub or {}
-                form = _labels_form(prop, sub)
-                if form and plan["labels"] is None:
-                    plan["labels"] = {"variable": name, "property": prop, "form": form}
-                elif "taint" in prop.lower() and _is_taints(prop, sub) and plan["taints"] is None:
-                    plan["taints"] = {"variable": name, "property": prop}
-    return plan
-
-
-def _labels_value(labels, form):
-    if form == "kv_list":
-        return [{"key": k, "value": str(v)} for k, v in sorted(labels.items())]
-    return dict((k, str(v)) for k, v in labels.items())
-
-
-def _taints_value(taints):
-    out = []
-    for t in taints:
-        item = {"key": t["key"], "effect": t["effect"]}
-        if t.get("value") not in (None, ""):
-            item["value"] = t["value"]
-        out.append(item)
-    return out
-
-
-def _set_override(overrides, name, prop, value):
-    for ov in overrides:
-        if ov.get("name") == name:
-            if prop is None:
-                ov["value"] = value
-            else:
-                cur = ov.get("value") if isinstance(ov.get("value"), dict) else {}
-                cur = dict(cur)
-                cur[prop] = value
-                ov["value"] = cur
-            return
-    overrides.append({"name": name, "value": value if prop is None else {prop: value}})
-
-
-class PlanError(ValueError):
-    pass
-
-
-def apply_pool(md, pool, plan, class_ref):
-    """The machineDeployment `md` (None: a new one) with the pool's options applied.
-
-    Options that are None are left as they are. Raises PlanError when the class cannot
-    express what the pool asks for.
-    """
-    new = copy.deepcopy(md) if md else {"class": pool.get("class") or class_ref, "name": pool["name"]}
-    if not new.get("class"):
-        raise PlanError("node pool %s is new and the ClusterClass has several machineDeployment "
-                        "classes: set its class" % pool["name"])
-    if pool.get("replicas") is not None:
-        new["replicas"] = pool["replicas"]
-    overrides = copy.deepcopy(((new.get("variables") or {}).get("overrides")) or [])
-    if pool.get("vm_class") is not None:
-        if not plan["vm_class"]:
-            raise PlanError("the ClusterClass has no vmClass variable; its variables: %s"
-                            % ", ".join(plan["names"]))
-        _set_override(overrides, plan["vm_class"], None, pool["vm_class"])
-    if pool.get("labels") is not None:
-        where = plan["labels"]
-        if not where:
-            raise PlanError("the ClusterClass has no variable for node labels, so node pool %s cannot "
-                            "set them; its variables: %s" % (pool["name"], ", ".join(plan["names"])))
-        _set_override(overrides, where["variable"], where["property"],
-                      _labels_value(pool["labels"], where["form"]))
-    if pool.get("taints") is not None:
-        where = plan["taints"]
-        if not where:
-            raise PlanError("the ClusterClass has no variable for node taints, so node pool %s cannot "
-                            "be tainted; its variables: %s" % (pool["name"], ", ".join(plan["names"])))
-        _set_override(overrides, where["variable"], where["property"], _taints_value(pool["taints"]))
-    if overrides:
-        new.setdefault("variables", {})
-        new["variables"] = dict(new["variables"], overrides=overrides)
-    return new
-
-
-def plan_machine_deployments(current, pools, plan, class_ref, purge=False):
-    """The new machineDeployments list: pools given are created or updated in place, others kept
-    (or removed with purge). Order is kept; new pools are appended."""
-    wanted = dict((p["name"], p) for p in pools)
-    out = []
-    for md in current or []:
-        if md.get("name") in wanted:
-            out.append(apply_pool(md, wanted.pop(md["name"]), plan, class_ref))
-        elif not purge:
-            out.append(copy.deepcopy(md))
-    for p in pools:
-        if p["name"] in wanted:
-            out.append(apply_pool(None, p, plan, class_ref))
-    return out
-
-
-# --- the Cluster's class and its node pools as the ClusterClass's variables express them ------
-
-
-def class_ref(cluster, version, namespace):
-    """{"name", "namespace"} of the Cluster's ClusterClass in the Cluster API version it was read
-    in (v1beta2 ``classRef``, v1beta1 ``class``/``classNamespace``), or None without a managed topology."""
-    topo = (cluster.get("spec") or {}).get("topology") or {}
-    if version == "v1beta2" and (topo.get("classRef") or {}).get("name"):
-        ref = topo["classRef"]
-        return {"name": ref["name"], "namespace": ref.get("namespace") or namespace}
-    if version == "v1beta1" and topo.get("class"):
-        return {"name": topo["class"], "namespace": topo.get("classNamespace") or namespace}
-    return None
-
-
-def _override(overrides, top_vars, name, prop):
-    """The value a machineDeployment gets for variable `name` (its override, else the Cluster's)."""
-    if name is None:
-        return None
-    value = overrides[name] if name in overrides else top_vars.get(name)
-    if prop is not None:
-        value = value.get(prop) if isinstance(value, dict) else None
-    return value
-
-
-def read_pool(md, top_vars, plan):
-    """A machineDeployment as node pool options - {"replicas", "vm_class", "labels", "taints"} -
-    read through the variables `plan` (variable_plan of the Cluster's ClusterClass) names: the
-    inverse of apply_pool. `top_vars`: the Cluster's variables {name: value}. A field the class
-    has no variable for is None."""
-    overrides = dict((v.get("name"), v.get("value")) for v in ((md.get("variables") or {}).get("overrides") or []))
-    labels = taints = None
-    where = plan.get("labels")
-    if where:
-        value = _override(overrides, top_vars, where["variable"], where["property"])
-        if isinstance(value, list):
-            value = dict((i.get("key"), i.get("value")) for i in value if isinstance(i, dict))
-        labels = dict((k, str(v)) for k, v in (value or {}).items())
-    where = plan.get("taints")
-    if where:
-        value = _override(overrides, top_vars, where["variable"], where["property"]) or []
-        taints = _taints_value([t for t in value if isinstance(t, dict)])
-    return {"replicas": md.get("replicas"), "vm_class": _override(overrides, top_vars, plan.get("vm_class"), None),
-            "labels": labels, "taints": taints}

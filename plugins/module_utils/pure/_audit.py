@@ -23,8 +23,9 @@ Live state, per link (every value is plain data):
     normal form of _namespace.normalize}`` (a name absent from the dict does not exist).
 ``vks``
     ``clusters``: ``{name: {"namespace", "machine_deployments": {name: {"replicas", "vm_class",
-    "labels", "taints"}}}}`` (each pool as ``_k8s.read_pool`` reads it through its ClusterClass's
-    variables; None where the class has no variable) or the name absent when the Cluster does not exist.
+    "labels", "taints", "lacks"}}}}`` (each pool as ``_cluster_class.read_pool`` reads it through its
+    ClusterClass's variables; None where the class has no variable, the reason in ``lacks``) or the
+    name absent when the Cluster does not exist.
 ``guest``
     ``nodes``: ``[{"name", "labels": {}, "taints": [{"key", "value", "effect"}],
     "capacity": {}}]``; ``namespaces``: names; ``namespace_labels``: ``{name: labels}``;
@@ -111,6 +112,8 @@ RULES = OrderedDict([
                                                   "variable of its ClusterClass).")),
     ("node_pool_taints_changed", ("error", "vks", "A node pool taints its nodes as the design says (the taints "
                                                   "variable of its ClusterClass).")),
+    ("node_pool_class_lacks", ("error", "vks", "A node pool's ClusterClass has one variable for each of the node "
+                                               "labels and taints the design gives the pool.")),
     # guest
     ("gpu_node_untainted", ("error", "guest", "Every GPU node carries the nvidia.com/gpu taint and its pool's "
                                               "taints.")),
@@ -663,6 +666,13 @@ def audit_vks(derived, clusters):
                         "pods without the toleration land on its GPUs" if len(taints) < len(pool["taints"])
                         else "pods of the pool may not schedule"),
                     "set the node pool taints back (vks_node_pool taints, or the vks_gpu_node_pools role)"))
+            lacking = [f for f in ("labels", "taints") if pool.get(f) and (md.get("lacks") or {}).get(f)]
+            if lacking:
+                out.append(finding(
+                    "node_pool_class_lacks", obj,
+                    "node pool %s: %s" % (pool["name"], "; ".join(md["lacks"][f] for f in lacking)),
+                    "move the cluster to a ClusterClass with node labels and taints (builtin-generic), or "
+                    "take them out of the pool's design; vks_node_pool refuses the pool until then"))
     return out
 
 
