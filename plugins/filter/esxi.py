@@ -127,6 +127,17 @@ def vm_class_vgpu_profiles(classes, namespaces=None, gpu_models=None):
     return sorted(out)
 
 
+def esxi_host_drain_vms(info, host, items, reboot=True):
+    """The node VMs whose guest nodes a host's turn must drain first ([] when its turn keeps it out of
+    maintenance mode, or vCenter migrates its vGPU VMs)."""
+    record = [h for h in (info or {}).get("hosts") or [] if h.get("name") == host]
+    if not record:
+        raise AnsibleFilterError("host %s is not in the gpu_host_info result" % host)
+    if not _esxi.needs_maintenance(items, bool(reboot)):
+        return []
+    return _esxi.vms_going_down(record[0], bool((info or {}).get("vgpu_hotmigrate")))
+
+
 def esxi_hosts_to_roll(hosts, target, graphics_type=None, assignment_policy=None, scheduler=None,
                        allow_downgrade=False, only=None, always=False, driver=True):
     try:
@@ -139,6 +150,7 @@ def esxi_hosts_to_roll(hosts, target, graphics_type=None, assignment_policy=None
 class FilterModule(object):
     def filters(self):
         return {
+            "esxi_host_drain_vms": esxi_host_drain_vms,
             "driver_version_gate": driver_version_gate,
             "design_driver_version": design_driver_version,
             "roll_capacity": roll_capacity,

@@ -32,6 +32,9 @@ def failure_message(result, task=None):
         return "%s failed and left no result" % what
     if task.get("no_log") in (True, "true", "True", "yes") or "censored" in result:
         return "%s failed; its output is hidden (no_log) because it handles credentials or licensing data" % what
+    items = [r for r in result.get("results") or [] if isinstance(r, dict) and r.get("failed")]
+    if items:  # a loop: "One or more items failed" says nothing; each failed item's own message does
+        return "; ".join(failure_message(r, task) for r in items)
     msg = result.get("msg") or "%s failed without a message" % what
     left = []
     for key, text in LEFT_KEYS:

@@ -167,8 +167,15 @@ hosts:
       description: VMs on the host holding vGPU devices.
       type: list
       elements: dict
-      sample: [{name: llm-01, moid: vm-42, power_state: poweredOn, vgpu_profiles: [nvidia_h100-3-40c]}]
+      sample: [{name: llm-01, moid: vm-42, power_state: poweredOn, uuid: 4216a0c5-9b7e-4d6e-a1c2-0d3f5e6a7b8c,
+                vgpu_profiles: [nvidia_h100-3-40c]}]
     errors: {description: Per-host read errors (the rest of the inventory is still returned)., type: list, elements: str}
+vgpu_hotmigrate:
+  description:
+    - Whether vCenter migrates powered-on vGPU VMs (its advanced setting C(vgpu.hotmigrate.enabled)); when
+      false, a host entering maintenance mode needs its powered-on vGPU VMs powered off first.
+  returned: when V(vms) is in O(gather)
+  type: bool
 clusters:
   description: Summary per cluster of the hosts read.
   returned: always
@@ -190,6 +197,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_inventory
     GpuInventory,
     cluster_summary,
 )
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._esxi_host import HostOps
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Info
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
@@ -213,12 +221,18 @@ class GpuHosts(Info):
 
     def read(self):
         p = self.module.params
+        client = self.module.client()
         # image compliance of vLCM-managed clusters is read on a session of its own (the inventory closes it)
-        return GpuInventory(self.module.client(), rest=self.module.open_rest_session).read(
+        hosts = GpuInventory(client, rest=self.module.open_rest_session).read(
             cluster=p["cluster"], hosts=p["hosts"], gather=p["gather"])
+        live = dict(hosts=hosts)
+        if "vms" in p["gather"]:
+            live["vgpu_hotmigrate"] = HostOps(client).vgpu_hotmigrate_enabled()
+        return live
 
     def result(self, live, plan):
-        return dict(hosts=live, clusters=cluster_summary(live))
+        out = dict(live, clusters=cluster_summary(live["hosts"]))
+        return out
 
 
 def main():

@@ -140,6 +140,15 @@ class DrainApi(object):
             raise self._fail("cannot list the pods of node %s: %s" % (node, exc), exc)
         return self._plain(got).get("items") or []
 
+    def list_pods(self):
+        """Every pod of the cluster, as dicts (one request: the drain plan and the spare rule need
+        the pods of the other nodes too)."""
+        try:
+            got = self.k8s.call(self.core().list_pod_for_all_namespaces)
+        except K8sError as exc:
+            raise self._fail("cannot list the pods: %s" % exc, exc)
+        return self._plain(got).get("items") or []
+
     def list_pdbs(self):
         """Every PodDisruptionBudget with its status, as dicts."""
         try:
@@ -182,9 +191,11 @@ class DrainApi(object):
         if node not in self.cordoned:
             self.cordoned.append(node)
 
-    def uncordon(self, node):
+    def uncordon(self, node, owners=None):
         """Make `node` schedulable again if the collection cordoned it.
 
+        `owners`: the cordoned-by values this call may undo (None: any); a node another roll of
+        the collection cordoned (another value) is left as it is.
         Returns ``uncordoned``, ``not_ours`` (cordoned by someone else: left cordoned) or
         ``schedulable`` (nothing to do; a stale mark is removed).
         """
@@ -192,6 +203,8 @@ class DrainApi(object):
         meta = obj.get("metadata") or {}
         mark = (meta.get("annotations") or {}).get(CORDONED_BY)
         cordoned = bool((obj.get("spec") or {}).get("unschedulable"))
+        if mark and owners is not None and mark not in owners:
+            return "not_ours"
         if cordoned and not mark:
             return "not_ours"
         if mark:

@@ -186,3 +186,180 @@ def preempted_total(plan):
         for cls, count in entry["preempted"].items():
             out[cls] = out.get(cls, 0) + count
     return out
+
+
+# ---------------------------------------------------------------------------------------
+# the spare rule on the live fleet: can the protected pods go somewhere else?
+# ---------------------------------------------------------------------------------------
+
+GPU_PREFIX = "nvidia.com/"
+
+
+def _quantity(value):
+    """A whole-number extended resource quantity ("2", 2); GPUs are never fractional."""
+    try:
+        return int(str(value).strip())
+    except (TypeError, ValueError):
+        return 0
+
+
+def gpu_requests(pod):
+    """{resource: count} of the NVIDIA resources a pod asks for (``nvidia.com/gpu``,
+    ``nvidia.com/mig-1g.10gb``, ``nvidia.com/gpu.shared``...): the containers' requests (or
+    limits, which stand for requests of extended resources), and the largest init container's."""
+    spec = (pod or {}).get("spec") or {}
+
+    def of(container):
+        res = container.get("resources") or {}
+        out = {}
+        for part in ("limits", "requests"):
+            for key, value in (res.get(part) or {}).items():
+                if key.startswith(GPU_PREFIX):
+                    out[key] = _quantity(value)
+        return out
+
+    total = {}
+    for container in spec.get("containers") or []:
+        for key, value in of(container).items():
+            total[key] = total.get(key, 0) + value
+    for container in spec.get("initContainers") or []:
+        for key, value in of(container).items():
+            total[key] = max(total.get(key, 0), value)
+    return dict((k, v) for k, v in total.items() if v > 0)
+
+
+def node_ready(node):
+    conds = ((node or {}).get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
+
+
+def _tolerates(tolerations, taint):
+    for tol in tolerations or []:
+        if tol.get("effect") and tol.get("effect") != taint.get("effect"):
+            continue
+        if not tol.get("key"):
+            if tol.get("operator") == "Exists":
+                return True
+            continue
+        if tol.get("key") != taint.get("key"):
+            continue
+        if tol.get("operator") == "Exists" or (tol.get("value") or "") == (taint.get("value") or ""):
+            return True
+    return False
+
+
+def _affinity_matches(pod, labels):
+    required = ((((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    terms = required.get("nodeSelectorTerms") or []
+    if not terms:
+        return True
+    return any(all(_expression_matches(e, labels) for e in term.get("matchExpressions") or []) for term in terms)
+
+
+def schedulable_on(pod, node):
+    """Why `pod` cannot run on `node` (a Ready, schedulable node whose labels its nodeSelector and
+    required node affinity select and whose NoSchedule/NoExecute taints it tolerates), or None."""
+    spec = pod.get("spec") or {}
+    labels = _meta(node).get("labels") or {}
+    if (node.get("spec") or {}).get("unschedulable"):
+        return "cordoned"
+    if not node_ready(node):
+        return "not Ready"
+    for key, value in (spec.get("nodeSelector") or {}).items():
+        if labels.get(key) != value:
+            return "nodeSelector %s=%s" % (key, value)
+    if not _affinity_matches(pod, labels):
+        return "node affinity"
+    for taint in (node.get("spec") or {}).get("taints") or []:
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerates(spec.get("tolerations"), taint):
+            return "taint %s" % taint.get("key")
+    return None
+
+
+def free_gpus(nodes, pods):
+    """{node name: {resource: free count}}: allocatable NVIDIA resources less what the pods bound to
+    the node (not finished) ask for."""
+    free = {}
+    for node in nodes or []:
+        alloc = ((node.get("status") or {}).get("allocatable")) or {}
+        free[_meta(node).get("name")] = dict((k, _quantity(v)) for k, v in alloc.items() if k.startswith(GPU_PREFIX))
+    for pod in pods or []:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node not in free or (pod.get("status") or {}).get("phase") in FINISHED:
+            continue
+        for key, value in gpu_requests(pod).items():
+            free[node][key] = free[node].get(key, 0) - value
+    return free
+
+
+def unplaceable(plan, pods, nodes, protected_priority):
+    """The protected pods of a drain plan that no other node can take: the spare rule, judged on the
+    live cluster before anything is cordoned.
+
+    Each evicted pod of a protected PriorityClass that asks for NVIDIA resources is placed, largest
+    first, on a node outside the plan that is Ready, not cordoned, selected by its nodeSelector and
+    required node affinity, whose taints it tolerates (:func:`schedulable_on`) and has the GPUs free (allocatable
+    less the requests of the pods bound to it, and of the pods placed before). Returns
+    [{"namespace", "name", "node", "priority_class", "gpus", "reason"}] for the pods left over.
+    Pods without GPU requests, and preemptible ones, are not judged (the scheduler and Kueue find
+    them a place when capacity comes back).
+    """
+    protected = set(protected_priority or ())
+    by_key = dict(((_meta(p).get("namespace"), _meta(p).get("name")), p) for p in pods or [])
+    draining = set(plan or {})
+    others = [n for n in nodes or [] if _meta(n).get("name") not in draining]
+    free = free_gpus(others, pods)
+    wanted = []
+    for node, entry in (plan or {}).items():
+        for ref in entry["evict"]:
+            pod = by_key.get((ref["namespace"], ref["name"]))
+            if pod is None or ref["priority_class"] not in protected:
+                continue
+            if (pod.get("status") or {}).get("phase") in FINISHED:
+                continue
+            need = gpu_requests(pod)
+            if need:
+                wanted.append((node, ref, pod, need))
+    wanted.sort(key=lambda w: (-sum(w[3].values()), w[1]["namespace"] or "", w[1]["name"] or ""))
+    left = []
+    for node, ref, pod, need in wanted:
+        reasons = []
+        placed = None
+        for other in sorted(others, key=lambda n: _meta(n).get("name") or ""):
+            name = _meta(other).get("name")
+            why = schedulable_on(pod, other)
+            if why is None and any(free[name].get(k, 0) < v for k, v in need.items()):
+                why = "no free %s" % ", ".join(sorted(need))
+            if why is None:
+                placed = name
+                break
+            reasons.append(why)
+        if placed is None:
+            counts = {}
+            for why in reasons:
+                counts[why] = counts.get(why, 0) + 1
+            summary = ", ".join("%d %s" % (n, why) for why, n in sorted(counts.items())) or "no other node"
+            left.append(dict(namespace=ref["namespace"], name=ref["name"], node=node,
+                             priority_class=ref["priority_class"], gpus=need,
+                             reason="no other node can take it (%s)" % summary))
+            continue
+        for key, value in need.items():
+            free[placed][key] = free[placed].get(key, 0) - value
+    return left
+
+
+def budgets_that_never_allow(pdbs):
+    """PodDisruptionBudgets that cannot allow an eviction whatever happens elsewhere: every pod they
+    expect is healthy and the budget still wants them all (``desiredHealthy >= expectedPods > 0``).
+    A budget short of healthy pods now (a replacement still starting) is not among them: the
+    eviction waits for it within its bound."""
+    out = []
+    for pdb in pdbs or []:
+        status = pdb.get("status") or {}
+        expected = int(status.get("expectedPods") or 0)
+        desired = int(status.get("desiredHealthy") or 0)
+        healthy = int(status.get("currentHealthy") or 0)
+        if expected > 0 and desired >= expected and healthy >= expected:
+            out.append("%s/%s" % (_meta(pdb).get("namespace"), _meta(pdb).get("name")))
+    return sorted(out)

@@ -517,6 +517,33 @@ def host_changes(host, target, graphics_type=None, assignment_policy=None, sched
     return items
 
 
+# the plan items whose step takes the host into maintenance mode: a driver change reboots it, a
+# host MIG mode change needs it; a reboot the host owes, a driver not loaded and new nvidia module
+# options reboot it when the roll reboots (``reboot``)
+_MAINTENANCE_ALWAYS = {("driver", "install"), ("driver", "upgrade"), ("driver", "downgrade"), ("mig_mode", "set")}
+_MAINTENANCE_IF_REBOOT = {("vgpu_profiles", "reboot"), ("reboot", "reboot"), ("nvidia_module_options", "set")}
+
+
+def needs_maintenance(items, reboot=True):
+    """Whether a host's turn (its :func:`host_plan` items) takes it into maintenance mode, so that the
+    powered-on vGPU VMs vCenter cannot migrate go down with it: the test for draining their guest nodes.
+    Graphics changes alone do not (they apply to VMs powered on later)."""
+    for item in items or []:
+        key = (item.get("field"), item.get("action"))
+        if key in _MAINTENANCE_ALWAYS or (reboot and key in _MAINTENANCE_IF_REBOOT):
+            return True
+    return False
+
+
+def vms_going_down(host, hotmigrate):
+    """The VMs of ``host`` (a gpu_host_info record with ``vgpu_vms``) that its maintenance takes down:
+    the powered-on vGPU VMs, unless vCenter migrates them (``hotmigrate``). Each as {"name", "uuid"}."""
+    if hotmigrate:
+        return []
+    return [dict(name=v.get("name"), uuid=v.get("uuid")) for v in host.get("vgpu_vms") or []
+            if v.get("power_state") == "poweredOn"]
+
+
 POWER_OFF_OPTION = "power_off_vgpu_vms=true (esxi_gpu_host_power_off_vgpu_vms in the esxi_gpu_host role)"
 
 

@@ -264,6 +264,19 @@ def vks_node_pool_errors(params):
     return out
 
 
+def guest_node_drain_errors(params):
+    out = empty_errors(params, ("owner",))
+    for index, vm in enumerate(params.get("vms") or []):
+        out += ["vms[%d].%s" % (index, e) for e in empty_errors(vm, ("name",))]
+    for index, owner in enumerate(params.get("owners") or []):
+        if not str(owner or "").strip():
+            out.append("owners[%d] is empty; give the cordoned-by values whose nodes may be uncordoned" % index)
+    for index, name in enumerate(params.get("protected_priority_classes") or []):
+        if not str(name or "").strip():
+            out.append("protected_priority_classes[%d] is empty; give PriorityClass names" % index)
+    return out
+
+
 def dls_client_token_errors(params):
     out = empty_errors(params, ("dls_host", "username", "password", "dest"))
     out += range_errors(params, "expiry_days", 1, what=" days")
@@ -280,6 +293,7 @@ CHECKS = {
     "esxi_host_driver": esxi_host_driver_errors,
     "esxi_maintenance_mode": esxi_maintenance_mode_errors,
     "gpu_host_info": gpu_host_info_errors,
+    "guest_node_drain": guest_node_drain_errors,
     "gpu_pool_audit": gpu_pool_audit_errors,
     "gpu_pool_design": gpu_pool_design_errors,
     "nvidia_license_info": nvidia_license_info_errors,

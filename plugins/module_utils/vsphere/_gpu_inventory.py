@@ -60,7 +60,7 @@ HOST_PROPERTIES = HOST_STATE_PROPERTIES + [
     "configManager.imageConfigManager",
     "configManager.kernelModuleSystem",
 ]
-VM_PROPERTIES = ["name", "runtime.host", "runtime.powerState", "config.hardware.device"]
+VM_PROPERTIES = ["name", "runtime.host", "runtime.powerState", "config.hardware.device", "config.uuid"]
 CLUSTER_PROPERTIES = ["name", "host", "lifecycleManaged"]
 DRIVER_FROM_HOST = "host"
 DRIVER_FROM_IMAGE = "image"
@@ -282,7 +282,7 @@ class GpuInventory:
             if profiles and host_ref is not None:
                 vms_by_host.setdefault(host_ref._moId, []).append(dict(
                     name=vm["name"], moid=vm.moid, power_state=str(vm.get("runtime.powerState")),
-                    vgpu_profiles=profiles))
+                    uuid=vm.get("config.uuid"), vgpu_profiles=profiles))
         state_key = self.client.custom_field_key(_esxi.HOST_STATE_FIELD, vim.HostSystem)
         graphics = {}
         managers = [h.get("configManager.graphicsManager") for h in host_objs]

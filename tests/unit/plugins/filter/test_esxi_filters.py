@@ -86,3 +86,15 @@ def test_mig_commands_filter():
     assert esxi.mig_mode_commands(True, [1]) == ["nvidia-smi -i 1 -mig 1"]
     with pytest.raises(AnsibleFilterError):
         esxi.mig_mode_commands(True, ["x"])
+
+
+def test_esxi_host_drain_vms():
+    from ansible_collections.gpupool.vcf.plugins.filter.esxi import esxi_host_drain_vms
+    info = {"vgpu_hotmigrate": False, "hosts": [
+        {"name": "esx-1", "vgpu_vms": [{"name": "node-1", "uuid": "u1", "power_state": "poweredOn"}]}]}
+    upgrade = [{"field": "driver", "action": "upgrade"}]
+    assert esxi_host_drain_vms(info, "esx-1", upgrade) == [{"name": "node-1", "uuid": "u1"}]
+    assert esxi_host_drain_vms(info, "esx-1", [{"field": "graphics.device_type", "action": "set"}]) == []
+    assert esxi_host_drain_vms(dict(info, vgpu_hotmigrate=True), "esx-1", upgrade) == []
+    with pytest.raises(AnsibleFilterError, match="esx-9 is not in the gpu_host_info result"):
+        esxi_host_drain_vms(info, "esx-9", upgrade)

@@ -41,3 +41,14 @@ def test_partial_state_follows_the_message():
                                            "driver staged, not running: 550.90.05)")
     nothing_left = {"msg": "Unable to read host esx-01", "hosts_in_maintenance": [], "staged_not_running": None}
     assert failure_message(nothing_left, {}) == "Unable to read host esx-01"
+
+
+def test_a_loop_gives_each_failed_items_message():
+    result = {"failed": True, "msg": "One or more items failed", "results": [
+        {"changed": False, "item": "a.kubeconfig"},
+        {"failed": True, "msg": "Unable to drain the guest nodes of 2 VMs: nowhere to go", "item": "b.kubeconfig"},
+        {"failed": True, "censored": "the output has been hidden", "item": "c"},
+    ]}
+    assert failure_message(result, {"name": "Drain"}) == (
+        "Unable to drain the guest nodes of 2 VMs: nowhere to go; "
+        "task 'Drain' failed; its output is hidden (no_log) because it handles credentials or licensing data")

@@ -128,3 +128,86 @@ def test_preempted_counts_per_class_terminating_finished_and_unmanaged():
 def test_node_without_pods_has_an_empty_entry():
     empty = {"evict": [], "blocked": [], "skipped": [], "terminating": [], "unmanaged": [], "preempted": {}}
     assert drain_plan(["n9"], [], [], []) == {"n9": empty}
+
+
+# --- the spare rule on the live fleet
+
+def gpu_node(name, gpus=1, pool="inference", ready=True, cordoned=False, taints=None, resource="nvidia.com/gpu"):
+    return {"metadata": {"name": name, "labels": {"gpupool.vcf/pool": pool}},
+            "spec": dict({"unschedulable": True} if cordoned else {}, taints=taints or []),
+            "status": {"allocatable": {resource: str(gpus), "cpu": "16"},
+                       "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def gpu_pod(name, node_name, gpus=1, priority="inference", pool="inference", tolerations=None,
+            resource="nvidia.com/gpu", phase="Running"):
+    p = pod(name, node_name, priority=priority, phase=phase)
+    p["spec"].update(containers=[{"name": "main", "resources": {"limits": {resource: str(gpus)}, "requests": {"cpu": "1"}}}],
+                     nodeSelector={"gpupool.vcf/pool": pool}, tolerations=tolerations or [])
+    return p
+
+
+def test_gpu_requests_sum_containers_and_take_the_largest_init_container():
+    from ansible_collections.gpupool.vcf.plugins.module_utils.pure._drain import gpu_requests
+    p = gpu_pod("a", "n1", gpus=2)
+    p["spec"]["containers"].append({"name": "side", "resources": {"requests": {"nvidia.com/mig-1g.10gb": 1}}})
+    p["spec"]["initContainers"] = [{"name": "init", "resources": {"limits": {"nvidia.com/gpu": "3"}}}]
+    assert gpu_requests(p) == {"nvidia.com/gpu": 3, "nvidia.com/mig-1g.10gb": 1}
+    assert gpu_requests(pod("plain", "n1")) == {}
+
+
+def test_protected_pod_with_a_free_node_of_its_pool_is_placed():
+    from ansible_collections.gpupool.vcf.plugins.module_utils.pure._drain import unplaceable
+    nodes = [gpu_node("inf-a"), gpu_node("inf-b"), gpu_node("inf-c")]
+    pods = [gpu_pod("llm-1", "inf-a"), gpu_pod("llm-2", "inf-b")]
+    plan = drain_plan(["inf-a"], pods, [], ["inference"])
+    assert unplaceable(plan, pods, nodes, ["inference"]) == []
+
+
+def test_no_free_gpu_elsewhere_is_named_with_each_reason():
+    from ansible_collections.gpupool.vcf.plugins.module_utils.pure._drain import unplaceable
+    nodes = [gpu_node("inf-a"), gpu_node("inf-b"), gpu_node("inf-c", cordoned=True), gpu_node("inf-d", ready=False),
+             gpu_node("trn-a", pool="training"), gpu_node("inf-e", taints=[{"key": "dedicated", "effect": "NoSchedule"}])]
+    pods = [gpu_pod("llm-1", "inf-a"), gpu_pod("llm-2", "inf-b")]
+    plan = drain_plan(["inf-a"], pods, [], ["inference"])
+    left = unplaceable(plan, pods, nodes, ["inference"])
+    assert [(u["name"], u["node"], u["gpus"]) for u in left] == [("llm-1", "inf-a", {"nvidia.com/gpu": 1})]
+    assert left[0]["reason"].startswith("no other node can take it (")
+    for part in ("1 cordoned", "1 no free nvidia.com/gpu", "1 not Ready", "1 nodeSelector gpupool.vcf/pool=inference",
+                 "1 taint dedicated"):
+        assert part in left[0]["reason"], left[0]["reason"]
+    # a toleration of the taint makes room
+    pods[0]["spec"]["tolerations"] = [{"key": "dedicated", "operator": "Exists"}]
+    assert unplaceable(drain_plan(["inf-a"], pods, [], ["inference"]), pods, nodes, ["inference"]) == []
+
+
+def test_placed_pods_use_up_the_free_gpus_and_preemptible_or_finished_pods_are_not_judged():
+    from ansible_collections.gpupool.vcf.plugins.module_utils.pure._drain import unplaceable
+    nodes = [gpu_node("inf-a", gpus=2), gpu_node("inf-b", gpus=1)]
+    pods = [gpu_pod("llm-1", "inf-a"), gpu_pod("llm-2", "inf-a"), gpu_pod("batch", "inf-a", priority="training"),
+            gpu_pod("done", "inf-a", phase="Succeeded")]
+    plan = drain_plan(["inf-a"], pods, [], ["inference"])
+    left = unplaceable(plan, pods, nodes, ["inference"])
+    assert [u["name"] for u in left] == ["llm-2"]  # llm-1 took inf-b's one free GPU
+    # the pods of the node being drained do not count against another node
+    assert unplaceable(plan, pods, nodes + [gpu_node("inf-c", gpus=1)], ["inference"]) == []
+
+
+def test_mig_resources_are_matched_by_name():
+    from ansible_collections.gpupool.vcf.plugins.module_utils.pure._drain import unplaceable
+    mig = "nvidia.com/mig-1g.10gb"
+    nodes = [gpu_node("a", gpus=7, resource=mig), gpu_node("b", gpus=2, resource=mig), gpu_node("c", gpus=4)]
+    pods = [gpu_pod("m-%d" % i, "a", resource=mig) for i in range(3)]
+    left = unplaceable(drain_plan(["a"], pods, [], ["inference"]), pods, nodes, ["inference"])
+    assert [u["name"] for u in left] == ["m-2"]
+
+
+def test_budgets_that_never_allow():
+    from ansible_collections.gpupool.vcf.plugins.module_utils.pure._drain import budgets_that_never_allow
+
+    def budget(name, expected, desired, healthy):
+        return {"metadata": {"name": name, "namespace": "apps"},
+                "status": {"expectedPods": expected, "desiredHealthy": desired, "currentHealthy": healthy,
+                           "disruptionsAllowed": max(0, healthy - desired)}}
+    assert budgets_that_never_allow([budget("all", 2, 2, 2), budget("one-short-now", 2, 1, 1),
+                                     budget("spare", 3, 2, 3), budget("empty", 0, 0, 0)]) == ["apps/all"]

@@ -277,3 +277,25 @@ def test_version_gate_reads_versions_as_driver_versions():
         _esxi.version_gate({"a": NEW_FULL, "b": "550.54.10-1OEM.800.1.0.20613240"})
     with pytest.raises(EsxiError, match="Invalid NVIDIA driver version"):
         _esxi.version_gate({"a": "latest"})
+
+
+def test_needs_maintenance_only_for_steps_that_take_the_host_down():
+    item = _esxi.plan_item
+    graphics = [item("graphics.default_type", "shared", "shared_direct", "set", "graphics")]
+    options = [item("nvidia_module_options", None, "RmPVMRL=0x1", "set", "scheduler")]
+    assert _esxi.needs_maintenance(graphics) is False
+    assert _esxi.needs_maintenance(graphics + [item("driver", "550.54.10", "550.90.05", "upgrade", "driver")]) is True
+    assert _esxi.needs_maintenance([item("mig_mode", None, None, "set", "mig")], reboot=False) is True
+    assert _esxi.needs_maintenance(options) is True
+    assert _esxi.needs_maintenance(options, reboot=False) is False  # the options wait for a reboot the roll does not do
+    assert _esxi.needs_maintenance([item("reboot", "pending", "done", "reboot", "owed")]) is True
+    assert _esxi.needs_maintenance([item("vms_powered_off", ["a"], [], "power_on", "left off")]) is False
+    assert _esxi.needs_maintenance([]) is False
+
+
+def test_vms_going_down_are_the_powered_on_vgpu_vms_unless_vcenter_migrates_them():
+    host = {"vgpu_vms": [{"name": "a", "uuid": "u-a", "power_state": "poweredOn", "moid": "vm-1"},
+                         {"name": "b", "uuid": "u-b", "power_state": "poweredOff", "moid": "vm-2"}]}
+    assert _esxi.vms_going_down(host, hotmigrate=False) == [{"name": "a", "uuid": "u-a"}]
+    assert _esxi.vms_going_down(host, hotmigrate=True) == []
+    assert _esxi.vms_going_down({}, hotmigrate=False) == []

@@ -47,6 +47,9 @@ GOOD = {
                                            labels={"gpupool.vcf/pool": "inference"},
                                            taints=[dict(key="nvidia.com/gpu", value="present", effect="NoSchedule")],
                                            **{"class": None})]),
+    "guest_node_drain": dict(state="drained", vms=[dict(name="node-1", uuid=None)], owner="host-roll/esx-1",
+                             owners=None, protected_priority_classes=["gpu-inference"], force=False, timeout=600,
+                             request_timeout=30),
     "dls_client_token": dict(dls_host="dls", port=443, username="u", password="p", dest="/t/x.tok", expiry_days=365,
                              renew_before_days=30, address_type="fqdn", leasing_port=443, validate_certs=True,
                              ca_file=None, force=False, timeout=30),
@@ -88,6 +91,16 @@ def test_any_timeout_option_is_checked_even_a_new_one():
         "request_timeout must be a whole number of seconds, 1 or more, not 0"]
     assert _inputs.timeout_errors({"request_timeout": True}) != []
     assert _inputs.timeout_errors({"wait_timeout": 1}) == []
+
+
+def test_guest_node_drain():
+    assert errors("guest_node_drain", owner=" ") == ["owner must not be empty"]
+    assert errors("guest_node_drain", vms=[dict(name="", uuid=None)]) == ["vms[0].name must not be empty"]
+    assert errors("guest_node_drain", owners=["a", ""]) == [
+        "owners[1] is empty; give the cordoned-by values whose nodes may be uncordoned"]
+    assert errors("guest_node_drain", protected_priority_classes=[""]) == [
+        "protected_priority_classes[0] is empty; give PriorityClass names"]
+    assert errors("guest_node_drain", timeout=0) == ["timeout must be a whole number of seconds, 1 or more, not 0"]
 
 
 def test_retries():

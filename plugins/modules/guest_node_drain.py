@@ -1,0 +1,358 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: guest_node_drain
+short_description: Drain the guest (VKS) nodes of GPU node VMs before their host goes down, and restore them after
+version_added: 0.2.0
+description:
+  - The Kubernetes half of a host roll that carries workloads. With O(state=drained), finds the nodes of the
+    given node VMs in the guest cluster (the node's name is the VM's name, or its C(spec.providerID) is
+    C(vsphere://<VM uuid>)), checks before any change that the pods of the O(protected_priority_classes)
+    have somewhere to go (another Ready, schedulable node their selectors, affinity and tolerations allow,
+    with the NVIDIA GPUs they request free), and that no PodDisruptionBudget forbids their eviction for good;
+    then cordons the nodes and evicts their pods through the Eviction API, so PodDisruptionBudgets are
+    respected, and waits until they are gone. DaemonSet and static pods stay (as with
+    C(kubectl drain --ignore-daemonsets)); pods of other classes are preempted and counted.
+  - With O(state=restored), waits until the nodes are Ready again and uncordons them, but only nodes the
+    collection cordoned (annotation C(gpupool.vcf/cordoned-by)); a node an administrator cordoned stays
+    cordoned. Without O(vms), every node whose annotation is one of O(owners) is restored.
+  - Each node it cordons carries the annotation with O(owner), so a rerun after a failure resumes (already
+    cordoned nodes are taken as its own, evicted pods are gone) and a parallel roll of another cluster does
+    not uncordon them.
+  - Kueue-managed training pods are evicted like any other pod; their Job controller recreates them and Kueue
+    keeps or requeues the workload by its own rules.
+author:
+  - gpupool.vcf developers (@gpupool)
+extends_documentation_fragment:
+  - gpupool.vcf.k8s_auth
+options:
+  state:
+    description: V(drained) before the node VMs go down, V(restored) after they are back.
+    type: str
+    choices: [drained, restored]
+    default: drained
+  vms:
+    description:
+      - The node VMs, as M(gpupool.vcf.gpu_host_info) returns a host's C(vgpu_vms) (C(name), and C(uuid) for
+        nodes named otherwise). VMs no node of the cluster matches are returned in RV(not_nodes).
+      - With O(state=drained) and no VMs, there is nothing to drain.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      name:
+        description: VM name.
+        type: str
+        required: true
+      uuid:
+        description: The VM's BIOS uuid (C(config.uuid)), which the vSphere cloud provider puts in C(spec.providerID).
+        type: str
+  owner:
+    description: The value of the C(gpupool.vcf/cordoned-by) annotation on the nodes this run cordons (for example the host's roll).
+    type: str
+    default: gpupool.vcf
+  owners:
+    description:
+      - With O(state=restored), the annotation values whose nodes may be uncordoned (default O(owner) alone;
+        an empty list restores nothing).
+    type: list
+    elements: str
+  protected_priority_classes:
+    description:
+      - PriorityClasses whose evicted pods must fit elsewhere before anything is cordoned (inference and the
+        pools nothing preempts). Pods of other classes are preempted and counted in RV(preempted).
+    type: list
+    elements: str
+    default: []
+  force:
+    description: Drain even when protected pods have nowhere to go (they stay Pending until the nodes are back).
+    type: bool
+    default: false
+  timeout:
+    description:
+      - Seconds the drain may wait for PodDisruptionBudgets to allow each eviction, and then for the evicted pods
+        to be gone; with O(state=restored), seconds each node may take to be Ready.
+    type: int
+    default: 600
+  request_timeout:
+    description: Seconds each API request may take.
+    type: int
+    default: 30
+attributes:
+  check_mode:
+    description: Returns the whole plan (nodes, pods to evict, preempted, blocked) without changing anything.
+    support: full
+  diff_mode:
+    description: Not supported.
+    support: none
+notes:
+  - A node whose pods cannot all be evicted within O(timeout) stops the drain; the message says which nodes
+    are cordoned and which pods were evicted so far, and a rerun resumes.
+"""
+
+EXAMPLES = r"""
+- name: Drain the guest nodes of the host's node VMs
+  gpupool.vcf.guest_node_drain:
+    kubeconfig: /etc/gpupool/guest.kubeconfig
+    vms: "{{ (info.hosts | selectattr('name', 'equalto', 'esx-h100-01') | first).vgpu_vms | selectattr('power_state', 'equalto', 'poweredOn') }}"
+    owner: host-roll/esx-h100-01
+    protected_priority_classes: [gpu-inference]
+    timeout: 600
+  register: drain
+
+- name: After the host is back, wait for the nodes and uncordon them
+  gpupool.vcf.guest_node_drain:
+    kubeconfig: /etc/gpupool/guest.kubeconfig
+    state: restored
+    vms: "{{ (info.hosts | selectattr('name', 'equalto', 'esx-h100-01') | first).vgpu_vms }}"
+    owner: host-roll/esx-h100-01
+    timeout: 900
+"""
+
+RETURN = r"""
+nodes:
+  description: The node of each VM given (null when no node of the cluster matches it).
+  returned: always
+  type: dict
+  sample: {tkc-gpu-inference-7d9f-x2: tkc-gpu-inference-7d9f-x2}
+not_nodes:
+  description: VMs given that are not nodes of this cluster.
+  returned: always
+  type: list
+  elements: str
+drain:
+  description:
+    - Per node, with O(state=drained), the pods the drain evicts (C(evict)), leaves (C(skipped), with the reason),
+      waits for (C(terminating)), those no controller owns (C(unmanaged)), and the protected pods a
+      PodDisruptionBudget holds now (C(blocked): evicted within O(timeout) as the budget allows).
+  returned: always
+  type: dict
+preempted:
+  description: Count of evicted running pods of the preemptible PriorityClasses ("" for pods without a class).
+  returned: always
+  type: dict
+  sample: {gpu-training: 4, gpu-notebook: 2}
+evicted:
+  description: The pods evicted (C(namespace/name)); in check mode those that would be.
+  returned: always
+  type: list
+  elements: str
+unplaceable:
+  description: Protected pods no other node can take (the drain refuses them without O(force)).
+  returned: always
+  type: list
+  elements: dict
+cordoned:
+  description: The nodes this run cordoned (in check mode, would cordon).
+  returned: always
+  type: list
+  elements: str
+uncordoned:
+  description: With O(state=restored), the nodes made schedulable again (in check mode, would be).
+  returned: always
+  type: list
+  elements: str
+seconds:
+  description: Seconds each step took (C(plan), C(cordon), C(evict), C(wait_gone), C(wait_ready), C(uncordon)).
+  returned: when changed and not in check mode
+  type: dict
+"""
+
+import time
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+try:
+    import kubernetes  # noqa: F401  pylint: disable=unused-import
+    K8S_IMPORT_ERROR = None
+except ImportError:
+    kubernetes = None
+    K8S_IMPORT_ERROR = traceback.format_exc()
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._drain_api import CORDONED_BY, DrainApi, DrainError
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import (
+    auth_argument_spec, request_argument_spec, request_timeout_error,
+)
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _drain
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Change, Failure, Plan, Resource
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
+
+ARGUMENT_SPEC = dict(
+    state=dict(type="str", choices=["drained", "restored"], default="drained"),
+    vms=dict(type="list", elements="dict", default=[], options=dict(
+        name=dict(type="str", required=True), uuid=dict(type="str"))),
+    owner=dict(type="str", default="gpupool.vcf"),
+    owners=dict(type="list", elements="str"),
+    protected_priority_classes=dict(type="list", elements="str", default=[]),
+    force=dict(type="bool", default=False),
+    timeout=dict(type="int", default=600),
+)
+ARGUMENT_SPEC.update(auth_argument_spec())
+ARGUMENT_SPEC.update(request_argument_spec())
+
+
+def _key(ref):
+    return "%s/%s" % (ref["namespace"], ref["name"])
+
+
+def _mark(node):
+    return ((node.get("metadata") or {}).get("annotations") or {}).get(CORDONED_BY)
+
+
+class GuestNodes(Resource):
+    """The guest nodes of some node VMs: drained (cordoned, pods evicted) or restored (Ready, uncordoned)."""
+
+    def __init__(self, module):
+        self.p = module.params
+        Resource.__init__(self, "the guest nodes of %d VMs" % len(self.p["vms"]) if self.p["vms"]
+                          else "the guest nodes cordoned by %s" % ", ".join(self.owners()))
+        self.verb = "drain" if self.p["state"] == "drained" else "restore"
+        self.module = module
+        self.api = None
+        self.clock = time.monotonic
+
+    def owners(self):
+        return self.p["owners"] if self.p["owners"] is not None else [self.p["owner"]]
+
+    def read(self):
+        if kubernetes is None:
+            raise Failure(missing_required_lib("kubernetes"), exception=K8S_IMPORT_ERROR)
+        if request_timeout_error(self.p["request_timeout"]):
+            raise Failure(request_timeout_error(self.p["request_timeout"]))
+        start = self.clock()
+        with self.doing("reach the guest cluster for"):
+            self.api = DrainApi(self.p, owner=self.p["owner"])
+        nodes = self.api.list_nodes()
+        live = dict(nodes=nodes, started=start)
+        if self.p["vms"] or self.p["state"] == "drained":
+            live["map"] = _drain.nodes_of_vms(self.p["vms"], nodes)
+        else:
+            owners = set(self.owners())
+            live["map"] = dict((n["metadata"]["name"], n["metadata"]["name"]) for n in nodes if _mark(n) in owners)
+        if self.p["state"] == "drained":
+            live["pods"] = self.api.list_pods()
+            live["pdbs"] = self.api.list_pdbs()
+        return live
+
+    # --- planning (pure, from the one read)
+
+    def plan(self, live):
+        names = [n for n in live["map"].values() if n]
+        by_name = dict((n["metadata"]["name"], n) for n in live["nodes"])
+        if self.p["state"] == "restored":
+            return self._plan_restore(names, by_name)
+        return self._plan_drain(live, names, by_name)
+
+    def _plan_restore(self, names, by_name):
+        owners = set(self.owners())
+        plan = Plan(nodes=names)
+        for name in names:
+            node = by_name[name]
+            if _mark(node) in owners and (node.get("spec") or {}).get("unschedulable"):
+                plan.add("node %s" % name, "spec.unschedulable", True, False)
+        plan.facts["uncordon"] = [c.object[len("node "):] for c in plan]
+        plan.facts["marks"] = dict((name, _mark(by_name[name])) for name in names)
+        return plan
+
+    def _plan_drain(self, live, names, by_name):
+        protected = self.p["protected_priority_classes"]
+        dplan = _drain.drain_plan(names, live["pods"], live["pdbs"], protected)
+        never = set(_drain.budgets_that_never_allow(live["pdbs"]))
+        refused = []
+        for node, ref in _drain.blocked_pods(dplan):
+            hard = [b for b in ref["pdb"] if "%s/%s" % (ref["namespace"], b) in never]
+            if len(ref["pdb"]) > 1 or hard:
+                refused.append("%s on %s (%s)" % (_key(ref), node, ref["reason"] if len(ref["pdb"]) > 1 else
+                                                  "PodDisruptionBudget %s wants every pod it covers healthy" % hard[0]))
+        unplaceable = _drain.unplaceable(dplan, live["pods"], live["nodes"], protected)
+        plan = Plan(drain=dplan, unplaceable=unplaceable)
+        if refused:
+            raise Failure("Unable to drain %s: the Eviction API would refuse %s; change the budget or scale the "
+                          "workload up first. Nothing was changed." % (self.name, "; ".join(refused)),
+                          nodes=live["map"], drain=dplan, unplaceable=unplaceable)
+        if unplaceable and not self.p["force"]:
+            raise Failure("Unable to drain %s: %d protected pods would have nowhere to go (%s); add capacity, or set "
+                          "force to drain anyway (they stay Pending until the nodes are back). Nothing was changed."
+                          % (self.name, len(unplaceable), "; ".join(
+                              "%s on %s: %s" % (_key(u), u["node"], u["reason"]) for u in unplaceable)),
+                          nodes=live["map"], drain=dplan, unplaceable=unplaceable)
+        for name in names:
+            node = by_name[name]
+            if not (node.get("spec") or {}).get("unschedulable"):
+                plan.add("node %s" % name, "spec.unschedulable", False, True)
+        for name in names:
+            entry = dplan[name]
+            for ref in entry["evict"] + entry["blocked"]:
+                plan.add("pod %s" % _key(ref), "node", name, None, action="evict")
+        plan.facts["cordon"] = [c.object[len("node "):] for c in plan if c.field == "spec.unschedulable"]
+        plan.facts["evict"] = [ref for name in names for ref in dplan[name]["evict"] + dplan[name]["blocked"]]
+        plan.facts["wait"] = [ref for name in names for ref in dplan[name]["terminating"]]
+        return plan
+
+    def result(self, live, plan):
+        facts = plan.facts
+        out = dict(nodes=live["map"], not_nodes=sorted(vm for vm, node in live["map"].items() if not node),
+                   drain={}, preempted={}, evicted=[], unplaceable=[], cordoned=[], uncordoned=[])
+        if self.p["state"] == "drained":
+            out.update(drain=facts["drain"], preempted=_drain.preempted_total(facts["drain"]),
+                       evicted=[_key(r) for r in facts["evict"]], unplaceable=facts["unplaceable"],
+                       cordoned=facts["cordon"])
+        else:
+            out["uncordoned"] = facts["uncordon"]
+        return out
+
+    # --- applying
+
+    def apply(self, plan):
+        times = {}
+        mark = self.clock()
+        if self.p["state"] == "restored":
+            self.api.cordoned = list(plan.facts["uncordon"])  # what a failure leaves: these stay cordoned
+            for name in plan.facts["uncordon"]:
+                with self.doing("wait until Ready:", "node %s (cordoned by %s)" % (name, plan.facts["marks"][name])):
+                    self.api.wait_ready(name, self.p["timeout"])
+            times["wait_ready"], mark = round(self.clock() - mark, 1), self.clock()
+            owners = self.owners()
+            for name in plan.facts["uncordon"]:
+                with self.doing("uncordon", "node %s" % name):
+                    self.api.uncordon(name, owners)
+            times["uncordon"] = round(self.clock() - mark, 1)
+            return dict(seconds=times)
+        for name in plan.facts["cordon"]:
+            with self.doing("cordon", "node %s" % name):
+                self.api.cordon(name)
+        times["cordon"], mark = round(self.clock() - mark, 1), self.clock()
+        for ref in plan.facts["evict"]:
+            with self.doing("evict", "pod %s" % _key(ref)):
+                self.api.evict(ref, self.p["timeout"])
+        times["evict"], mark = round(self.clock() - mark, 1), self.clock()
+        with self.doing("wait for the evicted pods of"):
+            self.api.wait_gone(plan.facts["evict"] + plan.facts["wait"], self.p["timeout"])
+        times["wait_gone"] = round(self.clock() - mark, 1)
+        return dict(seconds=times)
+
+    def next_step(self, exc):
+        if self.api is None:
+            return "nothing was changed"
+        if isinstance(exc, DrainError):
+            return None  # its message already says what was left and that a rerun resumes
+        return "left: %s" % self.api.left()
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    enforce(module, "guest_node_drain")
+    Runner(module, GuestNodes(module)).run()
+
+
+if __name__ == "__main__":
+    main()
