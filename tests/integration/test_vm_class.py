@@ -49,7 +49,7 @@ def test_create_rerun_check_diff_update_delete(vsphere, vsphere_env):
     res, _playbook = run_module(M, BASE, env=vsphere_env)
     assert res["changed"] is True and res["api_form"] == "config_spec"
     info = raw(vsphere, "gpu-small")
-    assert info["cpu_count"] == 4 and info["memory_mb"] == 16384 and info["memory_reservation"] == 100
+    assert info["cpu_count"] == 4 and info["memory_MB"] == 16384 and info["memory_reservation"] == 100
     assert info["description"] == "inference"
     change = info["config_spec"]["deviceChange"][0]
     assert change["device"]["backing"]["vgpu"] == "nvidia_h100-1-10c"
@@ -63,7 +63,7 @@ def test_create_rerun_check_diff_update_delete(vsphere, vsphere_env):
     assert res["changed"] is True and res["changed_fields"] == ["cpu_count"]
     assert res["diff"]["before"]["cpu_count"] == 4 and res["diff"]["after"]["cpu_count"] == 8
     info = raw(vsphere, "gpu-small")
-    assert info["cpu_count"] == 8 and info["memory_mb"] == 16384 and info["description"] == "inference"
+    assert info["cpu_count"] == 8 and info["memory_MB"] == 16384 and info["description"] == "inference"
     assert info["config_spec"]["deviceChange"][0]["device"]["backing"]["vgpu"] == "nvidia_h100-1-10c"
 
     res, _playbook = run_module(M, {"name": "gpu-small", "state": "absent"}, env=vsphere_env, check=True)

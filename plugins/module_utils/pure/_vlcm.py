@@ -62,6 +62,14 @@ def resolve_version(asked, offered, component):
                     % (component, asked, ", ".join(sorted(offered)) or "none"))
 
 
+def component_version(comp, side):
+    """The version on one ``side`` (``current`` or ``target``) of a ComponentCompliance, or None.
+
+    The API gives each side as a ComponentInfo (``{"version": ..., "details": {...}}``), absent
+    where the host or the image has no such component."""
+    return (((comp or {}).get(side)) or {}).get("version")
+
+
 def compliance_view(compliance, host_names, component):
     """{host name: {status, current_version, desired_version}} from a cluster compliance answer."""
     out = {}
@@ -69,8 +77,8 @@ def compliance_view(compliance, host_names, component):
         comp = ((info or {}).get("components") or {}).get(component) or {}
         out[host_names.get(moid, moid)] = dict(
             status=info.get("status"),
-            current_version=comp.get("current_version"),
-            desired_version=comp.get("target_version"),
+            current_version=component_version(comp, "current"),
+            desired_version=component_version(comp, "target"),
         )
     return out
 
@@ -124,7 +132,8 @@ def image_driver(compliance, moid, reboot_required=False, boot_time=None):
     ``_esxi.DriverVersion``. The image's version is the host's only when everything says so:
 
     * the host is ``COMPLIANT`` and its compliance has no impact (a host that needs maintenance
-      mode or a reboot to comply is not running the image);
+      mode or a reboot to comply is not running the image; the impact is the host's, a
+      component's compliance has none);
     * the image has exactly one NVIDIA host driver component, ``COMPLIANT`` on the host, whose
       current version is its target version and reads as a driver version;
     * the host does not owe a reboot (``summary.rebootRequired``, read with the host: software
@@ -145,10 +154,8 @@ def image_driver(compliance, moid, reboot_required=False, boot_time=None):
     if len(drivers) != 1:
         return None
     name, comp = drivers[0]
-    target = comp.get("target_version")
-    if comp.get("status") != "COMPLIANT" or not target or comp.get("current_version") != target:
-        return None
-    if comp.get("impact") not in (None, "NO_IMPACT"):
+    target = component_version(comp, "target")
+    if comp.get("status") != "COMPLIANT" or not target or component_version(comp, "current") != target:
         return None
     booted = _naive_utc(boot_time)
     if booted is not None:

@@ -112,6 +112,10 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if rule := wire.match(false, r.Method, r.URL.RequestURI()); rule != nil && applyRule(w, r, rule) {
 				return
 			}
+			// Logged from here on: what follows is vCenter's answer, not a proxy's.
+			var logged func()
+			w, logged = startRestLog(w, r)
+			defer logged()
 			if rejectKilledREST(w, r) {
 				return
 			}
@@ -167,10 +171,43 @@ func (f *front) supervisorClusters(w http.ResponseWriter, r *http.Request) {
 			})
 		}
 	}
-	if list == nil {
-		list = []namespace.ClusterSummary{}
+	// the API's Summary also carries the cluster's stats (govmomi's type has no such field)
+	out := make([]map[string]any, 0, len(list))
+	for _, c := range list {
+		out = append(out, map[string]any{"cluster": c.ID, "cluster_name": c.Name,
+			"config_status": c.ConfigStatus, "kubernetes_status": c.KubernetesStatus, "stats": f.clusterStats(c.ID)})
 	}
-	writeJSON(w, http.StatusOK, list)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// clusterStats is a Supervisor's com.vmware.vcenter.namespace_management.Clusters.Stats: the
+// capacity of its hosts (CPU in MHz, memory in MiB) and of the datastores (MiB); nothing runs
+// in the simulator, so nothing is used.
+func (f *front) clusterStats(moid string) map[string]any {
+	const mib = 1 << 20
+	var cpu, mem, storage int64
+	ctx := &simulator.Context{Context: context.Background(), Map: f.reg}
+	if cluster, ok := f.reg.Get(types.ManagedObjectReference{Type: "ClusterComputeResource", Value: moid}).(*simulator.ClusterComputeResource); ok {
+		var hosts []types.ManagedObjectReference
+		ctx.WithLock(cluster, func() { hosts = append(hosts, cluster.Host...) })
+		for _, ref := range hosts {
+			if host, ok := f.reg.Get(ref).(*simulator.HostSystem); ok {
+				ctx.WithLock(host, func() {
+					if hw := host.Summary.Hardware; hw != nil {
+						cpu += int64(hw.CpuMhz) * int64(hw.NumCpuCores)
+						mem += hw.MemorySize / mib
+					}
+				})
+			}
+		}
+	}
+	for _, e := range f.reg.All("Datastore") {
+		if ds, ok := e.(*simulator.Datastore); ok {
+			ctx.WithLock(ds, func() { storage += ds.Summary.Capacity / mib })
+		}
+	}
+	return map[string]any{"cpu_used": 0, "cpu_capacity": cpu, "memory_used": 0, "memory_capacity": mem,
+		"storage_used": 0, "storage_capacity": storage}
 }
 
 // apiSession serves the /api/session form of the Automation API session

@@ -40,7 +40,12 @@ func main() {
 	username := flag.String("username", "administrator@vsphere.local", "user name clients log in with")
 	password := flag.String("password", "", "password (default: generated)")
 	rebootSeconds := flag.Float64("reboot-seconds", 1, "how long a rebooting host stays notResponding")
+	restLogFile := flag.String("rest-log", os.Getenv(restLogEnv), "append every client REST request and its answer to this file (JSON lines; default $"+restLogEnv+")")
 	flag.Parse()
+
+	if err := openRestLog(*restLogFile); err != nil {
+		log.Fatalf("vspheresim: %v", err)
+	}
 
 	if err := run(*fleetPath, *listen, *stateDir, *envFile, *username, *password, *rebootSeconds); err != nil {
 		log.Fatalf("vspheresim: %v", err)

@@ -5,10 +5,12 @@ package main
 // keep only a few fields (no description, access list, storage specs or limits), and
 // accept anything. What is kept and checked here:
 //
-//   - /api/vcenter/namespace-management/virtual-machine-classes[/{id}]: GET, POST
-//     (memory_MB or memory_mb), PATCH (fields present replace), DELETE. 400 on an id
-//     that is not a DNS label, a duplicate id, config_spec numCPUs/memoryMB that differ
-//     from cpu_count/memory, a vGPU with memory_reservation below 100.
+//   - /api/vcenter/namespace-management/virtual-machine-classes[/{id}]: GET, POST, PATCH
+//     (fields present replace), DELETE, with the memory field spelt memory_MB as the API
+//     does (CreateSpec, UpdateSpec, Info). 400 on a CreateSpec without id, cpu_count or
+//     memory_MB, an id that is not a DNS label, a duplicate id, config_spec
+//     numCPUs/memoryMB that differ from cpu_count/memory_MB, a vGPU with memory_reservation
+//     below 100.
 //   - /api/vcenter/namespaces/instances[/{ns}]: GET, POST (CreateSpec; POST .../v2 with
 //     a supervisor, whose id here is its cluster's), PATCH
 //     (UpdateSpec: fields present replace, lists included), DELETE. 400 on a name that
@@ -20,11 +22,13 @@ package main
 //   - /api/vcenter/storage/policies: the default policies of a vCenter with vSAN.
 //   - /api/content/library[/{id}] and POST /api/content/local-library: through vcsim's
 //     /rest content library, so both forms see the same libraries (a library created
-//     without storage_backings is put on the first datastore).
+//     without storage_backings is put on the first datastore); a library is answered with
+//     the fields of the API's LibraryModel only (vcsim adds its own).
 //
 // Authentication is vcsim's: every call is checked against its session store.
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -168,10 +172,37 @@ func (e *restExt) library(w http.ResponseWriter, r *http.Request, p string) {
 		unwrap(e.inner(r, http.MethodGet, legacyLibPath, nil), http.StatusOK)
 	case strings.HasPrefix(p, libraryPath+"/") && r.Method == http.MethodGet:
 		id := strings.TrimPrefix(p, libraryPath+"/")
-		unwrap(e.inner(r, http.MethodGet, legacyLibPath+"/id:"+url.PathEscape(id), nil), http.StatusOK)
+		rec := e.inner(r, http.MethodGet, legacyLibPath+"/id:"+url.PathEscape(id), nil)
+		if rec.Code < 300 {
+			rec.Body = bytes.NewBuffer(libraryModel(rec.Body.Bytes()))
+		}
+		unwrap(rec, http.StatusOK)
 	default:
 		apiError(w, http.StatusMethodNotAllowed, "OPERATION_NOT_FOUND", "method not allowed")
 	}
+}
+
+// libraryModelFields are the fields of com.vmware.content.LibraryModel.
+var libraryModelFields = []string{"id", "creation_time", "description", "last_modified_time", "last_sync_time",
+	"name", "storage_backings", "type", "optimization_info", "version", "publish_info", "subscription_info",
+	"server_guid", "security_policy_id", "unset_security_policy_id", "configuration_info", "state_info"}
+
+// libraryModel keeps the LibraryModel fields of vcsim's /rest answer ({"value": {...}}).
+func libraryModel(body []byte) []byte {
+	var wrapped struct {
+		Value map[string]json.RawMessage `json:"value"`
+	}
+	if err := json.Unmarshal(body, &wrapped); err != nil || wrapped.Value == nil {
+		return body
+	}
+	out := map[string]json.RawMessage{}
+	for _, k := range libraryModelFields {
+		if v, ok := wrapped.Value[k]; ok && string(v) != "null" {
+			out[k] = v
+		}
+	}
+	b, _ := json.Marshal(map[string]any{"value": out})
+	return b
 }
 
 func (e *restExt) libraryIDs(r *http.Request) map[string]bool {
@@ -196,14 +227,9 @@ func num(v any) (int64, bool) {
 
 // classFields copies the CreateSpec/UpdateSpec fields present in spec into c.
 func classFields(c, spec map[string]any) {
-	for _, k := range []string{"cpu_count", "cpu_reservation", "memory_reservation", "description", "devices", "config_spec", "instance_storage"} {
+	for _, k := range []string{"cpu_count", "cpu_reservation", "memory_MB", "memory_reservation", "description", "devices", "config_spec", "instance_storage"} {
 		if v, ok := spec[k]; ok {
 			c[k] = v
-		}
-	}
-	for _, k := range []string{"memory_MB", "memory_mb"} {
-		if v, ok := spec[k]; ok {
-			c["memory_mb"] = v
 		}
 	}
 }
@@ -235,8 +261,8 @@ func classCheck(c map[string]any) string {
 			}
 		}
 		if n, ok := num(cs["memoryMB"]); ok {
-			if mem, _ := num(c["memory_mb"]); mem != n {
-				return fmt.Sprintf("config_spec.memoryMB %d differs from memory %d", n, mem)
+			if mem, _ := num(c["memory_MB"]); mem != n {
+				return fmt.Sprintf("config_spec.memoryMB %d differs from memory_MB %d", n, mem)
 			}
 		}
 	}
@@ -298,6 +324,12 @@ func (e *restExt) vmClasses(w http.ResponseWriter, r *http.Request, id string) {
 		if _, ok := e.classes[name]; ok {
 			apiError(w, http.StatusBadRequest, "ALREADY_EXISTS", "VM class %s already exists", name)
 			return
+		}
+		for _, k := range []string{"cpu_count", "memory_MB"} {
+			if _, ok := num(spec[k]); !ok {
+				apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "VM class %s: %s is required", name, k)
+				return
+			}
 		}
 		c := map[string]any{}
 		classFields(c, spec)
@@ -416,7 +448,8 @@ func (e *restExt) namespacesAPI(w http.ResponseWriter, r *http.Request, route []
 		out := []map[string]any{}
 		for _, k := range names {
 			ns := e.namespaces[k]
-			out = append(out, map[string]any{"namespace": k, "cluster": ns["cluster"], "description": ns["description"], "config_status": "RUNNING"})
+			out = append(out, map[string]any{"namespace": k, "cluster": ns["cluster"], "description": ns["description"],
+				"config_status": "RUNNING", "stats": namespaceStats()})
 		}
 		writeJSON(w, http.StatusOK, out)
 	case name == "" && r.Method == http.MethodPost:
@@ -474,7 +507,8 @@ func (e *restExt) namespacesAPI(w http.ResponseWriter, r *http.Request, route []
 		}
 		switch r.Method {
 		case http.MethodGet:
-			out := map[string]any{"config_status": "RUNNING", "messages": []any{}, "self_service_namespace": false}
+			out := map[string]any{"config_status": "RUNNING", "messages": []any{}, "self_service_namespace": false,
+				"stats": namespaceStats()}
 			for k, v := range ns {
 				out[k] = v
 			}
@@ -509,6 +543,12 @@ func (e *restExt) namespacesAPI(w http.ResponseWriter, r *http.Request, route []
 	default:
 		apiError(w, http.StatusMethodNotAllowed, "OPERATION_NOT_FOUND", "method not allowed")
 	}
+}
+
+// namespaceStats is a namespace's com.vmware.vcenter.namespaces.Instances.Stats: nothing runs
+// in a simulated namespace, so nothing is used.
+func namespaceStats() map[string]any {
+	return map[string]any{"cpu_used": 0, "memory_used": 0, "storage_used": 0}
 }
 
 func (e *restExt) access(w http.ResponseWriter, r *http.Request, ns map[string]any, domain, subject string) {

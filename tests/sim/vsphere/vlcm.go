@@ -43,6 +43,9 @@ const (
 	vlcmTasksPath    = "/api/cis/tasks/"
 	vlcmBaseImage    = "8.0.3-0.0.24022510"
 	vlcmBaseDisplay  = "ESXi 8.0 U3"
+	// the release date of ESXi 8.0 U3 (build 24022510)
+	vlcmBaseReleased    = "2024-06-25T00:00:00.000Z"
+	nvidiaComponentName = "NVIDIA AI Enterprise vGPU driver for VMWare ESX-8.0.0"
 )
 
 // clusterLifecycle holds the fleet's `lifecycle` per cluster name (set by fleet.expand).
@@ -76,7 +79,8 @@ type vlcmDraft struct {
 }
 
 type vlcmTask struct {
-	Operation string
+	Service   string // the vAPI service id, e.g. com.vmware.esx.settings.depots.offline
+	Operation string // the operation of that service, e.g. create
 	Status    string
 	Result    any
 	Error     string
@@ -164,26 +168,44 @@ func (v *vlcmAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// localizable is a com.vmware.vapi.std.LocalizableMessage.
+func localizable(id, text string) map[string]any {
+	return map[string]any{"id": id, "default_message": text, "args": []string{}}
+}
+
+// view is the task's com.vmware.cis.task.Info with its result (GET /api/cis/tasks/{task}):
+// description, service, operation, status, cancelable, progress while running and after,
+// start_time, end_time once done, the operation's result on success, its error on failure.
 func (t *vlcmTask) view() map[string]any {
-	out := map[string]any{"operation": t.Operation, "status": t.Status, "cancelable": false,
-		"start_time": t.Start.UTC().Format(time.RFC3339), "user": "vcsim"}
-	if t.Status == "SUCCEEDED" {
+	done := 0
+	if t.Status != "RUNNING" {
+		done = 1
+	}
+	out := map[string]any{
+		"description": localizable(t.Service+"."+t.Operation, t.Service+" "+t.Operation),
+		"service":     t.Service, "operation": t.Operation, "status": t.Status, "cancelable": false,
+		"start_time": vlcmTime(t.Start), "user": "vcsim",
+		"progress": map[string]any{"total": 1, "completed": done,
+			"message": localizable(t.Service+"."+t.Operation+".progress", strings.ToLower(t.Status))},
+	}
+	if t.Status == "SUCCEEDED" && t.Result != nil {
 		out["result"] = t.Result
 	}
 	if t.Status == "FAILED" {
-		out["error"] = map[string]any{"error_type": "ERROR", "messages": []map[string]any{{"id": "com.vmware.esx.settings.error", "default_message": t.Error, "args": []string{}}}}
+		out["error"] = map[string]any{"error_type": "ERROR", "messages": []map[string]any{localizable("com.vmware.esx.settings.error", t.Error)}}
 	}
 	if !t.End.IsZero() {
-		out["end_time"] = t.End.UTC().Format(time.RFC3339)
+		out["end_time"] = vlcmTime(t.End)
 	}
 	return out
 }
 
-// newTask registers a task; run (if any) executes without v.mu held and returns (result, error).
-func (v *vlcmAPI) newTask(op string, run func() (any, error)) string {
+// newTask registers a task of an operation of a service (their vAPI ids); run executes
+// without v.mu held and returns (result, error); the result has the operation's result type.
+func (v *vlcmAPI) newTask(service, op string, run func() (any, error)) string {
 	v.seq++
-	id := fmt.Sprintf("%d:com.vmware.esx.settings.%s", v.seq, op)
-	t := &vlcmTask{Operation: op, Status: "RUNNING", Start: time.Now()}
+	id := fmt.Sprintf("%d:%s", v.seq, service)
+	t := &vlcmTask{Service: service, Operation: op, Status: "RUNNING", Start: time.Now()}
 	v.tasks[id] = t
 	go func() {
 		res, err := run()
@@ -221,16 +243,19 @@ func (d *vlcmDepot) info() map[string]any {
 	return map[string]any{"description": d.Description, "source_type": d.SourceType, "location": d.Location}
 }
 
+// content is the depot's com.vmware.esx.settings.depots.offline.content.Info: per metadata
+// bundle a MetadataInfo (file_name, independent_components as ComponentSummary: display_name,
+// versions).
 func (d *vlcmDepot) content() map[string]any {
 	comps := map[string]any{}
 	for name, ver := range d.Components {
 		comps[name] = map[string]any{
-			"display_name": "NVIDIA AI Enterprise vGPU driver for VMWare ESX-8.0.0", "vendor": "NVIDIA",
-			"versions": []map[string]any{{"version": ver, "display_version": ver}},
+			"display_name": nvidiaComponentName,
+			"versions":     []map[string]any{{"version": ver, "display_version": ver}},
 		}
 	}
 	return map[string]any{"metadata_bundles": map[string]any{path.Base(d.Location): []map[string]any{{
-		"display_name": path.Base(d.Location), "independent_components": comps,
+		"file_name": path.Base(d.Location), "independent_components": comps,
 	}}}}
 }
 
@@ -269,7 +294,7 @@ func (v *vlcmAPI) depotsAPI(w http.ResponseWriter, r *http.Request, rest []strin
 			depot := &vlcmDepot{Location: spec.Location, Description: spec.Description, SourceType: spec.SourceType,
 				Components: depotContent(spec.Location)}
 			v.depots[id] = depot
-			vlcmJSON(w, http.StatusOK, v.newTask("depots.offline.create", func() (any, error) {
+			vlcmJSON(w, http.StatusOK, v.newTask("com.vmware.esx.settings.depots.offline", "create", func() (any, error) {
 				return map[string]any{"depot": id}, nil
 			}))
 		default:
@@ -287,7 +312,7 @@ func (v *vlcmAPI) depotsAPI(w http.ResponseWriter, r *http.Request, rest []strin
 		vlcmJSON(w, http.StatusOK, d.info())
 	case len(rest) == 1 && r.Method == http.MethodDelete:
 		delete(v.depots, rest[0])
-		vlcmJSON(w, http.StatusOK, v.newTask("depots.offline.delete", func() (any, error) { return nil, nil }))
+		vlcmJSON(w, http.StatusOK, v.newTask("com.vmware.esx.settings.depots.offline", "delete", func() (any, error) { return nil, nil }))
 	case len(rest) == 2 && rest[1] == "content" && r.Method == http.MethodGet:
 		vlcmJSON(w, http.StatusOK, d.content())
 	default:
@@ -360,16 +385,27 @@ func (v *vlcmAPI) image(moid, name string) *vlcmImage {
 	return img
 }
 
+// componentInfo is a com.vmware.esx.settings.ComponentInfo of a component at a version.
+func componentInfo(ver string) map[string]any {
+	return map[string]any{"version": ver, "details": map[string]any{
+		"display_name": nvidiaComponentName, "vendor": "NVIDIA", "display_version": ver}}
+}
+
+// baseImageInfo is a com.vmware.esx.settings.BaseImageInfo.
+func baseImageInfo(ver string) map[string]any {
+	return map[string]any{"version": ver, "details": map[string]any{
+		"display_name": "ESXi", "display_version": vlcmBaseDisplay, "release_date": vlcmBaseReleased}}
+}
+
+// softwareView is the image as com.vmware.esx.settings.SoftwareInfo.
 func softwareView(img *vlcmImage) map[string]any {
 	comps := map[string]any{}
 	for name, ver := range img.Components {
-		comps[name] = map[string]any{"version": ver, "details": map[string]any{
-			"display_name": "NVIDIA AI Enterprise vGPU driver for VMWare ESX-8.0.0", "display_version": ver}}
+		comps[name] = componentInfo(ver)
 	}
 	return map[string]any{
-		"base_image": map[string]any{"version": img.BaseImage, "details": map[string]any{
-			"display_name": "ESXi", "display_version": vlcmBaseDisplay}},
-		"components": comps, "solutions": map[string]any{}, "add_on": nil, "hardware_support": nil,
+		"base_image": baseImageInfo(img.BaseImage),
+		"components": comps, "solutions": map[string]any{},
 	}
 }
 
@@ -449,8 +485,9 @@ func (v *vlcmAPI) draftsAPI(w http.ResponseWriter, r *http.Request, moid string,
 		v.images[moid] = d.Image
 		v.seq++
 		commit := strconv.Itoa(v.seq)
-		vlcmJSON(w, http.StatusOK, v.newTask("clusters.software.drafts.commit", func() (any, error) {
-			return map[string]any{"commit": commit}, nil
+		// the commit operation's result is the commit id
+		vlcmJSON(w, http.StatusOK, v.newTask("com.vmware.esx.settings.clusters.software.drafts", "commit", func() (any, error) {
+			return commit, nil
 		}))
 	case len(rest) == 1 && rest[0] == "software" && r.Method == http.MethodGet:
 		vlcmJSON(w, http.StatusOK, softwareView(d.Image))
@@ -494,7 +531,10 @@ func hostConnected(g *gpuHost) bool {
 	return state == types.HostSystemConnectionStateConnected
 }
 
-// hostCompliance is one host's compliance with the image and whether it needs remediation.
+// hostCompliance is one host's com.vmware.esx.settings.HostCompliance with the image and its
+// status. A component's compliance gives the installed (current) and the image's (target)
+// ComponentInfo; the impact of remediating is the host's: installing the NVIDIA driver needs
+// maintenance mode and a reboot (REBOOT_REQUIRED), none when compliant.
 func hostCompliance(g *gpuHost, img *vlcmImage) (map[string]any, string) {
 	installed := installedDriver(g)
 	status := "COMPLIANT"
@@ -503,31 +543,47 @@ func hostCompliance(g *gpuHost, img *vlcmImage) (map[string]any, string) {
 		if !strings.HasPrefix(name, "NVD-AIE-") {
 			continue
 		}
-		cs := "COMPLIANT"
+		comp := map[string]any{"status": "COMPLIANT", "target": componentInfo(ver), "target_source": "USER",
+			"notifications": map[string]any{}}
 		if installed != ver {
-			cs, status = "NON_COMPLIANT", "NON_COMPLIANT"
+			comp["status"], status = "NON_COMPLIANT", "NON_COMPLIANT"
 		}
-		cur := any(nil)
 		if installed != "" {
-			cur = installed
+			comp["current"], comp["current_source"] = componentInfo(installed), "USER"
 		}
-		comps[name] = map[string]any{"status": cs, "current_version": cur, "target_version": ver,
-			"impact": map[bool]string{true: "NO_IMPACT", false: "MAINTENANCE_MODE_REQUIRED"}[cs == "COMPLIANT"]}
+		comps[name] = comp
+	}
+	impact := "NO_IMPACT"
+	if status == "NON_COMPLIANT" {
+		impact = "REBOOT_REQUIRED"
 	}
 	if !hostConnected(g) {
-		status = "UNAVAILABLE"
+		status, impact = "UNAVAILABLE", "UNKNOWN"
 	}
-	return map[string]any{"status": status, "components": comps, "scan_time": vlcmTime(time.Now()),
-		"base_image": map[string]any{"status": "COMPLIANT", "current_version": img.BaseImage, "target_version": img.BaseImage}}, status
+	return map[string]any{"status": status, "impact": impact, "components": comps, "solutions": map[string]any{},
+		"notifications": map[string]any{}, "scan_time": vlcmTime(time.Now()),
+		"base_image": map[string]any{"status": "COMPLIANT", "current": baseImageInfo(img.BaseImage),
+			"target": baseImageInfo(img.BaseImage), "notifications": map[string]any{}},
+		"add_on": map[string]any{"status": "COMPLIANT", "notifications": map[string]any{}}}, status
 }
 
+// impactRank orders com.vmware.esx.settings.ComplianceImpact values; a cluster has its worst host's.
+var impactRank = map[string]int{"NO_IMPACT": 0, "UNKNOWN": 1, "REBOOT_REQUIRED": 2}
+
+// compliance is the cluster's com.vmware.esx.settings.ClusterCompliance.
 func (v *vlcmAPI) compliance(name string, img *vlcmImage) map[string]any {
 	hosts := map[string]any{}
+	info := map[string]any{}
 	lists := map[string][]string{"COMPLIANT": {}, "NON_COMPLIANT": {}, "UNAVAILABLE": {}}
+	impact := "NO_IMPACT"
 	for _, g := range clusterHosts(name) {
 		view, status := hostCompliance(g, img)
 		hosts[g.ref.Value] = view
+		info[g.ref.Value] = map[string]any{"name": g.spec.Name}
 		lists[status] = append(lists[status], g.ref.Value)
+		if h := view["impact"].(string); impactRank[h] > impactRank[impact] {
+			impact = h
+		}
 	}
 	overall := "COMPLIANT"
 	if len(lists["NON_COMPLIANT"]) > 0 {
@@ -535,7 +591,8 @@ func (v *vlcmAPI) compliance(name string, img *vlcmImage) map[string]any {
 	} else if len(lists["UNAVAILABLE"]) > 0 {
 		overall = "UNAVAILABLE"
 	}
-	return map[string]any{"status": overall, "hosts": hosts, "compliant_hosts": lists["COMPLIANT"],
+	return map[string]any{"status": overall, "impact": impact, "notifications": map[string]any{},
+		"hosts": hosts, "host_info": info, "compliant_hosts": lists["COMPLIANT"],
 		"non_compliant_hosts": lists["NON_COMPLIANT"], "unavailable_hosts": lists["UNAVAILABLE"],
 		"incompatible_hosts": []string{}, "scan_time": vlcmTime(time.Now())}
 }
@@ -552,15 +609,24 @@ func (v *vlcmAPI) apply(w http.ResponseWriter, r *http.Request, moid, name strin
 	}
 	img := v.image(moid, name).copy()
 	v.applying[moid] = true
-	vlcmJSON(w, http.StatusOK, v.newTask("clusters.software.apply", func() (any, error) {
+	v.seq++
+	commit := strconv.Itoa(v.seq) // the commit the apply brings the hosts to
+	vlcmJSON(w, http.StatusOK, v.newTask("com.vmware.esx.settings.clusters.software", "apply", func() (any, error) {
 		defer func() {
 			v.mu.Lock()
 			delete(v.applying, moid)
 			v.mu.Unlock()
 		}()
+		started := time.Now()
 		var done []string
+		result := map[string]any{"commit": commit, "host_info": map[string]any{}, "host_status": map[string]any{},
+			"successful_hosts": []string{}, "failed_hosts": []string{}, "skipped_hosts": []string{}}
 		for _, g := range clusterHosts(name) {
+			result["host_info"].(map[string]any)[g.ref.Value] = map[string]any{"name": g.spec.Name}
+			hostStart := time.Now()
 			if _, status := hostCompliance(g, img); status != "NON_COMPLIANT" {
+				result["host_status"].(map[string]any)[g.ref.Value] = applyStatus("SKIPPED", hostStart)
+				result["skipped_hosts"] = append(result["skipped_hosts"].([]string), g.ref.Value)
 				continue
 			}
 			if err := remediateHost(g, img); err != nil {
@@ -572,9 +638,18 @@ func (v *vlcmAPI) apply(w http.ResponseWriter, r *http.Request, moid, name strin
 					name, g.spec.Name, err, before)
 			}
 			done = append(done, g.spec.Name)
+			result["host_status"].(map[string]any)[g.ref.Value] = applyStatus("OK", hostStart)
+			result["successful_hosts"] = append(result["successful_hosts"].([]string), g.ref.Value)
 		}
-		return map[string]any{"status": "SUCCESS", "hosts": done}, nil
+		result["status"] = applyStatus("OK", started)
+		return result, nil
 	}))
+}
+
+// applyStatus is a com.vmware.esx.settings.clusters.software.ApplyStatus that ends now.
+func applyStatus(status string, start time.Time) map[string]any {
+	return map[string]any{"status": status, "start_time": vlcmTime(start), "end_time": vlcmTime(time.Now()),
+		"notifications": map[string]any{}}
 }
 
 // waitSoapTask waits for a vim task started by one of the simulator's methods.

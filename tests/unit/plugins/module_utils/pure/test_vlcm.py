@@ -34,7 +34,7 @@ def test_resolve_version():
 def test_compliance_view_and_prediction():
     answer = {"hosts": {
         "host-1": {"status": "NON_COMPLIANT", "components": {"NVD-AIE-800": {
-            "status": "NON_COMPLIANT", "current_version": OLD, "target_version": OLD}}},
+            "status": "NON_COMPLIANT", "current": {"version": OLD}, "target": {"version": OLD}}}},
         "host-2": {"status": "UNAVAILABLE", "components": {}},
     }}
     view = _vlcm.compliance_view(answer, {"host-1": "esx-01"}, "NVD-AIE-800")
@@ -51,10 +51,15 @@ def test_compliance_view_and_prediction():
 SCAN = "2026-11-30T13:22:55.123Z"
 
 
+def side(version):
+    """One side of a ComponentCompliance as the API gives it (absent: no such component)."""
+    return None if version is None else {"version": version, "details": {"display_name": "c", "vendor": "NVIDIA"}}
+
+
 def host_compliance(status="COMPLIANT", comp_status="COMPLIANT", current=NEW, target=NEW, **extra):
     host = {"status": status, "scan_time": SCAN, "components": {
-        "NVD-AIE-800": {"status": comp_status, "current_version": current, "target_version": target},
-        "nvd-gpu-mgmt-daemon": {"status": "COMPLIANT", "current_version": "1.0", "target_version": "1.0"}}}
+        "NVD-AIE-800": {"status": comp_status, "current": side(current), "target": side(target)},
+        "nvd-gpu-mgmt-daemon": {"status": "COMPLIANT", "current": side("1.0"), "target": side("1.0")}}}
     host.update(extra)
     return {"status": status, "hosts": {"host-1": host}}
 
@@ -91,7 +96,7 @@ def test_anything_short_of_running_the_image_means_read_the_host(answer):
 
 def test_two_driver_components_are_not_guessed_between():
     answer = host_compliance()
-    second = {"status": "COMPLIANT", "current_version": OLD, "target_version": OLD}
+    second = {"status": "COMPLIANT", "current": side(OLD), "target": side(OLD)}
     answer["hosts"]["host-1"]["components"]["NVD-VGPU-800"] = second
     assert _vlcm.image_driver(answer, "host-1") is None
 

@@ -133,7 +133,7 @@ def compliance(statuses):
     for i, (status, current) in enumerate(statuses, 1):
         hosts["host-%d" % i] = {"status": status, "scan_time": "2026-11-30T13:00:00.000Z", "components": {
             "NVD-AIE-800": {"status": "COMPLIANT" if current == FULL else "NON_COMPLIANT",
-                            "current_version": current, "target_version": FULL}}}
+                            "current": {"version": current} if current else None, "target": {"version": FULL}}}}
     return {"hosts": hosts}
 
 
