@@ -258,4 +258,3 @@ class K8sClient(object):
     def resource(self, api_version, kind):
         """The dynamic resource api_version/kind; K8sError of kind `not_served` when the server lacks it."""
         return self.call(self.dynamic().resources.get, api_version=api_version, kind=kind)
-
