@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from tests.lib import rest_contract
-from tests.lib.ansible_run import COLLECTIONS, run_playbook
+from tests.lib.ansible_run import COLLECTIONS, ROOT, run_playbook
 
 OLD = "550.54.10-1OEM.800.1.0.20613240"
 NEW = "550.90.05-1OEM.800.1.0.20613240"
@@ -28,6 +28,7 @@ FLEET = {
     ],
 }
 VSAN = "vSAN Default Storage Policy"
+DESIGN = str(ROOT / "examples" / "design.yml")
 
 
 @pytest.fixture(scope="module")
@@ -91,12 +92,13 @@ def playbook(cluster_moid):
                 {"subject": "alice", "domain": "vsphere.local", "role": "OWNER"}]}),
             task("namespace by supervisor", ns, {"name": "team-b", "supervisor": cluster_moid,
                                                  "vm_classes": ["gpu-small"]}),
-            task("depot without the component", vlcm, {"cluster": "gpu-h100", "version": NEW,
-                                                        "depot_url": "https://depot.example.com/vendor-addon.zip"},
+            task("depot without the component", vlcm,
+                 {"cluster": "gpu-h100", "version": NEW, "depot_url": "https://depot.example.com/vendor-addon.zip"},
                  ignore_errors=True),
             task("image and remediation", vlcm, {"cluster": "gpu-h100", "version": NEW, "depot_url": DEPOT,
                                                  "remediate": True, "remediate_timeout": 300}),
             task("driver from the image", "gpupool.vcf.gpu_host_info", {"cluster": "gpu-h100", "gather": ["driver"]}),
+            task("audit of the vSphere link", "gpupool.vcf.gpu_pool_audit", {"design_file": DESIGN, "links": ["vsphere"]}),
             task("namespace a gone", ns, {"name": "team-a", "state": "absent"}),
             task("namespace b gone", ns, {"name": "team-b", "state": "absent"}),
             task("class gone", vmc, {"name": "gpu-small", "state": "absent"}),
@@ -125,6 +127,7 @@ def test_every_rest_exchange_fits_the_vendor_contract(recorded):
     assert refused.get("failed") and "does not offer component NVD-AIE-800" in refused["msg"], refused
     assert results["image and remediation"]["remediated"] is True
     assert {h["driver"]["source"] for h in results["driver from the image"]["hosts"]} == {"image"}
+    assert results["audit of the vSphere link"]["audited"] == ["vsphere"]
 
     entries = rest_contract.read_log(log)
     contract = rest_contract.load()
@@ -136,7 +139,25 @@ def test_every_rest_exchange_fits_the_vendor_contract(recorded):
     assert not mismatches, "\n".join(str(m) for m in mismatches)
     # the run did reach what it is meant to check
     ops = set(op.id for op in (contract.operation_of(e) for e in entries) if op is not None)
-    for wanted in ("com.vmware.vcenter.namespace_management.virtual_machine_classes.create",
+    for wanted in ("com.vmware.cis.session.create",
+                   "com.vmware.cis.session.delete",
+                   "com.vmware.vcenter.namespace_management.clusters.list",
+                   "com.vmware.vcenter.namespace_management.virtual_machine_classes.list",
+                   "com.vmware.vcenter.namespace_management.virtual_machine_classes.get",
+                   "com.vmware.vcenter.namespace_management.virtual_machine_classes.delete",
+                   "com.vmware.vcenter.namespaces.instances.get",
+                   "com.vmware.vcenter.namespaces.instances.delete",
+                   "com.vmware.vcenter.storage.policies.list",
+                   "com.vmware.content.library.list",
+                   "com.vmware.content.library.get",
+                   "com.vmware.content.local_library.create",
+                   "com.vmware.esx.settings.clusters.enablement.software.get",
+                   "com.vmware.esx.settings.clusters.software.get",
+                   "com.vmware.esx.settings.clusters.software.drafts.create",
+                   "com.vmware.esx.settings.clusters.software.drafts.software.components.update",
+                   "com.vmware.esx.settings.depots.offline.list",
+                   "com.vmware.esx.settings.depots.offline.content.get",
+                   "com.vmware.vcenter.namespace_management.virtual_machine_classes.create",
                    "com.vmware.vcenter.namespace_management.virtual_machine_classes.update",
                    "com.vmware.vcenter.namespaces.instances.create",
                    "com.vmware.vcenter.namespaces.instances.create_v2",
