@@ -348,6 +348,22 @@ DESIGN_SCHEMA = {
                 },
             },
         },
+        "chargeback": {
+            "type": "dict", "default": None,
+            "description": "Prices of GPU use for the chargeback report (gpu_usage, playbooks/chargeback.yml). "
+                           "null - no prices: the report counts GPU-hours only.",
+            "options": {
+                "currency": {"type": "str", "default": "USD", "description": "Currency of the prices."},
+                "card_hour": {"type": "map", "values": "float", "default": {},
+                              "description": "Hourly cost of one whole card per GPU model (the clusters' "
+                                             "gpu.model, e.g. H100-80GB); a profile-hour costs this times the "
+                                             "profile's share of the card (1 / how many of the profile a card "
+                                             "holds)."},
+                "profile_hour": {"type": "map", "values": "float", "default": {},
+                                 "description": "Price of one hour of a vGPU profile (nvidia_h100-3-40c); "
+                                                "set here, it replaces the price derived from card_hour."},
+            },
+        },
     },
 }
 
