@@ -1,5 +1,5 @@
 """The rooms of plugins/module_utils, checked from the imports. Each room is a folder:
-``pure`` (logic without I/O), ``vsphere``, ``k8s`` and ``dls`` (one client layer per backend)
+``pure`` (logic without I/O), ``vsphere``, ``k8s``, ``dls`` and ``prometheus`` (one client layer per backend)
 and ``runner`` (the Ansible-aware layer over the clients). Pure logic imports no I/O,
 module_utils imports no module or filter, the clients do not import each other, and
 tests/unit mirrors plugins/."""
@@ -11,8 +11,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MODULE_UTILS = ROOT / "plugins" / "module_utils"
 PREFIX = "ansible_collections.gpupool.vcf.plugins."
-ROOMS = ("pure", "vsphere", "k8s", "dls", "runner")
-CLIENTS = ("vsphere", "k8s", "dls")
+ROOMS = ("pure", "vsphere", "k8s", "dls", "prometheus", "runner")
+CLIENTS = ("vsphere", "k8s", "dls", "prometheus")
 
 IO_PACKAGES = ("socket", "ssl", "http", "urllib", "requests", "pyVmomi", "pyVim", "kubernetes", "subprocess",
                "threading", "concurrent", "ansible.module_utils.basic", "os")

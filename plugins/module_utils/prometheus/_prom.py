@@ -1,0 +1,135 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The client of Prometheus's HTTP API (``/api/v1/query``, ``/api/v1/query_range``), knowing
+nothing of Ansible: a timeout on every request, bounded retries with the collection's backoff
+(pure/_retry.py) on timeouts, dropped or refused connections and 429/5xx answers (every call is
+a read), and one error type, ``PromError``."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import base64
+import http.client as http_client
+import json
+import socket
+import ssl
+import time
+from urllib.error import HTTPError, URLError
+from urllib.parse import urlencode
+from urllib.request import HTTPHandler, HTTPSHandler, Request, build_opener
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._retry import ATTEMPTS, TRANSIENT_STATUS, backoff_delay, seconds, times
+
+
+class PromError(Exception):
+    """A Prometheus call failed. ``status`` is the HTTP status when Prometheus answered; ``kind``
+    is ``answer`` (an HTTP error or a query error), ``timeout``, ``refused``, ``reset``, ``tls``
+    or ``other``; ``error_type`` is Prometheus's ``errorType`` (``bad_data``, ``timeout``, ...)."""
+
+    def __init__(self, msg, status=None, kind="answer", error_type=None, attempts=1):
+        super(PromError, self).__init__(msg)
+        self.status = status
+        self.kind = kind
+        self.error_type = error_type
+        self.attempts = attempts
+
+    @property
+    def transient(self):
+        return self.kind in ("timeout", "refused", "reset") or self.status in TRANSIENT_STATUS
+
+
+def _error(exc, where, timeout):
+    """A PromError for what urllib raised on one request."""
+    if isinstance(exc, HTTPError):
+        error_type = detail = None
+        try:
+            body = json.loads(exc.read())
+            error_type, detail = body.get("errorType"), body.get("error")
+        except (ValueError, AttributeError, TypeError, OSError):
+            pass
+        return PromError("answered %s %s" % (exc.code, detail or exc.reason), status=exc.code, error_type=error_type)
+    reason = getattr(exc, "reason", None) if isinstance(exc, URLError) else exc
+    if isinstance(reason, ssl.SSLError) or isinstance(exc, ssl.SSLError):
+        return PromError("TLS with %s failed: %s (give ca_path with Prometheus's CA)" % (where, reason), kind="tls")
+    if isinstance(reason, ConnectionRefusedError):
+        return PromError("cannot reach %s: connection refused" % where, kind="refused")
+    if isinstance(reason, (socket.timeout, TimeoutError)):
+        return PromError("%s did not answer within %s s" % (where, seconds(timeout)), kind="timeout")
+    if isinstance(reason, (ConnectionError, http_client.HTTPException)):
+        return PromError("%s dropped the connection: %s" % (where, reason or type(reason).__name__), kind="reset")
+    if isinstance(reason, OSError):
+        return PromError("cannot reach %s: %s" % (where, getattr(reason, "strerror", None) or reason), kind="refused")
+    return PromError("%s: %s" % (type(exc).__name__, exc), kind="other")
+
+
+class PromClient(object):
+    """Prometheus's query API. ``url`` is the server's base URL (``https://prometheus:9090``, a
+    path prefix is kept); a bearer token or basic credentials authenticate when given. Queries
+    are sent as POST forms (long PromQL fits) and retried ``attempts`` times in all."""
+
+    def __init__(self, url, bearer_token=None, username=None, password=None, validate_certs=True, ca_path=None,
+                 timeout=30, attempts=ATTEMPTS, sleep=time.sleep):
+        self.base = url.rstrip("/")
+        self.where = self.base
+        self.timeout = timeout
+        self.attempts, self.sleep = max(1, attempts), sleep
+        self.headers = {"Accept": "application/json"}
+        if bearer_token:
+            self.headers["Authorization"] = "Bearer %s" % bearer_token
+        elif username:
+            pair = ("%s:%s" % (username, password or "")).encode()
+            self.headers["Authorization"] = "Basic %s" % base64.b64encode(pair).decode()
+        if validate_certs:
+            ctx = ssl.create_default_context(cafile=ca_path)
+        else:
+            ctx = ssl.create_default_context()
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        self.opener = build_opener(HTTPHandler(), HTTPSHandler(context=ctx))
+        self.requests = 0
+
+    def _once(self, path, form):
+        headers = dict(self.headers, **{"Content-Type": "application/x-www-form-urlencoded"})
+        req = Request(self.base + path, data=urlencode(form).encode(), headers=headers, method="POST")
+        self.requests += 1
+        try:
+            resp = self.opener.open(req, timeout=self.timeout)
+            text = resp.read()
+        except Exception as exc:  # the boundary: urllib, http.client, ssl and socket errors
+            raise _error(exc, self.where, self.timeout)
+        try:
+            body = json.loads(text)
+        except ValueError:
+            raise PromError("%s: the answer is not JSON (is %s Prometheus?)" % (path, self.base), kind="other")
+        if not isinstance(body, dict) or body.get("status") != "success":
+            raise PromError("%s" % (body.get("error") if isinstance(body, dict) else body),
+                            error_type=body.get("errorType") if isinstance(body, dict) else None)
+        return body.get("data") or {}
+
+    def _call(self, path, form):
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return self._once(path, form)
+            except PromError as err:
+                if err.transient and attempt < self.attempts:
+                    self.sleep(backoff_delay(attempt))
+                    continue
+                tail = "" if attempt == 1 else " (%s)" % times(attempt)
+                raise PromError("%s %s: %s%s" % (path, form.get("query", "")[:200], err, tail), status=err.status,
+                                kind=err.kind, error_type=err.error_type, attempts=attempt)
+
+    def query(self, expr, at=None):
+        """An instant query: the ``result`` list (vector: ``[{metric, value: [t, "v"]}]``)."""
+        form = {"query": expr}
+        if at is not None:
+            form["time"] = "%.3f" % at
+        return self._call("/api/v1/query", form).get("result") or []
+
+    def query_range(self, expr, start, end, step):
+        """A range query: the ``result`` list (matrix: ``[{metric, values: [[t, "v"], ...]}]``)."""
+        form = {"query": expr, "start": "%.3f" % start, "end": "%.3f" % end, "step": "%gs" % step}
+        return self._call("/api/v1/query_range", form).get("result") or []
