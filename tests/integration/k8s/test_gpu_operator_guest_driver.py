@@ -39,6 +39,9 @@ def inputs(**given):
 
 def play(role_inputs):
     run_vars = dict(role_inputs, gpu_operator_chart_ref=str(CHART), gpu_operator_upgrade_crd=False,
+                    # templated with a filter, as site.yml passes it (the licensing link may name another)
+                    gpu_operator_licensing_secret_name="{{ gpupool_licensing_secret | default('%s') }}" % (
+                        role_inputs["gpu_operator_licensing_secret_name"]),
                     gpu_operator_extra_values={"node-feature-discovery": {"master": {"serviceAccount": {
                         "name": f"nfd-master-{U}"}}}})
     return [{"hosts": "localhost", "gather_facts": False, "tasks": [
