@@ -24,7 +24,7 @@ from __future__ import (absolute_import, division, print_function)
 
 __metaclass__ = type
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _chargeback, _esxi
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names import (
     DNS_LABEL_FORM,
     DNS_LABEL_MAX,
@@ -190,6 +190,28 @@ def gpu_pool_audit_errors(params):
     return empty_errors(params, ("design_file",))
 
 
+def gpu_usage_errors(params):
+    out = empty_errors(params, ("prometheus_url", "bearer_token", "username", "design_file"))
+    url = params.get("prometheus_url")
+    if url and not (url.startswith("http://") or url.startswith("https://")):
+        out.append("prometheus_url must be an http:// or https:// URL, not %r" % (url,))
+    now = 0
+    for key in ("start", "end"):
+        if params.get(key) is not None:
+            try:
+                _chargeback.parse_time(params[key], now)
+            except _chargeback.ChargebackError as exc:
+                out.append("%s: %s" % (key, exc))
+    if params.get("step") is not None:
+        try:
+            step = _chargeback.parse_duration(params["step"])
+            if step < 1 or step != int(step):
+                out.append("step must be a whole number of seconds, 1 or more, not %r" % (params["step"],))
+        except _chargeback.ChargebackError as exc:
+            out.append("step: %s" % exc)
+    return out
+
+
 def nvidia_license_info_errors(params):
     return empty_errors(params, ("nvidia_smi", "chroot"))
 
@@ -296,6 +318,7 @@ CHECKS = {
     "guest_node_drain": guest_node_drain_errors,
     "gpu_pool_audit": gpu_pool_audit_errors,
     "gpu_pool_design": gpu_pool_design_errors,
+    "gpu_usage": gpu_usage_errors,
     "nvidia_license_info": nvidia_license_info_errors,
     "supervisor_namespace": supervisor_namespace_errors,
     "vks_node_pool": vks_node_pool_errors,

@@ -29,6 +29,8 @@ GOOD = {
     "gpu_pool_audit": dict(VSPHERE, design=None, design_file="/d.yml", links=None, report=None),
     "gpu_pool_design": dict(design=None, design_file="/d.yml", fail_on_error=True),
     "nvidia_license_info": dict(nvidia_smi="nvidia-smi", chroot=None),
+    "gpu_usage": dict(prometheus_url="https://prom:9090", bearer_token=None, username=None, start="now-30d",
+                      end="now", step="5m", design=None, design_file=None, timeout=60, retries=2),
     "vlcm_component": dict(VSPHERE, cluster="gpu", component="NVD-AIE-800", version="550.90.05", depot_url=None,
                            remediate=False, remediate_timeout=7200),
     "drs_gpu_pinning": dict(VSPHERE, cluster="gpu", behavior="manual", vms=None, exclude=[], purge_stale=True,
