@@ -131,7 +131,7 @@ drain:
   description:
     - Per node, with O(state=drained), the pods the drain evicts (C(evict)), leaves (C(skipped), with the reason),
       waits for (C(terminating)), those no controller owns (C(unmanaged)), and the protected pods a
-      PodDisruptionBudget holds now (C(blocked): evicted within O(timeout) as the budget allows).
+      PodDisruptionBudget holds now (C(blocked), evicted within O(timeout) as the budget allows).
   returned: always
   type: dict
 preempted:
@@ -183,7 +183,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import (
 )
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _drain
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Change, Failure, Plan, Resource
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure, Plan, Resource
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 
 ARGUMENT_SPEC = dict(

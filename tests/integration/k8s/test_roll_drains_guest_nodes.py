@@ -143,7 +143,7 @@ def test_check_mode_prints_each_hosts_ordered_plan_and_changes_nothing(vsphere, 
     pods = sorted(p.metadata.uid for p in core.list_namespaced_pod(guest).items)
     res = run_playbook(roll(k8s_rig), env=vsphere_env, check=True)
     assert res.rc == 0, failures(res)
-    plans = messages(res, "turn does, in order")
+    plans = messages(res, "Steps of the turn, in order")
     assert len(plans) == 3, plans
     first = plans[0]
     assert first[0].startswith("drain guest nodes"), first
@@ -199,7 +199,7 @@ def test_driver_roll_drains_each_host_and_brings_its_nodes_back(vsphere, vsphere
     moved = sum(len(item["evicted"]) for r in drains for item in r["results"] if "evicted" in item)
     preempted = sum(sum(item["preempted"].values()) for r in drains for item in r["results"] if "preempted" in item)
     assert moved >= 4 and preempted >= 2, (moved, preempted)  # each host's pods, training counted as preempted
-    summary = messages(res, "Turn of")
+    summary = messages(res, "Turn done")
     assert len(summary) == 3 and all("pods moved" in m for m in summary), summary
     print("roll of 3 hosts: %.1f s; %s" % (took, " | ".join(summary)))
 
