@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -51,6 +52,11 @@ SERVICE_CIDR = "10.96.0.0/16"
 KUEUE_CONVERTED = {f"{r}.kueue.x-k8s.io" for r in
                    ("localqueues", "clusterqueues", "workloads", "cohorts", "multikueueclusters")}
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+METRICS_BINARIES = ("prometheus", "kube-state-metrics")
+# node labels kube-state-metrics puts on kube_node_labels (it drops the others): the pool and
+# vGPU profile the chargeback joins GPU requests to, and what GPU feature discovery says
+NODE_LABELS_ALLOWED = ("gpupool.vcf/pool", "nvidia.com/vgpu.profile", "gpupool.vcf/sharing",
+                       "nvidia.com/gpu.product", "nvidia.com/mig.strategy", "node.kubernetes.io/instance-type")
 _RIG_NUMBERS = itertools.count(1)
 
 
@@ -172,6 +178,9 @@ class Rig:
         self.procs = procs  # name -> Popen (or pid when re-attached)
         self.kueue = kueue
         self.timings: dict[str, float] = {}
+        self.prometheus_url: str | None = None   # http://127.0.0.1:<port> with metrics=True
+        self.dcgm_url: str | None = None
+        self.dcgm_workload: Path | None = None    # the DCGM double's workload file (rewrite to change values)
 
     @property
     def env(self) -> dict:
@@ -222,7 +231,7 @@ class Rig:
         """Stop every process; remove the data folder unless `keep` (or GPUPOOL_K8S_KEEP=1)."""
         if keep is None:
             keep = os.environ.get("GPUPOOL_K8S_KEEP") == "1"
-        order = ["kueue", "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"]
+        order = ["prometheus", "dcgm-double", "kube-state-metrics", "kueue", "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"]
         for name in sorted(self.procs, key=lambda n: order.index(n) if n in order else -1):
             _terminate(self.procs[name])
         self.procs = {}
@@ -360,12 +369,16 @@ def _sweep_dead_rigs() -> None:
 
 def start(nodes_file: str | os.PathLike | None = None, kueue: bool = True, name: str | None = None,
           kubeconfig: str | os.PathLike | None = None, detach: bool = False,
-          timeout: float = 120) -> Rig:
+          timeout: float = 120, metrics: bool = False, dcgm_workload: str | os.PathLike | None = None,
+          scrape_interval: str = "1s") -> Rig:
     """Start a rig with fresh state under .sim/k8s/<name>/ (default: rig-<pid>-<n>) and return it once usable:
     API ready, every node Ready and untainted by the node controller, the default
-    ServiceAccount present, Supervisor objects applied, Kueue (if asked) serving."""
+    ServiceAccount present, Supervisor objects applied, Kueue (if asked) serving; with
+    `metrics`, kube-state-metrics, the DCGM double (values from `dcgm_workload`) and Prometheus
+    scraping both every `scrape_interval`, both targets up."""
     t0 = time.monotonic()
-    missing = [b for b in BINARIES + (("kueue",) if kueue else ()) if not (BIN / b).exists()]
+    missing = [b for b in BINARIES + (("kueue",) if kueue else ()) + (METRICS_BINARIES if metrics else ())
+               if not (BIN / b).exists()]
     if missing:
         raise RigError(f"rig binaries missing in {BIN}: {', '.join(missing)}; run `make k8s-build`")
     _sweep_dead_rigs()
@@ -394,6 +407,9 @@ def start(nodes_file: str | os.PathLike | None = None, kueue: bool = True, name:
     try:
         _start(rig, data_dir, pki, token, etcd_port, peer_port, api_port, nodes_file, kueue, detach,
                timeout, t0)
+        if metrics:
+            _start_metrics(rig, detach, timeout, dcgm_workload, scrape_interval)
+            rig.timings["metrics_s"] = round(time.monotonic() - t0, 2)
     except BaseException:
         rig.stop(keep=True)  # logs stay for the error report
         raise
@@ -551,12 +567,76 @@ def _start(rig, data_dir, pki, token, etcd_port, peer_port, api_port, nodes_file
         _wait("Kueue readyz and its CA in the CRDs", kueue_ready, timeout, procs, data_dir, interval=0.3)
 
 
+def _http_json(url: str, timeout: float = 2):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return json.loads(r.read())
+
+
+def _start_metrics(rig, detach, timeout, dcgm_workload, scrape_interval):
+    """kube-state-metrics, the DCGM double and Prometheus scraping both (static targets)."""
+    data_dir, procs = rig.data_dir, rig.procs
+    ksm_port, ksm_telemetry, dcgm_port, prom_port = _free_port(), _free_port(), _free_port(), _free_port()
+    procs["kube-state-metrics"] = _spawn("kube-state-metrics", [
+        str(BIN / "kube-state-metrics"), f"--kubeconfig={rig.kubeconfig}",
+        "--host=127.0.0.1", f"--port={ksm_port}",
+        "--telemetry-host=127.0.0.1", f"--telemetry-port={ksm_telemetry}",
+        "--resources=nodes,pods,namespaces,resourcequotas",
+        "--metric-labels-allowlist=nodes=[%s]" % ",".join(NODE_LABELS_ALLOWED)], data_dir, detach)
+    workload = data_dir / "dcgm-workload.yml"
+    if dcgm_workload:
+        shutil.copyfile(dcgm_workload, workload)
+    else:
+        workload.write_text("default: {}\npods: []\n")
+    rig.dcgm_workload = workload
+    procs["dcgm-double"] = _spawn("dcgm-double", [
+        sys.executable, str(Path(__file__).resolve().parent / "dcgm_double.py"),
+        f"--kubeconfig={rig.kubeconfig}", f"--port={dcgm_port}", f"--workload={workload}"], data_dir, detach)
+    rig.dcgm_url = f"http://127.0.0.1:{dcgm_port}"
+    cfg = {
+        "global": {"scrape_interval": scrape_interval, "scrape_timeout": scrape_interval,
+                   "evaluation_interval": scrape_interval},
+        "scrape_configs": [
+            # kube-state-metrics' own namespace/pod labels are the pods', not the target's
+            {"job_name": "kube-state-metrics", "honor_labels": True,
+             "static_configs": [{"targets": [f"127.0.0.1:{ksm_port}"]}]},
+            {"job_name": "dcgm-exporter", "honor_labels": True,
+             "static_configs": [{"targets": [f"127.0.0.1:{dcgm_port}"]}]},
+        ],
+    }
+    (data_dir / "prometheus.yml").write_text(yaml.safe_dump(cfg))
+    procs["prometheus"] = _spawn("prometheus", [
+        str(BIN / "prometheus"), f"--config.file={data_dir / 'prometheus.yml'}",
+        f"--storage.tsdb.path={data_dir / 'prometheus'}", f"--web.listen-address=127.0.0.1:{prom_port}",
+        "--storage.tsdb.retention.time=2d", "--log.level=warn"], data_dir, detach)
+    rig.prometheus_url = f"http://127.0.0.1:{prom_port}"
+
+    def targets_up():
+        got = _http_json(f"{rig.prometheus_url}/api/v1/query?query=up")["data"]["result"]
+        return len(got) == 2 and all(r["value"][1] == "1" for r in got)
+
+    _wait("Prometheus with kube-state-metrics and the DCGM double up", targets_up, timeout, procs, data_dir,
+          interval=0.3)
+
+    from kubernetes import client
+    node_count = len(client.CoreV1Api(rig.api_client()).list_node().items)
+
+    def nodes_scraped():
+        q = urllib.parse.quote("count(kube_node_labels)")
+        got = _http_json(f"{rig.prometheus_url}/api/v1/query?query={q}")["data"]["result"]
+        return bool(got) and int(float(got[0]["value"][1])) >= node_count
+
+    _wait("kube_node_labels in Prometheus", nodes_scraped, timeout, procs, data_dir, interval=0.3)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     up = sub.add_parser("up", help="start a detached rig; kubeconfig at .sim/kubeconfig")
     up.add_argument("--nodes", default=None, help="nodes file (default tests/sim/k8s/nodes.yml)")
     up.add_argument("--no-kueue", action="store_true")
+    up.add_argument("--metrics", action="store_true",
+                    help="also Prometheus, kube-state-metrics and the DCGM double (README, Metrics)")
+    up.add_argument("--dcgm-workload", default=None, help="workload file of the DCGM double")
     sub.add_parser("down", help="stop the rig started by `up`")
     args = ap.parse_args(argv)
     data_dir = DATA / "default"
@@ -571,9 +651,12 @@ def main(argv=None) -> int:
         print("k8s rig: stopped")
         return 0
     rig = start(args.nodes, kueue=not args.no_kueue, name="default", kubeconfig=SIM / "kubeconfig",
-                detach=True)
+                detach=True, metrics=args.metrics, dcgm_workload=args.dcgm_workload)
     print(f"k8s rig: ready in {rig.timings['ready_s']} s at {rig.server}; "
           f"KUBECONFIG={rig.kubeconfig}")
+    if args.metrics:
+        print(f"k8s rig: Prometheus at {rig.prometheus_url}, DCGM double at {rig.dcgm_url} "
+              f"(workload {rig.dcgm_workload})")
     return 0
 
 

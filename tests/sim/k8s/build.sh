@@ -17,12 +17,12 @@ mkdir -p "$cache/bin"
 exec 9>"$cache/.lock"
 flock 9
 
-gobuild() { # <module dir> <out name> <package> [extra ldflags]
-    local dir=$1 out=$2 pkg=$3 extra=${4:-}
+gobuild() { # <module dir> <out name> <package> [extra ldflags] [build tags]
+    local dir=$1 out=$2 pkg=$3 extra=${4:-} tags=${5:-}
     [ -x "$cache/bin/$out" ] && return 0
     echo "k8s-build: $out ($pkg)"
     local t0=$SECONDS
-    (cd "$dir" && go build -trimpath -ldflags="-s -w $extra" -o "$cache/bin/$out.tmp.$$" "$pkg")
+    (cd "$dir" && go build -trimpath -tags="$tags" -ldflags="-s -w $extra" -o "$cache/bin/$out.tmp.$$" "$pkg")
     mv "$cache/bin/$out.tmp.$$" "$cache/bin/$out"
     echo "k8s-build: $out built in $((SECONDS - t0)) s"
 }
@@ -39,6 +39,14 @@ done
 gobuild "$here/tools/kwok" kwok sigs.k8s.io/kwok/cmd/kwok
 gobuild "$here/tools/helm" helm helm.sh/helm/v3/cmd/helm
 gobuild "$here/tools/kueue" kueue sigs.k8s.io/kueue/cmd/kueue
+# metrics (k8s_rig metrics=True): Prometheus without its service-discovery plugins (the rig
+# scrapes static targets; remove_all_sd is upstream's build tag for that) and kube-state-metrics
+prom_version=$(awk '$1 == "github.com/prometheus/prometheus" {print $2; exit}' "$here/tools/prometheus/go.mod")
+pflags="-X github.com/prometheus/common/version.Version=$prom_version"
+gobuild "$here/tools/prometheus" prometheus github.com/prometheus/prometheus/cmd/prometheus "$pflags" remove_all_sd
+ksm_version=$(awk '$1 == "k8s.io/kube-state-metrics/v2" {print $2; exit}' "$here/tools/kube-state-metrics/go.mod")
+gobuild "$here/tools/kube-state-metrics" kube-state-metrics k8s.io/kube-state-metrics/v2 \
+    "-X github.com/prometheus/common/version.Version=$ksm_version"
 
 # Kueue's CRDs as generated upstream from the same pinned module's Go types
 if [ ! -d "$cache/kueue-crds" ]; then
