@@ -47,6 +47,10 @@ def cluster_policy_spec(inputs):
     return _built("cluster_policy_spec", _k8s_objects.cluster_policy_spec, _inputs("gpu_operator", inputs))
 
 
+def dcgm_metrics_config_map(inputs):
+    return _built("dcgm_metrics_config_map", _k8s_objects.dcgm_metrics_config_map, _inputs("gpu_operator", inputs))
+
+
 def guest_driver_refusal(inputs):
     return _built("guest_driver_refusal", _k8s_objects.missing_guest_driver, _inputs("gpu_operator", inputs)) or ""
 
@@ -109,6 +113,7 @@ class FilterModule(object):
             "vks_node_pools": vks_node_pools,
             "device_plugin_config_map": device_plugin_config_map,
             "cluster_policy_spec": cluster_policy_spec,
+            "dcgm_metrics_config_map": dcgm_metrics_config_map,
             "guest_driver_refusal": guest_driver_refusal,
             "mig_strategy_change": mig_strategy_change,
             "gpu_workloads": gpu_workloads,

@@ -419,11 +419,18 @@ def read_guest(k8s, derived):
         found = _get(k8s, "ConfigMap %s/%s" % (op_ns, name), core.read_namespaced_config_map, name, op_ns) \
             if op_ns in namespaces else None
         config = dict(exists=found is not None, data=_yaml_data(found.data if found is not None else None))
+    dcgm = None
+    if op.get("gpu_operator_dcgm_metrics"):
+        name = op["gpu_operator_dcgm_metrics_config_name"]
+        found = _get(k8s, "ConfigMap %s/%s" % (op_ns, name), core.read_namespaced_config_map, name, op_ns) \
+            if op_ns in namespaces else None
+        dcgm = dict(exists=found is not None, data=dict(found.data or {}) if found is not None else {})
     pcs = dict((pc.metadata.name, dict(value=pc.value, preemptionPolicy=pc.preemption_policy,
                                        description=pc.description))
                for pc in _read(k8s, "the PriorityClasses", sched.list_priority_class).items)
     return dict(nodes=nodes, namespaces=namespaces, namespace_labels=labels, resource_quotas=quotas, secrets=secrets,
                 priority_classes=pcs, cluster_policy=cluster_policy, device_plugin_config=config,
+                dcgm_metrics_config=dcgm,
                 kueue=_kueue(k8s, core, custom, policy, namespaces),
                 culling=_culling(k8s, custom, client.BatchV1Api(k8s.api), policy, namespaces))
 

@@ -32,7 +32,8 @@ Live state, per link (every value is plain data):
     ``resource_quotas``: ``{namespace: {quota name: hard dict}}``; ``secrets``: ``{namespace:
     [names]}`` (only the names asked for need be there); ``priority_classes``: ``{name: {"value",
     "preemptionPolicy", "description"}}``; ``cluster_policy``: ``{"exists", "spec"}``;
-    ``device_plugin_config``: ``{"exists", "data": {key: parsed YAML}}``; ``kueue``: ``{"served",
+    ``device_plugin_config``: ``{"exists", "data": {key: parsed YAML}}``; ``dcgm_metrics_config``:
+    ``{"exists", "data": {key: text}}``; ``kueue``: ``{"served",
     "resource_flavors": {name: spec}, "cluster_queues": {name: spec}, "local_queues": {namespace:
     {name: spec}}, "configuration": Kueue's parsed Configuration or None}``; ``culling``: ``{"exists", "schedule", "image", "env": {}}``. What the guest
     roles write is built by ``_k8s_objects`` from the role inputs derive() gives them.
@@ -143,6 +144,11 @@ RULES = OrderedDict([
     ("time_slicing_config_changed", ("error", "guest", "The device plugin ConfigMap holds the configurations the "
                                                        "gpu_operator role writes (MIG strategy, time-slicing "
                                                        "replicas per pool).")),
+    ("dcgm_metrics_config_missing", ("warning", "guest", "The DCGM exporter metrics ConfigMap the gpu_operator "
+                                                         "role writes exists.")),
+    ("dcgm_metrics_config_changed", ("warning", "guest", "The DCGM exporter metrics ConfigMap lists the metrics "
+                                                         "the gpu_operator role writes (profiling counters, "
+                                                         "framebuffer, vGPU license status).")),
     ("kueue_missing", ("error", "guest", "The guest cluster serves Kueue where the design gang-schedules training.")),
     ("resource_flavor_missing", ("error", "guest", "Every gang-scheduled pool's Kueue ResourceFlavor exists.")),
     ("resource_flavor_changed", ("warning", "guest", "The ResourceFlavor has the pool's node labels and "
@@ -727,7 +733,7 @@ def _diff_text(diffs):
 
 def audit_guest(derived, nodes=None, namespaces=None, resource_quotas=None, secrets=None,
                 priority_classes=None, licensing_secret_in_use=None, namespace_labels=None, cluster_policy=None,
-                device_plugin_config=None, kueue=None, culling=None):
+                device_plugin_config=None, kueue=None, culling=None, dcgm_metrics_config=None):
     """Findings of the guest link: GPU nodes, tenant namespaces and quotas, PriorityClasses, the
     licensing Secret, the ClusterPolicy, the device plugin ConfigMap, Kueue, notebook culling.
 
@@ -797,6 +803,8 @@ def audit_guest(derived, nodes=None, namespaces=None, resource_quotas=None, secr
         _cluster_policy(out, op, cp_spec, secret_name)
     if device_plugin_config is not None:
         _device_plugin_config(out, op, device_plugin_config)
+    if dcgm_metrics_config is not None:
+        _dcgm_metrics_config(out, op, dcgm_metrics_config)
     if kueue is not None:
         _kueue(out, policy, kueue, missing_ns)
     if culling is not None:
@@ -917,6 +925,31 @@ def _cluster_policy(out, op, spec, secret_prefix):
         out.append(finding(
             "cluster_policy_changed", obj, "ClusterPolicy %s: %s" % (_objects.CLUSTER_POLICY, _diff_text(diffs)),
             "set it back (gpu_operator role; nls_licensing points it at the licensing Secret)"))
+
+
+def _dcgm_metrics_config(out, op, live):
+    want = _objects.dcgm_metrics_csv(op)
+    if want is None:
+        return
+    ns, name = op["gpu_operator_namespace"], op["gpu_operator_dcgm_metrics_config_name"]
+    obj = "config_map %s/%s" % (ns, name)
+    if not live.get("exists"):
+        out.append(finding(
+            "dcgm_metrics_config_missing", obj,
+            "the DCGM exporter metrics ConfigMap %s/%s is missing: the exporter exports its own list, without "
+            "the profiling counters the design's dashboards read" % (ns, name), "create it (gpu_operator role)"))
+        return
+    have = _objects.dcgm_metrics_fields((live.get("data") or {}).get(_objects.DCGM_METRICS_KEY))
+    wanted = _objects.dcgm_metrics_fields(want)
+    if have != wanted:
+        missing = [f for f, _t in wanted if f not in [h for h, _u in have]]
+        extra = [f for f, _t in have if f not in [w for w, _v in wanted]]
+        what = "; ".join(part for part in (
+            "missing %s" % ", ".join(missing) if missing else "",
+            "not the role's %s" % ", ".join(extra) if extra else "") if part) or "types or order differ"
+        out.append(finding("dcgm_metrics_config_changed", obj,
+                           "DCGM exporter metrics ConfigMap %s/%s: %s" % (ns, name, what),
+                           "set it back (gpu_operator role); the exporter reads it when its pods restart"))
 
 
 def _device_plugin_config(out, op, live):

@@ -36,6 +36,24 @@ ROLE_DEFAULTS = {
         "gpu_operator_time_slicing": {},
         "gpu_operator_device_plugin_config_name": "gpupool-device-plugin-config",
         "gpu_operator_device_plugin_default_config": "default",
+        "gpu_operator_dcgm_metrics_config_name": "gpupool-dcgm-metrics",
+        "gpu_operator_dcgm_metrics": [
+            {"field": "DCGM_FI_DEV_GPU_UTIL", "type": "gauge", "help": "GPU utilization in percent (not for MIG)."},
+            {"field": "DCGM_FI_DEV_FB_USED", "type": "gauge", "help": "Framebuffer in use in MiB."},
+            {"field": "DCGM_FI_DEV_FB_FREE", "type": "gauge", "help": "Framebuffer free in MiB."},
+            {"field": "DCGM_FI_DEV_VGPU_LICENSE_STATUS", "type": "gauge", "help": "vGPU license status."},
+            {"field": "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "type": "gauge",
+             "help": "Share of time the graphics engine is busy (profiling)."},
+            {"field": "DCGM_FI_PROF_SM_ACTIVE", "type": "gauge",
+             "help": "Share of cycles an SM has a warp assigned (profiling)."},
+            {"field": "DCGM_FI_PROF_DRAM_ACTIVE", "type": "gauge",
+             "help": "Share of cycles the memory interface moves data (profiling)."},
+            {"field": "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "type": "gauge",
+             "help": "Share of cycles the tensor pipe is busy (profiling)."},
+        ],
+        "gpu_operator_dcgm_pod_labels": True,
+        "gpu_operator_dcgm_pod_label_allowlist": ["^app$", "^app\\.kubernetes\\.io/name$", "^gpupool\\.vcf/.*$",
+                                                  "^kueue\\.x-k8s\\.io/queue-name$"],
     },
     "gpu_scheduling_policy": {
         "gpu_scheduling_policy_priority_classes": [],
@@ -135,10 +153,62 @@ def cluster_policy_fields(op, licensing_secret=None):
     if licensing_secret is not None:
         driver.append((("driver", "licensingConfig", "secretName"), licensing_secret))
     out = driver + [(("mig", "strategy"), op["gpu_operator_mig_strategy"])]
+    out += dcgm_exporter_fields(op)
     if op.get("gpu_operator_time_slicing"):
         out += [(("devicePlugin", "config", "name"), op["gpu_operator_device_plugin_config_name"]),
                 (("devicePlugin", "config", "default"), op["gpu_operator_device_plugin_default_config"])]
     return out
+
+
+def dcgm_exporter_fields(op):
+    """[(path, value)] of the ClusterPolicy's dcgmExporter fields the gpu_operator role sets: the
+    metrics ConfigMap (none without metrics) and pod labels on the metrics, bounded by an allowlist
+    of label names (each label is a Prometheus dimension)."""
+    out = []
+    if op.get("gpu_operator_dcgm_metrics"):
+        out.append((("dcgmExporter", "config", "name"), op["gpu_operator_dcgm_metrics_config_name"]))
+    if flag(op.get("gpu_operator_dcgm_pod_labels")):
+        out.append((("dcgmExporter", "enablePodLabels"), True))
+        if op.get("gpu_operator_dcgm_pod_label_allowlist"):
+            out.append((("dcgmExporter", "podLabelAllowlistRegex"), list(op["gpu_operator_dcgm_pod_label_allowlist"])))
+    return out
+
+
+DCGM_METRICS_KEY = "dcgm-metrics.csv"
+
+
+def dcgm_metrics_csv(op):
+    """The DCGM exporter's metrics file the gpu_operator role writes (``<field>, <type>, <help>`` per
+    line, as the exporter reads it); None without metrics (the exporter's own list)."""
+    metrics = op.get("gpu_operator_dcgm_metrics") or []
+    if not metrics:
+        return None
+    lines = ["# DCGM field, Prometheus metric type, help (written by gpupool.vcf's gpu_operator role)"]
+    for metric in metrics:
+        lines.append("%s, %s, %s" % (metric["field"], metric.get("type") or "gauge",
+                                     (metric.get("help") or metric["field"]).replace(",", ";")))
+    return "\n".join(lines) + "\n"
+
+
+def dcgm_metrics_fields(text):
+    """[(field, type)] of a DCGM exporter metrics file, comments and blank lines left out."""
+    out = []
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = [p.strip() for p in line.split(",")]
+        out.append((parts[0], parts[1] if len(parts) > 1 else ""))
+    return out
+
+
+def dcgm_metrics_config_map(op):
+    """The DCGM exporter metrics ConfigMap the gpu_operator role writes; None without metrics."""
+    text = dcgm_metrics_csv(op)
+    if text is None:
+        return None
+    return _manifest("v1", "ConfigMap", op["gpu_operator_dcgm_metrics_config_name"], op["gpu_operator_namespace"],
+                     data={DCGM_METRICS_KEY: text})
 
 
 def _merged(base, extra):
@@ -176,6 +246,11 @@ def cluster_policy_spec(op):
             spec["driver"][key] = _merged(spec["driver"].get(key), given[key])
     if "mig" in extra:
         spec["mig"] = _merged(spec["mig"], extra["mig"])
+    dcgm = extra.get("dcgmExporter")
+    if "dcgmExporter" in spec and isinstance(dcgm, dict):
+        for key in ("enablePodLabels", "podLabelAllowlistRegex", "config"):
+            if key in dcgm:
+                spec["dcgmExporter"][key] = _merged(spec["dcgmExporter"].get(key), dcgm[key])
     plugin = extra.get("devicePlugin")
     given = plugin.get("config") if isinstance(plugin, dict) else None
     if "devicePlugin" in spec and isinstance(given, dict):

@@ -97,9 +97,20 @@ def test_chart_cluster_policy_runs_the_designed_guest_driver_and_the_audit_agree
         "registry.example.com/nvaie", "vgpu-guest-driver", "550.90.07")
     assert driver["imagePullSecrets"] == ["nvaie-registry"]
     assert spec["mig"]["strategy"] == "single" and spec["migManager"]["enabled"] is False
-    # the audit expects the ClusterPolicy from the same role inputs derive() would give
+    # the DCGM exporter reads the role's metrics ConfigMap, with pod labels bounded by the allowlist
+    assert spec["dcgmExporter"]["config"]["name"] == "gpupool-dcgm-metrics"
+    assert spec["dcgmExporter"]["enablePodLabels"] is True and "^gpupool\\.vcf/.*$" in spec["dcgmExporter"][
+        "podLabelAllowlistRegex"]
+    assert spec["dcgmExporter"]["serviceMonitor"]["enabled"] is False  # no Prometheus operator CRDs on the rig
+    cm = client.CoreV1Api(k8s_api).read_namespaced_config_map("gpupool-dcgm-metrics", NS)
+    for counter in ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE",
+                    "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_VGPU_LICENSE_STATUS"):
+        assert "\n%s, gauge," % counter in cm.data["dcgm-metrics.csv"]
+    metrics = {"exists": True, "data": dict(cm.data)}
+    # the audit expects the ClusterPolicy and the ConfigMap from the same role inputs derive() would give
     derived = {"roles": {"gpu_operator": inputs()}}
-    assert _audit.audit_guest(derived, cluster_policy={"exists": True, "spec": spec}) == []
+    assert _audit.audit_guest(derived, cluster_policy={"exists": True, "spec": spec},
+                              dcgm_metrics_config=metrics) == []
     other = inputs(gpu_operator_driver_version="550.54.14")
     out = _audit.audit_guest({"roles": {"gpu_operator": other}}, cluster_policy={"exists": True, "spec": spec})
     assert [f["rule"] for f in out] == ["cluster_policy_changed"]

@@ -26,3 +26,9 @@ def test_gpu_workloads_checks_its_input():
     assert f.gpu_workloads([pod]) == ["Pod a/p (nvidia.com/gpu)"]
     with pytest.raises(AnsibleFilterError):
         f.gpu_workloads("pods")
+
+
+def test_dcgm_metrics_config_map():
+    cm = f.dcgm_metrics_config_map({"gpu_operator_namespace": "ops"})
+    assert cm["metadata"]["namespace"] == "ops" and "DCGM_FI_PROF_SM_ACTIVE" in cm["data"]["dcgm-metrics.csv"]
+    assert f.dcgm_metrics_config_map({"gpu_operator_dcgm_metrics": []}) is None

@@ -34,7 +34,8 @@ def test_device_plugin_config_map_data_is_yaml_text():
 
 
 def test_cluster_policy_spec():
-    assert f.cluster_policy_spec({"gpu_operator_licensing_secret_name": "lic", "gpu_operator_driver_version": "1"}) == {
+    assert f.cluster_policy_spec({"gpu_operator_licensing_secret_name": "lic", "gpu_operator_driver_version": "1",
+                                  "gpu_operator_dcgm_metrics": [], "gpu_operator_dcgm_pod_labels": False}) == {
         "driver": {"enabled": True, "repository": "nvcr.io/nvidia", "image": "driver", "version": "1",
                    "licensingConfig": {"nlsEnabled": True, "secretName": "lic"}},
         "mig": {"strategy": "single"}}

@@ -78,9 +78,38 @@ def test_design_without_guest_driver_is_guest_driver_missing():
                                               "version": "570.124.06", "licensingConfig": {
                                                   "nlsEnabled": True, "secretName": SECRET}},
                                    "mig": {"strategy": "single"},
+                                   "dcgmExporter": objs.cluster_policy_spec(a.guest_inputs(derived)[0])["dcgmExporter"],
                                    "devicePlugin": {"config": {"name": "gpupool-time-slicing", "default": "default"}}}}
     found, out = audit(derived, cp)
     assert found == [("guest_driver_missing", "design guest.driver")]
     assert "Add guest.driver to the design" in out[0]["message"] and "does not load in a vGPU VM" in out[0]["message"]
     # not read: not judged
     assert a.audit_guest(derived) == []
+
+
+def test_dcgm_metrics_config_as_the_role_writes_it(derived):
+    op, _policy = a.guest_inputs(derived)
+    cm = objs.dcgm_metrics_config_map(op)
+    live = {"exists": True, "data": dict(cm["data"])}
+    assert a.audit_guest(derived, dcgm_metrics_config=live) == []
+    # the same fields and types with other comments and help texts: as written
+    text = "\n".join("%s, %s, other words" % ft for ft in objs.dcgm_metrics_fields(cm["data"]["dcgm-metrics.csv"]))
+    assert a.audit_guest(derived, dcgm_metrics_config={"exists": True, "data": {"dcgm-metrics.csv": text}}) == []
+    dropped = "\n".join(line for line in cm["data"]["dcgm-metrics.csv"].splitlines()
+                        if "PROF_SM_ACTIVE" not in line) + "\nDCGM_FI_DEV_POWER_USAGE, gauge, power\n"
+    out = a.audit_guest(derived, dcgm_metrics_config={"exists": True, "data": {"dcgm-metrics.csv": dropped}})
+    assert [(f["rule"], f["object"], f["severity"]) for f in out] == [
+        ("dcgm_metrics_config_changed", "config_map gpu-operator/gpupool-dcgm-metrics", "warning")]
+    assert "missing DCGM_FI_PROF_SM_ACTIVE" in out[0]["message"] and "DCGM_FI_DEV_POWER_USAGE" in out[0]["message"]
+    out = a.audit_guest(derived, dcgm_metrics_config={"exists": False, "data": {}})
+    assert [f["rule"] for f in out] == ["dcgm_metrics_config_missing"]
+
+
+def test_dcgm_exporter_cluster_policy_drift(derived):
+    cp = live_policy(derived)
+    cp["spec"]["dcgmExporter"]["enablePodLabels"] = False
+    cp["spec"]["dcgmExporter"].pop("config")
+    found, out = audit(derived, cp)
+    assert found == [("cluster_policy_changed", "cluster_policy cluster-policy")]
+    assert "dcgmExporter.enablePodLabels False (design True)" in out[0]["message"]
+    assert "dcgmExporter.config.name unset (design gpupool-dcgm-metrics)" in out[0]["message"]

@@ -68,3 +68,37 @@ def test_mig_strategy_change_only_on_purpose():
     # chart values given last win, as in the release the role would install
     assert objs.mig_strategy_change(op(gpu_operator_mig_strategy="single",
                                        gpu_operator_extra_values={"mig": {"strategy": "none"}}), live) is None
+
+
+def test_dcgm_exporter_metrics_config_map_has_the_profiling_counters():
+    cm = objs.dcgm_metrics_config_map(op(gpu_operator_namespace="ops"))
+    assert (cm["kind"], cm["metadata"]["namespace"], cm["metadata"]["name"]) == ("ConfigMap", "ops", "gpupool-dcgm-metrics")
+    assert cm["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "gpupool.vcf"}
+    fields = [f for f, _t in objs.dcgm_metrics_fields(cm["data"]["dcgm-metrics.csv"])]
+    for counter in ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE",
+                    "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_VGPU_LICENSE_STATUS"):
+        assert counter in fields
+    # one line per metric, three comma-separated columns (a comma in a help text would add a fourth)
+    lines = [line for line in cm["data"]["dcgm-metrics.csv"].splitlines() if not line.startswith("#")]
+    assert len(lines) == len(fields) and all(line.count(",") == 2 for line in lines)
+    custom = op(gpu_operator_dcgm_metrics=[{"field": "DCGM_FI_DEV_FB_USED", "help": "used, MiB"}])
+    assert objs.dcgm_metrics_csv(custom).splitlines()[1] == "DCGM_FI_DEV_FB_USED, gauge, used; MiB"
+    assert objs.dcgm_metrics_config_map(op(gpu_operator_dcgm_metrics=[])) is None
+    assert objs.dcgm_metrics_fields("# c\n\nA, gauge, x\nB\n") == [("A", "gauge"), ("B", "")]
+
+
+def test_dcgm_exporter_fields_of_the_cluster_policy():
+    spec = objs.cluster_policy_spec(op())
+    assert spec["dcgmExporter"] == {
+        "config": {"name": "gpupool-dcgm-metrics"}, "enablePodLabels": True,
+        "podLabelAllowlistRegex": ["^app$", "^app\\.kubernetes\\.io/name$", "^gpupool\\.vcf/.*$",
+                                   "^kueue\\.x-k8s\\.io/queue-name$"]}
+    spec = objs.cluster_policy_spec(op(gpu_operator_dcgm_metrics=[], gpu_operator_dcgm_pod_label_allowlist=[]))
+    assert spec["dcgmExporter"] == {"enablePodLabels": True}
+    assert "dcgmExporter" not in objs.cluster_policy_spec(op(gpu_operator_dcgm_metrics=[],
+                                                             gpu_operator_dcgm_pod_labels="no"))
+    # chart values given last win for these fields, as in the release
+    spec = objs.cluster_policy_spec(op(gpu_operator_extra_values={"dcgmExporter": {
+        "enablePodLabels": False, "config": {"name": "theirs"}, "serviceMonitor": {"interval": "30s"}}}))
+    assert spec["dcgmExporter"]["enablePodLabels"] is False and spec["dcgmExporter"]["config"] == {"name": "theirs"}
+    assert "serviceMonitor" not in spec["dcgmExporter"]

@@ -30,7 +30,9 @@ def test_nested():
 
 
 def op(**given):
-    return objs.role_inputs("gpu_operator", given)
+    # the DCGM exporter fields are held by test_cluster_policy_objects
+    return objs.role_inputs("gpu_operator", dict({"gpu_operator_dcgm_metrics": [], "gpu_operator_dcgm_pod_labels": False},
+                                                 **given))
 
 
 def test_cluster_policy_spec_defaults():
