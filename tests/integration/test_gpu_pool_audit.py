@@ -184,6 +184,8 @@ def test_guest_untainted_gpu_node_and_missing_licensing_secret(k8s_rig, k8s_api,
     assert ("priority_class_missing", "priority_class gpu-inference") in rules(res)
     assert ("vks_cluster_missing", "vks_cluster gpu-workloads") in rules(res)
     assert ("node_pool_no_nodes", "node_pool inference") in rules(res)
+    # the module reads the DCGM exporter metrics ConfigMap of the operator namespace (none made here)
+    assert ("dcgm_metrics_config_missing", "config_map %s/gpupool-dcgm-metrics" % k8s_namespace) in rules(res)
 
     core.create_namespaced_secret(k8s_namespace, {"metadata": {"name": "licensing-config"},
                                                   "stringData": {"client_configuration_token.tok": "x"}})
