@@ -7,7 +7,9 @@ forms, vlcm_component with a depot import, a refused depot, a commit and a remed
 gpu_host_info reading the driver from the image compliance) and removes what it made. Each
 recorded exchange is then matched to an operation of the ``vmware-vcenter`` bindings and
 checked against its input and output types (tests/lib/rest_contract.py). Any mismatch fails
-the test with the request and the field; a request no operation matches fails it too.
+the test with the request and the field; a request no operation matches fails it too. A
+second test calls what the simulator serves beyond the collection's calls, and its error
+answers, and checks those the same way.
 """
 import collections
 import sys
@@ -25,6 +27,7 @@ FLEET = {
         {"name": "gpu-h100", "supervisor": True, "lifecycle": "vlcm",
          "hosts": [{"prefix": "esx-c", "count": 2, "gpu": {"model": "H100-80GB", "count": 2},
                     "driver_version": OLD}]},
+        {"name": "plain", "hosts": [{"name": "esx-plain"}]},
     ],
 }
 VSAN = "vSAN Default Storage Policy"
@@ -172,3 +175,65 @@ def test_every_rest_exchange_fits_the_vendor_contract(recorded):
                    "com.vmware.esx.settings.clusters.software.compliance.get",
                    "com.vmware.cis.tasks.get"):
         assert wanted in ops, (wanted, sorted(ops))
+
+
+def test_the_simulators_other_answers_fit_the_contract_too(recorded):
+    """What the simulator serves beyond the collection's calls (draft reads, depot and namespace
+    listings, access entries, the session) and its error answers: refused image calls on a
+    cluster without an image, unknown objects, a killed session."""
+    sim, log = recorded
+    seen = len(rest_contract.read_log(log)) if log.exists() else 0
+    client = rest_client(sim)
+    try:
+        clusters = dict((c["cluster_name"], c["cluster"]) for c in
+                        client.get("/api/vcenter/namespace-management/clusters"))
+        moid = clusters["gpu-h100"]
+        software = "/api/esx/settings/clusters/%s/software" % moid
+        draft = client.post(software + "/drafts")
+        client.get("%s/drafts/%s" % (software, draft))
+        client.get(software + "/drafts")
+        client.delete("%s/drafts/%s" % (software, draft))
+        for depot in client.get("/api/esx/settings/depots/offline") or {}:
+            client.get("/api/esx/settings/depots/offline/%s" % depot)
+        client.post("/api/vcenter/namespaces/instances", {
+            "cluster": moid, "namespace": "team-c",
+            "access_list": [{"subject_type": "USER", "domain": "vsphere.local", "subject": "bob", "role": "VIEW"}]})
+        client.get("/api/vcenter/namespaces/instances")
+        client.get("/api/vcenter/namespaces/instances/team-c/access/vsphere.local/bob", params={"type": "USER"})
+        client.delete("/api/vcenter/namespaces/instances/team-c")
+        client.get("/api/session")
+        for path in ("/api/vcenter/namespace-management/virtual-machine-classes/no-such-class",
+                     "/api/vcenter/namespaces/instances/no-such-namespace",
+                     "/api/esx/settings/clusters/domain-c999/software"):
+            with pytest.raises(Exception, match="not found"):
+                client.get(path)
+        plain = _cluster_moid(sim, "plain")
+        with pytest.raises(Exception, match="has no desired software"):
+            client.get("/api/esx/settings/clusters/%s/software" % plain)
+        sim.kill_sessions()
+        client.get("/api/vcenter/storage/policies")  # a 401, then a new session
+        assert client.relogins == 1
+    finally:
+        client.close()
+
+    entries = rest_contract.read_log(log)[seen:]
+    assert sorted(set(e["status"] for e in entries)) == [200, 201, 204, 401, 404]
+    mismatches, _exempt = rest_contract.load().check_all(entries)
+    assert not mismatches, "\n".join(str(m) for m in mismatches)
+
+
+def _cluster_moid(sim, name):
+    """A cluster's moid over SOAP (the REST listing names the Supervisors only)."""
+    import ssl
+
+    from pyVim.connect import Disconnect, SmartConnect
+    from pyVmomi import vim
+
+    from tests.lib.vim_objects import find_object
+
+    si = SmartConnect(host=sim.host, port=sim.port, user=sim.user, pwd=sim.password,
+                      sslContext=ssl.create_default_context(cafile=sim.ca_file))
+    try:
+        return find_object(si, vim.ClusterComputeResource, name)._moId
+    finally:
+        Disconnect(si)

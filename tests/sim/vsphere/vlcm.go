@@ -9,7 +9,7 @@ package main
 // - A cluster is managed by an image when the fleet says `lifecycle: vlcm`; its desired
 //   image starts with the NVIDIA component at the driver version most of its hosts have
 //   installed (ties: the newest). Other clusters answer enablement {enabled: false} and
-//   400 NOT_ALLOWED_IN_CURRENT_STATE on the image endpoints.
+//   404 NOT_FOUND (no desired software document) on the image endpoints.
 // - An offline depot's content follows the bundle file name:
 //   NVD-AIE-800_<version>_<build>.zip offers component NVD-AIE-800 at <version>; any
 //   other file name imports a depot without NVIDIA components.
@@ -58,6 +58,7 @@ type vlcmDepot struct {
 	Description string
 	SourceType  string
 	Components  map[string]string // component -> version
+	Created     time.Time
 }
 
 type vlcmImage struct {
@@ -76,6 +77,12 @@ func (i *vlcmImage) copy() *vlcmImage {
 type vlcmDraft struct {
 	Cluster string
 	Image   *vlcmImage
+	Created time.Time
+}
+
+// metadata is the draft's com.vmware.esx.settings.clusters.software.Drafts.Metadata.
+func (d *vlcmDraft) metadata() map[string]any {
+	return map[string]any{"owner": "vcsim", "status": "VALID", "creation_time": vlcmTime(d.Created)}
 }
 
 type vlcmTask struct {
@@ -239,8 +246,15 @@ func depotContent(location string) map[string]string {
 	return out
 }
 
+// summary is the depot as the list gives it (Offline.Summary), info as GET gives it (Offline.Info).
+func (d *vlcmDepot) summary() map[string]any {
+	return map[string]any{"description": d.Description, "source_type": d.SourceType, "location": d.Location, "owner": "vcsim"}
+}
+
 func (d *vlcmDepot) info() map[string]any {
-	return map[string]any{"description": d.Description, "source_type": d.SourceType, "location": d.Location}
+	out := d.summary()
+	out["create_time"] = vlcmTime(d.Created)
+	return out
 }
 
 // content is the depot's com.vmware.esx.settings.depots.offline.content.Info: per metadata
@@ -265,7 +279,7 @@ func (v *vlcmAPI) depotsAPI(w http.ResponseWriter, r *http.Request, rest []strin
 		case http.MethodGet:
 			out := map[string]any{}
 			for id, d := range v.depots {
-				out[id] = d.info()
+				out[id] = d.summary()
 			}
 			vlcmJSON(w, http.StatusOK, out)
 		case http.MethodPost:
@@ -292,7 +306,7 @@ func (v *vlcmAPI) depotsAPI(w http.ResponseWriter, r *http.Request, rest []strin
 			v.seq++
 			id := strconv.Itoa(v.seq)
 			depot := &vlcmDepot{Location: spec.Location, Description: spec.Description, SourceType: spec.SourceType,
-				Components: depotContent(spec.Location)}
+				Components: depotContent(spec.Location), Created: time.Now()}
 			v.depots[id] = depot
 			vlcmJSON(w, http.StatusOK, v.newTask("com.vmware.esx.settings.depots.offline", "create", func() (any, error) {
 				return map[string]any{"depot": id}, nil
@@ -425,8 +439,11 @@ func (v *vlcmAPI) clusterAPI(w http.ResponseWriter, r *http.Request, moid string
 		return
 	}
 	if !managed {
-		vlcmErr(w, http.StatusBadRequest, "NOT_ALLOWED_IN_CURRENT_STATE",
-			"cluster %s (%s) is not managed with a single image (it uses baselines)", name, moid)
+		// the image operations declare no NOT_ALLOWED_IN_CURRENT_STATE for this (software.get,
+		// compliance.get, drafts.create do not raise it): a cluster without a desired software
+		// document is NOT_FOUND, as the API documents for these operations
+		vlcmErr(w, http.StatusNotFound, "NOT_FOUND",
+			"cluster %s (%s) has no desired software: it is not managed with a single image (it uses baselines)", name, moid)
 		return
 	}
 	img := v.image(moid, name)
@@ -453,14 +470,14 @@ func (v *vlcmAPI) draftsAPI(w http.ResponseWriter, r *http.Request, moid string,
 			out := map[string]any{}
 			for id, d := range v.drafts {
 				if d.Cluster == moid {
-					out[id] = map[string]any{"owner": "vcsim", "status": "VALID"}
+					out[id] = map[string]any{"metadata": d.metadata()}
 				}
 			}
 			vlcmJSON(w, http.StatusOK, out)
 		case http.MethodPost:
 			v.seq++
 			id := strconv.Itoa(v.seq)
-			v.drafts[id] = &vlcmDraft{Cluster: moid, Image: img.copy()}
+			v.drafts[id] = &vlcmDraft{Cluster: moid, Image: img.copy(), Created: time.Now()}
 			vlcmJSON(w, http.StatusOK, id)
 		default:
 			vlcmErr(w, http.StatusMethodNotAllowed, "OPERATION_NOT_FOUND", "method not allowed")
@@ -476,7 +493,7 @@ func (v *vlcmAPI) draftsAPI(w http.ResponseWriter, r *http.Request, moid string,
 	rest = rest[1:]
 	switch {
 	case len(rest) == 0 && r.Method == http.MethodGet:
-		vlcmJSON(w, http.StatusOK, map[string]any{"metadata": map[string]any{"owner": "vcsim", "status": "VALID"}, "software": softwareView(d.Image)})
+		vlcmJSON(w, http.StatusOK, map[string]any{"metadata": d.metadata(), "software": softwareView(d.Image)})
 	case len(rest) == 0 && r.Method == http.MethodDelete:
 		delete(v.drafts, id)
 		w.WriteHeader(http.StatusNoContent)
@@ -489,8 +506,6 @@ func (v *vlcmAPI) draftsAPI(w http.ResponseWriter, r *http.Request, moid string,
 		vlcmJSON(w, http.StatusOK, v.newTask("com.vmware.esx.settings.clusters.software.drafts", "commit", func() (any, error) {
 			return commit, nil
 		}))
-	case len(rest) == 1 && rest[0] == "software" && r.Method == http.MethodGet:
-		vlcmJSON(w, http.StatusOK, softwareView(d.Image))
 	case len(rest) == 2 && rest[0] == "software" && rest[1] == "components" && r.Method == http.MethodPatch:
 		var spec struct {
 			ComponentsToSet    map[string]string `json:"components_to_set"`
