@@ -4,7 +4,8 @@ One simulator records every REST request it receives and its answer (``-rest-log
 VSPHERESIM_REST_LOG); one playbook runs the modules that use the vSphere Automation API
 (vm_class in both request forms, supervisor_namespace with its access entries and both create
 forms, vlcm_component with a depot import, a refused depot, a commit and a remediation,
-gpu_host_info reading the driver from the image compliance) and removes what it made. Each
+gpu_host_info reading the driver from the image compliance, gpu_pool_audit's vSphere link)
+and removes what it made. Each
 recorded exchange is then matched to an operation of the ``vmware-vcenter`` bindings and
 checked against its input and output types (tests/lib/rest_contract.py). Any mismatch fails
 the test with the request and the field; a request no operation matches fails it too. A
