@@ -43,6 +43,9 @@ GPU_RESOURCES = r"nvidia_com_gpu|nvidia_com_gpu_shared|nvidia_com_mig_.+"
 KEY = ("namespace", "pool", "profile", "resource")
 EFFICIENCY_KEY = ("namespace", "pool", "profile")
 NONE = "(none)"
+# digits kept in the report: Prometheus sums floats in no fixed order, so the last bits of a
+# sum differ between two evaluations of the same data; 1e-9 GPU-hours is 3.6 microseconds
+DIGITS = 9
 CSV_COLUMNS = ("namespace", "pool", "profile", "resource", "gpu_hours", "engine_active", "fb_used_ratio",
                "unit_price", "cost", "currency")
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
@@ -257,6 +260,10 @@ def _value(sample):
     return 0.0 if math.isnan(v) else v
 
 
+def _round(value):
+    return None if value is None else round(value, DIGITS)
+
+
 def _key(metric, key):
     return tuple(metric.get(k) or NONE for k in key)
 
@@ -273,14 +280,14 @@ def rows(results, step, table=None):
         k = _key(s["metric"], KEY)
         row = OrderedDict(zip(KEY, k))
         row["resource"] = resource_name(row["resource"])
-        row["gpu_hours"] = _value(s) * step / 3600.0
+        row["gpu_hours"] = _round(_value(s) * step / 3600.0)
         e = eff.get(k[:3], {})
-        row["engine_active"] = e["engine_sum"] / e["engine_count"] if e.get("engine_count") else None
-        row["fb_used_ratio"] = e["fb_used"] / e["fb_total"] if e.get("fb_total") else None
+        row["engine_active"] = _round(e["engine_sum"] / e["engine_count"]) if e.get("engine_count") else None
+        row["fb_used_ratio"] = _round(e["fb_used"] / e["fb_total"]) if e.get("fb_total") else None
         price, source = unit_price(row, table)
         row["unit_price"] = price
         row["price_source"] = source
-        row["cost"] = None if price is None else row["gpu_hours"] * price
+        row["cost"] = None if price is None else _round(row["gpu_hours"] * price)
         row["currency"] = currency
         out.append(row)
     out.sort(key=lambda r: (r["namespace"], r["pool"], r["profile"], r["resource"]))
@@ -292,9 +299,9 @@ def totals(report_rows, by):
     out = OrderedDict()
     for r in report_rows:
         t = out.setdefault(r[by], OrderedDict([(by, r[by]), ("gpu_hours", 0.0), ("cost", None)]))
-        t["gpu_hours"] += r["gpu_hours"]
+        t["gpu_hours"] = _round(t["gpu_hours"] + r["gpu_hours"])
         if r["cost"] is not None:
-            t["cost"] = (t["cost"] or 0.0) + r["cost"]
+            t["cost"] = _round((t["cost"] or 0.0) + r["cost"])
     return list(out.values())
 
 
@@ -318,9 +325,10 @@ def report(results, matrix, start, end, step, bucket, table=None):
         ("by_tenant", totals(report_rows, "namespace")),
         ("by_pool", totals(report_rows, "pool")),
         ("by_profile", totals(report_rows, "profile")),
-        ("gpu_hours", sum(r["gpu_hours"] for r in report_rows)),
-        ("cost", sum(r["cost"] for r in report_rows if r["cost"] is not None) if table else None),
-        ("timeline", OrderedDict((ns, [[iso(t), v * scale] for t, v in pts]) for ns, pts in series(matrix).items())),
+        ("gpu_hours", _round(sum((r["gpu_hours"] for r in report_rows), 0.0))),
+        ("cost", _round(sum(r["cost"] for r in report_rows if r["cost"] is not None)) if table else None),
+        ("timeline", OrderedDict((ns, [[iso(t), _round(v * scale)] for t, v in pts])
+                                 for ns, pts in series(matrix).items())),
         ("prices", table),
     ])
 

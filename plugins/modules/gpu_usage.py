@@ -1,0 +1,355 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: gpu_usage
+short_description: GPU-hours per tenant, pool and vGPU profile from Prometheus, priced from the design
+version_added: 0.2.0
+description:
+  - Counts, over a period, the GPUs that Running pods request (kube-state-metrics
+    C(kube_pod_container_resource_requests) with resource C(nvidia.com/gpu), C(nvidia.com/gpu.shared)
+    or C(nvidia.com/mig-<profile>)), joined to the pool and vGPU profile labels of the node they run
+    on (C(kube_node_labels)), and reports GPU-hours per tenant (namespace), per pool and per vGPU
+    profile.
+  - kube-state-metrics exports node labels only when allowed; run it with
+    C(--metric-labels-allowlist=nodes=[gpupool.vcf/pool,nvidia.com/vgpu.profile]) (the labels the
+    collection puts on the node pools). A pod on a node without them is counted under C((none)).
+  - Efficiency of each tenant, pool and profile from dcgm-exporter (with its Kubernetes pod
+    labels) - the mean engine activity (C(DCGM_FI_PROF_GR_ENGINE_ACTIVE)) and the share of the
+    framebuffer in use (C(DCGM_FI_DEV_FB_USED) over used plus free), joined to the node by the
+    C(Hostname) label.
+  - Prices from the design's C(chargeback) block - a price per profile-hour, or a card's hourly
+    cost times the profile's share of the card; a unit of a time-sliced pool costs the profile's
+    price divided by the pool's guest time-slicing replicas. See docs/chargeback.md.
+  - Samples the allocation every O(step) seconds over the period with PromQL subqueries (one
+    instant query per measure, one range query for the chart); each sample stands for the O(step)
+    seconds before it.
+  - Writes the report as JSON, CSV and HTML (charts as inline SVG, no script) when paths are given.
+    It reports C(changed) only when it writes or replaces a report file whose content differs; in
+    check mode it predicts that and writes nothing.
+author:
+  - gpupool.vcf developers (@gpupool)
+options:
+  prometheus_url:
+    description:
+      - Base URL of the Prometheus HTTP API (V(https://prometheus.example.com:9090); a path
+        prefix is kept). Falls back to E(PROMETHEUS_URL).
+    type: str
+    required: true
+  bearer_token:
+    description: Bearer token for Prometheus (E(PROMETHEUS_TOKEN)).
+    type: str
+  username:
+    description: User for basic authentication.
+    type: str
+  password:
+    description: Password for basic authentication.
+    type: str
+  validate_certs:
+    description: Verify Prometheus's TLS certificate.
+    type: bool
+    default: true
+  ca_path:
+    description: CA bundle to verify Prometheus's certificate with.
+    type: path
+  timeout:
+    description: Seconds to wait for each answer.
+    type: int
+    default: 60
+  retries:
+    description: Further attempts after a timeout, a dropped or refused connection or a 429/5xx answer.
+    type: int
+    default: 2
+  start:
+    description:
+      - Start of the period - V(now-30d), an ISO 8601 UTC time (V(2026-11-01T00:00:00Z), V(2026-11-01))
+        or Unix seconds. Default O(end) minus 30 days.
+    type: str
+  end:
+    description: End of the period, in the same forms as O(start).
+    type: str
+    default: now
+  step:
+    description:
+      - Sampling step of the allocation (V(5m), V(60s)); a whole number of seconds. Shorter steps
+        count short-lived pods better and cost Prometheus more samples.
+    type: str
+    default: 5m
+  design:
+    description: The pool design as a mapping, for the prices (its C(chargeback) block) and the pools.
+    type: dict
+  design_file:
+    description: Path to the design (YAML or JSON), instead of O(design).
+    type: path
+  pool_label:
+    description: Node label that names the pool.
+    type: str
+    default: gpupool.vcf/pool
+  profile_label:
+    description: Node label that names the vGPU profile of the node's vGPU.
+    type: str
+    default: nvidia.com/vgpu.profile
+  json_path:
+    description: Write the report as JSON to this path.
+    type: path
+  csv_path:
+    description: Write the rows as CSV to this path.
+    type: path
+  html_path:
+    description: Write an HTML report with its charts to this path.
+    type: path
+attributes:
+  check_mode:
+    description: Queries Prometheus; writes no file, C(changed) predicts whether it would.
+    support: full
+  diff_mode:
+    description: Nothing to compare.
+    support: none
+notes:
+  - Counts Kubernetes pods only; vGPU VMs outside Kubernetes (VM Service VMs in a vSphere
+    namespace) are not in these metrics.
+"""
+
+EXAMPLES = r"""
+- name: Chargeback of last month
+  gpupool.vcf.gpu_usage:
+    prometheus_url: https://prometheus.example.com
+    bearer_token: "{{ prometheus_token }}"
+    start: "2026-10-01"
+    end: "2026-11-01"
+    step: 5m
+    design_file: "{{ playbook_dir }}/design.yml"
+    csv_path: chargeback-2026-10.csv
+    html_path: chargeback-2026-10.html
+  register: usage
+
+- name: GPU-hours per tenant
+  ansible.builtin.debug:
+    msg: "{{ usage.by_tenant | items2dict(key_name='namespace', value_name='gpu_hours') }}"
+"""
+
+RETURN = r"""
+start:
+  description: Start of the period (UTC).
+  returned: always
+  type: str
+  sample: "2026-10-01T00:00:00Z"
+end:
+  description: End of the period (UTC).
+  returned: always
+  type: str
+step_s:
+  description: Sampling step in seconds.
+  returned: always
+  type: float
+gpu_hours:
+  description: GPU-hours of every row.
+  returned: always
+  type: float
+cost:
+  description: Cost of the rows that have a price; null without prices.
+  returned: always
+  type: float
+currency:
+  description: Currency of the prices.
+  returned: always
+  type: str
+rows:
+  description: One row per tenant, pool, vGPU profile and GPU resource.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    namespace: {description: Tenant namespace., type: str}
+    pool: {description: Pool label of the nodes (C((none)) without one)., type: str}
+    profile: {description: vGPU profile label of the nodes., type: str}
+    resource: {description: Kubernetes resource name., type: str, sample: nvidia.com/gpu}
+    gpu_hours: {description: Unit-hours of the resource., type: float}
+    engine_active: {description: Mean graphics engine activity (0-1) of the tenant's GPUs; null without DCGM data., type: float}
+    fb_used_ratio: {description: Framebuffer used over framebuffer in all (0-1); null without DCGM data., type: float}
+    unit_price: {description: Price of one unit-hour; null without a price., type: float}
+    price_source: {description: Where the price comes from, or why there is none., type: str}
+    cost: {description: gpu_hours times unit_price., type: float}
+by_tenant:
+  description: GPU-hours and cost per namespace.
+  returned: always
+  type: list
+  elements: dict
+by_pool:
+  description: GPU-hours and cost per pool.
+  returned: always
+  type: list
+  elements: dict
+by_profile:
+  description: GPU-hours and cost per vGPU profile.
+  returned: always
+  type: list
+  elements: dict
+timeline:
+  description: GPU-hours per chart bucket (C(bucket_s) seconds) and tenant, as [time, GPU-hours] pairs.
+  returned: always
+  type: dict
+files:
+  description: Report files asked for.
+  returned: always
+  type: list
+  elements: str
+files_changed:
+  description: Report files written because their content differed (in check mode, that would be).
+  returned: always
+  type: list
+  elements: str
+"""
+
+import json
+import os
+import tempfile
+import time
+
+from ansible.module_utils.basic import AnsibleModule, env_fallback
+from ansible.module_utils.common.text.converters import to_native
+
+try:
+    import yaml
+    HAS_YAML = True
+except ImportError:  # pragma: no cover - PyYAML comes with ansible-core
+    HAS_YAML = False
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromClient, PromError
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _chargeback
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_schema import normalize
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Info
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
+
+ARGUMENT_SPEC = dict(
+    prometheus_url=dict(type="str", required=True, fallback=(env_fallback, ["PROMETHEUS_URL"])),
+    bearer_token=dict(type="str", no_log=True, fallback=(env_fallback, ["PROMETHEUS_TOKEN"])),
+    username=dict(type="str"),
+    password=dict(type="str", no_log=True),
+    validate_certs=dict(type="bool", default=True),
+    ca_path=dict(type="path"),
+    timeout=dict(type="int", default=60),
+    retries=dict(type="int", default=2),
+    start=dict(type="str"),
+    end=dict(type="str", default="now"),
+    step=dict(type="str", default="5m"),
+    design=dict(type="dict"),
+    design_file=dict(type="path"),
+    pool_label=dict(type="str", default="gpupool.vcf/pool"),
+    profile_label=dict(type="str", default="nvidia.com/vgpu.profile"),
+    json_path=dict(type="path"),
+    csv_path=dict(type="path"),
+    html_path=dict(type="path"),
+)
+
+
+def read_design(module):
+    p = module.params
+    design = p["design"]
+    if design is None and p["design_file"]:
+        try:
+            with open(p["design_file"]) as fh:
+                text = fh.read()
+            design = yaml.safe_load(text) if HAS_YAML else json.loads(text)
+        except (IOError, OSError, ValueError) as exc:
+            module.fail_json(msg="Unable to read design file %s: %s" % (p["design_file"], to_native(exc)))
+        except Exception as exc:  # yaml.YAMLError
+            module.fail_json(msg="Unable to parse design file %s: %s" % (p["design_file"], to_native(exc)))
+    if design is None:
+        return None
+    normalized, findings = normalize(design)
+    errors = [f for f in findings if f.severity == "error"]
+    if errors:
+        module.fail_json(msg="The design has errors; fix them first (gpu_pool_design): %s"
+                         % "; ".join("%s: %s" % (f.path, f.message) for f in errors), findings=[f.to_dict() for f in errors])
+    return normalized
+
+
+class Usage(Info):
+    """The usage report of one period, read from Prometheus."""
+
+    errors = (PromError, OSError)
+
+    def __init__(self, module, table):
+        p = module.params
+        now = time.time()
+        end = _chargeback.parse_time(p["end"], now)
+        start = _chargeback.parse_time(p["start"], now) if p["start"] else end - 30 * 86400
+        self.start, self.end, self.step_s = _chargeback.period(start, end, _chargeback.parse_duration(p["step"]))
+        Info.__init__(self, "GPU usage from %s to %s" % (_chargeback.iso(self.start), _chargeback.iso(self.end)))
+        self.module = module
+        self.table = table
+        self.client = PromClient(p["prometheus_url"], bearer_token=p["bearer_token"], username=p["username"],
+                                 password=p["password"], validate_certs=p["validate_certs"], ca_path=p["ca_path"],
+                                 timeout=p["timeout"], attempts=p["retries"] + 1)
+
+    def read(self):
+        p = self.module.params
+        labels = dict(pool_label=p["pool_label"], profile_label=p["profile_label"])
+        window = self.end - self.start
+        results = {}
+        for name, expr in _chargeback.queries(window, self.step_s, **labels).items():
+            with self.doing("query", "%s from Prometheus" % name):
+                results[name] = self.client.query(expr, at=self.end)
+        size, first, last = _chargeback.buckets(self.start, self.end, self.step_s)
+        with self.doing("query", "the usage timeline from Prometheus"):
+            matrix = self.client.query_range(_chargeback.chart_query(size, self.step_s, **labels), first, last, size)
+        return _chargeback.report(results, matrix, self.start, self.end, self.step_s, size, self.table)
+
+    def result(self, live, plan):
+        p = self.module.params
+        out = dict(live)
+        files, changed = [], []
+        texts = ((p["json_path"], lambda: json.dumps(live, indent=2) + "\n"),
+                 (p["csv_path"], lambda: _chargeback.csv_text(live)),
+                 (p["html_path"], lambda: _chargeback.html_text(live)))
+        for path, render in texts:
+            if path:
+                with self.doing("write", "report %s" % path):
+                    if write_file(self.module, path, render()):
+                        changed.append(path)
+                files.append(path)
+        out.update(files=files, files_changed=changed, changed=bool(changed))
+        return out
+
+
+def write_file(module, path, text):
+    """Whether the file's content changes; written unless in check mode."""
+    path = os.path.abspath(path)
+    before = None
+    if os.path.exists(path):
+        with open(path, newline="") as fh:  # the CSV's CRLF line ends as written
+            before = fh.read()
+    if before == text:
+        return False
+    if not module.check_mode:
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".gpu-usage-")
+        with os.fdopen(fd, "w", newline="") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        module.atomic_move(tmp, path)
+    return True
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, mutually_exclusive=[("design", "design_file"),
+                                                                           ("bearer_token", "username")],
+                           supports_check_mode=True)
+    enforce(module, "gpu_usage")
+    try:
+        table = _chargeback.price_table(read_design(module) or {})
+        resource = Usage(module, table)
+    except _chargeback.ChargebackError as exc:
+        module.fail_json(msg="Unable to report GPU usage: %s. Nothing was read." % exc)
+    Runner(module, resource).run()
+
+
+if __name__ == "__main__":
+    main()
