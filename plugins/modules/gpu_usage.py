@@ -174,7 +174,7 @@ rows:
     engine_active: {description: Mean graphics engine activity (0-1) of the tenant's GPUs; null without DCGM data., type: float}
     fb_used_ratio: {description: Framebuffer used over framebuffer in all (0-1); null without DCGM data., type: float}
     unit_price: {description: Price of one unit-hour; null without a price., type: float}
-    price_source: {description: Where the price comes from, or why there is none., type: str}
+    price_source: {description: "Where the price comes from, or why there is none.", type: str}
     cost: {description: gpu_hours times unit_price., type: float}
 by_tenant:
   description: GPU-hours and cost per namespace.
@@ -339,9 +339,8 @@ def write_file(module, path, text):
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, mutually_exclusive=[("design", "design_file"),
-                                                                           ("bearer_token", "username")],
-                           supports_check_mode=True)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True,
+                           mutually_exclusive=[("design", "design_file"), ("bearer_token", "username")])
     enforce(module, "gpu_usage")
     try:
         table = _chargeback.price_table(read_design(module) or {})

@@ -357,7 +357,7 @@ def _esc(text):
     return html.escape("%s" % text, quote=True)
 
 
-def bar_chart(rep, width=720, bar=22):
+def bar_chart(rep, width=720, bar_height=22):
     """Inline SVG: GPU-hours per tenant, stacked by vGPU profile."""
     tenants = [t["namespace"] for t in rep["by_tenant"]]
     profiles = [p["profile"] for p in rep["by_profile"]]
@@ -365,26 +365,26 @@ def bar_chart(rep, width=720, bar=22):
     top = max([t["gpu_hours"] for t in rep["by_tenant"]] or [0]) or 1.0
     left, right = 160, 90
     plot = width - left - right
-    height = 30 + len(tenants) * (bar + 10) + 24 * int(math.ceil(len(profiles) / 3.0)) + 10
+    height = 30 + len(tenants) * (bar_height + 10) + 24 * int(math.ceil(len(profiles) / 3.0)) + 10
     out = ['<svg xmlns="http://www.w3.org/2000/svg" class="chart" id="chart-tenants" role="img" '
            'width="%d" height="%d" viewBox="0 0 %d %d">' % (width, height, width, height),
            '<title>GPU-hours per tenant and vGPU profile</title>']
     y = 20
     for ns in tenants:
         x = left
-        out.append('<text x="%d" y="%d" text-anchor="end" font-size="12">%s</text>' % (left - 8, y + bar * 0.7, _esc(ns)))
+        out.append('<text x="%d" y="%d" text-anchor="end" font-size="12">%s</text>' % (left - 8, y + bar_height * 0.7, _esc(ns)))
         for r in rep["rows"]:
             if r["namespace"] != ns or r["gpu_hours"] <= 0:
                 continue
             w = plot * r["gpu_hours"] / top
             out.append('<rect class="bar" x="%.1f" y="%d" width="%.1f" height="%d" fill="%s" data-tenant="%s" '
                        'data-profile="%s" data-gpu-hours="%.4f"><title>%s %s %s: %.3f GPU-hours</title></rect>'
-                       % (x, y, w, bar, color[r["profile"]], _esc(ns), _esc(r["profile"]), r["gpu_hours"],
+                       % (x, y, w, bar_height, color[r["profile"]], _esc(ns), _esc(r["profile"]), r["gpu_hours"],
                           _esc(ns), _esc(r["profile"]), _esc(r["resource"]), r["gpu_hours"]))
             x += w
         total = sum(t["gpu_hours"] for t in rep["by_tenant"] if t["namespace"] == ns)
-        out.append('<text x="%.1f" y="%d" font-size="12">%.2f</text>' % (x + 6, y + bar * 0.7, total))
-        y += bar + 10
+        out.append('<text x="%.1f" y="%d" font-size="12">%.2f</text>' % (x + 6, y + bar_height * 0.7, total))
+        y += bar_height + 10
     y += 6
     for i, p in enumerate(profiles):
         lx, ly = left + (i % 3) * 180, y + (i // 3) * 24
@@ -397,11 +397,11 @@ def bar_chart(rep, width=720, bar=22):
 def timeline_chart(rep, width=720, height=260):
     """Inline SVG: GPU-hours per bucket, one line per tenant."""
     lines = rep["timeline"]
-    points = [v for pts in lines.values() for _, v in pts]
+    points = [pt[1] for pts in lines.values() for pt in pts]
     top = max(points or [0]) or 1.0
     left, bottom, top_pad, right = 60, 30, 16, 140
     plot_w, plot_h = width - left - right, height - bottom - top_pad
-    times = sorted(set(t for pts in lines.values() for t, _ in pts))
+    times = sorted(set(pt[0] for pts in lines.values() for pt in pts))
     idx = dict((t, i) for i, t in enumerate(times))
     span = max(1, len(times) - 1)
     out = ['<svg xmlns="http://www.w3.org/2000/svg" class="chart" id="chart-timeline" role="img" '

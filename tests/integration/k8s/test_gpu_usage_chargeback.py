@@ -24,7 +24,7 @@ from kubernetes import client
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tests" / "sim"))
 sys.path.insert(0, str(ROOT))
-from k8s_metrics_fixtures import k8s_metrics_rig  # noqa: E402,F401
+from k8s_metrics_fixtures import k8s_metrics_rig  # noqa: E402,F401  pylint: disable=unused-import
 from tests.lib.ansible_run import run_playbook  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -105,7 +105,7 @@ def design_file(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def chargeback(k8s_metrics_rig, workload, design_file, tmp_path_factory):
-    start, end, _ = workload
+    start, end = workload[:2]
     out = tmp_path_factory.mktemp("reports")
     extra = dict(chargeback_prometheus_url=k8s_metrics_rig.prometheus_url, chargeback_design_file=str(design_file),
                  chargeback_start=str(int(start)), chargeback_end=str(int(end)), chargeback_step="1s",
@@ -136,8 +136,8 @@ def test_metrics_carry_the_names_the_module_joins_on(k8s_metrics_rig, workload):
 
 
 def test_gpu_hours_match_the_hand_count(workload, chargeback):
-    start, end, deleted = workload
-    res, _, _ = chargeback
+    start, deleted = workload[0], workload[2]
+    res = chargeback[0]
     usage = res.result("Count GPU-hours from Prometheus and price them")
     rows = by(usage["rows"], "namespace", "pool", "profile", "resource")
     short_s = deleted - start
@@ -193,7 +193,7 @@ def test_report_files_and_a_rerun(chargeback):
     again = run_playbook(ROOT / "playbooks" / "chargeback.yml", extra_vars=extra, check=True)
     assert again.rc == 0
     second = again.result("Count GPU-hours from Prometheus and price them")
-    keys = [k for k in json.loads((out / "usage.json").read_text())]
+    keys = list(json.loads((out / "usage.json").read_text()))
     differs = dict((k, (usage[k], second[k])) for k in keys if usage[k] != second[k])
     assert differs == {}  # the same period gives the same report
     assert (second["changed"], second["files_changed"]) == (False, [])

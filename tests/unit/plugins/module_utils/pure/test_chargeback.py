@@ -106,8 +106,8 @@ def test_rows_hours_efficiency_and_cost_by_hand():
     # 120 samples of one GPU every 60 s = 2 GPU-hours
     assert (a["namespace"], a["gpu_hours"], a["engine_active"], a["fb_used_ratio"]) == ("team-a", 2.0, 0.5, 0.25)
     assert a["unit_price"] == 2.0 and a["cost"] == 4.0
-    assert (b_mig["pool"], b_mig["resource"], b_mig["gpu_hours"], b_mig["cost"]) == ("(none)", "nvidia.com/mig-1g.10gb",
-                                                                                      0.5, None)
+    expected = ("(none)", "nvidia.com/mig-1g.10gb", 0.5, None)
+    assert (b_mig["pool"], b_mig["resource"], b_mig["gpu_hours"], b_mig["cost"]) == expected
     assert b_mig["price_source"].startswith("no price")
     assert b_train["gpu_hours"] == 1.0 and b_train["cost"] == 4.0 and b_train["engine_active"] is None
     assert [(t["namespace"], t["gpu_hours"], t["cost"]) for t in rep["by_tenant"]] == [("team-a", 2.0, 4.0),
