@@ -196,6 +196,11 @@ STUB_CASES = [
      ["labels key 'bad key'", "Kubernetes label key"]),
     ("vks-empty-pool-name", "vks_node_pool", dict(cluster_name="gpu-workloads", namespace="gpu-platform",
                                                   node_pools=[dict(POOL, name="")]), ["node_pools[0].name", DNS]),
+    ("drain-empty-owner", "guest_node_drain", dict(vms=[dict(name="node-1")], owner=" "),
+     ["owner must not be empty"]),
+    ("drain-timeout-0", "guest_node_drain", dict(vms=[dict(name="node-1")], timeout=0), ["timeout", POSITIVE]),
+    ("drain-empty-vm-name", "guest_node_drain", dict(vms=[dict(name="")]), ["vms[0].name must not be empty"]),
+    ("drain-empty-owners", "guest_node_drain", dict(state="restored", owners=[""]), ["owners[0] is empty"]),
     ("dls-timeout-0", "dls_client_token", dict(timeout=0), ["timeout", POSITIVE]),
     ("dls-port-70000", "dls_client_token", dict(port=70000), ["port", "1 to 65535"]),
     ("dls-expiry-0", "dls_client_token", dict(expiry_days=0), ["expiry_days", "1 or more"]),
@@ -476,7 +481,7 @@ def test_vsphere_module(vsphere, conn, world, case_id, module, args, words):
 
 
 def _stub_args(module, args, stub, tmp_path):
-    if module == "vks_node_pool":
+    if module in ("vks_node_pool", "guest_node_drain"):
         return dict(args, host=stub["url"], api_key="token", validate_certs=False)
     if module == "dls_client_token":
         return dict(dict(dls_host="127.0.0.1", port=stub["port"], username="dls-admin", password="stub-password-0000",

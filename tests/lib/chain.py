@@ -76,6 +76,31 @@ def platform_clusters(api_client, design=DESIGN):
     return made
 
 
+def kueue_as_released(api_client, config_file):
+    """Kueue as its release manifests install it, for the role that writes waitForPodsReady: the
+    ConfigMap kueue-system/kueue-manager-config holding the configuration the rig started Kueue with
+    (`config_file`), and a stand-in Deployment whose pod carries the label of Kueue's controller pods
+    (the rig runs Kueue as a process; the role deletes that pod after a change and waits for the new
+    one). Nothing when the rig runs without Kueue (no such file). The process itself keeps the
+    configuration it started with: tests/integration/k8s/test_kueue_gang_admission.py restarts it."""
+    from kubernetes import client
+    config_file = pathlib.Path(config_file)
+    if not config_file.exists():
+        return False
+    core, apps = client.CoreV1Api(api_client), client.AppsV1Api(api_client)
+    core.create_namespaced_config_map("kueue-system", {
+        "metadata": {"name": "kueue-manager-config"},
+        "data": {"controller_manager_config.yaml": config_file.read_text()}})
+    labels = {"control-plane": "controller-manager", "app.kubernetes.io/name": "kueue"}
+    apps.create_namespaced_deployment("kueue-system", {
+        "metadata": {"name": "kueue-controller-manager", "labels": labels},
+        "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {
+            "metadata": {"labels": labels},
+            "spec": {"nodeSelector": {POOL_LABEL: "cpu"},
+                     "containers": [{"name": "manager", "image": "registry.invalid/kueue:v0.17.0"}]}}}})
+    return True
+
+
 def site_vars(kubeconfig, dls, token_dir):
     """site.yml's connection variables for the rig (Supervisor and guest) and the DLS double."""
     import dls_double
@@ -99,6 +124,7 @@ def platform(vsphere_env, tmp):
     dls = dls_double.start()
     try:
         platform_clusters(rig.api_client())
+        kueue_as_released(rig.api_client(), rig.data_dir / "kueue.yml")
         yield rig, dls, dict(vsphere_env, PATH=rig.env["PATH"]), site_vars(rig.kubeconfig, dls, tmp / "tokens")
     finally:
         dls.stop()
@@ -114,6 +140,7 @@ def _up():
     from kubernetes import config
     api = config.new_client_from_config(str(SIM / "kubeconfig"))
     print("platform team's existing VKS cluster(s): %s" % ", ".join(platform_clusters(api)))
+    kueue_as_released(api, SIM / "k8s" / "default" / "kueue.yml")
     proc = subprocess.Popen([sys.executable, __file__, "dls"], stdout=subprocess.PIPE, text=True,
                             stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)

@@ -7,9 +7,14 @@ Steps, each printed with its time:
   2. site.yml on examples/design.yml: changes
   3. site.yml again: nothing left to change (changed=0)
   4. audit: clean, all four links
-  5. drift: one host's NVIDIA driver changed behind the collection's back
+  5. drift: one host's NVIDIA driver changed behind the collection's back; the host carries the
+     node VM of a guest node (inference-3)
   6. audit: names the drifted host
-  7. site.yml: repairs it; the audit is clean again
+  7. site.yml: repairs it through the drain path (the guest node cordoned and drained, its VM
+     powered off, driver, reboot, VM powered on, node Ready, uncordoned); the audit is clean again
+
+The guest nodes follow their VMs' power (tests/sim/power_bridge.py): a node whose VM is off is
+NotReady, as the kubelet of a real node VM would make it.
 """
 import json
 import os
@@ -19,17 +24,22 @@ import subprocess
 import sys
 import time
 
+import yaml
+from kubernetes import client
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "sim"), str(ROOT / "tests" / "sim" / "dls")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "sim"), str(ROOT / "tests" / "sim" / "dls"), str(ROOT / ".build" / "collections")]
 
 import dls_double  # noqa: E402
 import k8s_rig  # noqa: E402
+import power_bridge  # noqa: E402
 import vsphere_sim  # noqa: E402
 from tests.lib import chain  # noqa: E402
 from tests.lib.ansible_run import ansible_env  # noqa: E402
 
-# the H100 host that carries no vGPU VM: its repair can go through maintenance mode
+# the H100 host that carries the node VM inference-3 (examples/fleet.yml): its repair drains the guest node
 DRIFT_HOST = "esx-h100-04"
+DRIFT_NODE = "inference-3"
 DRIFT_VERSION = "550.54.10-1OEM.800.1.0.20613240"
 RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
@@ -81,12 +91,13 @@ def main():
     print("vSphere simulator: %s (fleet examples/fleet.yml, CA %s)" % (sim.url, env["VMWARE_CA_FILE"]))
     report_dir = ROOT / ".sim" / "demo"
     report_dir.mkdir(parents=True, exist_ok=True)
-    rig = dls = None
+    rig = dls = bridge = None
     try:
         # the rig's kwok nodes stand for the VMs of the design's node pools
         rig = k8s_rig.start(nodes_file=chain.nodes_file(report_dir / "nodes.yml"))
         print("Kubernetes rig: %s (the Supervisor API and the guest cluster; %s)" % (rig.server, rig.kubeconfig))
         made = chain.platform_clusters(rig.api_client())
+        chain.kueue_as_released(rig.api_client(), rig.data_dir / "kueue.yml")
         print("VKS cluster(s) %s created as the platform team's existing cluster: a control plane, "
               "no GPU node pools yet" % ", ".join(made))
         dls = dls_double.start()
@@ -94,6 +105,11 @@ def main():
         site = chain.site_vars(rig.kubeconfig, dls, report_dir / "tokens")
         kube = {"audit_kubeconfig": str(rig.kubeconfig), "audit_supervisor_kubeconfig": str(rig.kubeconfig)}
         env["PATH"] = rig.env["PATH"]
+        nodes = set(n.metadata.name for n in client.CoreV1Api(rig.api_client()).list_node().items)
+        fleet = yaml.safe_load((ROOT / "examples" / "fleet.yml").read_text())
+        node_vms = sorted(nodes & set(vm["name"] for vm in fleet["vms"]))
+        bridge = power_bridge.Bridge(sim, rig.api_client(), dict((n, n) for n in node_vms)).start()
+        print("guest nodes that follow the power of their node VMs: %s" % ", ".join(node_vms))
         timed("simulators up", start)
 
         banner(2, "site.yml on examples/design.yml")
@@ -141,14 +157,26 @@ def main():
 
         banner(7, "site.yml repairs it")
         start = time.monotonic()
-        changed, _ = playbook("site.yml", env, site)
+        seen = len(bridge.changes)
+        changed, text = playbook("site.yml", env, site)
         print("\n>> repair: %d change(s)" % sum(changed.values()))
+        turns = re.findall(r'"msg": "(%s: [^"]*pods moved[^"]*)"' % re.escape(DRIFT_HOST), text)
+        print(">> %s" % (turns[0] if turns else "no turn of %s was reported" % DRIFT_HOST))
+        if ("host-roll/%s" % DRIFT_HOST) in json.dumps(
+                client.CoreV1Api(rig.api_client()).read_node(DRIFT_NODE).metadata.annotations or {}):
+            raise SystemExit("demo: %s is still cordoned after the repair" % DRIFT_NODE)
+        drained = [c for c in bridge.changes[seen:] if c[0] == DRIFT_NODE]
+        print(">> node VM %s during the repair: %s" % (DRIFT_NODE, " then ".join(c[1] for c in drained) or "never went down"))
+        if [c[1] for c in drained] != ["off", "on"]:
+            raise SystemExit("demo: the repair did not take %s's node VM down and up" % DRIFT_HOST)
         result = audit(env, str(report_dir / "audit-repaired.json"), kube)
         print(">> audit after the repair: %s" % ("clean" if result["clean"] else "DRIFT"))
         if not result["clean"] or not sum(changed.values()):
             raise SystemExit("demo: the repair did not bring the pool back to the design")
         timed("site.yml (repair) + audit", start)
     finally:
+        if bridge:
+            bridge.stop()
         if dls:
             dls.stop()
         if rig:
