@@ -29,6 +29,7 @@ SLOW_FIRST = (
     "tests/integration/test_drift_catalogue.py",
     "tests/integration/test_fault_suite.py",
     "tests/integration/k8s/test_gpu_policy_roles.py",
+    "tests/integration/k8s/test_gpu_usage_chargeback.py",
     "tests/integration/test_host_rebuild.py",
     "tests/integration/k8s/test_faults_k8s.py",
     "tests/integration/k8s/test_ownership_k8s.py",

@@ -5,7 +5,7 @@ hand from the times the test starts and stops pods, and the module within 1 %.
 Workload (a 120 s period, every pod Running and scraped before it starts):
 
     team-a  a-serve  1 x nvidia.com/mig-3g.40gb on inference (nvidia_h100-3-40c)  whole period
-    team-a  a-nb     1 x nvidia.com/gpu on notebooks (nvidia_l40s-8c, 4 replicas)   whole period
+    team-a  a-nb     2 x nvidia.com/gpu on notebooks (nvidia_l40s-8c, 4 replicas)   whole period
     team-b  b-train  4 x nvidia.com/gpu on training (nvidia_h100-80c)                whole period
     team-b  b-short  2 x nvidia.com/gpu on notebooks                                 deleted after ~60 s
 """
@@ -34,7 +34,7 @@ PERIOD = 120
 SHORT_AFTER = 60
 SCRAPE = 1.0  # the rig's scrape interval (k8s_rig.start's default)
 PODS = [("team-a", "a-serve", "inference", "nvidia.com/mig-3g.40gb", 1),
-        ("team-a", "a-nb", "notebooks", "nvidia.com/gpu", 1),
+        ("team-a", "a-nb", "notebooks", "nvidia.com/gpu", 2),
         ("team-b", "b-train", "training", "nvidia.com/gpu", 4),
         ("team-b", "b-short", "notebooks", "nvidia.com/gpu", 2)]
 # design prices: an H100 card 4.00 an hour, an L40S 1.20
@@ -84,7 +84,7 @@ def workload(k8s_metrics_rig):
     wait("the pods in Prometheus", lambda: prom(rig, 'count(kube_pod_container_resource_requests{resource=~"nvidia.+"}'
                                                      ' * on (namespace, pod) group_left () '
                                                      '(kube_pod_status_phase{phase="Running"} == 1)) == 4'))
-    wait("the GPUs in Prometheus", lambda: prom(rig, 'count(DCGM_FI_DEV_FB_USED{pod!=""}) == 8'))
+    wait("the 9 GPUs in Prometheus", lambda: prom(rig, 'count(DCGM_FI_DEV_FB_USED{pod!=""}) == 9'))
     start = float(int(time.time()) + 2)
     time.sleep(start + SHORT_AFTER - time.time())
     core.delete_namespaced_pod("b-short", "team-b", grace_period_seconds=0)
@@ -143,7 +143,7 @@ def test_gpu_hours_match_the_hand_count(workload, chargeback):
     short_s = deleted - start
     hand = {  # GPU-seconds
         ("team-a", "inference", "nvidia_h100-3-40c", "nvidia.com/mig-3g.40gb"): 1 * PERIOD,
-        ("team-a", "notebooks", "nvidia_l40s-8c", "nvidia.com/gpu"): 1 * PERIOD,
+        ("team-a", "notebooks", "nvidia_l40s-8c", "nvidia.com/gpu"): 2 * PERIOD,
         ("team-b", "training", "nvidia_h100-80c", "nvidia.com/gpu"): 4 * PERIOD,
         ("team-b", "notebooks", "nvidia_l40s-8c", "nvidia.com/gpu"): 2 * short_s,
     }
@@ -155,13 +155,16 @@ def test_gpu_hours_match_the_hand_count(workload, chargeback):
             assert abs(got * 3600 - seconds) <= 2 * SCRAPE * 1.5, (key, got * 3600, seconds)
         else:
             assert got == pytest.approx(seconds / 3600.0, rel=0.01), key
-    tenants = {"team-a": 2 * PERIOD, "team-b": 4 * PERIOD + 2 * short_s}
+    tenants = {"team-a": 3 * PERIOD, "team-b": 4 * PERIOD + 2 * short_s}
     for t in usage["by_tenant"]:
         assert t["gpu_hours"] == pytest.approx(tenants[t["namespace"]] / 3600.0, rel=0.01), t
-    pools = {"inference": PERIOD, "training": 4 * PERIOD, "notebooks": PERIOD + 2 * short_s}
+    pools = {"inference": PERIOD, "training": 4 * PERIOD, "notebooks": 2 * PERIOD + 2 * short_s}
     for p in usage["by_pool"]:
         assert p["gpu_hours"] == pytest.approx(pools[p["pool"]] / 3600.0, rel=0.01), p
     total = sum(hand.values()) / 3600.0
+    print("chargeback: module %.6f GPU-hours, by hand %.6f (%+.3f %%); b-short %.2f GPU-s, by hand %.2f"
+          % (usage["gpu_hours"], total, 100 * (usage["gpu_hours"] / total - 1),
+             rows[("team-b", "notebooks", "nvidia_l40s-8c", "nvidia.com/gpu")]["gpu_hours"] * 3600, 2 * short_s))
     assert usage["gpu_hours"] == pytest.approx(total, rel=0.01)
     cost = sum(seconds / 3600.0 * UNIT_PRICE[key[1]] for key, seconds in hand.items())
     assert usage["cost"] == pytest.approx(cost, rel=0.01) and usage["currency"] == "EUR"
