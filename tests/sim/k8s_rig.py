@@ -3,7 +3,8 @@
 
 A real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler), kwok as
 the kubelet of a GPU node fleet described in tests/sim/k8s/nodes.yml, the Supervisor-like
-Cluster API objects, and optionally the Kueue controller. Binaries come from `make k8s-build`.
+Cluster API objects, and optionally the Kueue controller and metrics (Prometheus scraping
+kube-state-metrics and the DCGM exporter double). Binaries come from `make k8s-build`.
 
     from tests.sim.k8s_rig import start
     with start() as rig:            # rig.kubeconfig, rig.env, rig.api_client()
@@ -231,7 +232,8 @@ class Rig:
         """Stop every process; remove the data folder unless `keep` (or GPUPOOL_K8S_KEEP=1)."""
         if keep is None:
             keep = os.environ.get("GPUPOOL_K8S_KEEP") == "1"
-        order = ["prometheus", "dcgm-double", "kube-state-metrics", "kueue", "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"]
+        order = ["prometheus", "dcgm-double", "kube-state-metrics", "kueue", "kwok", "kube-scheduler",
+                 "kube-controller-manager", "kube-apiserver", "etcd"]
         for name in sorted(self.procs, key=lambda n: order.index(n) if n in order else -1):
             _terminate(self.procs[name])
         self.procs = {}
