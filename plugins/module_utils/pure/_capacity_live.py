@@ -1,0 +1,652 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpupool.vcf developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Live capacity of the pool (pure, standard library only): vGPU slots per cluster and
+profile, the spare rule on the live fleet, pending GPU pods and Kueue admission waits.
+
+Inputs are plain data: the host records of ``_gpu_inventory`` (GPUs, offered profiles, the
+vGPU VMs with their profiles and power state), the normalized design (optional), and the
+pods, Workloads and LocalQueues of a guest cluster (optional).
+
+Cards. vSphere does not say which card carries which vGPU in a form that survives
+power cycles, so each host's powered-on vGPUs are placed on its cards here, the way a card
+can hold them: a card in time-sliced mode carries vGPUs of one profile only, up to
+``_design_capacity.per_card`` of them (memory / framebuffer); a card in MIG mode carries
+MIG-backed vGPUs whose GPU instances fit together (``_nvidia.mig_fits``); the vGPUs of one VM
+go to different cards of its host. The placement is the tightest one (partly used cards
+first, biggest VMs first), so the free slots are an upper bound: a real host whose cards are
+fragmented may hold fewer.
+
+Slots of a profile P on a cluster: ``total`` - what the available hosts' cards would hold of
+P alone; ``used`` - powered-on vGPUs of P; ``free`` - more vGPUs of P the cards take now (an
+empty card takes ``per_card``; a time-sliced card of P its room; a MIG card as many more P
+instances as still fit; any other card none); ``blocked`` - ``total - used - free``: slots
+that other profiles hold.
+
+Spare rule: the powered-on vGPU VMs of the largest host (most GPUs; of equal hosts the one
+whose loss leaves the most protected VMs short) are restarted on the other available hosts'
+free cards, protected pools first (they restart first), each VM's vGPUs on one host. The
+others stay where they are (vGPU VMs do not migrate to make room). The pools whose VMs find
+no room are named; the rule fails when a protected pool is among them.
+"""
+
+from __future__ import (absolute_import, division, print_function)
+
+__metaclass__ = type
+
+import calendar
+import time
+from collections import OrderedDict
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_capacity import (
+    per_card,
+    preemptible,
+    profile_problem,
+)
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names import POOL_LABEL
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._nvidia import (
+    NvidiaError,
+    gpu_model,
+    mig_fits,
+    parse_profile,
+    vgpu_mig_profile,
+)
+
+POWERED_ON = "poweredOn"
+UNMAPPED = "(profile %s)"
+NO_POOL = "(none)"
+GPU_RESOURCE_PREFIX = "nvidia.com/"
+
+# the place the queueing-knee fit fills (from Prometheus wait/utilization samples): built apart
+KNEE_NOT_COMPUTED = "not computed by gpu_capacity: the queueing-knee fit from Prometheus samples is a separate piece"
+
+
+class CapacityError(ValueError):
+    """Input the arithmetic cannot use."""
+
+
+# ---------------------------------------------------------------------------------------
+# profiles on cards
+# ---------------------------------------------------------------------------------------
+
+_CAP_CACHE = {}
+_FIT_CACHE = {}
+
+
+def _model(name):
+    try:
+        return gpu_model(name)
+    except NvidiaError:
+        return None
+
+
+def profile_cap(profile, model):
+    """(kind, per card, MIG profile name) of a vGPU profile on a model, or None when the model does not offer it."""
+    key = (profile, model.name)
+    if key not in _CAP_CACHE:
+        value = None
+        if profile_problem(profile, model) is None:
+            parsed = parse_profile(profile)
+            cap = per_card({"vgpu_profile": profile}, model)
+            if parsed.mig_backed:
+                value = ("mig", cap, vgpu_mig_profile(parsed, model).name)
+            else:
+                value = ("time_sliced", cap, None)
+        _CAP_CACHE[key] = value
+    return _CAP_CACHE[key]
+
+
+def _mix_fits(model, mix):
+    key = (model.name, tuple(sorted(mix.items())))
+    if key not in _FIT_CACHE:
+        _FIT_CACHE[key] = mig_fits(model, dict(mix))
+    return _FIT_CACHE[key]
+
+
+class Card:
+    """One GPU: empty, time-sliced with one profile, or in MIG mode with a mix of instances."""
+
+    __slots__ = ("model", "mode", "profile", "count", "mix")
+
+    def __init__(self, model):
+        self.model = model
+        self.mode = None
+        self.profile = None
+        self.count = 0
+        self.mix = {}
+
+    def copy(self):
+        other = Card(self.model)
+        other.mode, other.profile, other.count, other.mix = self.mode, self.profile, self.count, dict(self.mix)
+        return other
+
+    def room(self, profile):
+        """How many more vGPUs of ``profile`` this card takes now."""
+        if self.model is None:
+            return 0
+        cap = profile_cap(profile, self.model)
+        if cap is None:
+            return 0
+        kind, per, mig = cap
+        if self.mode is None:
+            return per
+        if kind != self.mode:
+            return 0
+        if kind == "time_sliced":
+            return per - self.count if self.profile == profile else 0
+        room = 0
+        mix = dict(self.mix)
+        while room < per:
+            mix[mig] = mix.get(mig, 0) + 1
+            if not _mix_fits(self.model, mix):
+                break
+            room += 1
+        return room
+
+    def add(self, profile):
+        kind, _per, mig = profile_cap(profile, self.model)
+        self.mode = kind
+        self.count += 1
+        if kind == "time_sliced":
+            self.profile = profile
+        else:
+            self.mix[mig] = self.mix.get(mig, 0) + 1
+
+
+def _vgpus(vm):
+    return [p.lower() for p in vm.get("vgpu_profiles") or []]
+
+
+def _size(vm):
+    """Sort key, biggest first: vGPUs, then framebuffer."""
+    fb = 0
+    for p in _vgpus(vm):
+        try:
+            fb += parse_profile(p).framebuffer_gb
+        except NvidiaError:
+            pass
+    return (-len(_vgpus(vm)), -fb, vm.get("name") or "")
+
+
+def place_vm(cards, vm):
+    """Put the VM's vGPUs on distinct cards of one host (partly used cards first); whether it fit."""
+    chosen = []
+    for profile in sorted(_vgpus(vm)):
+        best = None
+        for index, card in enumerate(cards):
+            if index in chosen or card.room(profile) < 1:
+                continue
+            if card.mode is not None:  # partly used: take it
+                best = index
+                break
+            if best is None:
+                best = index
+        if best is None:
+            return False
+        chosen.append(best)
+    for profile, index in zip(sorted(_vgpus(vm)), chosen):
+        cards[index].add(profile)
+    return True
+
+
+def host_cards(host):
+    """Cards of a host record (one per GPU, its catalog model; None for a model the catalog lacks)."""
+    return [Card(_model(g.get("model"))) for g in host.get("gpus") or []]
+
+
+def available(host):
+    return host.get("connection_state") == "connected" and not host.get("maintenance_mode") and bool(host.get("gpus"))
+
+
+def powered_on(host):
+    return [vm for vm in host.get("vgpu_vms") or [] if vm.get("power_state") == POWERED_ON and _vgpus(vm)]
+
+
+def pack_host(host):
+    """(cards, VMs that do not fit) for the host's powered-on vGPU VMs, biggest first."""
+    cards = host_cards(host)
+    unplaced = []
+    for vm in sorted(powered_on(host), key=_size):
+        if not place_vm(cards, vm):
+            unplaced.append(vm)
+    return cards, unplaced
+
+
+def _offered(host, profile):
+    offered = [p.lower() for p in host.get("vgpu_profiles") or []]
+    return profile in offered
+
+
+# ---------------------------------------------------------------------------------------
+# design pools
+# ---------------------------------------------------------------------------------------
+
+
+class Pools:
+    """Which design pool a vGPU VM or a pod belongs to (the design optional)."""
+
+    def __init__(self, design=None):
+        self.design = design or {}
+        self.pools = [p for p in self.design.get("pools") or [] if isinstance(p, dict) and p.get("name")]
+        self.priorities = self.design.get("priorities") or {}
+
+    def by_name(self, name):
+        for pool in self.pools:
+            if pool["name"] == name:
+                return pool
+        return None
+
+    def of_vm(self, cluster, vm):
+        """The pool name of a VM (its cluster's pool with the VM's profile; of several, the one whose node
+        pool or VM class the VM's name holds), or None."""
+        profiles = sorted(set(_vgpus(vm)))
+        if len(profiles) != 1:
+            return None
+        found = [p for p in self.pools if p.get("cluster") == cluster
+                 and str(p.get("vgpu_profile") or "").lower() == profiles[0]]
+        if len(found) > 1:
+            name = vm.get("name") or ""
+            found = [p for p in found if (p.get("node_pool") or {}).get("name", p["name"]) in name
+                     or (p.get("vm_class") or {}).get("name", "\0") in name]
+        return found[0]["name"] if len(found) == 1 else None
+
+    def group(self, cluster, vm):
+        """The pool name, or ``(profile <p>)`` for a VM no pool claims."""
+        return self.of_vm(cluster, vm) or UNMAPPED % ",".join(sorted(set(_vgpus(vm))))
+
+    def protected(self, group):
+        """A pool is protected unless the design makes it preemptible; a VM of no pool is protected."""
+        pool = self.by_name(group)
+        return pool is None or not preemptible(pool, self.priorities)
+
+    def profiles_of(self, cluster):
+        return [str(p["vgpu_profile"]).lower() for p in self.pools if p.get("cluster") == cluster and p.get("vgpu_profile")]
+
+    def of_pod(self, pod_spec, resources):
+        """Pool of a pod: node selector or required node affinity on the pool label, a toleration of
+        the pool taint, or the only pool whose MIG profile the pod requests (mixed strategy)."""
+        selector = pod_spec.get("nodeSelector") or {}
+        if selector.get(POOL_LABEL):
+            return selector[POOL_LABEL]
+        affinity = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {})
+        required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+        for term in required.get("nodeSelectorTerms") or []:
+            for expr in term.get("matchExpressions") or []:
+                if expr.get("key") == POOL_LABEL and expr.get("operator") == "In" and expr.get("values"):
+                    return expr["values"][0]
+        for tol in pod_spec.get("tolerations") or []:
+            if tol.get("key") == POOL_LABEL and tol.get("value"):
+                return tol["value"]
+        for resource in resources:
+            if resource.startswith("nvidia.com/mig-"):
+                mig = resource[len("nvidia.com/mig-"):]
+                found = []
+                for pool in self.pools:
+                    try:
+                        if parse_profile(pool.get("vgpu_profile")).mig_profile == mig:
+                            found.append(pool["name"])
+                    except NvidiaError:
+                        continue
+                if len(found) == 1:
+                    return found[0]
+        return NO_POOL
+
+
+# ---------------------------------------------------------------------------------------
+# slots
+# ---------------------------------------------------------------------------------------
+
+
+def _clusters(hosts):
+    out = OrderedDict()
+    for host in sorted(hosts, key=lambda h: ((h.get("cluster") or ""), h.get("name") or "")):
+        out.setdefault(host.get("cluster") or "", []).append(host)
+    return out
+
+
+def slots(hosts, pools=None, profiles=None):
+    """Per cluster: the slots of every profile in use, of the design's pools and of ``profiles``."""
+    pools = pools or Pools()
+    out = OrderedDict()
+    for cluster, members in _clusters(hosts).items():
+        gpu_hosts = [h for h in members if h.get("gpus")]
+        if not gpu_hosts:
+            continue
+        packed = dict((h["name"], pack_host(h)) for h in gpu_hosts)
+        names = []
+        for h in gpu_hosts:
+            for vm in h.get("vgpu_vms") or []:
+                names.extend(_vgpus(vm))
+        names.extend(pools.profiles_of(cluster))
+        names.extend(p.lower() for p in profiles or [])
+        table = OrderedDict()
+        for profile in sorted(set(names)):
+            row = OrderedDict([("total", 0), ("used", 0), ("free", 0), ("blocked", 0), ("powered_off", 0),
+                               ("per_card", None), ("hosts_with_room", 0)])
+            for h in gpu_hosts:
+                cards, _unplaced = packed[h["name"]]
+                used = sum(_vgpus(vm).count(profile) for vm in powered_on(h))
+                row["used"] += used
+                row["powered_off"] += sum(_vgpus(vm).count(profile) for vm in h.get("vgpu_vms") or []
+                                          if vm.get("power_state") != POWERED_ON)
+                if not available(h) or not _offered(h, profile):
+                    continue
+                total = 0
+                free = 0
+                for card in cards:
+                    cap = profile_cap(profile, card.model) if card.model is not None else None
+                    if cap is None:
+                        continue
+                    row["per_card"] = cap[1]
+                    total += cap[1]
+                    free += card.room(profile)
+                row["total"] += total
+                row["free"] += free
+                if free:
+                    row["hosts_with_room"] += 1
+            row["blocked"] = max(0, row["total"] - row["used"] - row["free"])
+            table[profile] = row
+        unplaced = [dict(host=h["name"], vm=vm["name"], vgpu_profiles=_vgpus(vm))
+                    for h in gpu_hosts for vm in packed[h["name"]][1]]
+        out[cluster] = OrderedDict([
+            ("hosts", len(members)),
+            ("gpu_hosts", len(gpu_hosts)),
+            ("available_hosts", sorted(h["name"] for h in gpu_hosts if available(h))),
+            ("unavailable_hosts", sorted(h["name"] for h in gpu_hosts if not available(h))),
+            ("gpus", sum(len(h.get("gpus") or []) for h in gpu_hosts)),
+            ("gpus_in_use", sum(1 for h in gpu_hosts for c in packed[h["name"]][0] if c.mode is not None)),
+            ("profiles", table),
+            ("overcommitted", unplaced),
+        ])
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# spare rule
+# ---------------------------------------------------------------------------------------
+
+
+def _restart(down, others, pools, cluster):
+    """Place the powered-on VMs of ``down`` on copies of the other hosts' cards; the VMs left over."""
+    targets = [[c.copy() for c in cards] for _name, cards in others]
+    order = sorted(powered_on(down), key=lambda vm: (not pools.protected(pools.group(cluster, vm)),) + _size(vm))
+    short = []
+    for vm in order:
+        if not any(place_vm(cards, vm) for cards in targets):
+            short.append(vm)
+    return order, short
+
+
+def spare(hosts, pools=None):
+    """Per cluster with vGPU VMs: whether the powered-on vGPU VMs fit with its largest host down."""
+    pools = pools or Pools()
+    out = OrderedDict()
+    for cluster, members in _clusters(hosts).items():
+        up = [h for h in members if available(h)]
+        if not any(powered_on(h) for h in up):
+            continue
+        packed = dict((h["name"], pack_host(h)[0]) for h in up)
+        most = max(len(h["gpus"]) for h in up)
+        worst = None
+        for down in [h for h in up if len(h["gpus"]) == most]:
+            others = [(h["name"], packed[h["name"]]) for h in up if h is not down]
+            moved, short = _restart(down, others, pools, cluster)
+            protected_short = sum(1 for vm in short if pools.protected(pools.group(cluster, vm)))
+            key = (protected_short, len(short), len(moved))
+            if worst is None or key > worst[0]:
+                worst = (key, down, moved, short)
+        _key, down, moved, short = worst
+        groups = OrderedDict()
+        for vm in short:
+            group = pools.group(cluster, vm)
+            entry = groups.setdefault(group, OrderedDict([
+                ("pool", group), ("protected", pools.protected(group)),
+                ("vgpu_profiles", []), ("vms", [])]))
+            for p in _vgpus(vm):
+                if p not in entry["vgpu_profiles"]:
+                    entry["vgpu_profiles"].append(p)
+            entry["vms"].append(vm["name"])
+        failing = [g for g in groups.values() if g["protected"]]
+        out[cluster] = OrderedDict([
+            ("ok", not failing),
+            ("host_down", down["name"]),
+            ("host_gpus", most),
+            ("hosts_left", len(up) - 1),
+            ("vms_to_restart", len(moved)),
+            ("vms_short", len(short)),
+            ("short", list(groups.values())),
+            ("message", spare_message(cluster, down["name"], most, len(moved), list(groups.values()))),
+        ])
+    return out
+
+
+def spare_message(cluster, host, gpus, moved, groups):
+    if not groups:
+        return ("%s: with %s (%d GPUs) down, its %d powered-on vGPU VMs restart on the other hosts"
+                % (cluster, host, gpus, moved))
+    parts = ["%s%s %d VM%s (%s)" % (g["pool"], "" if g["protected"] else " [preemptible]", len(g["vms"]),
+                                    "" if len(g["vms"]) == 1 else "s", ", ".join(g["vgpu_profiles"]))
+             for g in groups]
+    return ("%s: with %s (%d GPUs) down, %d of its %d powered-on vGPU VMs find no free card: %s"
+            % (cluster, host, gpus, sum(len(g["vms"]) for g in groups), moved, "; ".join(parts)))
+
+
+# ---------------------------------------------------------------------------------------
+# guest cluster: pending GPU pods, Kueue
+# ---------------------------------------------------------------------------------------
+
+
+def parse_k8s_time(text):
+    """Seconds since the epoch of a Kubernetes RFC 3339 time (``2026-11-30T16:00:00Z``), or None."""
+    if not text:
+        return None
+    if not isinstance(text, str):  # the client's datetime
+        return calendar.timegm(text.utctimetuple())
+    value = text.strip().replace("Z", "")
+    value = value.split(".")[0].split("+")[0]
+    try:
+        return float(calendar.timegm(time.strptime(value, "%Y-%m-%dT%H:%M:%S")))
+    except ValueError:
+        return None
+
+
+def gpu_requests(pod_spec):
+    """{resource: count} of the GPU resources (``nvidia.com/...``) the pod's containers request."""
+    out = OrderedDict()
+    for container in pod_spec.get("containers") or []:
+        res = container.get("resources") or {}
+        wanted = dict(res.get("limits") or {})
+        wanted.update(res.get("requests") or {})
+        for name, value in sorted(wanted.items()):
+            if name.startswith(GPU_RESOURCE_PREFIX):
+                try:
+                    count = int(str(value))
+                except ValueError:
+                    continue
+                out[name] = out.get(name, 0) + count
+    return out
+
+
+def _pending_reason(pod):
+    status = pod.get("status") or {}
+    gates = (pod.get("spec") or {}).get("schedulingGates") or []
+    if gates:
+        return "SchedulingGated (%s)" % ", ".join(g.get("name", "?") for g in gates)
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            return cond.get("reason") or "NotScheduled"
+    return "NotScheduled" if not (pod.get("spec") or {}).get("nodeName") else "ContainersNotStarted"
+
+
+def pending_pods(pods, now, pools=None):
+    """Per pool: the Pending pods that request GPUs, their GPUs, the longest wait and the reasons."""
+    pools = pools or Pools()
+    out = OrderedDict()
+    for pod in pods:
+        if (pod.get("status") or {}).get("phase") != "Pending":
+            continue
+        spec = pod.get("spec") or {}
+        wanted = gpu_requests(spec)
+        if not wanted:
+            continue
+        pool = pools.of_pod(spec, wanted)
+        meta = pod.get("metadata") or {}
+        created = parse_k8s_time(meta.get("creationTimestamp"))
+        wait = max(0.0, now - created) if created is not None else None
+        entry = out.setdefault(pool, OrderedDict([("pool", pool), ("pods", 0), ("gpus", OrderedDict()),
+                                                  ("oldest_wait_s", None), ("reasons", OrderedDict()),
+                                                  ("examples", [])]))
+        entry["pods"] += 1
+        for name, count in wanted.items():
+            entry["gpus"][name] = entry["gpus"].get(name, 0) + count
+        if wait is not None and (entry["oldest_wait_s"] is None or wait > entry["oldest_wait_s"]):
+            entry["oldest_wait_s"] = round(wait, 1)
+        reason = _pending_reason(pod)
+        entry["reasons"][reason] = entry["reasons"].get(reason, 0) + 1
+        if len(entry["examples"]) < 5:
+            entry["examples"].append("%s/%s" % (meta.get("namespace"), meta.get("name")))
+    return list(sorted(out.values(), key=lambda e: e["pool"]))
+
+
+def _condition(obj, kind):
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind:
+            return cond
+    return None
+
+
+def _is_true(obj, kind):
+    cond = _condition(obj, kind)
+    return cond is not None and cond.get("status") == "True"
+
+
+def _wait_stats(waits):
+    if not waits:
+        return None
+    ordered = sorted(waits)
+    mid = len(ordered) // 2
+    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
+    return OrderedDict([("count", len(ordered)), ("mean_s", round(sum(ordered) / len(ordered), 1)),
+                        ("median_s", round(median, 1)), ("max_s", round(ordered[-1], 1))])
+
+
+def kueue_waits(workloads, local_queues, now):
+    """Per LocalQueue and per ClusterQueue: pending Workloads with their longest wait, and the
+    admission wait (creation to the Admitted condition's lastTransitionTime) of admitted ones."""
+    lq_cq = {}
+    for lq in local_queues:
+        meta = lq.get("metadata") or {}
+        lq_cq[(meta.get("namespace"), meta.get("name"))] = (lq.get("spec") or {}).get("clusterQueue")
+    per_lq = OrderedDict()
+    per_cq = OrderedDict()
+    for wl in workloads:
+        meta = wl.get("metadata") or {}
+        if _is_true(wl, "Finished"):
+            continue
+        queue = (wl.get("spec") or {}).get("queueName")
+        created = parse_k8s_time(meta.get("creationTimestamp"))
+        admitted = _is_true(wl, "Admitted")
+        admission = (wl.get("status") or {}).get("admission") or {}
+        cq = admission.get("clusterQueue") or lq_cq.get((meta.get("namespace"), queue))
+        wait = None
+        if admitted:
+            at = parse_k8s_time(_condition(wl, "Admitted").get("lastTransitionTime"))
+            if at is not None and created is not None:
+                wait = max(0.0, at - created)
+        elif created is not None:
+            wait = max(0.0, now - created)
+        for table, key, extra in ((per_lq, "%s/%s" % (meta.get("namespace"), queue), dict(cluster_queue=cq)),
+                                  (per_cq, cq or NO_POOL, {})):
+            entry = table.setdefault(key, OrderedDict([("queue", key)] + list(extra.items()) + [
+                ("pending", 0), ("admitted", 0), ("oldest_pending_s", None), ("_waits", [])]))
+            if admitted:
+                entry["admitted"] += 1
+                if wait is not None:
+                    entry["_waits"].append(wait)
+            else:
+                entry["pending"] += 1
+                if wait is not None and (entry["oldest_pending_s"] is None or wait > entry["oldest_pending_s"]):
+                    entry["oldest_pending_s"] = round(wait, 1)
+    for table in (per_lq, per_cq):
+        for entry in table.values():
+            entry["admission_wait"] = _wait_stats(entry.pop("_waits"))
+    return OrderedDict([("local_queues", list(per_lq.values())), ("cluster_queues", list(per_cq.values()))])
+
+
+# ---------------------------------------------------------------------------------------
+# report
+# ---------------------------------------------------------------------------------------
+
+
+def _cell(value):
+    return "-" if value is None else str(value)
+
+
+def markdown(report):
+    """The capacity report as Markdown."""
+    lines = ["# GPU capacity", ""]
+    if report.get("generated"):
+        lines += ["Read at %s." % report["generated"], ""]
+    lines += ["## vGPU slots", "",
+              "Free slots are an upper bound: vGPUs are placed on the cards as tightly as the cards allow.", ""]
+    for cluster, entry in (report.get("clusters") or {}).items():
+        lines += ["### %s" % cluster, "",
+                  "%d GPU hosts (%d available), %d GPUs, %d in use." % (
+                      entry["gpu_hosts"], len(entry["available_hosts"]), entry["gpus"], entry["gpus_in_use"]), "",
+                  "| profile | per card | total | used | free | blocked by other profiles | powered off |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]
+        for profile, row in entry["profiles"].items():
+            lines.append("| %s | %s | %d | %d | %d | %d | %d |" % (
+                profile, _cell(row["per_card"]), row["total"], row["used"], row["free"], row["blocked"],
+                row["powered_off"]))
+        if entry["unavailable_hosts"]:
+            lines += ["", "Not counted (maintenance mode or not connected): %s." % ", ".join(entry["unavailable_hosts"])]
+        if entry["overcommitted"]:
+            lines += ["", "vGPUs that no card of their host can hold: %s." % ", ".join(
+                "%s on %s" % (o["vm"], o["host"]) for o in entry["overcommitted"])]
+        lines.append("")
+    lines += ["## Spare rule (largest host down)", ""]
+    spares = report.get("spare") or {}
+    if not spares:
+        lines += ["No cluster runs powered-on vGPU VMs.", ""]
+    for cluster, entry in spares.items():
+        lines += ["- **%s**: %s. %s" % (cluster, "holds" if entry["ok"] else "FAILS", entry["message"])]
+    lines.append("")
+    guest = report.get("guest")
+    if guest is not None:
+        lines += ["## Pending GPU pods", ""]
+        if not guest.get("pending_pods"):
+            lines += ["None.", ""]
+        else:
+            lines += ["| pool | pods | GPUs | oldest wait (s) | reasons |", "|---|---:|---|---:|---|"]
+            for e in guest["pending_pods"]:
+                lines.append("| %s | %d | %s | %s | %s |" % (
+                    e["pool"], e["pods"], ", ".join("%s: %d" % kv for kv in e["gpus"].items()),
+                    _cell(e["oldest_wait_s"]), ", ".join("%s: %d" % kv for kv in e["reasons"].items())))
+            lines.append("")
+        kueue = guest.get("kueue")
+        lines += ["## Kueue admission", ""]
+        if kueue is None:
+            lines += ["Kueue is not installed in the guest cluster.", ""]
+        else:
+            lines += ["| ClusterQueue | pending | oldest pending (s) | admitted | admission wait mean / max (s) |",
+                      "|---|---:|---:|---:|---|"]
+            for e in kueue["cluster_queues"]:
+                stats = e["admission_wait"]
+                lines.append("| %s | %d | %s | %d | %s |" % (
+                    e["queue"], e["pending"], _cell(e["oldest_pending_s"]), e["admitted"],
+                    "%s / %s" % (stats["mean_s"], stats["max_s"]) if stats else "-"))
+            lines += ["", "| LocalQueue | ClusterQueue | pending | oldest pending (s) | admitted |",
+                      "|---|---|---:|---:|---:|"]
+            for e in kueue["local_queues"]:
+                lines.append("| %s | %s | %d | %s | %d |" % (
+                    e["queue"], _cell(e["cluster_queue"]), e["pending"], _cell(e["oldest_pending_s"]), e["admitted"]))
+            lines.append("")
+    lines += ["## Queueing knee", "", KNEE_NOT_COMPUTED + ".", ""]
+    return "\n".join(lines)
+
+
+__all__ = ["CapacityError", "Card", "KNEE_NOT_COMPUTED", "Pools", "gpu_requests", "kueue_waits", "markdown",
+           "pack_host", "pending_pods", "place_vm", "slots", "spare"]
