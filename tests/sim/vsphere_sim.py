@@ -188,8 +188,12 @@ class VsphereSim:
 
 def start(fleet: dict | str | os.PathLike, port: int = 0, reboot_seconds: float = 1.0,
           username: str = "administrator@vsphere.local", password: str | None = None,
-          timeout: float = 60.0) -> VsphereSim:
-    """Start the simulator with a fleet (a dict, or the path of a fleet YAML file)."""
+          timeout: float = 60.0, api_version: str | None = None) -> VsphereSim:
+    """Start the simulator with a fleet (a dict, or the path of a fleet YAML file).
+
+    api_version: the vSphere API the simulator presents, "8.0.3" (default) or "9.0"
+    (About, /sdk/vimServiceVersions.xml and the SOAP versions it accepts).
+    """
     if not BINARY.exists():
         raise SimulatorError(f"simulator binary {BINARY} is missing: run make sim-build")
     workdir = tempfile.TemporaryDirectory(prefix="vspheresim-")
@@ -204,6 +208,8 @@ def start(fleet: dict | str | os.PathLike, port: int = 0, reboot_seconds: float 
            "-env-file", str(env_file), "-username", username, "-reboot-seconds", str(reboot_seconds)]
     if password:
         cmd += ["-password", password]
+    if api_version:
+        cmd += ["-api-version", api_version]
     log = open(wd / "vsphere.log", "wb")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log)
     log.close()

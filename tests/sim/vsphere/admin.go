@@ -76,6 +76,9 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.admin(w, r)
 		return
 	}
+	if serveServiceVersions(w, r) {
+		return
+	}
 	internal := internalClient(r)
 	isSOAP := r.Method == http.MethodPost && (r.URL.Path == "/sdk" || strings.HasPrefix(r.URL.Path, "/sdk/"))
 	isREST := strings.HasPrefix(r.URL.Path, "/api") || strings.HasPrefix(r.URL.Path, "/rest")
@@ -103,6 +106,9 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// A proxy in front of vCenter answers before vCenter checks the session.
 		if isSOAP {
 			if rule := wire.match(true, method, ""); rule != nil && applyRule(w, r, rule) {
+				return
+			}
+			if checkSOAPVersion(w, r) {
 				return
 			}
 			if rejectKilledSOAP(w, r, method, body) {
@@ -254,13 +260,14 @@ func (f *front) admin(w http.ResponseWriter, r *http.Request) {
 	case p == "/_sim/stats" && r.Method == http.MethodGet:
 		f.stats.mu.Lock()
 		out := map[string]any{
-			"soap": map[string]any{"total": f.stats.soapN, "methods": copyMap(f.stats.soap)},
+			"soap": map[string]any{"total": f.stats.soapN, "methods": copyMap(f.stats.soap), "versions": versionStats()},
 			"rest": map[string]any{"total": f.stats.restN, "paths": copyMap(f.stats.rest)},
 		}
 		f.stats.mu.Unlock()
 		writeJSON(w, http.StatusOK, out)
 	case p == "/_sim/stats/reset" && r.Method == http.MethodPost:
 		f.stats.reset()
+		resetVersionStats()
 		writeJSON(w, http.StatusOK, map[string]any{"reset": true})
 	case p == "/_sim/faults" && r.Method == http.MethodPost:
 		f.addFault(w, r)

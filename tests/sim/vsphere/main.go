@@ -1,6 +1,6 @@
 // Command vspheresim is the project's vSphere simulator: govmomi's vcsim
-// model of a vCenter (API 8.0.3.0) with its REST simulators, plus NVIDIA GPU
-// hosts built from a fleet file (see README.md).
+// model of a vCenter (API 8.0.3.0, or 9.0.0.0 with -api-version 9.0) with its
+// REST simulators, plus NVIDIA GPU hosts built from a fleet file (see README.md).
 package main
 
 import (
@@ -30,8 +30,6 @@ import (
 	_ "github.com/vmware/govmomi/vapi/simulator"
 )
 
-const apiVersion = "8.0.3.0"
-
 func main() {
 	fleetPath := flag.String("fleet", "", "fleet file (YAML), see README.md")
 	listen := flag.String("listen", "127.0.0.1:0", "address to listen on (port 0: any free port)")
@@ -40,6 +38,7 @@ func main() {
 	username := flag.String("username", "administrator@vsphere.local", "user name clients log in with")
 	password := flag.String("password", "", "password (default: generated)")
 	rebootSeconds := flag.Float64("reboot-seconds", 1, "how long a rebooting host stays notResponding")
+	apiVersion := flag.String("api-version", envOr(apiVersionEnv, "8.0.3"), "vSphere API version to present: 8.0.3 or 9.0 (default $"+apiVersionEnv+" or 8.0.3)")
 	restLogFile := flag.String("rest-log", os.Getenv(restLogEnv), "append every client REST request and its answer to this file (JSON lines; default $"+restLogEnv+")")
 	flag.Parse()
 
@@ -47,12 +46,17 @@ func main() {
 		log.Fatalf("vspheresim: %v", err)
 	}
 
-	if err := run(*fleetPath, *listen, *stateDir, *envFile, *username, *password, *rebootSeconds); err != nil {
+	release, err := lookupPresentation(*apiVersion)
+	if err != nil {
+		log.Fatalf("vspheresim: %v", err)
+	}
+
+	if err := run(*fleetPath, *listen, *stateDir, *envFile, *username, *password, *rebootSeconds, release); err != nil {
 		log.Fatalf("vspheresim: %v", err)
 	}
 }
 
-func run(fleetPath, listen, stateDir, envFile, username, password string, rebootSeconds float64) error {
+func run(fleetPath, listen, stateDir, envFile, username, password string, rebootSeconds float64, release presentation) error {
 	if fleetPath == "" {
 		return fmt.Errorf("-fleet is required")
 	}
@@ -91,9 +95,7 @@ func run(fleetPath, listen, stateDir, envFile, username, password string, reboot
 	model := simulator.VPX()
 	model.Datacenter, model.Cluster, model.ClusterHost, model.Host = 0, 0, 0, 0
 	model.Datastore, model.Machine, model.Portgroup = 0, 0, 0
-	model.ServiceContent.About.ApiVersion = apiVersion
-	model.ServiceContent.About.Version = "8.0.3"
-	model.ServiceContent.About.FullName = "VMware vCenter Server 8.0.3 build-24022515 (gpupool simulator)"
+	usePresentation(model, release)
 	if err := model.Create(); err != nil {
 		return err
 	}
@@ -130,7 +132,7 @@ func run(fleetPath, listen, stateDir, envFile, username, password string, reboot
 		}
 	}
 	p, _ := strconv.Atoi(port)
-	log.Printf("vspheresim: %d hosts, %d VMs in %s, listening on port %d", len(hosts), len(vms), time.Since(start).Round(time.Millisecond), p)
+	log.Printf("vspheresim: %d hosts, %d VMs in %s, API %s, listening on port %d", len(hosts), len(vms), time.Since(start).Round(time.Millisecond), release.API, p)
 	fmt.Printf("READY https://127.0.0.1:%s/sdk\n", port)
 
 	sig := make(chan os.Signal, 1)
@@ -138,4 +140,12 @@ func run(fleetPath, listen, stateDir, envFile, username, password string, reboot
 	<-sig
 	log.Printf("vspheresim: stopping")
 	return nil
+}
+
+// envOr is the environment variable's value, or def when it is unset or empty.
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }
