@@ -173,6 +173,13 @@ VSPHERE_CASES = [
     ("audit-design-with-bad-pool-name", "gpu_pool_audit", dict(design=BAD_POOL),
      ["GPU_Inference", "'gpu-inference'", "dns_label"]),
     ("audit-timeout-0", "gpu_pool_audit", dict(design=EXAMPLE, timeout=0), ["timeout", POSITIVE]),
+    ("capacity-empty-cluster", "gpu_capacity", dict(cluster=" "), ["cluster must not be empty"]),
+    ("capacity-bad-profile", "gpu_capacity", dict(profiles=["nvidia_h100-1-10c", "h100-80c"]),
+     ["profiles", "'h100-80c'", "nvidia_h100xm-80c"]),
+    ("capacity-request-timeout-0", "gpu_capacity", dict(kubeconfig="/nowhere", request_timeout=0),
+     ["request_timeout", SECONDS]),
+    ("capacity-design-not-whole-gpus", "gpu_capacity", dict(design=_design(pools__0__gpus_per_node="two")),
+     ["design has errors", "pools.inference.gpus_per_node", "'two'", "whole number"]),
 ]
 
 STUB_CASES = [

@@ -24,7 +24,7 @@ from __future__ import (absolute_import, division, print_function)
 
 __metaclass__ = type
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _chargeback, _esxi
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _chargeback, _esxi, _nvidia
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names import (
     DNS_LABEL_FORM,
     DNS_LABEL_MAX,
@@ -212,6 +212,17 @@ def gpu_usage_errors(params):
     return out
 
 
+def gpu_capacity_errors(params):
+    out = empty_errors(params, ("cluster", "design_file", "kubeconfig", "context")) + list_item_errors(params, "profiles")
+    for name in params.get("profiles") or []:
+        if name and str(name).strip():
+            try:
+                _nvidia.parse_profile(name)
+            except _nvidia.NvidiaError as exc:
+                out.append("profiles: %s" % exc)
+    return out
+
+
 def nvidia_license_info_errors(params):
     return empty_errors(params, ("nvidia_smi", "chroot"))
 
@@ -314,6 +325,7 @@ CHECKS = {
     "esxi_gpu_config": esxi_gpu_config_errors,
     "esxi_host_driver": esxi_host_driver_errors,
     "esxi_maintenance_mode": esxi_maintenance_mode_errors,
+    "gpu_capacity": gpu_capacity_errors,
     "gpu_host_info": gpu_host_info_errors,
     "guest_node_drain": guest_node_drain_errors,
     "gpu_pool_audit": gpu_pool_audit_errors,

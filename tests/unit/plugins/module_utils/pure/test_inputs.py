@@ -25,6 +25,8 @@ GOOD = {
                             assignment_policy=None, scheduler=dict(policy="equal_share", time_slice_ms=5, per_gpu=None),
                             reboot=False, evacuate_timeout=1800, reboot_timeout=1800),
     "esxi_maintenance_mode": dict(VSPHERE, host="esx-1", state="present", evacuate_timeout=1800),
+    "gpu_capacity": dict(VSPHERE, cluster="gpu", profiles=["nvidia_h100-1-10c"], design=None, design_file=None,
+                         kubeconfig=None, context=None, request_timeout=30),
     "gpu_host_info": dict(VSPHERE, cluster="gpu", hosts=None, gather=["gpus"]),
     "gpu_pool_audit": dict(VSPHERE, design=None, design_file="/d.yml", links=None, report=None),
     "gpu_pool_design": dict(design=None, design_file="/d.yml", fail_on_error=True),

@@ -1,0 +1,287 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: gpu_capacity
+short_description: Live vGPU capacity per cluster and profile, the spare rule on the live fleet, GPU queues
+version_added: 0.2.0
+description:
+  - Reads the GPU hosts and their vGPU VMs from vCenter (the inventory of M(gpupool.vcf.gpu_host_info)
+    without its per-host calls) and reports, per cluster and vGPU profile, the slots C(total),
+    C(used), C(free) and C(blocked) (held by other profiles).
+  - A card runs one time-sliced profile at a time, up to its framebuffer divided by the profile's; a
+    card in MIG mode runs MIG-backed vGPUs whose GPU instances fit together by NVIDIA's placement
+    rules; the vGPUs of one VM are on different cards of its host. vSphere does not report which card
+    holds which vGPU, so the module places each host's powered-on vGPUs as tightly as the cards allow:
+    C(free) is an upper bound (a host whose cards are fragmented may take fewer). Hosts in maintenance
+    mode or not connected, and profiles a host does not offer (no driver loaded), count no slots.
+  - The spare rule on the live fleet - would the powered-on vGPU VMs of the cluster's largest host
+    (most GPUs; of equal hosts the one whose loss hurts most) restart on the free cards of the other
+    hosts, protected pools first, the other VMs staying where they are. The result names the pools
+    and profiles left short; the rule fails when a protected pool is short.
+  - VMs are mapped to the design's pools by their vGPU profile on their cluster (the profile of the
+    pool's VM class); when several pools of a cluster share a profile, by the node pool or VM class
+    name in the VM's name. A VM of no pool is reported as C((profile <name>)) and counted as
+    protected. Without a design every VM is protected.
+  - With O(kubeconfig) (the guest cluster), the Pending pods that request GPUs (C(nvidia.com/...)
+    resources) per pool - by node selector or required node affinity on the C(gpupool.vcf/pool) label,
+    a toleration of the pool's taint, or the MIG resource name of the pool's profile - with the GPUs
+    they wait for, the longest wait and the reasons; and when Kueue is installed, per LocalQueue and
+    ClusterQueue the pending Workloads with the longest wait and the admission wait of the admitted
+    ones (from creation to the C(Admitted) condition's C(lastTransitionTime)).
+  - "The queueing knee (the utilization at which the wait crosses a pool's SLO, fitted to wait-time
+    and utilization samples in Prometheus) is not computed by this module: its place in the result is
+    C(knee), always null here; that fit is a separate piece, built on the Prometheus metrics of the
+    guest cluster."
+  - Returns the report as data and as Markdown (C(markdown)); C(playbooks/capacity.yml) writes both to files.
+  - "Requests: one PropertyCollector retrieval of clusters, one of hosts and VMs, one of the hosts' graphics
+    managers; with O(kubeconfig) one list of Pending pods, and when Kueue serves its API one list of
+    Workloads and one of LocalQueues."
+author:
+  - gpupool.vcf developers (@gpupool)
+extends_documentation_fragment:
+  - gpupool.vcf.vsphere
+options:
+  cluster:
+    description: Report only this vSphere cluster. Default every cluster with GPU hosts.
+    type: str
+  profiles:
+    description:
+      - vGPU profiles to report besides those in use and those of the design's pools (vSphere names,
+        for example V(nvidia_h100-1-10c)).
+    type: list
+    elements: str
+    default: []
+  design:
+    description: The pool design as a mapping (pools, their profiles, clusters and priorities).
+    type: dict
+  design_file:
+    description: Path to the design (YAML or JSON), instead of O(design).
+    type: path
+  kubeconfig:
+    description:
+      - Kubeconfig of the guest (VKS) cluster whose pending GPU pods and Kueue queues are read.
+        Without it the guest cluster is not read (C(guest) is null).
+    type: path
+  context:
+    description: Context of O(kubeconfig).
+    type: str
+  request_timeout:
+    description: Seconds to wait for one request to the guest cluster's API, 1 or more.
+    type: int
+    default: 30
+attributes:
+  check_mode:
+    support: full
+    description: The module only reads; check mode returns the same report.
+  diff_mode:
+    support: none
+    description: Nothing changes.
+notes:
+  - Powered-off vGPU VMs hold no card; they are counted under C(powered_off) and left out of the spare rule.
+  - The admission wait of a Workload that was evicted and admitted again runs from its creation.
+"""
+
+EXAMPLES = r"""
+- name: Capacity of the GPU clusters, with the guest cluster's queues
+  gpupool.vcf.gpu_capacity:
+    hostname: vcenter.example.com
+    username: administrator@vsphere.local
+    password: "{{ vcenter_password }}"
+    design_file: "{{ playbook_dir }}/design.yml"
+    kubeconfig: ~/.kube/gpu-workloads.kubeconfig
+  register: capacity
+
+- name: Fail when a protected pool would be short with the largest host down
+  ansible.builtin.assert:
+    that: capacity.spare_ok
+    fail_msg: "{{ capacity.spare.values() | map(attribute='message') | join('; ') }}"
+"""
+
+RETURN = r"""
+clusters:
+  description: Per vSphere cluster with GPU hosts, its hosts, GPUs and the slots of each vGPU profile.
+  returned: always
+  type: dict
+  sample:
+    gpu-h100:
+      hosts: 4
+      gpu_hosts: 4
+      available_hosts: [esx-h100-01, esx-h100-02, esx-h100-03, esx-h100-04]
+      unavailable_hosts: []
+      gpus: 16
+      gpus_in_use: 4
+      profiles:
+        nvidia_h100-3-40c: {total: 32, used: 4, free: 28, blocked: 0, powered_off: 0, per_card: 2, hosts_with_room: 4}
+      overcommitted: []
+spare:
+  description:
+    - Per cluster that runs powered-on vGPU VMs, the spare rule with its largest host down.
+    - C(short) lists each pool (or C((profile <name>))) with VMs left without a card, whether it is
+      protected, its profiles and VMs.
+  returned: always
+  type: dict
+  sample:
+    gpu-h100: {ok: false, host_down: esx-h100-03, host_gpus: 4, hosts_left: 3, vms_to_restart: 6, vms_short: 2,
+               short: [{pool: inference, protected: true, vgpu_profiles: [nvidia_h100-3-40c], vms: [inference-4, inference-5]}],
+               message: "gpu-h100: with esx-h100-03 (4 GPUs) down, 2 of its 6 powered-on vGPU VMs find no free card: ..."}
+spare_ok:
+  description: Whether the spare rule holds on every cluster (no protected pool short).
+  returned: always
+  type: bool
+guest:
+  description:
+    - The guest cluster's queues (null without O(kubeconfig)). C(pending_pods) - per pool, the
+      Pending pods requesting GPUs, their GPUs per resource, the longest wait in seconds and the
+      reasons. C(kueue) - null when Kueue is not installed, else C(local_queues) and
+      C(cluster_queues), each with C(pending), C(oldest_pending_s), C(admitted) and
+      C(admission_wait) (count, mean_s, median_s, max_s).
+  returned: always
+  type: dict
+knee:
+  description:
+    - Reserved for the queueing knee per pool (fitted to Prometheus samples by a separate piece);
+      always null from this module.
+  returned: always
+  type: dict
+generated:
+  description: When the report was read (UTC).
+  returned: always
+  type: str
+markdown:
+  description: The report as Markdown.
+  returned: always
+  type: str
+"""
+
+import json
+import time
+
+try:
+    import yaml
+    HAS_YAML = True
+except ImportError:  # pragma: no cover - PyYAML comes with ansible-core
+    HAS_YAML = False
+
+from ansible.module_utils.common.text.converters import to_native
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import DEFAULT_REQUEST_TIMEOUT, K8sClient, K8sError
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _capacity_live
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_schema import normalize
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Info
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_inventory import GpuInventory
+
+ARGUMENT_SPEC = dict(
+    cluster=dict(type="str"),
+    profiles=dict(type="list", elements="str", default=[]),
+    design=dict(type="dict"),
+    design_file=dict(type="path"),
+    kubeconfig=dict(type="path"),
+    context=dict(type="str"),
+    request_timeout=dict(type="int", default=DEFAULT_REQUEST_TIMEOUT),
+)
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VERSIONS = ("v1beta2", "v1beta1")
+
+
+def read_design(module):
+    p = module.params
+    design = p["design"]
+    if design is None and p["design_file"]:
+        try:
+            with open(p["design_file"]) as fh:
+                text = fh.read()
+            design = yaml.safe_load(text) if HAS_YAML else json.loads(text)
+        except (IOError, OSError, ValueError) as exc:
+            module.fail_json(msg="Unable to read design file %s: %s" % (p["design_file"], to_native(exc)))
+        except Exception as exc:  # yaml.YAMLError
+            module.fail_json(msg="Unable to parse design file %s: %s" % (p["design_file"], to_native(exc)))
+    if design is None:
+        return None
+    normalized, findings = normalize(design)
+    errors = [f for f in findings if f.severity == "error"]
+    if errors:
+        module.fail_json(msg="The design has errors; fix them first (gpu_pool_design): %s"
+                         % "; ".join(str(f) for f in errors))
+    return normalized
+
+
+class Capacity(Info):
+    """The live capacity of the GPU clusters, and the guest cluster's queues."""
+
+    def __init__(self, module, design):
+        Info.__init__(self, "the GPU capacity of %s" % (
+            "cluster %s" % module.params["cluster"] if module.params["cluster"] else "every cluster"))
+        self.module = module
+        self.pools = _capacity_live.Pools(design)
+
+    def read(self):
+        p = self.module.params
+        hosts = GpuInventory(self.module.client()).read(cluster=p["cluster"], gather=["vms"])
+        guest = None
+        if p["kubeconfig"]:
+            guest = self.read_guest()
+        return dict(hosts=hosts, guest=guest, now=time.time())
+
+    def read_guest(self):
+        from kubernetes import client
+        p = self.module.params
+        with self.doing("use", "kubeconfig %s" % p["kubeconfig"]):
+            k8s = K8sClient(dict(kubeconfig=p["kubeconfig"], context=p["context"]), p["request_timeout"])
+        core = client.CoreV1Api(k8s.api)
+        custom = client.CustomObjectsApi(k8s.api)
+        with self.doing("list", "the Pending pods of the guest cluster"):
+            pods = k8s.call(core.list_pod_for_all_namespaces, field_selector="status.phase=Pending")
+        pods = k8s.api.sanitize_for_serialization(pods).get("items") or []
+        kueue = None
+        for version in KUEUE_VERSIONS:
+            try:
+                with self.doing("list", "the Kueue Workloads of the guest cluster"):
+                    workloads = k8s.call(custom.list_cluster_custom_object, KUEUE_GROUP, version, "workloads")
+            except K8sError as exc:
+                if exc.status == 404:
+                    continue
+                raise
+            with self.doing("list", "the Kueue LocalQueues of the guest cluster"):
+                queues = k8s.call(custom.list_cluster_custom_object, KUEUE_GROUP, version, "localqueues")
+            kueue = dict(workloads=workloads.get("items") or [], local_queues=queues.get("items") or [])
+            break
+        return dict(pods=pods, kueue=kueue)
+
+    def result(self, live, plan):
+        p = self.module.params
+        now = live["now"]
+        hosts = live["hosts"]
+        clusters = _capacity_live.slots(hosts, self.pools, p["profiles"])
+        spare = _capacity_live.spare(hosts, self.pools)
+        guest = None
+        if live["guest"] is not None:
+            kueue = live["guest"]["kueue"]
+            guest = dict(
+                pending_pods=_capacity_live.pending_pods(live["guest"]["pods"], now, self.pools),
+                kueue=_capacity_live.kueue_waits(kueue["workloads"], kueue["local_queues"], now)
+                if kueue is not None else None)
+        report = dict(generated=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)), clusters=clusters,
+                      spare=spare, spare_ok=all(s["ok"] for s in spare.values()), guest=guest, knee=None)
+        report["markdown"] = _capacity_live.markdown(report)
+        return report
+
+
+def main():
+    module = VsphereModule(argument_spec=ARGUMENT_SPEC, mutually_exclusive=[("design", "design_file")],
+                           supports_check_mode=True)
+    enforce(module, "gpu_capacity")
+    Runner(module, Capacity(module, read_design(module))).run()
+
+
+if __name__ == "__main__":
+    main()
