@@ -59,9 +59,6 @@ except ImportError as exc:  # pragma: no cover - reported by the module layer
     vim = vmodl = connect = None
     StubAdapterBase = object
 
-# vSphere 8.0 U3: newer data types (vGPU profile info, graphics config) come back typed
-DEFAULT_API_VERSION = "vim.version.v8_0_3_0"
-
 # SOAP methods that only read (or log in): repeated after a dropped connection or a 5xx
 REPEATABLE_PREFIXES = ("Retrieve", "Fetch", "Query", "Continue", "Find", "Browse", "Current", "Has",
                        "CreateContainerView", "CreateListView", "DestroyView", "Login", "Logout")
@@ -310,6 +307,8 @@ class VsphereClient:
         self._login_lock = threading.Lock()
         self._session_generation = 0
         ctx = ssl_context(validate_certs, ca_file)
+        # no version is named: SmartConnect reads /sdk/vimServiceVersions.xml and takes the newest
+        # version both pyvmomi and vCenter know (8.0.3.0 on vCenter 8.0 U3, 9.0.0.0 on 9.0)
         si = self._connect(lambda: connect.SmartConnect(host=hostname, user=username, pwd=password,
                                                         port=self.port, sslContext=ctx,
                                                         httpConnectionTimeout=timeout))
