@@ -3,15 +3,11 @@ requested GPU of a Running pod, MIG instances with GPU_I_PROFILE and no GPU_UTIL
 workload file (re-read when it changes), and text Prometheus's format accepts."""
 import os
 import re
-import sys
 import time
-from pathlib import Path
 
+import dcgm_double
 from kubernetes.client import (V1Container, V1ObjectMeta, V1Pod, V1PodSpec, V1PodStatus,
                                V1ResourceRequirements)
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "sim"))
-import dcgm_double  # noqa: E402
 
 NODES = {"mig-0": {"nvidia.com/gpu.product": "GRID-H100-3-40C"},
          "full-0": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.memory": "81559"}}

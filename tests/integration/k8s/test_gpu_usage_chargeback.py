@@ -11,7 +11,6 @@ Workload (a 120 s period, every pod Running and scraped before it starts):
 """
 import csv
 import json
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -19,13 +18,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from k8s_metrics_fixtures import k8s_metrics_rig  # noqa: F401  pylint: disable=unused-import
 from kubernetes import client
 
+from tests.lib.ansible_run import run_playbook
+
 ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "tests" / "sim"))
-sys.path.insert(0, str(ROOT))
-from k8s_metrics_fixtures import k8s_metrics_rig  # noqa: E402,F401  pylint: disable=unused-import
-from tests.lib.ansible_run import run_playbook  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RIG_NODES = HERE / "chargeback_nodes.yml"
