@@ -18,10 +18,10 @@ description:
   - A card runs one time-sliced profile at a time, up to its framebuffer divided by the profile's; a
     card in MIG mode runs MIG-backed vGPUs whose GPU instances fit together by NVIDIA's placement
     rules; the vGPUs of one VM are on different cards of its host. vSphere does not report which card
-    holds which vGPU, so the module places each host's powered-on vGPUs as tightly as the cards allow:
+    holds which vGPU, so the module places each host's powered-on vGPUs as tightly as the cards allow;
     C(free) is an upper bound (a host whose cards are fragmented may take fewer). Hosts in maintenance
     mode or not connected, and profiles a host does not offer (no driver loaded), count no slots.
-  - The spare rule on the live fleet - would the powered-on vGPU VMs of the cluster's largest host
+  - The spare rule on the live fleet checks whether the powered-on vGPU VMs of the cluster's largest host
     (most GPUs; of equal hosts the one whose loss hurts most) restart on the free cards of the other
     hosts, protected pools first, the other VMs staying where they are. The result names the pools
     and profiles left short; the rule fails when a protected pool is short.

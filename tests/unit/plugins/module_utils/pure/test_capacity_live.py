@@ -17,7 +17,7 @@ H100_PROFILES = offered_profiles("H100-80GB")
 
 def host(name, vms, cards=4, cluster="c1", model="H100-80GB", state="connected", maintenance=False, offered=None):
     return dict(name=name, cluster=cluster, connection_state=state, maintenance_mode=maintenance,
-                gpus=[dict(model=model) for _ in range(cards)],
+                gpus=[dict(model=model)] * cards,
                 vgpu_profiles=list(H100_PROFILES if offered is None else offered),
                 vgpu_vms=[dict(name=n, power_state=p, vgpu_profiles=list(v)) for n, v, p in vms])
 
