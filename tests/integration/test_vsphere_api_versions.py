@@ -5,7 +5,8 @@ At each version: which version the collection's client negotiated (pyvmomi's stu
 ServiceContent's About, and the version every SOAP call of the modules named, as the simulator
 counted them); then gpu_host_info, esxi_gpu_config in check mode, vm_class (create, rerun,
 delete) and gpu_pool_audit's esxi and vsphere links in one playbook; the results must be the
-same at both versions.
+same at both versions. Also: the simulator's own SOAP calls (vcsim's REST handlers) are
+neither refused for their version nor counted as the client's.
 """
 import copy
 import ssl
@@ -179,3 +180,25 @@ def test_same_results_at_both_versions(sims):
         assert comparable(old[name]) == comparable(new[name]), name
     # the same calls too, only the version they named differs
     assert core_results(sims, "8.0.3")[1]["methods"] == core_results(sims, "9.0")[1]["methods"]
+
+
+def test_simulator_own_soap_calls_neither_refused_nor_counted(sims):
+    """vcsim's Supervisor listing logs in over SOAP with govmomi's client, which names 9.0.0.0."""
+    import base64
+    import json
+
+    sim = sims["8.0.3"]
+    sim.reset_stats()
+    ctx = ssl.create_default_context(cafile=sim.ca_file)
+    base = "https://%s:%d" % (sim.host, sim.port)
+    auth = base64.b64encode(("%s:%s" % (sim.user, sim.password)).encode()).decode()
+    req = urllib.request.Request(base + "/api/session", method="POST", headers={"Authorization": "Basic " + auth})
+    with urllib.request.urlopen(req, context=ctx, timeout=30) as res:
+        token = json.loads(res.read())
+    req = urllib.request.Request(base + "/api/vcenter/namespace-management/clusters",
+                                 headers={"vmware-api-session-id": token})
+    with urllib.request.urlopen(req, context=ctx, timeout=30) as res:
+        assert sorted(c["cluster_name"] for c in json.loads(res.read())) == ["gpu-h100", "gpu-l40s"]
+    stats = sim.stats()
+    assert stats["soap"] == {"total": 0, "methods": {}, "versions": {}}
+    assert stats["rest"]["total"] == 2

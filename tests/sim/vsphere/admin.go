@@ -57,11 +57,12 @@ func soapMethod(body []byte) string {
 }
 
 // internalClient reports requests the simulator makes to itself: govmomi's
-// REST simulators log in over HTTP with a govmomi client. They are not
-// counted, so the stats show what the client under test sent.
+// REST simulators log in over HTTP with a govmomi client, whose User-Agent is
+// "<program> govmomi/<version> (...)" (the program is vspheresim). They are
+// not counted, so the stats show what the client under test sent.
 func internalClient(r *http.Request) bool {
 	ua := r.UserAgent()
-	return strings.HasPrefix(ua, "govmomi") || strings.HasPrefix(ua, "govc")
+	return strings.HasPrefix(ua, "govmomi") || strings.HasPrefix(ua, "govc") || strings.Contains(ua, " govmomi/")
 }
 
 type front struct {

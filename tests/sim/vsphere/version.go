@@ -150,10 +150,11 @@ const unsupportedVersionXML = `<?xml version="1.0" encoding="UTF-8"?>
 // checkSOAPVersion counts the vim25 version a client call names and refuses
 // (as vCenter does) a version the presented release does not serve. Calls
 // without a SOAPAction, in other namespaces (pbm, sms...), or from the
-// simulator's own govmomi client pass.
+// simulator's own govmomi client (it names govmomi's newest version whatever
+// is presented) pass.
 func checkSOAPVersion(w http.ResponseWriter, r *http.Request) bool {
 	ns, version, raw, ok := soapVersion(r)
-	if !ok || ns != "urn:vim25" || ownClient(r) {
+	if !ok || ns != "urn:vim25" || internalClient(r) {
 		return false
 	}
 	versionSeen.Lock()
@@ -169,14 +170,6 @@ func checkSOAPVersion(w http.ResponseWriter, r *http.Request) bool {
 	w.WriteHeader(http.StatusInternalServerError)
 	_, _ = fmt.Fprintf(w, unsupportedVersionXML, rv.String(), rns.String())
 	return true
-}
-
-// ownClient reports the govmomi client of vcsim's own REST handlers (the
-// namespace handler logs in over SOAP for every request). It names govmomi's
-// newest version whatever the simulator presents, and its User-Agent is
-// "<program> govmomi/<version> (...)", which internalClient does not match.
-func ownClient(r *http.Request) bool {
-	return strings.Contains(r.UserAgent(), " govmomi/") || internalClient(r)
 }
 
 // versionStats is the "versions" part of GET /_sim/stats: {version: calls}.
