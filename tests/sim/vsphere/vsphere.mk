@@ -5,6 +5,8 @@ VSPHERE_SIM_DEPS := $(wildcard $(VSPHERE_SIM_SRC)/*.go) $(VSPHERE_SIM_SRC)/go.mo
 FLEET ?= examples/fleet.yml
 SIM_PORT ?= 0
 SIM_REBOOT_SECONDS ?= 1
+# vSphere API the simulator presents (8.0.3 or 9.0); empty: $$VSPHERESIM_API_VERSION, else 8.0.3
+SIM_API_VERSION ?=
 
 .PHONY: vsphere-sim-build sim-up sim-down
 
@@ -23,7 +25,7 @@ sim-up: $(VSPHERE_SIM_BIN)
 		echo "vSphere simulator already running (pid $$(cat $(SIM_DIR)/vsphere.pid))"; exit 0; fi; \
 	rm -f $(SIM_DIR)/vsphere.env $(SIM_DIR)/vsphere.ready; \
 	nohup $(VSPHERE_SIM_BIN) -fleet $(FLEET) -listen 127.0.0.1:$(SIM_PORT) -state-dir $(SIM_DIR) \
-		-env-file $(SIM_DIR)/vsphere.env -reboot-seconds $(SIM_REBOOT_SECONDS) \
+		-env-file $(SIM_DIR)/vsphere.env -reboot-seconds $(SIM_REBOOT_SECONDS) $(if $(SIM_API_VERSION),-api-version $(SIM_API_VERSION)) \
 		> $(SIM_DIR)/vsphere.ready 2> $(SIM_DIR)/vsphere.log & echo $$! > $(SIM_DIR)/vsphere.pid; \
 	for i in $$(seq 1 300); do \
 		if grep -q '^READY ' $(SIM_DIR)/vsphere.ready 2>/dev/null; then cat $(SIM_DIR)/vsphere.ready; exit 0; fi; \
