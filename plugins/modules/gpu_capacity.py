@@ -17,9 +17,10 @@ description:
     C(used), C(free) and C(blocked) (held by other profiles).
   - A card runs one time-sliced profile at a time, up to its framebuffer divided by the profile's; a
     card in MIG mode runs MIG-backed vGPUs whose GPU instances fit together by NVIDIA's placement
-    rules; the vGPUs of one VM are on different cards of its host. vSphere does not report which card
-    holds which vGPU, so the module places each host's powered-on vGPUs as tightly as the cards allow;
-    C(free) is an upper bound (a host whose cards are fragmented may take fewer). Hosts in maintenance
+    rules; the vGPUs of one VM are on different cards of its host. The module does not read which card
+    holds which VM (the per-card VM lists of the host's C(config.graphicsInfo)); it places each host's
+    powered-on vGPUs as tightly as the cards allow;
+    C(free) is optimistic (a host whose vGPUs are spread over more cards takes fewer). Hosts in maintenance
     mode or not connected, and profiles a host does not offer (no driver loaded), count no slots.
   - The spare rule on the live fleet checks whether the powered-on vGPU VMs of the cluster's largest host
     (most GPUs; of equal hosts the one whose loss hurts most) restart on the free cards of the other

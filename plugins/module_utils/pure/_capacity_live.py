@@ -10,14 +10,14 @@ Inputs are plain data: the host records of ``_gpu_inventory`` (GPUs, offered pro
 vGPU VMs with their profiles and power state), the normalized design (optional), and the
 pods, Workloads and LocalQueues of a guest cluster (optional).
 
-Cards. vSphere does not say which card carries which vGPU in a form that survives
-power cycles, so each host's powered-on vGPUs are placed on its cards here, the way a card
-can hold them: a card in time-sliced mode carries vGPUs of one profile only, up to
+Cards. The host records do not say which card carries which vGPU (vSphere lists the
+powered-on VMs of each card in ``config.graphicsInfo[].vm``; the inventory does not return it),
+so each host's powered-on vGPUs are placed on its cards here, the way a card can hold them: a card in time-sliced mode carries vGPUs of one profile only, up to
 ``_design_capacity.per_card`` of them (memory / framebuffer); a card in MIG mode carries
 MIG-backed vGPUs whose GPU instances fit together (``_nvidia.mig_fits``); the vGPUs of one VM
 go to different cards of its host. The placement is the tightest one (partly used cards
-first, biggest VMs first), so the free slots are an upper bound: a real host whose cards are
-fragmented may hold fewer.
+first, biggest VMs first, a greedy placement), so the free slots are optimistic: a real host whose
+vGPUs are spread over more cards holds fewer.
 
 Slots of a profile P on a cluster: ``total`` - what the available hosts' cards would hold of
 P alone; ``used`` - powered-on vGPUs of P; ``free`` - more vGPUs of P the cards take now (an
@@ -590,7 +590,7 @@ def markdown(report):
     if report.get("generated"):
         lines += ["Read at %s." % report["generated"], ""]
     lines += ["## vGPU slots", "",
-              "Free slots are an upper bound: vGPUs are placed on the cards as tightly as the cards allow.", ""]
+              "Free slots are optimistic: each host's vGPUs are placed on its cards as tightly as they go.", ""]
     for cluster, entry in (report.get("clusters") or {}).items():
         lines += ["### %s" % cluster, "",
                   "%d GPU hosts (%d available), %d GPUs, %d in use." % (
