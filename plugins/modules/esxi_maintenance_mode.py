@@ -34,6 +34,15 @@ options:
     description: Seconds vCenter may take to evacuate the host.
     type: int
     default: 1800
+  power_off_vgpu_vms:
+    description:
+      - With O(state=present), power off the powered-on VMs holding vGPUs that vCenter cannot migrate before
+        the host enters maintenance mode, each recorded on the host first (custom attribute
+        C(gpupool.vcf.host-state)), instead of refusing.
+      - With O(state=absent), after the host leaves maintenance mode, power on the VMs that record holds and
+        that are still off (those this module or a reboot of the collection powered off).
+    type: bool
+    default: false
 attributes:
   check_mode:
     description: Reports whether the host would enter or exit maintenance mode without doing it.
@@ -55,11 +64,26 @@ maintenance_mode:
   description: Whether the host is (or would be) in maintenance mode at the end.
   returned: always
   type: bool
+powered_off_vms:
+  description: VMs powered off (or that would be) before the host entered maintenance mode.
+  returned: always
+  type: list
+  elements: str
+powered_on_vms:
+  description: Recorded VMs powered on (or that would be) after the host left maintenance mode.
+  returned: always
+  type: list
+  elements: str
+vms_powered_off:
+  description: VMs the collection powered off that are still off when the run ends (a rerun powers them on).
+  returned: when a power-on failed
+  type: list
+  elements: str
 """
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._esxi_host import HostOps
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Change, Failure, Plan, Resource
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure, Plan, Resource
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
 
@@ -67,6 +91,7 @@ ARGUMENT_SPEC = dict(
     host=dict(type="str", required=True),
     state=dict(type="str", choices=["present", "absent"], default="present"),
     evacuate_timeout=dict(type="int", default=1800),
+    power_off_vgpu_vms=dict(type="bool", default=False),
 )
 
 
@@ -84,28 +109,70 @@ class MaintenanceMode(Resource):
         self.ops = HostOps(self.module.client())
         host = self.ops.find_host(self.p["host"])
         now = bool(host.get("runtime.inMaintenanceMode"))
+        stuck, recorded = [], []
         if self.want and not now:
-            stuck = [v["name"] for v in self.ops.vgpu_vms(host) if v["power_state"] == "poweredOn"]
-            if stuck and not self.ops.vgpu_hotmigrate_enabled():
-                raise Failure("Unable to put host %s in maintenance mode: powered-on VMs hold vGPUs and cannot be migrated "
-                              "(%s). Nothing was changed." % (self.p["host"], ", ".join(stuck)))
-        return dict(host=host, maintenance_mode=now)
+            running = [v for v in self.ops.vgpu_vms(host) if v["power_state"] == "poweredOn"]
+            if running and not self.ops.vgpu_hotmigrate_enabled():
+                if not self.p["power_off_vgpu_vms"]:
+                    raise Failure("Unable to put host %s in maintenance mode: powered-on VMs hold vGPUs and cannot be "
+                                  "migrated (%s); power them off or move them first, or set power_off_vgpu_vms. "
+                                  "Nothing was changed." % (self.p["host"], ", ".join(v["name"] for v in running)))
+                stuck = running
+        if not self.want and self.p["power_off_vgpu_vms"]:
+            recorded = self.ops.recorded_powered_off(host)
+        return dict(host=host, maintenance_mode=now, stuck=stuck, recorded=recorded)
 
     def plan(self, live):
         now = live["maintenance_mode"]
-        changes = [] if now == self.want else [Change(self.name, "maintenance_mode", now, self.want, "enter" if self.want else "exit")]
-        return Plan(changes, before=dict(maintenance_mode=now), after=dict(maintenance_mode=self.want), host=live["host"])
+        plan = Plan(before=dict(maintenance_mode=now), after=dict(maintenance_mode=self.want), host=live["host"],
+                    stuck=live["stuck"], recorded=live["recorded"])
+        for vm in live["stuck"]:
+            plan.add("VM %s" % vm["name"], "power_state", "poweredOn", "poweredOff", "power_off")
+        if now != self.want:
+            plan.add(self.name, "maintenance_mode", now, self.want, "enter" if self.want else "exit")
+        for vm in live["recorded"]:
+            plan.add("VM %s" % vm["name"], "power_state", "poweredOff", "poweredOn", "power_on")
+        return plan
 
     def result(self, live, plan):
-        return dict(maintenance_mode=self.want)
+        return dict(maintenance_mode=self.want, powered_off_vms=[v["name"] for v in plan.facts["stuck"]],
+                    powered_on_vms=[v["name"] for v in plan.facts["recorded"]])
+
+    def _step(self, _key, doing, func, *args):
+        with self.doing(doing, self.name):
+            func(*args)
 
     def apply(self, plan):
         host = plan.facts["host"]
-        with self.doing("%s maintenance mode on" % plan.verb()):
-            if self.want:
-                self.ops.enter_maintenance(host, self.p["evacuate_timeout"])
-            else:
-                self.ops.exit_maintenance(host)
+        off, names = [], []
+
+        def power_off(key, doing, func, *args):
+            self._step(key, doing, func, *args)
+            names.append(key.split(" ", 1)[1])
+
+        if plan.facts["stuck"]:
+            self.partial = dict(vms_powered_off=names)  # what a failure leaves off (names, recorded on the host)
+            self.ops.power_off_recorded(host, plan.facts["stuck"], off, power_off)
+        if plan.before["maintenance_mode"] != self.want:
+            with self.doing("%s maintenance mode on" % ("enter" if self.want else "exit")):
+                if self.want:
+                    self.ops.enter_maintenance(host, self.p["evacuate_timeout"])
+                else:
+                    self.ops.exit_maintenance(host)
+        if plan.facts["recorded"]:
+            left = list(plan.facts["recorded"])
+            for text in self.ops.power_on_recorded(host, left, self._step):
+                self.warnings.append(text)
+            if left:
+                return dict(vms_powered_off=[v["name"] for v in left])
+        return None
+
+    def next_step(self, exc):
+        off = (self.partial or {}).get("vms_powered_off")
+        if off:
+            return ("VMs powered off so far (recorded on the host): %s; a rerun with state=absent and "
+                    "power_off_vgpu_vms powers them on" % ", ".join(off))
+        return None
 
 
 def main():

@@ -58,6 +58,13 @@ options:
     description: Remediate the hosts that are not compliant with the desired image, and wait.
     type: bool
     default: false
+  hosts:
+    description:
+      - With O(remediate), remediate only these hosts of the cluster (names), one apply of the image to them
+        (the apply specification's C(hosts)); the other hosts are left as they are. Used by a roll that
+        drains each host's workloads before its turn.
+    type: list
+    elements: str
   remediate_timeout:
     description: Seconds to wait for the remediation (and for the depot import and commit).
     type: int
@@ -127,6 +134,7 @@ ARGUMENT_SPEC = dict(
     version=dict(type="str", required=True),
     depot_url=dict(type="str"),
     remediate=dict(type="bool", default=False),
+    hosts=dict(type="list", elements="str"),
     remediate_timeout=dict(type="int", default=7200),
 )
 
@@ -166,6 +174,10 @@ class VlcmComponent(Resource):
             raise Failure("Unable to find cluster %s: clusters are %s. Nothing was changed."
                           % (p["cluster"], ", ".join(clusters) or "none"))
         self.host_names = host_names
+        unknown = sorted(set(p["hosts"] or []) - set(host_names.values()))
+        if unknown:
+            raise Failure("Hosts %s are not in cluster %s (its hosts: %s). Nothing was changed."
+                          % (", ".join(unknown), p["cluster"], ", ".join(sorted(host_names.values())) or "none"))
         self.api = VlcmApi(self.module.rest_client(), moid, timeout=p["remediate_timeout"])
         with self.doing("read the vLCM image of"):
             if not self.api.image_managed():
@@ -204,9 +216,9 @@ class VlcmComponent(Resource):
         if before != target:
             plan.add("the image of %s" % self.name, self.component, before, target, "set")
             compliance = _vlcm.predict_compliance(compliance, target)
-        if self.p["remediate"] and non_compliant(compliance):
-            plan.add(self.name, "hosts", non_compliant(compliance), [], "remediate")
-            compliance = _vlcm.predict_compliance(compliance, target, remediated=True)
+        if self.p["remediate"] and self.to_remediate(compliance):
+            plan.add(self.name, "hosts", self.to_remediate(compliance), [], "remediate")
+            compliance = _vlcm.predict_compliance(compliance, target, remediated=True, hosts=self.p["hosts"])
         plan.facts["compliance"] = compliance
         return plan
 
@@ -231,7 +243,7 @@ class VlcmComponent(Resource):
                     raise
             with self.doing("read the compliance of"):
                 compliance = self.api.compliance(self.host_names, self.component)
-        remediated = bool(self.p["remediate"] and non_compliant(compliance))
+        remediated = bool(self.p["remediate"] and self.to_remediate(compliance))
         if remediated:
             compliance = self.remediate(compliance, before, target)
         return dict(desired_after=target, depot=depot_id, compliance=compliance, remediated=remediated)
@@ -248,11 +260,20 @@ class VlcmComponent(Resource):
             raise Failure("Depot %s does not offer component %s; it was removed again. Nothing was changed." % (url, self.component))
         return depot_id, self.resolve(all_versions(offered), before)
 
+    def to_remediate(self, compliance):
+        """The non-compliant hosts a remediation takes (of O(hosts) when given)."""
+        wanted = set(self.p["hosts"] or compliance)
+        return [h for h in non_compliant(compliance) if h in wanted]
+
     def remediate(self, compliance, before, target):
-        """Apply the image to the hosts; the compliance after it (every host compliant, else a failure)."""
+        """Apply the image to the hosts; the compliance after it (every host remediated compliant, else a failure)."""
+        moids = None
+        if self.p["hosts"]:
+            by_name = dict((name, moid) for moid, name in self.host_names.items())
+            moids = [by_name[h] for h in self.p["hosts"]]
         with self.doing("remediate", "%s to %s %s" % (self.name, self.component, target)):
             try:
-                self.api.remediate()
+                self.api.remediate(moids)
             except VsphereError:
                 try:
                     compliance = self.api.compliance(self.host_names, self.component)
@@ -262,7 +283,8 @@ class VlcmComponent(Resource):
                 raise
         with self.doing("read the compliance of"):
             compliance = self.api.compliance(self.host_names, self.component)
-        left = sorted(h for h, c in compliance.items() if c.get("status") != "COMPLIANT")
+        left = sorted(h for h, c in compliance.items() if c.get("status") != "COMPLIANT"
+                      and (not self.p["hosts"] or h in self.p["hosts"]))
         if left:
             raise Failure("Remediation of %s finished but hosts are not compliant: %s" % (self.name, ", ".join(left)),
                           compliance=compliance)

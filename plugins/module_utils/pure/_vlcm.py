@@ -83,14 +83,15 @@ def compliance_view(compliance, host_names, component):
     return out
 
 
-def predict_compliance(view, desired, remediated=False):
-    """The compliance view once the desired image holds ``desired``, and after remediation if asked."""
+def predict_compliance(view, desired, remediated=False, hosts=None):
+    """The compliance view once the desired image holds ``desired``, and after remediation if asked
+    (of the ``hosts`` named, when given: a remediation of some hosts leaves the others as they are)."""
     out = {}
     for host, entry in view.items():
         status = entry.get("status")
         current = entry.get("current_version")
         if status not in ("UNAVAILABLE", "INCOMPATIBLE"):
-            if remediated:
+            if remediated and (hosts is None or host in hosts):
                 current = desired
             status = "COMPLIANT" if current == desired else "NON_COMPLIANT"
         out[host] = dict(entry, status=status, current_version=current, desired_version=desired)

@@ -102,9 +102,13 @@ class VlcmApi:
                     pass
             raise
 
-    def remediate(self):
-        """Apply the desired image to the cluster's hosts and wait."""
-        task = self.rest.post(self.base, params=dict(action="apply", **TASK), body=dict(accept_eula=True))
+    def remediate(self, hosts=None):
+        """Apply the desired image to the cluster's hosts (or to the host moids `hosts`: the apply
+        specification's ``hosts``) and wait."""
+        body = dict(accept_eula=True)
+        if hosts:
+            body["hosts"] = sorted(hosts)
+        task = self.rest.post(self.base, params=dict(action="apply", **TASK), body=body)
         self.rest.wait_for_task(task, timeout=self.timeout, what="remediation")
 
 

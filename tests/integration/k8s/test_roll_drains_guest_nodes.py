@@ -30,15 +30,24 @@ HOSTS = ["roll-01", "roll-02", "roll-03"]
 # VM (= node) -> host; inference on every host, training on two
 PLACEMENT = {"inf-a-%s" % SUFFIX: "roll-01", "inf-b-%s" % SUFFIX: "roll-02", "inf-c-%s" % SUFFIX: "roll-03",
              "trn-a-%s" % SUFFIX: "roll-01", "trn-b-%s" % SUFFIX: "roll-02"}
+# a cluster whose driver comes from its vLCM image: vLCM remediates one host at a time after its drain
+VLCM_HOSTS = ["vroll-01", "vroll-02"]
+VLCM_PLACEMENT = {"vinf-a-%s" % SUFFIX: "vroll-01", "vinf-b-%s" % SUFFIX: "vroll-02"}
+DEPOT = "https://depot.example.com/nvidia/NVD-AIE-800_%s_23912345.zip" % NEW
 TAINT = "gpupool.vcf/roll-test"
 INFERENCE = "roll-inference-%s" % SUFFIX
 TRAINING = "roll-training-%s" % SUFFIX
 
 FLEET = {
-    "clusters": [{"name": "roll", "hosts": [
-        {"prefix": "roll-", "count": 3, "gpu": {"model": "L40S", "count": 2}, "driver_version": OLD}]}],
-    "vms": [{"name": vm, "host": host, "vgpu": ["nvidia_l40s-48q"]} for vm, host in sorted(PLACEMENT.items())],
+    "clusters": [
+        {"name": "roll", "hosts": [
+            {"prefix": "roll-", "count": 3, "gpu": {"model": "L40S", "count": 2}, "driver_version": OLD}]},
+        {"name": "vroll", "lifecycle": "vlcm", "hosts": [
+            {"prefix": "vroll-", "count": 2, "gpu": {"model": "L40S", "count": 2}, "driver_version": OLD}]}],
+    "vms": [{"name": vm, "host": host, "vgpu": ["nvidia_l40s-48q"]}
+            for vm, host in sorted(list(PLACEMENT.items()) + list(VLCM_PLACEMENT.items()))],
 }
+ALL_NODES = dict(PLACEMENT, **VLCM_PLACEMENT)
 
 
 def failures(res):
@@ -47,7 +56,7 @@ def failures(res):
 
 
 def pool_of(vm):
-    return "inference" if vm.startswith("inf-") else "training"
+    return {"inf": "inference", "trn": "training", "vinf": "vinference"}[vm.split("-")[0]]
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +64,7 @@ def guest(k8s_api):
     """The guest side: a node per VM, the PriorityClasses, a namespace; removed after the module."""
     core, sched = client.CoreV1Api(k8s_api), client.SchedulingV1Api(k8s_api)
     ns = "roll-%s" % SUFFIX
-    for vm in PLACEMENT:
+    for vm in ALL_NODES:
         capacity = {"cpu": "16", "memory": "64Gi", "pods": "110", "nvidia.com/gpu": "1"}
         core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {
             "name": vm, "annotations": {"kwok.x-k8s.io/node": "fake"},
@@ -65,13 +74,13 @@ def guest(k8s_api):
     sched.create_priority_class({"metadata": {"name": INFERENCE}, "value": 1000000, "preemptionPolicy": "PreemptLowerPriority"})
     sched.create_priority_class({"metadata": {"name": TRAINING}, "value": 1000, "preemptionPolicy": "Never"})
     core.create_namespace({"metadata": {"name": ns}})
-    for vm in PLACEMENT:
+    for vm in ALL_NODES:
         wait_for("node %s Ready" % vm, lambda vm=vm: ready(core, vm))
     try:
         yield ns
     finally:
         core.delete_namespace(ns)
-        for vm in PLACEMENT:
+        for vm in ALL_NODES:
             try:
                 core.delete_node(vm)
             except ApiException:
@@ -102,12 +111,12 @@ def running(core, ns, app):
             and ready(core, p.spec.node_name)]
 
 
-def roll(k8s_rig, **extra):
+def roll(k8s_rig, cluster="roll", **extra):
     role_vars = dict(esxi_gpu_host_guest_kubeconfigs=[str(k8s_rig.kubeconfig)],
                      esxi_gpu_host_protected_priority_classes=[INFERENCE], esxi_gpu_host_drain_timeout=60,
                      esxi_gpu_host_node_ready_timeout=60)
     role_vars.update(extra)
-    return play("roll", **role_vars)
+    return play(cluster, **role_vars)
 
 
 def boots(sim):
@@ -227,3 +236,36 @@ def test_a_node_not_back_in_time_stops_the_roll_saying_what_is_left_and_a_rerun_
         assert again.rc == 0, failures(again)
     assert cordoned(core) == []
     assert [b - a for a, b in zip(before, boots(vsphere))] == [1, 1, 1]
+
+
+def test_vlcm_cluster_is_remediated_one_drained_host_at_a_time(vsphere, vsphere_env, k8s_rig, k8s_api, guest):
+    core = client.CoreV1Api(k8s_api)
+    workload(k8s_api, guest, "vllm", "vinference", 1, INFERENCE)
+    wait_for("the vllm pod Running", lambda: len(running(core, guest, "vllm")) == 1)
+    design = dict(esxi_gpu_host_lifecycle="vlcm", esxi_gpu_host_driver_bundle="", esxi_gpu_host_vlcm_depot_url=DEPOT)
+    before = [vsphere.host_state(h)["reboot_count"] for h in VLCM_HOSTS]
+    check = run_playbook(roll(k8s_rig, "vroll", **design), env=vsphere_env, check=True)
+    assert check.rc == 0, failures(check)
+    plans = messages(check, "Steps of the turn, in order")
+    assert len(plans) == 2 and all(p[0].startswith("drain guest nodes") for p in plans), plans
+    assert [vsphere.host_state(h)["reboot_count"] for h in VLCM_HOSTS] == before
+    with power_bridge.follow(vsphere, k8s_api, dict((vm, vm) for vm in VLCM_PLACEMENT)) as bridge:
+        res = run_playbook(roll(k8s_rig, "vroll", **design), env=vsphere_env)
+    assert res.rc == 0, failures(res)
+    for host, old in zip(VLCM_HOSTS, before):
+        state = vsphere.host_state(host)
+        assert state["driver_running"] == NEW and state["maintenance"] is False, state
+        assert state["reboot_count"] == old + 1, state
+    # each host alone: its node VM off and on before the next host's went off
+    order = list(bridge.changes)
+    assert order == [("vinf-a-%s" % SUFFIX, "off"), ("vinf-a-%s" % SUFFIX, "on"),
+                     ("vinf-b-%s" % SUFFIX, "off"), ("vinf-b-%s" % SUFFIX, "on")], order
+    remediations = [r for name, r in res.tasks if "NVIDIA driver by vLCM, this host alone" in name and r.get("changed")]
+    assert len(remediations) == 2, [task[0] for task in res.tasks]
+    for vm in VLCM_PLACEMENT:
+        node = core.read_node(vm)
+        assert not node.spec.unschedulable and CORDONED_BY not in (node.metadata.annotations or {}), vm
+    wait_for("the vllm pod Running after the roll", lambda: len(running(core, guest, "vllm")) == 1)
+    again = run_playbook(roll(k8s_rig, "vroll", **design), env=vsphere_env)
+    assert again.rc == 0, failures(again)
+    assert [name for name, r in again.tasks if r.get("changed")] == []

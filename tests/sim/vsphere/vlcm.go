@@ -622,6 +622,17 @@ func (v *vlcmAPI) apply(w http.ResponseWriter, r *http.Request, moid, name strin
 		vlcmErr(w, http.StatusBadRequest, "NOT_ALLOWED_IN_CURRENT_STATE", "a remediation of cluster %s is running", name)
 		return
 	}
+	// ApplySpec: accept_eula, and hosts (optional): only these hosts are remediated
+	var spec struct {
+		Hosts []string `json:"hosts"`
+	}
+	if r.Body != nil {
+		_ = json.NewDecoder(r.Body).Decode(&spec)
+	}
+	only := map[string]bool{}
+	for _, h := range spec.Hosts {
+		only[h] = true
+	}
 	img := v.image(moid, name).copy()
 	v.applying[moid] = true
 	v.seq++
@@ -639,7 +650,7 @@ func (v *vlcmAPI) apply(w http.ResponseWriter, r *http.Request, moid, name strin
 		for _, g := range clusterHosts(name) {
 			result["host_info"].(map[string]any)[g.ref.Value] = map[string]any{"name": g.spec.Name}
 			hostStart := time.Now()
-			if _, status := hostCompliance(g, img); status != "NON_COMPLIANT" {
+			if _, status := hostCompliance(g, img); status != "NON_COMPLIANT" || (len(only) > 0 && !only[g.ref.Value]) {
 				result["host_status"].(map[string]any)[g.ref.Value] = applyStatus("SKIPPED", hostStart)
 				result["skipped_hosts"] = append(result["skipped_hosts"].([]string), g.ref.Value)
 				continue

@@ -242,8 +242,9 @@ class FakeImage:
         self._call("set_component", version)
         self.version = version
 
-    def remediate(self):
+    def remediate(self, hosts=None):
         self._call("remediate")
+        self.remediated_hosts = hosts
         self.hosts = dict.fromkeys(self.hosts, self.version)
 
 
@@ -340,6 +341,21 @@ class FakeHostOps:
     def exit_maintenance(self, host):
         self.calls.append(("exit",))
 
+    def recorded_powered_off(self, host):
+        return [dict(name=n, moid="vm-" + n) for n in FakeHostOps.options.get("recorded", [])]
+
+    def power_off_recorded(self, host, vms, off, step):
+        for vm in vms:
+            self.calls.append(("record", [v["name"] for v in off + [vm]]))
+            step("power_off %s" % vm["name"], "power off VM %s on" % vm["name"], self.calls.append, ("off", vm["name"]))
+            off.append(vm)
+
+    def power_on_recorded(self, host, off, step):
+        for vm in list(off):
+            step("power_on %s" % vm["name"], "power on VM %s on" % vm["name"], self.calls.append, ("on", vm["name"]))
+            off.remove(vm)
+        return []
+
 
 @pytest.fixture
 def host_ops(monkeypatch):
@@ -357,7 +373,7 @@ def test_maintenance_mode_check_real_and_exit(host_ops):
     check = maintenance(check_mode=True, diff=True)
     assert host_ops.last.calls == []
     real = maintenance(diff=True)
-    assert check == real == dict(changed=True, maintenance_mode=True,
+    assert check == real == dict(changed=True, maintenance_mode=True, powered_off_vms=[], powered_on_vms=[],
                                  diff=dict(before=dict(maintenance_mode=False), after=dict(maintenance_mode=True)))
     assert host_ops.last.calls == [("enter", 1800)]
     host_ops.options = dict(in_mm=True)
@@ -369,7 +385,8 @@ def test_maintenance_mode_refused_with_vgpu_vms_and_failure_named(host_ops):
     host_ops.options = dict(vgpu_vm=True)
     res = maintenance()
     assert res["msg"] == ("Unable to put host esx-01 in maintenance mode: powered-on VMs hold vGPUs and cannot be "
-                          "migrated (infer-01). Nothing was changed.")
+                          "migrated (infer-01); power them off or move them first, or set power_off_vgpu_vms. "
+                          "Nothing was changed.")
     host_ops.options = dict(fail=True)
     res = maintenance()
     assert res["msg"].startswith("Unable to enter maintenance mode on host esx-01: enter maintenance mode did not finish")
@@ -428,3 +445,29 @@ def test_token_write_failure_says_what_was_written(tmp_path, dls, monkeypatch):
     assert res["msg"] == ("Unable to write the token to %s: [Errno 13] Permission denied: '%s.meta.json'; the token in %s "
                           "is new but its metadata file was not written, a rerun makes both again" % (dest, dest, dest))
     assert res["written"] is True and "exception" not in res
+
+
+def test_maintenance_mode_powers_vgpu_vms_off_recorded_and_on_again(host_ops):
+    host_ops.options = dict(vgpu_vm=True)
+    check = maintenance(check_mode=True, power_off_vgpu_vms=True)
+    assert check["changed"] is True and check["powered_off_vms"] == ["infer-01"] and host_ops.last.calls == []
+    real = maintenance(power_off_vgpu_vms=True)
+    assert real == check
+    assert host_ops.last.calls == [("record", ["infer-01"]), ("off", "infer-01"), ("enter", 1800)]
+    host_ops.options = dict(in_mm=True, recorded=["infer-01"])
+    check = maintenance(state="absent", power_off_vgpu_vms=True, check_mode=True)
+    assert check["powered_on_vms"] == ["infer-01"] and host_ops.last.calls == []
+    assert maintenance(state="absent", power_off_vgpu_vms=True)["changed"] is True
+    assert host_ops.last.calls == [("exit",), ("on", "infer-01")]
+    # out of maintenance mode already, the recorded VM still off: powered on (a rerun after a failed power-on)
+    host_ops.options = dict(recorded=["infer-01"])
+    assert maintenance(state="absent", power_off_vgpu_vms=True)["changed"] is True
+    assert host_ops.last.calls == [("on", "infer-01")]
+
+
+def test_vlcm_remediates_only_the_hosts_named(image):
+    args = dict(cluster="img", version="550.90.05", depot_url=DEPOT, remediate=True, hosts=["esx-02"])
+    real = vlcm(**args)
+    assert real["remediated"] is True and image.last.remediated_hosts == ["host-2"]
+    res = vlcm(cluster="img", version="550.90.05", depot_url=DEPOT, remediate=True, hosts=["esx-09"])
+    assert res["msg"] == "Hosts esx-09 are not in cluster img (its hosts: esx-01, esx-02). Nothing was changed."

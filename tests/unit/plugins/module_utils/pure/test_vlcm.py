@@ -46,6 +46,14 @@ def test_compliance_view_and_prediction():
     assert fixed["host-2"]["status"] == "UNAVAILABLE"
 
 
+def test_prediction_of_a_remediation_of_some_hosts():
+    view = {"esx-01": {"status": "NON_COMPLIANT", "current_version": OLD, "desired_version": NEW},
+            "esx-02": {"status": "NON_COMPLIANT", "current_version": OLD, "desired_version": NEW}}
+    one = _vlcm.predict_compliance(view, NEW, remediated=True, hosts=["esx-02"])
+    assert one["esx-01"]["status"] == "NON_COMPLIANT" and one["esx-01"]["current_version"] == OLD
+    assert one["esx-02"] == {"status": "COMPLIANT", "current_version": NEW, "desired_version": NEW}
+
+
 # --- the driver of a host read from its cluster's image compliance ----------------------------
 
 SCAN = "2026-11-30T13:22:55.123Z"
