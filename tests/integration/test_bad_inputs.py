@@ -218,6 +218,9 @@ STUB_CASES = [
     ("dls-empty-host", "dls_client_token", dict(dls_host=""), ["dls_host must not be empty"]),
     ("dls-unknown-leasing-port", "dls_client_token", dict(leasing_port=8080), ["leasing_port", "443, 8082"]),
     ("license-info-empty-command", "nvidia_license_info", dict(nvidia_smi=""), ["nvidia_smi must not be empty"]),
+    ("ready-step-timeout-unknown", "pool_ready", dict(nodes=["n-1"], step_timeouts={"booted": 60}), ["booted", "not a step"]),
+    ("ready-prometheus-not-http", "pool_ready", dict(nodes=["n-1"], prometheus_url="prom:9090"), ["prometheus_url", "http://"]),
+    ("ready-min-nodes-0", "pool_ready", dict(node_selector={"pool": "a"}, min_nodes=0), ["min_nodes", "1 or more"]),
 ]
 
 DESIGN_CASES = [
@@ -491,7 +494,7 @@ def test_vsphere_module(vsphere, conn, world, case_id, module, args, words):
 
 
 def _stub_args(module, args, stub, tmp_path):
-    if module in ("vks_node_pool", "guest_node_drain"):
+    if module in ("vks_node_pool", "guest_node_drain", "pool_ready"):
         return dict(args, host=stub["url"], api_key="token", validate_certs=False)
     if module == "dls_client_token":
         return dict(dict(dls_host="127.0.0.1", port=stub["port"], username="dls-admin", password="stub-password-0000",

@@ -24,7 +24,7 @@ from __future__ import (absolute_import, division, print_function)
 
 __metaclass__ = type
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _chargeback, _esxi, _nvidia
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _chargeback, _esxi, _nvidia, _pool_ready
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names import (
     DNS_LABEL_FORM,
     DNS_LABEL_MAX,
@@ -310,6 +310,28 @@ def guest_node_drain_errors(params):
     return out
 
 
+def pool_ready_errors(params):
+    out = list_item_errors(params, "nodes") + empty_errors(params, (
+        "gpu_resource", "validator_selector", "validator_namespace", "probe_namespace", "probe_image", "license_metric",
+        "inference_model"))
+    for index, vm in enumerate(params.get("vms") or []):
+        out += ["vms[%d].%s" % (index, e) for e in empty_errors(vm, ("name",))]
+    out += labels_errors(params.get("node_selector"), "node_selector") + range_errors(params, "min_nodes", 1, what=" nodes")
+    for key in ("prometheus_url", "inference_url"):
+        url = params.get(key)
+        if url is not None and not (url.startswith("http://") or url.startswith("https://")):
+            out.append("%s must be an http:// or https:// URL, not %r" % (key, url))
+    poll = params.get("poll_interval")
+    if poll is not None and not poll > 0:
+        out.append("poll_interval must be more than 0 seconds, not %r" % (poll,))
+    for step, value in sorted((params.get("step_timeouts") or {}).items()):
+        if step not in _pool_ready.STEPS:
+            out.append("step_timeouts names %r, not a step (%s)" % (step, ", ".join(_pool_ready.STEPS)))
+        elif not (_is_int(value) and value > 0):
+            out.append("step_timeouts.%s must be a whole number of seconds, 1 or more, not %r" % (step, value))
+    return out
+
+
 def dls_client_token_errors(params):
     out = empty_errors(params, ("dls_host", "username", "password", "dest"))
     out += range_errors(params, "expiry_days", 1, what=" days")
@@ -332,6 +354,7 @@ CHECKS = {
     "gpu_pool_design": gpu_pool_design_errors,
     "gpu_usage": gpu_usage_errors,
     "nvidia_license_info": nvidia_license_info_errors,
+    "pool_ready": pool_ready_errors,
     "supervisor_namespace": supervisor_namespace_errors,
     "vks_node_pool": vks_node_pool_errors,
     "vlcm_component": vlcm_component_errors,

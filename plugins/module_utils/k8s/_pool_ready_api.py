@@ -1,0 +1,65 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The guest cluster reads and the probe pod of pool_ready (client layer: knows nothing of Ansible).
+
+Every call goes through the fault boundary of ``_k8s.K8sClient`` (request timeout, bounded
+retries, one K8sError). Objects come back as plain dicts for ``pure._pool_ready``.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient, K8sError
+
+
+class PoolReadyApi(object):
+    """Nodes, the validator pods and the probe pod. `params`: the auth options (or `k8s`, a K8sClient)."""
+
+    def __init__(self, params=None, k8s=None):
+        self.k8s = k8s if k8s is not None else K8sClient(params)
+        self._core = None
+
+    def core(self):
+        if self._core is None:
+            from kubernetes import client
+            self._core = client.CoreV1Api(self.k8s.api)
+        return self._core
+
+    def _plain(self, obj):
+        return self.k8s.api.sanitize_for_serialization(obj)
+
+    def list_nodes(self):
+        return self._plain(self.k8s.call(self.core().list_node)).get("items") or []
+
+    def list_pods(self, label_selector, namespace=None):
+        if namespace:
+            found = self.k8s.call(self.core().list_namespaced_pod, namespace, label_selector=label_selector)
+        else:
+            found = self.k8s.call(self.core().list_pod_for_all_namespaces, label_selector=label_selector)
+        return self._plain(found).get("items") or []
+
+    def create_pod(self, manifest):
+        """Create the pod (not repeated unless nothing reached the server)."""
+        ns = manifest["metadata"]["namespace"]
+        return self._plain(self.k8s.call_once(self.core().create_namespaced_pod, ns, manifest))
+
+    def read_pod(self, namespace, name):
+        """The pod as a dict, None when it is gone."""
+        try:
+            return self._plain(self.k8s.call(self.core().read_namespaced_pod, name, namespace))
+        except K8sError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def delete_pod(self, namespace, name):
+        """Delete the pod at once; True when it was there."""
+        try:
+            self.k8s.call(self.core().delete_namespaced_pod, name, namespace, grace_period_seconds=0)
+            return True
+        except K8sError as exc:
+            if exc.status == 404:
+                return False
+            raise
