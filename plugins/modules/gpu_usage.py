@@ -268,7 +268,7 @@ def read_design(module):
     errors = [f for f in findings if f.severity == "error"]
     if errors:
         module.fail_json(msg="The design has errors; fix them first (gpu_pool_design): %s"
-                         % "; ".join("%s: %s" % (f.path, f.message) for f in errors), findings=[f.to_dict() for f in errors])
+                         % "; ".join("%s: %s" % (f.object, f.message) for f in errors), findings=[f.to_dict() for f in errors])
     return normalized
 
 
