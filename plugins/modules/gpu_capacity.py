@@ -161,22 +161,13 @@ markdown:
   type: str
 """
 
-import json
 import time
-
-try:
-    import yaml
-    HAS_YAML = True
-except ImportError:  # pragma: no cover - PyYAML comes with ansible-core
-    HAS_YAML = False
-
-from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import DEFAULT_REQUEST_TIMEOUT, K8sClient, K8sError
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _capacity_live
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_schema import normalize
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Info
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._design_input import module_design
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_inventory import GpuInventory
@@ -192,28 +183,6 @@ ARGUMENT_SPEC = dict(
 )
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSIONS = ("v1beta2", "v1beta1")
-
-
-def read_design(module):
-    p = module.params
-    design = p["design"]
-    if design is None and p["design_file"]:
-        try:
-            with open(p["design_file"]) as fh:
-                text = fh.read()
-            design = yaml.safe_load(text) if HAS_YAML else json.loads(text)
-        except (IOError, OSError, ValueError) as exc:
-            module.fail_json(msg="Unable to read design file %s: %s" % (p["design_file"], to_native(exc)))
-        except Exception as exc:  # yaml.YAMLError
-            module.fail_json(msg="Unable to parse design file %s: %s" % (p["design_file"], to_native(exc)))
-    if design is None:
-        return None
-    normalized, findings = normalize(design)
-    errors = [f for f in findings if f.severity == "error"]
-    if errors:
-        module.fail_json(msg="The design has errors; fix them first (gpu_pool_design): %s"
-                         % "; ".join(str(f) for f in errors))
-    return normalized
 
 
 class Capacity(Info):
@@ -281,7 +250,7 @@ def main():
     module = VsphereModule(argument_spec=ARGUMENT_SPEC, mutually_exclusive=[("design", "design_file")],
                            supports_check_mode=True)
     enforce(module, "gpu_capacity")
-    Runner(module, Capacity(module, read_design(module))).run()
+    Runner(module, Capacity(module, module_design(module))).run()
 
 
 if __name__ == "__main__":

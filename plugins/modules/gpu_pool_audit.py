@@ -203,6 +203,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._k8s_objects impo
     CLUSTER_POLICY, culling_cronjob, kueue_objects, kueue_wait_for_pods_ready)
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._vks_api import VksClusterApi
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError, VsphereNotFound, vim
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._design_input import module_design
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 
@@ -438,18 +439,6 @@ def read_guest(k8s, derived):
 # --- the module -----------------------------------------------------------------------------------
 
 
-def read_design(module, path):
-    try:
-        with open(path) as fh:
-            text = fh.read()
-    except (IOError, OSError) as exc:
-        module.fail_json(msg="Unable to read design file %s: %s" % (path, to_native(exc)))
-    try:
-        return yaml.safe_load(text) if HAS_YAML else json.loads(text)
-    except Exception as exc:  # yaml.YAMLError or ValueError
-        module.fail_json(msg="Unable to parse design file %s: %s" % (path, to_native(exc)))
-
-
 def write_report(module, path, text):
     """(changed, diff) of writing the report; check mode predicts only."""
     path = os.path.abspath(path)  # the report option is type=path: user and variables already expanded
@@ -499,7 +488,7 @@ def derived_inputs(module):
     p = module.params
     if request_timeout_error(p["request_timeout"]):
         module.fail_json(msg=request_timeout_error(p["request_timeout"]))
-    design = p["design"] if p["design"] is not None else read_design(module, p["design_file"])
+    design = module_design(module, normalized=False)
     try:
         return derive(design)
     except DesignError as exc:

@@ -159,10 +159,8 @@ derived:
           esxi_gpu_host_min_gpus: 2
 """
 
-import json
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import (
@@ -175,34 +173,14 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_rules imp
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_schema import normalize
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure, Info
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._design_input import load_design_file
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
-
-try:
-    import yaml
-    HAS_YAML = True
-except ImportError:  # pragma: no cover - ansible-core ships PyYAML
-    HAS_YAML = False
 
 ARGUMENT_SPEC = dict(
     design=dict(type="dict"),
     design_file=dict(type="path"),
     fail_on_error=dict(type="bool", default=True),
 )
-
-
-def read_design(path):
-    try:
-        with open(path, "rb") as handle:
-            text = handle.read().decode("utf-8")
-    except (IOError, OSError) as exc:
-        raise Failure("Unable to read design file %s: %s" % (path, to_native(exc)))
-    parse_errors = (ValueError, yaml.YAMLError) if HAS_YAML else (ValueError,)
-    try:
-        if HAS_YAML:
-            return yaml.safe_load(text)
-        return json.loads(text)
-    except parse_errors as exc:
-        raise Failure("Unable to parse design file %s: %s" % (path, to_native(exc)))
 
 
 class PoolDesign(Info):
@@ -213,7 +191,7 @@ class PoolDesign(Info):
         self.p = module.params
 
     def read(self):
-        return read_design(self.p["design_file"]) if self.p["design_file"] else self.p["design"]
+        return load_design_file(self.p["design_file"]) if self.p["design_file"] else self.p["design"]
 
     def result(self, live, plan):
         findings = validate(live)

@@ -213,19 +213,12 @@ import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback
-from ansible.module_utils.common.text.converters import to_native
-
-try:
-    import yaml
-    HAS_YAML = True
-except ImportError:  # pragma: no cover - PyYAML comes with ansible-core
-    HAS_YAML = False
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromClient, PromError
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _chargeback
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_schema import normalize
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Info
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._design_input import module_design
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 
 ARGUMENT_SPEC = dict(
@@ -248,28 +241,6 @@ ARGUMENT_SPEC = dict(
     csv_path=dict(type="path"),
     html_path=dict(type="path"),
 )
-
-
-def read_design(module):
-    p = module.params
-    design = p["design"]
-    if design is None and p["design_file"]:
-        try:
-            with open(p["design_file"]) as fh:
-                text = fh.read()
-            design = yaml.safe_load(text) if HAS_YAML else json.loads(text)
-        except (IOError, OSError, ValueError) as exc:
-            module.fail_json(msg="Unable to read design file %s: %s" % (p["design_file"], to_native(exc)))
-        except Exception as exc:  # yaml.YAMLError
-            module.fail_json(msg="Unable to parse design file %s: %s" % (p["design_file"], to_native(exc)))
-    if design is None:
-        return None
-    normalized, findings = normalize(design)
-    errors = [f for f in findings if f.severity == "error"]
-    if errors:
-        module.fail_json(msg="The design has errors; fix them first (gpu_pool_design): %s"
-                         % "; ".join("%s: %s" % (f.object, f.message) for f in errors), findings=[f.to_dict() for f in errors])
-    return normalized
 
 
 class Usage(Info):
@@ -343,7 +314,7 @@ def main():
                            mutually_exclusive=[("design", "design_file"), ("bearer_token", "username")])
     enforce(module, "gpu_usage")
     try:
-        table = _chargeback.price_table(read_design(module) or {})
+        table = _chargeback.price_table(module_design(module) or {})
         resource = Usage(module, table)
     except _chargeback.ChargebackError as exc:
         module.fail_json(msg="Unable to report GPU usage: %s. Nothing was read." % exc)
