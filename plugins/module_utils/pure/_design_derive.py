@@ -307,6 +307,23 @@ def _kueue_queue(ctx, pool, strategy):
     ])
 
 
+def _culling(d):
+    """The culling inputs of gpu_scheduling_policy: the mechanism (none without a notebook pool),
+    each notebook pool's idle minutes (its own or guest.culling.idle_minutes), the shortest of
+    them as the one idle time (Kubeflow's controller has one; the CronJob uses it for notebooks
+    on no pool's nodes) and the minutes between checks."""
+    culling = d["guest"]["culling"]
+    pools = OrderedDict((p["name"], p["culling"]["idle_minutes"] or culling["idle_minutes"])
+                        for p in d["pools"] if p["shape"] == "notebooks")
+    mechanism = culling["mechanism"] if pools else "none"
+    return OrderedDict([
+        ("gpu_scheduling_policy_culling", mechanism),
+        ("gpu_scheduling_policy_culling_idle_minutes", min(pools.values()) if pools else culling["idle_minutes"]),
+        ("gpu_scheduling_policy_culling_check_minutes", culling["check_minutes"]),
+        ("gpu_scheduling_policy_culling_pools", pools if mechanism != "none" else OrderedDict()),
+    ])
+
+
 def _policy_role(ctx):
     """gpu_scheduling_policy's variables: PriorityClasses, tenants with their quotas, and a Kueue
     queue per gang-scheduled training pool, with the design's cohort, preemption and
@@ -335,7 +352,7 @@ def _policy_role(ctx):
             (k, kueue["preemption"][k]) for k in ("within_cluster_queue", "reclaim_within_cohort"))),
         ("gpu_scheduling_policy_kueue_wait_for_pods_ready_timeout",
          kueue["wait_for_pods_ready_timeout"] if gang else ""),
-    ])
+    ] + list(_culling(d).items()))
 
 
 def derive(design):

@@ -229,6 +229,14 @@ DESIGN_SCHEMA = {
                                      "description": "Pods sharing one vGPU; null - no guest time-slicing."},
                     },
                 },
+                "culling": {
+                    "type": "dict", "default": {}, "description": "Idle culling of the pool's notebooks (shape notebooks).",
+                    "options": {
+                        "idle_minutes": {"type": "int", "default": None, "min": 1,
+                                         "description": "Minutes a notebook on the pool's nodes may stay idle before "
+                                                        "it is stopped; null - guest.culling.idle_minutes."},
+                    },
+                },
                 "model": {
                     "type": "dict", "default": {}, "description": "Declared model size (inference).",
                     "options": {
@@ -321,6 +329,22 @@ DESIGN_SCHEMA = {
                         "feature_type": {"type": "int", "choices": [0, 1, 2, 4], "default": 1,
                                          "description": "gridd.conf FeatureType (1 - NVIDIA vGPU)."},
                         "dls_host": {"type": "str", "default": None, "description": "DLS appliance address."},
+                    },
+                },
+                "culling": {
+                    "type": "dict", "default": {}, "description": "Idle culling of the notebooks of the notebook pools.",
+                    "options": {
+                        "mechanism": {"type": "str", "choices": ["auto", "kubeflow", "cronjob", "none"],
+                                      "default": "auto",
+                                      "description": "Who stops idle notebooks: kubeflow - Kubeflow's notebook "
+                                                     "controller (one idle time for all: the shortest pool's); "
+                                                     "cronjob - the collection's culling CronJob (per pool); "
+                                                     "auto - kubeflow where its Notebook CRD is installed, else "
+                                                     "cronjob; none - no culling."},
+                        "idle_minutes": {"type": "int", "default": 240, "min": 1,
+                                         "description": "Idle minutes of a notebook pool that sets none."},
+                        "check_minutes": {"type": "int", "default": 10, "min": 1,
+                                          "description": "Minutes between two idleness checks."},
                     },
                 },
                 "kueue": {

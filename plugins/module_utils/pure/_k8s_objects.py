@@ -12,6 +12,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import json
 import re
 
 # The roles' defaults for the inputs derive() does not set (a unit test holds them equal to
@@ -83,6 +84,8 @@ ROLE_DEFAULTS = {
         "gpu_scheduling_policy_culling_image": "python:3.12-alpine",
         "gpu_scheduling_policy_culling_selector": "gpupool.vcf/workload=notebook",
         "gpu_scheduling_policy_culling_port": 8888,
+        "gpu_scheduling_policy_culling_pools": {},
+        "gpu_scheduling_policy_pool_label": "gpupool.vcf/pool",
     },
 }
 CLUSTER_POLICY = "cluster-policy"
@@ -561,12 +564,17 @@ def culling_cronjob(policy):
     left to Kubeflow."""
     if policy.get("gpu_scheduling_policy_culling") in ("none", "kubeflow"):
         return None
-    return {"namespace": policy["gpu_scheduling_policy_culling_namespace"], "name": CULLER,
-            "schedule": "*/%s * * * *" % policy["gpu_scheduling_policy_culling_check_minutes"],
-            "image": policy["gpu_scheduling_policy_culling_image"],
-            "env": {"CULL_IDLE_MINUTES": str(policy["gpu_scheduling_policy_culling_idle_minutes"]),
-                    "NOTEBOOK_SELECTOR": policy["gpu_scheduling_policy_culling_selector"],
-                    "NOTEBOOK_PORT": str(policy["gpu_scheduling_policy_culling_port"])}}
+    job = {"namespace": policy["gpu_scheduling_policy_culling_namespace"], "name": CULLER,
+           "schedule": "*/%s * * * *" % policy["gpu_scheduling_policy_culling_check_minutes"],
+           "image": policy["gpu_scheduling_policy_culling_image"],
+           "env": {"CULL_IDLE_MINUTES": str(policy["gpu_scheduling_policy_culling_idle_minutes"]),
+                   "NOTEBOOK_SELECTOR": policy["gpu_scheduling_policy_culling_selector"],
+                   "NOTEBOOK_PORT": str(policy["gpu_scheduling_policy_culling_port"])}}
+    if policy.get("gpu_scheduling_policy_culling_pools"):  # idle minutes per pool, the pool read off the pod's node
+        job["env"].update(CULL_POOL_IDLE_MINUTES=json.dumps(dict(policy["gpu_scheduling_policy_culling_pools"]),
+                                                            sort_keys=True),
+                          POOL_LABEL=policy["gpu_scheduling_policy_pool_label"])
+    return job
 
 
 def culling_manifests(policy, script):
@@ -577,7 +585,7 @@ def culling_manifests(policy, script):
     if job is None:
         return []
     ns = job["namespace"]
-    rules = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
+    rules = [{"apiGroups": [""], "resources": ["pods", "nodes"], "verbs": ["get", "list"]},
              {"apiGroups": ["apps"], "resources": ["replicasets"], "verbs": ["get"]},
              {"apiGroups": ["apps"], "resources": ["statefulsets/scale", "deployments/scale"],
               "verbs": ["get", "patch", "update"]}]

@@ -2,8 +2,10 @@
 
 Runs in a CronJob with a ServiceAccount (in-cluster API). A notebook is a pod matching
 NOTEBOOK_SELECTOR; its Jupyter server's /api/status gives last_activity; a pod idle longer
-than CULL_IDLE_MINUTES has its StatefulSet (or Deployment) scaled to 0. Pods whose server
-does not answer are left alone.
+than its idle minutes has its StatefulSet (or Deployment) scaled to 0. Pods whose server
+does not answer are left alone. The idle minutes of a pod are its pool's in
+CULL_POOL_IDLE_MINUTES (JSON, pool -> minutes; the pool is the POOL_LABEL label of the pod's
+node), else CULL_IDLE_MINUTES.
 """
 import datetime
 import json
@@ -47,6 +49,16 @@ def owner_to_scale(pod, get):
     return None
 
 
+def idle_minutes_of(pod, pools, pool_label, default, node_labels):
+    """The idle minutes of one notebook pod: its node's pool's (``node_labels(node)`` reads the
+    node's labels), else ``default``."""
+    node = (pod.get("spec") or {}).get("nodeName")
+    if not pools or not node:
+        return default
+    pool = (node_labels(node) or {}).get(pool_label)
+    return int(pools.get(pool, default))
+
+
 class Api(object):
     def __init__(self):
         self.base = "https://%s:%s" % (os.environ["KUBERNETES_SERVICE_HOST"], os.environ["KUBERNETES_SERVICE_PORT"])
@@ -67,6 +79,15 @@ def main():
     idle = int(os.environ.get("CULL_IDLE_MINUTES", "240"))
     port = int(os.environ.get("NOTEBOOK_PORT", "8888"))
     selector = urllib.parse.quote(os.environ.get("NOTEBOOK_SELECTOR", "gpupool.vcf/workload=notebook"))
+    pools = json.loads(os.environ.get("CULL_POOL_IDLE_MINUTES") or "{}")
+    pool_label = os.environ.get("POOL_LABEL", "gpupool.vcf/pool")
+    nodes = {}
+
+    def node_labels(name):
+        if name not in nodes:
+            nodes[name] = api.call("/api/v1/nodes/" + urllib.parse.quote(name))["metadata"].get("labels") or {}
+        return nodes[name]
+
     now = datetime.datetime.now(datetime.timezone.utc)
     pods = api.call("/api/v1/pods?labelSelector=" + selector)["items"]
     for pod in pods:
@@ -78,14 +99,16 @@ def main():
                 status = json.loads(r.read())
         except (OSError, ValueError):
             continue
-        if not status.get("last_activity") or not is_idle(status["last_activity"], now, idle):
+        minutes = idle_minutes_of(pod, pools, pool_label, idle, node_labels)
+        if not status.get("last_activity") or not is_idle(status["last_activity"], now, minutes):
             continue
         target = owner_to_scale(pod, api.call)
         if target:
             kind, ns, name = target
             api.call("/apis/apps/v1/namespaces/%s/%s/%s/scale" % (ns, kind, name), "PATCH",
                      {"spec": {"replicas": 0}}, "application/merge-patch+json")
-            print("culled %s %s/%s (idle since %s)" % (kind[:-1], ns, name, status["last_activity"]))
+            print("culled %s %s/%s (idle since %s, more than %d minutes)" % (
+                kind[:-1], ns, name, status["last_activity"], minutes))
 
 
 if __name__ == "__main__":
