@@ -184,7 +184,7 @@ def probe_pod(name, namespace, resource, image, node_selector=None, tolerations=
         "terminationGracePeriodSeconds": 0,
         "automountServiceAccountToken": False,
         "containers": [{"name": "probe", "image": image, "command": ["sleep", "3600"],
-                        "resources": {"limits": {resource: 1}, "requests": {resource: 1}}}],
+                        "resources": {"limits": {resource: "1"}, "requests": {resource: "1"}}}],
     }
     if node_selector:
         spec["nodeSelector"] = dict((k, str(v)) for k, v in node_selector.items())

@@ -109,7 +109,7 @@ def test_probe_pod_has_the_pool_selector_tolerations_one_gpu_and_the_nodes():
     spec = manifest["spec"]
     assert spec["nodeSelector"] == {"pool": "inf"}
     assert spec["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
-    assert spec["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": 1}, "requests": {"nvidia.com/gpu": 1}}
+    assert spec["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "1"}}
     terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms == [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["a", "b"]}]}]
     assert manifest["metadata"]["labels"][pr.MANAGED_BY] == "gpupool.vcf"
