@@ -36,6 +36,14 @@ description:
     namespace, the ClusterPolicy (driver repository, image and version, licensing Secret, MIG strategy,
     device plugin configuration), the device plugin (time-slicing) ConfigMap, Kueue's ResourceFlavor,
     ClusterQueue and LocalQueues, and the notebook culling CronJob (needs O(kubeconfig)).
+  - C(licensing) - NVIDIA licensing as a production dependency (needs O(dls_host)) - the DLS appliance
+    answers (login, service instance, license server, leases); the client configuration token that
+    M(gpupool.vcf.dls_client_token) keeps for site.yml (O(token_dir)) exists and is valid beyond the
+    renewal margin (O(renew_before_days)), for this appliance; every GPU node's vGPUs are licensed
+    (the DCGM exporter's vGPU license status, O(license_metric), value 1, through Prometheus at
+    O(prometheus_url); without it an C(info) finding says the check was not made); the appliance
+    holds at least one lease per GPU node (the guest's GPU nodes with O(kubeconfig), else the design's
+    replicas).
   - The Kubernetes objects are expected as the roles write them from the inputs the design derives for
     them (the role inputs site.yml passes), with the roles' defaults for inputs the design leaves out.
   - A link whose connection is not given is not audited, and an C(info) finding
@@ -61,7 +69,7 @@ options:
       - A link named here whose connection is missing fails the module.
     type: list
     elements: str
-    choices: [esxi, vsphere, vks, guest]
+    choices: [esxi, vsphere, licensing, vks, guest]
   report:
     description:
       - Path of a report file to write (created or replaced when its content differs).
@@ -91,6 +99,59 @@ options:
     description:
       - Context of O(supervisor_kubeconfig).
     type: str
+  dls_host:
+    description:
+      - Address of the DLS appliance, for the C(licensing) link (site.yml's C(gpupool_dls_host)).
+        Without it the C(licensing) link is not audited.
+    type: str
+  dls_port:
+    description: HTTPS port of the appliance's REST API (1 to 65535).
+    type: int
+    default: 443
+  dls_username:
+    description: User of the appliance's REST API.
+    type: str
+  dls_password:
+    description: Password of O(dls_username).
+    type: str
+  dls_ca_file:
+    description: CA bundle of the appliance's certificate.
+    type: path
+  dls_validate_certs:
+    description: Verify the appliance's TLS certificate.
+    type: bool
+    default: true
+  token_dir:
+    description:
+      - Folder where site.yml keeps the client configuration token (C(gpupool_token_dir)); the token is
+        C(<token_dir>/<design name>.tok) with its metadata C(.tok.meta.json) beside it, as
+        M(gpupool.vcf.dls_client_token) writes them. Without it the token is not checked.
+    type: path
+  renew_before_days:
+    description:
+      - The renewal margin - a token that expires within this many days is reported (0 or more); the
+        same margin M(gpupool.vcf.dls_client_token) renews at (its default, which site.yml uses, is 30).
+    type: int
+    default: 30
+  prometheus_url:
+    description:
+      - Base URL of the Prometheus HTTP API that scrapes the GPU Operator's DCGM exporter, for the GPU
+        nodes' license status. Without it the C(licensing) link says the check was not made.
+    type: str
+  prometheus_bearer_token:
+    description: Bearer token for Prometheus.
+    type: str
+  prometheus_validate_certs:
+    description: Verify Prometheus's TLS certificate.
+    type: bool
+    default: true
+  prometheus_ca_path:
+    description: CA bundle for Prometheus's certificate.
+    type: path
+  license_metric:
+    description: The vGPU license status metric (value 1 licensed), with the node in its C(Hostname) label.
+    type: str
+    default: DCGM_FI_DEV_VGPU_LICENSE_STATUS
   request_timeout:
     description:
       - Seconds to wait for one request to a Kubernetes API (the C(vks) and C(guest) links), 1 or more.
@@ -145,7 +206,7 @@ findings:
   contains:
     rule: {description: "Stable name of the rule: V(driver_mixed), V(gpu_vm_not_pinned)...", type: str}
     severity: {description: "V(error), V(warning) or V(info).", type: str}
-    link: {description: "V(esxi), V(vsphere), V(vks) or V(guest).", type: str}
+    link: {description: "V(esxi), V(vsphere), V(licensing), V(vks) or V(guest).", type: str}
     object: {description: "What it is about: V(host esx-01), V(vm_class gpu-inference), V(node gpu-1)...", type: str}
     message: {description: What is wrong., type: str}
     fix: {description: How to fix it., type: str}
@@ -162,6 +223,7 @@ summary:
   type: dict
   sample: {total: 3, severity: {error: 2, warning: 0, info: 1},
            link: {esxi: {error: 2, warning: 0, info: 0}, vsphere: {error: 0, warning: 0, info: 0},
+                  licensing: {error: 0, warning: 0, info: 0},
                   vks: {error: 0, warning: 0, info: 1}, guest: {error: 0, warning: 0, info: 0}}}
 clean:
   description: Whether no error and no warning was found (info findings do not count).
@@ -178,6 +240,8 @@ report:
   type: str
 """
 
+import datetime
+import hashlib
 import json
 import os
 import tempfile
@@ -206,6 +270,8 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere impor
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._design_input import module_design
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import DlsClient, DlsError
+from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromClient, PromError
 
 VM_CLASSES_PATH = "/api/vcenter/namespace-management/virtual-machine-classes"
 NS_PATH = "/api/vcenter/namespaces/instances"
@@ -436,6 +502,108 @@ def read_guest(k8s, derived):
                 culling=_culling(k8s, custom, client.BatchV1Api(k8s.api), policy, namespaces))
 
 
+def read_dls(p):
+    """What the appliance answers, step by step: {where, error, stage, license_server, leases}; the first
+    failing step is ``stage`` with its error (login, user, service_instance, license_server, leases)."""
+    out = dict(where="%s:%d" % (p["dls_host"], p["dls_port"]), error=None, stage=None, license_server=None,
+               leases=None)
+    client = DlsClient(p["dls_host"], p["dls_port"], p["dls_username"], p["dls_password"], p["dls_validate_certs"],
+                       p["dls_ca_file"], p["request_timeout"])
+    stage = "login"
+    try:
+        client.login()
+        stage = "user"
+        me = client.call("GET", "/auth/v1/user/me")
+        stage = "service_instance"
+        client.call("GET", "/service_instance_manager/v1/service-instance")
+        stage = "license_server"
+        scope = me.get("userScope") or {}
+        org, vg, ls = me.get("orgName"), scope.get("virtualGroupId"), scope.get("licenseServerId")
+        if not (org and vg is not None and ls):
+            raise DlsError("the user has no license server in its scope (orgName, virtualGroupId, licenseServerId)")
+        server = client.call("GET", "/admin/v1/org/%s/virtual-groups/%s/license-servers/%s" % (org, vg, ls))
+        if not (server.get("licenseServer") or {}).get("scopeReference"):
+            raise DlsError("license server %s has no scope reference (is it installed on the service instance?)" % ls)
+        out["license_server"] = ls
+        stage = "leases"
+        answer = client.call("GET", "/admin/v1/org/%s/virtual-groups/%s/leases/all?license_server_ids=%s" % (org, vg, ls))
+        out["leases"] = lease_list(answer)
+    except DlsError as exc:
+        out.update(error=to_native(exc), stage=stage)
+    return out
+
+
+def lease_list(answer):
+    """The leases of a leases/all answer: a list, or the list under its ``leases`` key."""
+    if isinstance(answer, list):
+        return answer
+    leases = (answer or {}).get("leases") if isinstance(answer, dict) else None
+    if not isinstance(leases, list):
+        raise DlsError("leases/all answered without a list of leases")
+    return leases
+
+
+def read_token(path):
+    """The client token as dls_client_token keeps it: (metadata or None, sha256 of the token or None)."""
+    meta = digest = None
+    try:
+        with open(path, "rb") as fh:
+            digest = hashlib.sha256(fh.read().strip()).hexdigest()
+    except (IOError, OSError):
+        return None, None
+    try:
+        with open(path + ".meta.json") as fh:
+            meta = json.load(fh)
+    except (IOError, OSError, ValueError):
+        meta = None
+    return meta, digest
+
+
+def read_licensing(module, derived):
+    """The licensing link's live state: the appliance, the kept token, the license series and the GPU nodes."""
+    p = module.params
+    state = dict(dls=read_dls(p), renew_before_days=p["renew_before_days"], metric=p["license_metric"])
+    if p["token_dir"]:
+        path = os.path.join(p["token_dir"], "%s.tok" % derived["design"])
+        meta, digest = read_token(path)
+        token_state, detail = _audit.token_state(meta, digest, datetime.datetime.now(datetime.timezone.utc).date(),
+                                                 p["renew_before_days"], p["dls_host"], p["dls_port"])
+        state["token"] = dict(path=path, state=token_state, detail=detail)
+    if p["kubeconfig"]:
+        from kubernetes import client
+        k8s = k8s_client(p["kubeconfig"], p["context"], p["request_timeout"])
+        nodes = [dict(name=n.metadata.name, labels=dict(n.metadata.labels or {}),
+                      capacity=dict((n.status.capacity or {}) if n.status else {}))
+                 for n in _read(k8s, "the nodes", client.CoreV1Api(k8s.api).list_node).items]
+        state["gpu_nodes"] = _audit.gpu_node_names(derived, nodes)
+    if p["prometheus_url"]:
+        prom = PromClient(p["prometheus_url"], bearer_token=p["prometheus_bearer_token"],
+                          validate_certs=p["prometheus_validate_certs"], ca_path=p["prometheus_ca_path"],
+                          timeout=p["request_timeout"])
+        try:
+            state["license_series"] = prom.query(p["license_metric"])
+        except PromError as exc:
+            raise LinkError("could not read the license status from Prometheus %s: %s" % (p["prometheus_url"], exc))
+    else:
+        state["how_to_check"] = "no prometheus_url given"
+    return state
+
+
+def licensing_input_errors(p):
+    """Bad licensing options, before anything is read."""
+    out = []
+    if not 1 <= p["dls_port"] <= 65535:
+        out.append("dls_port must be from 1 to 65535, not %s" % p["dls_port"])
+    if p["renew_before_days"] < 0:
+        out.append("renew_before_days must be 0 or more, not %s" % p["renew_before_days"])
+    url = p["prometheus_url"]
+    if url and not (url.startswith("http://") or url.startswith("https://")):
+        out.append("prometheus_url must be an http:// or https:// URL, not %r" % (url,))
+    if p["dls_host"] and not (p["dls_username"] and p["dls_password"]):
+        out.append("dls_host needs dls_username and dls_password")
+    return out
+
+
 # --- the module -----------------------------------------------------------------------------------
 
 
@@ -474,11 +642,25 @@ ARGUMENT_SPEC = dict(
     context=dict(type="str", fallback=(env_fallback, ["K8S_AUTH_CONTEXT"])),
     supervisor_kubeconfig=dict(type="path"),
     supervisor_context=dict(type="str"),
+    dls_host=dict(type="str"),
+    dls_port=dict(type="int", default=443),
+    dls_username=dict(type="str"),
+    dls_password=dict(type="str", no_log=True),
+    dls_ca_file=dict(type="path"),
+    dls_validate_certs=dict(type="bool", default=True),
+    token_dir=dict(type="path"),
+    renew_before_days=dict(type="int", default=30, no_log=False),
+    prometheus_url=dict(type="str"),
+    prometheus_bearer_token=dict(type="str", no_log=True),
+    prometheus_validate_certs=dict(type="bool", default=True),
+    prometheus_ca_path=dict(type="path"),
+    license_metric=dict(type="str", default=_audit.LICENSE_METRIC),
     fail_on=dict(type="str", choices=["none", "error", "warning"], default="none"),
     **request_argument_spec()
 )
 HOW = dict(esxi="give the vSphere connection (hostname, username, password or VMWARE_HOST...)",
            vsphere="give the vSphere connection (hostname, username, password or VMWARE_HOST...)",
+           licensing="give dls_host, dls_username and dls_password (site.yml's gpupool_dls_* variables)",
            vks="give supervisor_kubeconfig (the Supervisor's kubeconfig)",
            guest="give kubeconfig (the guest cluster's kubeconfig, or K8S_AUTH_KUBECONFIG)")
 
@@ -488,6 +670,10 @@ def derived_inputs(module):
     p = module.params
     if request_timeout_error(p["request_timeout"]):
         module.fail_json(msg=request_timeout_error(p["request_timeout"]))
+    errors = licensing_input_errors(p)
+    if errors:
+        module.fail_json(msg="Invalid input for gpu_pool_audit: %s. Nothing was read." % "; ".join(errors),
+                         invalid_input=errors)
     design = module_design(module, normalized=False)
     try:
         return derive(design)
@@ -499,7 +685,7 @@ def derived_inputs(module):
 def links_to_audit(module):
     """[(link, connected)] of the links asked (all by default); a link asked for without its connection fails."""
     p = module.params
-    connection = dict(esxi=bool(p["hostname"]), vsphere=bool(p["hostname"]),
+    connection = dict(esxi=bool(p["hostname"]), vsphere=bool(p["hostname"]), licensing=bool(p["dls_host"]),
                       vks=bool(p["supervisor_kubeconfig"]), guest=bool(p["kubeconfig"]))
     asked = p["links"]
     lacking = [link for link in asked or [] if not connection[link]]
@@ -517,6 +703,14 @@ def audit_link(module, link, derived):
         return _audit.audit_esxi(derived, hosts, drs)
     if link == "vsphere":
         return _audit.audit_vsphere(derived, **read_vsphere(module.rest_client(), derived))
+    if link == "licensing":
+        if p["kubeconfig"]:
+            try:
+                import kubernetes  # noqa: F401
+            except ImportError:
+                module.fail_json(msg="The kubernetes Python library is required for the GPU nodes of the licensing link")
+        state = read_licensing(module, derived)
+        return _audit.audit_licensing(derived, **state)
     try:
         import kubernetes  # noqa: F401
     except ImportError:
@@ -542,7 +736,7 @@ def audit_links(module, derived):
         except (LinkError, K8sError) as exc:
             module.fail_json(msg="Unable to audit link %s: %s; nothing was written" % (link, exc))
         except Exception as exc:  # kubeconfig errors, API errors of the kubernetes client
-            if link in ("vks", "guest"):
+            if link in ("vks", "guest", "licensing"):
                 module.fail_json(msg="Unable to audit link %s: %s" % (link, to_native(exc)))
             raise
         audited.append(link)

@@ -53,11 +53,12 @@ def test_fleet_driver_drift_is_reported(vsphere, vsphere_env):
     assert rules(res, "driver_off_design") == [("driver_off_design", "host esx-h100-04")]
     # the fleet's GPU VMs have no DRS overrides yet; the Kubernetes links had no connection
     assert ("gpu_vm_not_pinned", "vm llm-training-01") in rules(res)
-    assert rules(res, "link_not_audited") == [("link_not_audited", "vks"), ("link_not_audited", "guest")]
+    assert rules(res, "link_not_audited") == [("link_not_audited", "licensing"), ("link_not_audited", "vks"),
+                                              ("link_not_audited", "guest")]
     assert all(f["severity"] == "info" for f in res["findings"] if f["rule"] == "link_not_audited")
     for f in res["findings"]:
         assert set(f) == {"rule", "severity", "link", "object", "message", "fix"} and f["fix"]
-    assert res["summary"]["severity"]["info"] == 2
+    assert res["summary"]["severity"]["info"] == 3
     assert res["summary"]["link"]["esxi"]["error"] == sum(
         1 for f in res["findings"] if f["link"] == "esxi" and f["severity"] == "error")
 

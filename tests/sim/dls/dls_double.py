@@ -1,7 +1,7 @@
 """Contract test double of an NVIDIA DLS appliance's REST API (stdlib http.server over TLS).
 
 It answers exactly the requests the collection makes (login, user/me, service instance,
-license server, compose-messenger-token) with the documented shapes, and their errors: a
+license server, leases, compose-messenger-token) with the documented shapes, and their errors: a
 missing or expired bearer token gives 401, an unknown service instance / license server /
 node 404, a malformed token request 400. Stopping it leaves the port closed (connection
 refused), as an appliance that is down.
@@ -15,6 +15,8 @@ Faults (see README.md beside this file), from the Python handle or the admin end
     dls.slow_next(1, seconds=5)     # the next request is answered 5 s late (path= as well)
     dls.clear_faults()              # no more injected failures or delays
     dls.state.expire_next_bearer = 1  # the next login issues a bearer token that is already expired
+    dls.set_leases(3)               # the license server holds 3 leases (one per licensed client)
+    dls.state.license_server_installed = False  # the license server is not installed (404)
 
     POST /_sim/faults {"fail": 2, "status": 503, "path": "..."} | {"slow": 1, "seconds": 5, "path": "..."};
     DELETE /_sim/faults;
@@ -43,6 +45,7 @@ import ssl
 import subprocess
 import tempfile
 import threading
+import urllib.parse
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -79,6 +82,8 @@ class State:
                      "fqdn": "dls-1.example.com", "role": "PRIMARY"}
         self.service_instance = {"xid": str(uuid.uuid4()), "name": "DEFAULT_2024-01-01_00-00-00",
                                  "high_availability_config": {"config": {"nodeList": [self.node]}}}
+        self.license_server_installed = True
+        self.leases: list[dict] = []
         self.bearers: dict[str, datetime.datetime] = {}
         self.expire_next_bearer = 0
         self.requests: list[tuple[str, str]] = []
@@ -268,13 +273,29 @@ class Handler(BaseHTTPRequestHandler):
             if st.service_instance is None:
                 return self.reply(404, {"detail": "Service instance not found"})
             return self.reply(200, st.service_instance)
+        m = re.fullmatch(r"/admin/v1/org/([^/]+)/virtual-groups/([^/]+)/leases/all", path)
+        if m:
+            return self.leases(m.group(1), m.group(2))
         m = re.fullmatch(r"/admin/v1/org/([^/]+)/virtual-groups/([^/]+)/license-servers/([^/]+)", path)
         if m:
-            if (m.group(1), m.group(2), m.group(3)) != (st.org, str(st.virtual_group), st.license_server):
+            if (m.group(1), m.group(2), m.group(3)) != (st.org, str(st.virtual_group), st.license_server) \
+                    or not st.license_server_installed:
                 return self.reply(404, {"detail": "License server not found"})
             return self.reply(200, {"licenseServer": {"id": st.license_server, "name": "gpu-pool",
                                                       "scopeReference": st.scope_reference}})
         return self.reply(404, {"detail": "Not found"})
+
+
+    def leases(self, org, virtual_group):
+        """The leases of the license servers named in ``license_server_ids`` (comma-separated)."""
+        st = self.state
+        if (org, virtual_group) != (st.org, str(st.virtual_group)):
+            return self.reply(404, {"detail": "Virtual group not found"})
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+        ids = [i for v in query.get("license_server_ids", []) for i in v.split(",") if i]
+        if not ids:
+            return self.reply(400, {"detail": "license_server_ids required"})
+        return self.reply(200, {"leases": [lease for lease in st.leases if lease["license_server_id"] in ids]})
 
 
 class Double:
@@ -327,6 +348,14 @@ class Double:
 
     def clear_faults(self):
         self.state.clear_faults()
+
+    def set_leases(self, count: int):
+        """The license server holds ``count`` leases, one per licensed client (replacing any)."""
+        now = datetime.datetime.now(datetime.timezone.utc)
+        self.state.leases = [{"id": str(uuid.uuid4()), "license_server_id": self.state.license_server,
+                              "client_id": "client-%d" % i, "feature": "NVIDIA Virtual Compute Server",
+                              "created": now.isoformat(), "expires": (now + datetime.timedelta(days=1)).isoformat()}
+                             for i in range(count)]
 
     def stop(self):
         self.state.clear_faults()
