@@ -224,6 +224,8 @@ STUB_CASES = [
     ("ready-step-timeout-unknown", "pool_ready", dict(nodes=["n-1"], step_timeouts={"booted": 60}), ["booted", "not a step"]),
     ("ready-prometheus-not-http", "pool_ready", dict(nodes=["n-1"], prometheus_url="prom:9090"), ["prometheus_url", "http://"]),
     ("ready-min-nodes-0", "pool_ready", dict(node_selector={"pool": "a"}, min_nodes=0), ["min_nodes", "1 or more"]),
+    ("game-day-grace-0", "gpu_game_day", dict(cluster_queue="gpupool-training", grace_period=0), ["grace_period", "never force"]),
+    ("game-day-only-not-a-job", "gpu_game_day", dict(cluster_queue="gpupool-training", only=["gang-a"]), ["only[0]", "namespace/name"]),
 ]
 
 DESIGN_CASES = [
@@ -497,7 +499,7 @@ def test_vsphere_module(vsphere, conn, world, case_id, module, args, words):
 
 
 def _stub_args(module, args, stub, tmp_path):
-    if module in ("vks_node_pool", "guest_node_drain", "pool_ready"):
+    if module in ("vks_node_pool", "guest_node_drain", "pool_ready", "gpu_game_day"):
         return dict(args, host=stub["url"], api_key="token", validate_certs=False)
     if module == "dls_client_token":
         return dict(dict(dls_host="127.0.0.1", port=stub["port"], username="dls-admin", password="stub-password-0000",

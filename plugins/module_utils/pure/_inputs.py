@@ -33,6 +33,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names imp
     label_key_problem,
     label_value_problem,
 )
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._game_day import input_errors as gpu_game_day_errors
 
 NOTHING_CHANGED = "Nothing was changed."
 
@@ -348,6 +349,7 @@ CHECKS = {
     "esxi_host_driver": esxi_host_driver_errors,
     "esxi_maintenance_mode": esxi_maintenance_mode_errors,
     "gpu_capacity": gpu_capacity_errors,
+    "gpu_game_day": gpu_game_day_errors,
     "gpu_host_info": gpu_host_info_errors,
     "guest_node_drain": guest_node_drain_errors,
     "gpu_pool_audit": gpu_pool_audit_errors,

@@ -1,0 +1,372 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: gpu_game_day
+short_description: Kill pods of running Kueue-admitted Jobs on a preemptible queue and check that they come back
+version_added: 0.2.0
+description:
+  - A game day for preemptible batch on the reserved GPU capacity. On one Kueue ClusterQueue (the queue of a
+    gang-scheduled training pool, C(gpupool-<pool>), as the M(gpupool.vcf.gpu_pool_design) derived inputs of the
+    C(gpu_scheduling_policy) role name it), deletes Running pods of O(jobs) of the Jobs whose Kueue Workload is
+    admitted to that queue, then waits, within O(recovery_timeout), until each hit Job runs again, and runs
+    O(check_command) once per hit Job to check that it resumed from its checkpoint.
+  - Only pods that a Job controls, of Jobs whose Workload is admitted to O(cluster_queue) now, are ever touched, and
+    only by a deletion with a grace period (the pod's own C(terminationGracePeriodSeconds), or O(grace_period)) and
+    the pod's uid as precondition. Nothing else is created, changed or removed.
+  - The choice is deterministic. Without O(seed), the first jobs by C(namespace/name) and their first pods by
+    name; with O(seed), a shuffle by that seed (the same seed on the same jobs gives the same choice).
+  - A hit Job runs again when its Workload is admitted, the Job is not suspended, and it has as many Running (and
+    Ready) pods as before the kill, none of them a killed one; Kueue may have requeued the Workload and admitted
+    it again meanwhile (the job's C(requeued) says so). A Job that fails or completes, or is removed, will not run
+    again by itself. A Job fails after its C(backoffLimit) of lost pods, as the Job controller counts a deleted
+    pod as failed: a job that should survive a game day needs a backoff limit (or pod failure policy) that allows
+    it.
+  - The collection cannot know a job's checkpoint format, where it writes it, or how it resumes. O(check_command)
+    is the user's own check of that; its exit status decides (0 passed). It runs where the module runs, through
+    C(/bin/sh -c), once per hit Job after the wait (also for a Job that did not run again), with the environment
+    variables C(GAME_DAY_NAMESPACE), C(GAME_DAY_JOB), C(GAME_DAY_WORKLOAD), C(GAME_DAY_CLUSTER_QUEUE),
+    C(GAME_DAY_LOCAL_QUEUE), C(GAME_DAY_PODS_KILLED) (comma-separated), C(GAME_DAY_RECOVERED) (C(true) or
+    C(false)) and, when O(kubeconfig) is given, C(KUBECONFIG).
+  - A hit Job survived when it ran again within the bound and its check command passed. The module fails, with
+    the whole report in its result, when a hit Job did not survive (unless O(fail_on_loss=false)).
+author:
+  - gpupool.vcf developers (@gpupool)
+extends_documentation_fragment:
+  - gpupool.vcf.k8s_auth
+options:
+  cluster_queue:
+    description: The Kueue ClusterQueue of the preemptible training queue (for a design's pool, C(gpupool-<pool>)).
+    type: str
+    required: true
+  local_queue:
+    description: Only Jobs submitted through the LocalQueue of this name (for a design's pool, the pool's name).
+    type: str
+  namespaces:
+    description: Only Jobs in these namespaces (default every namespace).
+    type: list
+    elements: str
+  only:
+    description: Only these Jobs (C(namespace/name)); each must be a running Kueue-admitted Job of the queue.
+    type: list
+    elements: str
+  jobs:
+    description: How many of the queue's running Jobs to hit (fewer when the queue runs fewer; a warning says so).
+    type: int
+    default: 1
+  pods:
+    description: How many Running pods of each hit Job to kill (default all of them).
+    type: int
+  seed:
+    description: Shuffle the choice of jobs and pods by this seed; without it the choice is in name order.
+    type: int
+  grace_period:
+    description: Seconds of grace for each deletion; default the pod's own C(terminationGracePeriodSeconds). Never 0.
+    type: int
+  recovery_timeout:
+    description: The bound, in seconds from the kill, within which each hit Job must run again.
+    type: int
+    default: 600
+  check_command:
+    description:
+      - A shell command run once per hit Job, after the wait, that checks the job resumed from its checkpoint (see
+        the description for its environment); its exit status decides. Without it only the recovery is checked.
+    type: str
+  check_timeout:
+    description: Seconds each check command may run; one that runs longer is killed and counts as failed.
+    type: int
+    default: 300
+  fail_on_loss:
+    description: Fail when a hit Job did not survive (the report is in the result either way).
+    type: bool
+    default: true
+  kueue_api_version:
+    description: The API version of Kueue's Workloads.
+    type: str
+    default: kueue.x-k8s.io/v1beta2
+  poll_interval:
+    description: Seconds between two looks at the hit Jobs.
+    type: float
+    default: 2.0
+  request_timeout:
+    description: Seconds each API request may take.
+    type: int
+    default: 30
+attributes:
+  check_mode:
+    description: Reads the queue and returns what would be killed (C(would_kill)); kills nothing, runs no command.
+    support: full
+  diff_mode:
+    description: Not supported.
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Kill the pods of two training jobs and check they resume from their checkpoints
+  gpupool.vcf.gpu_game_day:
+    kubeconfig: /etc/gpupool/guest.kubeconfig
+    cluster_queue: gpupool-training
+    local_queue: training
+    jobs: 2
+    seed: 20260401
+    recovery_timeout: 900
+    check_command: >-
+      kubectl logs -n "$GAME_DAY_NAMESPACE" "job/$GAME_DAY_JOB" | grep -q 'resumed from checkpoint'
+  register: game_day
+
+- name: What a game day would kill
+  gpupool.vcf.gpu_game_day:
+    cluster_queue: gpupool-training
+    jobs: 3
+  check_mode: true
+"""
+
+RETURN = r"""
+would_kill:
+  description: The chosen jobs, each with C(namespace), C(job), C(workload), C(local_queue) and C(kill) (pod names).
+  returned: always
+  type: list
+  elements: dict
+jobs:
+  description:
+    - Per hit Job (after a real run) C(namespace), C(job), C(workload), C(kill) (the pods killed), C(state)
+      (C(recovered), C(failed), C(not_recovered)), C(seconds) (from the kill until Running again), C(requeued),
+      C(detail), C(running) (its Running pods at the end), C(check) (C(rc), C(output), C(seconds); null without
+      O(check_command)) and C(survived).
+  returned: always
+  type: list
+  elements: dict
+report:
+  description: The report as data (C(cluster_queue), C(bound_seconds), C(seed), C(jobs), C(passed_over), C(survived), C(lost)).
+  returned: always
+  type: dict
+markdown:
+  description: The report as Markdown.
+  returned: always
+  type: str
+survived:
+  description: The hit Jobs (C(namespace/name)) that survived.
+  returned: always
+  type: list
+  elements: str
+lost:
+  description: The hit Jobs (C(namespace/name)) that did not survive.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import os
+import subprocess
+import time
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+try:
+    import kubernetes  # noqa: F401  pylint: disable=unused-import
+    K8S_IMPORT_ERROR = None
+except ImportError:
+    kubernetes = None
+    K8S_IMPORT_ERROR = traceback.format_exc()
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._game_day_api import GameDayApi
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import (
+    auth_argument_spec, request_argument_spec, request_timeout_error,
+)
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _game_day as gd
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import DELETE, Failure, Plan, Resource
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
+
+ARGUMENT_SPEC = dict(
+    cluster_queue=dict(type="str", required=True),
+    local_queue=dict(type="str"),
+    namespaces=dict(type="list", elements="str"),
+    only=dict(type="list", elements="str"),
+    jobs=dict(type="int", default=1),
+    pods=dict(type="int"),
+    seed=dict(type="int"),
+    grace_period=dict(type="int"),
+    recovery_timeout=dict(type="int", default=600),
+    check_command=dict(type="str"),
+    check_timeout=dict(type="int", default=300),
+    fail_on_loss=dict(type="bool", default=True),
+    kueue_api_version=dict(type="str", default="kueue.x-k8s.io/v1beta2"),
+    poll_interval=dict(type="float", default=2.0),
+)
+ARGUMENT_SPEC.update(auth_argument_spec())
+ARGUMENT_SPEC.update(request_argument_spec())
+
+
+class GameDay(Resource):
+    """The chosen pods of one queue's running Jobs: killed, then their Jobs watched until they run again."""
+
+    verb = "play a game day on"
+    refusals = (gd.GameDayError,)
+
+    def __init__(self, module, clock=time.monotonic, sleep=time.sleep):
+        self.p = module.params
+        Resource.__init__(self, "ClusterQueue %s" % self.p["cluster_queue"])
+        self.module = module
+        self.clock, self.sleep = clock, sleep
+        self.api = None
+        self.chosen = []
+        self.passed_over = {}
+
+    def read(self):
+        p = self.p
+        if kubernetes is None:
+            raise Failure(missing_required_lib("kubernetes"), exception=K8S_IMPORT_ERROR)
+        if request_timeout_error(p["request_timeout"]):
+            raise Failure(request_timeout_error(p["request_timeout"]))
+        with self.doing("reach the guest cluster for"):
+            self.api = GameDayApi(p, kueue_api_version=p["kueue_api_version"])
+        workloads, jobs, pods = [], [], []
+        with self.doing("read the Kueue Workloads, Jobs and pods of", self.name):
+            for ns in p["namespaces"] or [None]:
+                workloads += self.api.list_workloads(ns)
+                jobs += self.api.list_jobs(ns)
+                pods += self.api.list_job_pods(ns)
+        eligible, self.passed_over = gd.candidates(workloads, jobs, pods, p["cluster_queue"], p["local_queue"],
+                                                   p["namespaces"])
+        self.chosen = gd.choose(eligible, p["jobs"], p["pods"], p["seed"], p["only"])
+        if len(self.chosen) < p["jobs"]:
+            self.warnings.append("%d jobs asked, the queue runs %d that can be hit: hitting those" % (
+                p["jobs"], len(self.chosen)))
+        return self.chosen
+
+    def plan(self, live):
+        plan = Plan()
+        for entry in live:
+            for pod in entry["kill"]:
+                plan.add("pod %s" % gd.key(entry["namespace"], pod), "pod", "Running", None, DELETE)
+        return plan
+
+    def _would_kill(self):
+        return [dict((k, e[k]) for k in ("namespace", "job", "workload", "local_queue", "kill")) for e in self.chosen]
+
+    def result(self, live, plan):
+        rep = gd.report(self.p["cluster_queue"], [dict(e, state="not_started") for e in self._would_kill()],
+                        self.p["recovery_timeout"], self.p["seed"], self.p["check_command"], self.passed_over,
+                        check_mode=True)
+        return dict(would_kill=self._would_kill(), jobs=[], report=rep, markdown=gd.markdown(rep), survived=[], lost=[])
+
+    # --- a real run
+
+    def _kill(self, outcomes):
+        for entry in self.chosen:
+            out = outcomes[gd.key(entry["namespace"], entry["job"])]
+            for pod in entry["kill"]:
+                with self.doing("delete pod", gd.key(entry["namespace"], pod)):
+                    if self.api.delete_pod(entry["namespace"], pod, entry["uids"][pod], self.p["grace_period"]):
+                        out["kill"].append(pod)
+                    else:
+                        out["gone"].append(pod)
+            out["killed_at"] = self.clock()
+            self.partial = dict(killed=[gd.key(o["namespace"], k) for o in outcomes.values() for k in o["kill"]])
+
+    def _look(self, entry):
+        ns = entry["namespace"]
+        job = self.api.read_job(ns, entry["job"])
+        workloads = [w for w in self.api.list_workloads(ns) if w.get("metadata", {}).get("name") == entry["workload"]]
+        return job, (workloads[0] if workloads else None), self.api.list_job_pods(ns)
+
+    def _wait(self, outcomes):
+        deadline = self.clock() + self.p["recovery_timeout"]
+        waiting = [e for e in self.chosen if outcomes[gd.key(e["namespace"], e["job"])]["kill"]]
+        while True:
+            for entry in list(waiting):
+                out = outcomes[gd.key(entry["namespace"], entry["job"])]
+                with self.doing("watch Job", gd.key(entry["namespace"], entry["job"])):
+                    job, workload, pods = self._look(entry)
+                out["requeued"] = out["requeued"] or gd.requeued(job, workload)
+                state, detail, running = gd.recovery(dict(entry, kill=out["kill"]), job, workload, pods)
+                out["detail"], out["running"] = detail, running
+                if state is not None:
+                    out["state"] = state
+                    if state == gd.RECOVERED:
+                        out["seconds"] = round(self.clock() - out["killed_at"], 3)
+                    waiting.remove(entry)
+            if not waiting or self.clock() >= deadline:
+                break
+            self.sleep(max(0.0, min(self.p["poll_interval"], deadline - self.clock())))
+        for entry in waiting:
+            out = outcomes[gd.key(entry["namespace"], entry["job"])]
+            out["state"] = gd.NOT_RECOVERED
+            out["detail"] = "not Running again within %d s: %s" % (self.p["recovery_timeout"], out["detail"])
+
+    def _check(self, out):
+        env = dict(os.environ, GAME_DAY_NAMESPACE=out["namespace"], GAME_DAY_JOB=out["job"],
+                   GAME_DAY_WORKLOAD=out["workload"], GAME_DAY_CLUSTER_QUEUE=self.p["cluster_queue"],
+                   GAME_DAY_LOCAL_QUEUE=out["local_queue"] or "", GAME_DAY_PODS_KILLED=",".join(out["kill"]),
+                   GAME_DAY_RECOVERED="true" if out["state"] == gd.RECOVERED else "false")
+        if self.p["kubeconfig"]:
+            env["KUBECONFIG"] = self.p["kubeconfig"]
+        started = self.clock()
+        try:
+            proc = subprocess.Popen(["/bin/sh", "-c", self.p["check_command"]], env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        except OSError as exc:
+            return dict(rc=None, output="cannot run the check command: %s" % exc, seconds=0.0)
+        try:
+            output, _ = proc.communicate(timeout=self.p["check_timeout"])
+            rc = proc.returncode
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            output, _ = proc.communicate()
+            rc = None
+            output = (output or b"") + (b"\n[killed after %d s]" % self.p["check_timeout"])
+        return dict(rc=rc, output=gd.tail(output.decode("utf-8", "replace")), seconds=round(self.clock() - started, 3))
+
+    def apply(self, plan):
+        outcomes = {}
+        for entry in self.chosen:
+            outcomes[gd.key(entry["namespace"], entry["job"])] = dict(
+                namespace=entry["namespace"], job=entry["job"], workload=entry["workload"],
+                local_queue=entry["local_queue"], pods_before=len(entry["pods"]), kill=[], gone=[], state=None,
+                seconds=None, requeued=False, detail="", running=[], check=None, killed_at=None)
+        self._kill(outcomes)
+        for out in outcomes.values():
+            if not out["kill"]:
+                out["state"], out["detail"] = gd.NOT_RECOVERED, "no pod was killed: they were gone before the kill"
+        self._wait(outcomes)
+        ordered = [outcomes[gd.key(e["namespace"], e["job"])] for e in self.chosen]
+        if self.p["check_command"]:
+            for out in ordered:
+                if out["kill"]:
+                    out["check"] = self._check(out)
+        for out in ordered:
+            out.pop("killed_at", None)
+        rep = gd.report(self.p["cluster_queue"], ordered, self.p["recovery_timeout"], self.p["seed"],
+                        self.p["check_command"], self.passed_over)
+        result = dict(jobs=rep["jobs"], report=rep, markdown=gd.markdown(rep), survived=rep["survived"],
+                      lost=rep["lost"])
+        if rep["lost"] and self.p["fail_on_loss"]:
+            why = ["%s (%s)" % (gd.key(j["namespace"], j["job"]), self._why(j)) for j in rep["jobs"] if not j["survived"]]
+            raise Failure("Game day on %s: %d of %d hit jobs did not survive: %s" % (
+                self.name, len(rep["lost"]), len(rep["jobs"]), "; ".join(why)),
+                changed=True, would_kill=self._would_kill(), **result)
+        return result
+
+    @staticmethod
+    def _why(job):
+        if job["state"] != gd.RECOVERED:
+            return "%s: %s" % (job["state"].replace("_", " "), job["detail"])
+        return "the check command exited %s" % job["check"]["rc"]
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    enforce(module, "gpu_game_day")
+    Runner(module, GameDay(module)).run()
+
+
+if __name__ == "__main__":
+    main()

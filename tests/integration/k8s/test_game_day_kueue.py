@@ -1,0 +1,219 @@
+"""Game day on the real Kueue v0.17 controller: the queue as the collection writes it, gang Jobs running on it.
+
+The example design's gang-scheduled training pool (2 nodes of 4 GPUs) becomes, by derive() and the
+gpu_scheduling_policy role, the ResourceFlavor, ClusterQueue ``gpupool-training`` and the LocalQueues
+``training`` (Kueue's own configuration is left alone here: no waitForPodsReady restart). Three gang Jobs of 2
+pods run on it (two in team-vision, one in research), created suspended with the queue label as Kueue's webhook
+would have made them; Kueue admits them and the Job controller starts their pods on the kwok nodes.
+
+Then: check mode lists what would be killed and kills nothing; the playbook kills the chosen pods, the Job
+controller brings each Job back, the user's check command runs per job with the job in its environment, and the
+JSON and Markdown reports say every hit job survived; a check command that fails marks its job lost; a bound
+shorter than the job takes to come back (its nodes cordoned meanwhile) names the job as not recovered.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import time
+from pathlib import Path
+
+import k8s_rig
+import pytest
+import yaml
+from k8s_fixtures import wait_for
+from kubernetes import client
+
+from tests.lib.ansible_run import run_module, run_playbook
+
+ROOT = Path(__file__).resolve().parents[3]
+GPU = "nvidia.com/gpu"
+CQ, LQ = "gpupool-training", "training"
+JOBS = [("team-vision", "gang-a"), ("team-vision", "gang-b"), ("research", "gang-c")]
+NODES = {
+    "defaults": {"cpu": "8", "memory": "32Gi", "labels": {"kubernetes.io/os": "linux"}},
+    "pools": [
+        {"name": "training", "count": 2, "vmClass": "gpu-training", "cpu": "32", "memory": "384Gi",
+         "capacity": {GPU: "4"},
+         "labels": {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+                    "nvidia.com/gpu.count": "4"},
+         "taints": [{"key": GPU, "value": "present", "effect": "NoSchedule"},
+                    {"key": "gpupool.vcf/pool", "value": "training", "effect": "NoSchedule"}]},
+        {"name": "system", "count": 1},
+    ],
+}
+
+
+def derived_inputs():
+    from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
+    design = yaml.safe_load((ROOT / "examples" / "design.yml").read_text())
+    return json.loads(json.dumps(derive(design)["roles"]["gpu_scheduling_policy"]))
+
+
+def role_play(inputs):
+    # the derived inputs one to one, as site.yml passes them; Kueue's configuration is not rewritten
+    # here (the rig runs Kueue as a process: see test_kueue_gang_admission.py for that part), no culling
+    variables = dict(copy.deepcopy(inputs), gpu_scheduling_policy_culling="none",
+                     gpu_scheduling_policy_kueue_wait_for_pods_ready_timeout="")
+    return [{"hosts": "localhost", "gather_facts": False, "tasks": [{
+        "name": "gpu_scheduling_policy", "ansible.builtin.import_role": {"name": "gpupool.vcf.gpu_scheduling_policy"},
+        "vars": variables}]}]
+
+
+def gang_job(name, pods=2, gpus=1):
+    """A checkpointing training job as users submit it to the queue: a backoff limit that allows lost pods."""
+    return {"metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": LQ}},
+            "spec": {"suspend": True, "parallelism": pods, "completions": pods, "backoffLimit": 6,
+                     "template": {"spec": {
+                         "restartPolicy": "Never", "priorityClassName": "gpu-training",
+                         "terminationGracePeriodSeconds": 5,
+                         "containers": [{"name": "main", "image": "registry.invalid/train:1",
+                                         "resources": {"requests": {GPU: str(gpus)}, "limits": {GPU: str(gpus)}}}]}}}}
+
+
+def running(core, ns, job_name):
+    """{pod name: uid} of the Job's Running pods that are not being deleted."""
+    return dict((p.metadata.name, p.metadata.uid) for p in core.list_namespaced_pod(
+        ns, label_selector="batch.kubernetes.io/job-name=%s" % job_name).items
+        if p.status.phase == "Running" and not p.metadata.deletion_timestamp)
+
+
+def all_running(core):
+    return dict(("%s/%s" % key, running(core, *key)) for key in JOBS)
+
+
+@pytest.fixture(scope="module")
+def day(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("game-day")
+    nodes = tmp / "nodes.yml"
+    nodes.write_text(yaml.safe_dump(NODES))
+    try:
+        rig = k8s_rig.start(nodes_file=nodes, kueue=True)
+    except k8s_rig.RigError as exc:
+        pytest.fail("the Kubernetes rig did not start: %s" % exc, pytrace=False)
+    try:
+        api = rig.api_client()
+        core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
+        inputs = derived_inputs()
+        [queue] = inputs["gpu_scheduling_policy_kueue_queues"]
+        assert (queue["name"], queue["local_queue"]) == (CQ, LQ)
+        converge = run_playbook(role_play(inputs), env=rig.env)
+        assert converge.rc == 0, converge.stdout[-3000:]
+        for ns, name in JOBS:
+            batch.create_namespaced_job(ns, gang_job(name))
+        wait_for("the three gang jobs Running, 2 pods each",
+                 lambda: all(len(pods) == 2 for pods in all_running(core).values()), timeout=90)
+        yield dict(rig=rig, core=core, batch=batch, tmp=tmp)
+    finally:
+        rig.stop()
+
+
+def game_day(day, check=False, **args):
+    base = dict(kubeconfig=str(day["rig"].kubeconfig), cluster_queue=CQ, local_queue=LQ, poll_interval=0.5)
+    return run_module("gpupool.vcf.gpu_game_day", dict(base, **args), env=day["rig"].env, check=check)[0]
+
+
+def test_check_mode_lists_what_would_be_killed_and_kills_nothing(day):
+    before = all_running(day["core"])
+    result = game_day(day, check=True, jobs=2, pods=1, seed=11)
+    assert not result.get("failed"), result.get("msg")
+    assert result["changed"] is True
+    chosen = result["would_kill"]
+    assert len(chosen) == 2 and all(len(c["kill"]) == 1 for c in chosen)
+    for c in chosen:
+        assert c["kill"][0] in before["%s/%s" % (c["namespace"], c["job"])]
+        assert c["workload"] and c["local_queue"] == LQ
+    assert "nothing was killed" in result["markdown"]
+    # the same seed chooses the same again; nothing was deleted
+    assert game_day(day, check=True, jobs=2, pods=1, seed=11)["would_kill"] == chosen
+    assert all_running(day["core"]) == before
+
+
+def test_game_day_kills_pods_they_come_back_and_the_report_says_so(day):
+    core, tmp = day["core"], day["tmp"]
+    ckpt = tmp / "checkpoints"
+    ckpt.mkdir()
+    for ns, name in JOBS:
+        (ckpt / ("%s.%s" % (ns, name))).write_text("step 1200\n")
+    seen = tmp / "checks.log"
+    command = ('echo "$GAME_DAY_NAMESPACE/$GAME_DAY_JOB $GAME_DAY_WORKLOAD $GAME_DAY_CLUSTER_QUEUE '
+               '$GAME_DAY_LOCAL_QUEUE $GAME_DAY_PODS_KILLED $GAME_DAY_RECOVERED" >> %s; '
+               'test -s "%s/$GAME_DAY_NAMESPACE.$GAME_DAY_JOB"' % (seen, ckpt))
+    predicted = game_day(day, check=True, jobs=2, seed=3)["would_kill"]
+    before = all_running(core)
+    out = tmp / "reports"
+    started = time.monotonic()
+    run = run_playbook(ROOT / "playbooks" / "game_day.yml", env=day["rig"].env, extra_vars=dict(
+        game_day_kubeconfig=str(day["rig"].kubeconfig), game_day_cluster_queue=CQ, game_day_local_queue=LQ,
+        game_day_jobs=2, game_day_seed=3, game_day_recovery_timeout=90, game_day_check_command=command,
+        game_day_poll_interval=0.5, game_day_output_dir=str(out), game_day_name="day-1"))
+    took = time.monotonic() - started
+    assert run.rc == 0, run.stdout[-4000:]
+    report = json.loads((out / "day-1.json").read_text())
+    markdown = (out / "day-1.md").read_text()
+    hit = [(j["namespace"], j["job"], j["kill"]) for j in report["jobs"]]
+    assert hit == [(c["namespace"], c["job"], c["kill"]) for c in predicted]  # what check mode said
+    assert report["pods_killed"] == 4 and report["lost"] == [] and len(report["survived"]) == 2
+    after = all_running(core)
+    for j in report["jobs"]:
+        name = "%s/%s" % (j["namespace"], j["job"])
+        assert j["state"] == "recovered" and j["survived"] is True, j
+        assert sorted(j["kill"]) == sorted(before[name])  # every Running pod of the job was killed
+        # running again: as many pods, none of them a killed one (new uids)
+        assert len(after[name]) == 2 and set(after[name].values()).isdisjoint(before[name].values()), after[name]
+        assert 0 < j["seconds"] <= 90 and j["seconds"] < took
+        assert j["check"]["rc"] == 0
+        assert "| %s | %s | recovered | %.2f |" % (name, ", ".join(j["kill"]), j["seconds"]) in markdown
+    untouched = [k for k in before if k not in report["survived"]]
+    assert len(untouched) == 1 and after[untouched[0]] == before[untouched[0]]  # the third job was not touched
+    lines = sorted(seen.read_text().splitlines())
+    assert lines == sorted("%s/%s %s %s %s %s true" % (j["namespace"], j["job"], j["workload"], CQ, LQ,
+                                                       ",".join(j["kill"])) for j in report["jobs"])
+    assert "Every hit job survived." in markdown
+    print("game day figures: seconds until Running again %s, run %.1f s" % (
+        [j["seconds"] for j in report["jobs"]], took))
+
+
+def test_a_failing_checkpoint_check_marks_the_job_lost(day):
+    result = game_day(day, only=["research/gang-c"], pods=1, recovery_timeout=90,
+                      check_command='echo "no checkpoint for $GAME_DAY_JOB"; exit 3')
+    assert result.get("failed"), result
+    assert "1 of 1 hit jobs did not survive" in result["msg"] and "research/gang-c" in result["msg"]
+    assert "check command exited 3" in result["msg"]
+    [job] = result["jobs"]
+    assert job["state"] == "recovered" and job["survived"] is False
+    assert job["check"] == dict(rc=3, output="no checkpoint for gang-c\n", seconds=job["check"]["seconds"])
+    assert result["lost"] == ["research/gang-c"]
+    wait_for("gang-c Running", lambda: len(running(day["core"], "research", "gang-c")) == 2)
+
+
+def test_a_bound_too_short_names_the_job_not_recovered(day):
+    """The job's replacement pod cannot start for a while (the pool's nodes are cordoned, as during a host roll):
+    a 3 s bound is too short, the job is named as not recovered; once the nodes are back it runs again."""
+    core = day["core"]
+    name = "team-vision/gang-b"
+    before = running(core, "team-vision", "gang-b")
+    training = [n.metadata.name for n in core.list_node(label_selector="gpupool.vcf/pool=training").items]
+    try:
+        for node in training:
+            core.patch_node(node, {"spec": {"unschedulable": True}})
+        result = game_day(day, only=[name], pods=1, recovery_timeout=3)
+    finally:
+        for node in training:
+            core.patch_node(node, {"spec": {"unschedulable": False}})
+    assert result.get("failed"), result
+    assert "did not survive: %s (not recovered: not Running again within 3 s" % name in result["msg"]
+    [job] = result["jobs"]
+    assert job["state"] == "not_recovered" and job["seconds"] is None and job["survived"] is False
+    assert job["detail"].endswith("1 of 2 pods Running"), job["detail"]
+    assert result["lost"] == [name] and result["survived"] == []
+    assert "| %s | %s | not recovered |" % (name, job["kill"][0]) in result["markdown"]
+    # the job itself was fine: it runs again, on a new pod, once it can
+    back = wait_for("gang-b Running again", lambda: len(running(core, "team-vision", "gang-b")) == 2
+                    and running(core, "team-vision", "gang-b"), timeout=120)
+    assert job["kill"][0] not in back and set(back) != set(before)
+
+
+def test_nothing_running_in_the_queue_is_refused(day):
+    result = game_day(day, cluster_queue="gpupool-inference", jobs=1)
+    assert result.get("failed") and "no running Kueue-admitted job in the queue" in result["msg"], result
