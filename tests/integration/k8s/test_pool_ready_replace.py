@@ -18,6 +18,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+import yaml
 from k8s_fixtures import wait_for
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -261,3 +262,15 @@ def test_probe_pod_that_cannot_schedule_is_the_step_named(k8s_rig, pool, tmp_pat
     assert report["steps"] == result["steps"]
     assert "Not in service: probe_pod." in (tmp_path / "report.md").read_text()
     wait_for("probe pod removed after the failure", lambda: probe_pods(core, pool["ns"]) == [], timeout=30)
+
+
+def test_without_a_kubeconfig_it_says_it_skipped_and_host_rebuild_ends_with_it(tmp_path):
+    res = run_playbook(PLAYBOOK, extra_vars=dict(pool_ready_nodes=["n-1"], pool_ready_output_dir=str(tmp_path)))
+    assert res.rc == 0, res.stdout[-2000:]
+    assert res.result("Say why nothing is timed")["msg"] == (
+        "pool_ready skipped: no guest kubeconfig given (pool_ready_kubeconfig)")
+    assert [task[0] for task in res.tasks] == ["Say why nothing is timed"]  # then the play ends
+    assert list(tmp_path.iterdir()) == []
+    last = yaml.safe_load((ROOT / "playbooks" / "host_rebuild.yml").read_text())[-1]
+    assert last["ansible.builtin.import_playbook"] == "pool_ready.yml"
+    assert "host_rebuild__vgpu_vms" in last["vars"]["pool_ready_nodes"]
