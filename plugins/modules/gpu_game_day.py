@@ -26,7 +26,7 @@ description:
     Ready) pods as before the kill, none of them a killed one; Kueue may have requeued the Workload and admitted
     it again meanwhile (the job's C(requeued) says so). A Job that fails or completes, or is removed, will not run
     again by itself. A Job fails after its C(backoffLimit) of lost pods, as the Job controller counts a deleted
-    pod as failed: a job that should survive a game day needs a backoff limit (or pod failure policy) that allows
+    pod as failed; a job that should survive a game day needs a backoff limit (or pod failure policy) that allows
     it.
   - The collection cannot know a job's checkpoint format, where it writes it, or how it resumes. O(check_command)
     is the user's own check of that; its exit status decides (0 passed). It runs where the module runs, through
@@ -53,7 +53,7 @@ options:
     type: list
     elements: str
   only:
-    description: Only these Jobs (C(namespace/name)); each must be a running Kueue-admitted Job of the queue.
+    description: Choose from these Jobs only (C(namespace/name)), O(jobs) of them; each must be a running Kueue-admitted Job of the queue.
     type: list
     elements: str
   jobs:
@@ -77,9 +77,11 @@ options:
     description:
       - A shell command run once per hit Job, after the wait, that checks the job resumed from its checkpoint (see
         the description for its environment); its exit status decides. Without it only the recovery is checked.
+      - It is bounded by O(check_timeout) through the C(timeout) command where the machine has one (exit status 124
+        when it ran too long).
     type: str
   check_timeout:
-    description: Seconds each check command may run; one that runs longer is killed and counts as failed.
+    description: Seconds each check command may run; one that runs longer is stopped and counts as failed.
     type: int
     default: 300
   fail_on_loss:
@@ -162,8 +164,6 @@ lost:
   elements: str
 """
 
-import os
-import subprocess
 import time
 import traceback
 
@@ -219,6 +219,7 @@ class GameDay(Resource):
         self.api = None
         self.chosen = []
         self.passed_over = {}
+        self._unbounded_said = False
 
     def read(self):
         p = self.p
@@ -303,27 +304,26 @@ class GameDay(Resource):
             out["detail"] = "not Running again within %d s: %s" % (self.p["recovery_timeout"], out["detail"])
 
     def _check(self, out):
-        env = dict(os.environ, GAME_DAY_NAMESPACE=out["namespace"], GAME_DAY_JOB=out["job"],
-                   GAME_DAY_WORKLOAD=out["workload"], GAME_DAY_CLUSTER_QUEUE=self.p["cluster_queue"],
-                   GAME_DAY_LOCAL_QUEUE=out["local_queue"] or "", GAME_DAY_PODS_KILLED=",".join(out["kill"]),
+        env = dict(GAME_DAY_NAMESPACE=out["namespace"], GAME_DAY_JOB=out["job"], GAME_DAY_WORKLOAD=out["workload"],
+                   GAME_DAY_CLUSTER_QUEUE=self.p["cluster_queue"], GAME_DAY_LOCAL_QUEUE=out["local_queue"] or "",
+                   GAME_DAY_PODS_KILLED=",".join(out["kill"]),
                    GAME_DAY_RECOVERED="true" if out["state"] == gd.RECOVERED else "false")
         if self.p["kubeconfig"]:
             env["KUBECONFIG"] = self.p["kubeconfig"]
+        limit = self.p["check_timeout"]
+        argv = ["/bin/sh", "-c", self.p["check_command"]]
+        bounded = self.module.get_bin_path("timeout")
+        if bounded:
+            argv = [bounded, "--kill-after=5", str(limit)] + argv
+        elif not self._unbounded_said:
+            self._unbounded_said = True
+            self.warnings.append("no timeout command on this machine: check_timeout (%d s) is not enforced" % limit)
         started = self.clock()
-        try:
-            proc = subprocess.Popen(["/bin/sh", "-c", self.p["check_command"]], env=env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        except OSError as exc:
-            return dict(rc=None, output="cannot run the check command: %s" % exc, seconds=0.0)
-        try:
-            output, _ = proc.communicate(timeout=self.p["check_timeout"])
-            rc = proc.returncode
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            output, _ = proc.communicate()
-            rc = None
-            output = (output or b"") + (b"\n[killed after %d s]" % self.p["check_timeout"])
-        return dict(rc=rc, output=gd.tail(output.decode("utf-8", "replace")), seconds=round(self.clock() - started, 3))
+        rc, stdout, stderr = self.module.run_command(argv, environ_update=env)
+        output = (stdout or "") + (stderr or "")
+        if bounded and rc in (124, 137):
+            output += "\n[stopped after check_timeout, %d s]" % limit
+        return dict(rc=rc, output=gd.tail(output), seconds=round(self.clock() - started, 3))
 
     def apply(self, plan):
         outcomes = {}

@@ -236,8 +236,8 @@ def markdown(rep):
         for j in rep["jobs"]:
             lines.append("| %s | %s | %s |" % (key(j["namespace"], j["job"]), j["workload"], ", ".join(j["kill"])))
         return "\n".join(lines) + "\n"
-    lines += ["Bound: %s s. Check command: %s." % (rep["bound_seconds"], "`%s`" % rep["check_command"]
-                                                      if rep["check_command"] else "none"), "",
+    command = "`%s`" % rep["check_command"] if rep["check_command"] else "none"
+    lines += ["Bound: %s s. Check command: %s." % (rep["bound_seconds"], command), "",
               "| job | pods killed | state | seconds until Running again | requeued | check | survived | detail |",
               "|---|---|---|---:|---|---|---|---|"]
     for j in rep["jobs"]:

@@ -174,16 +174,22 @@ def test_game_day_kills_pods_they_come_back_and_the_report_says_so(day):
         [j["seconds"] for j in report["jobs"]], took))
 
 
-def test_a_failing_checkpoint_check_marks_the_job_lost(day):
-    result = game_day(day, only=["research/gang-c"], pods=1, recovery_timeout=90,
-                      check_command='echo "no checkpoint for $GAME_DAY_JOB"; exit 3')
+def test_a_failing_or_hanging_checkpoint_check_marks_the_job_lost(day):
+    command = ('if [ "$GAME_DAY_JOB" = gang-a ]; then sleep 30; fi; '
+               'echo "no checkpoint for $GAME_DAY_JOB"; exit 3')
+    result = game_day(day, only=["research/gang-c", "team-vision/gang-a"], jobs=2, pods=1, recovery_timeout=90,
+                      check_command=command, check_timeout=2)
     assert result.get("failed"), result
-    assert "1 of 1 hit jobs did not survive" in result["msg"] and "research/gang-c" in result["msg"]
-    assert "check command exited 3" in result["msg"]
-    [job] = result["jobs"]
-    assert job["state"] == "recovered" and job["survived"] is False
-    assert job["check"] == dict(rc=3, output="no checkpoint for gang-c\n", seconds=job["check"]["seconds"])
-    assert result["lost"] == ["research/gang-c"]
+    assert "2 of 2 hit jobs did not survive" in result["msg"], result["msg"]
+    assert "research/gang-c (the check command exited 3)" in result["msg"]
+    assert "team-vision/gang-a (the check command exited 124)" in result["msg"]
+    failed, hung = result["jobs"]  # by namespace/name
+    assert failed["job"] == "gang-c" and failed["state"] == "recovered" and failed["survived"] is False
+    assert failed["check"]["rc"] == 3 and failed["check"]["output"] == "no checkpoint for gang-c\n"
+    assert hung["job"] == "gang-a" and hung["state"] == "recovered" and hung["survived"] is False
+    assert hung["check"]["rc"] == 124 and "stopped after check_timeout, 2 s" in hung["check"]["output"]
+    assert hung["check"]["seconds"] < 10
+    assert result["lost"] == ["research/gang-c", "team-vision/gang-a"]
     wait_for("gang-c Running", lambda: len(running(day["core"], "research", "gang-c")) == 2)
 
 

@@ -73,9 +73,9 @@ def test_candidates_are_running_admitted_jobs_of_the_queue_only():
 
 def test_candidates_filter_by_namespace_and_local_queue():
     wls, jobs, pods = world()
-    eligible, _ = gd.candidates(wls, jobs, pods, CQ, namespaces=["team-b"])
+    eligible = gd.candidates(wls, jobs, pods, CQ, namespaces=["team-b"])[0]
     assert [e["job"] for e in eligible] == ["gang-c"]
-    eligible, _ = gd.candidates(wls, jobs, pods, CQ, local_queue="elsewhere")
+    eligible = gd.candidates(wls, jobs, pods, CQ, local_queue="elsewhere")[0]
     assert eligible == []
 
 
@@ -89,14 +89,14 @@ def test_evicted_workload_and_suspended_job_are_left_alone():
 
 
 def test_choice_without_seed_is_name_order():
-    eligible, _ = gd.candidates(*world(), cluster_queue=CQ)
+    eligible = gd.candidates(*world(), cluster_queue=CQ)[0]
     chosen = gd.choose(eligible, jobs=2, pods=1)
     assert [(c["job"], c["kill"]) for c in chosen] == [("gang-a", ["gang-a-x"]), ("gang-b", ["gang-b-x"])]
     assert [c["kill"] for c in gd.choose(eligible, jobs=1)] == [["gang-a-x", "gang-a-y"]]  # all pods by default
 
 
 def test_choice_with_seed_is_repeatable_and_depends_on_the_seed():
-    eligible, _ = gd.candidates(*world(), cluster_queue=CQ)
+    eligible = gd.candidates(*world(), cluster_queue=CQ)[0]
     first = gd.choose(eligible, jobs=2, pods=1, seed=42)
     assert gd.choose(list(reversed(eligible)), jobs=2, pods=1, seed=42) == first  # input order does not matter
     picks = set()
@@ -109,7 +109,7 @@ def test_choice_with_seed_is_repeatable_and_depends_on_the_seed():
 
 
 def test_choice_takes_fewer_when_fewer_run_and_refuses_nothing_or_unknown():
-    eligible, _ = gd.candidates(*world(), cluster_queue=CQ)
+    eligible = gd.candidates(*world(), cluster_queue=CQ)[0]
     assert len(gd.choose(eligible, jobs=10)) == 3
     assert [c["job"] for c in gd.choose(eligible, jobs=5, only=["team-b/gang-c"])] == ["gang-c"]
     with pytest.raises(gd.GameDayError, match="team-a/done"):
@@ -131,10 +131,10 @@ def test_recovery_states():
     state, detail, running = gd.recovery(entry, a, wl, [pod("gang-a-y", a), pod("gang-a-new", a, phase="Pending")])
     assert state is None and detail == "1 of 2 pods Running" and running == ["gang-a-y"]
     # the replacement Running but not Ready: not yet
-    state, _, _ = gd.recovery(entry, a, wl, [pod("gang-a-y", a), pod("gang-a-new", a, ready=False)])
+    state = gd.recovery(entry, a, wl, [pod("gang-a-y", a), pod("gang-a-new", a, ready=False)])[0]
     assert state is None
     # a killed pod still terminating does not count
-    state, _, _ = gd.recovery(entry, a, wl, [pod("gang-a-y", a), pod("gang-a-x", a)])
+    state = gd.recovery(entry, a, wl, [pod("gang-a-y", a), pod("gang-a-x", a)])[0]
     assert state is None
     state, detail, running = gd.recovery(entry, a, wl, [pod("gang-a-y", a), pod("gang-a-new", a)])
     assert state == gd.RECOVERED and running == ["gang-a-new", "gang-a-y"]
@@ -146,7 +146,7 @@ def test_recovery_states():
     assert gd.requeued(a, evicted) and not gd.requeued(a, wl)
     # failed for good
     failed = job("gang-a", conditions=[{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}])
-    state, detail, _ = gd.recovery(entry, failed, wl, [])
+    state, detail = gd.recovery(entry, failed, wl, [])[:2]
     assert state == gd.FAILED and "BackoffLimitExceeded" in detail
     assert gd.recovery(entry, None, wl, [])[:2] == (gd.FAILED, "the Job is gone")
     assert gd.recovery(entry, job("gang-a", uid="another"), wl, [])[0] == gd.FAILED  # a new Job of that name
@@ -163,7 +163,7 @@ def test_survival_needs_recovery_and_a_passing_check():
     assert gd.survived(_outcome("a", gd.RECOVERED))
     assert gd.survived(_outcome("a", gd.RECOVERED, check=False))
     assert not gd.survived(_outcome("a", gd.RECOVERED, rc=1))
-    assert not gd.survived(_outcome("a", gd.RECOVERED, rc=None))  # killed after check_timeout
+    assert not gd.survived(_outcome("a", gd.RECOVERED, rc=None))  # no exit status
     assert not gd.survived(_outcome("a", gd.NOT_RECOVERED))
     assert not gd.survived(_outcome("a", gd.FAILED))
 
