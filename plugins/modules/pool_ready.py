@@ -15,7 +15,7 @@ description:
   - After a host or node replacement, waits for each step in turn, each within its own bound, and returns the
     seconds each took. Ready is not in service; the steps are
     C(ready) (the nodes Ready),
-    C(validated) (the GPU Operator's validator pod, C(nvidia-operator-validator), Ready on each node: its init
+    C(validated) (the GPU Operator's validator pod, C(nvidia-operator-validator), Ready on each node; its init
     containers validate the driver, the container toolkit, CUDA and the device plugin, so Ready means every
     validation passed),
     C(advertised) (the pool's GPU resource in each node's allocatable),
@@ -408,8 +408,8 @@ class PoolReady(Info):
             try:
                 self.api.delete_pod(self.p["probe_namespace"], self.probe)
             except K8sError as exc:
-                self.warnings.append("the probe pod %s/%s was not removed: %s" % (self.p["probe_namespace"],
-                                                                                   self.probe, exc))
+                self.warnings.append("the probe pod %s/%s was not removed: %s" % (
+                    self.p["probe_namespace"], self.probe, exc))
 
     def result(self, live, plan):
         return live

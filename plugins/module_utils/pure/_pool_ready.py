@@ -207,14 +207,14 @@ def probe_check(pod):
     phase = status.get("phase") or "Pending"
     node = (pod.get("spec") or {}).get("nodeName")
     if phase in ("Failed", "Succeeded"):
-        raise PoolReadyError("probe pod %s ended %s on %s%s" % (_meta(pod).get("name"), phase, node,
-                                                                 ": %s" % status["message"] if status.get("message") else ""))
+        why = ": %s" % status["message"] if status.get("message") else ""
+        raise PoolReadyError("probe pod %s ended %s on %s%s" % (_meta(pod).get("name"), phase, node, why))
     if pod_ready(pod):
         return True, "probe pod %s Running on %s" % (_meta(pod).get("name"), node)
     scheduled = _conditions(pod).get("PodScheduled") or {}
     if scheduled.get("status") == "False":
-        return False, "probe pod %s not scheduled (%s: %s)" % (_meta(pod).get("name"), scheduled.get("reason"),
-                                                                scheduled.get("message") or "")
+        return False, "probe pod %s not scheduled (%s: %s)" % (
+            _meta(pod).get("name"), scheduled.get("reason"), scheduled.get("message") or "")
     return False, "probe pod %s %s%s" % (_meta(pod).get("name"), phase, " on %s" % node if node else "")
 
 
