@@ -117,8 +117,8 @@ def test_node_licenses_and_leases(k8s_metrics_rig, appliance, token_dir):
     try:
         wait("4 licensed series", licensed)
     except pytest.fail.Exception:
-        pytest.fail("license series: %s; pods: %s" % (seen, [(p.metadata.name, p.spec.node_name, p.status.phase)
-                                                            for p in core.list_namespaced_pod(NS).items]))
+        pods = [(p.metadata.name, p.spec.node_name, p.status.phase) for p in core.list_namespaced_pod(NS).items]
+        pytest.fail("license series: %s; pods: %s" % (seen, pods))
     appliance.set_leases(4)
     res = audit(rig, appliance, token_dir)
     assert res["findings"] == [] and res["clean"] is True

@@ -84,9 +84,8 @@ def culled(k8s_rig, k8s_api, inputs):
 
 
 def culling_findings(k8s_rig, design_file):
-    res = run_module("gpupool.vcf.gpu_pool_audit", {"design_file": str(design_file), "links": ["guest"],
-                                                     "kubeconfig": str(k8s_rig.kubeconfig)},
-                     env={"K8S_AUTH_KUBECONFIG": "", "VMWARE_HOST": ""})[0]
+    args = {"design_file": str(design_file), "links": ["guest"], "kubeconfig": str(k8s_rig.kubeconfig)}
+    res = run_module("gpupool.vcf.gpu_pool_audit", args, env={"K8S_AUTH_KUBECONFIG": "", "VMWARE_HOST": ""})[0]
     assert not res.get("failed"), res.get("msg")
     return [f for f in res["findings"] if f["rule"].startswith("notebook_culling")]
 
