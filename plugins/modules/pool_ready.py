@@ -123,6 +123,13 @@ options:
     description: The prompt of the request.
     type: str
     default: Say hello.
+  inference_validate_certs:
+    description: Verify the inference endpoint's TLS certificate.
+    type: bool
+    default: true
+  inference_ca_path:
+    description: CA bundle for the inference endpoint's certificate.
+    type: path
   timeout:
     description: Seconds each step may take.
     type: int
@@ -242,6 +249,8 @@ ARGUMENT_SPEC = dict(
     inference_model=dict(type="str"),
     inference_token=dict(type="str", no_log=True),
     inference_prompt=dict(type="str", default="Say hello."),
+    inference_validate_certs=dict(type="bool", default=True),
+    inference_ca_path=dict(type="path"),
     timeout=dict(type="int", default=600),
     step_timeouts=dict(type="dict", default={}),
     poll_interval=dict(type="float", default=2.0),
@@ -339,7 +348,7 @@ class PoolReady(Info):
         sent = self.clock()
         try:
             resp = open_url(url, data=body, headers=headers, method="POST", timeout=self.p["request_timeout"],
-                            validate_certs=True)
+                            validate_certs=self.p["inference_validate_certs"], ca_path=self.p["inference_ca_path"])
         except Exception as exc:  # refused, 503 while the model loads, timeouts: tried again within the bound
             return False, "%s: %s" % (url, getattr(exc, "reason", None) or exc)
         try:
