@@ -35,7 +35,9 @@ description:
     labels) without their GPU ResourceQuotas, PriorityClasses, the licensing Secret in the GPU Operator
     namespace, the ClusterPolicy (driver repository, image and version, licensing Secret, MIG strategy,
     device plugin configuration), the device plugin (time-slicing) ConfigMap, Kueue's ResourceFlavor,
-    ClusterQueue and LocalQueues, and the notebook culling CronJob (needs O(kubeconfig)).
+    ClusterQueue and LocalQueues, and the notebook culling (the culling CronJob, or where Kubeflow's Notebook
+    CRD is installed or the design's culling mechanism is kubeflow, the culling environment of Kubeflow's
+    notebook controller: the design's idle and check minutes) (needs O(kubeconfig)).
   - C(licensing) - NVIDIA licensing as a production dependency (needs O(dls_host)) - the DLS appliance
     answers (login, service instance, license server, leases); the client configuration token that
     M(gpupool.vcf.dls_client_token) keeps for site.yml (O(token_dir)) exists and is valid beyond the
@@ -425,15 +427,31 @@ def _kueue(k8s, core, custom, policy, namespaces):
     return out
 
 
-def _culling(k8s, custom, batch, policy, namespaces):
-    """The notebook culling CronJob as {exists, schedule, image, env}; None when the role writes
-    none (culling off, or Kubeflow's notebook controller does it)."""
-    want = culling_cronjob(policy)
-    if want is None:
+def _kubeflow_culling(k8s, apps, policy):
+    """Kubeflow's notebook controller as the role patches it: {kubeflow, exists, env of its container}."""
+    want = _audit.kubeflow_culling(policy)
+    dep = _get(k8s, "Deployment %s/%s" % (want["namespace"], want["name"]), apps.read_namespaced_deployment,
+               want["name"], want["namespace"])
+    containers = [c for c in (dep.spec.template.spec.containers or []) if c.name == want["container"]] \
+        if dep is not None else []
+    if not containers:
+        return dict(kubeflow=True, exists=False)
+    return dict(kubeflow=True, exists=True, env=dict((e.name, e.value) for e in (containers[0].env or [])))
+
+
+def _culling(k8s, custom, batch, policy, namespaces, apps=None):
+    """The notebook culling as the role writes it: the CronJob as {exists, schedule, image, env}, or,
+    where the role leaves it to Kubeflow (its Notebook CRD installed, or the mechanism kubeflow),
+    Kubeflow's notebook controller (see _kubeflow_culling); None when culling is off."""
+    mechanism = policy.get("gpu_scheduling_policy_culling")
+    if mechanism == "none":
         return None
+    if mechanism == "kubeflow":
+        return _kubeflow_culling(k8s, apps, policy)
     if _get(k8s, "the CRD notebooks.kubeflow.org", custom.get_cluster_custom_object, "apiextensions.k8s.io", "v1",
             "customresourcedefinitions", "notebooks.kubeflow.org") is not None:
-        return None
+        return _kubeflow_culling(k8s, apps, policy)
+    want = culling_cronjob(policy)
     job = None
     if want["namespace"] in namespaces:
         job = _get(k8s, "CronJob %s/%s" % (want["namespace"], want["name"]), batch.read_namespaced_cron_job,
@@ -499,7 +517,7 @@ def read_guest(k8s, derived):
                 priority_classes=pcs, cluster_policy=cluster_policy, device_plugin_config=config,
                 dcgm_metrics_config=dcgm,
                 kueue=_kueue(k8s, core, custom, policy, namespaces),
-                culling=_culling(k8s, custom, client.BatchV1Api(k8s.api), policy, namespaces))
+                culling=_culling(k8s, custom, client.BatchV1Api(k8s.api), policy, namespaces, client.AppsV1Api(k8s.api)))
 
 
 def read_dls(p):

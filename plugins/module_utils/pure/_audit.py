@@ -35,7 +35,8 @@ Live state, per link (every value is plain data):
     ``device_plugin_config``: ``{"exists", "data": {key: parsed YAML}}``; ``dcgm_metrics_config``:
     ``{"exists", "data": {key: text}}``; ``kueue``: ``{"served",
     "resource_flavors": {name: spec}, "cluster_queues": {name: spec}, "local_queues": {namespace:
-    {name: spec}}, "configuration": Kueue's parsed Configuration or None}``; ``culling``: ``{"exists", "schedule", "image", "env": {}}``. What the guest
+    {name: spec}}, "configuration": Kueue's parsed Configuration or None}``; ``culling``: ``{"exists", "schedule", "image", "env": {}}`` (the CronJob), or
+    ``{"kubeflow": True, "exists", "env": {}}`` (Kubeflow's notebook controller's container). What the guest
     roles write is built by ``_k8s_objects`` from the role inputs derive() gives them.
 
 A finding is a dict: ``rule``, ``severity`` (error | warning | info), ``link``, ``object``,
@@ -1057,7 +1058,40 @@ def _kueue_config(out, policy, live):
             ns, name, _diff_text(diffs), restart), "set it (gpu_scheduling_policy role, which restarts Kueue)"))
 
 
+def kubeflow_culling(policy):
+    """What the role's culling tasks patch into Kubeflow's notebook controller (tasks/culling.yml):
+    {"namespace", "name", "container", "env"}; None when the role leaves Kubeflow alone."""
+    if policy.get("gpu_scheduling_policy_culling") not in ("auto", "kubeflow"):
+        return None
+    return {"namespace": policy["gpu_scheduling_policy_kubeflow_controller_namespace"],
+            "name": policy["gpu_scheduling_policy_kubeflow_controller_deployment"],
+            "container": policy["gpu_scheduling_policy_kubeflow_controller_container"],
+            "env": OrderedDict([("ENABLE_CULLING", "true"),
+                                ("CULL_IDLE_TIME", str(policy["gpu_scheduling_policy_culling_idle_minutes"])),
+                                ("IDLENESS_CHECK_PERIOD", str(policy["gpu_scheduling_policy_culling_check_minutes"]))])}
+
+
+def _kubeflow_culling(out, policy, live):
+    want = kubeflow_culling(policy)
+    if want is None:
+        return
+    obj = "deployment %s/%s" % (want["namespace"], want["name"])
+    if not live.get("exists"):
+        out.append(finding("notebook_culling_missing", obj,
+                           "Kubeflow's notebook controller %s/%s (container %s) is missing: nothing culls idle "
+                           "notebooks" % (want["namespace"], want["name"], want["container"]),
+                           "install Kubeflow's notebook controller, or set guest.culling.mechanism to cronjob"))
+        return
+    diffs = _objects.differences({"env": want["env"]}, {"env": live.get("env") or {}})
+    if diffs:
+        out.append(finding("notebook_culling_changed", obj, "Kubeflow's notebook controller %s/%s: %s" % (
+            want["namespace"], want["name"], _diff_text(diffs)), "set it back (gpu_scheduling_policy role)"))
+
+
 def _culling(out, policy, live):
+    if live.get("kubeflow"):
+        _kubeflow_culling(out, policy, live)
+        return
     want = _objects.culling_cronjob(policy)
     if want is None:
         return
@@ -1310,5 +1344,5 @@ def render(design_name, findings, summary, audited, fmt):
 
 
 __all__ = ["RULES", "LINKS", "finding", "not_audited", "audit_esxi", "audit_vsphere", "audit_vks", "audit_guest", "guest_inputs",
-           "audit_licensing", "token_state", "license_by_node", "gpu_node_names", "design_gpu_nodes",
+           "audit_licensing", "token_state", "kubeflow_culling", "license_by_node", "gpu_node_names", "design_gpu_nodes",
            "sort_findings", "summarize", "is_clean", "should_fail", "render"]

@@ -86,6 +86,9 @@ ROLE_DEFAULTS = {
         "gpu_scheduling_policy_culling_port": 8888,
         "gpu_scheduling_policy_culling_pools": {},
         "gpu_scheduling_policy_pool_label": "gpupool.vcf/pool",
+        "gpu_scheduling_policy_kubeflow_controller_namespace": "kubeflow",
+        "gpu_scheduling_policy_kubeflow_controller_deployment": "notebook-controller-deployment",
+        "gpu_scheduling_policy_kubeflow_controller_container": "manager",
     },
 }
 CLUSTER_POLICY = "cluster-policy"

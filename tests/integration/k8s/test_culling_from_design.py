@@ -134,3 +134,46 @@ def test_bad_pool_minutes_stop_the_role_before_any_change(k8s_rig, inputs):
     text = run.stdout + run.stderr
     assert "gpu_scheduling_policy_culling_pools: idle minutes must be whole numbers, 1 or more" in text
     assert "notebooks-long" in text and "notebooks" in text and "Nothing was changed" in text
+
+
+def test_kubeflow_controller_judged_against_the_design(k8s_rig, k8s_api, tmp_path):
+    """Mechanism kubeflow: the audit judges Kubeflow's notebook controller's culling settings against
+    the design (the shortest notebook pool's minutes), and the role's culling tasks set them."""
+    d = design()
+    d["guest"]["culling"]["mechanism"] = "kubeflow"
+    path = tmp_path / "design.yml"
+    path.write_text(yaml.safe_dump(d))
+    import sys
+    from tests.lib.ansible_run import COLLECTIONS
+    if str(COLLECTIONS) not in sys.path:
+        sys.path.insert(0, str(COLLECTIONS))
+    from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
+    inputs = json.loads(json.dumps(derive(d)["roles"]["gpu_scheduling_policy"]))
+    assert inputs["gpu_scheduling_policy_culling"] == "kubeflow"
+    core, apps = client.CoreV1Api(k8s_api), client.AppsV1Api(k8s_api)
+    try:
+        core.read_namespace("kubeflow")
+        pytest.fail("namespace kubeflow exists already on the rig", pytrace=False)
+    except ApiException as exc:
+        assert exc.status == 404
+    core.create_namespace({"metadata": {"name": "kubeflow"}})
+    try:
+        obj = "deployment kubeflow/notebook-controller-deployment"
+        assert [(f["rule"], f["object"]) for f in culling_findings(k8s_rig, path)] == [
+            ("notebook_culling_missing", obj)]
+        labels = {"app": "notebook-controller"}
+        apps.create_namespaced_deployment("kubeflow", {
+            "metadata": {"name": "notebook-controller-deployment"},
+            "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "manager", "image": "registry.invalid/notebook-controller:1",
+                                         "env": [{"name": "CULL_IDLE_TIME", "value": "1440"}]}]}}}})
+        found = culling_findings(k8s_rig, path)
+        assert [(f["rule"], f["object"]) for f in found] == [("notebook_culling_changed", obj)]
+        assert "env.CULL_IDLE_TIME 1440 (design 60)" in found[0]["message"]
+        assert "env.ENABLE_CULLING unset (design true)" in found[0]["message"]
+        run = run_playbook(culling_play(inputs), env=k8s_rig.env)
+        assert run.rc == 0, run.stdout[-3000:]
+        assert culling_findings(k8s_rig, path) == []
+    finally:
+        core.delete_namespace("kubeflow")

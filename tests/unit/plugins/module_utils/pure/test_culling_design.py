@@ -136,3 +136,44 @@ def test_culler_uses_the_pool_of_the_pods_node():
     now = datetime.datetime(2026, 11, 30, 12, 0, tzinfo=datetime.timezone.utc)
     # two hours idle: stopped on the 60-minute pool, kept on the 720-minute one
     assert culler.is_idle("2026-11-30T10:00:00Z", now, 60) and not culler.is_idle("2026-11-30T10:00:00Z", now, 720)
+
+
+def test_kubeflow_culling_as_the_role_patches_it():
+    """The env the audit expects is the env the role's Kubeflow task renders from the same inputs."""
+    import jinja2
+    policy = objs.role_inputs("gpu_scheduling_policy", derive(design(mechanism="kubeflow", idle_minutes=90))
+                              ["roles"]["gpu_scheduling_policy"])
+    want = a.kubeflow_culling(policy)
+    assert (want["namespace"], want["name"], want["container"]) == ("kubeflow", "notebook-controller-deployment",
+                                                                    "manager")
+    assert want["env"] == {"ENABLE_CULLING": "true", "CULL_IDLE_TIME": "90", "IDLENESS_CHECK_PERIOD": "10"}
+    tasks = yaml.safe_load((ROOT / "roles" / "gpu_scheduling_policy" / "tasks" / "culling.yml").read_text())
+    task = [t for t in tasks if t["name"] == "Kubeflow notebook controller culling settings"][0]
+    definition = task["kubernetes.core.k8s"]["definition"]
+    container = definition["spec"]["template"]["spec"]["containers"][0]
+    env = jinja2.Environment()
+    rendered = dict((e["name"], env.from_string(str(e["value"])).render(**policy)) for e in container["env"])
+    assert rendered == want["env"]
+    assert env.from_string(container["name"]).render(**policy) == want["container"]
+    assert env.from_string(task["kubernetes.core.k8s"]["namespace"]).render(**policy) == want["namespace"]
+    assert env.from_string(task["kubernetes.core.k8s"]["name"]).render(**policy) == want["name"]
+
+
+def test_audit_judges_kubeflow_culling():
+    derived = derive(design(mechanism="kubeflow", idle_minutes=90))
+    _op, policy = a.guest_inputs(derived)
+    want = a.kubeflow_culling(policy)
+    live = dict(kubeflow=True, exists=True, env=dict(want["env"], OTHER="kept"))
+    assert a.audit_guest(derived, culling=live) == []
+    live["env"]["CULL_IDLE_TIME"] = "1440"  # Kubeflow's own default
+    out = a.audit_guest(derived, culling=live)
+    assert [(f["rule"], f["object"]) for f in out] == [
+        ("notebook_culling_changed", "deployment kubeflow/notebook-controller-deployment")]
+    assert "env.CULL_IDLE_TIME 1440 (design 90)" in out[0]["message"]
+    out = a.audit_guest(derived, culling=dict(kubeflow=True, exists=False))
+    assert [(f["rule"], f["severity"]) for f in out] == [("notebook_culling_missing", "warning")]
+    assert "cronjob" in out[0]["fix"]
+    # with auto the role patches Kubeflow where its CRD is installed: the same expectation
+    auto = derive(design(idle_minutes=90))
+    assert a.audit_guest(auto, culling=dict(kubeflow=True, exists=True, env=dict(want["env"]))) == []
+    assert a.kubeflow_culling(a.guest_inputs(derive(design(mechanism="cronjob")))[1]) is None
