@@ -37,7 +37,7 @@ description:
     device plugin configuration), the device plugin (time-slicing) ConfigMap, Kueue's ResourceFlavor,
     ClusterQueue and LocalQueues, and the notebook culling (the culling CronJob, or where Kubeflow's Notebook
     CRD is installed or the design's culling mechanism is kubeflow, the culling environment of Kubeflow's
-    notebook controller: the design's idle and check minutes) (needs O(kubeconfig)).
+    notebook controller, with the design's idle and check minutes) (needs O(kubeconfig)).
   - C(licensing) - NVIDIA licensing as a production dependency (needs O(dls_host)) - the DLS appliance
     answers (login, service instance, license server, leases); the client configuration token that
     M(gpupool.vcf.dls_client_token) keeps for site.yml (O(token_dir)) exists and is valid beyond the
