@@ -24,10 +24,10 @@ description:
     name; with O(seed), a shuffle by that seed (the same seed on the same jobs gives the same choice).
   - A hit Job runs again when its Workload is admitted, the Job is not suspended, and it has as many Running (and
     Ready) pods as before the kill, none of them a killed one; Kueue may have requeued the Workload and admitted
-    it again meanwhile (the job's C(requeued) says so). A Job that fails or completes, or is removed, will not run
-    again by itself. A Job fails after its C(backoffLimit) of lost pods, as the Job controller counts a deleted
-    pod as failed; a job that should survive a game day needs a backoff limit (or pod failure policy) that allows
-    it.
+    it again meanwhile (the job's C(requeued) says so). A Job that completes meanwhile counts as back; one that
+    fails, or is removed, will not run again by itself. The Job controller counts a killed pod that ended
+    C(Failed) against the Job's C(backoffLimit); a job that should survive a game day needs a backoff limit (or
+    pod failure policy) that allows lost pods.
   - The collection cannot know a job's checkpoint format, where it writes it, or how it resumes. O(check_command)
     is the user's own check of that; its exit status decides (0 passed). It runs where the module runs, through
     C(/bin/sh -c), once per hit Job after the wait (also for a Job that did not run again), with the environment

@@ -171,13 +171,15 @@ def recovery(entry, job, workload, pods):
     """Where a hit job stands: ``(state, detail, running)``.
 
     ``state`` is ``recovered`` (its Workload admitted, the Job not suspended, as many Running pods
-    as before the kill and none of them a killed pod), ``failed`` (the Job failed or completed, or
-    is gone: it will not run again by itself) or None (not yet). ``running``: the Running pods
+    as before the kill and none of them a killed pod; or the Job completed since), ``failed`` (the
+    Job failed, or is gone: it will not run again by itself) or None (not yet). ``running``: the Running pods
     that are not killed ones.
     """
     if job is None or _meta(job).get("uid") != entry["uid"]:
         return FAILED, "the Job is gone", []
     finished = job_finished(job)
+    if finished and finished.startswith("Complete"):
+        return RECOVERED, "the Job ran again and completed", []
     if finished:
         return FAILED, "the Job is %s" % finished, []
     killed = set(entry["kill"])

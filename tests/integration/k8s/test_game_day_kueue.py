@@ -60,10 +60,10 @@ def role_play(inputs):
         "vars": variables}]}]
 
 
-def gang_job(name, pods=2, gpus=1):
+def gang_job(name, pods=2, gpus=1, backoff_limit=6):
     """A checkpointing training job as users submit it to the queue: a backoff limit that allows lost pods."""
     return {"metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": LQ}},
-            "spec": {"suspend": True, "parallelism": pods, "completions": pods, "backoffLimit": 6,
+            "spec": {"suspend": True, "parallelism": pods, "completions": pods, "backoffLimit": backoff_limit,
                      "template": {"spec": {
                          "restartPolicy": "Never", "priorityClassName": "gpu-training",
                          "terminationGracePeriodSeconds": 5,

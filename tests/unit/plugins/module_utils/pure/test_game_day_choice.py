@@ -149,6 +149,9 @@ def test_recovery_states():
     state, detail = gd.recovery(entry, failed, wl, [])[:2]
     assert state == gd.FAILED and "BackoffLimitExceeded" in detail
     assert gd.recovery(entry, None, wl, [])[:2] == (gd.FAILED, "the Job is gone")
+    # ran again and finished meanwhile: back
+    complete = job("gang-a", conditions=[{"type": "Complete", "status": "True"}])
+    assert gd.recovery(entry, complete, wl, [])[:2] == (gd.RECOVERED, "the Job ran again and completed")
     assert gd.recovery(entry, job("gang-a", uid="another"), wl, [])[0] == gd.FAILED  # a new Job of that name
 
 
