@@ -12,6 +12,8 @@ Steps, each printed with its time:
   6. audit: names the drifted host
   7. site.yml: repairs it through the drain path (the guest node cordoned and drained, its VM
      powered off, driver, reboot, VM powered on, node Ready, uncordoned); the audit is clean again
+  8. capacity: vGPU slots per cluster and profile, the spare rule with the largest host down, pending
+     GPU pods and Kueue admission waits (playbooks/capacity.yml)
 
 The guest nodes follow their VMs' power (tests/sim/power_bridge.py): a node whose VM is off is
 NotReady, as the kubelet of a real node VM would make it.
@@ -174,6 +176,14 @@ def main():
         if not result["clean"] or not sum(changed.values()):
             raise SystemExit("demo: the repair did not bring the pool back to the design")
         timed("site.yml (repair) + audit", start)
+
+        banner(8, "capacity: vGPU slots per profile and the spare rule on the live fleet")
+        start = time.monotonic()
+        playbook("capacity.yml", env, dict(capacity_kubeconfig=str(rig.kubeconfig),
+                                           capacity_output_dir=str(report_dir / "capacity")), show=False)
+        summary = (report_dir / "capacity" / "gpu-capacity.md").read_text()
+        print(summary)
+        timed("capacity summary", start)
     finally:
         if bridge:
             bridge.stop()
