@@ -276,7 +276,9 @@ class GameDay(Resource):
     def _look(self, entry):
         ns = entry["namespace"]
         job = self.api.read_job(ns, entry["job"])
-        workloads = [w for w in self.api.list_workloads(ns) if w.get("metadata", {}).get("name") == entry["workload"]]
+        # the Job's Workload by its owner reference: Kueue may have made a new one for a requeued Job
+        workloads = [w for w in self.api.list_workloads(ns) if gd.owner_uid(w, "Job") == entry["uid"]]
+        workloads.sort(key=lambda w: not gd.workload_admitted(w))  # an admitted one first
         return job, (workloads[0] if workloads else None), self.api.list_job_pods(ns)
 
     def _wait(self, outcomes):
