@@ -213,7 +213,7 @@ class GuestNodes(Resource):
 
     def __init__(self, module):
         self.p = module.params
-        Resource.__init__(self, "the guest nodes of %d VMs" % len(self.p["vms"]) if self.p["vms"]
+        Resource.__init__(self, "the guest nodes of %d VMs (%s)" % (len(self.p["vms"]), self.p["owner"]) if self.p["vms"]
                           else "the guest nodes cordoned by %s" % ", ".join(self.owners()))
         self.verb = "drain" if self.p["state"] == "drained" else "restore"
         self.module = module

@@ -147,6 +147,26 @@ def test_inference_with_nowhere_to_go_stops_the_roll_before_any_change(vsphere, 
     wait_for("2 llm pods", lambda: len(core.list_namespaced_pod(guest, label_selector="app=llm").items) == 2)
 
 
+def test_a_budget_that_can_never_allow_an_eviction_stops_the_roll_before_any_change(
+        vsphere, vsphere_env, k8s_rig, k8s_api, guest):
+    core, policy = client.CoreV1Api(k8s_api), client.PolicyV1Api(k8s_api)
+    wait_for("2 llm pods Running", lambda: len(running(core, guest, "llm")) == 2)
+    policy.create_namespaced_pod_disruption_budget(guest, {
+        "metadata": {"name": "llm-strict"}, "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "llm"}}}})
+    try:
+        wait_for("llm-strict computed", lambda: (policy.read_namespaced_pod_disruption_budget(
+            "llm-strict", guest).status.expected_pods or 0) == 2)
+        before = boots(vsphere)
+        res = run_playbook(roll(k8s_rig), env=vsphere_env)
+        assert res.rc != 0
+        msg = failures(res)
+        assert "PodDisruptionBudget llm-strict wants every pod it covers healthy" in msg, msg
+        assert "Nothing was changed" in msg and "host-roll/roll-0" in msg, msg
+        assert boots(vsphere) == before and cordoned(core) == []
+    finally:
+        policy.delete_namespaced_pod_disruption_budget("llm-strict", guest)
+
+
 def test_check_mode_prints_each_hosts_ordered_plan_and_changes_nothing(vsphere, vsphere_env, k8s_rig, k8s_api, guest):
     core = client.CoreV1Api(k8s_api)
     pods = sorted(p.metadata.uid for p in core.list_namespaced_pod(guest).items)
