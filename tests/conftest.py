@@ -30,6 +30,8 @@ SLOW_FIRST = (
     "tests/integration/test_fault_suite.py",
     "tests/integration/k8s/test_gpu_policy_roles.py",
     "tests/integration/k8s/test_gpu_usage_chargeback.py",
+    "tests/integration/k8s/test_kueue_gang_admission.py",
+    "tests/integration/k8s/test_roll_drains_guest_nodes.py",
     "tests/integration/test_host_rebuild.py",
     "tests/integration/k8s/test_faults_k8s.py",
     "tests/integration/k8s/test_ownership_k8s.py",
@@ -40,6 +42,10 @@ SLOW_FIRST = (
     "tests/integration/test_gpu_pool_audit.py",
     "tests/integration/test_roll_with_vgpu_vms.py",
     "tests/integration/k8s/test_fidelity.py",
+    "tests/integration/k8s/test_game_day_kueue.py",
+    "tests/integration/k8s/test_gpu_operator_guest_driver.py",
+    "tests/integration/k8s/test_pool_ready_replace.py",
+    "tests/integration/k8s/test_node_pool_class_shapes.py",
 )
 
 
