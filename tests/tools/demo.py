@@ -6,7 +6,8 @@ Steps, each printed with its time:
      gpu-workloads as the platform team created it (no GPU node pools yet)
   2. site.yml on examples/design.yml: changes
   3. site.yml again: nothing left to change (changed=0)
-  4. audit: clean, all four links
+  4. audit: clean, every link, with the licensing health (the DLS appliance double reachable, its
+     license server and leases, the client token's validity)
   5. drift: one host's NVIDIA driver changed behind the collection's back; the host carries the
      node VM of a guest node (inference-3)
   6. audit: names the drifted host
@@ -106,6 +107,8 @@ def main():
         print("DLS appliance double: https://%s:%s" % (dls.host, dls.port))
         site = chain.site_vars(rig.kubeconfig, dls, report_dir / "tokens")
         kube = {"audit_kubeconfig": str(rig.kubeconfig), "audit_supervisor_kubeconfig": str(rig.kubeconfig)}
+        # the audit's licensing link: the appliance and the token folder site.yml uses
+        kube.update((k, v) for k, v in site.items() if k.startswith("gpupool_dls_") or k == "gpupool_token_dir")
         env["PATH"] = rig.env["PATH"]
         nodes = set(n.metadata.name for n in client.CoreV1Api(rig.api_client()).list_node().items)
         fleet = yaml.safe_load((ROOT / "examples" / "fleet.yml").read_text())
@@ -133,9 +136,17 @@ def main():
 
         banner(4, "audit: the pool matches the design")
         start = time.monotonic()
+        # one lease per GPU node, as the guest drivers would hold them once licensed
+        gpu_nodes = [n for n in client.CoreV1Api(rig.api_client()).list_node().items
+                     if (n.metadata.labels or {}).get("nvidia.com/gpu.present") == "true"]
+        dls.set_leases(len(gpu_nodes))
         result = audit(env, str(report_dir / "audit-clean.json"), kube)
         print("\n>> audit: %s (links audited: %s)" % ("clean" if result["clean"] else "DRIFT",
                                                      ", ".join(result.get("audited") or [])))
+        print(">> licensing health: %s" % json.dumps((result.get("summary") or {}).get("link", {}).get("licensing")))
+        for f in result["findings"]:
+            if f.get("link") == "licensing":
+                print(">>   %s %s: %s" % (f["rule"], f["object"], f["message"]))
         if not result["clean"]:
             raise SystemExit("demo: the audit after the converge is not clean")
         timed("audit (clean)", start)
