@@ -54,7 +54,7 @@ from collections import OrderedDict
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _k8s_objects as _objects
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi, _namespace, _nvidia, _vm_class
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._pool_ready import LICENSE_METRIC, LICENSED
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._pool_ready import LICENSE_METRIC, LICENSED, license_by_node
 
 LINKS = ("esxi", "vsphere", "licensing", "vks", "guest")
 SEVERITIES = ("error", "warning", "info")
@@ -1140,20 +1140,6 @@ def token_state(meta, digest, today, renew_before_days, dls_host=None, port=None
     if (dls_host is not None and meta.get("dls_host") != dls_host) or (port is not None and meta.get("port") != port):
         return "other_appliance", detail
     return "valid", detail
-
-
-def license_by_node(series):
-    """{node: [license status values]} of the DCGM exporter's license series (its ``Hostname`` label is the
-    node); a value that does not parse is NaN (not licensed)."""
-    out = OrderedDict()
-    for item in series or []:
-        host = (item.get("metric") or {}).get("Hostname")
-        try:
-            value = float((item.get("value") or [None, "nan"])[1])
-        except (TypeError, ValueError):
-            value = float("nan")
-        out.setdefault(host, []).append(value)
-    return out
 
 
 def gpu_node_names(derived, nodes):

@@ -17,6 +17,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+from collections import OrderedDict
 
 STEPS = ("ready", "validated", "advertised", "licensed", "probe_pod", "first_token")
 OPTIONAL = ("validated", "licensed", "probe_pod")  # the steps a user may skip
@@ -153,16 +154,24 @@ def license_query(names, metric=LICENSE_METRIC):
     return '%s{Hostname=~"%s"}' % (metric, alternatives)
 
 
-def licensed_check(series, names):
-    """Every named node has license series and each says licensed (value 1)."""
-    per_node = {}
+def license_by_node(series):
+    """{node: [license status values]} of the DCGM exporter's license series (its ``Hostname`` label is the
+    node), in the order of the series; a value that does not parse is NaN (not licensed). The audit's
+    licensing link judges the same values."""
+    out = OrderedDict()
     for item in series or []:
         host = (item.get("metric") or {}).get("Hostname")
         try:
             value = float((item.get("value") or [None, "nan"])[1])
         except (TypeError, ValueError):
             value = float("nan")
-        per_node.setdefault(host, []).append(value)
+        out.setdefault(host, []).append(value)
+    return out
+
+
+def licensed_check(series, names):
+    """Every named node has license series and each says licensed (value 1)."""
+    per_node = license_by_node(series)
     waiting = []
     for name in names:
         values = per_node.get(name)
