@@ -28,7 +28,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names imp
     node_pool_taints,
 )
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_rules import validate_normalized
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_schema import normalize
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_schema import normalize, vcenter_env_prefix
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._nvidia import encode_scheduler, format_rmpvmrl, parse_profile
 
 
@@ -214,6 +214,48 @@ def _vsphere_roles(vsphere):
     return tenancy, pinning
 
 
+def _derive_vcenters(d, pinning):
+    """Per vCenter of the design: its endpoint (no credentials), the prefix of its connection's
+    environment variables, whether the Supervisor is there, its GPU clusters, and the inputs of the
+    roles that run once per vCenter (drs_gpu_pinning over its own clusters)."""
+    out = OrderedDict()
+    for name, vc in d["vcenters"].items():
+        clusters = [c["name"] for c in d["clusters"] if c["vcenter"] == name]
+        out[name] = OrderedDict([
+            ("name", name), ("hostname", vc["hostname"]), ("port", vc["port"]), ("datacenter", vc["datacenter"]),
+            ("env_prefix", vcenter_env_prefix(name)),
+            ("supervisor", d["supervisor"]["vcenter"] == name),
+            ("clusters", clusters),
+            ("roles", OrderedDict([("drs_gpu_pinning", OrderedDict([
+                ("drs_gpu_pinning_clusters", [OrderedDict(c) for c in pinning["drs_gpu_pinning_clusters"]
+                                              if c["name"] in clusters]),
+                ("drs_gpu_pinning_purge_stale", pinning["drs_gpu_pinning_purge_stale"]),
+            ]))])),
+        ])
+    return out
+
+
+def for_vcenter(derived, name):
+    """``derived`` narrowed to what one vCenter holds: its GPU clusters (ESXi link, DRS pinning) and,
+    where the Supervisor is, the VM classes and namespaces; the other links as they are. A vCenter
+    the design does not name raises KeyError."""
+    vc = derived["vcenters"][name]
+    out = OrderedDict(derived)
+    clusters = set(vc["clusters"])
+    out["esxi"] = OrderedDict([("clusters", OrderedDict(
+        (k, v) for k, v in derived["esxi"]["clusters"].items() if k in clusters))])
+    vsphere = OrderedDict(derived["vsphere"])
+    vsphere["drs_pinning"] = [c for c in vsphere["drs_pinning"] if c["name"] in clusters]
+    roles = OrderedDict(derived["roles"])
+    roles["esxi_gpu_host"] = OrderedDict((k, v) for k, v in roles["esxi_gpu_host"].items() if k in clusters)
+    roles["drs_gpu_pinning"] = vc["roles"]["drs_gpu_pinning"]
+    if not vc["supervisor"]:
+        vsphere["vm_classes"], vsphere["namespaces"] = [], []
+        roles["supervisor_gpu_tenancy"] = OrderedDict((k, []) for k in roles["supervisor_gpu_tenancy"])
+    out["vsphere"], out["roles"] = vsphere, roles
+    return out
+
+
 def _vks_role(vks):
     return [OrderedDict([
         ("vks_gpu_node_pools_cluster_name", cluster["name"]),
@@ -356,7 +398,7 @@ def _policy_role(ctx):
 
 
 def derive(design):
-    """What a valid design means for each link: ``{design, vcenter, supervisor, esxi, vsphere,
+    """What a valid design means for each link: ``{design, vcenter, vcenters, supervisor, esxi, vsphere,
     vks, roles}`` (see docs/design.md). ``roles`` holds every role's variables under the role's
     own names, built from the design directly: site.yml passes them on one to one, and the
     audit expects what the roles write with them.
@@ -374,8 +416,9 @@ def derive(design):
     gpu_operator, nls_licensing = _guest_roles(d)
     return OrderedDict([
         ("design", d["name"]),
-        ("vcenter", OrderedDict([("hostname", d["vcenter"]["hostname"]),
-                                 ("datacenter", d["vcenter"]["datacenter"])])),
+        ("vcenter", OrderedDict([("hostname", d["vcenters"][d["supervisor"]["vcenter"]]["hostname"]),
+                                 ("datacenter", d["vcenters"][d["supervisor"]["vcenter"]]["datacenter"])])),
+        ("vcenters", _derive_vcenters(d, pinning)),
         ("supervisor", OrderedDict((k, d["supervisor"][k]) for k in ("name", "endpoint", "storage_policy"))),
         ("esxi", esxi),
         ("vsphere", vsphere),

@@ -28,6 +28,7 @@ __metaclass__ = type
 
 import copy
 import difflib
+import re
 from collections import OrderedDict
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import Finding
@@ -80,6 +81,24 @@ DESIGN_SCHEMA = {
                 "datacenter": {"type": "str", "default": None, "description": "Datacenter of the GPU clusters."},
             },
         },
+        "vcenters": {
+            "type": "map", "default": None,
+            "description": "Several vCenters: name (lower-case letters, digits, dashes) -> endpoint; each GPU "
+                           "cluster names its vCenter (clusters[].vcenter). null - the one vCenter of the "
+                           "vcenter block (named default). Credentials never go in the design: per vCenter from "
+                           "the inventory or GPUPOOL_VCENTER_<NAME>_* environment variables (docs/design.md).",
+            "values": {
+                "type": "dict",
+                "options": {
+                    "hostname": {"type": "str", "default": None,
+                                 "description": "vCenter address; null - from the vCenter's connection "
+                                                "(inventory or environment)."},
+                    "port": {"type": "int", "default": None, "description": "HTTPS port; null - 443."},
+                    "datacenter": {"type": "str", "default": None,
+                                   "description": "Datacenter of the vCenter's GPU clusters."},
+                },
+            },
+        },
         "supervisor": {
             "type": "dict", "required": True,
             "description": "The Supervisor that serves the namespaces and the VKS clusters.",
@@ -93,6 +112,10 @@ DESIGN_SCHEMA = {
                              "description": "Supervisor control plane address (kubectl); null - discovered."},
                 "storage_policy": {"type": "str", "required": True,
                                    "description": "Default storage policy of every namespace."},
+                "vcenter": {"type": "str", "default": None,
+                            "description": "vCenter of the Supervisor (vcenters key): its VM classes and "
+                                           "namespaces are made there; null - the vCenter of supervisor.cluster "
+                                           "(or the only one)."},
             },
         },
         "vks_clusters": {
@@ -113,6 +136,8 @@ DESIGN_SCHEMA = {
             "description": "vSphere clusters with GPU hosts.",
             "options": {
                 "name": {"type": "str", "required": True, "description": "vSphere cluster name."},
+                "vcenter": {"type": "str", "default": None,
+                            "description": "vCenter of the cluster (vcenters key); null - the only vCenter."},
                 "gpu": {
                     "type": "dict", "required": True, "description": "The GPUs of every host of the cluster.",
                     "options": {
@@ -583,9 +608,74 @@ def normalize(design):
                 node_pool["name"] = pool.get("name")
             if node_pool.get("vks_cluster") is None:
                 node_pool["vks_cluster"] = only_vks
+    _resolve_vcenters(d, findings)
     for tenant in d["tenants"]:
         if tenant.get("namespace") is None:
             tenant["namespace"] = tenant.get("name")
         if tenant.get("storage_policy") is None:
             tenant["storage_policy"] = supervisor.get("storage_policy")
     return d, findings
+
+
+# the name of the one vCenter of a design that gives the vcenter block (or none)
+DEFAULT_VCENTER = "default"
+_VCENTER_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
+
+
+def vcenter_env_prefix(name):
+    """Prefix of the environment variables of one vCenter's connection: GPUPOOL_VCENTER_<NAME>_."""
+    return "GPUPOOL_VCENTER_%s_" % name.upper().replace("-", "_")
+
+
+def _vcenter_ref(findings, path, ref, names):
+    """The vCenter a cluster or the Supervisor names, checked against the design's vCenters."""
+    if ref in names:
+        return ref
+    close = difflib.get_close_matches(str(ref), names, n=1)
+    _schema_error(findings, path, "unknown vCenter %r: the design's vCenters are %s" % (ref, ", ".join(names)),
+                  "did you mean %r?" % close[0] if close else "use one of %s (vcenters)" % ", ".join(names))
+    return None
+
+
+def _resolve_vcenters(d, findings):
+    """``vcenters`` filled in (the vcenter block as vCenter ``default`` when none is named); each
+    cluster's and the Supervisor's vCenter checked, or set where the design has only one."""
+    single = d.get("vcenter") or {}
+    named = d.get("vcenters")
+    if named:
+        if any(v is not None for v in single.values()):
+            _schema_error(findings, "vcenter", "both vcenter and vcenters are given",
+                          "name every vCenter under vcenters and remove the vcenter block")
+        for name in named:
+            if not _VCENTER_NAME.match(name):
+                _schema_error(findings, "vcenters.%s" % name, "vCenter name %r is not lower-case letters, digits "
+                              "and dashes" % name, "rename it (it names a play host and environment variables)")
+    else:
+        named = OrderedDict([(DEFAULT_VCENTER, OrderedDict([
+            ("hostname", single.get("hostname")), ("port", None), ("datacenter", single.get("datacenter"))]))])
+    d["vcenters"] = named
+    names = list(named)
+    for cluster in d["clusters"]:
+        path = "clusters.%s.vcenter" % cluster.get("name")
+        if cluster.get("vcenter") is not None:
+            cluster["vcenter"] = _vcenter_ref(findings, path, cluster["vcenter"], names)
+        elif len(names) == 1:
+            cluster["vcenter"] = names[0]
+        else:
+            _schema_error(findings, path, "required field is missing: the design names several vCenters",
+                          "add vcenter: one of %s" % ", ".join(names))
+    supervisor = d.get("supervisor")
+    if not isinstance(supervisor, dict):
+        return
+    if supervisor.get("vcenter") is not None:
+        supervisor["vcenter"] = _vcenter_ref(findings, "supervisor.vcenter", supervisor["vcenter"], names)
+        return
+    of_cluster = [c.get("vcenter") for c in d["clusters"] if c.get("name") == supervisor.get("cluster")]
+    if of_cluster and of_cluster[0]:
+        supervisor["vcenter"] = of_cluster[0]
+    elif len(names) == 1:
+        supervisor["vcenter"] = names[0]
+    elif not of_cluster:
+        _schema_error(findings, "supervisor.vcenter", "required field is missing: the design names several "
+                      "vCenters and supervisor.cluster is none of its GPU clusters",
+                      "add vcenter: one of %s" % ", ".join(names))
