@@ -73,11 +73,19 @@ class VsphereSim:
         """JSON view of a host's GPU state (driver, graphics, module options, maintenance...)."""
         return self._call("GET", f"/_sim/hosts/{name}")
 
+    def ssh_addresses(self) -> dict:
+        """{GPU host name: "127.0.0.1:<port>"} of the hosts' SSH listeners (started with ssh_authorized_keys)."""
+        return self._call("GET", "/_sim/ssh")
+
+    def mig(self, name: str) -> list:
+        """Per GPU of a host: {"index", "pci_bus_id", "current", "pending"} MIG mode (None: no MIG on the GPU model)."""
+        return self._call("GET", f"/_sim/hosts/{name}/mig")["gpus"]
+
     def inject_fault(self, host: str | None, op: str, message: str = "", times: int = 1, hang: bool = False,
                      vm: str | None = None) -> dict:
         """Make the next `times` calls of op fail with message, or hang (task stays running) until cleared.
 
-        Host ops: install, reboot, reboot_hang, update_graphics, update_module_options,
+        Host ops: install, reboot, reboot_hang, update_graphics, update_module_options, nvidia_smi,
         enter_maintenance, exit_maintenance. VM ops (pass vm=, host=None): power_on, power_off.
         """
         body: dict[str, Any] = {"op": op, "message": message, "times": times, "hang": hang}
@@ -188,8 +196,12 @@ class VsphereSim:
 
 def start(fleet: dict | str | os.PathLike, port: int = 0, reboot_seconds: float = 1.0,
           username: str = "administrator@vsphere.local", password: str | None = None,
-          timeout: float = 60.0, api_version: str | None = None) -> VsphereSim:
+          timeout: float = 60.0, api_version: str | None = None,
+          ssh_authorized_keys: str | os.PathLike | None = None) -> VsphereSim:
     """Start the simulator with a fleet (a dict, or the path of a fleet YAML file).
+
+    ssh_authorized_keys: an authorized_keys file; every GPU host then answers nvidia-smi over SSH
+    on a port of its own (VsphereSim.ssh_addresses()), where host MIG mode is read and set.
 
     api_version: the vSphere API the simulator presents, "8.0.3" (default) or "9.0"
     (About, /sdk/vimServiceVersions.xml and the SOAP versions it accepts).
@@ -210,6 +222,8 @@ def start(fleet: dict | str | os.PathLike, port: int = 0, reboot_seconds: float 
         cmd += ["-password", password]
     if api_version:
         cmd += ["-api-version", api_version]
+    if ssh_authorized_keys:
+        cmd += ["-ssh-authorized-keys", str(ssh_authorized_keys)]
     log = open(wd / "vsphere.log", "wb")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log)
     log.close()

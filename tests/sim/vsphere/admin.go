@@ -275,6 +275,8 @@ func (f *front) admin(w http.ResponseWriter, r *http.Request) {
 	case p == "/_sim/faults" && r.Method == http.MethodDelete:
 		sim.clearFaults()
 		writeJSON(w, http.StatusOK, map[string]any{"cleared": true})
+	case p == "/_sim/ssh" && r.Method == http.MethodGet:
+		writeJSON(w, http.StatusOK, sshView())
 	case strings.HasPrefix(p, "/_sim/hosts/"):
 		f.hostAdmin(w, r, strings.TrimPrefix(p, "/_sim/hosts/"))
 	case f.faultAdmin(w, r, p):
@@ -286,7 +288,8 @@ func (f *front) admin(w http.ResponseWriter, r *http.Request) {
 // Fault ops on hosts and VMs, and whether "hang" applies (task ops only).
 var (
 	hostFaultOps = map[string]bool{"install": true, "reboot": true, "enter_maintenance": true, "exit_maintenance": true,
-		"reboot_hang": false, "update_graphics": false, "update_module_options": false}
+		"reboot_hang": false, "update_graphics": false, "update_module_options": false,
+		"nvidia_smi": false}
 	vmFaultOps = map[string]bool{"power_on": true, "power_off": true}
 )
 
@@ -311,7 +314,7 @@ func (f *front) addFault(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case !hostOp && !vmFaultOps[req.Op]:
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "op must be one of install, reboot, reboot_hang, " +
-			"update_graphics, update_module_options, enter_maintenance, exit_maintenance (with host) or power_on, power_off (with vm)"})
+			"update_graphics, update_module_options, nvidia_smi, enter_maintenance, exit_maintenance (with host) or power_on, power_off (with vm)"})
 		return
 	case hostOp && (req.Host == "" || req.VM != ""), !hostOp && (req.VM == "" || req.Host != ""):
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "op " + req.Op + " takes " + map[bool]string{true: "host", false: "vm"}[hostOp] + " (and not the other)"})
@@ -397,6 +400,8 @@ func (f *front) hostAdmin(w http.ResponseWriter, r *http.Request, rest string) {
 		sim.mu.Unlock()
 		sim.render(ctx, g)
 		writeJSON(w, http.StatusOK, hostView(ctx, g))
+	case action == "mig" && r.Method == http.MethodGet:
+		writeJSON(w, http.StatusOK, map[string]any{"gpus": migView(g)})
 	case action == "reconnect" && r.Method == http.MethodPost:
 		// A host held down by reboot_hang comes back (new boot time, staged driver running).
 		if !sim.reconnectHung(g) {

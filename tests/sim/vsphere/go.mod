@@ -1,9 +1,10 @@
 module gpupool.vcf/tests/sim/vsphere
 
-go 1.24
+go 1.24.0
 
 require (
 	github.com/vmware/govmomi v0.52.0
+	golang.org/x/crypto v0.45.0
 	gopkg.in/yaml.v3 v3.0.1
 )
 

@@ -138,6 +138,7 @@ func (s *simState) finishReboot(reg *simulator.Registry, host *simulator.HostSys
 		}
 		g.running = g.installed
 		g.nvidiaOptionsLoaded = g.nvidiaOptions
+		migAtBoot(g)
 		g.rebootRequired = false
 		g.rebootCount++
 		g.rebooting = false

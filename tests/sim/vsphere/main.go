@@ -39,6 +39,7 @@ func main() {
 	password := flag.String("password", "", "password (default: generated)")
 	rebootSeconds := flag.Float64("reboot-seconds", 1, "how long a rebooting host stays notResponding")
 	apiVersion := flag.String("api-version", envOr(apiVersionEnv, "8.0.3"), "vSphere API version to present: 8.0.3 or 9.0 (default $"+apiVersionEnv+" or 8.0.3)")
+	sshKeys := flag.String("ssh-authorized-keys", "", "serve SSH (nvidia-smi, host MIG mode) on one port per GPU host to these public keys (GET /_sim/ssh lists the ports)")
 	restLogFile := flag.String("rest-log", os.Getenv(restLogEnv), "append every client REST request and its answer to this file (JSON lines; default $"+restLogEnv+")")
 	flag.Parse()
 
@@ -51,6 +52,7 @@ func main() {
 		log.Fatalf("vspheresim: %v", err)
 	}
 
+	sshAuthorizedKeys = *sshKeys
 	if err := run(*fleetPath, *listen, *stateDir, *envFile, *username, *password, *rebootSeconds, release); err != nil {
 		log.Fatalf("vspheresim: %v", err)
 	}
@@ -110,6 +112,12 @@ func run(fleetPath, listen, stateDir, envFile, username, password string, reboot
 	start := time.Now()
 	if err := buildInventory(model, fleet, hosts, vms); err != nil {
 		return err
+	}
+
+	if sshAuthorizedKeys != "" {
+		if err := startSSH(reg, sshAuthorizedKeys); err != nil {
+			return fmt.Errorf("ssh: %w", err)
+		}
 	}
 
 	model.Service.Listen = &url.URL{Host: listen, User: url.UserPassword(username, password)}
