@@ -41,6 +41,7 @@ SLOW_FIRST = (
     "tests/integration/test_esxi_gpu_host_role.py",
     "tests/integration/test_gpu_pool_audit.py",
     "tests/integration/test_roll_with_vgpu_vms.py",
+    "tests/integration/test_nls_appliance_sim.py",
     "tests/integration/k8s/test_fidelity.py",
     "tests/integration/k8s/test_game_day_kueue.py",
     "tests/integration/k8s/test_gpu_operator_guest_driver.py",

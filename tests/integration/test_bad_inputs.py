@@ -90,6 +90,8 @@ POSITIVE = ("1 or more", "above 0")
 POOL = {"name": "inference", "replicas": 1, "vm_class": "gpu-inference"}
 TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 
+NLS_DEPLOY = dict(ovf="/nonexistent/dls.ova", cluster="gpu-h100", datastore="LocalDS_0", nodes=[{"name": "dls-1"}])
+
 VSPHERE_CASES = [
     ("driver-evacuate-timeout-0", "esxi_host_driver", dict(host="esx-h100-01", version="550.90.05",
                                                            evacuate_timeout=0), ["evacuate_timeout", SECONDS]),
@@ -134,6 +136,15 @@ VSPHERE_CASES = [
     ("maintenance-empty-host", "esxi_maintenance_mode", dict(host=" "), ["host must not be empty"]),
     ("maintenance-unknown-state", "esxi_maintenance_mode", dict(host="esx-h100-01", state="maintenance"),
      ["state", "present, absent"]),
+    ("nls-deploy-three-nodes", "nls_appliance_deploy",
+     dict(NLS_DEPLOY, nodes=[{"name": "dls-1"}, {"name": "dls-2"}, {"name": "dls-3"}]),
+     ["nodes must list 1 node or 2 (the HA pair), not 3"]),
+    ("nls-deploy-same-name-twice", "nls_appliance_deploy", dict(NLS_DEPLOY, nodes=[{"name": "dls-1"}, {"name": "dls-1"}]),
+     ["nodes[1].name 'dls-1' is given twice"]),
+    ("nls-deploy-upload-timeout-0", "nls_appliance_deploy", dict(NLS_DEPLOY, upload_timeout=0),
+     ["upload_timeout", SECONDS]),
+    ("nls-deploy-unknown-priority", "nls_appliance_deploy", dict(NLS_DEPLOY, restart_priority="urgent"),
+     ["restart_priority", "lowest, low, medium, high, highest"]),
     ("host-info-empty-cluster", "gpu_host_info", dict(cluster=""), ["cluster must not be empty"]),
     ("host-info-empty-host-name", "gpu_host_info", dict(hosts=["esx-h100-01", ""]), ["hosts", "empty", "item 1"]),
     ("host-info-unknown-gather", "gpu_host_info", dict(cluster="gpu-h100", gather=["driver", "bogus"]),
@@ -221,6 +232,9 @@ STUB_CASES = [
     ("dls-empty-host", "dls_client_token", dict(dls_host=""), ["dls_host must not be empty"]),
     ("dls-unknown-leasing-port", "dls_client_token", dict(leasing_port=8080), ["leasing_port", "443, 8082"]),
     ("license-info-empty-command", "nvidia_license_info", dict(nvidia_smi=""), ["nvidia_smi must not be empty"]),
+    ("nls-info-three-nodes", "nls_appliance_info", dict(expect_nodes=3), ["expect_nodes", "from 1 to 2"]),
+    ("nls-info-wait-negative", "nls_appliance_info", dict(wait_seconds=-1), ["wait_seconds", "0 or more"]),
+    ("nls-info-empty-gpu-node", "nls_appliance_info", dict(gpu_nodes=["node-1", ""]), ["gpu_nodes", "empty", "item 1"]),
     ("ready-step-timeout-unknown", "pool_ready", dict(nodes=["n-1"], step_timeouts={"booted": 60}), ["booted", "not a step"]),
     ("ready-prometheus-not-http", "pool_ready", dict(nodes=["n-1"], prometheus_url="prom:9090"), ["prometheus_url", "http://"]),
     ("ready-min-nodes-0", "pool_ready", dict(node_selector={"pool": "a"}, min_nodes=0), ["min_nodes", "1 or more"]),
@@ -297,6 +311,11 @@ ROLE_CASES = [
                ["vks_gpu_node_pools_node_pools", "replicas must be 0 or more", "inference"]),
     _role_case("role-node-pools-no-cluster", "vks_gpu_node_pools", dict(vks_gpu_node_pools_namespace="gpu-platform"),
                ["vks_gpu_node_pools_cluster_name"]),
+    _role_case("role-nls-appliance-unknown-priority", "nls_appliance",
+               dict(nls_appliance_ovf="/nonexistent/dls.ova", nls_appliance_cluster="gpu-h100",
+                    nls_appliance_datastore="LocalDS_0", nls_appliance_nodes=[{"name": "dls-1"}],
+                    nls_appliance_restart_priority="urgent"),
+               ["nls_appliance_restart_priority", "lowest, low, medium, high, highest"]),
     _role_case("role-pinning-unknown-behavior", "drs_gpu_pinning", dict(drs_gpu_pinning_behavior="auto"),
                ["drs_gpu_pinning_behavior", "manual, partiallyAutomated"]),
     _role_case("role-tenancy-bad-vm-class-name", "supervisor_gpu_tenancy",
@@ -501,6 +520,9 @@ def test_vsphere_module(vsphere, conn, world, case_id, module, args, words):
 def _stub_args(module, args, stub, tmp_path):
     if module in ("vks_node_pool", "guest_node_drain", "pool_ready", "gpu_game_day"):
         return dict(args, host=stub["url"], api_key="token", validate_certs=False)
+    if module == "nls_appliance_info":
+        return dict(dict(dls_host="127.0.0.1", port=stub["port"], username="dls-admin", password="stub-password-0000",
+                         validate_certs=False, wait_seconds=0), **args)
     if module == "dls_client_token":
         return dict(dict(dls_host="127.0.0.1", port=stub["port"], username="dls-admin", password="stub-password-0000",
                          dest=str(tmp_path / "lab.tok"), validate_certs=False), **args)

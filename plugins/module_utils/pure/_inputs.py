@@ -351,6 +351,30 @@ CHECKS = {
     "gpu_capacity": gpu_capacity_errors,
     "gpu_game_day": gpu_game_day_errors,
     "gpu_host_info": gpu_host_info_errors,
+def nls_appliance_deploy_errors(params):
+    out = empty_errors(params, ("ovf", "cluster", "datastore", "network", "datacenter", "anti_affinity_rule"))
+    nodes = params.get("nodes")
+    if nodes is not None and not 1 <= len(nodes) <= 2:
+        out.append("nodes must list 1 node or 2 (the HA pair), not %d" % len(nodes))
+    names = []
+    for index, node in enumerate(nodes or []):
+        out += ["nodes[%d].%s" % (index, e) for e in empty_errors(node, ("name",))]
+        if node.get("name") in names:
+            out.append("nodes[%d].name %r is given twice; the nodes need two names" % (index, node.get("name")))
+        names.append(node.get("name"))
+        for key in sorted(node.get("ovf_properties") or {}):
+            if not str(key).strip():
+                out.append("nodes[%d].ovf_properties has an empty key" % index)
+    return out
+
+
+def nls_appliance_info_errors(params):
+    out = empty_errors(params, ("dls_host", "username", "password", "token_path"))
+    out += range_errors(params, "wait_seconds", 0, what=" seconds") + range_errors(params, "expect_nodes", 1, 2)
+    out += range_errors(params, "renew_before_days", 0, what=" days") + list_item_errors(params, "gpu_nodes")
+    return out
+
+
     "guest_node_drain": guest_node_drain_errors,
     "gpu_pool_audit": gpu_pool_audit_errors,
     "gpu_pool_design": gpu_pool_design_errors,
@@ -364,6 +388,8 @@ CHECKS = {
 }
 
 
+    "nls_appliance_deploy": nls_appliance_deploy_errors,
+    "nls_appliance_info": nls_appliance_info_errors,
 def check(module_name, params):
     """Every input error of one module's params (shared checks first), as sentences."""
     errors = timeout_errors(params) + retries_errors(params) + port_errors(params)

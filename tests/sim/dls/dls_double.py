@@ -17,6 +17,8 @@ Faults (see README.md beside this file), from the Python handle or the admin end
     dls.state.expire_next_bearer = 1  # the next login issues a bearer token that is already expired
     dls.set_leases(3)               # the license server holds 3 leases (one per licensed client)
     dls.state.license_server_installed = False  # the license server is not installed (404)
+    dls.add_node("dls-2.example.com", "10.20.30.41")  # a second (SECONDARY) node: the HA pair
+    dls.set_node_status(1, "OFFLINE")  # node 1 of the node list reports itself down (assumed field `status`)
 
     POST /_sim/faults {"fail": 2, "status": 503, "path": "..."} | {"slow": 1, "seconds": 5, "path": "..."};
     DELETE /_sim/faults;
@@ -79,7 +81,7 @@ class State:
         self.license_server = str(uuid.uuid4())
         self.scope_reference = str(uuid.uuid4())
         self.node = {"node_id": str(uuid.uuid4()), "network_location": "10.20.30.40",
-                     "fqdn": "dls-1.example.com", "role": "PRIMARY"}
+                     "fqdn": "dls-1.example.com", "role": "PRIMARY", "status": "ONLINE"}
         self.service_instance = {"xid": str(uuid.uuid4()), "name": "DEFAULT_2024-01-01_00-00-00",
                                  "high_availability_config": {"config": {"nodeList": [self.node]}}}
         self.license_server_installed = True
@@ -348,6 +350,17 @@ class Double:
 
     def clear_faults(self):
         self.state.clear_faults()
+
+    def add_node(self, fqdn: str, address: str, role: str = "SECONDARY", status: str = "ONLINE") -> dict:
+        """A further node in the service instance's HA node list (the second DLS node of an HA pair)."""
+        node = {"node_id": str(uuid.uuid4()), "network_location": address, "fqdn": fqdn, "role": role,
+                "status": status}
+        self.state.service_instance["high_availability_config"]["config"]["nodeList"].append(node)
+        return node
+
+    def set_node_status(self, index: int, status: str):
+        """The status node ``index`` of the node list reports (ONLINE, OFFLINE, ...; the field is assumed)."""
+        self.state.service_instance["high_availability_config"]["config"]["nodeList"][index]["status"] = status
 
     def set_leases(self, count: int):
         """The license server holds ``count`` leases, one per licensed client (replacing any)."""

@@ -67,6 +67,14 @@ GOOD = {
                          pods=None, seed=7, grace_period=None, recovery_timeout=600, check_command="true",
                          check_timeout=300, fail_on_loss=True, kueue_api_version="kueue.x-k8s.io/v1beta2",
                          poll_interval=2.0, request_timeout=30),
+    "nls_appliance_deploy": dict(VSPHERE, ovf="/img/dls.ova", nodes=[dict(name="dls-1", ovf_properties={"ip0": "10.0.0.1"}),
+                                                                     dict(name="dls-2", ovf_properties={})],
+                                 cluster="mgmt", datastore="ds", network=None, datacenter=None, disk_provisioning="thin",
+                                 power_on=True, cluster_settings=True, anti_affinity_rule=None, restart_priority="high",
+                                 drs_behavior="partiallyAutomated", upload_timeout=3600),
+    "nls_appliance_info": dict(dls_host="dls", port=443, username="u", password="p", validate_certs=True, ca_file=None,
+                               request_timeout=30, wait_seconds=0, expect_nodes=2, token_path=None,
+                               renew_before_days=30, gpu_nodes=["node-1"]),
     "dls_client_token": dict(dls_host="dls", port=443, username="u", password="p", dest="/t/x.tok", expiry_days=365,
                              renew_before_days=30, address_type="fqdn", leasing_port=443, validate_certs=True,
                              ca_file=None, force=False, timeout=30),
@@ -268,3 +276,23 @@ def test_enforce_names_an_aliased_option_once():
     module = Module()
     _inputs.enforce(module, "dls_client_token")
     assert module.failed["invalid_input"] == ["request_timeout must be a whole number of seconds, 1 or more, not 0"]
+
+
+def test_nls_appliance_deploy():
+    assert errors("nls_appliance_deploy", nodes=[]) == ["nodes must list 1 node or 2 (the HA pair), not 0"]
+    three = [dict(name="a", ovf_properties={}), dict(name="b", ovf_properties={}), dict(name="c", ovf_properties={})]
+    assert errors("nls_appliance_deploy", nodes=three) == ["nodes must list 1 node or 2 (the HA pair), not 3"]
+    assert errors("nls_appliance_deploy", nodes=[dict(name="a", ovf_properties={}), dict(name="a", ovf_properties={})]) \
+        == ["nodes[1].name 'a' is given twice; the nodes need two names"]
+    assert errors("nls_appliance_deploy", nodes=[dict(name=" ", ovf_properties={" ": "x"})]) == [
+        "nodes[0].name must not be empty", "nodes[0].ovf_properties has an empty key"]
+    assert errors("nls_appliance_deploy", datastore="", upload_timeout=0) == [
+        "upload_timeout must be a whole number of seconds, 1 or more, not 0", "datastore must not be empty"]
+
+
+def test_nls_appliance_info():
+    assert errors("nls_appliance_info", wait_seconds=-1) == ["wait_seconds must be 0 or more seconds, not -1"]
+    assert errors("nls_appliance_info", expect_nodes=3) == ["expect_nodes must be from 1 to 2, not 3"]
+    assert errors("nls_appliance_info", gpu_nodes=[""], dls_host="") == [
+        "dls_host must not be empty", "gpu_nodes must not hold empty names (item 0)"]
+    assert errors("nls_appliance_info", renew_before_days=-2) == ["renew_before_days must be 0 or more days, not -2"]
