@@ -27,7 +27,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names imp
     node_pool_labels,
     node_pool_taints,
 )
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_rules import validate_normalized
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_rules import gang_scheduled, validate_normalized
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_schema import normalize, vcenter_env_prefix
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._nvidia import encode_scheduler, format_rmpvmrl, parse_profile
 
@@ -182,7 +182,8 @@ def _role_entry(entry):
 
 def _esxi_role(esxi):
     """esxi_gpu_host's variables per GPU cluster (site.yml runs the role once per cluster).
-    MIG mode is not among them: the chain does not switch it (a re-partition drains first)."""
+    MIG mode is among them: a host whose MIG mode differs is rolled like a driver change (its guest
+    nodes drained, maintenance mode, nvidia-smi, verified before the next host)."""
     out = OrderedDict()
     for name, c in esxi["clusters"].items():
         out[name] = OrderedDict([
@@ -195,6 +196,7 @@ def _esxi_role(esxi):
             ("esxi_gpu_host_graphics_type", c["graphics_type"]),
             ("esxi_gpu_host_assignment_policy", c["assignment_policy"]),
             ("esxi_gpu_host_scheduler", c["scheduler"]),
+            ("esxi_gpu_host_mig_mode", c["mig_mode"]),
             ("esxi_gpu_host_min_gpus", c["min_gpus"]),
             ("esxi_gpu_host_protected_priority_classes", c["protected_priority_classes"]),
         ])
@@ -372,7 +374,7 @@ def _policy_role(ctx):
     waitForPodsReady timeout (set in Kueue's configuration when a pool is gang-scheduled)."""
     d = ctx.d
     strategy = _mig_strategy(d)
-    gang = [p for p in d["pools"] if p["shape"] == "training" and p["training"]["gang_scheduling"]]
+    gang = [p for p in d["pools"] if gang_scheduled(p)]
     queues = [_kueue_queue(ctx, p, strategy) for p in gang]
     training = set(ns for q in queues for ns in q["namespaces"])
     tenants = [OrderedDict([

@@ -75,6 +75,12 @@ RULES = OrderedDict([
     ("inference_not_time_sliced", (ERROR, "Inference is not on time-sliced sharing.")),
     ("training_multi_gpu", (ERROR, "Multi-GPU training uses full cards and gang scheduling.")),
     ("notebook_preemptible", (ERROR, "Notebooks run on a priority that inference and training preempt.")),
+    ("inference_above_preemptible", (ERROR, "Every inference pool's PriorityClass ranks above every "
+                                            "preemptible pool's, so the scheduler and Kueue evict those for it.")),
+    ("multi_gpu_gang_scheduled", (ERROR, "Every pool whose jobs take more than one GPU is Kueue gang-scheduled "
+                                         "and its gangs can be admitted (fit the pool, a tenant has a LocalQueue).")),
+    ("notebooks_best_effort", (WARNING, "A time-sliced notebook pool's cluster runs the best effort vGPU "
+                                        "scheduler, or the design says why not (waivers.notebooks_best_effort).")),
     ("node_pool_gpu_taint", (ERROR, "A GPU node pool carries the nvidia.com/gpu NoSchedule taint.")),
     ("node_pool_profile_label", (ERROR, "A GPU node pool carries the nvidia.com/vgpu.profile label of its "
                                         "profile.")),
@@ -91,10 +97,14 @@ RULES = OrderedDict([
                                   "fractional or MIG-backed, is a plain nvidia.com/gpu.")),
     ("graphics_shared_direct", (ERROR, "vGPU hosts use the Shared Direct graphics type.")),
     ("scheduler_valid", (ERROR, "The vGPU scheduler settings form a valid RmPVMRL value.")),
+    ("gpu_vms_pinned", (ERROR, "The vGPU VMs of every GPU cluster are DRS-pinned, or the design waives it "
+                               "with a reason (waivers.gpu_vms_pinned).")),
     ("cluster_capacity", (ERROR, "The node VMs of every pool fit on the cluster's cards.")),
     ("spare_capacity", (ERROR, "Losing the largest host leaves every protected (inference or non-preemptible) "
                                "pool its node VMs, so the ESXi role can roll the cluster one host at a time.")),
     ("model_fits_framebuffer", (ERROR, "The declared model plus KV cache fits the profile's framebuffer.")),
+    ("slo_knee", (WARNING, "A pool's planned utilization is below its queueing knee: the utilization at which "
+                           "the M/M/c wait at the SLO percentile reaches the SLO target (design numbers).")),
 ])
 
 

@@ -15,6 +15,7 @@ from __future__ import (absolute_import, division, print_function)
 
 __metaclass__ = type
 
+import math
 from collections import OrderedDict
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_capacity import (
@@ -26,6 +27,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_capacity 
     pack,
     per_card,
     pool_gpus,
+    preemptible,
     profile_problem,
     protected,
     roll_refusal,
@@ -61,6 +63,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._nvidia import (
     parse_profile,
     vgpu_mig_profile,
 )
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._queueing import MODEL, knee, wait_percentile
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._vgpu_releases import (
     guest_supported,
     matching_guest,
@@ -133,7 +136,7 @@ def _design_names(ctx):
         node_pool = (pool.get("node_pool") or {}).get("name")
         if node_pool != name:
             check(obj, "VKS node pool name", node_pool, "pools[%d].node_pool.name" % index)
-        if pool.get("shape") == "training" and (pool.get("training") or {}).get("gang_scheduling"):
+        if gang_scheduled(pool):
             derived_name(obj, "Kueue ClusterQueue and ResourceFlavor name", "gpupool-%s", name, where, "")
     used = set(p.get("priority") for p in d["pools"])
     for name in d["priorities"]:
@@ -422,6 +425,192 @@ def _rule_notebook_preemptible(ctx):
                           % DEFAULT_PRIORITIES["gpu-notebook"]["value"])
 
 
+def priority_inversions(pools, priorities):
+    """[(inference pool, preemptible pool)] where an inference pool does not rank above a
+    preemptible one (``_design_capacity.preemptible``): under contention the scheduler would not
+    evict the preemptible pods for it. ``priorities`` maps class names to ``{"value",
+    "preemption_policy"}``: the design's, or the live PriorityClasses.
+
+    Only inference pools can be inverted: any other pool is either preemptible itself, or
+    protected, and then no preemptible pool ranks as high (a class that preempts above the
+    preemptible pool would rank above it too, making it preemptible)."""
+    def value(pool):
+        entry = priorities.get(pool.get("priority"))
+        return entry.get("value") if isinstance(entry, dict) and isinstance(entry.get("value"), int) else None
+
+    cheap = [p for p in pools if value(p) is not None and preemptible(p, priorities)]
+    out = []
+    for pool in pools:
+        mine = value(pool)
+        if mine is None or pool.get("shape") != "inference":
+            continue
+        out.extend((pool, other) for other in cheap if other is not pool and value(other) >= mine)
+    return out
+
+
+def _rule_inference_above_preemptible(ctx):
+    priorities = ctx.d["priorities"]
+    for pool, other in priority_inversions(ctx.d["pools"], priorities):
+        mine, theirs = priorities[pool["priority"]]["value"], priorities[other["priority"]]["value"]
+        yield Finding("inference_above_preemptible", _pool_object(pool),
+                      "inference pool %s runs on priority %s (value %d), not above the preemptible pool %s on %s "
+                      "(value %d): when GPUs run short the scheduler and Kueue would not evict %s's pods for it"
+                      % (pool["name"], pool["priority"],
+                         mine, other["name"], other["priority"], theirs, other["name"]),
+                      "give %s a class above %d (priorities.%s.value, e.g. %d, with preemption_policy "
+                      "PreemptLowerPriority), or move %s to a lower class"
+                      % (pool["name"], theirs, pool["priority"], max(theirs + 1, DEFAULT_PRIORITIES["gpu-inference"]
+                                                                     ["value"]), other["name"]))
+
+
+def _waived(cluster, rule):
+    """Whether the cluster waives ``rule`` with a reason (``waivers.<rule>``)."""
+    reason = (cluster.get("waivers") or {}).get(rule)
+    return isinstance(reason, str) and bool(reason.strip())
+
+
+def _rule_gpu_vms_pinned(ctx):
+    for cluster in ctx.d["clusters"]:
+        drs = cluster.get("drs") or {}
+        if drs.get("pinning") is False and not _waived(cluster, "gpu_vms_pinned"):
+            pools = [p.get("name") for p in ctx.d["pools"] if p.get("cluster") == cluster.get("name")]
+            yield Finding("gpu_vms_pinned", "clusters.%s" % cluster.get("name"),
+                          "DRS pinning of the vGPU VMs is off without a reason: DRS may vMotion them, which stuns "
+                          "a vGPU VM for as long as its framebuffer takes to copy, and a host roll or HA cannot "
+                          "count on where they run%s" % (" (pools %s)" % ", ".join(pools) if pools else ""),
+                          "set drs.pinning true, or keep it false and say why in waivers.gpu_vms_pinned")
+
+
+def _rule_notebooks_best_effort(ctx):
+    for pool in ctx.d["pools"]:
+        if pool.get("shape") != "notebooks" or pool.get("sharing") != "time_sliced":
+            continue
+        cluster = ctx.clusters.get(pool.get("cluster"))
+        scheduler = (cluster or {}).get("scheduler") or {}
+        policy = scheduler.get("policy")
+        if cluster is None or policy in (None, "best_effort") or _waived(cluster, "notebooks_best_effort"):
+            continue
+        yield Finding("notebooks_best_effort", _pool_object(pool),
+                      "time-sliced notebooks on cluster %s, whose vGPU scheduler is %s: a fixed or equal share "
+                      "keeps an idle notebook's time slice from its busy neighbours, and notebooks are idle "
+                      "most of the time" % (cluster["name"], policy),
+                      "set clusters.%s.scheduler.policy best_effort, or say why not in waivers.notebooks_best_effort"
+                      % cluster["name"])
+
+
+def gang_scheduled(pool):
+    """Whether Kueue admits the pool's jobs as gangs (a queue is derived for it)."""
+    return pool.get("shape") == "training" and bool((pool.get("training") or {}).get("gang_scheduling"))
+
+
+def _rule_multi_gpu_gang_scheduled(ctx):
+    """Multi-GPU jobs on a pool without a Kueue gang queue, or on one whose gangs can never be admitted."""
+    for pool in ctx.d["pools"]:
+        gpus = (pool.get("training") or {}).get("gpus_per_job") or 1
+        obj = _pool_object(pool)
+        if gpus > 1 and pool.get("shape") != "training":
+            yield Finding("multi_gpu_gang_scheduled", obj,
+                          "%d-GPU jobs on a %s pool: only training pools get a Kueue queue, so their pods would "
+                          "be scheduled one by one and a job could hold part of its GPUs while it waits for the "
+                          "rest" % (gpus, pool.get("shape")),
+                          "make the pool shape training with training.gang_scheduling true, or drop "
+                          "training.gpus_per_job")
+            continue
+        if not gang_scheduled(pool) or not isinstance(pool.get("node_pool"), dict):
+            continue
+        size = pool_gpus(pool)
+        if gpus > size:
+            yield Finding("multi_gpu_gang_scheduled", obj,
+                          "a job takes %d GPUs and the pool has %d: Kueue would never admit its gang" % (gpus, size),
+                          "grow node_pool.replicas to at least %d, or lower training.gpus_per_job"
+                          % -(-gpus // ((pool.get("gpus_per_node") or 1) *
+                                        ((pool.get("guest_time_slicing") or {}).get("replicas") or 1))))
+        if not any((t.get("gpu_quota") or {}).get(pool.get("name"), 0) > 0 for t in ctx.d["tenants"]):
+            yield Finding("multi_gpu_gang_scheduled", obj,
+                          "no tenant has quota on the gang-scheduled pool, so no namespace gets its LocalQueue "
+                          "and no job can reach its ClusterQueue",
+                          "give the tenants that train on it gpu_quota.%s" % pool.get("name"))
+
+
+def _rule_slo_knee(ctx):
+    for pool in ctx.d["pools"]:
+        slo = pool.get("slo") or {}
+        planned, target = slo.get("planned_utilization"), slo.get("wait_seconds")
+        if planned is None or target is None or not isinstance(pool.get("node_pool"), dict):
+            continue
+        obj = _pool_object(pool)
+        result = design_knee(pool)
+        if result.get("problem"):
+            yield Finding("slo_knee", obj, "cannot place the knee of %s: %s" % (pool.get("name"), result["problem"]),
+                          result["fix"])
+            continue
+        if planned > result["knee"]:
+            grow = result.get("replicas_needed")
+            yield Finding("slo_knee", obj,
+                          "planned at %.0f %% utilization, past the knee at %.1f %%: with %d servers of %d GPU(s) "
+                          "and %s s jobs, the %s wait (%s) reaches the %s s target at %.1f %% (%s)"
+                          % (planned * 100, result["knee"] * 100, result["servers"], result["gpus_per_job"],
+                             _num(slo["job_seconds"]), _pct_name(slo["percentile"]),
+                             "%s s at the plan" % _num(result["planned_wait_s"])
+                             if result["planned_wait_s"] is not None else "unbounded at the plan",
+                             _num(target), result["knee"] * 100, MODEL),
+                          "plan the pool at most at %.0f %%%s, or relax slo.wait_seconds"
+                          % (math.floor(result["knee"] * 100), ", or carry the planned load on %d replicas"
+                             % grow if grow else ""))
+
+
+def _num(value):
+    return ("%.1f" % value).rstrip("0").rstrip(".")
+
+
+def _pct_name(percentile):
+    return "p%s" % _num(percentile)
+
+
+def design_knee(pool):
+    """The knee of a pool from the design's numbers (M/M/c, ``_queueing``): ``servers`` (the
+    pool's GPU slots over the GPUs of one job), ``knee``, ``planned_wait_s`` (the percentile wait
+    at the planned utilization, None when unbounded or not planned), ``replicas_needed`` (the
+    node pool replicas that carry the planned load below the knee, None when not past it); or
+    ``problem`` and ``fix`` when the design lacks a number."""
+    slo = pool.get("slo") or {}
+    gpus = (pool.get("training") or {}).get("gpus_per_job") or 1
+    percentile, service, target = slo.get("percentile"), slo.get("job_seconds"), slo.get("wait_seconds")
+    if service is None or service <= 0:
+        return dict(problem="slo.job_seconds (the mean time a job holds its GPUs) is not given",
+                    fix="set slo.job_seconds (gpu_capacity fits it from the pool's Prometheus samples as "
+                        "knee.<pool>.service_s)")
+    if percentile is None or not 0 < percentile < 100:
+        return dict(problem="slo.percentile %r is not above 0 and below 100" % (percentile,),
+                    fix="set slo.percentile, e.g. 95")
+    if target is None or target < 0:
+        return dict(problem="slo.wait_seconds %r is negative" % (target,), fix="give the target wait in seconds")
+
+    def servers(pool_now):
+        return pool_gpus(pool_now) // gpus
+
+    count = servers(pool)
+    if count < 1:
+        return dict(problem="the pool has %d GPUs, fewer than one job's %d" % (pool_gpus(pool), gpus),
+                    fix="grow node_pool.replicas")
+    value = knee(count, service, target, percentile)
+    planned = slo.get("planned_utilization")
+    planned_wait = None
+    if planned is not None and 0 <= planned < 1:
+        planned_wait = wait_percentile(count, planned, service, percentile)
+    need = None
+    if planned is not None and planned > value:
+        load = planned * count  # Erlangs the plan offers
+        replicas = pool["node_pool"].get("replicas") or 0
+        for more in range(replicas + 1, replicas * 4 + 65):
+            bigger = dict(pool, node_pool=dict(pool["node_pool"], replicas=more))
+            c = servers(bigger)
+            if c > load and load / c <= knee(c, service, target, percentile):
+                need = more
+                break
+    return dict(servers=count, gpus_per_job=gpus, knee=value, planned_wait_s=planned_wait, replicas_needed=need)
+
+
 def _rule_node_pool_gpu_taint(ctx):
     for pool in ctx.d["pools"]:
         if not pool.get("name") or not isinstance(pool.get("node_pool"), dict):
@@ -680,6 +869,9 @@ _RULE_FUNCS = OrderedDict([
     ("inference_not_time_sliced", _rule_inference_not_time_sliced),
     ("training_multi_gpu", _rule_training_multi_gpu),
     ("notebook_preemptible", _rule_notebook_preemptible),
+    ("inference_above_preemptible", _rule_inference_above_preemptible),
+    ("multi_gpu_gang_scheduled", _rule_multi_gpu_gang_scheduled),
+    ("notebooks_best_effort", _rule_notebooks_best_effort),
     ("node_pool_gpu_taint", _rule_node_pool_gpu_taint),
     ("node_pool_profile_label", _rule_node_pool_profile_label),
     ("tenant_gpu_quota", _rule_tenant_gpu_quota),
@@ -692,9 +884,11 @@ _RULE_FUNCS = OrderedDict([
     ("mig_strategy_vgpu", _rule_mig_strategy_vgpu),
     ("graphics_shared_direct", _rule_graphics_shared_direct),
     ("scheduler_valid", _rule_scheduler_valid),
+    ("gpu_vms_pinned", _rule_gpu_vms_pinned),
     ("cluster_capacity", _rule_cluster_capacity),
     ("spare_capacity", _rule_spare_capacity),
     ("model_fits_framebuffer", _rule_model_fits_framebuffer),
+    ("slo_knee", _rule_slo_knee),
 ])
 
 

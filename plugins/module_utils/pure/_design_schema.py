@@ -187,6 +187,20 @@ DESIGN_SCHEMA = {
                 "mig_mix": {"type": "map", "values": "int", "default": None,
                             "description": "Optional layout of one MIG card when pools share cards: "
                                            "MIG-backed vGPU profile -> instances per card."},
+                "waivers": {
+                    "type": "dict", "default": {},
+                    "description": "Seed rules this cluster departs from on purpose, each with the reason (the "
+                                   "rule then reports nothing).",
+                    "options": {
+                        "gpu_vms_pinned": {"type": "str", "default": None,
+                                           "description": "Why the vGPU VMs are not DRS-pinned (drs.pinning "
+                                                          "false); null - no waiver."},
+                        "notebooks_best_effort": {"type": "str", "default": None,
+                                                  "description": "Why the vGPU scheduler is not best_effort "
+                                                                 "although a time-sliced notebook pool runs "
+                                                                 "here; null - no waiver."},
+                    },
+                },
                 "drs": {
                     "type": "dict", "default": {}, "description": "DRS per-VM overrides for the vGPU VMs.",
                     "options": {
@@ -260,6 +274,29 @@ DESIGN_SCHEMA = {
                         "idle_minutes": {"type": "int", "default": None, "min": 1,
                                          "description": "Minutes a notebook on the pool's nodes may stay idle before "
                                                         "it is stopped; null - guest.culling.idle_minutes."},
+                    },
+                },
+                "slo": {
+                    "type": "dict", "default": {},
+                    "description": "The pool's queueing SLO and planned load: the wait a job (or pod) may spend "
+                                   "queued for its GPUs before it runs, and how busy the pool is planned to be "
+                                   "(rule slo_knee; gpu_capacity's knee).",
+                    "options": {
+                        "wait_seconds": {"type": "float", "default": None,
+                                         "description": "Target queueing wait (creation to admission or "
+                                                        "scheduling, not run time) at the percentile; "
+                                                        "null - no SLO."},
+                        "percentile": {"type": "float", "default": 95.0,
+                                       "description": "Percentile of the waits the target holds for, above 0 "
+                                                      "and below 100."},
+                        "planned_utilization": {"type": "float", "default": None,
+                                                "description": "Share (0-1) of the pool's GPU slots planned busy "
+                                                               "on average; null - not planned."},
+                        "job_seconds": {"type": "float", "default": None,
+                                        "description": "Mean time one job (or pod) holds its GPUs: the service "
+                                                       "time of the queueing model the slo_knee rule uses; "
+                                                       "null - the rule cannot place the knee (gpu_capacity "
+                                                       "fits it from Prometheus samples)."},
                     },
                 },
                 "model": {
@@ -669,13 +706,24 @@ def _resolve_vcenters(d, findings):
         return
     if supervisor.get("vcenter") is not None:
         supervisor["vcenter"] = _vcenter_ref(findings, "supervisor.vcenter", supervisor["vcenter"], names)
-        return
-    of_cluster = [c.get("vcenter") for c in d["clusters"] if c.get("name") == supervisor.get("cluster")]
-    if of_cluster and of_cluster[0]:
-        supervisor["vcenter"] = of_cluster[0]
-    elif len(names) == 1:
-        supervisor["vcenter"] = names[0]
-    elif not of_cluster:
-        _schema_error(findings, "supervisor.vcenter", "required field is missing: the design names several "
-                      "vCenters and supervisor.cluster is none of its GPU clusters",
-                      "add vcenter: one of %s" % ", ".join(names))
+    else:
+        of_cluster = [c.get("vcenter") for c in d["clusters"] if c.get("name") == supervisor.get("cluster")]
+        if of_cluster and of_cluster[0]:
+            supervisor["vcenter"] = of_cluster[0]
+        elif len(names) == 1:
+            supervisor["vcenter"] = names[0]
+        elif not of_cluster:
+            _schema_error(findings, "supervisor.vcenter", "required field is missing: the design names several "
+                          "vCenters and supervisor.cluster is none of its GPU clusters",
+                          "add vcenter: one of %s" % ", ".join(names))
+    # a Supervisor places node VMs (and offers VM classes) only on the clusters of its own vCenter
+    home = supervisor.get("vcenter")
+    vcenter_of = dict((c.get("name"), c.get("vcenter")) for c in d["clusters"])
+    for pool in d["pools"]:
+        there = vcenter_of.get(pool.get("cluster"))
+        if home and there and there != home:
+            _schema_error(findings, "pools.%s.cluster" % pool.get("name"),
+                          "cluster %s is in vCenter %s, the Supervisor in vCenter %s: its node VMs cannot be "
+                          "placed there" % (pool.get("cluster"), there, home),
+                          "put the pool on a cluster of vCenter %s (GPU clusters of other vCenters are converged "
+                          "and audited at the host and DRS level)" % home)
