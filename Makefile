@@ -9,7 +9,7 @@ COLL_DIR := $(COLL_ROOT)/ansible_collections/gpupool/vcf
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/$(COLL_ROOT)
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/$(SIM_DIR)/bin:$(PATH)
 
-.PHONY: help venv collection test unit integration sanity lint demo bench clean sim-build sim-up sim-down molecule
+.PHONY: help venv collection test unit integration sanity lint demo bench clean sim-build sim-up sim-down molecule browser
 
 help:
 	@echo "make test   - create the venv, build the simulators, run every test"
@@ -45,10 +45,10 @@ PYTEST_ARGS := -q $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist
 unit: venv collection
 	$(PY) -m pytest $(if $(filter command line environment,$(origin TEST_WORKERS)),$(PYTEST_ARGS),-q) tests/unit
 
-integration: venv collection sim-build
+integration: venv collection sim-build browser
 	$(PY) -m pytest $(PYTEST_ARGS) tests/integration
 
-test: venv collection sim-build
+test: venv collection sim-build browser
 	$(PY) -m pytest $(PYTEST_ARGS) tests/unit tests/integration
 	$(MAKE) --no-print-directory molecule sanity lint
 
@@ -61,6 +61,19 @@ molecule: venv collection sim-build
 	set -a && . $(SIM_DIR)/vsphere.env && set +a && GPUPOOL_CHAIN_VARS=$(CURDIR)/$(SIM_DIR)/chain-vars.json \
 	  $(VENV)/bin/molecule test -s default; rc=$$?; \
 	  $(PY) tests/lib/chain.py down; $(MAKE) --no-print-directory sim-down; exit $$rc
+
+# headless Chromium for the tests that open the HTML reports (tests/lib/browser.py): Debian's
+# chromium and chromium-driver, installed once (as root, or through sudo); nothing to do when both
+# are there. The package lists are refreshed only when the install cannot find the packages.
+CHROMIUM := /usr/bin/chromium
+CHROMEDRIVER := /usr/bin/chromedriver
+APT_GET := $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get
+browser:
+	@if [ -x $(CHROMIUM) ] && [ -x $(CHROMEDRIVER) ]; then exit 0; fi; \
+	  echo "browser: installing Debian's chromium and chromium-driver for the report tests"; \
+	  $(APT_GET) install -y -q --no-install-recommends chromium chromium-driver \
+	    || { $(APT_GET) update -q && $(APT_GET) install -y -q --no-install-recommends chromium chromium-driver; } \
+	    || { echo "browser: could not install chromium and chromium-driver with apt-get" >&2; exit 1; }
 
 # ansible-test wants a real ansible_collections/<ns>/<name> tree: tests/tools/sanity.sh copies one
 SANITY_VENV := .build/sanity-venv

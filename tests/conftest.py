@@ -30,6 +30,7 @@ SLOW_FIRST = (
     "tests/integration/test_fault_suite.py",
     "tests/integration/k8s/test_gpu_policy_roles.py",
     "tests/integration/k8s/test_gpu_usage_chargeback.py",
+    "tests/integration/test_gpu_usage_vgpu_vms.py",
     "tests/integration/k8s/test_kueue_gang_admission.py",
     "tests/integration/k8s/test_roll_drains_guest_nodes.py",
     "tests/integration/test_host_rebuild.py",

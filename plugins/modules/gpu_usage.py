@@ -30,6 +30,15 @@ description:
   - Samples the allocation every O(step) seconds over the period with PromQL subqueries (one
     instant query per measure, one range query for the chart); each sample stands for the O(step)
     seconds before it.
+  - With O(vcenter_hostname), also the vGPU VMs outside Kubernetes (VM Service VMs and any other
+    VM with a vGPU) - vGPU-hours per vSphere Namespace and vGPU profile over the period, priced per
+    profile-hour. Read with one PropertyCollector retrieval (every VM's devices, resource pool,
+    power state and boot time, and every resource pool's name and parent) and the VMs' power
+    events since the start of the period from the EventManager (one event collector, read in pages
+    of 1000). A VM's namespace is the resource pool under the C(Namespaces) pool on its path
+    (C((none)) otherwise). A VM whose name is a Kubernetes node seen in Prometheus over the period is
+    a node of a guest cluster, its GPUs counted through its pods - it is left out, as are the VMs
+    O(vm_exclude) names.
   - Writes the report as JSON, CSV and HTML (charts as inline SVG, no script) when paths are given.
     It reports C(changed) only when it writes or replaces a report file whose content differs; in
     check mode it predicts that and writes nothing.
@@ -40,8 +49,9 @@ options:
     description:
       - Base URL of the Prometheus HTTP API (V(https://prometheus.example.com:9090); a path
         prefix is kept). Falls back to E(PROMETHEUS_URL).
+      - Without it (and without E(PROMETHEUS_URL)) only the vGPU VMs are counted; one of
+        O(prometheus_url) and O(vcenter_hostname) is required.
     type: str
-    required: true
   bearer_token:
     description: Bearer token for Prometheus (E(PROMETHEUS_TOKEN)).
     type: str
@@ -95,6 +105,35 @@ options:
     description: Node label that names the vGPU profile of the node's vGPU.
     type: str
     default: nvidia.com/vgpu.profile
+  vcenter_hostname:
+    description:
+      - vCenter to read the vGPU VMs outside Kubernetes from. Not read from the environment, so
+        that a report of pods does not start reading vCenter because E(VMWARE_HOST) is set.
+    type: str
+  vcenter_username:
+    description: vCenter user (E(VMWARE_USER)); read-only rights on the VMs and events suffice.
+    type: str
+  vcenter_password:
+    description: Password of O(vcenter_username) (E(VMWARE_PASSWORD)).
+    type: str
+  vcenter_port:
+    description: vCenter port (E(VMWARE_PORT)).
+    type: int
+    default: 443
+  vcenter_validate_certs:
+    description: Verify vCenter's TLS certificate (E(VMWARE_VALIDATE_CERTS)).
+    type: bool
+    default: true
+  vcenter_ca_file:
+    description: CA bundle to verify vCenter's certificate with (E(VMWARE_CA_FILE)).
+    type: path
+  vm_exclude:
+    description:
+      - Names or shell patterns (V(tkg-*-workers-*)) of vGPU VMs not to count, besides the
+        Kubernetes nodes seen in Prometheus.
+    type: list
+    elements: str
+    default: []
   json_path:
     description: Write the report as JSON to this path.
     type: path
@@ -112,8 +151,9 @@ attributes:
     description: Nothing to compare.
     support: none
 notes:
-  - Counts Kubernetes pods only; vGPU VMs outside Kubernetes (VM Service VMs in a vSphere
-    namespace) are not in these metrics.
+  - A VM's powered-on time comes from its power events (on, DRS on; off, suspended); where vCenter
+    no longer holds any event of the period (its retention, 30 days by default), a VM powered on
+    now counts from its boot time or the start of the period, a VM off now not at all.
 """
 
 EXAMPLES = r"""
@@ -128,6 +168,16 @@ EXAMPLES = r"""
     csv_path: chargeback-2026-10.csv
     html_path: chargeback-2026-10.html
   register: usage
+
+- name: Pods from Prometheus and vGPU VMs from vCenter, per profile-hour
+  gpupool.vcf.gpu_usage:
+    prometheus_url: https://prometheus.example.com
+    vcenter_hostname: vcenter.example.com
+    vcenter_username: chargeback@vsphere.local
+    vcenter_password: "{{ vcenter_password }}"
+    start: now-30d
+    design_file: "{{ playbook_dir }}/design.yml"
+    html_path: chargeback.html
 
 - name: GPU-hours per tenant
   ansible.builtin.debug:
@@ -195,6 +245,55 @@ timeline:
   description: GPU-hours per chart bucket (C(bucket_s) seconds) and tenant, as [time, GPU-hours] pairs.
   returned: always
   type: dict
+vms_read:
+  description: Whether vCenter was read for vGPU VMs outside Kubernetes.
+  returned: always
+  type: bool
+vm_rows:
+  description: One row per vSphere Namespace and vGPU profile of the vGPU VMs outside Kubernetes.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    namespace: {description: vSphere Namespace (C((none)) for a VM in none)., type: str}
+    profile: {description: vGPU profile., type: str}
+    vms: {description: VMs with the profile in the namespace., type: int}
+    vgpu_hours: {description: "Hours of the profile held (a VM with two vGPUs of it counts twice)", type: float}
+    unit_price: {description: Price of one profile-hour; null without a price., type: float}
+    price_source: {description: "Where the price comes from, or why there is none.", type: str}
+    cost: {description: vgpu_hours times unit_price., type: float}
+vgpu_vms:
+  description: Every vGPU VM counted, with its namespace, profiles and powered-on hours in the period.
+  returned: always
+  type: list
+  elements: dict
+vms_left_out:
+  description: vGPU VMs not counted, being Kubernetes nodes or named by O(vm_exclude).
+  returned: always
+  type: list
+  elements: str
+vm_by_namespace:
+  description: vGPU-hours and cost of the VMs per vSphere Namespace.
+  returned: always
+  type: list
+  elements: dict
+vm_by_profile:
+  description: vGPU-hours and cost of the VMs per vGPU profile.
+  returned: always
+  type: list
+  elements: dict
+vgpu_vm_hours:
+  description: vGPU-hours of every VM row.
+  returned: always
+  type: float
+vm_cost:
+  description: Cost of the VM rows that have a price; null without prices.
+  returned: always
+  type: float
+total_cost:
+  description: Cost of pods and VMs; null without prices.
+  returned: always
+  type: float
 files:
   description: Report files asked for.
   returned: always
@@ -212,7 +311,7 @@ import os
 import tempfile
 import time
 
-from ansible.module_utils.basic import AnsibleModule, env_fallback
+from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromClient, PromError
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _chargeback
@@ -220,9 +319,11 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import en
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Info
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._design_input import module_design
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vgpu_vms import read_vgpu_vms
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import HAS_PYVMOMI, PYVMOMI_IMPORT_ERROR, VsphereClient, VsphereError
 
 ARGUMENT_SPEC = dict(
-    prometheus_url=dict(type="str", required=True, fallback=(env_fallback, ["PROMETHEUS_URL"])),
+    prometheus_url=dict(type="str", fallback=(env_fallback, ["PROMETHEUS_URL"])),
     bearer_token=dict(type="str", no_log=True, fallback=(env_fallback, ["PROMETHEUS_TOKEN"])),
     username=dict(type="str"),
     password=dict(type="str", no_log=True),
@@ -237,6 +338,13 @@ ARGUMENT_SPEC = dict(
     design_file=dict(type="path"),
     pool_label=dict(type="str", default="gpupool.vcf/pool"),
     profile_label=dict(type="str", default="nvidia.com/vgpu.profile"),
+    vcenter_hostname=dict(type="str"),
+    vcenter_username=dict(type="str", fallback=(env_fallback, ["VMWARE_USER"])),
+    vcenter_password=dict(type="str", no_log=True, fallback=(env_fallback, ["VMWARE_PASSWORD"])),
+    vcenter_port=dict(type="int", default=443, fallback=(env_fallback, ["VMWARE_PORT"])),
+    vcenter_validate_certs=dict(type="bool", default=True, fallback=(env_fallback, ["VMWARE_VALIDATE_CERTS"])),
+    vcenter_ca_file=dict(type="path", fallback=(env_fallback, ["VMWARE_CA_FILE"])),
+    vm_exclude=dict(type="list", elements="str", default=[]),
     json_path=dict(type="path"),
     csv_path=dict(type="path"),
     html_path=dict(type="path"),
@@ -246,7 +354,7 @@ ARGUMENT_SPEC = dict(
 class Usage(Info):
     """The usage report of one period, read from Prometheus."""
 
-    errors = (PromError, OSError)
+    errors = (PromError, VsphereError, OSError)
 
     def __init__(self, module, table):
         p = module.params
@@ -257,22 +365,45 @@ class Usage(Info):
         Info.__init__(self, "GPU usage from %s to %s" % (_chargeback.iso(self.start), _chargeback.iso(self.end)))
         self.module = module
         self.table = table
-        self.client = PromClient(p["prometheus_url"], bearer_token=p["bearer_token"], username=p["username"],
-                                 password=p["password"], validate_certs=p["validate_certs"], ca_path=p["ca_path"],
-                                 timeout=p["timeout"], attempts=p["retries"] + 1)
+        self.client = None
+        if p["prometheus_url"]:
+            self.client = PromClient(p["prometheus_url"], bearer_token=p["bearer_token"], username=p["username"],
+                                     password=p["password"], validate_certs=p["validate_certs"], ca_path=p["ca_path"],
+                                     timeout=p["timeout"], attempts=p["retries"] + 1)
 
     def read(self):
         p = self.module.params
         labels = dict(pool_label=p["pool_label"], profile_label=p["profile_label"])
         window = self.end - self.start
-        results = {}
-        for name, expr in _chargeback.queries(window, self.step_s, **labels).items():
-            with self.doing("query", "%s from Prometheus" % name):
-                results[name] = self.client.query(expr, at=self.end)
+        results, matrix, nodes = {}, [], []
         size, first, last = _chargeback.buckets(self.start, self.end, self.step_s)
-        with self.doing("query", "the usage timeline from Prometheus"):
-            matrix = self.client.query_range(_chargeback.chart_query(size, self.step_s, **labels), first, last, size)
-        return _chargeback.report(results, matrix, self.start, self.end, self.step_s, size, self.table)
+        if self.client is not None:
+            for name, expr in _chargeback.queries(window, self.step_s, **labels).items():
+                with self.doing("query", "%s from Prometheus" % name):
+                    results[name] = self.client.query(expr, at=self.end)
+            with self.doing("query", "the usage timeline from Prometheus"):
+                matrix = self.client.query_range(_chargeback.chart_query(size, self.step_s, **labels), first, last,
+                                                 size)
+            if p["vcenter_hostname"]:
+                with self.doing("query", "the Kubernetes nodes from Prometheus"):
+                    nodes = _chargeback.node_names(self.client.query(_chargeback.nodes_query(window), at=self.end))
+        vms = None
+        if p["vcenter_hostname"]:
+            vms = self.read_vms(nodes + list(p["vm_exclude"]))
+        return _chargeback.report(results, matrix, self.start, self.end, self.step_s, size, self.table, vms)
+
+    def read_vms(self, exclude):
+        p = self.module.params
+        with self.doing("connect", "to vCenter %s" % p["vcenter_hostname"]):
+            client = VsphereClient(p["vcenter_hostname"], p["vcenter_username"], p["vcenter_password"],
+                                   port=p["vcenter_port"], validate_certs=p["vcenter_validate_certs"],
+                                   ca_file=p["vcenter_ca_file"], timeout=p["timeout"], retries=p["retries"])
+        try:
+            with self.doing("read", "the vGPU VMs and their power events from vCenter %s" % p["vcenter_hostname"]):
+                vms, pools, transitions = read_vgpu_vms(client, self.start)
+        finally:
+            client.close()
+        return _chargeback.vm_usage(vms, pools, transitions, self.start, self.end, self.table, exclude)
 
     def result(self, live, plan):
         p = self.module.params
@@ -313,6 +444,11 @@ def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True,
                            mutually_exclusive=[("design", "design_file"), ("bearer_token", "username")])
     enforce(module, "gpu_usage")
+    if not module.params["prometheus_url"] and not module.params["vcenter_hostname"]:
+        module.fail_json(msg="Unable to report GPU usage: give prometheus_url (or PROMETHEUS_URL) for the pods, "
+                             "vcenter_hostname for the vGPU VMs, or both. Nothing was read.")
+    if module.params["vcenter_hostname"] and not HAS_PYVMOMI:
+        module.fail_json(msg=missing_required_lib("pyvmomi"), exception=str(PYVMOMI_IMPORT_ERROR))
     try:
         table = _chargeback.price_table(module_design(module) or {})
         resource = Usage(module, table)

@@ -31,13 +31,20 @@ __metaclass__ = type
 
 import calendar
 import datetime
+import fnmatch
 import html
 import math
 import re
 from collections import OrderedDict
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names import POOL_LABEL, PROFILE_LABEL
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._nvidia import NvidiaError, gpu_model, parse_profile, vgpu_mig_profile
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._nvidia import (
+    NvidiaError,
+    gpu_model,
+    gpu_model_for_stem,
+    parse_profile,
+    vgpu_mig_profile,
+)
 
 GPU_RESOURCES = r"nvidia_com_gpu|nvidia_com_gpu_shared|nvidia_com_mig_.+"
 KEY = ("namespace", "pool", "profile", "resource")
@@ -47,7 +54,13 @@ NONE = "(none)"
 # sum differ between two evaluations of the same data; 1e-9 GPU-hours is 3.6 microseconds
 DIGITS = 9
 CSV_COLUMNS = ("namespace", "pool", "profile", "resource", "gpu_hours", "engine_active", "fb_used_ratio",
-               "unit_price", "cost", "currency")
+               "unit_price", "cost", "currency", "kind")
+# the resource pool under which vSphere keeps one resource pool per vSphere Namespace
+NAMESPACES_POOL = "Namespaces"
+VM_RESOURCE = "vgpu-vm"
+# power events that start and end a VM's hold on its vGPUs (a suspended VM releases them)
+VM_ON_EVENTS = ("VmPoweredOnEvent", "DrsVmPoweredOnEvent")
+VM_OFF_EVENTS = ("VmPoweredOffEvent", "VmSuspendedEvent")
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
 _MIG_RESOURCE = re.compile(r"^nvidia_com_mig_(\d+)g_(\d+)gb(_me)?$")
@@ -223,7 +236,29 @@ def price_table(design):
         entry["replicas"] = replicas
         entry["unit_price"] = None if entry["profile_price"] is None else entry["profile_price"] / replicas
         pools[pool["name"]] = entry
-    return OrderedDict([("currency", cb.get("currency") or "USD"), ("pools", pools), ("profiles", given)])
+    return OrderedDict([("currency", cb.get("currency") or "USD"), ("pools", pools), ("profiles", given),
+                        ("card", card)])
+
+
+def profile_price(profile_name, table):
+    """(price of one hour of a vGPU profile held whole, where it comes from) or (None, reason):
+    the design's ``profile_hour``, else ``card_hour`` of the profile's GPU model times its share."""
+    if not table:
+        return None, "no chargeback prices in the design"
+    try:
+        profile = parse_profile(profile_name)
+    except NvidiaError:
+        return None, "%s is not a vGPU profile name" % profile_name
+    if profile.vsphere_name in table["profiles"]:
+        return table["profiles"][profile.vsphere_name], "profile_hour"
+    model = gpu_model_for_stem(profile.gpu)
+    if model is not None and model.name in (table.get("card") or {}):
+        try:
+            share, per_card = profile_share(profile.vsphere_name, model.name)
+        except NvidiaError as exc:
+            return None, "%s" % exc
+        return table["card"][model.name] * share, "card_hour %s x 1/%d" % (model.name, per_card)
+    return None, "no price for profile %s" % profile.vsphere_name
 
 
 def unit_price(row, table):
@@ -240,6 +275,125 @@ def unit_price(row, table):
     if profile in table["profiles"]:
         return table["profiles"][profile], "profile_hour"
     return None, "no price for pool %s, profile %s" % (row["pool"], row["profile"])
+
+
+# ---------------------------------------------------------------------------------------
+# vGPU VMs outside Kubernetes (from vSphere)
+# ---------------------------------------------------------------------------------------
+
+def on_seconds(transitions, powered_on_now, start, end, boot_time=None):
+    """Seconds a VM was powered on within [start, end].
+
+    ``transitions``: its power events from ``start`` until now as (unix time, True for on /
+    False for off); ``powered_on_now``: its power state when they were read; ``boot_time``: its
+    ``runtime.bootTime`` (unix), used only when no event is left (vCenter keeps events for a
+    limited time): a VM on now with no event since ``start`` was on the whole period, or from its
+    boot time when that is later.
+    """
+    trans = sorted((t, bool(on)) for t, on in transitions if t >= start)
+    if not trans:
+        if not powered_on_now:
+            return 0.0
+        since = start if boot_time is None else max(start, boot_time)
+        return max(0.0, end - since)
+    # before the first event the VM was in the other state
+    state, cursor, total = not trans[0][1], start, 0.0
+    for t, on in trans:
+        if t >= end:
+            break
+        if state:
+            total += t - cursor
+        state, cursor = on, t
+    if state:
+        total += end - cursor
+    return total
+
+
+def vsphere_namespace(pool_moid, pools):
+    """The vSphere Namespace of a VM's resource pool: the pool under the ``Namespaces`` pool on
+    its path up (``pools``: moid -> (name, parent moid or None)), else None."""
+    seen = set()
+    current = pool_moid
+    while current in pools and current not in seen:
+        seen.add(current)
+        name, parent = pools[current]
+        if parent in pools and pools[parent][0] == NAMESPACES_POOL:
+            return name
+        current = parent
+    return None
+
+
+def vm_usage(vms, pools, transitions, start, end, table=None, exclude=()):
+    """vGPU VM-hours per vSphere Namespace and vGPU profile.
+
+    ``vms``: dicts with ``moid``, ``name``, ``resource_pool`` (moid), ``powered_on`` (bool),
+    ``boot_time`` (unix or None) and ``profiles`` (one entry per vGPU device); ``pools``: moid ->
+    (name, parent moid); ``transitions``: VM moid -> [(unix time, on)]; ``exclude``: names (or
+    shell patterns) of VMs left out: the nodes of Kubernetes clusters, whose GPUs are counted
+    through their pods.
+    Returns (per-VM records, rows, names of the VMs left out)."""
+    exclude = list(exclude)
+    records, left_out, agg = [], [], OrderedDict()
+    for vm in sorted(vms, key=lambda v: v["name"]):
+        if not vm.get("profiles"):
+            continue
+        if any(fnmatch.fnmatchcase(vm["name"], pattern) for pattern in exclude):
+            left_out.append(vm["name"])
+            continue
+        seconds = on_seconds(transitions.get(vm["moid"]) or [], vm["powered_on"], start, end, vm.get("boot_time"))
+        namespace = vsphere_namespace(vm.get("resource_pool"), pools) or NONE
+        records.append(OrderedDict([("name", vm["name"]), ("namespace", namespace),
+                                    ("profiles", sorted(vm["profiles"])), ("on_hours", _round(seconds / 3600.0)),
+                                    ("powered_on", bool(vm["powered_on"]))]))
+        for profile in vm["profiles"]:
+            row = agg.setdefault((namespace, profile), OrderedDict([
+                ("namespace", namespace), ("profile", profile), ("vms", set()), ("vgpu_seconds", 0.0)]))
+            row["vms"].add(vm["name"])
+            row["vgpu_seconds"] += seconds
+    out = []
+    currency = table["currency"] if table else None
+    for key in sorted(agg):
+        a = agg[key]
+        price, source = profile_price(a["profile"], table)
+        hours = _round(a["vgpu_seconds"] / 3600.0)
+        out.append(OrderedDict([("namespace", a["namespace"]), ("profile", a["profile"]), ("vms", len(a["vms"])),
+                                ("vgpu_hours", hours), ("unit_price", price), ("price_source", source),
+                                ("cost", None if price is None else _round(hours * price)), ("currency", currency)]))
+    return records, out, sorted(left_out)
+
+
+def node_names(vector):
+    """The node names of an instant vector with a ``node`` label (the Kubernetes nodes seen)."""
+    return sorted(set(s["metric"]["node"] for s in vector or [] if s["metric"].get("node")))
+
+
+def nodes_query(window):
+    """Every Kubernetes node kube-state-metrics reported within the ``window`` seconds."""
+    return "count by (node) (last_over_time(kube_node_info[%ds]))" % int(window)
+
+
+def add_vms(rep, records, vm_rows, left_out):
+    """The report with the vGPU VMs outside Kubernetes (``vm_usage``) added."""
+    rep = OrderedDict(rep)
+    rep["vgpu_vms"] = records
+    rep["vm_rows"] = vm_rows
+    rep["vms_left_out"] = left_out
+    rep["vm_by_namespace"] = _vm_totals(vm_rows, "namespace")
+    rep["vm_by_profile"] = _vm_totals(vm_rows, "profile")
+    rep["vgpu_vm_hours"] = _round(sum((r["vgpu_hours"] for r in vm_rows), 0.0))
+    priced = [r["cost"] for r in vm_rows if r["cost"] is not None]
+    rep["vm_cost"] = _round(sum(priced, 0.0)) if rep.get("prices") else None
+    return rep
+
+
+def _vm_totals(vm_rows, by):
+    out = OrderedDict()
+    for r in vm_rows:
+        t = out.setdefault(r[by], OrderedDict([(by, r[by]), ("vgpu_hours", 0.0), ("cost", None)]))
+        t["vgpu_hours"] = _round(t["vgpu_hours"] + r["vgpu_hours"])
+        if r["cost"] is not None:
+            t["cost"] = _round((t["cost"] or 0.0) + r["cost"])
+    return list(out.values())
 
 
 # ---------------------------------------------------------------------------------------
@@ -314,8 +468,16 @@ def series(matrix):
     return out
 
 
-def report(results, matrix, start, end, step, bucket, table=None):
-    """The whole report (JSON-ready)."""
+def report(results, matrix, start, end, step, bucket, table=None, vms=None):
+    """The whole report (JSON-ready). ``vms``: what ``vm_usage`` returned, when vSphere was read."""
+    rep = _pod_report(results, matrix, start, end, step, bucket, table)
+    rep["vms_read"] = vms is not None
+    rep = add_vms(rep, *(vms or ([], [], [])))
+    rep["total_cost"] = (_round((rep["cost"] or 0.0) + (rep["vm_cost"] or 0.0)) if table else None)
+    return rep
+
+
+def _pod_report(results, matrix, start, end, step, bucket, table):
     report_rows = rows(results, step, table)
     scale = step / 3600.0
     return OrderedDict([
@@ -346,7 +508,10 @@ def csv_text(rep):
         return '"%s"' % text.replace('"', '""') if any(c in text for c in ',"\n') else text
     lines = [",".join(CSV_COLUMNS)]
     for r in rep["rows"]:
-        lines.append(",".join(cell(r.get(c)) for c in CSV_COLUMNS))
+        lines.append(",".join(cell(dict(r, kind="pod").get(c)) for c in CSV_COLUMNS))
+    for r in rep.get("vm_rows") or []:
+        vm = dict(r, pool="", resource=VM_RESOURCE, gpu_hours=r["vgpu_hours"], kind="vm")
+        lines.append(",".join(cell(vm.get(c)) for c in CSV_COLUMNS))
     return "\r\n".join(lines) + "\r\n"
 
 
@@ -357,41 +522,63 @@ def _esc(text):
     return html.escape("%s" % text, quote=True)
 
 
-def bar_chart(rep, width=720, bar_height=22):
-    """Inline SVG: GPU-hours per tenant, stacked by vGPU profile."""
-    tenants = [t["namespace"] for t in rep["by_tenant"]]
-    profiles = [p["profile"] for p in rep["by_profile"]]
-    color = dict((p, PALETTE[i % len(PALETTE)]) for i, p in enumerate(profiles))
-    top = max([t["gpu_hours"] for t in rep["by_tenant"]] or [0]) or 1.0
+def _stacked_bars(chart_id, title, groups, items, unit, width=720, bar_height=22):
+    """Inline SVG of horizontal bars, one per group, stacked by segment. ``groups``: (name,
+    total) in order; ``items``: (group, segment, value, label) with value > 0 drawn as one
+    ``rect.bar`` each."""
+    segments = []
+    for it in items:
+        if it[1] not in segments:
+            segments.append(it[1])
+    color = dict((p, PALETTE[i % len(PALETTE)]) for i, p in enumerate(sorted(segments)))
+    top = max([g[1] for g in groups] or [0]) or 1.0
     left, right = 160, 90
     plot = width - left - right
-    height = 30 + len(tenants) * (bar_height + 10) + 24 * int(math.ceil(len(profiles) / 3.0)) + 10
-    out = ['<svg xmlns="http://www.w3.org/2000/svg" class="chart" id="chart-tenants" role="img" '
-           'width="%d" height="%d" viewBox="0 0 %d %d">' % (width, height, width, height),
-           '<title>GPU-hours per tenant and vGPU profile</title>']
+    height = 30 + len(groups) * (bar_height + 10) + 24 * int(math.ceil(len(segments) / 3.0)) + 10
+    out = ['<svg xmlns="http://www.w3.org/2000/svg" class="chart" id="%s" role="img" '
+           'width="%d" height="%d" viewBox="0 0 %d %d">' % (chart_id, width, height, width, height),
+           '<title>%s</title>' % _esc(title)]
     y = 20
-    for ns in tenants:
+    for group, total in groups:
         x = left
-        out.append('<text x="%d" y="%d" text-anchor="end" font-size="12">%s</text>' % (left - 8, y + bar_height * 0.7, _esc(ns)))
-        for r in rep["rows"]:
-            if r["namespace"] != ns or r["gpu_hours"] <= 0:
+        out.append('<text x="%d" y="%d" text-anchor="end" font-size="12">%s</text>'
+                   % (left - 8, y + bar_height * 0.7, _esc(group)))
+        for g, segment, value, label in items:
+            if g != group or value <= 0:
                 continue
-            w = plot * r["gpu_hours"] / top
-            out.append('<rect class="bar" x="%.1f" y="%d" width="%.1f" height="%d" fill="%s" data-tenant="%s" '
-                       'data-profile="%s" data-gpu-hours="%.4f"><title>%s %s %s: %.3f GPU-hours</title></rect>'
-                       % (x, y, w, bar_height, color[r["profile"]], _esc(ns), _esc(r["profile"]), r["gpu_hours"],
-                          _esc(ns), _esc(r["profile"]), _esc(r["resource"]), r["gpu_hours"]))
+            w = plot * value / top
+            out.append('<rect class="bar" x="%.1f" y="%d" width="%.1f" height="%d" fill="%s" data-group="%s" '
+                       'data-segment="%s" data-value="%.9g"><title>%s: %.3f %s</title></rect>'
+                       % (x, y, w, bar_height, color[segment], _esc(group), _esc(segment), value,
+                          _esc(label), value, _esc(unit)))
             x += w
-        total = sum(t["gpu_hours"] for t in rep["by_tenant"] if t["namespace"] == ns)
         out.append('<text x="%.1f" y="%d" font-size="12">%.2f</text>' % (x + 6, y + bar_height * 0.7, total))
         y += bar_height + 10
     y += 6
-    for i, p in enumerate(profiles):
+    for i, p in enumerate(segments):
         lx, ly = left + (i % 3) * 180, y + (i // 3) * 24
         out.append('<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d" font-size="12">%s</text>'
                    % (lx, ly, color[p], lx + 18, ly + 11, _esc(p)))
     out.append("</svg>")
     return "\n".join(out)
+
+
+def bar_chart(rep):
+    """Inline SVG: GPU-hours per tenant, stacked by vGPU profile (one bar per row with hours)."""
+    return _stacked_bars(
+        "chart-tenants", "GPU-hours per tenant and vGPU profile",
+        [(t["namespace"], t["gpu_hours"]) for t in rep["by_tenant"]],
+        [(r["namespace"], r["profile"], r["gpu_hours"], "%s %s %s" % (r["namespace"], r["profile"], r["resource"]))
+         for r in rep["rows"]], "GPU-hours")
+
+
+def vm_chart(rep):
+    """Inline SVG: vGPU-hours of the VMs outside Kubernetes per vSphere Namespace, stacked by profile."""
+    return _stacked_bars(
+        "chart-vms", "vGPU-hours of VMs outside Kubernetes per vSphere Namespace and profile",
+        [(t["namespace"], t["vgpu_hours"]) for t in rep.get("vm_by_namespace") or []],
+        [(r["namespace"], r["profile"], r["vgpu_hours"], "%s %s (%d VMs)" % (r["namespace"], r["profile"], r["vms"]))
+         for r in rep.get("vm_rows") or []], "vGPU-hours")
 
 
 def timeline_chart(rep, width=720, height=260):
@@ -447,6 +634,18 @@ def html_text(rep, title="GPU usage and chargeback"):
         (t[col], "%.3f" % t["gpu_hours"], "" if t["cost"] is None else "%.2f %s" % (t["cost"], cur))
         for t in rep[key]])) for word, key, col in (("tenant", "by_tenant", "namespace"), ("pool", "by_pool", "pool"),
                                                     ("vGPU profile", "by_profile", "profile")))
+    vms = ""
+    if rep.get("vms_read"):
+        vm_rows = table(("vSphere Namespace", "vGPU profile", "VMs", "vGPU-hours", "price / hour", "cost"),
+                        [(r["namespace"], r["profile"], r["vms"], "%.3f" % r["vgpu_hours"],
+                          "" if r["unit_price"] is None else "%.4f %s" % (r["unit_price"], cur),
+                          "" if r["cost"] is None else "%.2f %s" % (r["cost"], cur)) for r in rep["vm_rows"]])
+        vms = ("<h2>vGPU VMs outside Kubernetes</h2>\n<p class=\"total\">%.3f vGPU-hours%s</p>\n%s\n%s"
+               % (rep["vgpu_vm_hours"], "" if rep["vm_cost"] is None else ", %.2f %s" % (rep["vm_cost"], _esc(cur)),
+                  vm_chart(rep), vm_rows))
+        if rep.get("vms_left_out"):
+            vms += "<p>Left out as Kubernetes nodes (counted through their pods): %s</p>" % _esc(
+                ", ".join(rep["vms_left_out"]))
     return """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>%(title)s</title>
 <style>body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:.5em 0 1.5em}
@@ -463,7 +662,8 @@ td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}th{background:#f3
 %(sums)s
 <h2>Every row</h2>
 %(rows)s
+%(vms)s
 </body></html>
-""" % dict(title=_esc(title), start=rep["start"], end=rep["end"], step=_fmt(rep["step_s"], 0), hours=rep["gpu_hours"],
+""" % dict(vms=vms, title=_esc(title), start=rep["start"], end=rep["end"], step=_fmt(rep["step_s"], 0), hours=rep["gpu_hours"],
            cost="" if rep["cost"] is None else ", %.2f %s" % (rep["cost"], _esc(cur)),
            bars=bar_chart(rep), timeline=timeline_chart(rep), sums=sums, rows=rows_html)

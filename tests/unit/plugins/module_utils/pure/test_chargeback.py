@@ -126,7 +126,7 @@ def test_csv_and_html():
     svgs = [ET.fromstring(s[:s.index("</svg>") + 6]) for s in page.split("<svg")[1:] for s in ["<svg" + s]]
     ns = "{http://www.w3.org/2000/svg}"
     bars = [r for r in svgs[0].iter(ns + "rect") if r.get("class") == "bar"]
-    assert sorted(float(r.get("data-gpu-hours")) for r in bars) == [0.5, 1.0, 2.0]
+    assert sorted(float(r.get("data-value")) for r in bars) == [0.5, 1.0, 2.0]
     assert len(list(svgs[1].iter(ns + "polyline"))) == 1
     assert "<script" not in page
 
