@@ -49,7 +49,7 @@ options:
       ovf_properties:
         description:
           - OVF properties of this node (network settings such as address, prefix, gateway, DNS, host name),
-            keyed by the qualified keys the image declares (see RV(ovf.properties)).
+            keyed by the qualified keys the image declares (see RV(ovf)).
         type: dict
         default: {}
   cluster:
@@ -104,7 +104,7 @@ attributes:
     description: Returns each node's state and the cluster settings before and after.
     support: full
 notes:
-  - The appliance's OVF property keys are those of its image; read them from RV(ovf.properties) of a check-mode
+  - The appliance's OVF property keys are those of its image; read them from RV(ovf) of a check-mode
     run, or from the image's descriptor.
   - A failure names what was done - for example a node imported but the cluster not reconfigured - and a rerun
     resumes from there.

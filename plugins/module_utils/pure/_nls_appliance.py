@@ -20,7 +20,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import xml.etree.ElementTree as ElementTree
+from xml.etree import ElementTree
 
 OWNER_FIELD = "gpupool.vcf.nls-appliance"
 OVF_NS = "http://schemas.dmtf.org/ovf/envelope/1"
@@ -164,8 +164,8 @@ def cluster_plan(names, live, rule_name=None, restart_priority="high", drs_behav
             out["changes"].append(("rule %s" % rule_name, "vms", None, want))
         elif rule.get("kind") != "anti-affinity" or sorted(rule.get("vms") or []) != want or rule.get("enabled") is False:
             out["rule"] = ("edit", rule.get("key"), want)
-            out["changes"].append(("rule %s" % rule_name, "vms", dict(kind=rule.get("kind"), vms=sorted(rule.get("vms") or []),
-                                                                     enabled=rule.get("enabled")), want))
+            before = dict(kind=rule.get("kind"), vms=sorted(rule.get("vms") or []), enabled=rule.get("enabled"))
+            out["changes"].append(("rule %s" % rule_name, "vms", before, want))
     for name in names:
         das = (live.get("das") or {}).get(name, "absent")
         if restart_priority and das != restart_priority:
@@ -223,8 +223,8 @@ def appliance_state(read, expect_nodes=None):
             if expect_nodes == 2 else ""))
     for node in nodes:
         if node["health"] == "unhealthy":
-            problems.append("HA node %s (%s, %s) is %s" % (node["fqdn"] or node["address"], node["role"], node["node_id"],
-                                                          node["status"]))
+            problems.append("HA node %s (%s, %s) is %s" % (
+                node["fqdn"] or node["address"], node["role"], node["node_id"], node["status"]))
     if read.get("error") and read.get("stage") == "leases":
         problems.append("the leases of license server %s cannot be read: %s" % (read.get("license_server"), read["error"]))
     if not installed:

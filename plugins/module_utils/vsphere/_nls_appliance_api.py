@@ -175,9 +175,8 @@ class ApplianceSite:
             rules[rule.name] = dict(key=rule.key, kind=kind, enabled=rule.enabled,
                                     vms=[names.get(v._moId, v._moId) for v in getattr(rule, "vm", None) or []])
         for entry in getattr(config, "dasVmConfig", None) or []:
-            settings = entry.dasSettings
-            das[names.get(entry.key._moId, entry.key._moId)] = (getattr(settings, "restartPriority", None)
-                                                                 or entry.restartPriority or "clusterRestartPriority")
+            priority = getattr(entry.dasSettings, "restartPriority", None) or entry.restartPriority
+            das[names.get(entry.key._moId, entry.key._moId)] = priority or "clusterRestartPriority"
         for entry in getattr(config, "drsVmConfig", None) or []:
             drs[names.get(entry.key._moId, entry.key._moId)] = dict(behavior=entry.behavior, enabled=entry.enabled)
         return dict(rules=rules, das=das, drs=drs)

@@ -78,8 +78,8 @@ def test_read_appliance_every_step():
 
 def test_read_appliance_names_the_failing_step():
     answers = dict(ANSWERS)
-    answers["/admin/v1/org/org/virtual-groups/3/license-servers/ls"] = DlsError("answered 404 License server not found",
-                                                                               status=404)
+    missing = DlsError("answered 404 License server not found", status=404)
+    answers["/admin/v1/org/org/virtual-groups/3/license-servers/ls"] = missing
     out = read_appliance(Client(answers=answers), "dls:443")
     assert out["stage"] == "license_server" and out["license_server"] is None and out["service_instance"] == SI
     assert out["error"] == "answered 404 License server not found" and out["transient"] is False
