@@ -162,6 +162,23 @@ options:
         object it could not read (the report is not written).
     type: int
     default: 30
+  vcenter:
+    description:
+      - Audit one vCenter of a design that names several (its C(vcenters) key; V(default) for a design with
+        the C(vcenter) block) through this task's vSphere connection - the C(esxi) link over that vCenter's
+        GPU clusters and, where the Supervisor is, the C(vsphere) link. By default both of those links (only
+        the C(esxi) link on a vCenter without the Supervisor); O(links) may name only those.
+      - In a design with several vCenters each finding names the vCenter (C(vcenter) key; its object starts
+        with C(vcenter <name>:)), so the findings of every vCenter merge into one report (O(vcenter_results)).
+      - playbooks/audit.yml runs one such task per vCenter, in parallel, each with its own connection.
+    type: str
+  vcenter_results:
+    description:
+      - The results of the O(vcenter) tasks of every vCenter (registered), merged into this task's findings,
+        links audited, summary and report. With it this task reads no vSphere link itself - O(links) names
+        the other links to audit here (an empty list - none) - and needs no vSphere connection.
+    type: list
+    elements: dict
   fail_on:
     description:
       - Fail the task when a finding of this severity or worse is found (after writing the report).
@@ -186,6 +203,22 @@ EXAMPLES = r"""
     kubeconfig: ~/.kube/gpu-workloads.kubeconfig
     report: gpu-pool-audit.md
   register: audit
+
+- name: One vCenter of a design with several (audit.yml runs one per vCenter and merges them)
+  gpupool.vcf.gpu_pool_audit:
+    design_file: "{{ playbook_dir }}/design.yml"
+    vcenter: vc-west
+    hostname: vc-west.example.com
+    username: "{{ vc_west_user }}"
+    password: "{{ vc_west_password }}"
+  register: audit_vc_west
+
+- name: The other links, with the vCenters' findings merged into one report
+  gpupool.vcf.gpu_pool_audit:
+    design_file: "{{ playbook_dir }}/design.yml"
+    vcenter_results: ["{{ audit_vc_west }}"]
+    kubeconfig: ~/.kube/gpu-workloads.kubeconfig
+    report: gpu-pool-audit.md
 
 - name: Only the vSphere side, failing on any error
   module_defaults:
@@ -240,6 +273,11 @@ report:
   description: Path of the report file.
   returned: when O(report) is given
   type: str
+vcenter:
+  description: The vCenter audited (O(vcenter)).
+  returned: when O(vcenter) is given
+  type: str
+  sample: vc-west
 """
 
 import datetime
@@ -260,7 +298,7 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _namespace as nsu
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _vm_class as vmc
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive, for_vcenter
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import DesignError
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_inventory import GpuInventory
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import (
@@ -674,6 +712,8 @@ ARGUMENT_SPEC = dict(
     prometheus_ca_path=dict(type="path"),
     license_metric=dict(type="str", default=_audit.LICENSE_METRIC),
     fail_on=dict(type="str", choices=["none", "error", "warning"], default="none"),
+    vcenter=dict(type="str"),
+    vcenter_results=dict(type="list", elements="dict"),
     **request_argument_spec()
 )
 HOW = dict(esxi="give the vSphere connection (hostname, username, password or VMWARE_HOST...)",
@@ -700,12 +740,70 @@ def derived_inputs(module):
                          findings=[f.to_dict() for f in exc.findings])
 
 
+VSPHERE_LINKS = ("esxi", "vsphere")
+
+
+def vcenter_inputs(module, derived):
+    """``derived`` narrowed to the vCenter O(vcenter) names (the whole design without it); an unknown
+    name, or O(links) beyond that vCenter's, fails before anything is read."""
+    p = module.params
+    if p["vcenter"] is not None and p["vcenter_results"] is not None:
+        module.fail_json(msg="Invalid input for gpu_pool_audit: vcenter and vcenter_results are mutually exclusive "
+                             "(one task per vCenter, then one that merges them). Nothing was read.")
+    if p["vcenter"] is None:
+        return derived
+    names = list(derived["vcenters"])
+    if p["vcenter"] not in names:
+        module.fail_json(msg="Invalid input for gpu_pool_audit: vCenter %r is not in the design (its vCenters: %s). "
+                             "Nothing was read." % (p["vcenter"], ", ".join(names)))
+    own = VSPHERE_LINKS if derived["vcenters"][p["vcenter"]]["supervisor"] else VSPHERE_LINKS[:1]
+    beyond = [link for link in p["links"] or [] if link not in VSPHERE_LINKS]
+    if beyond:
+        module.fail_json(msg="Invalid input for gpu_pool_audit: with vcenter, links may name only esxi and vsphere, "
+                             "not %s (audit them in the task that merges vcenter_results). Nothing was read."
+                             % ", ".join(beyond))
+    if p["links"] is None:
+        p["links"] = list(own)
+    return for_vcenter(derived, p["vcenter"])
+
+
+def in_vcenter(name, findings):
+    """The findings of one vCenter, each naming it."""
+    return [dict(f, object="vcenter %s: %s" % (name, f["object"]), vcenter=name) for f in findings]
+
+
+def merged_vcenter_results(module):
+    """(findings, audited links) of the O(vcenter_results)."""
+    findings, audited = [], []
+    for i, res in enumerate(module.params["vcenter_results"] or []):
+        if res.get("skipped"):
+            continue
+        if res.get("failed"):
+            module.fail_json(msg="Unable to merge the audit of every vCenter: vcenter_results[%d] failed: %s; "
+                                 "nothing was written" % (i, res.get("msg") or "no message"))
+        if not isinstance(res.get("findings"), list) or not res.get("vcenter"):
+            module.fail_json(msg="Invalid input for gpu_pool_audit: vcenter_results[%d] is not the result of a "
+                                 "gpu_pool_audit task with vcenter (%s). Nothing was read."
+                             % (i, res.get("msg") or "no findings and no vcenter"))
+        findings += res["findings"]
+        audited += [link for link in res.get("audited") or [] if link not in audited]
+    return findings, audited
+
+
 def links_to_audit(module):
-    """[(link, connected)] of the links asked (all by default); a link asked for without its connection fails."""
+    """[(link, connected)] of the links asked (all by default); a link asked for without its connection fails.
+    With O(vcenter_results) the vSphere links are left to the vCenters' tasks and ``[]`` asks for none."""
     p = module.params
     connection = dict(esxi=bool(p["hostname"]), vsphere=bool(p["hostname"]), licensing=bool(p["dls_host"]),
                       vks=bool(p["supervisor_kubeconfig"]), guest=bool(p["kubeconfig"]))
     asked = p["links"]
+    if p["vcenter_results"] is not None:
+        asked = [link for link in (_audit.LINKS if asked is None else asked) if link not in VSPHERE_LINKS]
+        lacking = [link for link in p["links"] or [] if not connection[link] and link not in VSPHERE_LINKS]
+        if lacking:
+            module.fail_json(msg="Unable to audit link(s) %s: no connection; %s" % (
+                ", ".join(lacking), "; ".join(HOW[link] for link in lacking)))
+        return [(link, connection[link]) for link in _audit.LINKS if link in asked]
     lacking = [link for link in asked or [] if not connection[link]]
     if lacking:
         module.fail_json(msg="Unable to audit link(s) %s: no connection; %s" % (
@@ -741,24 +839,36 @@ def audit_link(module, link, derived):
 
 
 def audit_links(module, derived):
-    """(findings, audited links); a link without its connection is a not_audited finding."""
+    """(findings, audited links); a link without its connection is a not_audited finding. With O(vcenter)
+    each finding names the vCenter; with O(vcenter_results) the vCenters' findings are merged in."""
+    findings, audited = merged_vcenter_results(module)
+    own, audited_here = audit_own_links(module, derived)
+    if module.params["vcenter"] is not None and len(derived["vcenters"]) > 1:
+        own = in_vcenter(module.params["vcenter"], own)
+    audited += [link for link in audited_here if link not in audited]
+    return _audit.sort_findings(findings + own), [link for link in _audit.LINKS if link in audited]
+
+
+def audit_own_links(module, derived):
+    """(findings, audited links) of the links this task reads."""
     findings, audited = [], []
     for link, connected in links_to_audit(module):
         if not connected:
             findings.append(_audit.not_audited(link, "no connection given", HOW[link]))
             continue
+        where = link if module.params["vcenter"] is None else "%s of vCenter %s" % (link, module.params["vcenter"])
         try:
             findings += audit_link(module, link, derived)
         except VsphereError as exc:
-            module.fail_vsphere("audit link", link, exc)
+            module.fail_vsphere("audit link", where, exc)
         except (LinkError, K8sError) as exc:
-            module.fail_json(msg="Unable to audit link %s: %s; nothing was written" % (link, exc))
+            module.fail_json(msg="Unable to audit link %s: %s; nothing was written" % (where, exc))
         except Exception as exc:  # kubeconfig errors, API errors of the kubernetes client
             if link in ("vks", "guest", "licensing"):
                 module.fail_json(msg="Unable to audit link %s: %s" % (link, to_native(exc)))
             raise
         audited.append(link)
-    return _audit.sort_findings(findings), audited
+    return findings, audited
 
 
 def finish(module, derived, findings, audited):
@@ -766,6 +876,8 @@ def finish(module, derived, findings, audited):
     p = module.params
     summary = _audit.summarize(findings)
     result = dict(changed=False, findings=findings, summary=summary, clean=_audit.is_clean(findings), audited=audited)
+    if p["vcenter"] is not None:
+        result["vcenter"] = p["vcenter"]
     if p["report"]:
         text = _audit.render(derived["design"], findings, summary, audited, p["report_format"])
         changed, diff = write_report(module, p["report"], text)
@@ -783,7 +895,7 @@ def main():
     module = VsphereModule(argument_spec=ARGUMENT_SPEC, mutually_exclusive=[("design", "design_file")],
                            required_one_of=[("design", "design_file")], supports_check_mode=True)
     enforce(module, "gpu_pool_audit")
-    derived = derived_inputs(module)
+    derived = vcenter_inputs(module, derived_inputs(module))
     findings, audited = audit_links(module, derived)
     finish(module, derived, findings, audited)
 
