@@ -11,12 +11,20 @@ A VM class is compared in one normal form, whatever the API returned::
 It is written in one of two forms: ``config_spec`` (a vim ``VirtualMachineConfigSpec`` in
 JSON, vSphere API 8.0.2 and later) or the legacy ``devices.vgpu_devices`` (deprecated
 since 8.0.2). On read both are understood, and both ``memory_MB`` and ``memory_mb``.
+
+Revisions: a VM class is never edited to another shape in place (node VMs keep the vGPU they
+were powered on with, so the pool would run two profiles). With revisions on, a pool's class
+whose shape (vCPUs, memory, vGPU profiles) changes gets a new class ``<base>-r<5 hex>``, the
+hex digits the start of a SHA-256 of the shape; ``resolve`` picks the name from the design's
+base name and the live classes alone, so the converge and the audit compute the same one. The
+classes it supersedes are retired (removed from namespaces, deleted) once no VM uses them.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
 import re
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _nvidia
@@ -225,5 +233,119 @@ def request_body(name, after, form, create, clear_devices=False):
     return body
 
 
-__all__ = ["API_FORMS", "FIELDS", "VmClassError", "api_version_tuple", "check_dns_label", "check_profiles",
+# --- revisions: a changed shape gets a new class, the old one is retired once unused ---
+
+REVISION_SUFFIX = re.compile(r"-r[0-9a-f]{5}$")
+REVISION_LEN = len("-r00000")
+# the description of a class the collection created starts with this (derive() writes "gpupool <pool>: ...");
+# only such a class is ever retired
+OWNER_MARK = "gpupool "
+
+
+def shape(cls):
+    """What decides a node VM's hardware: vCPUs, memory and the vGPU profiles (a sorted tuple)."""
+    cls = cls or {}
+    return (cls.get("cpu_count"), cls.get("memory_mb"), tuple(sorted(p.lower() for p in cls.get("vgpu_profiles") or [])))
+
+
+def revision(cls):
+    """The revision of a shape: 5 hex digits of a SHA-256 of ``cpu=..;memory_mb=..;vgpu=a,b``."""
+    cpu, memory, profiles = shape(cls)
+    text = "cpu=%s;memory_mb=%s;vgpu=%s" % (cpu, memory, ",".join(profiles))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:5]
+
+
+def revision_name(base, cls):
+    """``<base>-r<revision>``; the base leaves room for the suffix in a DNS label."""
+    check_dns_label(base, "VM class name")
+    if len(base) > 63 - REVISION_LEN:
+        raise VmClassError("VM class name %s is longer than %d characters: with revisions on, a changed shape is "
+                           "named %s-r<5 hex>, which must stay a DNS label; shorten the name"
+                           % (base, 63 - REVISION_LEN, base))
+    return "%s-r%s" % (base, revision(cls))
+
+
+def family(base, names):
+    """The names that are ``base`` or a revision of it (sorted, base first)."""
+    out = [n for n in names if n == base or (n.startswith(base) and REVISION_SUFFIX.match(n[len(base):])
+                                              and len(n) == len(base) + REVISION_LEN)]
+    return sorted(out, key=lambda n: (n != base, n))
+
+
+def resolve(base, want, live):
+    """(name, superseded) of the class a pool wants, from the base name and the live classes alone.
+
+    ``want``: the class after this run in normal form (its shape counts); ``live``: ``{id: normal
+    form}`` of every class. A class of the family (base or base-r<hex>) with the wanted shape is the
+    one (the base first); without any class of the family, the base name (a new pool keeps the
+    design's name); otherwise ``<base>-r<revision of the shape>``. ``superseded``: the other
+    classes of the family, which the pool leaves and which are retired once no VM uses them.
+    """
+    names = family(base, list(live or {}))
+    wanted = shape(want)
+    same = [n for n in names if shape(live[n]) == wanted]
+    if same:
+        name = same[0]
+    elif not names:
+        name = base
+    else:
+        name = revision_name(base, want)
+    return name, [n for n in names if n != name]
+
+
+def owned(cls):
+    """Whether the collection created the class (its description carries the mark)."""
+    return str((cls or {}).get("description") or "").startswith(OWNER_MARK)
+
+
+def retirable(superseded, live, in_use):
+    """(retire, keep): the superseded classes to remove now (ours, no VM on them) and the others, with why.
+
+    ``in_use``: class names that a node pool names or a node runs on.
+    """
+    retire, keep = [], []
+    for name in superseded:
+        if name not in (live or {}):
+            continue
+        if not owned(live[name]):
+            keep.append(dict(name=name, why="not created by the collection (its description lacks %r)" % OWNER_MARK))
+        elif name in (in_use or ()):
+            keep.append(dict(name=name, why="still used by a node pool or a node"))
+        else:
+            retire.append(name)
+    return retire, keep
+
+
+def revision_steps(name, superseded, namespaces=(), node_pools=()):
+    """The ordered steps of moving a pool from the superseded classes to ``name`` (for check mode and reports).
+
+    Without ``namespaces`` / ``node_pools`` the steps speak of those that offer / use the old classes."""
+    if not superseded:
+        return []
+    old = ", ".join(superseded)
+    steps = ["create VM class %s (the shape changed; %s is not edited in place)" % (name, old)]
+    steps += ["add %s to namespace %s, keeping %s while VMs use it" % (name, ns, old) for ns in namespaces] or [
+        "add %s to the namespaces that offer %s, keeping %s while VMs use it" % (name, old, old)]
+    steps += ["move node pool %s to %s; Cluster API replaces its machines" % (pool, name) for pool in node_pools] or [
+        "move the node pools on %s to %s; Cluster API replaces their machines" % (old, name)]
+    steps.append("wait until every node of the pool runs on %s and is Ready" % name)
+    steps += ["remove %s from namespace %s" % (old, ns) for ns in namespaces] or [
+        "remove %s from the namespaces" % old]
+    steps.append("delete VM class %s once no VM uses it" % old)
+    return steps
+
+
+def namespace_classes(classes, names, keep=()):
+    """A namespace's class list with each base name replaced by its resolved name (``names``: {base: name})
+    and, after it, the superseded classes still to keep (``keep``: {base: [names]})."""
+    out = []
+    for c in classes or []:
+        for n in [names.get(c, c)] + list((keep or {}).get(c) or []):
+            if n not in out:
+                out.append(n)
+    return out
+
+
+__all__ = ["API_FORMS", "OWNER_MARK", "REVISION_LEN", "family", "namespace_classes", "owned", "resolve", "retirable",
+           "revision", "revision_name", "revision_steps", "shape", "FIELDS", "VmClassError", "api_version_tuple", "check_dns_label", "check_profiles",
            "choose_form", "desired", "differs", "merge", "normalize", "request_body", "vgpu_config_spec", "with_vgpu"]
