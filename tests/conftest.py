@@ -39,6 +39,7 @@ SLOW_FIRST = (
     "tests/integration/test_no_secret_leak.py",
     "tests/integration/test_faults_dls.py",
     "tests/integration/test_site_chain.py",
+    "tests/integration/test_multi_vcenter_chain.py",
     "tests/integration/test_esxi_gpu_host_role.py",
     "tests/integration/test_gpu_pool_audit.py",
     "tests/integration/test_roll_with_vgpu_vms.py",
