@@ -72,3 +72,15 @@ def test_the_check_can_fail():
     match = PASS_THROUGH.match(bad["vars"]["esxi_gpu_host_driver_version"])
     assert match.group(1) != "esxi_gpu_host_driver_version"
     assert PASS_THROUGH.match("{{ x.y | default('', true) }}") is None
+
+
+def test_vsphere_link_pins_each_vcenters_own_clusters():
+    """The vSphere link runs once per vCenter (play host) and gives drs_gpu_pinning that vCenter's
+    derived inputs: the same variables as derived.roles.drs_gpu_pinning, over its own clusters."""
+    plays = yaml.safe_load((ROOT / "playbooks" / "site.yml").read_text())
+    play = [p for p in plays if p["name"].startswith("Link 2 of 5")][0]
+    assert play["hosts"] == "gpupool_vcenters"
+    assert " ".join(play["vars"]["gpupool__pinning"].split()) == "{{ gpupool_vcenter.roles.drs_gpu_pinning }}"
+    assert set(play["module_defaults"]["group/gpupool.vcf.vsphere"]) >= {"hostname", "username", "password"}
+    for vcenter in DERIVED["vcenters"].values():
+        assert set(vcenter["roles"]["drs_gpu_pinning"]) == set(DERIVED["roles"]["drs_gpu_pinning"])
