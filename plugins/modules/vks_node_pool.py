@@ -38,6 +38,17 @@ description:
     writer in between) re-reads and retries.
   - Check mode sends the same update as a server-side dry run, so the Supervisor's own
     validation of the variables runs without storing anything.
+  - With O(wait_rollout), the module then waits until each named pool with a O(node_pools[].vm_class)
+    has rolled - Cluster API replaces a machineDeployment's machines when its VM class changes -
+    that is, the guest's nodes that carry all the pool's O(node_pools[].labels) number its replicas,
+    every one runs on the pool's class (its C(node.kubernetes.io/instance-type) label), is Ready and
+    schedulable, and no other node of the pool is left. It polls every O(rollout_poll) seconds for at
+    most O(rollout_timeout) seconds; when the bound passes it fails naming each pool's nodes that are
+    left, with the Cluster already updated - a rerun finds nothing to write and waits again. A pool
+    already rolled is not waited for, so a rerun is quick. Check mode does not wait.
+  - RV(classes_in_use) lists the VM classes a node pool of the Cluster names or a guest node runs on
+    (with O(wait_rollout)): a superseded class not in it can be retired
+    (M(gpupool.vcf.vm_class) O(gpupool.vcf.vm_class#module:in_use)).
   - A failure names the Cluster and the step (read, read the ClusterClass, update), never with a
     traceback - an unusable kubeconfig and an unreachable API server included - and says what was left
     (nothing changed, or an update whose answer was lost); a plain rerun converges.
@@ -102,6 +113,27 @@ options:
       - Other pools are kept and listed in RV(kept_foreign).
     type: bool
     default: false
+  wait_rollout:
+    description:
+      - Wait until every named pool with a O(node_pools[].vm_class) runs on that class (see above). Each
+        such pool needs O(node_pools[].labels), which tell its nodes.
+    type: bool
+    default: false
+  rollout_timeout:
+    description: Seconds to wait for the rollout, in all (1 or more).
+    type: int
+    default: 1800
+  rollout_poll:
+    description: Seconds between two reads of the guest's nodes while waiting (1 or more).
+    type: int
+    default: 5
+  guest_kubeconfig:
+    description:
+      - Kubeconfig of the guest (VKS) cluster whose nodes are watched with O(wait_rollout); on a
+        Supervisor, the Secret C(<cluster_name>-kubeconfig) of the namespace holds one.
+      - Unset, the nodes are read through the Supervisor connection (where one API shows both, as in a
+        test rig).
+    type: path
   retries:
     description: How many times a conflicting update is re-read and retried.
     type: int
@@ -170,6 +202,23 @@ api_version:
   returned: success
   type: str
   sample: cluster.x-k8s.io/v1beta2
+rollout:
+  description:
+    - With O(wait_rollout), per pool waited for - C(pool), C(vm_class), C(replicas), C(ready) (nodes on the
+      class, Ready and schedulable), C(done), and C(left) (the pool's other nodes, each with C(node),
+      C(vm_class), C(ready), C(cordoned)). In check mode, where the pools stand now.
+  returned: with wait_rollout
+  type: list
+  elements: dict
+classes_in_use:
+  description: With O(wait_rollout), the VM classes a node pool of the Cluster names or a guest node runs on, sorted.
+  returned: with wait_rollout
+  type: list
+  elements: str
+rollout_seconds:
+  description: With O(wait_rollout), how long the module waited.
+  returned: with wait_rollout
+  type: float
 diff:
   description: C(before) and C(after) of the Cluster's machineDeployments and of the pools its annotation records (C(owned)), with C(--diff).
   returned: changed and diff mode
@@ -177,6 +226,7 @@ diff:
 """
 
 import copy
+import time
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
@@ -193,7 +243,9 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import en
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import (
     K8sError, auth_argument_spec, request_argument_spec, request_timeout_error)
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._cluster_class import (
-    PlanError, plan_machine_deployments, public_plan, top_variables, variable_plan)
+    PlanError, plan_machine_deployments, public_plan, read_pool, top_variables, variable_plan)
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _rollout
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._rollout_api import GuestNodes
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Change, Failure, Plan, Resource
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._vks_api import GROUP, VksClusterApi
@@ -211,7 +263,9 @@ POOL_SPEC = dict(name=dict(type="str", required=True), replicas=dict(type="int")
                  **{"class": dict(type="str")})
 ARGUMENT_SPEC = dict(cluster_name=dict(type="str", required=True), namespace=dict(type="str", required=True),
                      node_pools=dict(type="list", elements="dict", required=True, options=POOL_SPEC),
-                     purge=dict(type="bool", default=False), retries=dict(type="int", default=5))
+                     purge=dict(type="bool", default=False), retries=dict(type="int", default=5),
+                     wait_rollout=dict(type="bool", default=False), rollout_timeout=dict(type="int", default=1800),
+                     rollout_poll=dict(type="int", default=5), guest_kubeconfig=dict(type="path"))
 ARGUMENT_SPEC.update(auth_argument_spec())
 ARGUMENT_SPEC.update(request_argument_spec())
 
@@ -303,6 +357,14 @@ class NodePools(Resource):
         names = [pool["name"] for pool in p["node_pools"]]
         if len(set(names)) != len(names):
             raise Failure("node_pools names must be unique: %s" % ", ".join(names))
+        if p["wait_rollout"]:
+            for key in ("rollout_timeout", "rollout_poll"):
+                if p[key] < 1:
+                    raise Failure("%s must be 1 or more seconds, not %d; nothing was changed" % (key, p[key]))
+            blind = [pool["name"] for pool in p["node_pools"] if pool.get("vm_class") and not pool.get("labels")]
+            if blind:
+                raise Failure("wait_rollout needs the labels of node pool(s) %s to tell their nodes; nothing was changed"
+                              % ", ".join(blind))
 
     def read(self):
         if self.api is None:
@@ -342,12 +404,59 @@ class NodePools(Resource):
 
     def result(self, live, plan):
         facts = plan.facts
-        return dict(machine_deployments=plan.after["machineDeployments"], api_version="%s/%s" % (GROUP, facts["version"]),
-                    owned=plan.after["owned"], kept_foreign=facts["kept_foreign"],
-                    variable_plan=public_plan(facts["vplan"]))
+        out = dict(machine_deployments=plan.after["machineDeployments"], api_version="%s/%s" % (GROUP, facts["version"]),
+                   owned=plan.after["owned"], kept_foreign=facts["kept_foreign"],
+                   variable_plan=public_plan(facts["vplan"]))
+        if self.p["wait_rollout"] and live is not None:
+            if self.module.check_mode:
+                out.update(self.rollout_state(plan))  # where the pools stand; nothing is waited for
+            elif not plan:
+                out.update(self.wait(plan))  # nothing to write: a rerun after a rollout that ran out of time
+        return out
 
     def apply(self, plan):
-        return self.store(plan)
+        out = self.store(plan)
+        if self.p["wait_rollout"]:
+            out.update(self.wait(plan))
+        return out
+
+    # --- the rollout
+
+    def guest(self):
+        if getattr(self, "_guest", None) is None:
+            params = dict(self.p)
+            if self.p["guest_kubeconfig"]:
+                params.update(kubeconfig=self.p["guest_kubeconfig"], context=None, host=None)
+            with self.doing("reach the guest cluster of"):
+                self._guest = GuestNodes(params)
+        return self._guest
+
+    def rollout_state(self, plan):
+        """Each waited-for pool's state and the classes in use, from one read of the guest's nodes."""
+        with self.doing("read the guest nodes of"):
+            nodes = self.guest().list()
+        reports = [_rollout.pool_rollout(pool["name"], pool["vm_class"], pool.get("replicas"),
+                                         _rollout.pool_nodes(nodes, pool.get("labels")))
+                   for pool in self.p["node_pools"] if pool.get("vm_class")]
+        top = top_variables(plan.facts["obj"])
+        pools = [read_pool(md, top, plan.facts["vplan"]) for md in plan.after["machineDeployments"]]
+        return dict(rollout=reports, classes_in_use=_rollout.classes_in_use(pools, nodes))
+
+    def wait(self, plan):
+        """Poll until every waited-for pool has rolled; Failure (with what is left) after rollout_timeout."""
+        start = time.time()
+        while True:
+            state = self.rollout_state(plan)
+            elapsed = time.time() - start
+            state["rollout_seconds"] = round(elapsed, 1)
+            if all(r["done"] for r in state["rollout"]):
+                return state
+            if elapsed + self.p["rollout_poll"] > self.p["rollout_timeout"]:
+                self.partial = dict(state, machine_deployments=plan.after["machineDeployments"],
+                                    api_version="%s/%s" % (GROUP, plan.facts["version"]))
+                raise Failure("Unable to finish the rollout of %s: %s" % (
+                    self.name, _rollout.timeout_message(state["rollout"], self.p["rollout_timeout"])), **self.partial)
+            time.sleep(self.p["rollout_poll"])
 
     def store(self, plan, dry_run=False):
         """PUT the plan's Cluster; on a conflict re-read, re-plan (``plan`` takes the new one) and retry."""

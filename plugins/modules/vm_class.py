@@ -22,6 +22,15 @@ description:
     vim C(VirtualMachineConfigSpec)); before, in the legacy C(devices.vgpu_devices) form.
     Both forms are read, as are both spellings of the memory field (C(memory_MB), C(memory_mb)).
   - Only the options that are set are compared; an option left out keeps its value.
+  - With O(revisions), a class is never edited to another shape (vCPUs, memory, vGPU profiles) in
+    place - node VMs keep the vGPU they were powered on with, so the pool would silently run two
+    profiles. O(name) is then the base name; the class used is the one of the family (O(name) or
+    C(<name>-r<5 hex>)) that has the shape, else O(name) when the family is empty, else a new class
+    C(<name>-r<revision>) whose revision is the start of a SHA-256 of the shape (the same rule the
+    audit uses). The classes of the family with another shape are returned in RV(superseded).
+  - With O(revisions) and O(retire), the superseded classes that the collection created (their
+    description starts with C(gpupool )) and that are not in O(in_use) are deleted; remove them from
+    the namespaces first (the supervisor_gpu_tenancy role orders this).
 author:
   - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
@@ -70,6 +79,24 @@ options:
     type: str
     choices: [auto, config_spec, devices]
     default: auto
+  revisions:
+    description:
+      - A changed shape gets a new class C(<name>-r<revision>) instead of an in-place edit (see above).
+      - Needs O(cpu_count), O(memory_mb) and O(vgpu_profiles) with O(state=present).
+    type: bool
+    default: false
+  in_use:
+    description:
+      - With O(revisions), the VM classes that a node pool names or a node runs on (for example
+        RV(gpupool.vcf.vks_node_pool#module:classes_in_use)). Unset means unknown, and nothing is retired.
+    type: list
+    elements: str
+  retire:
+    description:
+      - With O(revisions) and O(in_use), delete the superseded classes the collection created that
+        are not in use (RV(retirable)).
+    type: bool
+    default: false
 attributes:
   check_mode:
     description: Predicts the change without making it.
@@ -102,6 +129,27 @@ EXAMPLES = r"""
     name: gpu-h100-1g10
     description: Inference pool
 
+- name: A pool's class by revision (a changed profile gets gpu-h100-1g10-r<hex>, the old class stays)
+  gpupool.vcf.vm_class:
+    name: gpu-h100-1g10
+    cpu_count: 8
+    memory_mb: 65536
+    vgpu_profiles: [nvidia_h100-2-20c]
+    description: "gpupool inference: 1 x nvidia_h100-2-20c"
+    revisions: true
+  register: inference_class
+
+- name: Once the node pool runs on the new class, delete the superseded one
+  gpupool.vcf.vm_class:
+    name: gpu-h100-1g10
+    cpu_count: 8
+    memory_mb: 65536
+    vgpu_profiles: [nvidia_h100-2-20c]
+    description: "gpupool inference: 1 x nvidia_h100-2-20c"
+    revisions: true
+    in_use: "{{ node_pools.classes_in_use }}"
+    retire: true
+
 - name: Remove the class
   gpupool.vcf.vm_class:
     name: gpu-h100-1g10
@@ -130,6 +178,26 @@ api_form:
   description: The form the vGPU devices were (or would be) written in.
   returned: when state is present
   type: str
+superseded:
+  description: With O(revisions), the other classes of the family (another shape), which the pool leaves.
+  returned: with revisions
+  type: list
+  elements: str
+retirable:
+  description: With O(revisions) and O(in_use), the superseded classes that can be deleted (ours, unused); deleted with O(retire).
+  returned: with revisions
+  type: list
+  elements: str
+kept:
+  description: With O(revisions) and O(in_use), the superseded classes that stay, each with why.
+  returned: with revisions
+  type: list
+  elements: dict
+revision_steps:
+  description: With O(revisions) and superseded classes, the ordered steps of moving the pool to the new class.
+  returned: with revisions
+  type: list
+  elements: str
 diff:
   description: The class before and after.
   returned: with --diff
@@ -154,6 +222,9 @@ ARGUMENT_SPEC = dict(
     description=dict(type="str"),
     cluster=dict(type="str"),
     api_form=dict(type="str", choices=list(vmc.API_FORMS), default="auto"),
+    revisions=dict(type="bool", default=False),
+    in_use=dict(type="list", elements="str"),
+    retire=dict(type="bool", default=False),
 )
 
 
@@ -188,12 +259,32 @@ class VmClass(Resource):
             with self.doing("read the vGPU profiles of", "cluster %s" % p["cluster"]):
                 offered = offered_profiles(self.module.client(), p["cluster"])
             vmc.check_profiles(self.want["vgpu_profiles"], offered, p["cluster"])
+        if p["revisions"]:
+            return self.read_family()
         info = VmClassApi(self.module.rest_client()).get(p["name"])
         version = api_version(self.module.client()) if self.present and p["api_form"] == "auto" else None
         return dict(info=info, api_version=version)
 
+    def read_family(self):
+        """With revisions: every class in one list, the name resolved from the base name and the shape."""
+        p = self.p
+        if not self.present:
+            raise vmc.VmClassError("revisions manage a pool's class by its shape: use state present "
+                                   "(with retire to delete superseded classes)")
+        missing = [k for k in ("cpu_count", "memory_mb", "vgpu_profiles") if p[k] is None]
+        if missing:
+            raise vmc.VmClassError("revisions need the whole shape: set %s" % ", ".join(missing))
+        infos = dict((c.get("id"), c) for c in VmClassApi(self.module.rest_client()).list() or [])
+        classes = dict((k, vmc.normalize(v)) for k, v in infos.items())
+        name, superseded = vmc.resolve(p["name"], self.want, classes)
+        self.name = "VM class %s" % name
+        retire, keep = ([], []) if p["in_use"] is None else vmc.retirable(superseded, classes, p["in_use"])
+        version = api_version(self.module.client()) if p["api_form"] == "auto" else None
+        return dict(info=infos.get(name), api_version=version, resolved=name, superseded=superseded,
+                    retirable=retire, kept=keep, classes=classes)
+
     def plan(self, live):
-        name, info = self.p["name"], live["info"]
+        name, info = live.get("resolved", self.p["name"]), live["info"]
         current = vmc.normalize(info)
         if not self.present:
             changes = compare(self.name, current, None, vmc.FIELDS) if current is not None else []
@@ -202,21 +293,35 @@ class VmClass(Resource):
         action = CREATE if current is None else UPDATE
         changes = [Change(self.name, field, (current or {}).get(field), after[field], action)
                    for field in vmc.differs(current, after)]
+        retire = live.get("retirable") or [] if self.p["retire"] else []
+        for old in retire:
+            changes.append(Change("VM class %s" % old, "retired", vmc.shape(live["classes"][old])[2], None, DELETE))
         legacy = bool(((info or {}).get("devices") or {}).get("vgpu_devices"))
-        return Plan(changes, before=view(name, current), after=view(name, after), state=after,
-                    form=vmc.choose_form(self.p["api_form"], live["api_version"]), legacy=legacy)
+        return Plan(changes, before=view(name, current), after=view(name, after), state=after, name=name,
+                    form=vmc.choose_form(self.p["api_form"], live["api_version"]), legacy=legacy, retire=retire)
 
     def result(self, live, plan):
         if not self.present:
             return dict(changed_fields=plan.fields(), vm_class=None)
-        return dict(changed_fields=plan.fields(), api_form=plan.facts["form"], vm_class=plan.after)
+        out = dict(changed_fields=plan.fields(self.name), api_form=plan.facts["form"], vm_class=plan.after)
+        if self.p["revisions"]:
+            out.update(superseded=live["superseded"], retirable=live["retirable"], kept=live["kept"],
+                       revision_steps=vmc.revision_steps(live["resolved"], live["superseded"]))
+        return out
 
     def apply(self, plan):
-        api, name = VmClassApi(self.module.rest_client()), self.p["name"]
-        if plan.verb() == DELETE:
+        api, name = VmClassApi(self.module.rest_client()), plan.facts.get("name", self.p["name"])
+        if not self.present:
             api.delete(name)
             return
-        create = plan.verb() == CREATE
+        if plan.fields(self.name):
+            self.write(api, name, plan)
+        for old in plan.facts["retire"]:
+            with self.doing("delete the superseded", "VM class %s" % old):
+                api.delete(old)
+
+    def write(self, api, name, plan):
+        create = plan.facts["state"] is not None and plan.before is None
         body = vmc.request_body(name, plan.facts["state"], plan.facts["form"], create=create,
                                 clear_devices=plan.facts["legacy"])
         if create:
