@@ -276,10 +276,12 @@ class Appliance(Resource):
                     self.site.remove(name)
                 done.append("%s: half-imported VM removed" % name)
             if action in ("import", "redeploy"):
+                self.partial["importing"] = name
                 with self.doing("import", "appliance node %s from %s" % (name, p["ovf"])):
                     moid = self.site.deploy(self.package, name, node["properties"], node["role"],
                                             networks=self.ovf["networks"], power_on=p["power_on"],
                                             disk_provisioning=p["disk_provisioning"], lease_timeout=p["upload_timeout"])
+                del self.partial["importing"]
                 done.append("%s: imported%s" % (name, " and powered on" if p["power_on"] else ""))
             elif action == "power_on":
                 with self.doing("power on", "appliance node %s" % name):
@@ -295,7 +297,10 @@ class Appliance(Resource):
         return out
 
     def next_step(self, exc):
-        done = self.partial.get("done") or []
+        done = list(self.partial.get("done") or [])
+        name = self.partial.get("importing")
+        if name and self.site is not None and name in self.site.vm_refs:
+            done.append("%s: VM created by the import, left marked state=importing" % name)
         return "done before the failure: %s; a rerun resumes (a node left half-imported is removed and imported " \
                "again)" % ("; ".join(done) if done else "nothing")
 

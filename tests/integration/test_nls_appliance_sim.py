@@ -271,3 +271,38 @@ def test_waits_until_the_appliance_answers_and_the_wait_is_bounded(dls):
     # wrong credentials are not waited out
     res, _run = run_module(INFO, dict(info, password="wrong", wait_seconds=60))
     assert res["answered"] is False and "401" in res["problems"][0] and res["waited_seconds"] == 0
+
+
+def test_failed_import_says_what_it_left_and_a_rerun_resumes(vsphere, vsphere_env, ova):
+    args = deploy_args(ova, "dls-broken")
+    vsphere.add_soap_fault("HttpNfcLeaseComplete", status=500)
+    try:
+        res, _run = run_module(DEPLOY, args, env=vsphere_env)
+    finally:
+        vsphere.clear_soap_faults()
+    assert res["failed"] and res["msg"].startswith("Unable to import appliance node dls-broken from "), res["msg"]
+    assert "done before the failure: dls-broken: VM created by the import, left marked state=importing; a rerun " \
+           "resumes (a node left half-imported is removed and imported again)" in res["msg"]
+    assert res["importing"] == "dls-broken" and res["done"] == []
+    with Live(vsphere) as live:
+        assert live.owner(live.vm("dls-broken")).startswith("state=importing")
+    before = vsphere.stats()["soap"]["methods"]
+    res, _run = run_module(DEPLOY, args, env=vsphere_env)
+    assert res["changed"] is True and res["nodes"][0]["action"] == "redeploy", res.get("msg")
+    assert changing(vsphere, before)["Destroy_Task"] == 1
+    with Live(vsphere) as live:
+        assert live.owner(live.vm("dls-broken")).startswith("state=deployed")
+
+
+def test_role_in_check_mode_on_a_new_appliance_changes_nothing(vsphere, dls, ova, tmp_path):
+    before = vsphere.stats()["soap"]["methods"]
+    nodes = [{"name": "dls-new-1", "ovf_properties": {}}, {"name": "dls-new-2", "ovf_properties": {}}]
+    run = run_playbook(role_play(ova, dls, tmp_path, nodes, token=False), env=vsphere.env, check=True, diff=True)
+    assert run.rc == 0, run.stdout[-3000:]
+    deploy = run.result(ROLE + "Deploy the DLS appliance from its image")
+    assert deploy["changed"] is True and [n["action"] for n in deploy["nodes"]] == ["import", "import"]
+    assert "in check mode a node that would be imported does not exist yet" in run.result(
+        ROLE + "Say why the appliance is not checked")["msg"]
+    assert changing(vsphere, before) == {} and dls.state.requests == []
+    with Live(vsphere) as live:
+        assert live.vm("dls-new-1") is None and live.vm("dls-new-2") is None
