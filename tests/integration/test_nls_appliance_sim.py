@@ -2,6 +2,7 @@
 import: CreateImportSpec, ImportVApp, disk upload through the NFC lease), nls_appliance_info and the
 nls_appliance role against the DLS double (HA node list, node health, license server)."""
 import json
+import pathlib
 import ssl
 import time
 
@@ -13,6 +14,7 @@ import appliance_ova
 import dls_double
 from tests.lib.ansible_run import run_module, run_playbook
 
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 FLEET = {
     "clusters": [{"name": "mgmt", "hosts": [{"prefix": "esx-mgmt-", "count": 3}]}],
     "vms": [{"name": "dls-foreign", "cluster": "mgmt"}],
@@ -134,6 +136,9 @@ def test_single_node_check_deploy_rerun_drift_and_resume(vsphere, vsphere_env, o
         res, _run = run_module(DEPLOY, args, env=vsphere_env, check=check)
         assert res["changed"] is False and res["nodes"][0]["action"] == "keep" and res["cluster_changes"] == []
     assert changing(vsphere, before) == {}
+    after = vsphere.stats()["soap"]["methods"]
+    sent = dict((m, n - before.get(m, 0)) for m, n in after.items() if n != before.get(m, 0))
+    assert sent.get("RetrievePropertiesEx") == 2, sent  # one retrieval per run, whatever the inventory
 
     # other OVF properties: reported, never redeployed
     res, _run = run_module(DEPLOY, dict(args, nodes=[{"name": "dls-solo", "ovf_properties": {"appliance.ip0": "10.9.9.9"}}]),
@@ -306,3 +311,17 @@ def test_role_in_check_mode_on_a_new_appliance_changes_nothing(vsphere, dls, ova
     assert changing(vsphere, before) == {} and dls.state.requests == []
     with Live(vsphere) as live:
         assert live.vm("dls-new-1") is None and live.vm("dls-new-2") is None
+
+
+def test_the_playbook_takes_site_variables(vsphere, dls, ova, tmp_path):
+    run = run_playbook(ROOT / "playbooks" / "nls_appliance.yml", env=vsphere.env, extra_vars={
+        "nls_appliance_ovf": ova, "nls_appliance_cluster": "mgmt", "nls_appliance_datastore": "LocalDS_0",
+        "nls_appliance_nodes": [{"name": "dls-pb", "ovf_properties": {"appliance.ip0": "10.0.10.41"}}],
+        "gpupool_dls_host": dls.host, "gpupool_dls_port": dls.port, "gpupool_dls_username": dls_double.USERNAME,
+        "gpupool_dls_password": dls_double.PASSWORD, "gpupool_dls_ca_file": dls.ca_file})
+    assert run.rc == 0, run.stdout[-3000:]
+    assert run.result(ROLE + "Deploy the DLS appliance from its image")["nodes"][0]["action"] == "import"
+    state = run.result(ROLE + "Wait until the appliance answers, read its service instance, nodes, license server "
+                              "and leases")
+    assert state["ready"] is True and "token" not in state
+    assert dls.state.count("POST", "/auth/v1/login") == 1
