@@ -36,14 +36,20 @@ description:
     they wait for, the longest wait and the reasons; and when Kueue is installed, per LocalQueue and
     ClusterQueue the pending Workloads with the longest wait and the admission wait of the admitted
     ones (from creation to the C(Admitted) condition's C(lastTransitionTime)).
-  - "The queueing knee (the utilization at which the wait crosses a pool's SLO, fitted to wait-time
-    and utilization samples in Prometheus) is not computed by this module: its place in the result is
-    C(knee), always null here; that fit is a separate piece, built on the Prometheus metrics of the
-    guest cluster."
+  - "With O(prometheus_url) (the guest cluster's Prometheus, scraping kube-state-metrics), the queueing
+    knee per pool: over O(knee_range), in windows of O(knee_window), the pool's utilization (GPUs
+    requested by its Running pods over the GPUs its nodes offer, sampled every O(knee_step)) and the
+    mean scheduling wait of the GPU pods created in the window (C(kube_pod_status_scheduled_time) -
+    C(kube_pod_created)). An M/M/c model (Erlang C; c = the pool's GPUs over the design's
+    C(training.gpus_per_job)) takes its service time from these samples (Little's law: busy
+    server-seconds over the pods that came), is set against the measured waits, and gives the
+    utilization at which the modelled wait at the design's C(slo.percentile) reaches C(slo.wait_seconds),
+    and whether the design's C(slo.planned_utilization) is past it. docs/capacity.md says what the model
+    assumes and where it breaks."
   - Returns the report as data and as Markdown (C(markdown)); C(playbooks/capacity.yml) writes both to files.
   - "Requests: one PropertyCollector retrieval of clusters, one of hosts and VMs, one of the hosts' graphics
     managers; with O(kubeconfig) one list of Pending pods, and when Kueue serves its API one list of
-    Workloads and one of LocalQueues."
+    Workloads and one of LocalQueues; with O(prometheus_url) three instant and two range queries."
 author:
   - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
@@ -74,9 +80,39 @@ options:
     description: Context of O(kubeconfig).
     type: str
   request_timeout:
-    description: Seconds to wait for one request to the guest cluster's API, 1 or more.
+    description: Seconds to wait for one request to the guest cluster's API (and to Prometheus), 1 or more.
     type: int
     default: 30
+  prometheus_url:
+    description:
+      - Base URL of the guest cluster's Prometheus HTTP API (V(https://prometheus.example.com:9090)), which
+        scrapes kube-state-metrics with the node label C(gpupool.vcf/pool) allowed. Without it the knee
+        is not computed (C(knee) is null). E(PROMETHEUS_URL) when not given.
+    type: str
+  prometheus_token:
+    description: Bearer token for Prometheus (E(PROMETHEUS_TOKEN)).
+    type: str
+  prometheus_validate_certs:
+    description: Verify Prometheus's TLS certificate.
+    type: bool
+    default: true
+  prometheus_ca_path:
+    description: CA bundle to verify Prometheus's certificate with.
+    type: path
+  knee_range:
+    description: How far back the knee's samples reach (V(7d), V(12h), V(90m) or seconds).
+    type: str
+    default: 7d
+  knee_window:
+    description:
+      - Length of one sample (a window of utilization and the waits of the pods created in it); long
+        enough to hold several jobs, short enough that the load is steady within it.
+    type: str
+    default: 15m
+  knee_step:
+    description: Seconds between two utilization samples inside a window (the subquery resolution).
+    type: str
+    default: 30s
 attributes:
   check_mode:
     support: full
@@ -147,10 +183,20 @@ guest:
   type: dict
 knee:
   description:
-    - Reserved for the queueing knee per pool (fitted to Prometheus samples by a separate piece);
-      always null from this module.
+    - Per pool with GPU nodes in Prometheus (null without O(prometheus_url)), the queueing knee.
+      C(servers), C(gpus), C(gpus_per_job) - the M/M/c model's c; C(samples) - per window its end,
+      C(utilization), C(mean_wait_s) and C(pods); C(service_s) - the mean service time measured from the
+      samples; C(wait_fit_service_s) - the service time that fits the measured waits best; C(fit_rms_s) -
+      the RMS error of the modelled waits; C(windows_used), C(windows_left_out) (windows with and without
+      a wait to fit: saturated, idle or empty ones are left out); C(slo_wait_s), C(slo_percentile), C(planned_utilization) - the design's;
+      C(knee_utilization) - where the modelled wait crosses the target; C(past_knee); C(message).
   returned: always
   type: dict
+  sample:
+    inference: {pool: inference, model: M/M/c (Erlang C), servers: 4, gpus: 4, gpus_per_job: 1,
+                service_s: 6.2, wait_fit_service_s: 3.1, fit_rms_s: 1.2, windows_used: 5, knee_utilization: 0.62,
+                planned_utilization: 0.85, past_knee: true,
+                message: "inference: M/M/4, service time 6.2 s measured ...; the p90 wait reaches 5 s at 62.0 % utilization, ..."}
 generated:
   description: When the report was read (UTC).
   returned: always
@@ -163,7 +209,10 @@ markdown:
 
 import time
 
+from ansible.module_utils.basic import env_fallback
+
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import DEFAULT_REQUEST_TIMEOUT, K8sClient, K8sError
+from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromClient, PromError
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _capacity_live
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Info
@@ -180,13 +229,22 @@ ARGUMENT_SPEC = dict(
     kubeconfig=dict(type="path"),
     context=dict(type="str"),
     request_timeout=dict(type="int", default=DEFAULT_REQUEST_TIMEOUT),
+    prometheus_url=dict(type="str", fallback=(env_fallback, ["PROMETHEUS_URL"])),
+    prometheus_token=dict(type="str", no_log=True, fallback=(env_fallback, ["PROMETHEUS_TOKEN"])),
+    prometheus_validate_certs=dict(type="bool", default=True),
+    prometheus_ca_path=dict(type="path"),
+    knee_range=dict(type="str", default=_capacity_live.KNEE_DEFAULTS["knee_range"]),
+    knee_window=dict(type="str", default=_capacity_live.KNEE_DEFAULTS["knee_window"]),
+    knee_step=dict(type="str", default=_capacity_live.KNEE_DEFAULTS["knee_step"]),
 )
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSIONS = ("v1beta2", "v1beta1")
 
 
 class Capacity(Info):
-    """The live capacity of the GPU clusters, and the guest cluster's queues."""
+    """The live capacity of the GPU clusters, the guest cluster's queues and the pools' queueing knees."""
+
+    errors = (PromError, _capacity_live.CapacityError)
 
     def __init__(self, module, design):
         Info.__init__(self, "the GPU capacity of %s" % (
@@ -200,7 +258,27 @@ class Capacity(Info):
         guest = None
         if p["kubeconfig"]:
             guest = self.read_guest()
-        return dict(hosts=hosts, guest=guest, now=time.time())
+        now = time.time()
+        return dict(hosts=hosts, guest=guest, now=now, knee=self.read_knee(now) if p["prometheus_url"] else None)
+
+    def read_knee(self, now):
+        """The knee queries' results over the range that ends now (whole windows)."""
+        p = self.module.params
+        span, window, step = _capacity_live.knee_settings(p)
+        client = PromClient(p["prometheus_url"], bearer_token=p["prometheus_token"],
+                            validate_certs=p["prometheus_validate_certs"], ca_path=p["prometheus_ca_path"],
+                            timeout=p["request_timeout"])
+        end = float(int(now))
+        start = end - span
+        queries = _capacity_live.knee_queries(span, window, step)
+        results = {}
+        for name, expr in queries.items():
+            with self.doing("query", "the knee's %s series from Prometheus %s" % (name, p["prometheus_url"])):
+                if name in ("allocated", "capacity"):
+                    results[name] = client.query_range(expr, start + window, end, window)
+                else:
+                    results[name] = client.query(expr, at=end)
+        return dict(results=results, start=start, end=end, window=window)
 
     def read_guest(self):
         from kubernetes import client
@@ -240,8 +318,12 @@ class Capacity(Info):
                 pending_pods=_capacity_live.pending_pods(live["guest"]["pods"], now, self.pools),
                 kueue=_capacity_live.kueue_waits(kueue["workloads"], kueue["local_queues"], now)
                 if kueue is not None else None)
+        knee = None
+        if live["knee"] is not None:
+            k = live["knee"]
+            knee = _capacity_live.knees(k["results"], k["start"], k["end"], k["window"], self.pools)
         report = dict(generated=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)), clusters=clusters,
-                      spare=spare, spare_ok=all(s["ok"] for s in spare.values()), guest=guest, knee=None)
+                      spare=spare, spare_ok=all(s["ok"] for s in spare.values()), guest=guest, knee=knee)
         report["markdown"] = _capacity_live.markdown(report)
         return report
 

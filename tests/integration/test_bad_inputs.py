@@ -191,6 +191,11 @@ VSPHERE_CASES = [
      ["request_timeout", SECONDS]),
     ("capacity-design-not-whole-gpus", "gpu_capacity", dict(design=_design(pools__0__gpus_per_node="two")),
      ["design has errors", "pools.inference.gpus_per_node", "'two'", "whole number"]),
+    ("capacity-knee-window-past-range", "gpu_capacity", dict(prometheus_url="http://prom:9090", knee_range="1h",
+                                                              knee_window="2h"),
+     ["knee_window (7200 s) is longer than knee_range (3600 s)"]),
+    ("capacity-prometheus-not-a-url", "gpu_capacity", dict(prometheus_url="prom:9090"),
+     ["prometheus_url must be an http:// or https:// URL"]),
 ]
 
 STUB_CASES = [

@@ -37,6 +37,7 @@ from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
 import calendar
+import math
 import time
 from collections import OrderedDict
 
@@ -45,7 +46,23 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_capacity 
     preemptible,
     profile_problem,
 )
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._chargeback import (
+    GPU_RESOURCES,
+    ChargebackError,
+    allocation,
+    ksm_label,
+    node_pools,
+    parse_duration,
+)
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names import POOL_LABEL
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._queueing import (
+    MODEL,
+    QueueingError,
+    fit_service,
+    knee,
+    mean_wait,
+    service_from_load,
+)
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._nvidia import (
     NvidiaError,
     gpu_model,
@@ -59,8 +76,8 @@ UNMAPPED = "(profile %s)"
 NO_POOL = "(none)"
 GPU_RESOURCE_PREFIX = "nvidia.com/"
 
-# the place the queueing-knee fit fills (from Prometheus wait/utilization samples): built apart
-KNEE_NOT_COMPUTED = "not computed by gpu_capacity: the queueing-knee fit from Prometheus samples is a separate piece"
+# the knee section when no Prometheus was given
+KNEE_NOT_COMPUTED = "not computed: give prometheus_url (the guest cluster's Prometheus with kube-state-metrics)"
 
 
 class CapacityError(ValueError):
@@ -576,6 +593,229 @@ def kueue_waits(workloads, local_queues, now):
 
 
 # ---------------------------------------------------------------------------------------
+# the queueing knee, from Prometheus samples
+# ---------------------------------------------------------------------------------------
+
+KNEE_DEFAULTS = OrderedDict([("knee_range", "7d"), ("knee_window", "15m"), ("knee_step", "30s")])
+
+
+def knee_settings(params):
+    """(range, window, step) in seconds from the module's ``knee_range``, ``knee_window`` and
+    ``knee_step``; raises CapacityError naming the option that is wrong."""
+    out = []
+    for key, default in KNEE_DEFAULTS.items():
+        given = params.get(key)
+        given = default if given is None else given
+        try:
+            value = parse_duration(given)
+        except ChargebackError as exc:
+            raise CapacityError("%s: %s" % (key, exc))
+        if value < 1 or value != int(value):
+            raise CapacityError("%s must be a whole number of seconds, 1 or more, not %r" % (key, given))
+        out.append(int(value))
+    span, window, step = out
+    if window > span:
+        raise CapacityError("knee_window (%d s) is longer than knee_range (%d s)" % (window, span))
+    if step > window:
+        raise CapacityError("knee_step (%d s) is longer than knee_window (%d s)" % (step, window))
+    return span, window, step
+
+
+def knee_input_errors(params):
+    """The input errors of the knee options (for _inputs)."""
+    url = params.get("prometheus_url")
+    out = []
+    if url is not None and not (str(url).startswith("http://") or str(url).startswith("https://")):
+        out.append("prometheus_url must be an http:// or https:// URL, not %r" % (url,))
+    try:
+        knee_settings(params)
+    except CapacityError as exc:
+        out.append(str(exc))
+    return out
+
+
+def _last_node_pools(span):
+    """Every node seen in the last ``span`` seconds with its pool label (from kube_node_labels)."""
+    return ('max by (node, pool) (label_replace(last_over_time(kube_node_labels[%ds]), "pool", "$1", "%s", "(.+)"))'
+            % (span, ksm_label(POOL_LABEL)))
+
+
+def knee_queries(span, window, step):
+    """The PromQL of the knee. Instant queries (at the end of the range): ``scheduled`` and
+    ``created`` per pod (kube-state-metrics' ``kube_pod_status_scheduled_time`` and
+    ``kube_pod_created``, last value in the range: pods gone since still count), ``pod_pools``
+    the GPUs each pod requested on the node it was bound to, with the node's pool. Range queries
+    (one point per window): ``allocated`` (GPUs requested by Running pods, the chargeback's
+    allocation) and ``capacity`` (GPUs the pool's nodes offer), each averaged over the window
+    from samples ``step`` apart."""
+    pods = "namespace, pod, uid"
+    capacity = ('sum by (pool) (kube_node_status_allocatable{resource=~"%s"} * on (node) group_left (pool) %s)'
+                % (GPU_RESOURCES, node_pools()))
+    allocated = "(%s) or (%s * 0)" % (allocation(by=("pool",)), capacity)
+    return OrderedDict([
+        ("scheduled", "max by (%s) (last_over_time(kube_pod_status_scheduled_time[%ds]))" % (pods, span)),
+        ("created", "max by (%s) (last_over_time(kube_pod_created[%ds]))" % (pods, span)),
+        ("pod_pools", 'sum by (%s, pool) (last_over_time(kube_pod_container_resource_requests{resource=~"%s", '
+                      'node!=""}[%ds]) * on (node) group_left (pool) %s)' % (pods, GPU_RESOURCES, span,
+                                                                             _last_node_pools(span))),
+        ("allocated", "avg_over_time((%s)[%ds:%ds])" % (allocated, window, step)),
+        ("capacity", "avg_over_time((%s)[%ds:%ds])" % (capacity, window, step)),
+    ])
+
+
+def _pod_key(metric):
+    return (metric.get("namespace"), metric.get("pod"), metric.get("uid"))
+
+
+def _vector(result):
+    out = {}
+    for row in result or []:
+        try:
+            out[_pod_key(row["metric"])] = float(row["value"][1])
+        except (KeyError, IndexError, TypeError, ValueError):
+            continue
+    return out
+
+
+def _matrix(result):
+    """{pool: {timestamp: value}} of a range query by pool."""
+    out = OrderedDict()
+    for row in result or []:
+        pool = (row.get("metric") or {}).get("pool")
+        if not pool:
+            continue
+        series = out.setdefault(pool, OrderedDict())
+        for t, v in row.get("values") or []:
+            try:
+                series[int(round(float(t)))] = float(v)
+            except (TypeError, ValueError):
+                continue
+    return out
+
+
+def pod_waits(scheduled, created, pod_pools_result, start, end):
+    """{pool: [(created, wait seconds, GPUs)]} of the GPU pods created in [start, end] and
+    scheduled; ``pending``: {pool: count} is not known here (an unscheduled pod has no node)."""
+    sched, made = _vector(scheduled), _vector(created)
+    out = OrderedDict()
+    for row in pod_pools_result or []:
+        metric = row.get("metric") or {}
+        key = _pod_key(metric)
+        pool = metric.get("pool")
+        if not pool or key not in sched or key not in made:
+            continue
+        if not start <= made[key] <= end:
+            continue
+        try:
+            gpus = float(row["value"][1])
+        except (KeyError, IndexError, TypeError, ValueError):
+            gpus = 0.0
+        out.setdefault(pool, []).append((made[key], max(0.0, sched[key] - made[key]), gpus))
+    for waits in out.values():
+        waits.sort()
+    return out
+
+
+def knee_samples(waits, allocated, capacity, window):
+    """[(window end, utilization, mean wait, pods)] of one pool: one sample per window of the
+    range queries, the waits of the pods created in it (``(end - window, end]``)."""
+    out = []
+    for end, cap in capacity.items():
+        if cap <= 0:
+            continue
+        rho = allocated.get(end, 0.0) / cap
+        inside = [w for t, w, _g in waits if end - window < t <= end]
+        out.append((end, rho, sum(inside) / len(inside) if inside else None, len(inside)))
+    return out
+
+
+def _iso(t):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def pool_knee(name, samples, gpus_now, gpus_per_job, window, slo=None):
+    """The knee of one pool (M/M/c, ``_queueing``) with ``c`` = the GPUs its nodes offer now over
+    the GPUs of one job: the service time measured from the samples (Little's law), the model's
+    waits against the measured ones, and, with ``slo`` (the design's pool ``slo`` block), the
+    utilization at which the modelled wait at the SLO percentile reaches the target."""
+    slo = slo or {}
+    gpus_now = int(gpus_now) if float(gpus_now or 0).is_integer() else round(gpus_now, 2)
+    servers = int(gpus_now // gpus_per_job) if gpus_now else 0
+    busy = [(rho, n) for _t, rho, _w, n in samples]
+    mean_rho = sum(r for r, _n in busy) / len(busy) if busy else None
+    entry = OrderedDict([
+        ("pool", name), ("model", MODEL), ("gpus", gpus_now), ("gpus_per_job", gpus_per_job), ("servers", servers),
+        ("windows", len(samples)), ("pods", sum(n for _t, _r, _w, n in samples)),
+        ("mean_utilization", None if mean_rho is None else round(mean_rho, 4)),
+        ("service_s", None), ("wait_fit_service_s", None), ("fit_rms_s", None), ("windows_used", 0),
+        ("windows_left_out", 0),
+        ("slo_wait_s", slo.get("wait_seconds")), ("slo_percentile", slo.get("percentile")),
+        ("knee_utilization", None), ("planned_utilization", slo.get("planned_utilization")), ("past_knee", None),
+        ("samples", [OrderedDict([("end", _iso(t)), ("utilization", round(rho, 4)),
+                                  ("mean_wait_s", None if w is None else round(w, 2)), ("pods", n)])
+                     for t, rho, w, n in samples]),
+        ("message", ""),
+    ])
+    if servers < 1:
+        entry["message"] = "%s: no GPUs on the pool's nodes (%s), so no model" % (name, gpus_now)
+        return entry
+    # the samples as the module reports them (rounded), so the result can be checked from its own data
+    rows = [(s["utilization"], s["mean_wait_s"], s["pods"]) for s in entry["samples"]]
+    service = service_from_load(servers, window, [(rho, n) for rho, _w, n in rows])
+    fit = fit_service(servers, rows)
+    entry.update(windows_used=fit["used"], windows_left_out=fit["left_out"])
+    if fit["service_s"] is not None:
+        entry["wait_fit_service_s"] = round(fit["service_s"], 3)
+    if not service:
+        entry["message"] = ("%s: no GPU pod came and held its GPUs in the %d windows, so no service time to "
+                            "model" % (name, len(samples)))
+        return entry
+    entry["service_s"] = round(service, 3)
+    used = [(rho, w, n) for rho, w, n in rows if n > 0 and 0 < rho < 1 and w is not None]
+    if used:
+        entry["fit_rms_s"] = round(math.sqrt(sum(n * (w - mean_wait(servers, rho, service)) ** 2 for rho, w, n in used)
+                                             / float(sum(n for _r, _w, n in used))), 3)
+    text = "%s: M/M/%d, service time %.1f s measured (the waits fit %s; RMS error of the modelled waits %s)" % (
+        name, servers, service, "%.1f s" % fit["service_s"] if fit["service_s"] is not None else "no service time",
+        "%.1f s over %d windows" % (entry["fit_rms_s"], len(used)) if used else "not known: no window below "
+        "saturation with pods")
+    target, percentile = slo.get("wait_seconds"), slo.get("percentile") or 95.0
+    if target is None:
+        entry["message"] = text + "; no slo.wait_seconds in the design, so no knee"
+        return entry
+    try:
+        value = knee(servers, service, target, percentile)
+    except QueueingError as exc:
+        entry["message"] = text + "; no knee: %s" % exc
+        return entry
+    entry["knee_utilization"] = round(value, 4)
+    planned = slo.get("planned_utilization")
+    entry["past_knee"] = None if planned is None else planned > value
+    entry["message"] = text + "; the p%s wait reaches %s s at %.1f %% utilization%s" % (
+        ("%g" % percentile), ("%g" % target), value * 100,
+        "" if planned is None else ", planned %.0f %%: %s" % (
+            planned * 100, "PAST THE KNEE" if planned > value else "below it"))
+    return entry
+
+
+def knees(results, start, end, window, pools=None):
+    """Per pool (those with GPU capacity in the range), its knee (``pool_knee``) from the knee
+    queries' ``results``. ``pools``: the design's pools (``Pools``), for each pool's
+    ``training.gpus_per_job`` and ``slo``."""
+    waits = pod_waits(results["scheduled"], results["created"], results["pod_pools"], start, end)
+    allocated, capacity = _matrix(results["allocated"]), _matrix(results["capacity"])
+    out = OrderedDict()
+    for name in sorted(capacity):
+        design = pools.by_name(name) if pools is not None else None
+        gpus_per_job = ((design or {}).get("training") or {}).get("gpus_per_job") or 1
+        series = capacity[name]
+        gpus_now = series[max(series)] if series else 0
+        samples = knee_samples(waits.get(name, []), allocated.get(name, {}), series, window)
+        out[name] = pool_knee(name, samples, gpus_now, gpus_per_job, window, (design or {}).get("slo"))
+    return out
+
+
+# ---------------------------------------------------------------------------------------
 # report
 # ---------------------------------------------------------------------------------------
 
@@ -644,9 +884,31 @@ def markdown(report):
                 lines.append("| %s | %s | %d | %s | %d |" % (
                     e["queue"], _cell(e["cluster_queue"]), e["pending"], _cell(e["oldest_pending_s"]), e["admitted"]))
             lines.append("")
-    lines += ["## Queueing knee", "", KNEE_NOT_COMPUTED + ".", ""]
+    lines += ["## Queueing knee", ""]
+    knee_report = report.get("knee")
+    if knee_report is None:
+        lines += [KNEE_NOT_COMPUTED + ".", ""]
+    elif not knee_report:
+        lines += ["No pool with GPU nodes in Prometheus over the range.", ""]
+    else:
+        lines += ["%s, its service time measured from the pool's utilization and GPU pods per window, its "
+                  "waits set against the pods' scheduling waits (docs/capacity.md)." % MODEL, "",
+                  "| pool | servers (GPUs / job) | windows used | service time (s) | SLO | knee | planned |",
+                  "|---|---:|---:|---:|---|---:|---:|"]
+        for e in knee_report.values():
+            lines.append("| %s | %d (%s / %s) | %d of %d | %s | %s | %s | %s |" % (
+                e["pool"], e["servers"], _cell(e["gpus"]), e["gpus_per_job"], e["windows_used"], e["windows"],
+                _cell(e["service_s"]),
+                "p%g <= %g s" % (e["slo_percentile"] or 95, e["slo_wait_s"]) if e["slo_wait_s"] is not None else "-",
+                "-" if e["knee_utilization"] is None else "%.1f %%" % (e["knee_utilization"] * 100),
+                "-" if e["planned_utilization"] is None else "%.0f %%%s" % (
+                    e["planned_utilization"] * 100, " (past the knee)" if e["past_knee"] else "")))
+        lines.append("")
+        lines += ["- %s" % e["message"] for e in knee_report.values()]
+        lines.append("")
     return "\n".join(lines)
 
 
-__all__ = ["CapacityError", "Card", "KNEE_NOT_COMPUTED", "Pools", "gpu_requests", "kueue_waits", "markdown",
-           "pack_host", "pending_pods", "place_vm", "slots", "spare"]
+__all__ = ["CapacityError", "Card", "KNEE_NOT_COMPUTED", "Pools", "gpu_requests", "knee_input_errors", "knee_queries",
+           "knee_samples", "knee_settings", "knees", "kueue_waits", "markdown", "pack_host", "pending_pods",
+           "place_vm", "pod_waits", "pool_knee", "slots", "spare"]

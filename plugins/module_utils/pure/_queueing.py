@@ -17,10 +17,13 @@ exponential with rate ``c (1 - rho) / S``, so
 
 The knee of a pool is the utilization at which that percentile wait reaches the SLO target:
 the wait grows without bound as ``rho`` nears 1, and the knee is where it crosses the target.
-``fit_service`` finds ``S`` from measured (utilization, mean wait) samples by weighted least
-squares of ``Wq = S * f(rho)`` with ``f(rho) = C(c, c rho) / (c (1 - rho))``; samples at
-``rho >= 1`` (a saturated window: the measured utilization cannot say how far beyond 1 the
-offered load was) and at ``rho <= 0`` are left out.
+``service_from_load`` measures ``S`` from the samples by Little's law (busy server-seconds over
+the jobs that came): the service time the knee uses. ``fit_service`` finds the ``S`` that fits
+the measured (utilization, mean wait) samples best, by weighted least squares of
+``Wq = S * f(rho)`` with ``f(rho) = C(c, c rho) / (c (1 - rho))``; samples at ``rho >= 1`` (a
+saturated window: the measured utilization cannot say how far beyond 1 the offered load was)
+and at ``rho <= 0`` are left out. Where the two differ much, the queue does not wait the way
+M/M/c says (bursts, windows too short for the queue to settle, heavy-tailed job sizes).
 
 Limits (docs/capacity.md): the model assumes a stationary arrival rate within each window,
 exponential job durations (real job sizes are often heavier tailed: the waits are then longer
@@ -120,6 +123,17 @@ def knee(c, service, target, percentile, tolerance=1e-6):
     return low
 
 
+def service_from_load(c, window, samples):
+    """The mean service time the samples measure, by Little's law on the servers: the busy
+    server-seconds of all windows (utilization x ``c`` x ``window``) over the jobs that came in
+    them; ``samples``: ``[(utilization, jobs)]``. None without jobs."""
+    c = _servers(c)
+    jobs = sum(n for _rho, n in samples)
+    if jobs <= 0:
+        return None
+    return sum(max(0.0, rho) * c * window for rho, _n in samples) / float(jobs)
+
+
 def fit_service(c, samples):
     """The service time ``S`` that fits ``samples`` best: ``[(utilization, mean wait, count)]``.
 
@@ -144,4 +158,5 @@ def fit_service(c, samples):
     return dict(service_s=service, used=len(used), left_out=left_out, rms_s=rms)
 
 
-__all__ = ["MODEL", "QueueingError", "erlang_c", "fit_service", "knee", "mean_wait", "wait_percentile"]
+__all__ = ["MODEL", "QueueingError", "erlang_c", "fit_service", "knee", "mean_wait", "service_from_load",
+           "wait_percentile"]

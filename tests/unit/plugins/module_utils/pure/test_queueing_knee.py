@@ -81,6 +81,12 @@ def test_fit_service_weighted_least_squares_by_hand():
     assert fit["rms_s"] == pytest.approx(math.sqrt((2 * (6 - s) ** 2 + (9 - 3 * s) ** 2) / 3))
 
 
+def test_service_time_by_littles_law():
+    # 4 servers, 100 s windows: 0.5 x 4 x 100 + 0.75 x 4 x 100 = 500 busy server-seconds over 25 jobs
+    assert q.service_from_load(4, 100, [(0.5, 10), (0.75, 15)]) == pytest.approx(20.0)
+    assert q.service_from_load(4, 100, [(0.5, 0)]) is None
+
+
 def test_fit_without_usable_samples():
     assert q.fit_service(2, [(1.0, 50.0, 3)])["service_s"] is None
     assert q.fit_service(2, [])["service_s"] is None

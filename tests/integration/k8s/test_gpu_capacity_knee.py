@@ -1,0 +1,203 @@
+"""gpu_capacity's queueing knee from real Prometheus samples (playbooks/capacity.yml), on the
+Kubernetes rig with metrics (real scheduler, kwok nodes, kube-state-metrics, Prometheus).
+
+A seeded random workload of 1-GPU pods runs on the example design's inference pool (two nodes of
+two GPUs: M/M/4): Poisson arrivals, a light phase then a heavy one, each pod held for an
+time after it is bound (3 s plus an exponential one), then deleted. The test records each pod's creation, binding
+and deletion from the API and checks the module's samples against them: per window the same
+pods with the same mean scheduling wait, the utilization within a scrape's worth; the fitted
+service time is the mean time the pods held their GPUs, and the knee is where the M/M/4 wait with
+that service time at the design's percentile reaches the design's target.
+"""
+import calendar
+import copy
+import json
+import math
+import random
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from k8s_metrics_fixtures import k8s_metrics_rig  # noqa: F401  pylint: disable=unused-import
+from kubernetes import client
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _queueing
+from tests.lib.ansible_run import run_playbook
+
+ROOT = Path(__file__).resolve().parents[3]
+HERE = Path(__file__).resolve().parent
+RIG_NODES = HERE / "capacity_knee_nodes.yml"
+DRIVER = "550.90.05-1OEM.800.1.0.20613240"
+FLEET = {
+    "clusters": [{"name": "gpu-h100", "hosts": [
+        {"prefix": "esx-h100-", "count": 2, "gpu": {"model": "H100-80GB", "count": 2}, "driver_version": DRIVER}]}],
+    "vms": [{"name": "inference-0", "host": "esx-h100-01", "vgpu": ["nvidia_h100-3-40c"]}],
+}
+NS = "knee"
+GPUS = 4
+WINDOW = 20
+PHASES = [(40, 0.3), (60, 0.6)]   # (seconds, arrivals per second): rho about 0.45, then 0.9 by 6 s holds
+MIN_HOLD, MEAN_HOLD = 3.0, 6.0  # at least a few scrapes: a pod that lives under one is never seen
+SLO = {"wait_seconds": 5.0, "percentile": 90.0, "planned_utilization": 0.85}
+
+
+def epoch(value):
+    """Whole seconds of a Kubernetes timestamp (the client gives datetimes)."""
+    return int(value.timestamp())
+
+
+def arrivals(rng):
+    out, t0 = [], 0.0
+    for length, rate in PHASES:
+        t = t0
+        while True:
+            t += rng.expovariate(rate)
+            if t >= t0 + length:
+                break
+            out.append(t)
+        t0 += length
+    return out
+
+
+def pod(name):
+    return {"metadata": {"name": name, "labels": {"app": "knee"}},
+            "spec": {"nodeSelector": {"gpupool.vcf/pool": "inference"}, "terminationGracePeriodSeconds": 0,
+                     "restartPolicy": "Never",
+                     "containers": [{"name": "main", "image": "registry.example.com/serve:1",
+                                     "resources": {"requests": {"nvidia.com/gpu": "1"},
+                                                   "limits": {"nvidia.com/gpu": "1"}}}]}}
+
+
+def scheduled_at(p):
+    for c in p.status.conditions or []:
+        if c.type == "PodScheduled" and c.status == "True":
+            return epoch(c.last_transition_time)
+    return None
+
+
+@pytest.fixture(scope="module")
+def workload(k8s_metrics_rig):
+    """Runs the workload; returns {pod: (created, scheduled, deleted)} in epoch seconds."""
+    core = client.CoreV1Api(k8s_metrics_rig.api_client())
+    core.create_namespace({"metadata": {"name": NS}})
+    rng = random.Random(14)
+    due = arrivals(rng)
+    holds = [MIN_HOLD + rng.expovariate(1 / (MEAN_HOLD - MIN_HOLD)) for _ in due]
+    start = time.monotonic()
+    record, bound, deleted = {}, {}, set()
+    made = 0
+    deadline = start + sum(p[0] for p in PHASES) + 240
+    while time.monotonic() < deadline:
+        now = time.monotonic()
+        while made < len(due) and now - start >= due[made]:
+            core.create_namespaced_pod(NS, pod("k-%03d" % made))
+            made += 1
+        for p in core.list_namespaced_pod(NS, label_selector="app=knee").items:
+            name = p.metadata.name
+            if name in deleted:
+                continue
+            if name not in bound and p.spec.node_name and scheduled_at(p) is not None:
+                bound[name] = now
+                record[name] = [epoch(p.metadata.creation_timestamp), scheduled_at(p), None]
+            if name in bound and now - bound[name] >= holds[int(name[2:])]:
+                core.delete_namespaced_pod(name, NS, grace_period_seconds=0)
+                record[name][2] = time.time()
+                deleted.add(name)
+        if made == len(due) and len(deleted) == len(due):
+            break
+        time.sleep(0.1)
+    assert len(deleted) == len(due), "the workload did not finish: %d of %d pods done" % (len(deleted), len(due))
+    time.sleep(3)  # a few scrapes after the last deletion
+    return dict((k, tuple(v)) for k, v in record.items())
+
+
+def expected(record, end):
+    """Per window end: (pods created in it, their mean wait, GPU utilization) from the API's times."""
+    out = {}
+    for e in end:
+        inside = [s - c for c, s, _d in record.values() if e - WINDOW < c <= e]
+        busy = sum(max(0.0, min(d, e) - max(s, e - WINDOW)) for _c, s, d in record.values())
+        out[e] = (len(inside), sum(inside) / len(inside) if inside else None, busy / (GPUS * WINDOW))
+    return out
+
+
+def test_knee_from_prometheus_samples(k8s_metrics_rig, workload, vsphere_env, tmp_path):
+    rig = k8s_metrics_rig
+    first = min(c for c, _s, _d in workload.values())
+    span = int(math.ceil((time.time() - first + 10) / WINDOW)) * WINDOW
+    design = yaml.safe_load((ROOT / "examples" / "design.yml").read_text())
+    design = copy.deepcopy(design)
+    [inference] = [p for p in design["pools"] if p["name"] == "inference"]
+    inference["slo"] = dict(SLO)
+    path = tmp_path / "design.yml"
+    path.write_text(yaml.safe_dump(design))
+    out = tmp_path / "out"
+    t0 = time.monotonic()
+    res = run_playbook(ROOT / "playbooks" / "capacity.yml", env=vsphere_env, extra_vars={
+        "capacity_design_file": str(path), "capacity_output_dir": str(out),
+        "capacity_prometheus_url": rig.prometheus_url, "capacity_knee_range": "%ds" % span,
+        "capacity_knee_window": "%ds" % WINDOW, "capacity_knee_step": "1s"})
+    took = time.monotonic() - t0
+    assert res.rc == 0, res.stdout[-3000:]
+    report = json.loads((out / "gpu-capacity.json").read_text())
+    knee = report["knee"]["inference"]
+    held = sum(d - s for _c, s, d in workload.values()) / len(workload)
+    print("knee test: %d pods held %.2f s on average; playbook %.1f s; service %s s, waits fit %s s, RMS %s s, "
+          "knee %s, windows used %d of %d" % (len(workload), held, took, knee["service_s"], knee["wait_fit_service_s"],
+                                             knee["fit_rms_s"], knee["knee_utilization"], knee["windows_used"],
+                                             knee["windows"]))
+    for s in knee["samples"]:
+        print("  ", s)
+    assert (knee["gpus"], knee["servers"], knee["gpus_per_job"]) == (GPUS, 4, 1)
+    ends = [calendar.timegm(time.strptime(s["end"], "%Y-%m-%dT%H:%M:%SZ")) for s in knee["samples"]]
+    want = expected(workload, ends)
+    assert sum(w[0] for w in want.values()) == len(workload), "every pod falls in a window of the range"
+    for s, e in zip(knee["samples"], ends):
+        count, mean, rho = want[e]
+        assert s["pods"] == count, (s, want[e])
+        if count:
+            assert s["mean_wait_s"] == pytest.approx(mean, abs=0.01), (s, want[e])
+        # kube-state-metrics sees a pod's phase a scrape or two late (about 2 s on the rig, more under load):
+        # a window's utilization moves by what crosses its edges in that time
+        assert s["utilization"] == pytest.approx(rho, abs=0.2), (s, want[e])
+    # over the whole range the lag cancels out: the same GPU-seconds
+    assert sum(s["utilization"] for s in knee["samples"]) == pytest.approx(sum(w[2] for w in want.values()), rel=0.1)
+    # the service time is the pods' mean GPU holding time (Little's law over the samples): the API's
+    # bind-to-delete time, within what a 1 s scrape and kwok's phase updates blur
+    rows = [(s["utilization"], s["mean_wait_s"], s["pods"]) for s in knee["samples"]]
+    service = _queueing.service_from_load(4, WINDOW, [(r, n) for r, _w, n in rows])
+    assert knee["service_s"] == pytest.approx(service, abs=1e-3)
+    assert knee["service_s"] == pytest.approx(held, rel=0.2)
+    fit = _queueing.fit_service(4, rows)
+    assert knee["windows_used"] == fit["used"] >= 2
+    if fit["service_s"] is not None:
+        assert knee["wait_fit_service_s"] == pytest.approx(fit["service_s"], abs=1e-3)
+    want_knee = _queueing.knee(4, knee["service_s"], SLO["wait_seconds"], SLO["percentile"])
+    assert knee["knee_utilization"] == pytest.approx(want_knee, abs=1e-3)
+    assert knee["past_knee"] is (SLO["planned_utilization"] > knee["knee_utilization"])
+    text = (out / "gpu-capacity.md").read_text()
+    assert "## Queueing knee" in text and "| inference | 4 (4 / 1) |" in text
+    shown = [r for name, r in res.tasks if name == "Show the queueing knee per pool"]
+    assert shown and any(m.startswith("inference: M/M/4, service time") for m in shown[0]["msg"])
+
+
+def test_prometheus_that_does_not_answer_fails_naming_it(vsphere_env, tmp_path):
+    url = "http://127.0.0.1:9"  # discard port: nothing listens
+    res = run_playbook(ROOT / "playbooks" / "capacity.yml", env=vsphere_env, extra_vars={
+        "capacity_design_file": "", "capacity_output_dir": str(tmp_path), "capacity_prometheus_url": url,
+        "capacity_knee_range": "1h", "capacity_knee_window": "5m"})
+    assert res.rc != 0
+    failed = [r for _n, r in res.tasks if r.get("failed")]
+    assert failed and failed[0]["msg"].startswith("Unable to query the knee's scheduled series from Prometheus %s"
+                                                  % url), failed[0]["msg"]
+
+
+def test_bad_knee_window_fails_before_reading(vsphere_env, tmp_path):
+    res = run_playbook(ROOT / "playbooks" / "capacity.yml", env=vsphere_env, extra_vars={
+        "capacity_design_file": "", "capacity_output_dir": str(tmp_path),
+        "capacity_prometheus_url": "http://127.0.0.1:9", "capacity_knee_range": "1h",
+        "capacity_knee_window": "2h"})
+    assert res.rc != 0
+    failed = [r for _n, r in res.tasks if r.get("failed")]
+    assert failed and "knee_window (7200 s) is longer than knee_range (3600 s)" in failed[0]["msg"], failed[0]["msg"]
