@@ -24,7 +24,7 @@ from __future__ import (absolute_import, division, print_function)
 
 __metaclass__ = type
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _chargeback, _esxi, _nvidia, _pool_ready
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _capacity_live, _chargeback, _esxi, _nvidia, _pool_ready
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names import (
     DNS_LABEL_FORM,
     DNS_LABEL_MAX,
@@ -221,7 +221,7 @@ def gpu_capacity_errors(params):
                 _nvidia.parse_profile(name)
             except _nvidia.NvidiaError as exc:
                 out.append("profiles: %s" % exc)
-    return out
+    return out + empty_errors(params, ("prometheus_url", "prometheus_token")) + _capacity_live.knee_input_errors(params)
 
 
 def nvidia_license_info_errors(params):
