@@ -194,6 +194,7 @@ class Appliance(Resource):
             (k, "" if v is None else str(v)) for k, v in (n["ovf_properties"] or {}).items())) for n in p["nodes"]])
         self.rule = (p["anti_affinity_rule"] or "%s-ha-pair" % names[0]) if len(names) == 2 else None
         self.package = self.site = self.ovf = None
+        self.drift = []
 
     def read(self):
         p = self.p
@@ -223,6 +224,8 @@ class Appliance(Resource):
         if deploy["refused"]:
             raise Failure("Unable to deploy %s: %s; nothing was changed" % (self.name, "; ".join(deploy["refused"])))
         self.warnings.extend(deploy["drift"])
+        self.drift = list(deploy["drift"])
+        self.warnings.extend(self._cluster_warnings(live["cluster"]))
         actions = dict(deploy["actions"])
         names = [n["name"] for n in self.nodes]
         cluster = dict(rules=live["cluster"]["rules"], das=dict(live["cluster"]["das"]), drs=dict(live["cluster"]["drs"]))
@@ -246,6 +249,18 @@ class Appliance(Resource):
                           cluster=dict((c[0] + " " + c[1], c[3]) for c in settings["changes"]))
         return plan
 
+    def _cluster_warnings(self, cluster):
+        p, out = self.p, []
+        if not p["cluster_settings"]:
+            return out
+        if cluster.get("ha_enabled") is not True:
+            out.append("vSphere HA is not enabled on cluster %s: the restart priority %s is set but takes effect only "
+                       "once HA is on; this module does not change cluster settings" % (p["cluster"], p["restart_priority"]))
+        if cluster.get("drs_enabled") is False or cluster.get("overrides_enabled") is False:
+            out.append("DRS or its per-VM overrides are disabled on cluster %s: the nodes' DRS override is set but takes "
+                       "effect only once both are enabled" % p["cluster"])
+        return out
+
     @staticmethod
     def _state(vm):
         if vm is None:
@@ -261,7 +276,7 @@ class Appliance(Resource):
         return dict(nodes=[dict(name=n["name"], role=n["role"], action=actions[n["name"]],
                                 moid=(live["vms"].get(n["name"]) or {}).get("moid")) for n in self.nodes],
                     cluster_changes=[dict(object=o, field=f, before=b, after=a) for o, f, b, a in settings["changes"]],
-                    drift=list(self.warnings), ovf=self._ovf_result())
+                    drift=list(self.drift), ovf=self._ovf_result())
 
     def apply(self, plan):
         p = self.p
@@ -301,8 +316,10 @@ class Appliance(Resource):
         name = self.partial.get("importing")
         if name and self.site is not None and name in self.site.vm_refs:
             done.append("%s: VM created by the import, left marked state=importing" % name)
+        if not done:
+            return "nothing was changed"
         return "done before the failure: %s; a rerun resumes (a node left half-imported is removed and imported " \
-               "again)" % ("; ".join(done) if done else "nothing")
+               "again)" % "; ".join(done)
 
 
 def main():

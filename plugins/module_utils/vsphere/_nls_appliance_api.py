@@ -179,7 +179,11 @@ class ApplianceSite:
             das[names.get(entry.key._moId, entry.key._moId)] = priority or "clusterRestartPriority"
         for entry in getattr(config, "drsVmConfig", None) or []:
             drs[names.get(entry.key._moId, entry.key._moId)] = dict(behavior=entry.behavior, enabled=entry.enabled)
-        return dict(rules=rules, das=das, drs=drs)
+        ha = getattr(config, "dasConfig", None)
+        drs_config = getattr(config, "drsConfig", None)
+        return dict(rules=rules, das=das, drs=drs, ha_enabled=getattr(ha, "enabled", None),
+                    drs_enabled=getattr(drs_config, "enabled", None),
+                    overrides_enabled=getattr(drs_config, "enableVmBehaviorOverrides", None))
 
     # -- the import ------------------------------------------------------------------------
     def deploy(self, package, name, properties, role, networks=(), power_on=True, disk_provisioning="thin",
