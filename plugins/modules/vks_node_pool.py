@@ -47,7 +47,7 @@ description:
     left, with the Cluster already updated - a rerun finds nothing to write and waits again. A pool
     already rolled is not waited for, so a rerun is quick. Check mode does not wait.
   - RV(classes_in_use) lists the VM classes a node pool of the Cluster names or a guest node runs on
-    (with O(wait_rollout)): a superseded class not in it can be retired
+    (with O(wait_rollout)) - a superseded class not in it can be retired
     (M(gpupool.vcf.vm_class) O(gpupool.vcf.vm_class#module:in_use)).
   - A failure names the Cluster and the step (read, read the ClusterClass, update), never with a
     traceback - an unusable kubeconfig and an unreachable API server included - and says what was left

@@ -32,8 +32,11 @@ def pool_nodes(nodes, labels):
     """The nodes carrying every one of ``labels`` (sorted by name); none for empty labels."""
     if not labels:
         return []
-    out = [n for n in nodes or [] if all(((n.get("metadata") or {}).get("labels") or {}).get(k) == str(v)
-                                        for k, v in labels.items())]
+
+    def has_all(node):
+        have = (node.get("metadata") or {}).get("labels") or {}
+        return all(have.get(k) == str(v) for k, v in labels.items())
+    out = [n for n in nodes or [] if has_all(n)]
     return sorted(out, key=lambda n: n["metadata"]["name"])
 
 

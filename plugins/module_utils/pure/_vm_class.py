@@ -267,8 +267,11 @@ def revision_name(base, cls):
 
 def family(base, names):
     """The names that are ``base`` or a revision of it (sorted, base first)."""
-    out = [n for n in names if n == base or (n.startswith(base) and REVISION_SUFFIX.match(n[len(base):])
-                                              and len(n) == len(base) + REVISION_LEN)]
+
+    def revision_of(n):
+        rest = n[len(base):]
+        return n.startswith(base) and len(rest) == REVISION_LEN and bool(REVISION_SUFFIX.match(rest))
+    out = [n for n in names if n == base or revision_of(n)]
     return sorted(out, key=lambda n: (n != base, n))
 
 

@@ -4,6 +4,8 @@ deleted once no node uses it. vcsim (tests/sim/vsphere) for the classes and name
 for the Cluster and the nodes; the roles in the order site.yml runs them."""
 from __future__ import annotations
 
+import sys
+
 import pytest
 from k8s_fixtures import wait_for
 from kubernetes import client, dynamic
@@ -11,8 +13,6 @@ from kubernetes import client, dynamic
 from tests.integration import test_supervisor_namespace
 from tests.integration.test_supervisor_namespace import raw, rest
 from tests.lib.ansible_run import ROOT, run_playbook
-
-import sys
 
 sys.path.insert(0, str(ROOT / "tests" / "sim" / "k8s"))
 import rollout_double  # noqa: E402
@@ -47,8 +47,8 @@ def play(ns, kubeconfig, profile, timeout):
              "vars": {"vks_gpu_node_pools_cluster_name": "roll", "vks_gpu_node_pools_namespace": ns,
                       "vks_gpu_node_pools_vm_class_names": "{{ supervisor_gpu_tenancy_class_names }}",
                       "vks_gpu_node_pools_wait_rollout": True, "vks_gpu_node_pools_rollout_timeout": timeout,
-                      "vks_gpu_node_pools_node_pools": [{"name": POOL, "replicas": 2, "vm_class": BASE,
-                                                          "labels": LABELS}]}},
+                      "vks_gpu_node_pools_node_pools": [
+                          {"name": POOL, "replicas": 2, "vm_class": BASE, "labels": LABELS}]}},
             {"name": "Retire superseded classes", "ansible.builtin.include_role":
                 {"name": "gpupool.vcf.supervisor_gpu_tenancy"},
              "vars": dict(tenancy, supervisor_gpu_tenancy_classes_in_use="{{ vks_gpu_node_pools_result.classes_in_use }}")},
