@@ -26,6 +26,7 @@ for _path in (_ROOT, _REPO, os.path.join(_REPO, "tests", "sim"), os.path.join(_R
 # the files that take longest (30 s to 3 min each on two cores), longest first; the others
 # follow in collection order
 SLOW_FIRST = (
+    "tests/integration/test_awx_runner_chain.py",
     "tests/integration/test_drift_catalogue.py",
     "tests/integration/test_fault_suite.py",
     "tests/integration/k8s/test_gpu_policy_roles.py",
