@@ -116,7 +116,11 @@ def test_profile_change_rolls_the_pool_to_a_revisioned_class(vsphere, vsphere_en
     assert set(classes(vsphere)) >= {BASE} and md_class(k8s_api, ns) == BASE
     assert raw(vsphere, "roll-team")["vm_service_spec"]["vm_classes"] == [BASE]
 
-    new = BASE + "-r"  # the revision name is checked against the pure rule below
+    # a workload on an old node: the rollout drains it (eviction), it does not vanish with the node unasked
+    client.CoreV1Api(k8s_api).create_namespaced_pod(ns, {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "infer-0"},
+        "spec": {"nodeName": "%s-seed-0" % POOL, "containers": [{"name": "c", "image": "infer"}],
+                 "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}})
     with rollout_double.running(kube, tmp_path / "double.log", namespace=ns, step=2.5):
         # check mode: the ordered steps, nothing changed
         r = run_playbook(play(ns, kube, "nvidia_h100-2-20c", 30), env=env, check=True)
@@ -146,6 +150,9 @@ def test_profile_change_rolls_the_pool_to_a_revisioned_class(vsphere, vsphere_en
     assert rolled["rollout"][0]["done"] and BASE not in rolled["classes_in_use"]
     nodes = pool_nodes(k8s_api)
     assert len(nodes) == 2 and set(nodes.values()) == {new} and not any("seed" in n for n in nodes)
+    assert not client.CoreV1Api(k8s_api).list_namespaced_pod(ns).items
+    log = (tmp_path / "double.log").read_text()
+    assert log.count("created node") == 2 and "drained and deleted node %s-seed-0" % POOL in log, log
     live = classes(vsphere)
     assert new in live and BASE not in live
     assert live[new]["description"].endswith("nvidia_h100-2-20c")
