@@ -50,6 +50,7 @@ SLOW_FIRST = (
     "tests/integration/k8s/test_gpu_operator_guest_driver.py",
     "tests/integration/k8s/test_pool_ready_replace.py",
     "tests/integration/k8s/test_node_pool_class_shapes.py",
+    "tests/integration/k8s/test_profile_change_rollout.py",
     "tests/integration/k8s/test_gpu_capacity_knee.py",
 )
 
