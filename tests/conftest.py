@@ -34,6 +34,7 @@ SLOW_FIRST = (
     "tests/integration/test_gpu_usage_vgpu_vms.py",
     "tests/integration/k8s/test_kueue_gang_admission.py",
     "tests/integration/k8s/test_roll_drains_guest_nodes.py",
+    "tests/integration/k8s/test_mig_mode_drained_roll.py",
     "tests/integration/test_host_rebuild.py",
     "tests/integration/k8s/test_faults_k8s.py",
     "tests/integration/k8s/test_ownership_k8s.py",

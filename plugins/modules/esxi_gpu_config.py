@@ -23,6 +23,12 @@ description:
   - Only the options given are compared and changed; hosts already as asked are left alone.
   - Fixed share on a GPU that carries time-sliced vGPUs of different sizes (powered-on VMs
     placed on it) is refused, as NVIDIA does not support it.
+  - Host MIG mode (O(mig_mode)) is read and set with C(nvidia-smi) in the host's shell over SSH
+    (vSphere has no API for it), only in maintenance mode: with O(reboot) the host's VMs that
+    hold vGPUs are powered off (O(power_off_vgpu_vms)), the host enters maintenance mode, the
+    GPUs whose mode differs are set, the host reboots when a GPU only has the new mode pending
+    (Ampere GPUs such as A100; Hopper and later take it at once when idle), the mode is read back
+    and verified, and only then the host leaves maintenance mode and the VMs are powered on.
   - All hosts are read and every check is made before the first change.
 author:
   - gpupool.vcf developers (@gpupool)
@@ -75,6 +81,47 @@ options:
           time_slice_ms:
             description: Time slice in ms (1-30).
             type: int
+  mig_mode:
+    description:
+      - Host MIG mode of the host's GPUs, read and set with C(nvidia-smi) over SSH (O(ssh)). Leave out
+        to leave MIG mode alone. GPUs without MIG (L40S) are skipped for V(disabled) and refused for V(enabled).
+      - A change needs maintenance mode: with O(reboot) the module takes the host there (see above);
+        without, a host not in maintenance mode is refused before any change.
+    type: str
+    choices: [enabled, disabled]
+  mig_gpu_indexes:
+    description: GPU indexes (as nvidia-smi numbers them) whose MIG mode is managed; left out, every GPU.
+    type: list
+    elements: int
+  ssh:
+    description: How the module reaches each host's shell (OpenSSH client, key authentication, no password) for O(mig_mode).
+    type: dict
+    suboptions:
+      user:
+        description: User name on the host.
+        type: str
+        default: root
+      port:
+        description: SSH port of the hosts.
+        type: int
+        default: 22
+      private_key_file:
+        description: Private key file; left out, the SSH client's own keys and agent.
+        type: path
+      known_hosts_file:
+        description: Known hosts file to check the hosts' keys against; left out, the SSH client's own.
+        type: path
+      host_key_checking:
+        description: Check the hosts' keys. V(false) accepts any host key (test rigs only).
+        type: bool
+        default: true
+      addresses:
+        description: Address (V(address) or V(address:port)) per host name, for hosts reached at another address than their vCenter name.
+        type: dict
+      timeout:
+        description: Seconds to connect (a command may take twice that).
+        type: int
+        default: 30
   reboot:
     description:
       - With O(host) only. When this run changed the module options, put the host in
@@ -84,6 +131,8 @@ options:
         C(vgpu.hotmigrate.enabled)), unless O(power_off_vgpu_vms).
       - Also powers on the VMs an earlier reboot of this collection powered off and left off
         (recorded on the host).
+      - With O(mig_mode), a MIG mode change takes the same path (maintenance mode, VMs powered off),
+        rebooting only when a GPU has the new mode pending.
     type: bool
     default: false
   power_off_vgpu_vms:
@@ -157,6 +206,7 @@ hosts:
       reboot_required: true
       rebooted: false
       powered_off_vms: []
+      mig: {before: {"0": disabled}, after: enabled, set: [0], reason: "MIG mode disabled -> enabled on GPU 0"}
 skipped_hosts:
   description: Hosts of the cluster without an NVIDIA GPU or not connected.
   returned: always
@@ -168,6 +218,7 @@ diff:
   type: dict
 """
 
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._esxi_shell import EsxiShell, ShellError
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._esxi_host import gpu_pci_ids
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._esxi import GRAPHICS_WORD_BY_API as VIM_TO_WORD
@@ -191,6 +242,17 @@ ARGUMENT_SPEC = dict(
             policy=dict(type="str", required=True, choices=["best_effort", "equal_share", "fixed_share"]),
             time_slice_ms=dict(type="int"),
         )),
+    )),
+    mig_mode=dict(type="str", choices=["enabled", "disabled"]),
+    mig_gpu_indexes=dict(type="list", elements="int"),
+    ssh=dict(type="dict", options=dict(
+        user=dict(type="str", default="root"),
+        port=dict(type="int", default=22),
+        private_key_file=dict(type="path"),
+        known_hosts_file=dict(type="path"),
+        host_key_checking=dict(type="bool", default=True),
+        addresses=dict(type="dict"),
+        timeout=dict(type="int", default=30),
     )),
     reboot=dict(type="bool", default=False),
     power_off_vgpu_vms=dict(type="bool", default=False),
@@ -236,6 +298,9 @@ def host_changes(name, host):
         out.append(Change(name, "nvidia_module_options", host["options"], host["new_options"]))
     if host["reboot_owed"]:
         out.append(Change(name, "reboot", host["pending"], [], "reboot"))
+    if host["mig_changed"]:
+        out.append(Change(name, "mig_mode", dict((str(i), _esxi.mig_word(c)) for i, c in sorted(host["mig"]["before"].items())),
+                          host["mig"]["after"]))
     if host["left_off"]:
         out.append(Change(name, "vms_powered_off", [v["name"] for v in host["left_off"]], [], "power_on"))
     return out
@@ -253,6 +318,8 @@ class GpuConfig(Resource):
         self.module = module
         self.sched = None
         self.api = None
+        self.shell = EsxiShell(self.p["ssh"])
+        self.mig = None if self.p["mig_mode"] is None else self.p["mig_mode"] == "enabled"
 
     def read(self):
         """Every host with what the plan needs of it; a host's read error is kept for the plan's message."""
@@ -286,6 +353,11 @@ class GpuConfig(Resource):
                 out["state"].get("powered_off") else []
         except VsphereError as exc:
             out["state_error"] = exc
+        if self.mig is not None:
+            try:
+                out["mig"] = self.shell.mig_modes(host["name"])
+            except ShellError as exc:
+                out["mig_error"] = exc
         return out
 
     def plan(self, live):
@@ -313,10 +385,41 @@ class GpuConfig(Resource):
             rebooted = bool(self.p["reboot"] and needs_reboot)
             plan.facts["report"][name] = dict(changes=host["changes"], graphics=host["desired"], nvidia_module_options=host["new_options"],
                                               reboot_required=needs_reboot, pending=host["pending"], rebooted=rebooted,
-                                              powered_off_vms=[v["name"] for v in host["stuck"]] if rebooted else [])
+                                              powered_off_vms=[v["name"] for v in host["stuck"]] if self.p["reboot"] and
+                                              (needs_reboot or host["mig_changed"]) else [],
+                                              mig=self.mig_report(host))
             plan.before[name] = dict(graphics=host["current"], nvidia_module_options=host["options"])
             plan.after[name] = dict(graphics=host["desired"], nvidia_module_options=host["new_options"])
         return plan
+
+    def mig_report(self, host):
+        """The host's MIG change in the result (None when MIG mode is as asked or not managed)."""
+        if not host["mig_changed"]:
+            return None
+        mig = host["mig"]
+        gpus = sorted(set(mig["set"]) | set(mig["reset"]))
+        return dict(before=dict((str(i), _esxi.mig_word(c)) for i, c in sorted(mig["before"].items())),
+                    after=self.p["mig_mode"], set=mig["set"], reset=mig["reset"],
+                    reason="MIG mode %s on GPU %s: maintenance mode, nvidia-smi, a reboot if a GPU keeps it pending, "
+                           "read back before the host leaves maintenance mode" % (
+                        "%s -> %s" % (_esxi.mig_word(not self.mig), self.p["mig_mode"]),
+                        ", ".join(str(i) for i in gpus)))
+
+    def plan_mig(self, item):
+        """The host's MIG plan ({set, reset, before}); :class:`_esxi.EsxiError` when it cannot be made."""
+        if self.mig is None:
+            return None
+        if item.get("mig_error") is not None:
+            raise _esxi.EsxiError("MIG mode not read over SSH (%s); the host's SSH service must be on and the key "
+                                  "authorized" % item["mig_error"])
+        mig = _esxi.mig_plan(item["mig"], self.mig, self.p["mig_gpu_indexes"])
+        mig["after"] = self.p["mig_mode"]
+        changed = bool(mig["set"] or mig["reset"])
+        in_mm = bool(item["host"].get("runtime.inMaintenanceMode"))
+        if changed and not self.p["reboot"] and not in_mm and not self.module.check_mode:
+            raise _esxi.EsxiError("MIG mode changes only in maintenance mode (a GPU in use keeps the old mode "
+                                  "pending): set reboot=true, or put the host in maintenance mode first")
+        return mig
 
     def plan_host(self, item):
         """(the host's plan, None), or (None, what stops it)."""
@@ -324,6 +427,7 @@ class GpuConfig(Resource):
         options = new_options = None
         opt_changed = False
         try:
+            mig = self.plan_mig(item)
             desired, changes = _esxi.graphics_plan(item["current"], item["pcis"], p["graphics_type"], p["assignment_policy"])
             graphics_changed = bool(changes)
             if sched is not None:
@@ -335,6 +439,9 @@ class GpuConfig(Resource):
                 new_options, opt_changed = _esxi.scheduler_plan(options, sched, item["pcis"], item.get("profiles"))
                 if opt_changed:
                     changes.append("nvidia module options %r -> %r" % (options, new_options))
+            if mig is not None and (mig["set"] or mig["reset"]):
+                changes.append("MIG mode -> %s on GPU %s" % (p["mig_mode"], ", ".join(
+                    str(i) for i in sorted(set(mig["set"]) | set(mig["reset"])))))
         except (_esxi.EsxiError, VsphereError) as exc:
             return None, str(exc) if p["host"] else "host %s: %s" % (name, exc)
         if item.get("state_error") is not None:
@@ -349,6 +456,7 @@ class GpuConfig(Resource):
         return dict(host=host, name=name, current=item["current"], desired=desired, changes=changes, pending=pending,
                     options=options, new_options=new_options, graphics_changed=graphics_changed, opt_changed=opt_changed,
                     reboot_owed=bool(pending and p["reboot"]), left_off=left_off, stuck=[],
+                    mig=mig, mig_changed=bool(mig and (mig["set"] or mig["reset"])),
                     options_changed=new_options is not None and new_options != (options or "")), None
 
     def check_reboot(self, hosts):
@@ -357,14 +465,15 @@ class GpuConfig(Resource):
         if not self.p["reboot"]:
             return
         for host in hosts:
-            if (host["options_changed"] or host["pending"]) and not host["host"].get("runtime.inMaintenanceMode"):
+            if (host["options_changed"] or host["pending"] or host["mig_changed"]) and \
+                    not host["host"].get("runtime.inMaintenanceMode"):
                 with self.doing("read the VMs of", "host %s" % host["name"]):
                     try:
                         host["stuck"] = self.api.ops.vms_to_power_off(self.api.ops.refresh(host["host"], ["name", "vm"]),
                                                                       self.p["power_off_vgpu_vms"])
                     except _esxi.EsxiError as exc:
-                        raise Failure("Unable to reboot host %s for the new scheduler: %s. Nothing was changed."
-                                      % (host["name"], exc))
+                        raise Failure("Unable to reboot host %s for %s: %s. Nothing was changed."
+                                      % (host["name"], self.what(host), exc))
 
     def result(self, live, plan):
         report = plan.facts["report"]
@@ -391,8 +500,17 @@ class GpuConfig(Resource):
             done.append(host["name"])
             self.partial["changed"] = True
             off = list(host["left_off"])
-            if self.p["reboot"] and (host["options_changed"] or host["pending"]):
-                self.reboot(host["host"], host["stuck"], off)
+            if self.p["reboot"] and (host["options_changed"] or host["pending"] or host["mig_changed"]):
+                self.reboot(host, off)
+            elif host["mig_changed"]:  # in maintenance mode already (checked in the plan)
+                try:
+                    self.set_mig(host, entered=False)
+                    if not self.verify_mig(host["name"], need=False):
+                        plan.facts["report"][host["name"]]["reboot_required"] = True
+                except _StepFailed as exc:
+                    raise Failure("Unable to set MIG mode on host %s: %s (hosts already changed: %s); the host is "
+                                  "left in maintenance mode; fix the cause and rerun" % (host["name"], exc, ", ".join(done)),
+                                  hosts_changed=done, hosts_in_maintenance=[host["name"]], next_step="fix the cause and rerun")
             if off:
                 self.warnings.extend(self.api.ops.power_on_recorded(host["host"], off, self.run_step))
 
@@ -401,30 +519,75 @@ class GpuConfig(Resource):
         with self.doing(doing):
             return func(*args)
 
-    def reboot(self, host, stuck, off):
-        """The VMs that cannot move powered off (recorded), maintenance mode, reboot, wait, and out of
-        maintenance mode unless the host was in it before the collection. ``off`` (the VMs to power on
-        again afterwards) grows with each VM powered off."""
-        ops = self.api.ops
+    @staticmethod
+    def what(item):
+        """What the host is taken down for, in words."""
+        parts = (["the new scheduler"] if item["options_changed"] or item["pending"] else []) + \
+            (["MIG mode"] if item["mig_changed"] else [])
+        return " and ".join(parts) or "the new scheduler"
+
+    def set_mig(self, item, entered):
+        """nvidia-smi -mig on the GPUs whose pending mode differs (the host in maintenance mode)."""
+        if not item["mig"]["set"]:
+            return
+        try:
+            item["mig_output"] = self.shell.set_mig(item["name"], self.mig, item["mig"]["set"])
+        except ShellError as exc:
+            raise _StepFailed("set MIG mode with nvidia-smi: %s" % exc, entered)
+
+    def verify_mig(self, name, need=True):
+        """Whether every managed GPU runs the asked MIG mode (read back over SSH); with ``need``, a GPU
+        that does not is a failure."""
+        try:
+            mig = _esxi.mig_plan(self.shell.mig_modes(name), self.mig, self.p["mig_gpu_indexes"])
+        except (ShellError, _esxi.EsxiError) as exc:
+            raise _StepFailed("read MIG mode back: %s" % exc, True)
+        if mig["reset"] and need:
+            raise _StepFailed("MIG mode still not %s on GPU %s after %s" % (
+                self.p["mig_mode"], ", ".join(str(i) for i in mig["reset"]), "the reboot"), True)
+        return not mig["reset"]
+
+    def reboot(self, item, off):
+        """The VMs that cannot move powered off (recorded), maintenance mode, MIG mode set, reboot (when
+        needed), MIG mode verified, and out of maintenance mode unless the host was in it before the
+        collection. ``off`` (the VMs to power on again afterwards) grows with each VM powered off."""
+        ops, host = self.api.ops, item["host"]
         # in maintenance mode by an earlier run of the collection: taken out after this reboot
         was_in_mm = bool(host.get("runtime.inMaintenanceMode")) and not ops.state(host).get("maintenance")
         entered = False
         try:
-            ops.power_off_recorded(host, stuck, off, self.run_step)
+            ops.power_off_recorded(host, item["stuck"], off, self.run_step)
             entered = ops.enter_maintenance(host, self.p["evacuate_timeout"], "esxi_gpu_config")
-            back = ops.reboot_and_wait(ops.refresh(host), self.p["reboot_timeout"])
-            host.props.update(back.props)
+            reboot = item["options_changed"] or bool(item["pending"])
+            if item["mig_changed"]:
+                self.set_mig(item, entered)
+                reboot = not self.verify_mig(item["name"], need=False) or reboot
+            if reboot:
+                back = ops.reboot_and_wait(ops.refresh(host), self.p["reboot_timeout"])
+                host.props.update(back.props)
+                self.partial.setdefault("hosts_rebooted", []).append(item["name"])
+                if item["mig_changed"]:
+                    self.verify_mig(item["name"])
             if not was_in_mm:
                 ops.exit_maintenance(host)
-        except VsphereError as exc:
-            left = entered or was_in_mm
+        except (VsphereError, _StepFailed) as exc:
+            left = entered or was_in_mm or isinstance(exc, _StepFailed)
             names = [v["name"] for v in off]
-            raise Failure("Unable to reboot host %s for the new scheduler: %s%s%s; fix the cause and rerun with "
+            raise Failure("Unable to %s host %s for %s: %s%s%s; fix the cause and rerun with "
                           "reboot=true: the owed reboot and the VMs powered off are remembered on the host" % (
-                              host["name"], exc, "; the host is left in maintenance mode" if left else "",
+                              "reboot" if not item["mig_changed"] else "take down", host["name"], self.what(item),
+                              exc, "; the host is left in maintenance mode" if left else "",
                               "; VMs left powered off: %s" % ", ".join(names) if names else ""),
                           host_left_in_maintenance=left, hosts_in_maintenance=[host["name"]] if left else [],
                           vms_powered_off=names, next_step="fix the cause and rerun with reboot=true")
+
+
+class _StepFailed(Exception):
+    """A MIG step on the host failed (the host stays in maintenance mode)."""
+
+    def __init__(self, msg, entered):
+        Exception.__init__(self, msg)
+        self.entered = entered
 
 
 def main():

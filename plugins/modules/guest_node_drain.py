@@ -75,6 +75,24 @@ options:
     description: Drain even when protected pods have nowhere to go (they stay Pending until the nodes are back).
     type: bool
     default: false
+  returning_owners:
+    description:
+      - With O(state=drained), the C(gpupool.vcf/cordoned-by) values whose nodes are back (Ready, uncordoned) before
+        this drain runs - for example the earlier hosts of a roll, judged before any host changes, or a host a
+        rerun resumes. Their nodes count as places the protected pods can go.
+    type: list
+    elements: str
+    default: []
+  restarted:
+    description:
+      - With O(state=restored), the nodes' VMs were powered off and on since they were cordoned. A node then counts
+        as Ready only with a Ready condition it did not have when it was cordoned - a new boot id
+        (C(status.nodeInfo.bootID)) or a Ready that went away and came back - as recorded in the annotation
+        C(gpupool.vcf/cordoned-boot) at the cordon. A VM off for less than the node monitor's grace period leaves its
+        node Ready all along, and that Ready says nothing about the kubelet booting now.
+      - Nodes cordoned without that record (by an older release) are taken as Ready on their Ready condition alone.
+    type: bool
+    default: false
   timeout:
     description:
       - Seconds the drain may wait for PodDisruptionBudgets to allow each eviction, and then for the evicted pods
@@ -194,6 +212,8 @@ ARGUMENT_SPEC = dict(
     owners=dict(type="list", elements="str"),
     protected_priority_classes=dict(type="list", elements="str", default=[]),
     force=dict(type="bool", default=False),
+    restarted=dict(type="bool", default=False),
+    returning_owners=dict(type="list", elements="str", default=[]),
     timeout=dict(type="int", default=600),
 )
 ARGUMENT_SPEC.update(auth_argument_spec())
@@ -206,6 +226,20 @@ def _key(ref):
 
 def _mark(node):
     return ((node.get("metadata") or {}).get("annotations") or {}).get(CORDONED_BY)
+
+
+_LIFECYCLE_TAINTS = ("node.kubernetes.io/unschedulable", "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+
+def _returned(node):
+    """The node as it will be once back: uncordoned and Ready (a copy)."""
+    status = dict(node.get("status") or {})
+    status["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") != "Ready"] + [
+        {"type": "Ready", "status": "True"}]
+    spec = dict(node.get("spec") or {}, unschedulable=False)
+    # the taints the node lifecycle controller puts on a cordoned or NotReady node go with it
+    spec["taints"] = [t for t in spec.get("taints") or [] if t.get("key") not in _LIFECYCLE_TAINTS]
+    return dict(node, spec=spec, status=status)
 
 
 class GuestNodes(Resource):
@@ -273,7 +307,10 @@ class GuestNodes(Resource):
             if len(ref["pdb"]) > 1 or hard:
                 refused.append("%s on %s (%s)" % (_key(ref), node, ref["reason"] if len(ref["pdb"]) > 1 else
                                                   "PodDisruptionBudget %s wants every pod it covers healthy" % hard[0]))
-        unplaceable = _drain.unplaceable(dplan, live["pods"], live["nodes"], protected)
+        returning = set(self.p["returning_owners"])
+        # the nodes an earlier step brings back before this drain are places to go
+        judged = [_returned(n) if _mark(n) in returning else n for n in live["nodes"]]
+        unplaceable = _drain.unplaceable(dplan, live["pods"], judged, protected)
         plan = Plan(drain=dplan, unplaceable=unplaceable)
         if refused:
             raise Failure("Unable to drain %s: the Eviction API would refuse %s; change the budget or scale the "
@@ -319,7 +356,7 @@ class GuestNodes(Resource):
             self.api.cordoned = list(plan.facts["uncordon"])  # what a failure leaves: these stay cordoned
             for name in plan.facts["uncordon"]:
                 with self.doing("wait until Ready:", "node %s (cordoned by %s)" % (name, plan.facts["marks"][name])):
-                    self.api.wait_ready(name, self.p["timeout"])
+                    self.api.wait_ready(name, self.p["timeout"], restarted=self.p["restarted"])
             times["wait_ready"], mark = round(self.clock() - mark, 1), self.clock()
             owners = self.owners()
             for name in plan.facts["uncordon"]:

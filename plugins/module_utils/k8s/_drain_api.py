@@ -25,6 +25,9 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._drain import pdb
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._retry import seconds
 
 CORDONED_BY = "gpupool.vcf/cordoned-by"
+# the node's boot and Ready condition when the collection cordoned it ({"boot_id", "ready_since"}):
+# after its VM restarts, a node is back only with a new boot or a new Ready (not a stale one)
+CORDONED_BOOT = "gpupool.vcf/cordoned-boot"
 OWNER = "gpupool.vcf"
 BUDGET_TIMEOUT = 120
 POLL = 1.0
@@ -182,7 +185,8 @@ class DrainApi(object):
                 return "ours"
             return "administrator"
         self._patch_node(node, {"metadata": {"resourceVersion": meta.get("resourceVersion"),
-                                             "annotations": {CORDONED_BY: self.owner}},
+                                             "annotations": {CORDONED_BY: self.owner,
+                                                             CORDONED_BOOT: json.dumps(boot_of(obj), sort_keys=True)}},
                                 "spec": {"unschedulable": True}})
         self._remember(node)
         return "cordoned"
@@ -208,7 +212,8 @@ class DrainApi(object):
         if cordoned and not mark:
             return "not_ours"
         if mark:
-            patch = {"metadata": {"resourceVersion": meta.get("resourceVersion"), "annotations": {CORDONED_BY: None}}}
+            patch = {"metadata": {"resourceVersion": meta.get("resourceVersion"),
+                                  "annotations": {CORDONED_BY: None, CORDONED_BOOT: None}}}
             if cordoned:
                 patch["spec"] = {"unschedulable": False}
             self._patch_node(node, patch)
@@ -301,18 +306,57 @@ class DrainApi(object):
             raise self._fail("%d pods still there after %s s: %s" % (
                 len(waiting), seconds(timeout), ", ".join(pod_key(p) for p in waiting)))
 
-    def wait_ready(self, node, timeout):
-        """Wait until `node` reports Ready; DrainError with its last Ready condition after `timeout` s."""
+    def wait_ready(self, node, timeout, restarted=False):
+        """Wait until `node` reports Ready; DrainError with its last Ready condition after `timeout` s.
+
+        ``restarted``: the node's VM was powered off and on since the collection cordoned it, so a
+        Ready condition is trusted only when it is not the one recorded at the cordon (annotation
+        ``gpupool.vcf/cordoned-boot``): a new boot id, or a Ready that went away and came back. A
+        node that never went NotReady (the off time shorter than the node monitor's grace period)
+        still shows its old Ready while its kubelet boots.
+        """
+        state = {}
+
         def ready():
             obj = self.read_node(node)
             cond = [c for c in ((obj.get("status") or {}).get("conditions") or []) if c.get("type") == "Ready"]
-            return bool(cond) and cond[0].get("status") == "True", cond
+            is_ready = bool(cond) and cond[0].get("status") == "True"
+            state["stale"] = bool(is_ready and restarted and stale_ready(obj))
+            return is_ready and not state["stale"], cond
 
         done, cond = self._until(ready, timeout)
         if not done:
-            last = ("Ready %s (%s)" % (cond[0].get("status"), cond[0].get("reason") or cond[0].get("message")
-                                       or "no reason")) if cond else "no Ready condition"
+            if state.get("stale"):
+                last = ("Ready since %s, the same Ready (and boot) it had when it was cordoned: its kubelet has not "
+                        "reported since the VM restarted" % (cond[0].get("lastTransitionTime") or "an unknown time"))
+            else:
+                last = ("Ready %s (%s)" % (cond[0].get("status"), cond[0].get("reason") or cond[0].get("message")
+                                           or "no reason")) if cond else "no Ready condition"
             raise self._fail("node %s is not Ready after %s s: %s" % (node, seconds(timeout), last))
 
 
-__all__ = ["CORDONED_BY", "DrainApi", "DrainError", "pod_key"]
+def boot_of(node):
+    """{"boot_id", "ready_since"}: the node's boot id and its Ready condition's lastTransitionTime."""
+    status = (node or {}).get("status") or {}
+    cond = [c for c in status.get("conditions") or [] if c.get("type") == "Ready"]
+    return dict(boot_id=(status.get("nodeInfo") or {}).get("bootID") or "",
+                ready_since=str(cond[0].get("lastTransitionTime") or "") if cond else "")
+
+
+def stale_ready(node):
+    """Whether the node's Ready is still the one recorded when the collection cordoned it: same boot
+    id (when the node reports one) and the same Ready transition. False without a record."""
+    raw = (((node or {}).get("metadata") or {}).get("annotations") or {}).get(CORDONED_BOOT)
+    try:
+        then = json.loads(raw) if raw else None
+    except ValueError:
+        then = None
+    if not isinstance(then, dict):
+        return False
+    now = boot_of(node)
+    if then.get("boot_id") and now["boot_id"] and then["boot_id"] != now["boot_id"]:
+        return False
+    return now["ready_since"] == then.get("ready_since")
+
+
+__all__ = ["CORDONED_BOOT", "CORDONED_BY", "DrainApi", "DrainError", "boot_of", "pod_key", "stale_ready"]

@@ -15,7 +15,7 @@
   with what is there, and the fixed-share check against the vGPUs each GPU carries).
 * Which hosts need their turn: :func:`host_changes`, :func:`hosts_to_roll` (from one
   ``gpu_host_info`` read of the cluster, without a call per host).
-* Host MIG mode over SSH: :func:`mig_mode_commands` (the commands, quoted).
+* Host MIG mode over SSH: :func:`mig_mode_commands` (the commands, quoted), :func:`mig_plan`.
 
 Every error is an :class:`EsxiError` (a ``ValueError``) whose message says what is wrong
 and what would be valid.
@@ -613,18 +613,23 @@ def reasons(items):
 
 
 def hosts_to_roll(hosts, target, graphics_type=None, assignment_policy=None, scheduler=None,
-                  allow_downgrade=False, only=None, always=False, driver=True):
+                  allow_downgrade=False, only=None, always=False, driver=True, mig=None):
     """{host name: plan items} for the GPU hosts whose turn would change something.
 
-    ``only`` limits the hosts (names); ``always`` (for example host MIG mode, which the
-    vSphere API cannot read) makes every selected GPU host take its turn.
+    ``only`` limits the hosts (names); ``always`` (host MIG mode to set without a read of it)
+    makes every selected GPU host take its turn. ``mig``: {host name: {"before": ..., "after": ...,
+    "reason": ...}} for the hosts whose MIG mode differs (read over SSH by esxi_gpu_config in check
+    mode): those take their turn for it.
     """
     out = {}
     for host in hosts or []:
         if not host.get("gpu_count") or (only and host["name"] not in only):
             continue
         items = host_plan(host, target, graphics_type, assignment_policy, scheduler, allow_downgrade, driver)
-        if always:
+        if (mig or {}).get(host["name"]):
+            change = mig[host["name"]]
+            items.append(plan_item("mig_mode", change.get("before"), change.get("after"), "set", change.get("reason")))
+        elif always:
             items.append(plan_item("mig_mode", None, None, "set",
                                    "host MIG mode cannot be read: every host takes its turn"))
         if items:
@@ -661,15 +666,47 @@ def mig_query_command():
 
 
 def parse_mig_query(text):
-    """Parse :func:`mig_query_command` output into [{index, pci_id, current, pending}]."""
+    """Parse :func:`mig_query_command` output into [{index, pci_id, current, pending, supported}].
+    A GPU without MIG (nvidia-smi prints ``[N/A]``) is ``supported`` false."""
     out = []
     for line in (text or "").splitlines():
         parts = [p.strip() for p in line.split(",")]
         if len(parts) != 4 or not parts[0].isdigit():
             continue
         out.append(dict(index=int(parts[0]), pci_id=parts[1], current=parts[2] == "Enabled",
-                        pending=parts[3] == "Enabled"))
+                        pending=parts[3] == "Enabled", supported=parts[2] in ("Enabled", "Disabled")))
     return out
+
+
+def mig_plan(gpus, enabled, gpu_indexes=None):
+    """What a host's GPUs (:func:`parse_mig_query` rows) need for MIG mode ``enabled``.
+
+    Returns {"set": [indexes whose pending mode differs: nvidia-smi -i <index> -mig], "reset": [indexes
+    whose current mode differs: the mode runs only after a GPU reset or host reboot], "before": {index:
+    current}}. ``gpu_indexes`` limits the GPUs (None: all). A GPU without MIG is left alone when MIG is to
+    be disabled and refused (:class:`EsxiError`) when it is to be enabled; so is an index the host lacks.
+    """
+    if not isinstance(enabled, bool):
+        raise EsxiError("MIG mode must be true or false, not %r" % (enabled,))
+    by_index = dict((g["index"], g) for g in gpus or [])
+    indexes = sorted(by_index) if gpu_indexes is None else list(gpu_indexes)
+    missing = [i for i in indexes if i not in by_index]
+    if missing:
+        raise EsxiError("no GPU with index %s (nvidia-smi lists %s)" % (
+            ", ".join(str(i) for i in missing), ", ".join(str(i) for i in sorted(by_index)) or "none"))
+    unsupported = [i for i in indexes if not by_index[i].get("supported", True)]
+    if enabled and unsupported:
+        raise EsxiError("GPU %s cannot run MIG (nvidia-smi reads its MIG mode as N/A)"
+                        % ", ".join(str(i) for i in unsupported))
+    wanted = [by_index[i] for i in indexes if by_index[i].get("supported", True)]
+    return dict(set=[g["index"] for g in wanted if g["pending"] != enabled],
+                reset=[g["index"] for g in wanted if g["current"] != enabled],
+                before=dict((g["index"], g["current"]) for g in wanted))
+
+
+def mig_word(enabled):
+    """MIG mode as the design and the role name it."""
+    return "enabled" if enabled else "disabled"
 
 
 # ---------------------------------------------------------------------------------------

@@ -172,6 +172,15 @@ def esxi_gpu_config_errors(params):
     if params.get("reboot") and not params.get("host"):
         out.append("reboot is only allowed with host (the hosts of a cluster are rebooted one at a time by the "
                    "esxi_gpu_host role)")
+    indexes = params.get("mig_gpu_indexes") or []
+    if indexes and not params.get("mig_mode"):
+        out.append("mig_gpu_indexes needs mig_mode")
+    out.extend("mig_gpu_indexes: %r is not a GPU index from 0 to 63" % (i,) for i in indexes if not 0 <= i < 64)
+    ssh = params.get("ssh") or {}
+    if ssh.get("port") is not None and not 1 <= ssh["port"] <= 65535:
+        out.append("ssh.port must be from 1 to 65535, not %s" % ssh["port"])
+    if ssh.get("timeout") is not None and ssh["timeout"] < 1:
+        out.append("ssh.timeout must be 1 or more seconds, not %s" % ssh["timeout"])
     return out
 
 

@@ -19,8 +19,8 @@ package main
 //     always waits for a reboot (ESXi cannot reset it alone).
 //
 // Every host starts with MIG mode disabled on every GPU. The host fault op
-// nvidia_smi makes the next nvidia-smi call on that host fail (exit 1, the
-// fault's message on stderr). Other commands answer "not found" (exit 127).
+// nvidia_smi makes the next nvidia-smi -mig on that host fail (exit 1, the
+// fault's message on stderr, nothing changed); reads are not affected. Other commands answer "not found" (exit 127).
 
 import (
 	"context"
@@ -104,12 +104,6 @@ func nvidiaSMI(reg *simulator.Registry, g *gpuHost, line string) (string, string
 		}
 		return "", fmt.Sprintf("sh: %s: not found\n", name), 127
 	}
-	if msg, ok := sim.takeFault(g.spec.Name, "nvidia_smi"); ok {
-		if msg == "" {
-			msg = "Failed to initialize NVML: Unknown Error"
-		}
-		return "", msg + "\n", 1
-	}
 	sim.mu.Lock()
 	running, rebooting := g.running, g.rebooting
 	sim.mu.Unlock()
@@ -129,6 +123,12 @@ func nvidiaSMI(reg *simulator.Registry, g *gpuHost, line string) (string, string
 		index, rest = n, rest[2:]
 	}
 	if len(rest) == 2 && rest[0] == "-mig" && (rest[1] == "0" || rest[1] == "1") {
+		if msg, ok := sim.takeFault(g.spec.Name, "nvidia_smi"); ok {
+			if msg == "" {
+				msg = "Unable to enable MIG Mode: Unknown Error"
+			}
+			return "", msg + "\n", 1
+		}
 		return setMig(reg, g, index, rest[1] == "1")
 	}
 	return "", "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n", 2

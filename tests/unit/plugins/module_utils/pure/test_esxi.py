@@ -169,7 +169,7 @@ def test_mig_mode_commands():
     with pytest.raises(EsxiError):
         _esxi.mig_mode_commands(True, ["0; reboot"])
     rows = _esxi.parse_mig_query("0, 00000000:3B:00.0, Disabled, Enabled\n1, 00000000:5E:00.0, Enabled, Enabled\n")
-    assert rows[0] == dict(index=0, pci_id="00000000:3B:00.0", current=False, pending=True)
+    assert rows[0] == dict(index=0, pci_id="00000000:3B:00.0", current=False, pending=True, supported=True)
     assert rows[1]["current"] is True
 
 

@@ -1,0 +1,240 @@
+"""Host MIG mode and the vGPU scheduler changed on a pool that carries workloads: drained host by host.
+
+examples/fleet.yml: four H100 hosts, a VKS inference node VM on each (inference-0 .. inference-3) next to
+other vGPU VMs. The design asks MIG mode enabled (MIG-backed inference profiles) and a new scheduler;
+every GPU starts with MIG disabled. The vSphere simulator answers nvidia-smi over SSH on each host
+(tests/sim/vsphere/mig_ssh.go): a GPU that carries a powered-on vGPU VM keeps a new MIG mode pending, so
+the mode changes only in maintenance mode. The Kubernetes rig holds a kwok node per node VM (matched by
+provider id) with an inference Deployment and its PodDisruptionBudget; tests/sim/power_bridge.py makes a
+node NotReady while its VM is off. The role esxi_gpu_host drains each host's node, powers its VMs off, enters
+maintenance mode, writes the scheduler, sets MIG mode with nvidia-smi, reboots, reads MIG mode back before
+the host leaves maintenance mode, powers the VMs on, waits for a fresh Ready and uncordons - host by host.
+"""
+import pathlib
+import subprocess
+import threading
+import time
+import uuid
+
+import power_bridge
+import pytest
+import vsphere_sim
+from k8s_fixtures import wait_for
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from ansible_collections.gpupool.vcf.plugins.filter.failure import failure_message
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._drain_api import CORDONED_BY
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereClient, vim
+from tests.integration.test_fault_suite import BUNDLE, NEW
+from tests.lib.ansible_run import run_playbook
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+SUFFIX = uuid.uuid4().hex[:5]
+HOSTS = ["esx-h100-01", "esx-h100-02", "esx-h100-03", "esx-h100-04"]
+VMS = ["inference-%d" % i for i in range(4)]  # the node VMs, one per host, in host order
+NODES = dict((vm, "mig-%s-%s" % (vm, SUFFIX)) for vm in VMS)
+POOL = "mig-inference-%s" % SUFFIX
+TAINT = "gpupool.vcf/mig-roll-test"
+INFERENCE = "mig-inference-%s" % SUFFIX
+SCHEDULER = {"policy": "equal_share", "time_slice_ms": 2}
+PENDING_BOUND = 30  # seconds an inference pod may stay Pending while hosts roll
+
+
+def failures(res):
+    return " | ".join(failure_message(r, {"name": name}) for name, r in res.tasks if r.get("failed"))
+
+
+def messages(res, part):
+    return [r.get("msg") for name, r in res.tasks if part in name and r.get("msg")]
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory):
+    keys = tmp_path_factory.mktemp("ssh")
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(keys / "id")], check=True)
+    with vsphere_sim.start(ROOT / "examples" / "fleet.yml", ssh_authorized_keys=keys / "id.pub") as running:
+        running.set_driver("esx-h100-04", NEW)  # one driver on every host: the turns change MIG mode and scheduler
+        running.key = str(keys / "id")
+        yield running
+
+
+def uuids(sim):
+    vsphere = VsphereClient(sim.host, sim.user, sim.password, port=sim.port, ca_file=sim.ca_file)
+    try:
+        return dict((vm["name"], vm["config.uuid"]) for vm in vsphere.retrieve({vim.VirtualMachine: ["name", "config.uuid"]}))
+    finally:
+        vsphere.close()
+
+
+def power(sim):
+    vsphere = VsphereClient(sim.host, sim.user, sim.password, port=sim.port, ca_file=sim.ca_file)
+    try:
+        return dict((vm["name"], str(vm["runtime.powerState"]))
+                    for vm in vsphere.retrieve({vim.VirtualMachine: ["name", "runtime.powerState"]}))
+    finally:
+        vsphere.close()
+
+
+def ready(core, node):
+    return any(c.type == "Ready" and c.status == "True" for c in core.read_node(node).status.conditions or [])
+
+
+@pytest.fixture(scope="module")
+def guest(sim, k8s_api):
+    """A node per node VM (named otherwise: matched by provider id), the inference Deployment and its budget."""
+    core, sched = client.CoreV1Api(k8s_api), client.SchedulingV1Api(k8s_api)
+    ns = "mig-roll-%s" % SUFFIX
+    by_uuid = uuids(sim)
+    capacity = {"cpu": "16", "memory": "64Gi", "pods": "110", "nvidia.com/gpu": "1"}
+    for vm, name in NODES.items():
+        core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {
+            "name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
+            "labels": {"kubernetes.io/hostname": name, "type": "kwok", "gpupool.vcf/pool": POOL}},
+            "spec": {"providerID": "vsphere://%s" % by_uuid[vm],
+                     "taints": [{"key": TAINT, "value": "yes", "effect": "NoSchedule"}]},
+            "status": {"capacity": capacity, "allocatable": capacity}})
+    sched.create_priority_class({"metadata": {"name": INFERENCE}, "value": 1000000})
+    core.create_namespace({"metadata": {"name": ns}})
+    spec = {"containers": [{"name": "main", "image": "sim/cuda:12", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+            "terminationGracePeriodSeconds": 0, "priorityClassName": INFERENCE, "nodeSelector": {"gpupool.vcf/pool": POOL},
+            "tolerations": [{"key": TAINT, "operator": "Exists", "effect": "NoSchedule"}]}
+    client.AppsV1Api(k8s_api).create_namespaced_deployment(ns, {"metadata": {"name": "llm"}, "spec": {
+        "replicas": 3, "selector": {"matchLabels": {"app": "llm"}},
+        "template": {"metadata": {"labels": {"app": "llm"}}, "spec": spec}}})
+    client.PolicyV1Api(k8s_api).create_namespaced_pod_disruption_budget(ns, {
+        "metadata": {"name": "llm"}, "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "llm"}}}})
+    try:
+        wait_for("3 llm pods Running", lambda: len(running(core, ns)) == 3)
+        yield ns
+    finally:
+        core.delete_namespace(ns)
+        for name in NODES.values():
+            try:
+                core.delete_node(name)
+            except ApiException:
+                pass
+        sched.delete_priority_class(INFERENCE)
+
+
+def running(core, ns):
+    return [p for p in core.list_namespaced_pod(ns, label_selector="app=llm").items
+            if p.status.phase == "Running" and p.metadata.deletion_timestamp is None]
+
+
+def roll(sim, k8s_rig):
+    role_vars = {"esxi_gpu_host_cluster": "gpu-h100", "esxi_gpu_host_driver_version": "550.90.05",
+                 "esxi_gpu_host_driver_bundle": BUNDLE, "esxi_gpu_host_scheduler": SCHEDULER,
+                 "esxi_gpu_host_mig_mode": "enabled",  # as the example design derives it for gpu-h100
+                 "esxi_gpu_host_reboot_timeout": 60, "esxi_gpu_host_install_timeout": 60,
+                 # the VMs that are not guest nodes (llm-inference-*, embedding, training) go down too
+                 "esxi_gpu_host_power_off_vgpu_vms": True,
+                 "esxi_gpu_host_guest_kubeconfigs": [str(k8s_rig.kubeconfig)],
+                 "esxi_gpu_host_protected_priority_classes": [INFERENCE],
+                 "esxi_gpu_host_drain_timeout": 60, "esxi_gpu_host_node_ready_timeout": 60,
+                 "esxi_gpu_host_ssh_private_key_file": sim.key, "esxi_gpu_host_ssh_host_key_checking": False,
+                 "esxi_gpu_host_ssh_addresses": sim.ssh_addresses()}
+    return [{"name": "roll", "hosts": "localhost", "gather_facts": False,
+             "tasks": [{"name": "role", "ansible.builtin.include_role": {"name": "gpupool.vcf.esxi_gpu_host"},
+                        "vars": role_vars}]}]
+
+
+def mig_current(sim, host):
+    return [g["current"] for g in sim.mig(host)]
+
+
+def cordoned(core):
+    return sorted(vm for vm, name in NODES.items() if core.read_node(name).spec.unschedulable)
+
+
+class PendingWatch(object):
+    """The longest time any inference pod stayed Pending, sampled while the roll runs."""
+
+    def __init__(self, core, ns):
+        self.core, self.ns, self.since, self.longest = core, ns, {}, 0.0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self):
+        while not self.stop.is_set():
+            now = time.monotonic()
+            pending = set(p.metadata.name for p in self.core.list_namespaced_pod(self.ns, label_selector="app=llm").items
+                          if p.status.phase == "Pending" and p.metadata.deletion_timestamp is None)
+            self.since = dict((name, self.since.get(name, now)) for name in pending)
+            self.longest = max([self.longest] + [now - t for t in self.since.values()])
+            self.stop.wait(0.3)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+
+def test_check_mode_prints_each_hosts_ordered_plan_and_changes_nothing(sim, k8s_rig, k8s_api, guest):
+    core = client.CoreV1Api(k8s_api)
+    boots = [sim.host_state(h)["reboot_count"] for h in HOSTS]
+    res = run_playbook(roll(sim, k8s_rig), env=dict(sim.env), check=True)
+    assert res.rc == 0, failures(res)
+    plans = messages(res, "Steps of the turn, in order")
+    assert len(plans) == 4, plans
+    for vm, plan in zip(VMS, plans):
+        assert plan[0].startswith("drain guest nodes %s" % NODES[vm]), plan
+        assert plan[1].startswith("power off node VMs") and vm in plan[1], plan
+        assert any(step.startswith("nvidia module options") for step in plan), plan
+        mig = [step for step in plan if step.startswith("MIG mode disabled -> enabled on GPU 0, 1, 2, 3")]
+        assert mig and "maintenance mode, nvidia-smi" in mig[0] and "read back before" in mig[0], plan
+        assert plan[-2].startswith("power on the node VMs") and plan[-1] == "verify before the next host", plan
+    assert [sim.host_state(h)["reboot_count"] for h in HOSTS] == boots
+    assert all(mig_current(sim, h) == [False] * 4 and not any(g["pending"] for g in sim.mig(h)) for h in HOSTS)
+    assert cordoned(core) == []
+
+
+def test_nvidia_smi_failing_on_the_second_host_leaves_a_stated_state_and_a_rerun_finishes(sim, k8s_rig, k8s_api, guest):
+    core = client.CoreV1Api(k8s_api)
+    boots = [sim.host_state(h)["reboot_count"] for h in HOSTS]
+    sim.inject_fault("esx-h100-02", "nvidia_smi", "Unable to enable MIG Mode for GPU 00000000:3B:00.0: Unknown Error")
+    start = time.monotonic()
+    with power_bridge.follow(sim, k8s_api, NODES) as bridge, PendingWatch(core, guest) as watch:
+        first = run_playbook(roll(sim, k8s_rig), env=dict(sim.env))
+        assert first.rc != 0
+        msg = failures(first)
+        # the stated state: the second host in maintenance mode, its VMs off, its node cordoned; the first done
+        assert "esx-h100-02" in msg and "set MIG mode with nvidia-smi" in msg and "Unknown Error" in msg, msg
+        assert "left in maintenance mode" in msg and "VMs left powered off: " in msg and "inference-1" in msg, msg
+        assert "rerun" in msg, msg
+        assert sim.host_state("esx-h100-02")["maintenance"] is True
+        assert power(sim)["inference-1"] == "poweredOff"
+        assert cordoned(core) == ["inference-1"]
+        assert mig_current(sim, "esx-h100-01") == [True] * 4 and sim.host_state("esx-h100-01")["maintenance"] is False
+        assert mig_current(sim, "esx-h100-02") == [False] * 4
+        assert all(mig_current(sim, h) == [False] * 4 for h in HOSTS[2:])
+        assert [sim.host_state(h)["reboot_count"] - b for h, b in zip(HOSTS, boots)] == [1, 0, 0, 0]
+
+        again = run_playbook(roll(sim, k8s_rig), env=dict(sim.env))
+        took = time.monotonic() - start
+        assert again.rc == 0, failures(again)
+    assert bridge.errors == []
+    for host in HOSTS:
+        state = sim.host_state(host)
+        assert mig_current(sim, host) == [True] * 4, host
+        assert state["maintenance"] is False and "RmPVMRL" in state["nvidia_options_loaded"], state
+    assert [sim.host_state(h)["reboot_count"] - b for h, b in zip(HOSTS, boots)] == [1, 1, 1, 1]
+    # every node VM went off and came back on once, every node drained and back, a fresh Ready each
+    assert sorted(bridge.changes) == sorted([(vm, "off") for vm in VMS] + [(vm, "on") for vm in VMS])
+    assert all(state == "poweredOn" for vm, state in power(sim).items() if vm in VMS)
+    for vm in VMS:
+        node = core.read_node(NODES[vm])
+        assert not node.spec.unschedulable and CORDONED_BY not in (node.metadata.annotations or {}), vm
+    assert watch.longest <= PENDING_BOUND, "an inference pod was Pending %.1f s" % watch.longest
+    wait_for("3 llm pods Running after the roll", lambda: len(running(core, guest)) == 3)
+    turns = messages(first, "Turn done") + messages(again, "Turn done")
+    assert len(turns) == 4 and all("pods moved" in t for t in turns), turns
+    print("MIG mode and scheduler on 4 hosts, nvidia-smi failing once: %.1f s; longest Pending %.1f s; %s"
+          % (took, watch.longest, " | ".join(turns)))
+
+    settled = run_playbook(roll(sim, k8s_rig), env=dict(sim.env))
+    assert settled.rc == 0, failures(settled)
+    assert [name for name, r in settled.tasks if r.get("changed")] == []
