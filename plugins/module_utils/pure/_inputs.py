@@ -351,15 +351,6 @@ def dls_client_token_errors(params):
     return out
 
 
-CHECKS = {
-    "dls_client_token": dls_client_token_errors,
-    "drs_gpu_pinning": drs_gpu_pinning_errors,
-    "esxi_gpu_config": esxi_gpu_config_errors,
-    "esxi_host_driver": esxi_host_driver_errors,
-    "esxi_maintenance_mode": esxi_maintenance_mode_errors,
-    "gpu_capacity": gpu_capacity_errors,
-    "gpu_game_day": gpu_game_day_errors,
-    "gpu_host_info": gpu_host_info_errors,
 def nls_appliance_deploy_errors(params):
     out = empty_errors(params, ("ovf", "cluster", "datastore", "network", "datacenter", "anti_affinity_rule"))
     nodes = params.get("nodes")
@@ -384,10 +375,21 @@ def nls_appliance_info_errors(params):
     return out
 
 
+CHECKS = {
+    "dls_client_token": dls_client_token_errors,
+    "drs_gpu_pinning": drs_gpu_pinning_errors,
+    "esxi_gpu_config": esxi_gpu_config_errors,
+    "esxi_host_driver": esxi_host_driver_errors,
+    "esxi_maintenance_mode": esxi_maintenance_mode_errors,
+    "gpu_capacity": gpu_capacity_errors,
+    "gpu_game_day": gpu_game_day_errors,
+    "gpu_host_info": gpu_host_info_errors,
     "guest_node_drain": guest_node_drain_errors,
     "gpu_pool_audit": gpu_pool_audit_errors,
     "gpu_pool_design": gpu_pool_design_errors,
     "gpu_usage": gpu_usage_errors,
+    "nls_appliance_deploy": nls_appliance_deploy_errors,
+    "nls_appliance_info": nls_appliance_info_errors,
     "nvidia_license_info": nvidia_license_info_errors,
     "pool_ready": pool_ready_errors,
     "supervisor_namespace": supervisor_namespace_errors,
@@ -397,8 +399,6 @@ def nls_appliance_info_errors(params):
 }
 
 
-    "nls_appliance_deploy": nls_appliance_deploy_errors,
-    "nls_appliance_info": nls_appliance_info_errors,
 def check(module_name, params):
     """Every input error of one module's params (shared checks first), as sentences."""
     errors = timeout_errors(params) + retries_errors(params) + port_errors(params)
