@@ -18,14 +18,14 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 OLD = "550.54.10-1OEM.800.1.0.20613240"
 NEW = "550.90.05-1OEM.800.1.0.20613240"
 # vc-east holds the example's clusters and the Supervisor; vc-west one more L40S cluster (no pools: a
-# Supervisor serves only its own vCenter's clusters). One host on the old driver in each vCenter.
+# Supervisor serves only its own vCenter's clusters) with vGPU VMs to pin. One host on the old driver
+# in each vCenter.
 EAST = {"clusters": [
     {"name": "gpu-h100", "supervisor": True, "hosts": [
         {"prefix": "esx-h100-", "count": 3, "gpu": {"model": "H100-80GB", "count": 4}, "driver_version": NEW},
         {"name": "esx-h100-04", "gpu": {"model": "H100-80GB", "count": 4}, "driver_version": OLD}]},
     {"name": "gpu-l40s", "supervisor": True, "hosts": [
-        {"prefix": "esx-l40s-", "count": 3, "gpu": {"model": "L40S", "count": 2}, "driver_version": NEW}]}],
-    "vms": [{"name": "inference", "cluster": "gpu-h100", "count": 2, "vgpu": ["nvidia_h100-3-40c"]}]}
+        {"prefix": "esx-l40s-", "count": 3, "gpu": {"model": "L40S", "count": 2}, "driver_version": NEW}]}]}
 WEST = {"clusters": [{"name": "gpu-l40s-west", "hosts": [
     {"prefix": "esx-west-", "count": 2, "gpu": {"model": "L40S", "count": 2}, "driver_version": NEW},
     {"name": "esx-west-03", "gpu": {"model": "L40S", "count": 2}, "driver_version": OLD}]}],
@@ -47,10 +47,14 @@ def design(west="vc-west"):
 
 
 @pytest.fixture(scope="module")
-def sims():
-    east = vsphere_sim.start(EAST)
+def sims(tmp_path_factory):
+    # the ESXi link reads (and on gpu-h100 sets) host MIG mode with nvidia-smi over SSH
+    keys = tmp_path_factory.mktemp("ssh")
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(keys / "id")], check=True)
+    east = vsphere_sim.start(EAST, ssh_authorized_keys=keys / "id.pub")
+    east.key = str(keys / "id")
     try:
-        west = vsphere_sim.start(WEST)
+        west = vsphere_sim.start(WEST, ssh_authorized_keys=keys / "id.pub")
         try:
             yield east, west
         finally:
@@ -79,7 +83,9 @@ def run(sims, tmp_path):
     def _run(playbook, the_design, extra=None, drop_west=False):
         path = tmp_path / "design.yml"
         path.write_text(yaml.safe_dump(the_design, sort_keys=False))
-        extra_vars = dict(extra or {}, gpupool_design_file=str(path), audit_design_file=str(path))
+        extra_vars = dict(extra or {}, gpupool_design_file=str(path), audit_design_file=str(path),
+                          esxi_gpu_host_ssh_addresses=dict(east.ssh_addresses(), **west.ssh_addresses()),
+                          esxi_gpu_host_ssh_private_key_file=east.key, esxi_gpu_host_ssh_host_key_checking=False)
         inv = inventory
         if drop_west:
             inv = tmp_path / "bare.yml"
