@@ -24,7 +24,7 @@ description:
   - Fixed share on a GPU that carries time-sliced vGPUs of different sizes (powered-on VMs
     placed on it) is refused, as NVIDIA does not support it.
   - Host MIG mode (O(mig_mode)) is read and set with C(nvidia-smi) in the host's shell over SSH
-    (vSphere has no API for it), only in maintenance mode: with O(reboot) the host's VMs that
+    (vSphere has no API for it), only in maintenance mode. With O(reboot) the host's VMs that
     hold vGPUs are powered off (O(power_off_vgpu_vms)), the host enters maintenance mode, the
     GPUs whose mode differs are set, the host reboots when a GPU only has the new mode pending
     (Ampere GPUs such as A100; Hopper and later take it at once when idle), the mode is read back
@@ -85,7 +85,7 @@ options:
     description:
       - Host MIG mode of the host's GPUs, read and set with C(nvidia-smi) over SSH (O(ssh)). Leave out
         to leave MIG mode alone. GPUs without MIG (L40S) are skipped for V(disabled) and refused for V(enabled).
-      - A change needs maintenance mode: with O(reboot) the module takes the host there (see above);
+      - A change needs maintenance mode. With O(reboot) the module takes the host there (see above);
         without, a host not in maintenance mode is refused before any change.
     type: str
     choices: [enabled, disabled]

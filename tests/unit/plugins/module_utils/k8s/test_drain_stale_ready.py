@@ -77,10 +77,10 @@ def test_stale_unless_a_new_boot_or_a_new_ready():
 
 def test_a_restarted_node_with_its_old_ready_is_waited_for_and_then_named():
     record = boot_of(node())
-    d, _ = api_of([node(record=record)])
+    d = api_of([node(record=record)])[0]
     with pytest.raises(DrainError, match="node n1 is not Ready after 5 s: Ready since %s, the same Ready" % T0):
         d.wait_ready("n1", 5, restarted=True)
-    d, _ = api_of([node(record=record)])
+    d = api_of([node(record=record)])[0]
     d.wait_ready("n1", 5)  # not restarted (its VM migrated): the Ready condition is enough
     # NotReady while its VM is off, Ready again (a new transition) once the kubelet is back
     d, api = api_of([node(record=record), node("False", T1, record=record), node("True", T1, "b-2", record=record)])
