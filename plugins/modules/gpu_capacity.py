@@ -188,7 +188,7 @@ knee:
       C(utilization), C(mean_wait_s) and C(pods); C(service_s) - the mean service time measured from the
       samples; C(wait_fit_service_s) - the service time that fits the measured waits best; C(fit_rms_s) -
       the RMS error of the modelled waits; C(windows_used), C(windows_left_out) (windows with and without
-      a wait to fit: saturated, idle or empty ones are left out); C(slo_wait_s), C(slo_percentile), C(planned_utilization) - the design's;
+      a wait to fit - saturated, idle or empty ones are left out); C(slo_wait_s), C(slo_percentile), C(planned_utilization) - the design's;
       C(knee_utilization) - where the modelled wait crosses the target; C(past_knee); C(message).
   returned: always
   type: dict

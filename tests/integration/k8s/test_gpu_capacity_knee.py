@@ -83,7 +83,7 @@ def workload(k8s_metrics_rig):
     core.create_namespace({"metadata": {"name": NS}})
     rng = random.Random(14)
     due = arrivals(rng)
-    holds = [MIN_HOLD + rng.expovariate(1 / (MEAN_HOLD - MIN_HOLD)) for _ in due]
+    holds = [MIN_HOLD + rng.expovariate(1 / (MEAN_HOLD - MIN_HOLD)) for _arrival in due]
     start = time.monotonic()
     record, bound, deleted = {}, {}, set()
     made = 0
@@ -143,10 +143,10 @@ def test_knee_from_prometheus_samples(k8s_metrics_rig, workload, vsphere_env, tm
     report = json.loads((out / "gpu-capacity.json").read_text())
     knee = report["knee"]["inference"]
     held = sum(d - s for _c, s, d in workload.values()) / len(workload)
+    figures = (len(workload), held, took, knee["service_s"], knee["wait_fit_service_s"], knee["fit_rms_s"],
+               knee["knee_utilization"], knee["windows_used"], knee["windows"])
     print("knee test: %d pods held %.2f s on average; playbook %.1f s; service %s s, waits fit %s s, RMS %s s, "
-          "knee %s, windows used %d of %d" % (len(workload), held, took, knee["service_s"], knee["wait_fit_service_s"],
-                                             knee["fit_rms_s"], knee["knee_utilization"], knee["windows_used"],
-                                             knee["windows"]))
+          "knee %s, windows used %d of %d" % figures)
     for s in knee["samples"]:
         print("  ", s)
     assert (knee["gpus"], knee["servers"], knee["gpus_per_job"]) == (GPUS, 4, 1)

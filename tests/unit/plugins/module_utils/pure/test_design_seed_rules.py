@@ -159,7 +159,7 @@ def test_slo_knee_from_the_design_numbers(design):
     assert f.severity == "warning" and f.object == "pools.inference"
     assert "planned at 95 %% utilization, past the knee at %.1f %%" % (want * 100) in f.message
     assert "with 4 servers of 1 GPU(s) and 60 s jobs, the p99 wait" in f.message
-    d, _ = normalize(design)
+    d, _findings = normalize(design)
     result = design_knee([p for p in d["pools"] if p["name"] == "inference"][0])
     need = result["replicas_needed"]
     assert f.fix == "plan the pool at most at %d %%, or carry the planned load on %d replicas, or relax " \
@@ -173,7 +173,7 @@ def test_slo_knee_from_the_design_numbers(design):
 def test_slo_knee_counts_gangs_as_servers(design):
     tr = pool(design, "training")  # 2 nodes x 4 GPUs, 4-GPU jobs: M/M/2
     tr["slo"] = {"wait_seconds": 600, "job_seconds": 3600, "planned_utilization": 0.6}
-    d, _ = normalize(design)
+    d, _findings = normalize(design)
     result = design_knee([p for p in d["pools"] if p["name"] == "training"][0])
     assert result["servers"] == 2 and result["gpus_per_job"] == 4
     assert result["knee"] == pytest.approx(_queueing.knee(2, 3600.0, 600.0, 95))
