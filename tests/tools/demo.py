@@ -15,6 +15,10 @@ Steps, each printed with its time:
      powered off, driver, reboot, VM powered on, node Ready, uncordoned); the audit is clean again
   8. capacity: vGPU slots per cluster and profile, the spare rule with the largest host down, pending
      GPU pods and Kueue admission waits (playbooks/capacity.yml)
+  9. chargeback: GPU-hours per tenant, pool and vGPU profile of the GPU pods the tenants ran since the
+     first converge (Prometheus, kube-state-metrics and the DCGM double of the rig), and vGPU-hours of
+     the VMs outside Kubernetes since the simulators came up, priced per profile-hour
+     (playbooks/chargeback.yml; the example design with a chargeback block of card prices)
 
 The guest nodes follow their VMs' power (tests/sim/power_bridge.py): a node whose VM is off is
 NotReady, as the kubelet of a real node VM would make it.
@@ -80,6 +84,110 @@ def audit(env, report, kube):
     return json.loads(pathlib.Path(report).read_text())
 
 
+# the tenants' GPU pods (namespace, name, node): bound to nodes the repair does not drain
+TENANT_PODS = [("team-search", "search-serve", "inference-0"), ("team-vision", "vision-serve", "inference-1"),
+               ("team-vision", "vision-train", "training-0"), ("research", "nb-alice", "notebooks-0"),
+               ("research", "nb-bob", "notebooks-1")]
+# card prices for the example design (its chargeback block is left out of examples/design.yml)
+CARD_HOUR = {"H100-80GB": 4.00, "L40S": 1.20}
+
+
+# the VMs outside Kubernetes of examples/fleet.yml, by the vSphere Namespace that runs them
+NAMESPACE_VMS = {"team-search": ["llm-inference-01", "llm-inference-02", "llm-inference-03", "embedding-01"],
+                 "team-vision": ["llm-training-01"], "research": ["notebook-01", "notebook-02"]}
+
+
+def namespace_pools(sim):
+    """What a Supervisor keeps for its vSphere Namespaces (the simulator's namespace API does not):
+    a resource pool per namespace under the cluster's Namespaces pool; the VMs of NAMESPACE_VMS moved
+    into theirs (notebook-03 and -04 stay outside any namespace)."""
+    import ssl
+
+    from pyVim import connect
+    from pyVmomi import vim
+    si = connect.SmartConnect(host=sim.host, port=sim.port, user=sim.user, pwd=sim.password,
+                              sslContext=ssl.create_default_context(cafile=sim.ca_file))
+    try:
+        content = si.RetrieveContent()
+        view = content.viewManager.CreateContainerView(content.rootFolder,
+                                                       [vim.VirtualMachine, vim.ClusterComputeResource], True)
+        objs = dict((o.name, o) for o in view.view)
+        view.DestroyView()
+        alloc = vim.ResourceAllocationInfo(limit=-1, reservation=0, expandableReservation=True,
+                                           shares=vim.SharesInfo(level="normal", shares=0))
+        spec = vim.ResourceConfigSpec(cpuAllocation=alloc, memoryAllocation=alloc)
+        tops, made = {}, []
+        for ns, vms in NAMESPACE_VMS.items():
+            for name in vms:
+                cluster = objs[name].runtime.host.parent
+                if cluster.name not in tops:
+                    tops[cluster.name] = (cluster.resourcePool.CreateResourcePool("Namespaces", spec), {})
+                top, pools = tops[cluster.name]
+                if ns not in pools:
+                    pools[ns] = top.CreateResourcePool(ns, spec)
+                    made.append("%s/Namespaces/%s" % (cluster.name, ns))
+                # the simulator has no MoveIntoResourcePool; a relocation to the pool does the same
+                task = objs[name].RelocateVM_Task(vim.vm.RelocateSpec(pool=pools[ns]))
+                while task.info.state not in ("success", "error"):
+                    time.sleep(0.05)
+                if task.info.state != "success":
+                    raise SystemExit("demo: moving %s into %s failed: %s" % (name, ns, task.info.error))
+        return ", ".join(made)
+    finally:
+        connect.Disconnect(si)
+
+
+def tenant_pods(rig):
+    """Start one GPU pod per entry of TENANT_PODS (1 nvidia.com/gpu each); returns their names."""
+    core = client.CoreV1Api(rig.api_client())
+    for ns, name, node in TENANT_PODS:
+        core.create_namespaced_pod(ns, {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
+            "spec": {"nodeName": node, "tolerations": [{"operator": "Exists"}], "terminationGracePeriodSeconds": 0,
+                     "containers": [{"name": "main", "image": "registry.example.com/app:1",
+                                     "resources": {"requests": {"nvidia.com/gpu": "1"},
+                                                   "limits": {"nvidia.com/gpu": "1"}}}]}})
+    return ["%s/%s on %s" % p for p in TENANT_PODS]
+
+
+def chargeback(env, rig, report_dir, period_start):
+    design = yaml.safe_load((ROOT / "examples" / "design.yml").read_text())
+    design["chargeback"] = {"currency": "EUR", "card_hour": CARD_HOUR}
+    design_file = report_dir / "design-priced.yml"
+    design_file.write_text(yaml.safe_dump(design, sort_keys=False))
+    out = report_dir / "chargeback"
+    playbook("chargeback.yml", env, dict(
+        chargeback_prometheus_url=rig.prometheus_url, chargeback_design_file=str(design_file),
+        chargeback_start="%d" % period_start, chargeback_end="now", chargeback_step="5s",
+        chargeback_vcenter_hostname=env["VMWARE_HOST"], chargeback_output_dir=str(out)), show=False)
+    rep = json.loads((out / "gpu-usage.json").read_text())
+    cur = rep["currency"]
+    print("%s to %s, every %d s; reports: %s" % (rep["start"], rep["end"], rep["step_s"],
+                                                 ", ".join(str((out / n).relative_to(ROOT)) for n in
+                                                           ("gpu-usage.json", "gpu-usage.csv", "gpu-usage.html"))))
+    print("\nGPU pods (Prometheus): GPU-hours per tenant, pool and vGPU profile")
+    print("  %-12s %-10s %-18s %-15s %10s %8s %12s %10s" % ("tenant", "pool", "vGPU profile", "resource",
+                                                          "GPU-hours", "engine", "price/h", "cost"))
+    for r in rep["rows"]:
+        print("  %-12s %-10s %-18s %-15s %10.4f %8s %12s %10s" % (
+            r["namespace"], r["pool"], r["profile"], r["resource"], r["gpu_hours"],
+            "" if r["engine_active"] is None else "%.0f %%" % (100 * r["engine_active"]),
+            "" if r["unit_price"] is None else "%.4f %s" % (r["unit_price"], cur),
+            "" if r["cost"] is None else "%.4f %s" % (r["cost"], cur)))
+    print("\nvGPU VMs outside Kubernetes (vSphere): vGPU-hours per vSphere Namespace and profile")
+    print("  %-12s %-18s %4s %10s %12s %10s" % ("namespace", "vGPU profile", "VMs", "vGPU-hours", "price/h", "cost"))
+    for r in rep["vm_rows"]:
+        print("  %-12s %-18s %4d %10.4f %12s %10s" % (
+            r["namespace"], r["profile"], r["vms"], r["vgpu_hours"],
+            "" if r["unit_price"] is None else "%.4f %s" % (r["unit_price"], cur),
+            "" if r["cost"] is None else "%.4f %s" % (r["cost"], cur)))
+    print("  left out as Kubernetes nodes (counted through their pods): %s" % ", ".join(rep["vms_left_out"]))
+    print("\n>> chargeback: pods %.4f GPU-hours (%.4f %s), VMs %.4f vGPU-hours (%.4f %s), in all %.4f %s"
+          % (rep["gpu_hours"], rep["cost"], cur, rep["vgpu_vm_hours"], rep["vm_cost"], cur, rep["total_cost"], cur))
+    if len(rep["rows"]) < 3 or not rep["vm_rows"] or not rep["gpu_hours"]:
+        raise SystemExit("demo: the chargeback counted no GPU pods or no vGPU VMs")
+
+
 def main():
     steps = []
     t0 = time.monotonic()
@@ -97,7 +205,12 @@ def main():
     rig = dls = bridge = None
     try:
         # the rig's kwok nodes stand for the VMs of the design's node pools
-        rig = k8s_rig.start(nodes_file=chain.nodes_file(report_dir / "nodes.yml"))
+        # with metrics: Prometheus scraping kube-state-metrics and the DCGM double, for the chargeback
+        rig = k8s_rig.start(nodes_file=chain.nodes_file(report_dir / "nodes.yml"), metrics=True)
+        period_start = time.time()
+        print("Prometheus, kube-state-metrics and the DCGM double up in %.1f s: %s"
+              % (rig.timings.get("metrics_s", 0), rig.prometheus_url))
+        print("vSphere Namespaces' resource pools, as a Supervisor keeps them: %s" % namespace_pools(sim))
         print("Kubernetes rig: %s (the Supervisor API and the guest cluster; %s)" % (rig.server, rig.kubeconfig))
         made = chain.platform_clusters(rig.api_client())
         chain.kueue_as_released(rig.api_client(), rig.data_dir / "kueue.yml")
@@ -124,6 +237,8 @@ def main():
         print("\n>> first converge: %d change(s)" % total)
         if total == 0:
             raise SystemExit("demo: the first converge changed nothing; the example fleet should start drifted")
+        pods = tenant_pods(rig)
+        print(">> GPU pods of the tenants, running from now on: %s" % ", ".join(pods))
         timed("site.yml (converge)", start)
 
         banner(3, "site.yml again: nothing left to change")
@@ -195,6 +310,11 @@ def main():
         summary = (report_dir / "capacity" / "gpu-capacity.md").read_text()
         print(summary)
         timed("capacity summary", start)
+
+        banner(9, "chargeback: GPU-hours per tenant and profile, vGPU VM-hours, priced per profile-hour")
+        start = time.monotonic()
+        chargeback(env, rig, report_dir, period_start)
+        timed("chargeback", start)
     finally:
         if bridge:
             bridge.stop()
