@@ -26,8 +26,12 @@ description:
   - Each node it cordons carries the annotation with O(owner), so a rerun after a failure resumes (already
     cordoned nodes are taken as its own, evicted pods are gone) and a parallel roll of another cluster does
     not uncordon them.
-  - Kueue-managed training pods are evicted like any other pod; their Job controller recreates them and Kueue
-    keeps or requeues the workload by its own rules.
+  - The pods of a Job whose Kueue Workload is admitted leave through Kueue rather than one by one - the
+    Workload is deactivated (C(spec.active=false), so Kueue evicts it whole and suspends its Job), its pods are
+    waited for, and it is activated again, so Kueue requeues it and admits it where there is room (the drained
+    nodes are cordoned). The Workload carries the annotation C(gpupool.vcf/deactivated-by) with O(owner) while it
+    is inactive; a rerun after a failure activates what it left inactive. They are listed in RV(requeued).
+    Other preemptible pods are evicted.
 author:
   - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
@@ -162,6 +166,13 @@ evicted:
   returned: always
   type: list
   elements: str
+requeued:
+  description:
+    - The admitted Kueue Workloads (C(namespace/name)) whose pods left through Kueue - deactivated, their pods gone,
+      activated again to be requeued - and those an earlier failed run left inactive; in check mode those that would be.
+  returned: always
+  type: list
+  elements: str
 unplaceable:
   description: Protected pods no other node can take (the drain refuses them without O(force)).
   returned: always
@@ -275,6 +286,7 @@ class GuestNodes(Resource):
         if self.p["state"] == "drained":
             live["pods"] = self.api.list_pods()
             live["pdbs"] = self.api.list_pdbs()
+            live["workloads"] = self.api.list_workloads()
         return live
 
     # --- planning (pure, from the one read)
@@ -330,19 +342,32 @@ class GuestNodes(Resource):
             entry = dplan[name]
             for ref in entry["evict"] + entry["blocked"]:
                 plan.add("pod %s" % _key(ref), "node", name, None, action="evict")
+        # the pods of admitted Kueue workloads leave with their workload (deactivated, then requeued)
+        requeue = _drain.kueue_requeues(dplan, live["pods"], live.get("workloads"))
+        through_kueue = set(_key(r) for wl in requeue.values() for r in wl["pods"])
+        inactive = [w for w in _drain.workloads_left_inactive(live.get("workloads"), [self.p["owner"]])
+                    if _key(w) not in requeue]
+        for key in sorted(requeue):
+            plan.add("workload %s" % key, "spec.active", True, False, action="requeue")
+        for wl in inactive:
+            plan.add("workload %s" % _key(wl), "spec.active", False, True, action="requeue")
         plan.facts["cordon"] = [c.object[len("node "):] for c in plan if c.field == "spec.unschedulable"]
-        plan.facts["evict"] = [ref for name in names for ref in dplan[name]["evict"] + dplan[name]["blocked"]]
-        plan.facts["wait"] = [ref for name in names for ref in dplan[name]["terminating"]]
+        plan.facts["evict"] = [ref for name in names for ref in dplan[name]["evict"] + dplan[name]["blocked"]
+                               if _key(ref) not in through_kueue]
+        plan.facts["wait"] = [ref for name in names for ref in dplan[name]["terminating"]] + [
+            ref for wl in requeue.values() for ref in wl["pods"]]
+        plan.facts["requeue"] = [dict(namespace=wl["namespace"], name=wl["name"]) for _k, wl in sorted(requeue.items())]
+        plan.facts["reactivate"] = inactive
         return plan
 
     def result(self, live, plan):
         facts = plan.facts
         out = dict(nodes=live["map"], not_nodes=sorted(vm for vm, node in live["map"].items() if not node),
-                   drain={}, preempted={}, evicted=[], unplaceable=[], cordoned=[], uncordoned=[])
+                   drain={}, preempted={}, evicted=[], unplaceable=[], cordoned=[], uncordoned=[], requeued=[])
         if self.p["state"] == "drained":
             out.update(drain=facts["drain"], preempted=_drain.preempted_total(facts["drain"]),
                        evicted=[_key(r) for r in facts["evict"]], unplaceable=facts["unplaceable"],
-                       cordoned=facts["cordon"])
+                       cordoned=facts["cordon"], requeued=[_key(w) for w in facts["requeue"] + facts["reactivate"]])
         else:
             out["uncordoned"] = facts["uncordon"]
         return out
@@ -368,6 +393,9 @@ class GuestNodes(Resource):
             with self.doing("cordon", "node %s" % name):
                 self.api.cordon(name)
         times["cordon"], mark = round(self.clock() - mark, 1), self.clock()
+        for wl in plan.facts["requeue"]:
+            with self.doing("deactivate (Kueue evicts it whole)", "Kueue workload %s" % _key(wl)):
+                self.api.set_workload_active(wl["namespace"], wl["name"], False)
         for ref in plan.facts["evict"]:
             with self.doing("evict", "pod %s" % _key(ref)):
                 self.api.evict(ref, self.p["timeout"])
@@ -375,6 +403,9 @@ class GuestNodes(Resource):
         with self.doing("wait for the evicted pods of"):
             self.api.wait_gone(plan.facts["evict"] + plan.facts["wait"], self.p["timeout"])
         times["wait_gone"] = round(self.clock() - mark, 1)
+        for wl in plan.facts["requeue"] + plan.facts["reactivate"]:
+            with self.doing("activate again (Kueue requeues it)", "Kueue workload %s" % _key(wl)):
+                self.api.set_workload_active(wl["namespace"], wl["name"], True)
         return dict(seconds=times)
 
     def next_step(self, exc):

@@ -21,7 +21,7 @@ import re
 import time
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient, K8sError
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._drain import pdbs_of_pod
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._drain import KUEUE_DEACTIVATED_BY, pdbs_of_pod
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._retry import seconds
 
 CORDONED_BY = "gpupool.vcf/cordoned-by"
@@ -88,6 +88,8 @@ class DrainApi(object):
         self.evicted = []
         self._core = None
         self._policy = None
+        self._workloads = None
+        self.deactivated = []
 
     # --- the kubernetes API objects (imported late: the module imports without the library)
 
@@ -112,6 +114,8 @@ class DrainApi(object):
         """The sentence every failure ends with."""
         parts = ["nodes cordoned: %s" % (", ".join(self.cordoned) or "none"),
                  "pods evicted so far: %s" % (", ".join(self.evicted) or "none")]
+        if self.deactivated:
+            parts.append("Kueue workloads deactivated (requeued by a rerun): %s" % ", ".join(self.deactivated))
         return "; ".join(parts) + "; a rerun resumes from there"
 
     def _fail(self, msg, err=None):
@@ -159,6 +163,35 @@ class DrainApi(object):
         except K8sError as exc:
             raise self._fail("cannot list the PodDisruptionBudgets: %s" % exc, exc)
         return self._plain(got).get("items") or []
+
+    # --- Kueue workloads (absent Kueue: none)
+
+    def list_workloads(self, api_version="kueue.x-k8s.io/v1beta2"):
+        """Every Kueue Workload as a dict; [] when the cluster does not serve Kueue."""
+        try:
+            if self._workloads is None:
+                self._workloads = self.k8s.resource(api_version, "Workload")
+            return self.k8s.call(self._workloads.get).to_dict().get("items") or []
+        except K8sError as exc:
+            if exc.kind == "not_served" or exc.status == 404:
+                return []
+            raise self._fail("cannot list Kueue workloads: %s" % exc, exc)
+
+    def set_workload_active(self, namespace, name, active):
+        """Deactivate a Workload (Kueue evicts it whole: its Job is suspended, its pods go), recording this
+        run's owner on it, or activate it again (Kueue requeues it) and drop the record."""
+        body = {"metadata": {"annotations": {KUEUE_DEACTIVATED_BY: None if active else self.owner}},
+                "spec": {"active": bool(active)}}
+        key = "%s/%s" % (namespace, name)
+        try:
+            self.k8s.call(self._workloads.patch, name=name, namespace=namespace, body=body,
+                          content_type="application/merge-patch+json")
+        except K8sError as exc:
+            raise self._fail("cannot %s Kueue workload %s: %s" % ("activate" if active else "deactivate", key, exc), exc)
+        if active and key in self.deactivated:
+            self.deactivated.remove(key)
+        elif not active and key not in self.deactivated:
+            self.deactivated.append(key)
 
     # --- cordon and uncordon
 

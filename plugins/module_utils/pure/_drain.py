@@ -363,3 +363,60 @@ def budgets_that_never_allow(pdbs):
         if expected > 0 and desired >= expected and healthy >= expected:
             out.append("%s/%s" % (_meta(pdb).get("namespace"), _meta(pdb).get("name")))
     return sorted(out)
+
+
+# --- Kueue: a training Job's pods leave through Kueue, not one by one
+
+KUEUE_DEACTIVATED_BY = "gpupool.vcf/deactivated-by"
+
+
+def _admitted(workload):
+    status = workload.get("status") or {}
+    return bool(status.get("admission")) or any(
+        c.get("type") == "Admitted" and c.get("status") == "True" for c in status.get("conditions") or [])
+
+
+def kueue_requeues(plan, pods, workloads):
+    """The admitted Kueue Workloads whose pods a drain_plan evicts: {"ns/name": {"namespace", "name",
+    "job", "pods": [the evicted refs of its Job on the drained nodes]}}.
+
+    A pod belongs to a Workload when its controller (a Job) is the Workload's owner (by uid). Such
+    pods are better not evicted one by one: a gang that loses one pod holds its quota and its other
+    pods until Kueue's waitForPodsReady gives up. Deactivating the Workload (``spec.active: false``)
+    makes Kueue evict it whole (the Job is suspended, its pods go), and activating it again requeues
+    it, to be admitted where there is room. Workloads not admitted, and pods of other owners, are
+    left to the Eviction API.
+    """
+    by_owner = {}
+    for wl in workloads or []:
+        if not _admitted(wl):
+            continue
+        for ref in _meta(wl).get("ownerReferences") or []:
+            if ref.get("uid"):
+                by_owner[ref["uid"]] = wl
+    owners = {}
+    for pod in pods or []:
+        for ref in _meta(pod).get("ownerReferences") or []:
+            if ref.get("controller") and ref.get("kind") == "Job":
+                owners[(_meta(pod).get("namespace"), _meta(pod).get("name"))] = ref
+    out = {}
+    for entry in (plan or {}).values():
+        for ref in entry["evict"]:
+            owner = owners.get((ref["namespace"], ref["name"]))
+            wl = by_owner.get(owner["uid"]) if owner else None
+            if wl is None or _meta(wl).get("namespace") != ref["namespace"]:
+                continue
+            key = "%s/%s" % (ref["namespace"], _meta(wl).get("name"))
+            item = out.setdefault(key, {"namespace": ref["namespace"], "name": _meta(wl).get("name"),
+                                        "job": owner.get("name"), "pods": []})
+            item["pods"].append(ref)
+    return out
+
+
+def workloads_left_inactive(workloads, owners):
+    """Workloads an earlier drain of ``owners`` deactivated and did not activate again (a failure in
+    between): [{"namespace", "name"}], to be activated (requeued) by a rerun."""
+    owners = set(owners or ())
+    return [{"namespace": _meta(wl).get("namespace"), "name": _meta(wl).get("name")} for wl in workloads or []
+            if (_meta(wl).get("annotations") or {}).get(KUEUE_DEACTIVATED_BY) in owners
+            and (wl.get("spec") or {}).get("active") is False]

@@ -37,6 +37,9 @@ NODES = dict((vm, "mig-%s-%s" % (vm, SUFFIX)) for vm in VMS)
 POOL = "mig-inference-%s" % SUFFIX
 TAINT = "gpupool.vcf/mig-roll-test"
 INFERENCE = "mig-inference-%s" % SUFFIX
+TRAINING = "mig-training-%s" % SUFFIX
+KUEUE = ("kueue.x-k8s.io", "v1beta2")
+QUEUE = "mig-training-%s" % SUFFIX
 SCHEDULER = {"policy": "equal_share", "time_slice_ms": 2}
 PENDING_BOUND = 30  # seconds an inference pod may stay Pending while hosts roll
 
@@ -86,7 +89,7 @@ def guest(sim, k8s_api):
     core, sched = client.CoreV1Api(k8s_api), client.SchedulingV1Api(k8s_api)
     ns = "mig-roll-%s" % SUFFIX
     by_uuid = uuids(sim)
-    capacity = {"cpu": "16", "memory": "64Gi", "pods": "110", "nvidia.com/gpu": "1"}
+    capacity = {"cpu": "16", "memory": "64Gi", "pods": "110", "nvidia.com/gpu": "2"}
     for vm, name in NODES.items():
         core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {
             "name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
@@ -95,7 +98,19 @@ def guest(sim, k8s_api):
                      "taints": [{"key": TAINT, "value": "yes", "effect": "NoSchedule"}]},
             "status": {"capacity": capacity, "allocatable": capacity}})
     sched.create_priority_class({"metadata": {"name": INFERENCE}, "value": 1000000})
+    sched.create_priority_class({"metadata": {"name": TRAINING}, "value": 1000, "preemptionPolicy": "Never"})
     core.create_namespace({"metadata": {"name": ns}})
+    # a training Job admitted by Kueue on the same nodes: a drain requeues it through Kueue
+    custom = client.CustomObjectsApi(k8s_api)
+    custom.create_cluster_custom_object(*KUEUE, "resourceflavors", {
+        "apiVersion": "/".join(KUEUE), "kind": "ResourceFlavor", "metadata": {"name": QUEUE}})
+    quota = {"name": QUEUE, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 2}]}
+    custom.create_cluster_custom_object(*KUEUE, "clusterqueues", {
+        "apiVersion": "/".join(KUEUE), "kind": "ClusterQueue", "metadata": {"name": QUEUE},
+        "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [quota]}]}})
+    custom.create_namespaced_custom_object(*KUEUE, ns, "localqueues", {
+        "apiVersion": "/".join(KUEUE), "kind": "LocalQueue", "metadata": {"name": "training"},
+        "spec": {"clusterQueue": QUEUE}})
     spec = {"containers": [{"name": "main", "image": "sim/cuda:12", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
             "terminationGracePeriodSeconds": 0, "priorityClassName": INFERENCE, "nodeSelector": {"gpupool.vcf/pool": POOL},
             "tolerations": [{"key": TAINT, "operator": "Exists", "effect": "NoSchedule"}]}
@@ -104,11 +119,22 @@ def guest(sim, k8s_api):
         "template": {"metadata": {"labels": {"app": "llm"}}, "spec": spec}}})
     client.PolicyV1Api(k8s_api).create_namespaced_pod_disruption_budget(ns, {
         "metadata": {"name": "llm"}, "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "llm"}}}})
+    client.BatchV1Api(k8s_api).create_namespaced_job(ns, {
+        "metadata": {"name": "train", "labels": {"kueue.x-k8s.io/queue-name": "training"}},
+        "spec": {"suspend": True, "parallelism": 1, "completions": 1, "backoffLimit": 6, "template": {"spec": dict(
+            spec, restartPolicy="Never", priorityClassName=TRAINING)}}})
     try:
         wait_for("3 llm pods Running", lambda: len(running(core, ns)) == 3)
+        wait_for("the training pod Running", lambda: len(running(core, ns, "batch.kubernetes.io/job-name=train")) == 1)
         yield ns
     finally:
         core.delete_namespace(ns)
+        for plural, name in (("clusterqueues", QUEUE), ("resourceflavors", QUEUE)):
+            try:
+                custom.delete_cluster_custom_object(*KUEUE, plural, name)
+            except ApiException:
+                pass
+        sched.delete_priority_class(TRAINING)
         for name in NODES.values():
             try:
                 core.delete_node(name)
@@ -117,8 +143,8 @@ def guest(sim, k8s_api):
         sched.delete_priority_class(INFERENCE)
 
 
-def running(core, ns):
-    return [p for p in core.list_namespaced_pod(ns, label_selector="app=llm").items
+def running(core, ns, selector="app=llm"):
+    return [p for p in core.list_namespaced_pod(ns, label_selector=selector).items
             if p.status.phase == "Running" and p.metadata.deletion_timestamp is None]
 
 
@@ -230,10 +256,20 @@ def test_nvidia_smi_failing_on_the_second_host_leaves_a_stated_state_and_a_rerun
         assert not node.spec.unschedulable and CORDONED_BY not in (node.metadata.annotations or {}), vm
     assert watch.longest <= PENDING_BOUND, "an inference pod was Pending %.1f s" % watch.longest
     wait_for("3 llm pods Running after the roll", lambda: len(running(core, guest)) == 3)
+    # the training Job's pods left through Kueue: its workload deactivated, then requeued and admitted again
+    drains = [item for res in (first, again) for name, r in res.tasks if "Drain the guest nodes" in name
+              for item in r.get("results") or [] if "requeued" in item]
+    requeued = [key for item in drains for key in item["requeued"]]
+    assert requeued and all(key.startswith("%s/job-train-" % guest) for key in requeued), drains
+    workload = client.CustomObjectsApi(k8s_api).get_namespaced_custom_object(*KUEUE, guest, "workloads",
+                                                                             requeued[0].split("/")[1])
+    assert workload["spec"].get("active", True) is True, workload
+    assert "gpupool.vcf/deactivated-by" not in (workload["metadata"].get("annotations") or {}), workload
+    wait_for("the training pod Running again", lambda: len(running(core, guest, "batch.kubernetes.io/job-name=train")) == 1)
     turns = messages(first, "Turn done") + messages(again, "Turn done")
     assert len(turns) == 4 and all("pods moved" in t for t in turns), turns
-    print("MIG mode and scheduler on 4 hosts, nvidia-smi failing once: %.1f s; longest Pending %.1f s; %s"
-          % (took, watch.longest, " | ".join(turns)))
+    print("MIG mode and scheduler on 4 hosts, nvidia-smi failing once: %.1f s; longest Pending %.1f s; requeued "
+          "through Kueue: %s; %s" % (took, watch.longest, ", ".join(requeued), " | ".join(turns)))
 
     settled = run_playbook(roll(sim, k8s_rig), env=dict(sim.env))
     assert settled.rc == 0, failures(settled)
