@@ -513,6 +513,9 @@ class GpuConfig(Resource):
                                   hosts_changed=done, hosts_in_maintenance=[host["name"]], next_step="fix the cause and rerun")
             if off:
                 self.warnings.extend(self.api.ops.power_on_recorded(host["host"], off, self.run_step))
+        for name in self.partial.get("hosts_rebooted") or []:  # a MIG mode a GPU kept pending needed one too
+            plan.facts["report"][name]["rebooted"] = True
+        return dict(hosts=plan.facts["report"])
 
     def run_step(self, _name, doing, func, *args):
         """One step of the reboot path (HostOps' power-off and power-on steps call it)."""
