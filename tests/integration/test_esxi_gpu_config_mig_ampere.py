@@ -29,15 +29,15 @@ def args(sim, **extra):
 
 
 def test_outside_maintenance_mode_the_change_is_refused_before_any_change(sim):
-    res, _ = run_module("gpupool.vcf.esxi_gpu_config", args(sim), env=dict(sim.env))
+    res = run_module("gpupool.vcf.esxi_gpu_config", args(sim), env=dict(sim.env))[0]
     assert res.get("failed"), res
     assert "MIG mode changes only in maintenance mode" in res["msg"] and "Nothing was changed" in res["msg"], res
     assert [g["pending"] for g in sim.mig(HOST)] == [False, False]
 
 
 def test_check_mode_reads_the_mode_over_ssh_and_predicts_the_change(sim):
-    res, _ = run_module("gpupool.vcf.esxi_gpu_config", args(sim, reboot=True, power_off_vgpu_vms=True),
-                        env=dict(sim.env), check=True)
+    res = run_module("gpupool.vcf.esxi_gpu_config", args(sim, reboot=True, power_off_vgpu_vms=True),
+                     env=dict(sim.env), check=True)[0]
     assert res["changed"] and not res.get("failed"), res
     mig = res["hosts"][HOST]["mig"]
     assert mig["before"] == {"0": "disabled", "1": "disabled"} and mig["set"] == [0, 1], mig
@@ -46,13 +46,13 @@ def test_check_mode_reads_the_mode_over_ssh_and_predicts_the_change(sim):
 
 def test_ampere_reboots_in_maintenance_mode_and_the_vm_comes_back(sim):
     vms_before = sim.host_state(HOST)["reboot_count"]
-    res, _ = run_module("gpupool.vcf.esxi_gpu_config", args(sim, reboot=True, power_off_vgpu_vms=True), env=dict(sim.env))
+    res = run_module("gpupool.vcf.esxi_gpu_config", args(sim, reboot=True, power_off_vgpu_vms=True), env=dict(sim.env))[0]
     assert res["changed"] and not res.get("failed"), res
     report = res["hosts"][HOST]
     assert report["rebooted"] is True and report["powered_off_vms"], report
     state = sim.host_state(HOST)
     assert state["reboot_count"] == vms_before + 1 and state["maintenance"] is False, state
     assert [(g["current"], g["pending"]) for g in sim.mig(HOST)] == [(True, True), (True, True)]
-    again, _ = run_module("gpupool.vcf.esxi_gpu_config", args(sim, reboot=True, power_off_vgpu_vms=True), env=dict(sim.env))
+    again = run_module("gpupool.vcf.esxi_gpu_config", args(sim, reboot=True, power_off_vgpu_vms=True), env=dict(sim.env))[0]
     assert not again["changed"] and not again.get("failed"), again
     assert sim.host_state(HOST)["reboot_count"] == vms_before + 1
