@@ -92,7 +92,7 @@ def run(sims, tmp_path):
             inv.write_text(yaml.safe_dump({"all": {"hosts": {"localhost": {"ansible_connection": "local"}}}}))
         proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(inv), "-f", "8",
                                str(ROOT / "playbooks" / playbook), "-e", json.dumps(extra_vars)],
-                              env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
+                              env=env, capture_output=True, text=True, timeout=600, cwd=ROOT, check=False)
         try:
             data = json.loads(proc.stdout)
         except ValueError:

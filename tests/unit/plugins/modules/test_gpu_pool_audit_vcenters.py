@@ -76,8 +76,8 @@ def test_merge_takes_findings_skips_the_unasked_and_refuses_a_failed_vcenter():
     west = {"vcenter": "vc-west", "audited": ["esxi"], "findings": [{"object": "b"}]}
     module = FakeModule(params(vcenter_results=[east, {"skipped": True}, west]))
     assert audit.merged_vcenter_results(module) == ([{"object": "a"}, {"object": "b"}], ["esxi", "vsphere"])
-    module = FakeModule(params(vcenter_results=[east, {"failed": True, "msg": "Unable to audit link esxi of vCenter "
-                                                                               "vc-west: refused"}]))
+    refused = {"failed": True, "msg": "Unable to audit link esxi of vCenter vc-west: refused"}
+    module = FakeModule(params(vcenter_results=[east, refused]))
     msg = failure(audit.merged_vcenter_results, module)
     assert "vcenter_results[1] failed: Unable to audit link esxi of vCenter vc-west: refused" in msg
     msg = failure(audit.merged_vcenter_results, FakeModule(params(vcenter_results=[{"changed": False}])))
