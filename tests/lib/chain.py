@@ -3,6 +3,8 @@
 The Kubernetes rig serves both as the Supervisor API (VKS Clusters) and as the guest cluster.
 Its kwok nodes stand for the VMs of the design's node pools (the rig has no VM behind a node
 pool), so they are made from the design: per node pool `replicas` nodes with its labels and taints.
+A node named like a VM of the simulator's fleet follows that VM's power (tests/sim/power_bridge.py):
+NotReady while the VM is off, Ready again when it is on, as its kubelet would.
 
     python tests/lib/chain.py up      # k8s rig (detached) + platform cluster + DLS double
     python tests/lib/chain.py down
@@ -15,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 
 import yaml
 
@@ -118,17 +121,36 @@ def platform(vsphere_env, tmp):
     env, site.yml variables); ``tmp`` holds the rig's nodes file and the token folder."""
     import dls_double
     import k8s_rig
+    import power_bridge
 
     tmp = pathlib.Path(tmp)
     rig = k8s_rig.start(nodes_file=nodes_file(tmp / "nodes.yml"))
     dls = dls_double.start()
+    bridge = None
     try:
         platform_clusters(rig.api_client())
         kueue_as_released(rig.api_client(), rig.data_dir / "kueue.yml")
+        bridge = power_bridge.Bridge(simulator(vsphere_env), rig.api_client(), node_vms(rig.api_client())).start()
         yield rig, dls, dict(vsphere_env, PATH=rig.env["PATH"]), site_vars(rig.kubeconfig, dls, tmp / "tokens")
     finally:
+        if bridge is not None:
+            bridge.stop()
         dls.stop()
         rig.stop()
+
+
+def simulator(vsphere_env):
+    """The vSphere simulator's address and credentials, from its VMWARE_* environment."""
+    return types.SimpleNamespace(host=vsphere_env["VMWARE_HOST"], port=int(vsphere_env["VMWARE_PORT"]),
+                                 user=vsphere_env["VMWARE_USER"], password=vsphere_env["VMWARE_PASSWORD"],
+                                 ca_file=vsphere_env["VMWARE_CA_FILE"])
+
+
+def node_vms(api_client):
+    """{VM name: node name} of the node VMs: a fleet's VM named like a rig node is that node's VM (the
+    power bridge, tests/sim/power_bridge.py, makes the node NotReady while the VM is off, as a kubelet would)."""
+    from kubernetes import client
+    return dict((n.metadata.name, n.metadata.name) for n in client.CoreV1Api(api_client).list_node().items)
 
 
 def _up():
