@@ -211,9 +211,9 @@ SITE_ADMIN = {"embedding-01": PA, "llm-inference-03": "manual"}
 
 
 def run_site_vsphere_only(env):
-    """site.yml with --limit localhost: the ESXi link's per-cluster hosts are left out, and every
+    """site.yml with --limit localhost,gpupool_vcenters: the ESXi link's per-cluster hosts are left out, and every
     link after vSphere is skipped for want of its connection."""
-    cmd = [str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", "--limit", "localhost",
+    cmd = [str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", "--limit", "localhost,gpupool_vcenters",
            str(ROOT / "playbooks" / "site.yml")]
     proc = subprocess.run(cmd, env=ansible_env(env), capture_output=True, text=True, timeout=900, cwd=ROOT, check=False)
     try:

@@ -139,7 +139,7 @@ def test_vks_link_unreachable_api(vsphere, pool, tmp_path):
 
 def test_vsphere_link_wrong_password(vsphere, pool):
     rig, dls, env, _extra, _tmp = pool
-    rc, out = run_vvv(SITE, dict(env, VMWARE_PASSWORD=WRONG_VC_PASSWORD), limit="localhost")
+    rc, out = run_vvv(SITE, dict(env, VMWARE_PASSWORD=WRONG_VC_PASSWORD), limit="localhost,gpupool_vcenters")
     assert rc != 0
     assert "Link 'vSphere' failed: " in out and "invalid user name or password" in out
     assert_no_secret(out, secrets_of(vsphere, rig, dls, [("wrong vCenter password", WRONG_VC_PASSWORD)]))

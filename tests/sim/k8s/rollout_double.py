@@ -13,8 +13,10 @@ never touches another node). When some of them run on another class
 MachineDeployment with ``maxSurge: 1, maxUnavailable: 0`` would:
 
 1. while fewer nodes than the replicas run on the new class, it creates one (a copy of an old
-   node: capacity, labels, taints, with the new class and a new name) and waits until kwok has
-   made it Ready;
+   node: capacity, labels, taints, with the new class and a new name; the labels and taints the
+   machineDeployment's ClusterClass variables give now - ``node`` or ``nodePoolLabels`` /
+   ``nodePoolTaints`` - replace the old ones, as Cluster API would make the new machines) and
+   waits until kwok has made it Ready;
 2. then it cordons one old node, evicts its pods through the eviction API (a PodDisruptionBudget
    that refuses holds the drain, it is tried again next period) and deletes the node.
 
@@ -56,12 +58,28 @@ def md_class(cluster: dict, md: dict) -> str | None:
     return None
 
 
+def md_node(cluster: dict, md: dict) -> tuple[dict, list | None]:
+    """(labels, taints) a machineDeployment gives its nodes through the ClusterClass variables: the later
+    ``node`` object (``labels`` map, ``taints`` list) or the v3.1-era ``nodePoolLabels`` (key/value items)
+    and ``nodePoolTaints``, the pool's override first, else the Cluster's variable; taints None when unset."""
+    values = {}
+    for var in cluster["spec"]["topology"].get("variables") or []:
+        values[var.get("name")] = var.get("value")
+    for ov in ((md.get("variables") or {}).get("overrides") or []):
+        values[ov.get("name")] = ov.get("value")
+    node = values.get("node") if isinstance(values.get("node"), dict) else {}
+    labels = dict(node.get("labels") or {})
+    labels.update((i["key"], i["value"]) for i in values.get("nodePoolLabels") or [] if "key" in i)
+    taints = node.get("taints") if "taints" in node else values.get("nodePoolTaints")
+    return dict((k, str(v)) for k, v in labels.items()), taints
+
+
 def ready(node: dict) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True"
                for c in (node.get("status") or {}).get("conditions") or [])
 
 
-def new_node(template: dict, key: str, vm_class: str, taken: set[str]) -> dict:
+def new_node(template: dict, key: str, vm_class: str, taken: set[str], spec: tuple = ({}, None)) -> dict:
     md = key.rsplit("/", 1)[-1]
     stem = "%s-%s" % (md, hashlib.sha256(vm_class.encode()).hexdigest()[:5])
     i = 0
@@ -69,9 +87,11 @@ def new_node(template: dict, key: str, vm_class: str, taken: set[str]) -> dict:
         i += 1
     name = "%s-%d" % (stem, i)
     labels = dict(template["metadata"].get("labels") or {})
+    # the pool's labels and taints as its machineDeployment gives them now (a profile label may have changed)
+    labels.update(spec[0])
     labels.update({INSTANCE_TYPE: vm_class, "kubernetes.io/hostname": name})
     taints = [t for t in (template.get("spec") or {}).get("taints") or []
-              if not t["key"].startswith("node.kubernetes.io/")]
+              if not t["key"].startswith("node.kubernetes.io/")] if spec[1] is None else [dict(t) for t in spec[1]]
     status = template.get("status") or {}
     return {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": labels,
@@ -106,9 +126,10 @@ class Double:
                 want = md_class(cluster, md)
                 if want and adopted.get(key):
                     self.roll(key, want, md.get("replicas"), sorted(adopted[key], key=lambda n: n["metadata"]["name"]),
-                              taken)
+                              taken, md_node(cluster, md))
 
-    def roll(self, key: str, want: str, replicas: int | None, nodes: list[dict], taken: set[str]) -> None:
+    def roll(self, key: str, want: str, replicas: int | None, nodes: list[dict], taken: set[str],
+             spec: tuple = ({}, None)) -> None:
         old = [n for n in nodes if (n["metadata"].get("labels") or {}).get(INSTANCE_TYPE) != want]
         new = [n for n in nodes if n not in old]
         if not old or time.monotonic() - self.last < self.step:
@@ -117,7 +138,7 @@ class Double:
             return  # maxUnavailable 0: a surge node must be Ready before an old one goes
         target = max(len(new), len(old)) if replicas is None else replicas
         if len(new) < target and len(nodes) < target + 1:  # maxSurge 1
-            body = new_node(old[0], key, want, taken)
+            body = new_node(old[0], key, want, taken, spec)
             self.core.create_node(body)
             taken.add(body["metadata"]["name"])
             log("%s: created node %s on class %s" % (key, body["metadata"]["name"], want))
