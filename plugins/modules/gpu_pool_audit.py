@@ -357,6 +357,19 @@ def read_vsphere(rest, derived):
     return dict(vm_classes=classes, namespaces=namespaces, storage_policies=policies)
 
 
+def read_pool_classes(module, derived):
+    """With class revisions and a connection to the Supervisor's vCenter, the live VM classes (one
+    request), so the VKS link judges each pool's class by the name vm_class resolves; else None."""
+    tenancy = _audit.role_inputs(derived, "supervisor_gpu_tenancy")
+    vcenter = module.params["vcenter"]
+    home = [v["name"] for v in (derived.get("vcenters") or {}).values() if v.get("supervisor")]
+    if not tenancy.get("supervisor_gpu_tenancy_class_revisions") or not module.params["hostname"]:
+        return None
+    if vcenter is not None and vcenter not in home:
+        return None
+    return dict((info.get("id"), vmc.normalize(info)) for info in module.rest_client().get(VM_CLASSES_PATH) or [])
+
+
 def k8s_client(kubeconfig, context, request_timeout=DEFAULT_REQUEST_TIMEOUT):
     """The fault boundary for one cluster (K8sError when the kubeconfig cannot be used)."""
     return K8sClient(dict(kubeconfig=kubeconfig, context=context), request_timeout)
@@ -833,7 +846,8 @@ def audit_link(module, link, derived):
         module.fail_json(msg="The kubernetes Python library is required for the %s link" % link)
     if link == "vks":
         return _audit.audit_vks(derived, read_vks(dict(kubeconfig=p["supervisor_kubeconfig"], context=p["supervisor_context"],
-                                                       request_timeout=p["request_timeout"]), derived))
+                                                       request_timeout=p["request_timeout"]), derived),
+                                vm_classes=read_pool_classes(module, derived))
     k8s = k8s_client(p["kubeconfig"], p["context"], p["request_timeout"])
     return _audit.audit_guest(derived, **read_guest(k8s, derived))
 

@@ -4,8 +4,10 @@ lifecycle (a direct install, or vLCM's remediation on an image-managed cluster),
 the VM classes its cluster's namespaces use, its vGPU VMs pinned, then out of maintenance mode, pool-ready. A
 failure leaves the host in maintenance mode and a plain rerun finishes."""
 import copy
+import subprocess
 
 import pytest
+import vsphere_sim
 import yaml
 
 from tests.lib.ansible_run import ROOT, run_module, run_playbook
@@ -43,6 +45,21 @@ FLEET = {
         {"name": "designed-vgpu", "host": "esx-h100-rebuilt", "vgpu": ["nvidia_h100-80c"], "power": "off"},
     ],
 }
+
+
+@pytest.fixture(scope="module")
+def vsphere(tmp_path_factory):
+    """The simulator with the GPU hosts' SSH on (the MIG mode of a rebuilt host is set over it)."""
+    keys = tmp_path_factory.mktemp("ssh")
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(keys / "id")], check=True)
+    with vsphere_sim.start(FLEET, ssh_authorized_keys=keys / "id.pub") as sim:
+        sim.key = str(keys / "id")
+        yield sim
+
+
+def ssh_vars(sim):
+    return {"esxi_gpu_host_ssh_private_key_file": sim.key, "esxi_gpu_host_ssh_host_key_checking": False,
+            "esxi_gpu_host_ssh_addresses": sim.ssh_addresses()}
 
 
 def failed(res):
@@ -200,9 +217,12 @@ def test_rebuilt_host_with_a_design(vsphere, vsphere_env, tmp_path):
     predicted = [name for name, r in check.tasks if r.get("changed")]
     assert any(name.endswith("NVIDIA driver on esx-h100-rebuilt") for name in predicted), predicted
 
-    res = rebuild(vsphere_env, "esx-h100-rebuilt", gpupool_design_file=str(path))
+    # the rebuilt host comes back with MIG mode off; the design's cluster runs MIG-backed inference
+    assert [g["current"] for g in vsphere.mig("esx-h100-rebuilt")] == [False, False]
+    res = rebuild(vsphere_env, "esx-h100-rebuilt", gpupool_design_file=str(path), **ssh_vars(vsphere))
     assert res.rc == 0, failed(res)
     assert assert_pool_ready(vsphere, "esx-h100-rebuilt", before["reboot_count"]) >= 1
+    assert [(g["current"], g["pending"]) for g in vsphere.mig("esx-h100-rebuilt")] == [(True, True), (True, True)]
     state = vsphere.host_state("esx-h100-rebuilt")
     # the design's graphics and scheduler, not what the other hosts of the cluster run
     assert state["graphics"]["default"] == "sharedDirect" and state["graphics"]["policy"] == "performance", state

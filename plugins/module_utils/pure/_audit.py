@@ -588,11 +588,61 @@ def _namespace_findings(want, have, storage_policies, gpu_classes):
     return out
 
 
+def class_names(tenancy, vm_classes):
+    """({design name: the class it is used under}, {design name: [superseded classes]}) of the
+    supervisor_gpu_tenancy role's inputs ``tenancy`` against the live classes ``vm_classes`` ({id:
+    normal form}). Without class revisions every class is used under its design name; with them the
+    name is resolved as vm_class resolves it (the base name or ``<base>-r<hex>`` of the design's
+    shape, _vm_class.resolve) and the other classes of the family are superseded."""
+    names, superseded = {}, {}
+    revisions = bool(tenancy.get("supervisor_gpu_tenancy_class_revisions"))
+    for want in tenancy.get("supervisor_gpu_tenancy_vm_classes") or []:
+        base = want["name"]
+        if not revisions:
+            names[base], superseded[base] = base, []
+            continue
+        params = dict((k, v) for k, v in want.items() if k in _vm_class.FIELDS)
+        params["name"] = base
+        try:
+            names[base], superseded[base] = _vm_class.resolve(base, _vm_class.desired(params), vm_classes or {})
+        except _vm_class.VmClassError:  # reported by the class's own findings
+            names[base], superseded[base] = base, []
+    return names, superseded
+
+
+def designed_class_names(tenancy):
+    """{design name: the names a node pool may use for it} when the live classes are not read: with
+    class revisions the base name and the revision of the design's shape, else the design name."""
+    out = {}
+    revisions = bool(tenancy.get("supervisor_gpu_tenancy_class_revisions"))
+    for want in tenancy.get("supervisor_gpu_tenancy_vm_classes") or []:
+        base, shape = want["name"], dict((k, want.get(k)) for k in ("cpu_count", "memory_mb", "vgpu_profiles"))
+        try:
+            out[base] = [base, _vm_class.revision_name(base, shape)] if revisions else [base]
+        except _vm_class.VmClassError:
+            out[base] = [base]
+    return out
+
+
+def _superseded_finding(want, name, old, vm_classes, pool):
+    """The pool's class family has no class of the design's shape: the rollout to ``name`` is due."""
+    have = vm_classes[old[0]]
+    cpu, memory, profiles = _vm_class.shape(have)
+    rule = "vm_class_profile_changed" if profiles != _vm_class.shape(want)[2] else "vm_class_size_changed"
+    return finding(rule, "vm_class %s" % want["name"],
+                   "VM class %s of pool %s has %s vCPUs, %s MB, vGPU [%s]; the design's shape is the class %s, "
+                   "which does not exist yet (supervisor.vm_class_revisions)" % (
+                       ", ".join(old), pool, cpu, memory, ", ".join(profiles), name),
+                   "run site.yml: it creates %s, the namespaces get it, the node pools roll to it, and %s is "
+                   "deleted once no node uses it" % (name, ", ".join(old)))
+
+
 def audit_vsphere(derived, vm_classes, namespaces, storage_policies=None):
     """Findings of the vSphere link: VM classes and namespaces, each planned by its module's
     comparator with the supervisor_gpu_tenancy role's inputs.
 
     ``storage_policies``: {policy id: name} (None: the namespaces' storage policies are not judged).
+    With class revisions each class is judged under the name vm_class resolves (class_names).
     """
     out = []
     tenancy = role_inputs(derived, "supervisor_gpu_tenancy")
@@ -602,16 +652,24 @@ def audit_vsphere(derived, vm_classes, namespaces, storage_policies=None):
     kind_of = dict((n["name"], n.get("kind")) for n in vs.get("namespaces") or [])
     vm_classes = vm_classes or {}
     namespaces = namespaces or {}
+    names, superseded = class_names(tenancy, vm_classes)
     for want in tenancy.get("supervisor_gpu_tenancy_vm_classes") or []:
-        name = want["name"]
+        base = want["name"]
+        name = names.get(base, base)
         have = vm_classes.get(name)
+        old = [n for n in superseded.get(base) or [] if n in vm_classes]
+        if have is None and old:
+            out.append(_superseded_finding(want, name, old, vm_classes, pool_of.get(base)))
+            continue
         if have is None:
             out.append(finding("vm_class_missing", "vm_class %s" % name,
-                               "VM class %s of pool %s does not exist" % (name, pool_of.get(name)),
+                               "VM class %s of pool %s does not exist" % (name, pool_of.get(base)),
                                "create it (vm_class, or the supervisor_gpu_tenancy role)"))
             continue
-        out.extend(_vm_class_findings(want, have, name, pool_of.get(name)))
-    gpu_classes = _vm_class.with_vgpu(vm_classes)
+        out.extend(_vm_class_findings(dict(want, name=name), have, name, pool_of.get(base)))
+    # a superseded class stays in the namespaces while nodes use it: not a class the design lacks
+    kept = set(n for olds in superseded.values() for n in olds)
+    gpu_classes = [c for c in _vm_class.with_vgpu(vm_classes) if c not in kept]
     for want in tenancy.get("supervisor_gpu_tenancy_namespaces") or []:
         have = namespaces.get(want["name"])
         if have is None:
@@ -619,6 +677,8 @@ def audit_vsphere(derived, vm_classes, namespaces, storage_policies=None):
                                "%s namespace %s does not exist" % (kind_of.get(want["name"]) or "", want["name"]),
                                "create it (supervisor_namespace, or the supervisor_gpu_tenancy role)"))
             continue
+        if want.get("vm_classes") is not None:
+            want = dict(want, vm_classes=[names.get(c, c) for c in want["vm_classes"]])
         out.extend(_namespace_findings(want, have, storage_policies, gpu_classes))
     return out
 
@@ -643,13 +703,20 @@ def _taint_set(taints):
     return sorted(_taint_text(t) for t in taints or [])
 
 
-def audit_vks(derived, clusters):
+def audit_vks(derived, clusters, vm_classes=None):
     """Findings of the VKS link: each cluster and its node pools (MachineDeployments).
 
     A node pool's fields are read through the variables of its Cluster's ClusterClass (the same
-    plan vks_node_pool writes by); a field read as None is not judged."""
+    plan vks_node_pool writes by); a field read as None is not judged. With class revisions a pool's
+    class is the one vm_class resolves against ``vm_classes`` (the live classes, {id: normal form});
+    without them read, the design's name or the revision of the design's shape."""
     out = []
     clusters = clusters or {}
+    tenancy = role_inputs(derived, "supervisor_gpu_tenancy")
+    if vm_classes is not None:
+        allowed = dict((k, [v]) for k, v in class_names(tenancy, vm_classes)[0].items())
+    else:
+        allowed = designed_class_names(tenancy)
     for name, namespace, pools in _vks_expected(derived):
         have = clusters.get(name)
         if have is None:
@@ -669,8 +736,10 @@ def audit_vks(derived, clusters):
             diffs = []
             if md.get("replicas") is not None and pool.get("replicas") is not None and md["replicas"] != pool["replicas"]:
                 diffs.append("replicas %s (design %s)" % (md["replicas"], pool.get("replicas")))
-            if pool.get("vm_class") is not None and md.get("vm_class") != pool["vm_class"]:
-                diffs.append("VM class %s (design %s)" % (md.get("vm_class"), pool.get("vm_class")))
+            if pool.get("vm_class") is not None and md.get("vm_class") not in allowed.get(pool["vm_class"],
+                                                                                          [pool["vm_class"]]):
+                diffs.append("VM class %s (design %s)" % (md.get("vm_class"), " or ".join(
+                    allowed.get(pool["vm_class"], [pool["vm_class"]]))))
             if diffs:
                 out.append(finding("node_pool_changed", obj, "node pool %s: %s" % (pool["name"], ", ".join(diffs)),
                                    "set it back (vks_node_pool, or the vks_gpu_node_pools role)"))
@@ -1329,6 +1398,7 @@ def render(design_name, findings, summary, audited, fmt):
     raise ValueError("unknown report format %r" % (fmt,))
 
 
-__all__ = ["RULES", "LINKS", "finding", "not_audited", "audit_esxi", "audit_vsphere", "audit_vks", "audit_guest", "guest_inputs",
+__all__ = ["RULES", "LINKS", "finding", "not_audited", "audit_esxi", "audit_vsphere", "class_names", "designed_class_names",
+           "audit_vks", "audit_guest", "guest_inputs",
            "audit_licensing", "token_state", "kubeflow_culling", "license_by_node", "gpu_node_names", "design_gpu_nodes",
            "sort_findings", "summarize", "is_clean", "should_fail", "render"]

@@ -203,10 +203,12 @@ def _esxi_role(esxi):
     return out
 
 
-def _vsphere_roles(vsphere):
+def _vsphere_roles(vsphere, revisions=False):
     tenancy = OrderedDict([
         ("supervisor_gpu_tenancy_vm_classes", [_role_entry(c) for c in vsphere["vm_classes"]]),
         ("supervisor_gpu_tenancy_namespaces", [_role_entry(n) for n in vsphere["namespaces"]]),
+        # a changed shape becomes a new class <name>-r<hex> the node pools roll to (supervisor.vm_class_revisions)
+        ("supervisor_gpu_tenancy_class_revisions", revisions),
     ])
     pinning = OrderedDict([
         ("drs_gpu_pinning_clusters", [OrderedDict(c) for c in vsphere["drs_pinning"]]),
@@ -253,18 +255,21 @@ def for_vcenter(derived, name):
     roles["drs_gpu_pinning"] = vc["roles"]["drs_gpu_pinning"]
     if not vc["supervisor"]:
         vsphere["vm_classes"], vsphere["namespaces"] = [], []
-        roles["supervisor_gpu_tenancy"] = OrderedDict((k, []) for k in roles["supervisor_gpu_tenancy"])
+        roles["supervisor_gpu_tenancy"] = OrderedDict((k, [] if isinstance(v, list) else v)
+                                                      for k, v in roles["supervisor_gpu_tenancy"].items())
     out["vsphere"], out["roles"] = vsphere, roles
     return out
 
 
-def _vks_role(vks):
+def _vks_role(vks, revisions=False):
     return [OrderedDict([
         ("vks_gpu_node_pools_cluster_name", cluster["name"]),
         ("vks_gpu_node_pools_namespace", cluster["namespace"]),
         ("vks_gpu_node_pools_node_pools", [OrderedDict([
             ("name", p["name"]), ("replicas", p["replicas"]), ("vm_class", p["vm_class"]),
             ("labels", p["labels"]), ("taints", p["taints"]), ("gpu", True)]) for p in cluster["node_pools"]]),
+        # with class revisions a pool whose class changed is rolled by Cluster API: wait until it is done
+        ("vks_gpu_node_pools_wait_rollout", revisions),
     ]) for cluster in vks["clusters"].values()]
 
 
@@ -414,7 +419,7 @@ def derive(design):
         raise DesignError(errs)
     ctx = Context(d)
     esxi, vsphere, vks = _derive_esxi(ctx), _derive_vsphere(ctx), _derive_vks(ctx)
-    tenancy, pinning = _vsphere_roles(vsphere)
+    tenancy, pinning = _vsphere_roles(vsphere, d["supervisor"]["vm_class_revisions"])
     gpu_operator, nls_licensing = _guest_roles(d)
     return OrderedDict([
         ("design", d["name"]),
@@ -430,7 +435,7 @@ def derive(design):
             ("supervisor_gpu_tenancy", tenancy),
             ("drs_gpu_pinning", pinning),
             ("nls_licensing", nls_licensing),
-            ("vks_gpu_node_pools", _vks_role(vks)),
+            ("vks_gpu_node_pools", _vks_role(vks, d["supervisor"]["vm_class_revisions"])),
             ("gpu_operator", gpu_operator),
             ("gpu_scheduling_policy", _policy_role(ctx)),
         ])),

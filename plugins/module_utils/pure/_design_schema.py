@@ -112,6 +112,13 @@ DESIGN_SCHEMA = {
                              "description": "Supervisor control plane address (kubectl); null - discovered."},
                 "storage_policy": {"type": "str", "required": True,
                                    "description": "Default storage policy of every namespace."},
+                "vm_class_revisions": {"type": "bool", "default": False,
+                                       "description": "A pool whose VM class changes shape (vCPUs, memory, vGPU "
+                                                      "profile) gets a new class <class>-r<5 hex>; the namespaces "
+                                                      "get it, the node pool rolls to it (site.yml waits for the "
+                                                      "rollout) and the old class is deleted once no node uses it. "
+                                                      "false - the class is edited in place (node VMs keep their "
+                                                      "old vGPU until they are powered on again)."},
                 "vcenter": {"type": "str", "default": None,
                             "description": "vCenter of the Supervisor (vcenters key): its VM classes and "
                                            "namespaces are made there; null - the vCenter of supervisor.cluster "

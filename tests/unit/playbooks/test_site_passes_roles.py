@@ -17,6 +17,9 @@ FROM_THE_RUN = {
     "gpu_operator_upgrade_crd": "whether the chart's CRDs are upgraded (gpupool_gpu_operator_upgrade_crd)",
     "nls_licensing_token_src": "the client token this run fetched from the DLS appliance",
     "esxi_gpu_host_guest_kubeconfigs": "the guest cluster whose nodes a host roll drains (gpupool_guest_kubeconfig)",
+    "vks_gpu_node_pools_vm_class_names": "the class each design name is used under, as the vSphere link resolved it",
+    "vks_gpu_node_pools_guest_kubeconfig": "the guest cluster whose nodes a rollout replaces (gpupool_guest_kubeconfig)",
+    "supervisor_gpu_tenancy_classes_in_use": "the classes the node pools use after the VKS link's rollout",
 }
 # a derived variable the run may override, and with what
 OVERRIDDEN = {"gpu_operator_licensing_secret_name": "hostvars['localhost'].gpupool_licensing_secret"}
@@ -44,9 +47,29 @@ def derived_keys(role):
     return set().union(*(set(e) for e in entries))
 
 
+# a role site.yml includes more than once, and why
+AGAIN = {"supervisor_gpu_tenancy": "after the VKS link's rollout, to delete the VM classes the node pools left "
+                                   "(supervisor.vm_class_revisions)"}
+
+
 def test_every_role_of_the_design_is_included():
     included = sorted(t["ansible.builtin.include_role"]["name"].split(".")[-1] for t in TASKS)
-    assert included == sorted(DERIVED["roles"])
+    assert included == sorted(list(DERIVED["roles"]) + list(AGAIN))
+
+
+def test_the_second_tenancy_include_only_retires():
+    """The second include of supervisor_gpu_tenancy runs in the VKS link after the node pools, through the
+    Supervisor's vCenter, with the classes the node pools use, only with class revisions."""
+    plays = yaml.safe_load((ROOT / "playbooks" / "site.yml").read_text())
+    play = [p for p in plays if p["name"].startswith("Link 4 of 5: VKS")][0]
+    assert "group/gpupool.vcf.vsphere" in play["module_defaults"]
+    assert "supervisor" in play["vars"]["gpupool__supervisor_vc"]
+    tasks = list(include_role_tasks(play["tasks"]))
+    assert [t["ansible.builtin.include_role"]["name"] for t in tasks] == [
+        "gpupool.vcf.vks_gpu_node_pools", "gpupool.vcf.supervisor_gpu_tenancy"]
+    retire = tasks[1]
+    assert "vks_gpu_node_pools_classes_in_use" in retire["vars"]["supervisor_gpu_tenancy_classes_in_use"]
+    assert "class_revisions" in retire["when"]
 
 
 @pytest.mark.parametrize("task", TASKS, ids=[t["ansible.builtin.include_role"]["name"] for t in TASKS])
