@@ -28,6 +28,7 @@ for _path in (_ROOT, _REPO, os.path.join(_REPO, "tests", "sim"), os.path.join(_R
 SLOW_FIRST = (
     "tests/integration/test_awx_runner_chain.py",
     "tests/integration/test_drift_catalogue.py",
+    "tests/integration/test_site_class_revision.py",
     "tests/integration/test_fault_suite.py",
     "tests/integration/k8s/test_gpu_policy_roles.py",
     "tests/integration/k8s/test_gpu_usage_chargeback.py",
