@@ -281,7 +281,6 @@ vcenter:
 """
 
 import datetime
-import hashlib
 import json
 import os
 import tempfile
@@ -311,6 +310,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.runner._design_input i
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import DlsClient, DlsError
+from ansible_collections.gpupool.vcf.plugins.module_utils.dls._token import read_token
 from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromClient, PromError
 
 VM_CLASSES_PATH = "/api/vcenter/namespace-management/virtual-machine-classes"
@@ -610,22 +610,6 @@ def lease_list(answer):
     if not isinstance(leases, list):
         raise DlsError("leases/all answered without a list of leases")
     return leases
-
-
-def read_token(path):
-    """The client token as dls_client_token keeps it: (metadata or None, sha256 of the token or None)."""
-    meta = digest = None
-    try:
-        with open(path, "rb") as fh:
-            digest = hashlib.sha256(fh.read().strip()).hexdigest()
-    except (IOError, OSError):
-        return None, None
-    try:
-        with open(path + ".meta.json") as fh:
-            meta = json.load(fh)
-    except (IOError, OSError, ValueError):
-        meta = None
-    return meta, digest
 
 
 def read_licensing(module, derived):

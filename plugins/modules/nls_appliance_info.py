@@ -150,13 +150,12 @@ next_step:
 """
 
 import datetime
-import hashlib
-import json
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.dls._appliance import read_appliance, wait_answering
 from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import DlsClient, DlsError
+from ansible_collections.gpupool.vcf.plugins.module_utils.dls._token import read_token
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _nls_appliance as nls
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
@@ -171,20 +170,6 @@ ARGUMENT_SPEC = dict(
     expect_nodes=dict(type="int"), token_path=dict(type="path"), renew_before_days=dict(type="int", default=30),
     gpu_nodes=dict(type="list", elements="str"),
 )
-
-
-def read_token(path):
-    """(metadata or None, sha256 of the token's stripped content or None), as dls_client_token keeps them."""
-    try:
-        with open(path, "rb") as fh:
-            digest = hashlib.sha256(fh.read().strip()).hexdigest()
-    except (IOError, OSError):
-        return None, None
-    try:
-        with open(path + ".meta.json") as fh:
-            return json.load(fh), digest
-    except (IOError, OSError, ValueError):
-        return None, digest
 
 
 class ApplianceReadiness(Info):

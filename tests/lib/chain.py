@@ -6,7 +6,8 @@ pool), so they are made from the design: per node pool `replicas` nodes with its
 A node named like a VM of the simulator's fleet follows that VM's power (tests/sim/power_bridge.py):
 NotReady while the VM is off, Ready again when it is on, as its kubelet would.
 
-    python tests/lib/chain.py up      # k8s rig (detached) + platform cluster + DLS double
+    python tests/lib/chain.py up      # k8s rig (detached) + platform cluster + DLS double (+ power bridge
+                                      # when `make sim-up` has started the vSphere simulator)
     python tests/lib/chain.py down
 """
 import contextlib
@@ -171,13 +172,38 @@ def _up():
     extra = site_vars(SIM / "kubeconfig", type("D", (), info)(), SIM / "tokens")
     (SIM / "chain-vars.json").write_text(json.dumps(extra))
     print("DLS double at %s:%s; site.yml variables in %s" % (info["host"], info["port"], SIM / "chain-vars.json"))
+    if info.get("bridge"):
+        print("guest nodes named like node VMs follow their VMs' power (tests/sim/power_bridge.py)")
+
+
+def _vsphere_env():
+    """The VMWARE_* connection `make sim-up` wrote to .sim/vsphere.env, or None."""
+    path = SIM / "vsphere.env"
+    if not path.exists():
+        return None
+    return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
 
 
 def _dls():
+    """The detached child: the DLS double, and the power bridge of the node VMs when the simulator is up."""
     import dls_double
     dls = dls_double.start()
-    print(json.dumps({"host": dls.host, "port": dls.port, "ca_file": dls.ca_file}), flush=True)
-    signal.signal(signal.SIGTERM, lambda *a: (dls.stop(), sys.exit(0)))
+    bridge = None
+    vsphere_env = _vsphere_env()
+    if vsphere_env:
+        import power_bridge
+        from kubernetes import config
+        api = config.new_client_from_config(str(SIM / "kubeconfig"))
+        bridge = power_bridge.Bridge(simulator(vsphere_env), api, node_vms(api)).start()
+    print(json.dumps({"host": dls.host, "port": dls.port, "ca_file": dls.ca_file, "bridge": bridge is not None}),
+          flush=True)
+
+    def stop(*_args):
+        if bridge is not None:
+            bridge.stop()
+        dls.stop()
+        sys.exit(0)
+    signal.signal(signal.SIGTERM, stop)
     while True:
         time.sleep(3600)
 

@@ -32,25 +32,14 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_rules import validate
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_schema import normalize
 
+from tests.lib.design_edit import EXAMPLE, cluster, example, pool, tenant
+
 ROOT = pathlib.Path(__file__).resolve().parents[5]
-EXAMPLE = yaml.safe_load((ROOT / "examples" / "design.yml").read_text())
 
 
 @pytest.fixture
 def design():
-    return copy.deepcopy(EXAMPLE)
-
-
-def pool(d, name):
-    return [p for p in d["pools"] if p["name"] == name][0]
-
-
-def cluster(d, name):
-    return [c for c in d["clusters"] if c["name"] == name][0]
-
-
-def tenant(d, name):
-    return [t for t in d["tenants"] if t["name"] == name][0]
+    return example()
 
 
 def only(findings, rule):

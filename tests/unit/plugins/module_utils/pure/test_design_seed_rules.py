@@ -10,34 +10,22 @@ from __future__ import (absolute_import, division, print_function)
 
 __metaclass__ = type
 
-import copy
-import pathlib
-
 import pytest
-import yaml
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _queueing
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_rules import design_knee, validate
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_schema import normalize
 
-ROOT = pathlib.Path(__file__).resolve().parents[5]
-EXAMPLE = yaml.safe_load((ROOT / "examples" / "design.yml").read_text())
+from tests.lib.design_edit import cluster, example, pool
+
 NEW_RULES = ("inference_above_preemptible", "gpu_vms_pinned", "notebooks_best_effort", "multi_gpu_gang_scheduled",
              "slo_knee")
 
 
 @pytest.fixture
 def design():
-    return copy.deepcopy(EXAMPLE)
-
-
-def pool(d, name):
-    return [p for p in d["pools"] if p["name"] == name][0]
-
-
-def cluster(d, name):
-    return [c for c in d["clusters"] if c["name"] == name][0]
+    return example()
 
 
 def found(d, rule):
