@@ -341,12 +341,18 @@ def read_esxi(client, rest=None):
     return hosts, drs
 
 
-def read_vsphere(rest, derived):
+def read_vm_classes(module):
+    """{id: VM class in normal form}, read once per run (one request) for the vSphere and VKS links."""
+    if getattr(module, "gpupool_vm_classes", None) is None:
+        module.gpupool_vm_classes = dict((info.get("id"), vmc.normalize(info))
+                                         for info in module.rest_client().get(VM_CLASSES_PATH) or [])
+    return module.gpupool_vm_classes
+
+
+def read_vsphere(module, derived):
     """{vm_classes: {id: VM class}, namespaces: {name: namespace}, storage_policies: {id: name}};
     VM classes and namespaces in normal form, absent ones left out."""
-    classes = {}
-    for info in rest.get(VM_CLASSES_PATH) or []:
-        classes[info.get("id")] = vmc.normalize(info)
+    rest = module.rest_client()
     namespaces = {}
     for ns in (derived.get("vsphere") or {}).get("namespaces") or []:
         try:
@@ -354,20 +360,19 @@ def read_vsphere(rest, derived):
         except VsphereNotFound:
             pass
     policies = dict((p["policy"], p.get("name") or p["policy"]) for p in rest.get(POLICIES_PATH) or [])
-    return dict(vm_classes=classes, namespaces=namespaces, storage_policies=policies)
+    return dict(vm_classes=read_vm_classes(module), namespaces=namespaces, storage_policies=policies)
 
 
 def read_pool_classes(module, derived):
-    """With class revisions and a connection to the Supervisor's vCenter, the live VM classes (one
-    request), so the VKS link judges each pool's class by the name vm_class resolves; else None."""
-    tenancy = _audit.role_inputs(derived, "supervisor_gpu_tenancy")
+    """With class revisions and a connection to the Supervisor's vCenter, the live VM classes, so the VKS
+    link judges each pool's class by the name vm_class resolves; else None."""
+    if not _audit.role_inputs(derived, "supervisor_gpu_tenancy").get("supervisor_gpu_tenancy_class_revisions"):
+        return None
     vcenter = module.params["vcenter"]
     home = [v["name"] for v in (derived.get("vcenters") or {}).values() if v.get("supervisor")]
-    if not tenancy.get("supervisor_gpu_tenancy_class_revisions") or not module.params["hostname"]:
+    if not module.params["hostname"] or (vcenter is not None and vcenter not in home):
         return None
-    if vcenter is not None and vcenter not in home:
-        return None
-    return dict((info.get("id"), vmc.normalize(info)) for info in module.rest_client().get(VM_CLASSES_PATH) or [])
+    return read_vm_classes(module)
 
 
 def k8s_client(kubeconfig, context, request_timeout=DEFAULT_REQUEST_TIMEOUT):
@@ -815,7 +820,7 @@ def audit_link(module, link, derived):
         hosts, drs = read_esxi(module.client(), rest=module.open_rest_session)
         return _audit.audit_esxi(derived, hosts, drs)
     if link == "vsphere":
-        return _audit.audit_vsphere(derived, **read_vsphere(module.rest_client(), derived))
+        return _audit.audit_vsphere(derived, **read_vsphere(module, derived))
     if link == "licensing":
         if p["kubeconfig"]:
             try:

@@ -489,12 +489,17 @@ _VM_CLASS_OPTIONS = ("name", "cluster", "api_form", "state")
 _NAMESPACE_PURGES = ("purge_lists", "purge_access", "purge_gpu_vm_classes")
 
 
+def _desired_class(want):
+    """One class entry of the supervisor_gpu_tenancy role's inputs as vm_class takes it (_vm_class.desired)."""
+    params = dict((k, v) for k, v in want.items() if k in _vm_class.FIELDS)
+    params["name"] = want["name"]
+    return _vm_class.desired(params)
+
+
 def vm_class_plan(want, have):
     """(after, changed fields) of one VM class of derive()'s ``vsphere.vm_classes``, as
     vm_class plans it with the options supervisor_gpu_tenancy passes (None: missing)."""
-    params = dict((k, v) for k, v in want.items() if k in _vm_class.FIELDS)
-    params["name"] = want["name"]
-    after = _vm_class.merge(have, _vm_class.desired(params))
+    after = _vm_class.merge(have, _desired_class(want))
     return after, _vm_class.differs(have, after)
 
 
@@ -601,10 +606,8 @@ def class_names(tenancy, vm_classes):
         if not revisions:
             names[base], superseded[base] = base, []
             continue
-        params = dict((k, v) for k, v in want.items() if k in _vm_class.FIELDS)
-        params["name"] = base
         try:
-            names[base], superseded[base] = _vm_class.resolve(base, _vm_class.desired(params), vm_classes or {})
+            names[base], superseded[base] = _vm_class.resolve(base, _desired_class(want), vm_classes or {})
         except _vm_class.VmClassError:  # reported by the class's own findings
             names[base], superseded[base] = base, []
     return names, superseded
@@ -616,9 +619,9 @@ def designed_class_names(tenancy):
     out = {}
     revisions = bool(tenancy.get("supervisor_gpu_tenancy_class_revisions"))
     for want in tenancy.get("supervisor_gpu_tenancy_vm_classes") or []:
-        base, shape = want["name"], dict((k, want.get(k)) for k in ("cpu_count", "memory_mb", "vgpu_profiles"))
+        base = want["name"]
         try:
-            out[base] = [base, _vm_class.revision_name(base, shape)] if revisions else [base]
+            out[base] = [base, _vm_class.revision_name(base, _desired_class(want))] if revisions else [base]
         except _vm_class.VmClassError:
             out[base] = [base]
     return out

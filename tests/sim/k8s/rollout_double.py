@@ -48,25 +48,25 @@ def log(msg: str) -> None:
     print("%s %s" % (time.strftime("%H:%M:%S"), msg), flush=True)
 
 
-def md_class(cluster: dict, md: dict) -> str | None:
-    for ov in ((md.get("variables") or {}).get("overrides") or []):
-        if ov.get("name") == "vmClass":
-            return ov.get("value")
+def md_values(cluster: dict, md: dict) -> dict:
+    """{variable: value} a machineDeployment sees: the Cluster's variables, its own overrides winning."""
+    values = {}
     for var in cluster["spec"]["topology"].get("variables") or []:
-        if var.get("name") == "vmClass":
-            return var.get("value")
-    return None
+        values[var.get("name")] = var.get("value")
+    for ov in ((md.get("variables") or {}).get("overrides") or []):
+        values[ov.get("name")] = ov.get("value")
+    return values
+
+
+def md_class(cluster: dict, md: dict) -> str | None:
+    return md_values(cluster, md).get("vmClass")
 
 
 def md_node(cluster: dict, md: dict) -> tuple[dict, list | None]:
     """(labels, taints) a machineDeployment gives its nodes through the ClusterClass variables: the later
     ``node`` object (``labels`` map, ``taints`` list) or the v3.1-era ``nodePoolLabels`` (key/value items)
     and ``nodePoolTaints``, the pool's override first, else the Cluster's variable; taints None when unset."""
-    values = {}
-    for var in cluster["spec"]["topology"].get("variables") or []:
-        values[var.get("name")] = var.get("value")
-    for ov in ((md.get("variables") or {}).get("overrides") or []):
-        values[ov.get("name")] = ov.get("value")
+    values = md_values(cluster, md)
     node = values.get("node") if isinstance(values.get("node"), dict) else {}
     labels = dict(node.get("labels") or {})
     labels.update((i["key"], i["value"]) for i in values.get("nodePoolLabels") or [] if "key" in i)
