@@ -704,6 +704,64 @@ def mig_plan(gpus, enabled, gpu_indexes=None):
                 before=dict((g["index"], g["current"]) for g in wanted))
 
 
+def mig_geometry_for(geometry, host_names):
+    """Which GPUs of each host run MIG: ``{host name: [GPU indexes]}`` for every name of ``host_names``.
+
+    ``geometry`` is what the design derives or gives (``esxi_gpu_host_mig_geometry``): a list with one
+    entry per host position (the cluster's GPU hosts in name order), each a list of GPU indexes in MIG
+    mode; or a mapping of host name to GPU indexes (hosts it does not name run no MIG). None or empty:
+    no host runs MIG. Positions beyond the hosts are ignored; hosts beyond the positions run no MIG.
+    """
+    names = sorted(host_names or [])
+    if not geometry:
+        return dict((name, []) for name in names)
+    if isinstance(geometry, dict):
+        unknown = sorted(set(geometry) - set(names))
+        if unknown:
+            raise EsxiError("the MIG geometry names hosts the cluster does not have: %s (its hosts: %s)"
+                            % (", ".join(unknown), ", ".join(names) or "none"))
+        layout = dict((name, geometry.get(name) or []) for name in names)
+    elif isinstance(geometry, (list, tuple)):
+        layout = dict((name, (geometry[i] if i < len(geometry) else None) or []) for i, name in enumerate(names))
+    else:
+        raise EsxiError("the MIG geometry must be a list per host position or a mapping of host names, not %r"
+                        % (geometry,))
+    out = {}
+    for name, indexes in layout.items():
+        if not isinstance(indexes, (list, tuple)) or not all(isinstance(i, int) and not isinstance(i, bool)
+                                                             and i >= 0 for i in indexes):
+            raise EsxiError("the MIG GPUs of host %s must be a list of GPU indexes 0 or more, not %r"
+                            % (name, indexes))
+        out[name] = sorted(set(indexes))
+    return out
+
+
+def mig_geometry_plan(gpus, mig_indexes):
+    """What a host's GPUs (:func:`parse_mig_query` rows) need so that exactly ``mig_indexes`` run MIG.
+
+    Returns {"enable": [indexes whose pending mode is off and must be on], "disable": [indexes whose
+    pending mode is on and must be off], "reset": [indexes whose current mode differs: it runs only
+    after a GPU reset or host reboot], "before": {index: current}, "after": {index: wanted}}. A GPU
+    without MIG (``supported`` false) may not be asked for MIG (:class:`EsxiError`), nor may an index
+    the host lacks; it is otherwise left alone.
+    """
+    by_index = dict((g["index"], g) for g in gpus or [])
+    wanted = set(mig_indexes or [])
+    missing = sorted(i for i in wanted if i not in by_index)
+    if missing:
+        raise EsxiError("no GPU with index %s (the host lists %s)" % (
+            ", ".join(str(i) for i in missing), ", ".join(str(i) for i in sorted(by_index)) or "none"))
+    unsupported = sorted(i for i in wanted if not by_index[i].get("supported", True))
+    if unsupported:
+        raise EsxiError("GPU %s cannot run MIG (its MIG mode reads N/A)" % ", ".join(str(i) for i in unsupported))
+    rows = [g for _i, g in sorted(by_index.items()) if g.get("supported", True)]
+    return dict(enable=[g["index"] for g in rows if g["index"] in wanted and not g["pending"]],
+                disable=[g["index"] for g in rows if g["index"] not in wanted and g["pending"]],
+                reset=[g["index"] for g in rows if g["current"] != (g["index"] in wanted)],
+                before=dict((g["index"], g["current"]) for g in rows),
+                after=dict((g["index"], g["index"] in wanted) for g in rows))
+
+
 def mig_word(enabled):
     """MIG mode as the design and the role name it."""
     return "enabled" if enabled else "disabled"
