@@ -17,6 +17,11 @@ description:
     vGPU profiles it offers, the NVIDIA host driver version, the vGPU scheduler policy
     decoded from the C(nvidia) kernel module options, maintenance mode, and the VMs that
     hold vGPUs with their profiles.
+  - Per GPU (numbered as C(nvidia-smi) numbers them - the host's NVIDIA GPUs in PCI order) its
+    current vGPU mode (C(graphicsInfo.vgpuMode), vSphere API 8.0.3 and later), its MIG mode read from
+    it (a GPU whose MIG mode is on reads V(multiInstanceGpu)), and the VMs vSphere placed on it
+    (C(graphicsInfo.vm)) with their vGPU profiles. Per host whether its SSH service (C(TSM-SSH)) runs
+    and its lockdown mode. All of it comes with the host properties, in the same retrieval.
   - Summarizes per cluster every driver version seen with the hosts on it, and the hosts per
     GPU model, so a mismatched fleet is visible before a VM refuses to start.
   - Host and VM properties are read with a fixed number of PropertyCollector retrievals,
@@ -142,6 +147,44 @@ hosts:
           memory_mb: 81920
           graphics_type: shared_direct
           active_graphics_type: shared_direct
+          index: 0
+          vgpu_mode: multiInstanceGpu
+          configured_vgpu_mode: null
+          mig: enabled
+          vms: [{name: llm-01, moid: vm-42, profiles: [nvidia_h100-3-40c]}]
+      contains:
+        index:
+          description: The GPU's position among the host's NVIDIA GPUs in PCI order (the index C(nvidia-smi -i) takes).
+          type: int
+        pci_id: {description: PCI address of the GPU., type: str}
+        device_id: {description: PCI device id., type: str}
+        device_name: {description: PCI device name., type: str}
+        model: {description: "Catalog model (V(H100-80GB)), or the device name for a model the catalog lacks.", type: str}
+        memory_mb: {description: Framebuffer in MB (null when vSphere does not report it)., type: int}
+        graphics_type: {description: Configured graphics type of the device (null when not configured per device)., type: str}
+        active_graphics_type: {description: Graphics type the device runs with., type: str}
+        vgpu_mode:
+          description:
+            - The GPU's current vGPU mode (C(graphicsInfo.vgpuMode)) - V(sameSize) (time-sliced vGPUs of one
+              size), V(mixedSize) (time-sliced vGPUs of several sizes), V(multiInstanceGpu) (MIG mode on,
+              MIG-backed vGPUs only) or V(none).
+            - Null where the vSphere API does not report it (before API 8.0.3).
+          type: str
+        configured_vgpu_mode:
+          description: The vGPU mode configured for the device (C(graphicsConfig.deviceType[].vgpuMode), V(sameSize) or V(mixedSize)); null when none is set.
+          type: str
+        mig:
+          description: The GPU's current MIG mode, V(enabled) when its vGPU mode is V(multiInstanceGpu), else V(disabled); null when the vGPU mode is not reported.
+          type: str
+        vms:
+          description:
+            - The VMs vSphere placed on this GPU (C(graphicsInfo.vm), the powered-on vGPU VMs), each with
+              C(name), C(moid) and C(profiles), the vGPU profiles it holds on this GPU. vSphere does not say
+              which vGPU device of a VM sits on which GPU - a VM listed on several GPUs has its profiles given
+              to them in turn, one each.
+            - Null when V(vms) is not in O(gather).
+          type: list
+          elements: dict
     graphics:
       description: Host graphics configuration (default type, assignment policy, configured type per device).
       type: dict
@@ -170,6 +213,12 @@ hosts:
       sample: [{name: llm-01, moid: vm-42, power_state: poweredOn, uuid: 4216a0c5-9b7e-4d6e-a1c2-0d3f5e6a7b8c,
                 vgpu_profiles: [nvidia_h100-3-40c]}]
     errors: {description: Per-host read errors (the rest of the inventory is still returned)., type: list, elements: str}
+    ssh_service:
+      description: Whether the host's SSH service (C(TSM-SSH)) runs - V(running), V(stopped), or V(unknown) when the host does not list it.
+      type: str
+    lockdown_mode:
+      description: "The host's lockdown mode: V(lockdownDisabled), V(lockdownNormal) or V(lockdownStrict); null when not reported."
+      type: str
 vgpu_hotmigrate:
   description:
     - Whether vCenter migrates powered-on vGPU VMs (its advanced setting C(vgpu.hotmigrate.enabled)); when

@@ -10,7 +10,8 @@ Requests made for one call:
 
 * one retrieval of cluster names (plus one ContainerView create/destroy), with whether vLCM
   manages each cluster with a single image (``lifecycleManaged``);
-* one retrieval of hosts and VMs under the chosen scope;
+* one retrieval of hosts and VMs under the chosen scope (with each host's ``config.graphicsInfo``: per
+  GPU its current vGPU mode and the VMs vSphere placed on it; its SSH service and lockdown mode);
 * one retrieval of the hosts' graphics managers (``graphicsConfig``);
 * with the driver asked for and a REST session offered, for each image-managed cluster with
   connected GPU hosts in scope: one read of the cluster's image compliance (plus the REST
@@ -59,9 +60,17 @@ HOST_PROPERTIES = HOST_STATE_PROPERTIES + [
     "configManager.graphicsManager",
     "configManager.imageConfigManager",
     "configManager.kernelModuleSystem",
+    # the per-GPU view (graphicsInfo: vgpuMode, the VMs on each GPU) comes with config.graphicsInfo above;
+    # the SSH service and lockdown mode come in the same retrieval
+    "config.service",
+    "config.lockdownMode",
 ]
 VM_PROPERTIES = ["name", "runtime.host", "runtime.powerState", "config.hardware.device", "config.uuid"]
 CLUSTER_PROPERTIES = ["name", "host", "lifecycleManaged"]
+SSH_SERVICE = "TSM-SSH"
+# HostGraphicsInfoVgpuMode_enum (API 8.0.3): a GPU whose MIG mode is on reads multiInstanceGpu
+VGPU_MODES = ("none", "sameSize", "mixedSize", "multiInstanceGpu")
+VGPU_MODE_MIG = "multiInstanceGpu"
 DRIVER_FROM_HOST = "host"
 DRIVER_FROM_IMAGE = "image"
 
@@ -133,6 +142,68 @@ def vgpu_profiles_of(devices):
     return profiles
 
 
+def vgpu_mode_of(ginfo):
+    """The GPU's current vGPU mode (``graphicsInfo.vgpuMode``), or None where the API does not report it
+    (before vSphere API 8.0.3, or no graphics info for the GPU)."""
+    mode = getattr(ginfo, "vgpuMode", None) if ginfo is not None else None
+    return str(mode) if mode else None
+
+
+def mig_of(vgpu_mode):
+    """``enabled`` / ``disabled`` (the GPU's current MIG mode, read from its vGPU mode), None when unknown."""
+    if vgpu_mode is None:
+        return None
+    return _esxi.mig_word(vgpu_mode == VGPU_MODE_MIG)
+
+
+def ssh_service_of(service_info):
+    """``running`` / ``stopped`` of the host's SSH service (``TSM-SSH`` in ``config.service``), ``unknown``
+    when the host does not list it (not read, or a host without the service)."""
+    for svc in getattr(service_info, "service", None) or []:
+        if getattr(svc, "key", None) == SSH_SERVICE:
+            return "running" if getattr(svc, "running", False) else "stopped"
+    return "unknown"
+
+
+def lockdown_word(mode):
+    """The host's lockdown mode (``lockdownDisabled``, ``lockdownNormal``, ``lockdownStrict``), None unknown."""
+    return str(mode) if mode else None
+
+
+def gpu_vms(nvidia, info_by_pci, vms):
+    """Per GPU (in ``nvidia``'s order) the VMs ``graphicsInfo[].vm`` places on it, each ``{name, moid,
+    profiles}``; None for every GPU when ``vms`` (the host's vGPU VMs) was not read.
+
+    vSphere names the VMs of each GPU but not which of a VM's vGPU devices is there: a VM listed on k
+    GPUs has its vGPU profiles (in device order) given to them in turn, one each (a VM on one GPU has
+    all of them there). A VM the host's VM list lacks is named by its managed object id.
+    """
+    if vms is None:
+        return [None] * len(nvidia)
+    by_moid = dict((vm["moid"], vm) for vm in vms)
+    listed = []
+    for pci in nvidia:
+        ginfo = info_by_pci.get(pci.id)
+        listed.append([getattr(ref, "_moId", None) for ref in (getattr(ginfo, "vm", None) or [])])
+    cards_of = {}
+    for index, moids in enumerate(listed):
+        for moid in moids:
+            if index not in cards_of.setdefault(moid, []):
+                cards_of[moid].append(index)
+    out = []
+    for index, moids in enumerate(listed):
+        entries = []
+        for moid in sorted(set(moids), key=lambda m: ((by_moid.get(m) or {}).get("name") or m or "", m or "")):
+            vm = by_moid.get(moid)
+            profiles = list((vm or {}).get("vgpu_profiles") or [])
+            cards = cards_of[moid]
+            position = cards.index(index)
+            mine = [p for j, p in enumerate(profiles) if j % len(cards) == position]
+            entries.append(dict(name=(vm or {}).get("name") or moid, moid=moid, profiles=mine))
+        out.append(entries)
+    return out
+
+
 def host_record(host, cluster_name, graphics_config, vms, driver=None, module_options=None, errors=None, state=None,
                 driver_source=DRIVER_FROM_HOST):
     """The per-host dict that gpu_host_info returns (pure: takes already-read values).
@@ -142,17 +213,22 @@ def host_record(host, cluster_name, graphics_config, vms, driver=None, module_op
     cluster's image compliance (``image``).
     """
     info_by_pci = dict((g.pciId, g) for g in host.get("config.graphicsInfo") or [])
-    device_types = {}
+    device_types, device_modes = {}, {}
     if graphics_config is not None:
         for dt in graphics_config.deviceType or []:
             device_types[dt.deviceId] = _esxi.graphics_word(dt.graphicsType)
+            device_modes[dt.deviceId] = getattr(dt, "vgpuMode", None) or None
     gpus = []
-    for pci in host.get("hardware.pciDevice") or []:
-        if not is_nvidia_gpu(pci):
-            continue
+    # index: the GPU's position among the host's NVIDIA GPUs in PCI order, as nvidia-smi numbers them
+    nvidia = sorted((pci for pci in host.get("hardware.pciDevice") or [] if is_nvidia_gpu(pci)),
+                    key=lambda pci: str(pci.id).lower())
+    on_gpu = gpu_vms(nvidia, info_by_pci, vms)
+    for index, pci in enumerate(nvidia):
         ginfo = info_by_pci.get(pci.id)
         mem_kb = getattr(ginfo, "memorySizeInKB", None) if ginfo is not None else None
+        mode = vgpu_mode_of(ginfo)
         gpus.append(dict(
+            index=index,
             pci_id=pci.id,
             device_id="0x%04x" % _u16(pci.deviceId),
             device_name=pci.deviceName,
@@ -160,6 +236,10 @@ def host_record(host, cluster_name, graphics_config, vms, driver=None, module_op
             memory_mb=int(mem_kb // 1024) if mem_kb else None,
             graphics_type=device_types.get(pci.id),
             active_graphics_type=_esxi.graphics_word(ginfo.graphicsType) if ginfo is not None else None,
+            vgpu_mode=mode,
+            configured_vgpu_mode=device_modes.get(pci.id),
+            mig=mig_of(mode),
+            vms=on_gpu[index],
         ))
     models = sorted(set(g["model"] for g in gpus))
     record = dict(
@@ -179,6 +259,8 @@ def host_record(host, cluster_name, graphics_config, vms, driver=None, module_op
         reboot_pending=_esxi.pending_reboot(host.get("summary.rebootRequired"), host.get("runtime.bootTime"), state),
         maintenance_by_collection=(state or {}).get("maintenance") if host.get("runtime.inMaintenanceMode") else None,
         vms_powered_off_by_collection=list((state or {}).get("powered_off") or []),
+        ssh_service=ssh_service_of(host.get("config.service")),
+        lockdown_mode=lockdown_word(host.get("config.lockdownMode")),
     )
     if graphics_config is not None:
         record["graphics"] = dict(

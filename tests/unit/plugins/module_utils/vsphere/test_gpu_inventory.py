@@ -182,3 +182,95 @@ def test_without_the_driver_or_a_rest_session_nothing_changes():
     records = GpuInventory(FakeClient(calls, [FULL])).read(gather=("driver",))
     assert records[0]["driver"]["source"] == "host"
     assert calls == ["clusters", "retrieve vim.HostSystem", "FetchSoftwarePackages"]
+
+
+# --- the per-GPU view: index, vGPU and MIG mode, the VMs on each GPU; SSH and lockdown -------------
+
+def gpu_pci(bus, device_id=0x2331, name="NVIDIA H100 PCIe"):
+    return SimpleNamespace(id="0000:%02x:00.0" % bus, vendorId=0x10DE, classId=0x0302, deviceId=device_id,
+                           deviceName=name)
+
+
+def ginfo(bus, mode, vms=(), graphics="sharedDirect"):
+    return SimpleNamespace(pciId="0000:%02x:00.0" % bus, graphicsType=graphics, vgpuMode=mode,
+                           memorySizeInKB=80 * 1024 * 1024, vm=[vim.VirtualMachine(m) for m in vms])
+
+
+def per_gpu_host(modes, placed, service=None, lockdown=None):
+    """A host whose GPUs sit on buses 0xb1, 0x3b, 0x5e (listed out of PCI order), with a non-GPU NVIDIA
+    function between them; ``modes``/``placed`` by bus."""
+    buses = [0xB1, 0x3B, 0x5E]
+    audio = SimpleNamespace(id="0000:3b:00.1", vendorId=0x10DE, classId=0x0403, deviceId=0x22BA, deviceName="audio")
+    return FakeHost({"name": "esx-01", "runtime.connectionState": "connected",
+                     "hardware.pciDevice": [gpu_pci(buses[0]), audio, gpu_pci(buses[1]), gpu_pci(buses[2])],
+                     "config.graphicsInfo": [ginfo(b, modes.get(b), placed.get(b, ())) for b in buses],
+                     "config.service": service, "config.lockdownMode": lockdown})
+
+
+VMS = [dict(name="infer-01", moid="vm-1", power_state="poweredOn", vgpu_profiles=["nvidia_h100-3-40c"]),
+       dict(name="train-01", moid="vm-2", power_state="poweredOn", vgpu_profiles=["nvidia_h100-80c", "nvidia_h100-80c"]),
+       dict(name="infer-02", moid="vm-3", power_state="poweredOn", vgpu_profiles=["nvidia_h100-3-40c"])]
+
+
+def test_gpus_are_numbered_in_pci_order_as_nvidia_smi_numbers_them():
+    config = SimpleNamespace(hostDefaultGraphicsType="sharedDirect", sharedPassthruAssignmentPolicy="performance",
+                             deviceType=[SimpleNamespace(deviceId="0000:5e:00.0", graphicsType="sharedDirect",
+                                                         vgpuMode="mixedSize")])
+    rec = host_record(per_gpu_host({0x3B: "multiInstanceGpu", 0x5E: "mixedSize", 0xB1: "sameSize"}, {}),
+                      "gpu-h100", config, [])
+    assert [(g["index"], g["pci_id"]) for g in rec["gpus"]] == [
+        (0, "0000:3b:00.0"), (1, "0000:5e:00.0"), (2, "0000:b1:00.0")]
+    assert [(g["vgpu_mode"], g["mig"]) for g in rec["gpus"]] == [
+        ("multiInstanceGpu", "enabled"), ("mixedSize", "disabled"), ("sameSize", "disabled")]
+    assert [g["configured_vgpu_mode"] for g in rec["gpus"]] == [None, "mixedSize", None]
+    assert rec["gpu_count"] == 3 and all(g["vms"] == [] for g in rec["gpus"])
+
+
+def test_mig_is_unknown_where_the_api_reports_no_vgpu_mode():
+    rec = host_record(per_gpu_host({0x3B: None, 0x5E: "none"}, {}), "c", None, [])
+    assert [(g["vgpu_mode"], g["mig"]) for g in rec["gpus"]] == [(None, None), ("none", "disabled"), (None, None)]
+
+
+def test_each_gpu_lists_the_vms_placed_on_it_with_their_profiles():
+    # train-01 has two vGPUs on two GPUs: one each; infer-01 and infer-02 share the MIG GPU
+    placed = {0x3B: ["vm-3", "vm-1"], 0x5E: ["vm-2"], 0xB1: ["vm-2"]}
+    rec = host_record(per_gpu_host({0x3B: "multiInstanceGpu", 0x5E: "sameSize", 0xB1: "sameSize"}, placed),
+                      "c", None, VMS)
+    assert rec["gpus"][0]["vms"] == [dict(name="infer-01", moid="vm-1", profiles=["nvidia_h100-3-40c"]),
+                                     dict(name="infer-02", moid="vm-3", profiles=["nvidia_h100-3-40c"])]
+    assert rec["gpus"][1]["vms"] == [dict(name="train-01", moid="vm-2", profiles=["nvidia_h100-80c"])]
+    assert rec["gpus"][2]["vms"] == [dict(name="train-01", moid="vm-2", profiles=["nvidia_h100-80c"])]
+    # a VM on one GPU has all its vGPUs there; a VM the host's VM list lacks is named by its id
+    rec = host_record(per_gpu_host({}, {0x5E: ["vm-2", "vm-9"]}), "c", None, VMS)
+    assert rec["gpus"][1]["vms"] == [dict(name="train-01", moid="vm-2", profiles=["nvidia_h100-80c", "nvidia_h100-80c"]),
+                                     dict(name="vm-9", moid="vm-9", profiles=[])]
+    # without the VMs gathered the placement is not known
+    assert all(g["vms"] is None for g in host_record(per_gpu_host({}, placed), "c", None, None)["gpus"])
+
+
+def test_ssh_service_and_lockdown_mode():
+    services = SimpleNamespace(service=[SimpleNamespace(key="TSM", running=True),
+                                        SimpleNamespace(key="TSM-SSH", running=True)])
+    rec = host_record(per_gpu_host({}, {}, service=services, lockdown="lockdownNormal"), "c", None, [])
+    assert (rec["ssh_service"], rec["lockdown_mode"]) == ("running", "lockdownNormal")
+    services.service[1].running = False
+    assert host_record(per_gpu_host({}, {}, service=services), "c", None, [])["ssh_service"] == "stopped"
+    rec = host_record(per_gpu_host({}, {}, service=SimpleNamespace(service=[])), "c", None, [])
+    assert (rec["ssh_service"], rec["lockdown_mode"]) == ("unknown", None)
+    assert host_record(per_gpu_host({}, {}), "c", None, [])["ssh_service"] == "unknown"
+
+
+def test_the_per_gpu_view_and_ssh_come_in_the_one_host_retrieval():
+    """No request is added: graphicsInfo, the services and lockdown mode are properties of the host read."""
+    seen = []
+
+    class Client(FakeClient):
+        def retrieve(self, specs, root=None):
+            seen.append(dict(specs))
+            return FakeClient.retrieve(self, specs, root)
+
+    calls = Calls()
+    GpuInventory(Client(calls, [FULL, FULL])).read(gather=("vms",))
+    assert calls == ["clusters", "retrieve vim.HostSystem,vim.VirtualMachine"]
+    host_props = seen[0][vim.HostSystem]
+    assert {"config.graphicsInfo", "config.service", "config.lockdownMode"} <= set(host_props)
