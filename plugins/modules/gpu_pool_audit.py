@@ -18,7 +18,14 @@ description:
     inputs - NVIDIA driver off the design (and mixed in a cluster) or not loaded, graphics,
     assignment policy and vGPU scheduler off the design, a reboot owed, maintenance mode or
     powered-off VMs left by an earlier run, hosts not readable; GPU VMs without an enabled DRS
-    override. Read with the GPU inventory (a fixed
+    override.
+  - C(esxi), per GPU - a GPU whose MIG mode is off the design's MIG geometry (C(mig_geometry) of the cluster,
+    the GPU indexes in MIG mode per host, judged as the esxi_gpu_host role judges it; not judged where the
+    design derives no geometry or vSphere reports no vGPU mode, before API 8.0.3); a vGPU on a GPU of the
+    wrong kind (a MIG-backed profile on a GPU without MIG, a time-sliced or full-card one on a MIG GPU,
+    several sizes on a C(sameSize) GPU - a host refuses these, so the read is inconsistent or the GPU
+    changed behind vCenter's back); GPU hosts left with SSH running (one warning per cluster naming them).
+    Read with the GPU inventory (a fixed
     number of PropertyCollector retrievals plus two calls per GPU host) and one retrieval of
     every cluster's C(configurationEx).
   - C(vsphere) - each VM class and namespace planned as M(gpupool.vcf.vm_class) and

@@ -13,9 +13,12 @@ Live state, per link (every value is plain data):
     ``cluster``, ``connection_state``, ``maintenance_mode``, ``gpu_count``, ``gpus``,
     ``graphics``, ``driver``, ``nvidia_module_options``, ``vgpu_profiles``, ``vgpu_vms``,
     ``errors``, ``reboot_pending``, ``maintenance_by_collection``,
-    ``vms_powered_off_by_collection``); each GPU host is judged by its plan from
+    ``vms_powered_off_by_collection``, ``ssh_service``; each GPU of ``gpus`` with ``index``,
+    ``model``, ``vgpu_mode`` and ``vms``: [{name, profiles}]); each GPU host is judged by its plan from
     ``_esxi.host_plan`` with the esxi_gpu_host role's inputs (:func:`esxi_role_inputs`), one
-    rule per field of the plan (:data:`ESXI_RULE_BY_FIELD`); ``drs``: per cluster name
+    rule per field of the plan (:data:`ESXI_RULE_BY_FIELD`), its MIG item from the design's
+    ``mig_geometry`` by ``_esxi.mig_geometry_for`` and ``_esxi.mig_geometry_plan`` (:func:`mig_changes`);
+    the vGPUs on each GPU against its mode (:func:`vgpu_mode_mismatches`); ``drs``: per cluster name
     ``{"enabled": bool, "overrides_enabled": bool, "overrides": {vm moid: {"behavior",
     "enabled"}}}``.
 ``vsphere``
@@ -83,6 +86,12 @@ RULES = OrderedDict([
     ("assignment_policy_off_design", ("warning", "esxi", "The shared passthrough assignment policy is the "
                                                          "design's.")),
     ("scheduler_off_design", ("error", "esxi", "The vGPU scheduler (RmPVMRL) is the design's.")),
+    ("gpu_mig_off_design", ("error", "esxi", "Every GPU runs the MIG mode the design's MIG geometry gives it "
+                                             "(mig_geometry: the GPU indexes in MIG mode per host).")),
+    ("gpu_vgpu_mode_mismatch", ("error", "esxi", "Every vGPU sits on a GPU of its kind: MIG-backed profiles on MIG "
+                                                 "GPUs, time-sliced and full-card profiles on GPUs without MIG, one "
+                                                 "size on a sameSize GPU.")),
+    ("host_ssh_running", ("warning", "esxi", "No GPU host is left with its SSH service (TSM-SSH) running.")),
     ("drs_overrides_disabled", ("warning", "esxi", "DRS and its per-VM overrides are on where GPU VMs are "
                                                    "pinned.")),
     ("gpu_vm_not_pinned", ("error", "esxi", "Every VM holding a vGPU has an enabled DRS override that keeps it "
@@ -222,12 +231,11 @@ ESXI_RULE_BY_FIELD = OrderedDict([
     ("reboot", "host_reboot_pending"),
     ("maintenance_mode", "host_in_maintenance"),
     ("vms_powered_off", "gpu_vms_left_off"),
+    ("mig_mode", "gpu_mig_off_design"),
     ("plan", "host_not_plannable"),
 ])
 # fields of the plan the audit cannot see, and why
-ESXI_FIELDS_NOT_AUDITED = {
-    "mig_mode": "the vSphere API cannot read host MIG mode; the role sets it on every host it is asked for",
-}
+ESXI_FIELDS_NOT_AUDITED = {}
 # the ESXi rules decided from more than one host's plan or outside it, and why
 ESXI_RULES_BESIDES_THE_PLAN = {
     "cluster_missing": "the role's gpu_host_info read of the cluster fails",
@@ -237,6 +245,10 @@ ESXI_RULES_BESIDES_THE_PLAN = {
     "drs_overrides_disabled": "the drs_gpu_pinning role",
     "gpu_vm_not_pinned": "the drs_gpu_pinning role",
     "gpu_vm_pin_behavior": "the drs_gpu_pinning role",
+    "gpu_vgpu_mode_mismatch": "the read itself: a host refuses such a vGPU, so vCenter's view is inconsistent or "
+                              "the GPU's mode changed behind its back",
+    "host_ssh_running": "the esxi_gpu_host role starts SSH only while it sets MIG and stops it after; one left "
+                        "running was started by hand or by a run that failed",
 }
 
 
@@ -255,9 +267,15 @@ def esxi_role_inputs(want):
                 allow_downgrade=bool(want.get("esxi_gpu_host_allow_downgrade", False)))
 
 
-def host_findings(h, want):
-    """The findings of one GPU host: its plan from _esxi.host_plan, one finding per rule."""
+def host_findings(h, want, mig=None):
+    """The findings of one GPU host: its plan from _esxi.host_plan (with its MIG item, ``mig``: the host's
+    entry of :func:`mig_changes`), one finding per rule."""
     items = _esxi.host_plan(h, driver=True, **esxi_role_inputs(want))
+    if mig is not None:
+        if mig.get("refused"):
+            items.append(_esxi.plan_item("plan", None, None, "refused", mig["refused"]))
+        else:
+            items.append(_esxi.plan_item("mig_mode", mig["before"], mig["after"], "set", mig["reason"]))
     by_rule = OrderedDict()
     for item in items:
         rule = ESXI_RULE_BY_FIELD.get(item["field"])
@@ -361,6 +379,12 @@ def _text_vms_off(h, want, group):
             "rerun the esxi_gpu_host role: it powers them on")
 
 
+def _text_mig(h, want, group):
+    return ("host %s: %s" % (h["name"], group[0]["reason"]),
+            "rerun the esxi_gpu_host role: it sets MIG GPU by GPU from the design's geometry (nvidia-smi -i <index> "
+            "-mig 1|0, SSH started only while needed), then resets the GPUs or reboots the host")
+
+
 def _text_not_plannable(h, want, group):
     return ("the design's settings cannot be planned on host %s: %s" % (h["name"], _reasons_text(group)),
             "fix the host's nvidia module options or the design, then rerun the esxi_gpu_host role")
@@ -377,7 +401,152 @@ _ESXI_TEXT = {
     "host_in_maintenance": _text_maintenance,
     "gpu_vms_left_off": _text_vms_off,
     "host_not_plannable": _text_not_plannable,
+    "gpu_mig_off_design": _text_mig,
 }
+
+
+# ---------------------------------------------------------------------------------------
+# per GPU: MIG mode against the design's geometry, vGPUs on GPUs of their kind, SSH
+# ---------------------------------------------------------------------------------------
+
+VGPU_MODE_MIG = "multiInstanceGpu"
+
+
+def design_mig_geometry(derived, cluster, want):
+    """(found, geometry) of a cluster: the esxi_gpu_host role's ``esxi_gpu_host_mig_geometry``, else the
+    ``mig_geometry`` derive() gives the ESXi cluster; found is False when the design derives none."""
+    if "esxi_gpu_host_mig_geometry" in (want or {}):
+        return True, want["esxi_gpu_host_mig_geometry"]
+    summary = ((derived.get("esxi") or {}).get("clusters") or {}).get(cluster) or {}
+    if "mig_geometry" in summary:
+        return True, summary["mig_geometry"]
+    return False, None
+
+
+def _mig_capable(model):
+    try:
+        return _nvidia.gpu_model(model).mig_capable
+    except _nvidia.NvidiaError:
+        return False
+
+
+def mig_rows(host):
+    """The host's GPUs as :func:`_esxi.mig_geometry_plan` takes them, from gpu_host_info's per-GPU view:
+    current = pending = the GPU's vGPU mode is multiInstanceGpu (vSphere shows no pending mode), supported
+    = the catalog model has MIG. None when a GPU's vGPU mode is not reported (before API 8.0.3)."""
+    rows = []
+    for g in host.get("gpus") or []:
+        if g.get("vgpu_mode") is None or g.get("index") is None:
+            return None
+        on = g["vgpu_mode"] == VGPU_MODE_MIG
+        rows.append(dict(index=g["index"], pci_id=g.get("pci_id"), current=on, pending=on,
+                         supported=_mig_capable(g.get("model"))))
+    return rows or None
+
+
+def _indexes(values):
+    return ", ".join(str(i) for i in values)
+
+
+def mig_changes(geometry, hosts):
+    """{host name: {"before", "after", "reason"}} of the GPU hosts whose GPUs' MIG mode is off ``geometry``
+    (``before``/``after``: {index: enabled|disabled} of the GPUs to change), judged by
+    :func:`_esxi.mig_geometry_for` over the GPU hosts in name order and :func:`_esxi.mig_geometry_plan`;
+    {"refused": reason} for a host the geometry cannot be planned on. Hosts not connected, or whose vGPU
+    mode vSphere does not report, are left out. The geometry itself naming hosts the cluster lacks raises
+    :class:`_esxi.EsxiError`."""
+    gpu_hosts = [h for h in hosts or [] if h.get("gpu_count")]
+    layout = _esxi.mig_geometry_for(geometry, [h["name"] for h in gpu_hosts])
+    out = OrderedDict()
+    for h in sorted(gpu_hosts, key=lambda h: h["name"]):
+        rows = mig_rows(h) if h.get("connection_state") == "connected" else None
+        if rows is None:
+            continue
+        try:
+            plan = _esxi.mig_geometry_plan(rows, layout[h["name"]])
+        except _esxi.EsxiError as exc:
+            out[h["name"]] = dict(refused="the design's MIG geometry: %s" % exc)
+            continue
+        if not (plan["enable"] or plan["disable"]):
+            continue
+        changed = sorted(plan["enable"] + plan["disable"])
+        parts = []
+        if plan["enable"]:
+            parts.append("GPU %s run%s without MIG, the design's MIG geometry puts %s in MIG mode" % (
+                _indexes(plan["enable"]), "s" if len(plan["enable"]) == 1 else "",
+                "it" if len(plan["enable"]) == 1 else "them"))
+        if plan["disable"]:
+            parts.append("GPU %s run%s in MIG mode, the design's MIG geometry has %s without" % (
+                _indexes(plan["disable"]), "s" if len(plan["disable"]) == 1 else "",
+                "it" if len(plan["disable"]) == 1 else "them"))
+        out[h["name"]] = dict(before=dict((i, _esxi.mig_word(plan["before"][i])) for i in changed),
+                              after=dict((i, _esxi.mig_word(plan["after"][i])) for i in changed),
+                              reason="; ".join(parts) + " (MIG GPUs wanted: %s)" % (
+                                  _indexes(layout[h["name"]]) or "none"))
+    return out
+
+
+def _profile_kind(profile):
+    """(MIG-backed, framebuffer GB) of a vGPU profile, None for a name the catalog cannot parse."""
+    try:
+        parsed = _nvidia.parse_profile(profile)
+    except _nvidia.NvidiaError:
+        return None
+    return parsed.mig_backed, parsed.framebuffer_gb
+
+
+def vgpu_mode_mismatches(host):
+    """[(gpu, vm name, profile, why)] of the vGPUs gpu_host_info places on a GPU of the wrong kind: a
+    MIG-backed profile on a GPU without MIG, a time-sliced or full-card profile on a MIG GPU, vGPUs of
+    several sizes on a sameSize GPU. GPUs whose mode or VMs are unknown are left out."""
+    out = []
+    for g in host.get("gpus") or []:
+        mode = g.get("vgpu_mode")
+        if mode is None or g.get("vms") is None:
+            continue
+        sizes = OrderedDict()
+        for vm in g["vms"]:
+            for profile in vm.get("profiles") or []:
+                kind = _profile_kind(profile)
+                if kind is None:
+                    continue
+                mig_backed, fb = kind
+                if mig_backed and mode != VGPU_MODE_MIG:
+                    out.append((g, vm["name"], profile, "a MIG-backed vGPU on a GPU without MIG (vGPU mode %s)" % mode))
+                elif not mig_backed and mode == VGPU_MODE_MIG:
+                    out.append((g, vm["name"], profile, "a time-sliced vGPU on a GPU in MIG mode"))
+                elif not mig_backed:
+                    sizes.setdefault(fb, []).append((vm["name"], profile))
+        if mode == "sameSize" and len(sizes) > 1:
+            held = "; ".join("%s (%s)" % (", ".join(sorted(set(p for _n, p in v))), ", ".join(sorted(set(n for n, _p in v))))
+                             for v in sizes.values())
+            out.append((g, None, None, "vGPUs of %d sizes on a sameSize GPU: %s" % (len(sizes), held)))
+    return out
+
+
+def _vgpu_mode_findings(out, h):
+    for g, vm, profile, why in vgpu_mode_mismatches(h):
+        where = "GPU %s (%s) of host %s" % (g.get("index"), g.get("pci_id"), h["name"])
+        what = "VM %s holds %s: %s" % (vm, profile, why) if vm else why
+        out.append(finding(
+            "gpu_vgpu_mode_mismatch", "host %s gpu %s" % (h["name"], g.get("index")),
+            "%s: %s. A host refuses such a vGPU, so vCenter's view is inconsistent or the GPU's mode changed "
+            "behind its back" % (where, what),
+            "read the GPU's mode on the host (nvidia-smi -i %s --query-gpu=mig.mode.current,mig.mode.pending "
+            "--format=csv) and compare with vCenter; set the mode back with the esxi_gpu_host role (host in "
+            "maintenance mode) or power the VM off and restart it on a GPU of its kind" % g.get("index")))
+
+
+def _ssh_findings(out, name, gpu_hosts):
+    running = sorted(h["name"] for h in gpu_hosts if h.get("ssh_service") == "running")
+    if not running:
+        return
+    out.append(finding(
+        "host_ssh_running", "cluster %s" % name,
+        "GPU host(s) of cluster %s left with SSH (TSM-SSH) running: %s; security baselines keep it stopped"
+        % (name, ", ".join(running)),
+        "stop the SSH service on them (vSphere Client: host > Configure > Services > SSH > Stop, or "
+        "HostServiceSystem.StopService TSM-SSH); the esxi_gpu_host role starts it only while it sets MIG"))
 
 
 def _driver_key(full):
@@ -412,9 +581,20 @@ def audit_esxi(derived, hosts, drs=None):
                 "gpu_hosts_short", "cluster %s" % name,
                 "%d GPU host(s), the design counts on %d" % (len(gpu_hosts), counted),
                 "add GPU hosts to the cluster or lower clusters.%s.hosts in the design" % name))
+        found, geometry = design_mig_geometry(derived, name, want)
+        mig = {}
+        if found:
+            try:
+                mig = mig_changes(geometry, members)
+            except _esxi.EsxiError as exc:
+                out.append(finding("host_not_plannable", "cluster %s" % name,
+                                   "the design's MIG geometry cannot be planned on cluster %s: %s" % (name, exc),
+                                   "fix mig_geometry in the design (the cluster's GPU hosts in name order), then "
+                                   "rerun the esxi_gpu_host role"))
         versions = OrderedDict()
         for h in gpu_hosts:
-            out.extend(host_findings(h, want))
+            out.extend(host_findings(h, want, mig.get(h["name"])))
+            _vgpu_mode_findings(out, h)
             if "driver" in h and h.get("connection_state") == "connected" and not h.get("errors"):
                 versions.setdefault(_driver_key((h.get("driver") or {}).get("full_version")), []).append(h["name"])
         if len(versions) > 1:
@@ -424,6 +604,7 @@ def audit_esxi(derived, hosts, drs=None):
                 "GPU hosts of cluster %s run different NVIDIA drivers: %s" % (name, listing),
                 "bring every GPU host to %s, one host at a time (esxi_gpu_host role)"
                 % want["esxi_gpu_host_driver_version"]))
+        _ssh_findings(out, name, gpu_hosts)
         if name in pinning:
             _cluster_pinning(out, name, gpu_hosts, drs.get(name), pinning[name])
     return out

@@ -230,6 +230,8 @@ ESXI_DRIFTS = [
     ("maintenance_mode", "exit", dict(maintenance_mode=True, maintenance_by_collection="esxi_host_driver at 02:00"),
      None),
     ("vms_powered_off", "power_on", dict(vms_powered_off_by_collection=["vm-1"]), None),
+    ("mig_mode", "set", dict(gpus=[dict(index=0, pci_id="0000:3b:00.0", model="H100-80GB", vgpu_mode="multiInstanceGpu",
+                                        mig="enabled", vms=[])]), dict(mig_geometry=[[], [], [], []])),
     ("plan", "refused", {}, dict(graphics_type="vsga")),
 ]
 
@@ -261,7 +263,9 @@ def test_each_esxi_plan_item_is_reported_by_its_rule(derived, field, action, dri
             h["nvidia_module_options"] = options_for(summary)
     hosts[0].update(drift)
     h100 = [h for h in hosts if h["cluster"] == "gpu-h100"]
-    plan = a._esxi.hosts_to_roll(h100, **a.esxi_role_inputs(want))
+    found, geometry = a.design_mig_geometry(d, "gpu-h100", want)
+    mig = a.mig_changes(geometry, h100) if found else None
+    plan = a._esxi.hosts_to_roll(h100, mig=mig, **a.esxi_role_inputs(want))
     assert [(i["field"], i["action"]) for i in plan["esx-h100-01"]] == [(field, action)]
     out = a.audit_esxi(d, hosts, good_drs())
     mine = [f for f in out if f["object"] == "host esx-h100-01"]
@@ -272,6 +276,143 @@ def test_each_esxi_plan_item_is_reported_by_its_rule(derived, field, action, dri
     assert named == sorted(plan)
     if field != "plan":  # a setting no host can take is refused on every host
         assert sorted(plan) == ["esx-h100-01"]
+
+
+# --- per GPU: MIG mode against the geometry, vGPUs on GPUs of their kind, SSH ------------------------
+
+GEOMETRY = [[], [], [0, 1], [0, 1]]  # examples/design.yml gpu-h100: the last two hosts run MIG on GPUs 0 and 1
+
+
+def gpu(index, mode, vms=(), model="H100-80GB"):
+    return dict(index=index, pci_id="0000:%02x:00.0" % (0x3b + index), model=model, vgpu_mode=mode,
+                mig="enabled" if mode == "multiInstanceGpu" else "disabled",
+                vms=[dict(name=n, moid=n, profiles=list(p)) for n, p in vms])
+
+
+def per_gpu_hosts(geometry=GEOMETRY):
+    """good_hosts() with gpu_host_info's per-GPU view: each H100 host's GPUs in the geometry's modes."""
+    hosts = good_hosts()
+    for position, h in enumerate(h for h in hosts if h["cluster"] == "gpu-h100"):
+        mig = geometry[position]
+        h["gpus"] = [gpu(i, "multiInstanceGpu" if i in mig else "sameSize") for i in range(4)]
+    for h in hosts:
+        if h["cluster"] == "gpu-l40s":
+            h["gpus"] = [gpu(i, "sameSize", model="L40S") for i in range(2)]
+    return hosts
+
+
+def with_geometry(derived, geometry=GEOMETRY, cluster="gpu-h100"):
+    d = copy.deepcopy(derived)
+    d["esxi"]["clusters"][cluster]["mig_geometry"] = geometry
+    d["roles"]["esxi_gpu_host"][cluster]["esxi_gpu_host_mig_geometry"] = geometry
+    return d
+
+
+def test_gpus_in_the_geometry_modes_are_clean(derived):
+    assert a.audit_esxi(with_geometry(derived), per_gpu_hosts(), good_drs()) == []
+
+
+def test_a_gpu_off_the_geometry_is_named_by_host_and_index(derived):
+    hosts = per_gpu_hosts()
+    hosts[0]["gpus"][3] = gpu(3, "multiInstanceGpu")      # esx-h100-01 GPU 3 in MIG mode, the design has none
+    hosts[2]["gpus"][1] = gpu(1, "sameSize")              # esx-h100-03 GPU 1 without MIG, the design has it
+    out = a.audit_esxi(with_geometry(derived), hosts, good_drs())
+    assert rules(out) == [("gpu_mig_off_design", "host esx-h100-01"), ("gpu_mig_off_design", "host esx-h100-03")]
+    by = dict((f["object"], f) for f in out)
+    assert "GPU 3 runs in MIG mode" in by["host esx-h100-01"]["message"]
+    assert "GPU 1 runs without MIG" in by["host esx-h100-03"]["message"]
+    assert "MIG GPUs wanted: 0, 1" in by["host esx-h100-03"]["message"]
+    assert all(f["severity"] == "error" and "esxi_gpu_host" in f["fix"] for f in out)
+    # the same comparator as the role: the hosts it would roll for MIG are the hosts named
+    h100 = [h for h in hosts if h["cluster"] == "gpu-h100"]
+    changes = a.mig_changes(GEOMETRY, h100)
+    assert changes["esx-h100-01"]["before"] == {3: "enabled"} and changes["esx-h100-01"]["after"] == {3: "disabled"}
+    assert changes["esx-h100-03"]["after"] == {1: "enabled"}
+    want = a.esxi_role_inputs(derived["roles"]["esxi_gpu_host"]["gpu-h100"])
+    assert sorted(a._esxi.hosts_to_roll(h100, mig=changes, **want)) == ["esx-h100-01", "esx-h100-03"]
+
+
+def test_the_mig_rule_takes_a_mapping_geometry(derived):
+    geometry = {"esx-h100-04": [0, 1, 2, 3]}
+    out = a.audit_esxi(with_geometry(derived, geometry), per_gpu_hosts(), good_drs())
+    assert rules(out) == [("gpu_mig_off_design", "host esx-h100-03"), ("gpu_mig_off_design", "host esx-h100-04")]
+
+
+def test_the_mig_rule_skips_without_a_geometry_or_a_vgpu_mode(derived):
+    hosts = per_gpu_hosts([[0, 1, 2, 3]] * 4)  # every GPU in MIG mode
+    d = copy.deepcopy(derived)
+    for c in d["esxi"]["clusters"].values():
+        c.pop("mig_geometry", None)
+    for want in d["roles"]["esxi_gpu_host"].values():
+        want.pop("esxi_gpu_host_mig_geometry", None)
+    assert a.audit_esxi(d, hosts, good_drs()) == []
+    # a host on an API without vgpuMode (before 8.0.3) cannot be judged: not named
+    for h in hosts[:4]:
+        h["gpus"][0]["vgpu_mode"] = None
+    assert a.audit_esxi(with_geometry(derived), hosts, good_drs()) == []
+    # nor is a host that is not connected (host_unreachable names it)
+    hosts = per_gpu_hosts([[0, 1, 2, 3]] * 4)
+    hosts[0]["connection_state"] = "notResponding"
+    assert ("gpu_mig_off_design", "host esx-h100-01") not in rules(a.audit_esxi(with_geometry(derived), hosts, good_drs()))
+
+
+def test_a_geometry_the_hosts_cannot_take_is_not_plannable(derived):
+    out = a.audit_esxi(with_geometry(derived, [[0]], cluster="gpu-l40s"), per_gpu_hosts(), good_drs())
+    assert rules(out) == [("host_not_plannable", "host esx-l40s-01")]
+    assert "cannot run MIG" in out[0]["message"]
+    out = a.audit_esxi(with_geometry(derived, {"esx-h100-09": [0]}), per_gpu_hosts(), good_drs())
+    assert rules(out) == [("host_not_plannable", "cluster gpu-h100")] and "esx-h100-09" in out[0]["message"]
+    out = a.audit_esxi(with_geometry(derived, [[], [], [0, 7], [0, 1]]), per_gpu_hosts(), good_drs())
+    assert rules(out) == [("host_not_plannable", "host esx-h100-03")] and "no GPU with index 7" in out[0]["message"]
+
+
+def test_mig_rows_are_the_per_gpu_view():
+    h = dict(gpus=[gpu(0, "multiInstanceGpu"), gpu(1, "mixedSize"), gpu(2, "none", model="L40S")])
+    assert a.mig_rows(h) == [dict(index=0, pci_id="0000:3b:00.0", current=True, pending=True, supported=True),
+                             dict(index=1, pci_id="0000:3c:00.0", current=False, pending=False, supported=True),
+                             dict(index=2, pci_id="0000:3d:00.0", current=False, pending=False, supported=False)]
+    h["gpus"][1]["vgpu_mode"] = None
+    assert a.mig_rows(h) is None
+
+
+@pytest.mark.parametrize("mode,vms,why", [
+    ("sameSize", [("infer-01", ["nvidia_h100-3-40c"])], "a MIG-backed vGPU on a GPU without MIG (vGPU mode sameSize)"),
+    ("mixedSize", [("infer-01", ["nvidia_h100-3-40c"])], "a MIG-backed vGPU on a GPU without MIG (vGPU mode mixedSize)"),
+    ("multiInstanceGpu", [("train-01", ["nvidia_h100-80c"])], "a time-sliced vGPU on a GPU in MIG mode"),
+    ("sameSize", [("a", ["nvidia_h100-20c"]), ("b", ["nvidia_h100-40c"])], "vGPUs of 2 sizes on a sameSize GPU"),
+])
+def test_a_vgpu_on_a_gpu_of_the_wrong_kind_is_named(derived, mode, vms, why):
+    hosts = per_gpu_hosts()
+    hosts[1]["gpus"][2] = gpu(2, mode, vms)
+    out = a.audit_esxi(derived, hosts, good_drs())
+    assert rules(out) == [("gpu_vgpu_mode_mismatch", "host esx-h100-02 gpu 2")]
+    assert why in out[0]["message"] and "behind its back" in out[0]["message"]
+    assert out[0]["severity"] == "error" and "nvidia-smi -i 2" in out[0]["fix"]
+    if vms[0][0] == "infer-01":
+        assert "VM infer-01 holds nvidia_h100-3-40c" in out[0]["message"]
+
+
+def test_vgpus_on_gpus_of_their_kind_are_clean(derived):
+    hosts = per_gpu_hosts()
+    hosts[2]["gpus"][0] = gpu(0, "multiInstanceGpu", [("i-1", ["nvidia_h100-3-40c"]), ("i-2", ["nvidia_h100-1-10c"])])
+    hosts[1]["gpus"][1] = gpu(1, "sameSize", [("t-1", ["nvidia_h100-80c"])])
+    hosts[1]["gpus"][2] = gpu(2, "mixedSize", [("a", ["nvidia_h100-20c"]), ("b", ["nvidia_h100-40c"])])
+    hosts[1]["gpus"][3] = gpu(3, "sameSize", [("c", ["nvidia_h100-20c"]), ("d", ["nvidia_h100-20c"])])
+    hosts[0]["gpus"][0]["vms"] = None  # VMs not read: nothing to judge
+    assert a.audit_esxi(derived, hosts, good_drs()) == []
+
+
+def test_gpu_hosts_left_with_ssh_running_are_one_warning_naming_them(derived):
+    hosts = good_hosts()
+    hosts[1]["ssh_service"] = "running"
+    hosts[3]["ssh_service"] = "running"
+    hosts[0]["ssh_service"] = "stopped"
+    hosts[4]["ssh_service"] = "unknown"
+    hosts[-1]["ssh_service"] = "running"  # a management host without GPUs is not the GPU pool's
+    out = a.audit_esxi(derived, hosts, good_drs())
+    assert rules(out) == [("host_ssh_running", "cluster gpu-h100")]
+    assert out[0]["severity"] == "warning" and "esx-h100-02, esx-h100-04" in out[0]["message"]
+    assert "TSM-SSH" in out[0]["message"] + out[0]["fix"]
 
 
 def test_cluster_missing_and_hosts_short(derived):
