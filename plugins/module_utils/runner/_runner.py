@@ -90,7 +90,8 @@ class Runner:
         except Failure as exc:
             self.fail(exc.msg, exc.result)
         except self.errors as exc:  # pylint: disable=catching-non-exception
-            self.fail(self.message(exc, self.resource.step))
+            text, extra = self.reread(exc)
+            self.fail(self.message(exc, self.resource.step) + text, extra)
         except self.resource.refusals as exc:  # pylint: disable=catching-non-exception
             self.fail(self.message(exc, (self.resource.verb, self.resource.name), tail=False))
         except Exception as exc:  # the last line of defence: no traceback
@@ -98,6 +99,27 @@ class Runner:
             self.fail(self.message(text, self.resource.step), dict(exception=traceback.format_exc()))
         self.warn()
         self.module.exit_json(**result)
+
+    def reread(self, exc):
+        """After a change whose outcome is unknown (the client says it may or may not have been carried
+        out: ``outcome_unknown``), the object read again: (text for the message, result keys).
+
+        ``reread``: ``carried_out`` (the read finds nothing left to change), ``changes_left`` (the plan
+        of the new read), or ``error`` when it could not be read; nothing for any other error.
+        """
+        if not getattr(exc, "outcome_unknown", False) or self.planned is None:
+            return "", {}
+        try:
+            plan = self.resource.plan(self.resource.read())
+        except Exception as again:  # pylint: disable=broad-except - the failure being reported is the first one
+            return ("; read again after it: it could not be read (%s)" % again,
+                    dict(reread=dict(error=str(again))))
+        if not plan:
+            return ("; read again after it: %s is as wanted, the change was carried out" % self.resource.name,
+                    dict(reread=dict(carried_out=True, changes_left=[])))
+        left = ", ".join("%s %s" % (c.action, c.field) for c in plan)
+        return ("; read again after it: %s still needs %s" % (self.resource.name, left),
+                dict(reread=dict(carried_out=False, changes_left=plan.to_list())))
 
     def message(self, reason, step, tail=True):
         verb, obj = step or (self.resource.verb, self.resource.name)

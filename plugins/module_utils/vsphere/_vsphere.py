@@ -15,9 +15,18 @@ What it offers:
   :class:`VsphereFault` naming the operation and the object; an expired or killed session
   (``NotAuthenticated``) is logged in again and the call repeated, a bounded number of
   times; a dropped connection, a refused one (vCenter restarting) or a 5xx from a proxy is
-  retried with bounded exponential backoff and jitter for reads, and for changes only where
-  the request cannot have been carried out (connection refused, 503); then one
+  retried with bounded exponential backoff and jitter for reads; then one
   :class:`VsphereConnectionError` says what was attempted and how often;
+* a change is sent once: a method that is not a read (``REPEATABLE_PREFIXES``) is repeated only
+  when the connection was refused, as then nothing reached vCenter. Any other failure of a
+  change (a 502, 503 or 504 from a proxy or load balancer, a reset or a timeout after the
+  request was sent) may come after vCenter received it: a gateway that times out after it
+  forwarded the request, a reset after vCenter read it. pyvmomi sends the whole request before
+  it reads the answer and keeps no answer headers of a non-SOAP status (it raises
+  ``HTTPException("503 Service Unavailable")``), so this layer cannot tell a 503 a proxy gave
+  before forwarding (nor see a ``Retry-After``) from one given after: such a change raises
+  :class:`VsphereOutcomeUnknown` ("may or may not have been carried out"), and the module
+  reads the object again and reports what it found (``runner._runner``);
 * :meth:`VsphereClient.retrieve`: exactly the named properties of every object of the
   given types, in one ContainerView and one PropertyCollector retrieval, whatever the
   number of objects (pages are followed with ContinueRetrievePropertiesEx);
@@ -62,8 +71,6 @@ except ImportError as exc:  # pragma: no cover - reported by the module layer
 # SOAP methods that only read (or log in): repeated after a dropped connection or a 5xx
 REPEATABLE_PREFIXES = ("Retrieve", "Fetch", "Query", "Continue", "Find", "Browse", "Current", "Has",
                        "CreateContainerView", "CreateListView", "DestroyView", "Login", "Logout")
-# HTTP statuses a proxy or a restarting vCenter answers before the request reached vCenter
-UNSENT_STATUSES = ("502", "503", "504")
 
 
 class VsphereError(Exception):
@@ -72,6 +79,14 @@ class VsphereError(Exception):
 
 class VsphereConnectionError(VsphereError):
     """Login, TLS or network failure (before any work, or after the retries ran out)."""
+
+
+class VsphereOutcomeUnknown(VsphereConnectionError):
+    """A change was sent, and the answer that would say whether vCenter carried it out was lost
+    (a gateway's 502/503/504, a reset or a timeout after sending). It was not repeated: the
+    caller reads the object again to learn what happened (``outcome_unknown``)."""
+
+    outcome_unknown = True
 
 
 class VsphereTaskError(VsphereError):
@@ -213,10 +228,10 @@ def _transient(exc):
 
 
 def _unsent(exc):
-    """Whether the request cannot have reached vCenter (so a change may be repeated)."""
-    if isinstance(exc, ConnectionRefusedError):
-        return True
-    return isinstance(exc, HTTPException) and str(exc)[:3] in UNSENT_STATUSES
+    """Whether the request cannot have reached vCenter (so a change may be repeated): only a
+    refused connection. A 5xx status (pyvmomi's ``HTTPException``) or a reset may come after
+    vCenter received the request (see the module docstring)."""
+    return isinstance(exc, ConnectionRefusedError)
 
 
 def _is_read(operation):
@@ -354,7 +369,9 @@ class VsphereClient:
             except (OSError, HTTPException) as exc:
                 unsent = _unsent(exc)
                 if self._closing or not attempts.left() or not (_transient(exc) and (read or unsent)):
-                    raise VsphereConnectionError(self._transport_text(operation, mo, exc, attempts.count, read or unsent))
+                    unknown = not (read or unsent) and _transient(exc)  # a change that may have reached vCenter
+                    error = VsphereOutcomeUnknown if unknown else VsphereConnectionError
+                    raise error(self._transport_text(operation, mo, exc, attempts.count, not unknown))
                 attempts.pause()
                 continue
             if status == 200:
@@ -384,7 +401,11 @@ class VsphereClient:
             raise VsphereConnectionError("re-login to %s failed: %s" % (self.endpoint, exc))
 
     def _transport_text(self, operation, mo, exc, attempts, retried):
-        text = "%s on %s: connection to %s failed (%s)" % (operation, _target(mo), self.endpoint, exc or type(exc).__name__)
+        if isinstance(exc, HTTPException) and str(exc)[:3].isdigit():  # a proxy's status, not vCenter's SOAP answer
+            text = "%s on %s: %s answered HTTP %s" % (operation, _target(mo), self.endpoint, exc)
+        else:
+            text = "%s on %s: connection to %s failed (%s)" % (operation, _target(mo), self.endpoint,
+                                                               exc or type(exc).__name__)
         if attempts:
             text += " after %d attempts" % (attempts + 1)
         if not retried:

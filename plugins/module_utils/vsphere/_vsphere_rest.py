@@ -11,9 +11,26 @@ come back as :class:`VsphereRestError` with the API's ``error_type`` and message
 
 The same fault boundary as the SOAP client: a 401 (session expired or killed) logs in again
 and repeats the call, a bounded number of times; a refused or dropped connection, a timeout
-or a 5xx is retried with bounded exponential backoff and jitter for GET, and for changes only
-where the request cannot have been carried out (connection refused, 502/503/504); tasks are
+or a 5xx is retried with bounded exponential backoff and jitter for GET and HEAD; tasks are
 waited for with the one waiter of ``_vsphere``, which outlasts a vCenter restart.
+
+A change (POST, PATCH, PUT, DELETE) is sent once, and repeated only where it provably did not
+reach vCenter:
+
+* the connection was refused, or could not be opened in time (``ConnectTimeout``): nothing
+  was sent;
+* a 503 carrying ``Retry-After``: the server's own word that it is not taking requests now
+  (vCenter's reverse proxy while a service starts). requests sends the whole body before it
+  reads the answer, so the client cannot see whether the server read the body; the
+  ``Retry-After`` is what tells this refusal from a gateway's failure after forwarding.
+
+Any other failure of a change - 502 or 504 (a gateway that may have forwarded the request and
+timed out waiting for vCenter), a 503 without ``Retry-After``, a reset or a read timeout after
+the request was sent - may come after vCenter carried it out: a second vLCM remediation
+reboots the hosts again, a second create makes a second object. It raises
+:class:`VsphereOutcomeUnknown` ("may or may not have been carried out"), and the module reads
+the object again and reports what it found (``runner._runner``). A 401 is vCenter refusing
+the session before it looks at the request: logged in again and repeated.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -35,13 +52,15 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere impor
     VsphereConnectionError,
     VsphereError,
     VsphereNotFound,
+    VsphereOutcomeUnknown,
     VsphereTaskError,
     RetryPolicy,
     ca_bundle,
     wait,
 )
 
-UNSENT_STATUSES = (502, 503, 504)
+# the statuses a change is repeated after: a 503 with Retry-After only (see the module docstring)
+REFUSED_STATUS = 503
 
 SESSION_HEADER = "vmware-api-session-id"
 
@@ -79,6 +98,23 @@ def _reason(exc):
         seen.add(id(inner))
         inner = inner.__context__
     return getattr(inner, "verify_message", None) or str(inner)
+
+
+MAYBE = ("; the request may or may not have been carried out, so it was not repeated: "
+         "a rerun reads the state and resumes")
+
+
+def _unsent(exc):
+    """Whether a requests exception proves the request was not sent: a refused connection, or one
+    that could not be opened in time."""
+    if isinstance(exc, requests.exceptions.ConnectTimeout):
+        return True
+    return isinstance(exc, requests.exceptions.ConnectionError) and "refused" in _reason(exc).lower()
+
+
+def _refused(resp):
+    """A 503 with Retry-After: the server says it did not take the request (see the module docstring)."""
+    return resp.status_code == REFUSED_STATUS and bool(resp.headers.get("Retry-After"))
 
 
 class VsphereRestClient:
@@ -160,14 +196,13 @@ class VsphereRestClient:
                 resp = self.http.request(method, url, json=body, params=params, timeout=self.timeout,
                                          verify=self.verify)
             except requests.exceptions.RequestException as exc:
-                unsent = isinstance(exc, requests.exceptions.ConnectionError) and "refused" in _reason(exc).lower()
+                unsent = _unsent(exc)
                 if not attempts.left() or not (repeatable or unsent):
                     text = "%s %s: connection to %s failed (%s)" % (method, path, self.base, _reason(exc))
                     if attempts.count:
                         text += " after %d attempts" % (attempts.count + 1)
                     if not (repeatable or unsent):
-                        text += ("; the request may or may not have been carried out, so it was not repeated: "
-                                 "a rerun reads the state and resumes")
+                        raise VsphereOutcomeUnknown(text + MAYBE)
                     raise VsphereConnectionError(text)
                 attempts.pause()
                 continue
@@ -177,7 +212,12 @@ class VsphereRestClient:
                 self.relogins += 1
                 self._login()
                 continue
-            if resp.status_code >= 500 and attempts.left() and (repeatable or resp.status_code in UNSENT_STATUSES):
+            if resp.status_code >= 500 and not repeatable and not _refused(resp):
+                # the answer of a gateway or of vCenter: whether the change was made is not known
+                raise VsphereOutcomeUnknown("%s %s: %s answered HTTP %s %s%s%s" % (
+                    method, path, self.base, resp.status_code, resp.reason or "",
+                    " after %d attempts" % (attempts.count + 1) if attempts.count else "", MAYBE))
+            if resp.status_code >= 500 and attempts.left():
                 attempts.pause()
                 continue
             break

@@ -6,7 +6,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sErr
 from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import DlsError
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Change, Failure, Plan, Resource, compare
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
-from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereFault, VsphereNotFound
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereFault, VsphereNotFound, VsphereOutcomeUnknown
 from tests.lib.fake_module import Exited
 from tests.lib.fake_module import FakeModule as Module
 
@@ -284,3 +284,42 @@ def test_a_plan_with_changes_needs_apply():
     assert result["msg"].startswith("Unable to update object x: unexpected NotImplementedError")
     result, _module = run(NoApply("object x"), check_mode=True)
     assert result == dict(changed=True)
+
+
+# -- a change whose outcome is unknown -----------------------------------------------------
+
+class LostAnswerStore(Store):
+    """Carries the write out (``done``) or not, then raises VsphereOutcomeUnknown as a gateway's 504 does."""
+
+    def __init__(self, objects=None, done=True):
+        Store.__init__(self, objects)
+        self.done = done
+
+    def call(self, name, *args):
+        self.calls.append((name,) + args)
+        if name in ("create", "update"):
+            if self.done:
+                self.objects.setdefault(args[0], {})[args[1]] = args[2]
+            raise VsphereOutcomeUnknown("POST /things: HTTP 504; the request may or may not have been carried out")
+
+
+@pytest.mark.parametrize("done", [True, False])
+def test_an_unknown_outcome_is_read_again_and_reported(done):
+    store = LostAnswerStore({"t1": {"size": 1, "colour": "red"}}, done=done)
+    result, _module = run(Thing(store, size=2))
+    assert result["failed"] and "may or may not have been carried out" in result["msg"]
+    assert [c[0] for c in store.calls] == ["get", "update", "get"]  # sent once, then read again
+    if done:
+        assert "read again after it: thing t1 is as wanted, the change was carried out" in result["msg"]
+        assert result["reread"] == dict(carried_out=True, changes_left=[])
+    else:
+        assert "read again after it: thing t1 still needs update size" in result["msg"]
+        assert result["reread"]["carried_out"] is False
+        assert result["reread"]["changes_left"] == [dict(object="thing t1", field="size", before=1, after=2,
+                                                         action="update")]
+
+
+def test_other_errors_are_not_read_again():
+    store = Store({"t1": {"size": 1}}, fail_on="update")
+    result, _module = run(Thing(store, size=2))
+    assert "reread" not in result and [c[0] for c in store.calls] == ["get", "update"]
