@@ -195,13 +195,23 @@ class DrainApi(object):
 
     # --- cordon and uncordon
 
-    def _patch_node(self, node, patch):
+    def _patch_node(self, node, patch, done):
+        """Patch `node`; a failed patch is judged by the node read again: ``done(node dict)`` true
+        means the patch (or its repeat) was carried out and its answer lost, and is no failure."""
         # the resourceVersion read makes the patch a precondition: a repeat or a concurrent
         # change gets 409 instead of applying over someone else's cordon
         try:
             self.k8s.call(self.core().patch_node, node, patch)
         except K8sError as exc:
-            raise self._fail("cannot patch node %s: %s" % (node, exc), exc)
+            # a patch that timed out, or whose answer a gateway replaced, may have been carried out
+            # (then its repeat got 409): the node says whether it was
+            try:
+                now = self._plain(self.k8s.call(self.core().read_node, node))
+            except K8sError as again:
+                raise self._fail("cannot patch node %s: %s (and reading it again failed: %s)" % (node, exc, again), exc)
+            if done(now):
+                return
+            raise self._fail("cannot patch node %s: %s (read again: not changed)" % (node, exc), exc)
 
     def cordon(self, node):
         """Mark `node` unschedulable and record that the collection did.
@@ -220,7 +230,9 @@ class DrainApi(object):
         self._patch_node(node, {"metadata": {"resourceVersion": meta.get("resourceVersion"),
                                              "annotations": {CORDONED_BY: self.owner,
                                                              CORDONED_BOOT: json.dumps(boot_of(obj), sort_keys=True)}},
-                                "spec": {"unschedulable": True}})
+                                "spec": {"unschedulable": True}},
+                         done=lambda now: bool((now.get("spec") or {}).get("unschedulable"))
+                         and ((now.get("metadata") or {}).get("annotations") or {}).get(CORDONED_BY) == self.owner)
         self._remember(node)
         return "cordoned"
 
@@ -249,7 +261,8 @@ class DrainApi(object):
                                   "annotations": {CORDONED_BY: None, CORDONED_BOOT: None}}}
             if cordoned:
                 patch["spec"] = {"unschedulable": False}
-            self._patch_node(node, patch)
+            self._patch_node(node, patch, done=lambda now: not (now.get("spec") or {}).get("unschedulable")
+                             and not ((now.get("metadata") or {}).get("annotations") or {}).get(CORDONED_BY))
         if node in self.cordoned:
             self.cordoned.remove(node)
         return "uncordoned" if cordoned else "schedulable"
@@ -258,7 +271,11 @@ class DrainApi(object):
 
     def _post_eviction(self, pod):
         from kubernetes import client
-        body = client.V1Eviction(metadata=client.V1ObjectMeta(name=pod["name"], namespace=pod["namespace"]))
+        # the pod's uid as precondition: a repeated eviction (its first answer lost) cannot evict the
+        # replacement a StatefulSet made under the same name; the API server answers 409 instead
+        options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=pod["uid"])) if pod.get("uid") else None
+        body = client.V1Eviction(metadata=client.V1ObjectMeta(name=pod["name"], namespace=pod["namespace"]),
+                                 delete_options=options)
         try:
             return self.core().create_namespaced_pod_eviction(pod["name"], pod["namespace"], body)
         except Exception as exc:  # only a 429 is taken out of the boundary's retries
@@ -292,6 +309,10 @@ class DrainApi(object):
                 return False, exc
             except K8sError as exc:
                 if exc.status == 404:
+                    return True, "gone"
+                if exc.status == 409 and pod.get("uid") and not self._still_there(pod):
+                    # the uid precondition failed: the pod meant is gone (evicted by the first try of
+                    # a repeated request), and one of its name is a new pod, left alone
                     return True, "gone"
                 raise self._fail("cannot evict pod %s: %s" % (pod_key(pod), exc), exc)
             return True, "evicted"
