@@ -15,12 +15,15 @@ description:
   - Reads the GPU hosts and their vGPU VMs from vCenter (the inventory of M(gpupool.vcf.gpu_host_info)
     without its per-host calls) and reports, per cluster and vGPU profile, the slots C(total),
     C(used), C(free) and C(blocked) (held by other profiles).
-  - A card runs one time-sliced profile at a time, up to its framebuffer divided by the profile's; a
-    card in MIG mode runs MIG-backed vGPUs whose GPU instances fit together by NVIDIA's placement
-    rules; the vGPUs of one VM are on different cards of its host. The module does not read which card
-    holds which VM (the per-card VM lists of the host's C(config.graphicsInfo)); it places each host's
-    powered-on vGPUs as tightly as the cards allow;
-    C(free) is optimistic (a host whose vGPUs are spread over more cards takes fewer). Hosts in maintenance
+  - A card's slots follow its mode, as M(gpupool.vcf.gpu_host_info) reads it per GPU (C(graphicsInfo.vgpuMode))
+    - a GPU in MIG mode runs only MIG-backed vGPUs whose GPU instances fit together by NVIDIA's placement
+    rules; a GPU without MIG runs only time-sliced and full-card vGPUs, of one profile in C(sameSize) mode
+    (up to its framebuffer divided by the profile's), of several sizes whose framebuffer fits in
+    C(mixedSize) mode. Each card starts with the vGPUs vSphere lists on it (C(graphicsInfo.vm)).
+  - Where a host does not say (vSphere API before 8.0.3 reports no vGPU mode; a powered-on vGPU no card
+    lists), its vGPUs are placed as tightly as the cards allow, the first vGPU of a card setting its mode and
+    the vGPUs of one VM on different cards; C(free) is optimistic there (a host whose vGPUs are spread over
+    more cards takes fewer). A card whose mode cannot take a profile counts none of its slots. Hosts in maintenance
     mode or not connected, and profiles a host does not offer (no driver loaded), count no slots.
   - The spare rule on the live fleet checks whether the powered-on vGPU VMs of the cluster's largest host
     (most GPUs; of equal hosts the one whose loss hurts most) restart on the free cards of the other

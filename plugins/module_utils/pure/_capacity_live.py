@@ -10,20 +10,25 @@ Inputs are plain data: the host records of ``_gpu_inventory`` (GPUs, offered pro
 vGPU VMs with their profiles and power state), the normalized design (optional), and the
 pods, Workloads and LocalQueues of a guest cluster (optional).
 
-Cards. The host records do not say which card carries which vGPU (vSphere lists the
-powered-on VMs of each card in ``config.graphicsInfo[].vm``; the inventory does not return it),
-so each host's powered-on vGPUs are placed on its cards here, the way a card can hold them: a card in time-sliced mode carries vGPUs of one profile only, up to
-``_design_capacity.per_card`` of them (memory / framebuffer); a card in MIG mode carries
-MIG-backed vGPUs whose GPU instances fit together (``_nvidia.mig_fits``); the vGPUs of one VM
-go to different cards of its host. The placement is the tightest one (partly used cards
-first, biggest VMs first, a greedy placement), so the free slots are optimistic: a real host whose
-vGPUs are spread over more cards holds fewer.
+Cards. Where the host record has gpu_host_info's per-GPU view (each GPU's ``vgpu_mode`` and the
+``vms`` vSphere placed on it, ``config.graphicsInfo[]``), a card follows its mode and carries what it
+really carries: a GPU in MIG mode (``multiInstanceGpu``) takes only MIG-backed vGPUs whose GPU
+instances fit together (``_nvidia.mig_fits``); a GPU without MIG takes only time-sliced and full-card
+vGPUs - in ``sameSize`` mode (or ``none``) of one profile, up to ``_design_capacity.per_card`` of them
+(memory / framebuffer), in ``mixedSize`` mode of several sizes as long as their framebuffer fits the
+card. The vGPUs vSphere lists on a card are put there first. What the record does not place (a GPU
+whose mode is not reported, before vSphere API 8.0.3; the VMs not read; a powered-on vGPU no card
+lists) is placed here, the way a card of unknown mode can hold it: its first vGPU sets the card's
+mode; the vGPUs of one VM go to different cards of its host; the placement is the tightest one
+(partly used cards first, biggest VMs first, a greedy placement), so the free slots there are
+optimistic: a real host whose vGPUs are spread over more cards holds fewer.
 
 Slots of a profile P on a cluster: ``total`` - what the available hosts' cards would hold of
-P alone; ``used`` - powered-on vGPUs of P; ``free`` - more vGPUs of P the cards take now (an
-empty card takes ``per_card``; a time-sliced card of P its room; a MIG card as many more P
-instances as still fit; any other card none); ``blocked`` - ``total - used - free``: slots
-that other profiles hold.
+P alone (a card whose mode cannot take P counts none); ``used`` - powered-on vGPUs of P; ``free`` -
+more vGPUs of P the cards take now (an empty card of a mode that takes P ``per_card``; a sameSize
+card of P its room; a mixedSize card the P that fit in its free framebuffer; a MIG card as many more P
+instances as still fit; any other card none); ``blocked`` - ``total - used - free``: slots that other
+profiles hold.
 
 Spare rule: the powered-on vGPU VMs of the largest host (most GPUs; of equal hosts the one
 whose loss leaves the most protected VMs short) are restarted on the other available hosts'
@@ -122,36 +127,69 @@ def _mix_fits(model, mix):
     return _FIT_CACHE[key]
 
 
+MIG = "mig"
+TIME_SLICED = "time_sliced"
+# gpu_host_info's vgpu_mode of a GPU -> (the kind of vGPU the card takes, several sizes at once)
+CARD_MODES = {"multiInstanceGpu": (MIG, False), "sameSize": (TIME_SLICED, False),
+              "mixedSize": (TIME_SLICED, True), "none": (TIME_SLICED, False)}
+
+
+def _framebuffer(profile):
+    try:
+        return parse_profile(profile).framebuffer_gb
+    except NvidiaError:
+        return 0
+
+
 class Card:
-    """One GPU: empty, time-sliced with one profile, or in MIG mode with a mix of instances."""
+    """One GPU: empty, time-sliced with one profile (or several sizes in mixedSize mode), or in MIG mode
+    with a mix of instances. ``lock``: the kind of vGPU the GPU's mode takes (``mig`` or ``time_sliced``;
+    None when its mode is unknown: its first vGPU sets it)."""
 
-    __slots__ = ("model", "mode", "profile", "count", "mix")
+    __slots__ = ("model", "mode", "profile", "count", "mix", "lock", "mixed", "fb")
 
-    def __init__(self, model):
+    def __init__(self, model, lock=None, mixed=False):
         self.model = model
         self.mode = None
         self.profile = None
         self.count = 0
         self.mix = {}
+        self.lock = lock
+        self.mixed = mixed
+        self.fb = 0
+
+    @classmethod
+    def of_gpu(cls, gpu):
+        """The card of one GPU of a host record, in its mode when gpu_host_info reports it."""
+        lock, mixed = CARD_MODES.get(gpu.get("vgpu_mode"), (None, False))
+        return cls(_model(gpu.get("model")), lock, mixed)
 
     def copy(self):
-        other = Card(self.model)
-        other.mode, other.profile, other.count, other.mix = self.mode, self.profile, self.count, dict(self.mix)
+        other = Card(self.model, self.lock, self.mixed)
+        other.mode, other.profile, other.count, other.mix, other.fb = (
+            self.mode, self.profile, self.count, dict(self.mix), self.fb)
         return other
+
+    def takes(self, profile):
+        """Whether the card's mode takes vGPUs of ``profile`` at all (empty or not)."""
+        if self.model is None:
+            return False
+        cap = profile_cap(profile, self.model)
+        return cap is not None and (self.lock is None or cap[0] == self.lock)
 
     def room(self, profile):
         """How many more vGPUs of ``profile`` this card takes now."""
-        if self.model is None:
+        if not self.takes(profile):
             return 0
-        cap = profile_cap(profile, self.model)
-        if cap is None:
-            return 0
-        kind, per, mig = cap
+        kind, per, mig = profile_cap(profile, self.model)
         if self.mode is None:
             return per
         if kind != self.mode:
             return 0
-        if kind == "time_sliced":
+        if kind == TIME_SLICED:
+            if self.mixed:
+                fb = _framebuffer(profile)
+                return min(per, max(0, (self.model.memory_gb - self.fb) // fb)) if fb else 0
             return per - self.count if self.profile == profile else 0
         room = 0
         mix = dict(self.mix)
@@ -166,8 +204,9 @@ class Card:
         kind, _per, mig = profile_cap(profile, self.model)
         self.mode = kind
         self.count += 1
-        if kind == "time_sliced":
-            self.profile = profile
+        if kind == TIME_SLICED:
+            self.fb += _framebuffer(profile)
+            self.profile = profile if self.profile in (None, profile) else "(mixed)"
         else:
             self.mix[mig] = self.mix.get(mig, 0) + 1
 
@@ -209,8 +248,9 @@ def place_vm(cards, vm):
 
 
 def host_cards(host):
-    """Cards of a host record (one per GPU, its catalog model; None for a model the catalog lacks)."""
-    return [Card(_model(g.get("model"))) for g in host.get("gpus") or []]
+    """Cards of a host record (one per GPU, its catalog model - None for a model the catalog lacks - and
+    its mode where gpu_host_info reports it)."""
+    return [Card.of_gpu(g) for g in host.get("gpus") or []]
 
 
 def available(host):
@@ -221,11 +261,44 @@ def powered_on(host):
     return [vm for vm in host.get("vgpu_vms") or [] if vm.get("power_state") == POWERED_ON and _vgpus(vm)]
 
 
+def _vm_key(vm):
+    return vm.get("moid") or vm.get("name")
+
+
+def placed_by_vsphere(host):
+    """{VM key: [(card index, profile)]} of the vGPUs the host record places on its cards (each GPU's
+    ``vms``, gpu_host_info's per-GPU view); GPUs without that view place nothing."""
+    out = OrderedDict()
+    for index, g in enumerate(host.get("gpus") or []):
+        for vm in g.get("vms") or []:
+            key = vm.get("moid") or vm.get("name")
+            for profile in vm.get("profiles") or []:
+                out.setdefault(key, []).append((index, str(profile).lower()))
+    return out
+
+
 def pack_host(host):
-    """(cards, VMs that do not fit) for the host's powered-on vGPU VMs, biggest first."""
+    """(cards, VMs that do not fit) for the host's powered-on vGPU VMs: the vGPUs each card really
+    carries first (a VM whose vGPUs its cards cannot hold - an inconsistent read - does not fit), then
+    the others, biggest first, placed as a card of their mode can hold them."""
     cards = host_cards(host)
     unplaced = []
-    for vm in sorted(powered_on(host), key=_size):
+    real = placed_by_vsphere(host)
+    rest = []
+    for vm in powered_on(host):
+        where = real.get(_vm_key(vm))
+        if not where:
+            rest.append(vm)
+            continue
+        fits = True
+        for index, profile in where:
+            if cards[index].room(profile) >= 1:
+                cards[index].add(profile)
+            else:
+                fits = False
+        if not fits:
+            unplaced.append(vm)
+    for vm in sorted(rest, key=_size):
         if not place_vm(cards, vm):
             unplaced.append(vm)
     return cards, unplaced
@@ -357,6 +430,8 @@ def slots(hosts, pools=None, profiles=None):
                     if cap is None:
                         continue
                     row["per_card"] = cap[1]
+                    if not card.takes(profile):  # a card whose mode cannot take the profile holds none of it
+                        continue
                     total += cap[1]
                     free += card.room(profile)
                 row["total"] += total
@@ -830,7 +905,9 @@ def markdown(report):
     if report.get("generated"):
         lines += ["Read at %s." % report["generated"], ""]
     lines += ["## vGPU slots", "",
-              "Free slots are optimistic: each host's vGPUs are placed on its cards as tightly as they go.", ""]
+              "Each card's slots follow its mode (MIG-backed vGPUs only on MIG GPUs, time-sliced and full-card "
+              "ones only on the others) and start from the vGPUs vSphere places on it; where a host does not "
+              "say, its vGPUs are placed as tightly as they go, so free slots there are optimistic.", ""]
     for cluster, entry in (report.get("clusters") or {}).items():
         lines += ["### %s" % cluster, "",
                   "%d GPU hosts (%d available), %d GPUs, %d in use." % (
@@ -909,6 +986,6 @@ def markdown(report):
     return "\n".join(lines)
 
 
-__all__ = ["CapacityError", "Card", "KNEE_NOT_COMPUTED", "Pools", "gpu_requests", "knee_input_errors", "knee_queries",
+__all__ = ["CapacityError", "Card", "CARD_MODES", "placed_by_vsphere", "KNEE_NOT_COMPUTED", "Pools", "gpu_requests", "knee_input_errors", "knee_queries",
            "knee_samples", "knee_settings", "knees", "kueue_waits", "markdown", "pack_host", "pending_pods",
            "place_vm", "pod_waits", "pool_knee", "slots", "spare"]

@@ -300,3 +300,108 @@ def test_markdown_names_the_short_pool_and_the_knee_place():
 def test_profile_cap(profile, cap):
     from ansible_collections.gpupool.vcf.plugins.module_utils.pure._nvidia import gpu_model
     assert cl.profile_cap(profile, gpu_model("H100-80GB")) == cap
+
+
+# ---------------------------------------------------------------------------------------
+# cards in their mode, with the vGPUs vSphere places on them (gpu_host_info's per-GPU view)
+# ---------------------------------------------------------------------------------------
+
+
+def viewed(name, modes, placed=(), unlisted=(), cluster="c1"):
+    """A host whose GPUs have the per-GPU view: ``modes`` per GPU, ``placed`` [(GPU, VM, profiles)] (the
+    VMs graphicsInfo lists, powered on), ``unlisted`` powered-on VMs no GPU lists."""
+    gpus = [dict(index=i, model="H100-80GB", vgpu_mode=m, vms=[]) for i, m in enumerate(modes)]
+    vms = OrderedVms()
+    for index, vm, profiles in placed:
+        gpus[index]["vms"].append(dict(name=vm, moid="vm-" + vm, profiles=list(profiles)))
+        vms.add(vm, profiles)
+    for vm, profiles in unlisted:
+        vms.add(vm, profiles)
+    return dict(name=name, cluster=cluster, connection_state="connected", maintenance_mode=False, gpus=gpus,
+                vgpu_profiles=list(H100_PROFILES), vgpu_vms=vms.listing)
+
+
+class OrderedVms:
+    def __init__(self):
+        self.listing = []
+
+    def add(self, name, profiles):
+        for vm in self.listing:
+            if vm["name"] == name:
+                vm["vgpu_profiles"] += list(profiles)
+                return
+        self.listing.append(dict(name=name, moid="vm-" + name, power_state="poweredOn", vgpu_profiles=list(profiles)))
+
+
+MIG, SAME, MIXED = "multiInstanceGpu", "sameSize", "mixedSize"
+
+
+def test_slots_follow_each_cards_mode():
+    # GPUs 0, 1 in MIG mode, 2, 3 without: MIG-backed slots only on 0, 1, time-sliced and full-card only on 2, 3
+    rows = cl.slots([viewed("h1", [MIG, MIG, SAME, SAME])],
+                    profiles=["nvidia_h100-3-40c", "nvidia_h100-80c", "nvidia_h100-20c"])["c1"]["profiles"]
+    assert (rows["nvidia_h100-3-40c"]["total"], rows["nvidia_h100-3-40c"]["free"]) == (2 * 2, 2 * 2)
+    assert (rows["nvidia_h100-80c"]["total"], rows["nvidia_h100-80c"]["free"]) == (2, 2)
+    assert (rows["nvidia_h100-20c"]["total"], rows["nvidia_h100-20c"]["free"]) == (2 * 4, 2 * 4)
+    assert all(r["blocked"] == 0 for r in rows.values())
+    # the same host without the view: every card takes either kind
+    blind = host("h1", [], cards=4)
+    assert cl.slots([blind], profiles=["nvidia_h100-80c"])["c1"]["profiles"]["nvidia_h100-80c"]["free"] == 4
+
+
+def test_the_vgpus_each_card_carries_are_where_vsphere_lists_them():
+    # two 20c VMs spread on two sameSize cards (assignment policy performance): 3 + 3 more 20c, no card left
+    # for an 80c. The tight guess would have put both on card 0 and left card 1 free for one 80c.
+    h = viewed("h1", [SAME, SAME], placed=[(0, "A", ["nvidia_h100-20c"]), (1, "B", ["nvidia_h100-20c"])])
+    cards, unplaced = cl.pack_host(h)
+    assert [c.count for c in cards] == [1, 1] and unplaced == []
+    rows = cl.slots([h], profiles=["nvidia_h100-80c"])["c1"]["profiles"]
+    assert (rows["nvidia_h100-20c"]["used"], rows["nvidia_h100-20c"]["free"]) == (2, 3 + 3)
+    assert (rows["nvidia_h100-80c"]["free"], rows["nvidia_h100-80c"]["blocked"]) == (0, 2)
+    blind = host("h1", [on("A", "nvidia_h100-20c"), on("B", "nvidia_h100-20c")], cards=2)
+    assert cl.slots([blind], profiles=["nvidia_h100-80c"])["c1"]["profiles"]["nvidia_h100-80c"]["free"] == 1
+
+
+def test_one_size_per_samesize_card_several_on_a_mixedsize_card():
+    # a 20c on each card: a sameSize card takes no 40c next to it, a mixedSize card (80 - 20) // 40 = 1
+    h = viewed("h1", [SAME, MIXED], placed=[(0, "A", ["nvidia_h100-20c"]), (1, "B", ["nvidia_h100-20c"])])
+    cards, _unplaced = cl.pack_host(h)
+    assert [c.room("nvidia_h100-40c") for c in cards] == [0, 1]
+    assert [c.room("nvidia_h100-20c") for c in cards] == [3, 3]
+    assert [c.room("nvidia_h100-3-40c") for c in cards] == [0, 0]
+
+
+def test_a_mig_card_carries_its_instances():
+    # a 3g.40gb on MIG GPU 0: four 1g.10gb still fit beside it (test_mig_room_next_to_a_bigger_instance)
+    h = viewed("h1", [MIG, SAME], placed=[(0, "A", ["nvidia_h100-3-40c"])])
+    rows = cl.slots([h], profiles=["nvidia_h100-1-10c", "nvidia_h100-10c"])["c1"]["profiles"]
+    assert (rows["nvidia_h100-1-10c"]["total"], rows["nvidia_h100-1-10c"]["free"]) == (7, 4)
+    assert (rows["nvidia_h100-10c"]["total"], rows["nvidia_h100-10c"]["free"]) == (8, 8)
+
+
+def test_a_vgpu_on_a_card_of_the_wrong_kind_is_overcommitted():
+    # vSphere lists a MIG-backed vGPU on a sameSize GPU: no real host runs that, the VM is not counted as fitting
+    h = viewed("h1", [SAME, SAME], placed=[(0, "A", ["nvidia_h100-3-40c"])])
+    assert cl.slots([h])["c1"]["overcommitted"] == [dict(host="h1", vm="A", vgpu_profiles=["nvidia_h100-3-40c"])]
+
+
+def test_a_powered_on_vgpu_no_card_lists_is_placed_on_a_card_of_its_kind():
+    # GPU 0 runs MIG: the unlisted 80c goes to GPU 1, leaving GPU 0 its two 3g.40gb
+    h = viewed("h1", [MIG, SAME], unlisted=[("T", ["nvidia_h100-80c"])])
+    cards, unplaced = cl.pack_host(h)
+    assert [c.count for c in cards] == [0, 1] and unplaced == []
+    assert cl.slots([h], profiles=["nvidia_h100-3-40c"])["c1"]["profiles"]["nvidia_h100-3-40c"]["free"] == 2
+
+
+def test_the_spare_rule_restarts_vms_only_on_cards_of_their_kind():
+    # h2's two inference VMs (3-40c on MIG GPU 0) cannot restart on h1, whose GPUs run without MIG
+    design = dict(DESIGN, pools=[dict(DESIGN["pools"][0], cluster="c1")])
+    hosts = [viewed("h1", [SAME, SAME]),
+             viewed("h2", [MIG, SAME], placed=[(0, "inference-0", ["nvidia_h100-3-40c"]),
+                                                (0, "inference-1", ["nvidia_h100-3-40c"])])]
+    out = cl.spare(hosts, cl.Pools(design))["c1"]
+    assert out["ok"] is False and out["host_down"] == "h2" and out["vms_short"] == 2
+    # with h1's GPU 0 in MIG mode they do
+    hosts[0] = viewed("h1", [MIG, SAME])
+    out = cl.spare(hosts, cl.Pools(design))["c1"]
+    assert out["ok"] is True and out["vms_short"] == 0
