@@ -102,6 +102,13 @@ options:
   prometheus_ca_path:
     description: CA bundle to verify Prometheus's certificate with.
     type: path
+  prometheus_allow_plain_http:
+    description:
+      - Send the bearer token to a plain V(http://) O(prometheus_url) (unencrypted, so anyone on the path can read it).
+      - Without it, a V(http://) URL with a token is refused before anything is sent; a redirect
+        to another origin (scheme, host or port) never carries the token.
+    type: bool
+    default: false
   knee_range:
     description: How far back the knee's samples reach (V(7d), V(12h), V(90m) or seconds).
     type: str
@@ -236,6 +243,7 @@ ARGUMENT_SPEC = dict(
     prometheus_token=dict(type="str", no_log=True, fallback=(env_fallback, ["PROMETHEUS_TOKEN"])),
     prometheus_validate_certs=dict(type="bool", default=True),
     prometheus_ca_path=dict(type="path"),
+    prometheus_allow_plain_http=dict(type="bool", default=False),
     knee_range=dict(type="str", default=_capacity_live.KNEE_DEFAULTS["knee_range"]),
     knee_window=dict(type="str", default=_capacity_live.KNEE_DEFAULTS["knee_window"]),
     knee_step=dict(type="str", default=_capacity_live.KNEE_DEFAULTS["knee_step"]),
@@ -270,6 +278,8 @@ class Capacity(Info):
         span, window, step = _capacity_live.knee_settings(p)
         client = PromClient(p["prometheus_url"], bearer_token=p["prometheus_token"],
                             validate_certs=p["prometheus_validate_certs"], ca_path=p["prometheus_ca_path"],
+                            allow_plain_http=p["prometheus_allow_plain_http"],
+                            plain_http_option="prometheus_allow_plain_http",
                             timeout=p["request_timeout"])
         end = float(int(now))
         start = end - span

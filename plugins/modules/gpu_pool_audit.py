@@ -157,6 +157,13 @@ options:
   prometheus_ca_path:
     description: CA bundle for Prometheus's certificate.
     type: path
+  prometheus_allow_plain_http:
+    description:
+      - Send the bearer token to a plain V(http://) O(prometheus_url) (unencrypted, so anyone on the path can read it).
+      - Without it, a V(http://) URL with a token is refused before anything is sent; a redirect
+        to another origin (scheme, host or port) never carries the token.
+    type: bool
+    default: false
   license_metric:
     description: The vGPU license status metric (value 1 licensed), with the node in its C(Hostname) label.
     type: str
@@ -644,6 +651,8 @@ def read_licensing(module, derived):
     if p["prometheus_url"]:
         prom = PromClient(p["prometheus_url"], bearer_token=p["prometheus_bearer_token"],
                           validate_certs=p["prometheus_validate_certs"], ca_path=p["prometheus_ca_path"],
+                          allow_plain_http=p["prometheus_allow_plain_http"],
+                          plain_http_option="prometheus_allow_plain_http",
                           timeout=p["request_timeout"])
         try:
             state["license_series"] = prom.query(p["license_metric"])
@@ -719,6 +728,7 @@ ARGUMENT_SPEC = dict(
     prometheus_bearer_token=dict(type="str", no_log=True),
     prometheus_validate_certs=dict(type="bool", default=True),
     prometheus_ca_path=dict(type="path"),
+    prometheus_allow_plain_http=dict(type="bool", default=False),
     license_metric=dict(type="str", default=_audit.LICENSE_METRIC),
     fail_on=dict(type="str", choices=["none", "error", "warning"], default="none"),
     vcenter=dict(type="str"),

@@ -68,6 +68,14 @@ options:
   ca_path:
     description: CA bundle to verify Prometheus's certificate with.
     type: path
+  allow_plain_http:
+    description:
+      - Send the bearer token or the basic credentials to a plain V(http://) O(prometheus_url)
+        (unencrypted, so anyone on the path can read it).
+      - Without it, a V(http://) URL with credentials is refused before anything is sent; a redirect
+        to another origin (scheme, host or port) never carries the credentials.
+    type: bool
+    default: false
   timeout:
     description: Seconds to wait for each answer.
     type: int
@@ -329,6 +337,7 @@ ARGUMENT_SPEC = dict(
     password=dict(type="str", no_log=True),
     validate_certs=dict(type="bool", default=True),
     ca_path=dict(type="path"),
+    allow_plain_http=dict(type="bool", default=False),
     timeout=dict(type="int", default=60),
     retries=dict(type="int", default=2),
     start=dict(type="str"),
@@ -369,6 +378,7 @@ class Usage(Info):
         if p["prometheus_url"]:
             self.client = PromClient(p["prometheus_url"], bearer_token=p["bearer_token"], username=p["username"],
                                      password=p["password"], validate_certs=p["validate_certs"], ca_path=p["ca_path"],
+                                     allow_plain_http=p["allow_plain_http"],
                                      timeout=p["timeout"], attempts=p["retries"] + 1)
 
     def read(self):

@@ -96,6 +96,13 @@ options:
   prometheus_ca_path:
     description: CA bundle for Prometheus's certificate.
     type: path
+  prometheus_allow_plain_http:
+    description:
+      - Send the bearer token to a plain V(http://) O(prometheus_url) (unencrypted, so anyone on the path can read it).
+      - Without it, a V(http://) URL with a token is refused before anything is sent; a redirect
+        to another origin (scheme, host or port) never carries the token.
+    type: bool
+    default: false
   license_metric:
     description: The license status metric (value 1 licensed), with the node in its C(Hostname) label.
     type: str
@@ -242,6 +249,7 @@ ARGUMENT_SPEC = dict(
     prometheus_bearer_token=dict(type="str", no_log=True),
     prometheus_validate_certs=dict(type="bool", default=True),
     prometheus_ca_path=dict(type="path"),
+    prometheus_allow_plain_http=dict(type="bool", default=False),
     license_metric=dict(type="str", default=pr.LICENSE_METRIC),
     probe_namespace=dict(type="str", default="default"),
     probe_image=dict(type="str", default="busybox:1.36"),
@@ -385,6 +393,8 @@ class PoolReady(Info):
             else:
                 prom = PromClient(p["prometheus_url"], bearer_token=p["prometheus_bearer_token"],
                                   validate_certs=p["prometheus_validate_certs"], ca_path=p["prometheus_ca_path"],
+                                  allow_plain_http=p["prometheus_allow_plain_http"],
+                                  plain_http_option="prometheus_allow_plain_http",
                                   timeout=p["request_timeout"])
                 self._wait("licensed", lambda: self._licensed(prom))
             if "probe_pod" in p["skip"]:

@@ -18,7 +18,8 @@ import socket
 import ssl
 import time
 from urllib.error import HTTPError, URLError
-from urllib.request import HTTPSHandler, Request, build_opener
+from urllib.parse import urlsplit
+from urllib.request import HTTPRedirectHandler, HTTPSHandler, Request, build_opener
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._retry import ATTEMPTS, TRANSIENT_STATUS, backoff_delay, seconds, times
 
@@ -143,6 +144,24 @@ def _dls_error(exc, where, timeout):
     return DlsError("%s: %s" % (type(exc).__name__, exc), kind="other")
 
 
+def origin(url):
+    """(scheme, host, port) of a URL, the port filled in from the scheme."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    return scheme, (parts.hostname or "").lower(), parts.port or {"http": 80, "https": 443}.get(scheme)
+
+
+class SameOriginAuth(HTTPRedirectHandler):
+    """urllib's redirects, without the bearer token where the redirect leaves the appliance's origin
+    (another host or port, or plain http: the token never travels unencrypted)."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        new = HTTPRedirectHandler.redirect_request(self, req, fp, code, msg, headers, newurl)
+        if new is not None and origin(new.full_url) != origin(req.full_url):
+            new.remove_header("Authorization")
+        return new
+
+
 class DlsClient(object):
     """The appliance's REST API with a timeout on every request and bounded retries.
 
@@ -151,6 +170,10 @@ class DlsClient(object):
     request (compose-messenger-token, which mints a token) only when the connection was
     refused, as nothing reached the appliance then. A 401 on an expired bearer token is
     answered by one new login; a second 401 is an error.
+
+    The appliance is always spoken to over https; a redirect to another origin (scheme, host or
+    port) is followed without the bearer token, and urllib turns a redirected POST (the login with
+    its password) into a GET without its body, so credentials never leave the appliance's origin.
     """
 
     def __init__(self, host, port, username, password, validate_certs=True, ca_file=None, timeout=30,
@@ -165,7 +188,7 @@ class DlsClient(object):
             ctx = ssl.create_default_context()
             ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE
-        self.opener = build_opener(HTTPSHandler(context=ctx))
+        self.opener = build_opener(HTTPSHandler(context=ctx), SameOriginAuth())
         self.bearer = None
         self.logins = 0
 

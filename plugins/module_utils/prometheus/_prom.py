@@ -4,7 +4,12 @@
 """The client of Prometheus's HTTP API (``/api/v1/query``, ``/api/v1/query_range``), knowing
 nothing of Ansible: a timeout on every request, bounded retries with the collection's backoff
 (pure/_retry.py) on timeouts, dropped or refused connections and 429/5xx answers (every call is
-a read), and one error type, ``PromError``."""
+a read), and one error type, ``PromError``.
+
+Credentials (a bearer token, basic credentials) go only where ``url`` points: a redirect to another
+origin (scheme, host or port) is followed without the ``Authorization`` header, and a plain
+``http://`` URL with credentials is refused unless ``allow_plain_http`` says the token may travel
+unencrypted (a Prometheus on the same host, a lab)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -17,16 +22,16 @@ import socket
 import ssl
 import time
 from urllib.error import HTTPError, URLError
-from urllib.parse import urlencode
-from urllib.request import HTTPHandler, HTTPSHandler, Request, build_opener
+from urllib.parse import urlencode, urlsplit
+from urllib.request import HTTPHandler, HTTPRedirectHandler, HTTPSHandler, Request, build_opener
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._retry import ATTEMPTS, TRANSIENT_STATUS, backoff_delay, seconds, times
 
 
 class PromError(Exception):
     """A Prometheus call failed. ``status`` is the HTTP status when Prometheus answered; ``kind``
-    is ``answer`` (an HTTP error or a query error), ``timeout``, ``refused``, ``reset``, ``tls``
-    or ``other``; ``error_type`` is Prometheus's ``errorType`` (``bad_data``, ``timeout``, ...)."""
+    is ``answer`` (an HTTP error or a query error), ``timeout``, ``refused``, ``reset``, ``tls``,
+    ``config`` (the client refused its options) or ``other``; ``error_type`` is Prometheus's ``errorType`` (``bad_data``, ``timeout``, ...)."""
 
     def __init__(self, msg, status=None, kind="answer", error_type=None, attempts=1):
         super(PromError, self).__init__(msg)
@@ -64,13 +69,40 @@ def _error(exc, where, timeout):
     return PromError("%s: %s" % (type(exc).__name__, exc), kind="other")
 
 
+def origin(url):
+    """(scheme, host, port) of a URL, the port filled in from the scheme."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    return scheme, (parts.hostname or "").lower(), parts.port or {"http": 80, "https": 443}.get(scheme)
+
+
+class SameOriginAuth(HTTPRedirectHandler):
+    """urllib's redirects, without ``Authorization`` where the redirect leaves the origin."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        new = HTTPRedirectHandler.redirect_request(self, req, fp, code, msg, headers, newurl)
+        if new is not None and origin(new.full_url) != origin(req.full_url):
+            new.remove_header("Authorization")
+        return new
+
+
 class PromClient(object):
     """Prometheus's query API. ``url`` is the server's base URL (``https://prometheus:9090``, a
     path prefix is kept); a bearer token or basic credentials authenticate when given. Queries
-    are sent as POST forms (long PromQL fits) and retried ``attempts`` times in all."""
+    are sent as POST forms (long PromQL fits) and retried ``attempts`` times in all. Credentials over
+    plain ``http://`` are refused (``PromError`` of kind ``config``, raised by the first query, before
+    anything is sent) unless ``allow_plain_http``."""
 
     def __init__(self, url, bearer_token=None, username=None, password=None, validate_certs=True, ca_path=None,
-                 timeout=30, attempts=ATTEMPTS, sleep=time.sleep):
+                 timeout=30, attempts=ATTEMPTS, sleep=time.sleep, allow_plain_http=False,
+                 plain_http_option="allow_plain_http"):
+        self.refusal = None  # raised by the first call (inside the module's error boundary), nothing sent
+        if (bearer_token or username) and origin(url)[0] == "http" and not allow_plain_http:
+            self.refusal = PromError(
+                "refusing to send %s to %s over plain http, where anyone on the path can read it: use an "
+                "https:// URL, or allow plain http explicitly (option %s)"
+                % ("the bearer token" if bearer_token else "the credentials", url.rstrip("/"), plain_http_option),
+                kind="config")
         self.base = url.rstrip("/")
         self.where = self.base
         self.timeout = timeout
@@ -87,7 +119,7 @@ class PromClient(object):
             ctx = ssl.create_default_context()
             ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE
-        self.opener = build_opener(HTTPHandler(), HTTPSHandler(context=ctx))
+        self.opener = build_opener(HTTPHandler(), HTTPSHandler(context=ctx), SameOriginAuth())
         self.requests = 0
 
     def _once(self, path, form):
@@ -109,6 +141,8 @@ class PromClient(object):
         return body.get("data") or {}
 
     def _call(self, path, form):
+        if self.refusal is not None:
+            raise self.refusal
         attempt = 0
         while True:
             attempt += 1

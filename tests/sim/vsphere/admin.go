@@ -400,6 +400,8 @@ func (f *front) hostAdmin(w http.ResponseWriter, r *http.Request, rest string) {
 		sim.mu.Unlock()
 		sim.render(ctx, g)
 		writeJSON(w, http.StatusOK, hostView(ctx, g))
+	case strings.HasPrefix(action, "gpus/") && r.Method == http.MethodPost:
+		setGPUAdmin(w, r, ctx, g, strings.TrimPrefix(action, "gpus/"))
 	case action == "mig" && r.Method == http.MethodGet:
 		writeJSON(w, http.StatusOK, map[string]any{"gpus": migView(g)})
 	case action == "reconnect" && r.Method == http.MethodPost:
@@ -460,5 +462,8 @@ func hostView(ctx *simulator.Context, g *gpuHost) map[string]any {
 		"maintenance":           maint,
 		"connection_state":      string(conn),
 		"vgpu_profiles":         len(g.offered()),
+		"gpus":                  g.gpusView(),
+		"ssh_service":           map[bool]string{true: "running", false: "stopped"}[g.sshRunning],
+		"lockdown":              string(g.lockdown),
 	}
 }

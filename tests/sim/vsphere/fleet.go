@@ -33,6 +33,34 @@ type fleetHost struct {
 	Graphics      *fleetGraphics `yaml:"graphics"`
 	NvidiaOptions string         `yaml:"nvidia_options"`
 	Maintenance   bool           `yaml:"maintenance"`
+	// MIG: the GPUs in MIG mode at start (current and pending): a list of
+	// GPU indexes or "all"; default none.
+	MIG      *fleetMIG `yaml:"mig"`
+	VgpuMode string    `yaml:"vgpu_mode"` // same_size (default) | mixed_size, every GPU
+	SSH      string    `yaml:"ssh"`       // running | stopped (default): the TSM-SSH service
+	Lockdown string    `yaml:"lockdown"`  // disabled (default) | normal | strict
+	// users that keep access in lockdown mode (HostAccessManager exceptions)
+	LockdownExceptions []string `yaml:"lockdown_exceptions"`
+}
+
+// fleetMIG is a host's mig key: "all" or a list of GPU indexes.
+type fleetMIG struct {
+	All     bool
+	Indexes []int
+}
+
+func (m *fleetMIG) UnmarshalYAML(node *yaml.Node) error {
+	if node.Kind == yaml.ScalarNode {
+		if node.Value == "all" {
+			m.All = true
+			return nil
+		}
+		return fmt.Errorf("line %d: mig must be all or a list of GPU indexes, not %q", node.Line, node.Value)
+	}
+	if err := node.Decode(&m.Indexes); err != nil {
+		return fmt.Errorf("line %d: mig must be all or a list of GPU indexes: %v", node.Line, err)
+	}
+	return nil
 }
 
 type fleetGPU struct {
@@ -65,6 +93,11 @@ type hostSpec struct {
 	Policy        string
 	NvidiaOptions string
 	Maintenance   bool
+	MIG           []bool // per GPU: MIG mode at start
+	VgpuMode      string // sameSize | mixedSize
+	SSHRunning    bool
+	Lockdown      string // lockdownDisabled | lockdownNormal | lockdownStrict
+	Exceptions    []string
 }
 
 // vmSpec is one expanded VM of the fleet.
@@ -161,6 +194,9 @@ func (f *fleetFile) expand() ([]hostSpec, []vmSpec, error) {
 			if err := checkGraphics(spec.GraphicsType, spec.Policy); err != nil {
 				return nil, nil, fmt.Errorf("cluster %s: %v", c.Name, err)
 			}
+			if err := hostExtras(&spec, h); err != nil {
+				return nil, nil, fmt.Errorf("cluster %s, host %s: %v", c.Name, h.Name+h.Prefix, err)
+			}
 			for _, n := range names {
 				if seen[n] {
 					return nil, nil, fmt.Errorf("host %q listed twice", n)
@@ -219,5 +255,53 @@ func checkGraphics(kind, policy string) error {
 	if policy != "performance" && policy != "consolidation" {
 		return fmt.Errorf("assignment policy %q is not performance or consolidation", policy)
 	}
+	return nil
+}
+
+// hostExtras reads a host's mig, vgpu_mode, ssh, lockdown and
+// lockdown_exceptions keys into its spec.
+func hostExtras(spec *hostSpec, h fleetHost) error {
+	spec.MIG = make([]bool, spec.GPUCount)
+	if h.MIG != nil && (h.MIG.All || len(h.MIG.Indexes) > 0) {
+		if spec.Model == nil || len(spec.Model.MIG) == 0 {
+			model := "no GPU"
+			if spec.Model != nil {
+				model = spec.Model.Name
+			}
+			return fmt.Errorf("mig: the host's GPUs (%s) have no MIG mode", model)
+		}
+		for i := range spec.MIG {
+			spec.MIG[i] = h.MIG.All
+		}
+		for _, i := range h.MIG.Indexes {
+			if i < 0 || i >= spec.GPUCount {
+				return fmt.Errorf("mig: GPU index %d out of range (the host has %d GPUs, 0 to %d)", i, spec.GPUCount, spec.GPUCount-1)
+			}
+			spec.MIG[i] = true
+		}
+	}
+	switch h.VgpuMode {
+	case "", "same_size":
+		spec.VgpuMode = vgpuSameSize
+	case "mixed_size":
+		spec.VgpuMode = vgpuMixedSize
+	default:
+		return fmt.Errorf("vgpu_mode must be same_size or mixed_size, not %q", h.VgpuMode)
+	}
+	switch h.SSH {
+	case "", "stopped":
+	case "running":
+		spec.SSHRunning = true
+	default:
+		return fmt.Errorf("ssh must be running or stopped, not %q", h.SSH)
+	}
+	switch h.Lockdown {
+	case "", "disabled", "normal", "strict":
+		mode, _ := lockdownMode(h.Lockdown)
+		spec.Lockdown = string(mode)
+	default:
+		return fmt.Errorf("lockdown must be disabled, normal or strict, not %q", h.Lockdown)
+	}
+	spec.Exceptions = append([]string(nil), h.LockdownExceptions...)
 	return nil
 }

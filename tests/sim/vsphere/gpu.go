@@ -6,7 +6,6 @@ package main
 
 import (
 	"fmt"
-	"sort"
 	"sync"
 	"time"
 
@@ -39,10 +38,25 @@ type gpuHost struct {
 	nvidiaOptions       string
 	nvidiaOptionsLoaded string
 
+	// Per GPU (index as in gpuPciIDs): MIG mode (current and pending, what
+	// nvidia-smi shows; mig_ssh.go), the configured vGPU mode (sameSize or
+	// mixedSize), and the vGPUs of powered-on VMs placed on it (placement.go).
+	mig      []gpuMig
+	vgpuMode []string
+	placed   [][]placedVGPU
+
+	// The TSM-SSH service and lockdown mode (services.go).
+	sshRunning         bool
+	sshPolicy          string
+	lockdown           types.HostLockdownMode
+	lockdownExceptions []string
+
 	graphicsMgr *GraphicsManager
 	kernelMgr   *KernelModuleSystem
 	imageMgr    *ImageConfigManager
 	patchMgr    *PatchManager
+	serviceSys  *ServiceSystem
+	accessMgr   *AccessManager
 }
 
 // gpuPciIDs lists the PCI ids of the host's GPUs.
@@ -99,7 +113,7 @@ func (g *gpuHost) pciDevices() []types.HostPciDevice {
 }
 
 // graphicsInfo returns HostGraphicsInfo per GPU; vms maps a GPU index to the
-// powered-on vGPU VMs placed on it.
+// powered-on vGPU VMs placed on it. Call with sim.mu held.
 func (g *gpuHost) graphicsInfo(vms map[int][]types.ManagedObjectReference) []types.HostGraphicsInfo {
 	var out []types.HostGraphicsInfo
 	if g.spec.Model == nil {
@@ -112,6 +126,7 @@ func (g *gpuHost) graphicsInfo(vms map[int][]types.ManagedObjectReference) []typ
 			PciId:          id,
 			GraphicsType:   g.deviceGraphicsType(id),
 			MemorySizeInKB: int64(g.spec.Model.MemoryGB) * 1024 * 1024,
+			VgpuMode:       g.shownVgpuMode(i),
 			Vm:             vms[i],
 		})
 	}
@@ -259,13 +274,23 @@ func faultMessage(f types.BaseMethodFault) string {
 // nested), so it cannot deadlock with a task that holds the host lock.
 func (s *simState) render(ctx *simulator.Context, g *gpuHost) {
 	s.mu.Lock()
-	vms := s.vgpuVMsByGPU(ctx, g)
+	g.ensureGPUState()
+	vms := g.vmsByGPU()
 	caps := g.sharedGpuCapabilities()
 	info := g.graphicsInfo(vms)
 	types_ := g.sharedPassthruGpuTypes()
 	cfg := g.graphics
 	cfg.DeviceType = append([]types.HostGraphicsConfigDeviceType(nil), g.graphics.DeviceType...)
+	for i := range cfg.DeviceType {
+		for j, id := range g.gpuPciIDs() {
+			if cfg.DeviceType[i].DeviceId == id {
+				cfg.DeviceType[i].VgpuMode = g.vgpuMode[j]
+			}
+		}
+	}
 	reboot := g.rebootRequired
+	services := g.serviceInfo()
+	lockdown := g.lockdown
 	s.mu.Unlock()
 
 	host := ctx.Map.Get(g.ref).(*simulator.HostSystem)
@@ -276,7 +301,16 @@ func (s *simState) render(ctx *simulator.Context, g *gpuHost) {
 		c := cfg
 		host.Config.GraphicsConfig = &c
 		host.Summary.RebootRequired = reboot
+		sv := services
+		host.Config.Service = &sv
+		host.Config.LockdownMode = lockdown
 	})
+	if ss := g.serviceSys; ss != nil {
+		ctx.WithLock(ss, func() { ss.ServiceInfo = services })
+	}
+	if am := g.accessMgr; am != nil {
+		ctx.WithLock(am, func() { am.LockdownMode = lockdown })
+	}
 	gm := g.graphicsMgr
 	ctx.WithLock(gm, func() {
 		gm.SharedGpuCapabilities = caps
@@ -285,36 +319,6 @@ func (s *simState) render(ctx *simulator.Context, g *gpuHost) {
 		c := cfg
 		gm.GraphicsConfig = &c
 	})
-}
-
-// vgpuVMsByGPU spreads the host's powered-on vGPU VMs over its GPUs
-// (consolidation fills GPU 0 first, performance spreads round-robin).
-// Called with s.mu held; reads VM objects without their locks (best effort).
-func (s *simState) vgpuVMsByGPU(ctx *simulator.Context, g *gpuHost) map[int][]types.ManagedObjectReference {
-	out := map[int][]types.ManagedObjectReference{}
-	if g.spec.GPUCount == 0 {
-		return out
-	}
-	host, ok := ctx.Map.Get(g.ref).(*simulator.HostSystem)
-	if !ok {
-		return out
-	}
-	refs := append([]types.ManagedObjectReference(nil), host.Vm...)
-	sort.Slice(refs, func(i, j int) bool { return refs[i].Value < refs[j].Value })
-	n := 0
-	for _, ref := range refs {
-		vm, ok := ctx.Map.Get(ref).(*simulator.VirtualMachine)
-		if !ok || vm.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOn || len(vmProfiles(vm)) == 0 {
-			continue
-		}
-		idx := n % g.spec.GPUCount
-		if g.graphics.SharedPassthruAssignmentPolicy == "consolidation" {
-			idx = 0
-		}
-		out[idx] = append(out[idx], ref)
-		n++
-	}
-	return out
 }
 
 // vmProfiles lists the vGPU profiles of a VM's devices.

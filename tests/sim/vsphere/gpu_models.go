@@ -11,11 +11,48 @@ import "fmt"
 // nvidiaVendorID is the PCI vendor id of NVIDIA Corporation.
 const nvidiaVendorID = 0x10DE
 
-// migProfile is one MIG-backed vGPU size: GPU slices and frame buffer in GB.
+// migProfile is one MIG-backed vGPU size: GPU slices and frame buffer in GB,
+// and the GPU instance behind it as NVIDIA's MIG user guide describes it
+// ("Supported MIG profiles" of A100/H100/H200): the compute slices (of 7) and
+// memory slices (of 8) it takes, how many such instances one GPU holds, and the
+// memory-slice positions an instance may start at. The same table is
+// plugins/module_utils/pure/_nvidia.py's _SHAPES (mig_placement), so the
+// simulator refuses what the collection believes does not fit.
 type migProfile struct {
-	Slices int
-	FbGB   int
+	Slices int  // compute slices, also the "<slices>" of the profile name
+	FbGB   int  // frame buffer
 	Media  bool // the "+me" media extension variant (suffix "me")
+	Mem    int  // memory slices (of migMemorySlices)
+	Max    int  // instances of this profile per GPU
+	Starts []int
+}
+
+const (
+	migComputeSlices = 7
+	migMemorySlices  = 8
+)
+
+// migShapes: (compute, memory, max instances, starts) per shape, with the
+// frame buffer sizes of a model filled in by migCatalog.
+func migCatalog(small, large, half, full int) []migProfile {
+	return []migProfile{
+		{Slices: 1, FbGB: small, Mem: 1, Max: 7, Starts: []int{0, 1, 2, 3, 4, 5, 6}},
+		{Slices: 1, FbGB: large, Mem: 2, Max: 4, Starts: []int{0, 2, 4, 6}},
+		{Slices: 2, FbGB: large, Mem: 2, Max: 3, Starts: []int{0, 2, 4}},
+		{Slices: 3, FbGB: half, Mem: 4, Max: 2, Starts: []int{0, 4}},
+		{Slices: 4, FbGB: half, Mem: 4, Max: 1, Starts: []int{0}},
+		{Slices: 7, FbGB: full, Mem: 8, Max: 1, Starts: []int{0}},
+		{Slices: 1, FbGB: small, Media: true, Mem: 1, Max: 1, Starts: []int{0, 1, 2, 3, 4, 5, 6}},
+	}
+}
+
+// name is the GPU instance profile as nvidia-smi names it, e.g. "3g.40gb" or "1g.10gb+me".
+func (m migProfile) name() string {
+	s := fmt.Sprintf("%dg.%dgb", m.Slices, m.FbGB)
+	if m.Media {
+		s += "+me"
+	}
+	return s
 }
 
 // gpuModel describes one GPU board as ESXi reports it.
@@ -33,10 +70,7 @@ type gpuModel struct {
 }
 
 // a100h100MIG is the MIG catalogue shared by A100-80GB and H100-80GB.
-var a100h100MIG = []migProfile{
-	{1, 10, false}, {1, 20, false}, {2, 20, false}, {3, 40, false},
-	{4, 40, false}, {7, 80, false}, {1, 10, true},
-}
+var a100h100MIG = migCatalog(10, 20, 40, 80)
 
 // gpuModels is the catalogue the fleet file's gpu.model refers to.
 var gpuModels = map[string]*gpuModel{
@@ -60,10 +94,7 @@ var gpuModels = map[string]*gpuModel{
 		MemoryGB: 141, Prefix: "nvidia_", Stem: "h200x",
 		// 141 GB divided by 1, 2, 3, 4, 5, 6, 8 and 10, rounded down.
 		CSizes: []int{141, 70, 47, 35, 28, 23, 17, 14},
-		MIG: []migProfile{
-			{1, 18, false}, {1, 35, false}, {2, 35, false}, {3, 71, false},
-			{4, 71, false}, {7, 141, false}, {1, 18, true},
-		},
+		MIG:    migCatalog(18, 35, 71, 141),
 	},
 	"L40S": {
 		Name: "L40S", DeviceID: 0x26B9,
@@ -82,23 +113,25 @@ type vgpuProfile struct {
 	FbGB    int
 	Sharing string // "timeSliced" or "mig"
 	Class   string // "compute" (C) or "quadro" (Q)
+	MIG     *migProfile // the GPU instance of a MIG-backed profile, else nil
 }
 
 // profiles lists every vGPU profile the model offers, time-sliced first.
 func (g *gpuModel) profiles() []vgpuProfile {
 	var out []vgpuProfile
 	for _, fb := range g.CSizes {
-		out = append(out, vgpuProfile{fmt.Sprintf("%s%s-%dc", g.Prefix, g.Stem, fb), fb, "timeSliced", "compute"})
+		out = append(out, vgpuProfile{fmt.Sprintf("%s%s-%dc", g.Prefix, g.Stem, fb), fb, "timeSliced", "compute", nil})
 	}
 	for _, fb := range g.QSizes {
-		out = append(out, vgpuProfile{fmt.Sprintf("%s%s-%dq", g.Prefix, g.Stem, fb), fb, "timeSliced", "quadro"})
+		out = append(out, vgpuProfile{fmt.Sprintf("%s%s-%dq", g.Prefix, g.Stem, fb), fb, "timeSliced", "quadro", nil})
 	}
-	for _, m := range g.MIG {
+	for i := range g.MIG {
+		m := &g.MIG[i]
 		suffix := "c"
 		if m.Media {
 			suffix = "cme"
 		}
-		out = append(out, vgpuProfile{fmt.Sprintf("%s%s-%d-%d%s", g.Prefix, g.Stem, m.Slices, m.FbGB, suffix), m.FbGB, "mig", "compute"})
+		out = append(out, vgpuProfile{fmt.Sprintf("%s%s-%d-%d%s", g.Prefix, g.Stem, m.Slices, m.FbGB, suffix), m.FbGB, "mig", "compute", m})
 	}
 	return out
 }

@@ -420,18 +420,55 @@ func (v *vmOps) powerOn(ctx *simulator.Context, req *types.PowerOnVM_Task) soap.
 			}
 		}
 	}
+	// Place every vGPU of the VM on a GPU of its host (placement.go) before it
+	// powers on; no GPU fits: the task fails, as vCenter's does.
+	var placedOn *gpuHost
+	var state types.VirtualMachinePowerState
+	ctx.WithLock(vm, func() { state = vm.Runtime.PowerState })
+	if profiles := vmProfiles(vm); len(profiles) > 0 && vm.Runtime.Host != nil && state != types.VirtualMachinePowerStatePoweredOn {
+		if g := sim.hostOf(*vm.Runtime.Host); g != nil && g.spec.GPUCount > 0 {
+			sim.mu.Lock()
+			_, err := g.place(vm.Self, vm.Name, profiles)
+			sim.mu.Unlock()
+			if err != nil {
+				msg := err.Error()
+				task := simulator.CreateTask(vm, "powerOn", func(t *simulator.Task) (types.AnyType, types.BaseMethodFault) {
+					return nil, simFault(&types.InsufficientResourcesFault{}, "%s", msg)
+				})
+				return &methods.PowerOnVM_TaskBody{Res: &types.PowerOnVM_TaskResponse{Returnval: task.Run(ctx)}}
+			}
+			placedOn = g
+			sim.render(ctx, g) // graphicsInfo[].vm shows the placement at once
+		}
+	}
 	var res soap.HasFault
 	ctx.WithLock(vm, func() { res = vm.PowerOnVMTask(ctx, req) })
-	v.refreshGraphics(ctx)
+	if placedOn != nil && res.Fault() != nil {
+		sim.mu.Lock()
+		placedOn.release(vm.Self)
+		sim.mu.Unlock()
+	}
+	v.afterPower(ctx, res)
 	return res
 }
 
 func (v *vmOps) PowerOffVMTask(ctx *simulator.Context, req *types.PowerOffVM_Task) soap.HasFault {
 	vm := v.vm
 	off := func() soap.HasFault {
+		// The VM's vGPUs leave their GPUs as it powers off.
+		if vm.Runtime.Host != nil {
+			if g := sim.hostOf(*vm.Runtime.Host); g != nil {
+				sim.mu.Lock()
+				held := g.release(vm.Self)
+				sim.mu.Unlock()
+				if held {
+					sim.render(ctx, g)
+				}
+			}
+		}
 		var res soap.HasFault
 		ctx.WithLock(vm, func() { res = vm.PowerOffVMTask(ctx, req) })
-		v.refreshGraphics(ctx)
+		v.afterPower(ctx, res)
 		return res
 	}
 	if fail, hold := vmFault(vm, "power_off"); fail != "" || hold != nil {
@@ -441,19 +478,35 @@ func (v *vmOps) PowerOffVMTask(ctx *simulator.Context, req *types.PowerOffVM_Tas
 	return off()
 }
 
-// refreshGraphics re-renders the host's graphicsInfo.vm once a power task
-// of a vGPU VM is done.
-func (v *vmOps) refreshGraphics(ctx *simulator.Context) {
+// afterPower waits for a power task of a vGPU VM to finish, then drops the
+// VM's placement if it is not powered on (a power-off, or a power-on that
+// failed) and re-renders the host's graphicsInfo.
+func (v *vmOps) afterPower(ctx *simulator.Context, res soap.HasFault) {
 	vm := v.vm
 	if vm.Runtime.Host == nil {
 		return
 	}
-	if g := sim.hostOf(*vm.Runtime.Host); g != nil && len(vmProfiles(vm)) > 0 {
-		go func() {
-			time.Sleep(50 * time.Millisecond)
-			sim.render(&simulator.Context{Context: context.Background(), Map: ctx.Map}, g)
-		}()
+	g := sim.hostOf(*vm.Runtime.Host)
+	if g == nil || len(vmProfiles(vm)) == 0 {
+		return
 	}
+	reg := ctx.Map
+	done := func() {
+		c := &simulator.Context{Context: context.Background(), Map: reg}
+		sim.releaseIfOff(c, vm, g)
+		sim.render(c, g)
+	}
+	if res.Fault() != nil {
+		go done()
+		return
+	}
+	inner, ok := reg.Get(powerTaskRef(res)).(*simulator.Task)
+	go func() {
+		if ok {
+			inner.Wait()
+		}
+		done()
+	}()
 }
 
 // envBrowserOps adds vgpuProfileInfo to QueryConfigTarget.

@@ -143,6 +143,14 @@ func attachGPU(ctx *simulator.Context, reg *simulator.Registry, hs hostSpec, ref
 	if hs.Model == nil {
 		g.installed, g.running = "", "" // no GPU, no NVIDIA driver
 	}
+	g.ensureGPUState()
+	for i := range g.mig {
+		g.mig[i] = gpuMig{Current: hs.MIG[i], Pending: hs.MIG[i]}
+		g.vgpuMode[i] = hs.VgpuMode
+	}
+	g.sshRunning, g.sshPolicy = hs.SSHRunning, "off"
+	g.lockdown = types.HostLockdownMode(hs.Lockdown)
+	g.lockdownExceptions = hs.Exceptions
 
 	// Managed object ids follow the host's: hostgraphicsmanager-host-21 and so on.
 	id := func(kind string) types.ManagedObjectReference {
@@ -156,7 +164,15 @@ func attachGPU(ctx *simulator.Context, reg *simulator.Registry, hs hostSpec, ref
 	g.imageMgr.Self = id("HostImageConfigManager")
 	g.patchMgr = &PatchManager{host: g}
 	g.patchMgr.Self = id("HostPatchManager")
+	g.serviceSys = &ServiceSystem{host: g}
+	g.serviceSys.Self = id("HostServiceSystem")
+	g.serviceSys.ServiceInfo = g.serviceInfo()
+	g.accessMgr = &AccessManager{host: g}
+	g.accessMgr.Self = id("HostAccessManager")
+	g.accessMgr.LockdownMode = g.lockdown
 	gm := reg.Put(g.graphicsMgr).Reference()
+	ss := reg.Put(g.serviceSys).Reference()
+	am := reg.Put(g.accessMgr).Reference()
 	km := reg.Put(g.kernelMgr).Reference()
 	im := reg.Put(g.imageMgr).Reference()
 	pm := reg.Put(g.patchMgr).Reference()
@@ -166,6 +182,8 @@ func attachGPU(ctx *simulator.Context, reg *simulator.Registry, hs hostSpec, ref
 		host.ConfigManager.KernelModuleSystem = &km
 		host.ConfigManager.ImageConfigManager = &im
 		host.ConfigManager.PatchManager = &pm
+		host.ConfigManager.ServiceSystem = &ss
+		host.ConfigManager.HostAccessManager = &am
 
 		// Hardware is shared with vcsim's template: give the host its own
 		// copy with the GPUs added to the devices vcsim already has.

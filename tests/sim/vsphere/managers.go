@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/vmware/govmomi/simulator"
@@ -48,8 +49,31 @@ func (m *GraphicsManager) UpdateGraphicsConfig(ctx *simulator.Context, req *type
 			body.Fault_ = simulator.Fault(err.Error(), simFault(&types.InvalidArgument{InvalidProperty: "config.deviceType.graphicsType"}, "%v", err))
 			return body
 		}
+		if d.VgpuMode != "" && d.VgpuMode != vgpuSameSize && d.VgpuMode != vgpuMixedSize {
+			msg := fmt.Sprintf("vGPU mode %q of graphics device %s is not sameSize or mixedSize", d.VgpuMode, d.DeviceId)
+			body.Fault_ = simulator.Fault(msg, simFault(&types.InvalidArgument{InvalidProperty: "config.deviceType.vgpuMode"}, "%s", msg))
+			return body
+		}
 	}
 	sim.mu.Lock()
+	// The vGPU mode of a GPU that carries a powered-on vGPU VM does not change
+	// (the simulator's reading, see README.md); nothing is changed then.
+	for _, d := range cfg.DeviceType {
+		for i, id := range g.gpuPciIDs() {
+			if d.DeviceId != id || d.VgpuMode == "" || d.VgpuMode == g.vgpuMode[i] || !g.busy(i) {
+				continue
+			}
+			var names []string
+			for _, v := range g.placed[i] {
+				names = append(names, v.Name)
+			}
+			sim.mu.Unlock()
+			msg := fmt.Sprintf("cannot change the vGPU mode of GPU %s on host %s to %s while powered-on VMs use it: %s",
+				id, g.spec.Name, d.VgpuMode, strings.Join(names, ", "))
+			body.Fault_ = simulator.Fault(msg, simFault(&types.InvalidState{}, "%s", msg))
+			return body
+		}
+	}
 	// Devices not named keep their configured type, like ESXi.
 	merged := types.HostGraphicsConfig{
 		HostDefaultGraphicsType:        cfg.HostDefaultGraphicsType,
@@ -57,9 +81,17 @@ func (m *GraphicsManager) UpdateGraphicsConfig(ctx *simulator.Context, req *type
 	}
 	for _, id := range g.gpuPciIDs() {
 		t := g.deviceGraphicsType(id)
-		for _, d := range cfg.DeviceType {
-			if d.DeviceId == id {
-				t = d.GraphicsType
+		for j, gid := range g.gpuPciIDs() {
+			if gid != id {
+				continue
+			}
+			for _, d := range cfg.DeviceType {
+				if d.DeviceId == id {
+					t = d.GraphicsType
+					if d.VgpuMode != "" { // unset: the mode remains unchanged (API reference)
+						g.vgpuMode[j] = d.VgpuMode
+					}
+				}
 			}
 		}
 		merged.DeviceType = append(merged.DeviceType, types.HostGraphicsConfigDeviceType{DeviceId: id, GraphicsType: t})

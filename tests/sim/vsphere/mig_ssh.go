@@ -18,7 +18,10 @@ package main
 //   - An idle Hopper GPU (H100, H200) changes at once; an Ampere GPU (A100)
 //     always waits for a reboot (ESXi cannot reset it alone).
 //
-// Every host starts with MIG mode disabled on every GPU. The host fault op
+// MIG mode starts as the fleet's mig key says (default: disabled on every
+// GPU). The listener refuses connections while the host's TSM-SSH service is
+// stopped, and in lockdown mode authenticates only the users on the host's
+// exception list (services.go). The host fault op
 // nvidia_smi makes the next nvidia-smi -mig on that host fail (exit 1, the
 // fault's message on stderr, nothing changed); reads are not affected. Other commands answer "not found" (exit 127).
 
@@ -45,24 +48,19 @@ type gpuMig struct {
 	Pending bool `json:"pending"`
 }
 
-// migState: host name -> per-GPU MIG mode; sshAddrs: host name -> listener
-// address. Guarded by sim.mu.
+// sshAddrs: host name -> listener address. Guarded by sim.mu.
 var (
 	// sshAuthorizedKeys is the -ssh-authorized-keys flag ("": no SSH).
 	sshAuthorizedKeys string
 
-	migState = map[string][]gpuMig{}
 	sshAddrs = map[string]string{}
 )
 
-// migOf returns the host's MIG modes, created disabled (call with sim.mu held).
+// migOf returns the host's MIG modes (gpuHost.mig, the one record of them;
+// the fleet's mig key sets them at start). Call with sim.mu held.
 func migOf(g *gpuHost) []gpuMig {
-	m, ok := migState[g.spec.Name]
-	if !ok || len(m) != g.spec.GPUCount {
-		m = make([]gpuMig, g.spec.GPUCount)
-		migState[g.spec.Name] = m
-	}
-	return m
+	g.ensureGPUState()
+	return g.mig
 }
 
 // migAtBoot loads the pending MIG mode of every GPU (a host reboot resets them).
@@ -167,12 +165,14 @@ func migQuery(g *gpuHost, fields []string) (string, string, int) {
 	return b.String(), "", 0
 }
 
-// setMig sets the MIG mode of one GPU (index >= 0) or of all.
+// setMig sets the MIG mode of one GPU (index >= 0) or of all. A GPU that
+// carries a powered-on VM's vGPU (the stored placement) only takes the
+// pending mode.
 func setMig(reg *simulator.Registry, g *gpuHost, index int, enable bool) (string, string, int) {
 	ctx := &simulator.Context{Context: context.Background(), Map: reg}
+	defer sim.render(ctx, g) // graphicsInfo.vgpuMode follows the current mode
 	sim.mu.Lock()
 	defer sim.mu.Unlock()
-	busy := sim.vgpuVMsByGPU(ctx, g)
 	m := migOf(g)
 	verb := map[bool]string{true: "enable", false: "disable"}[enable]
 	var out, errs strings.Builder
@@ -188,7 +188,7 @@ func setMig(reg *simulator.Registry, g *gpuHost, index int, enable bool) (string
 		}
 		m[i].Pending = enable
 		switch {
-		case len(busy[i]) > 0:
+		case g.busy(i):
 			fmt.Fprintf(&out, "Warning: MIG mode is in pending %s state for GPU %s:In use by another client\n"+
 				"%s is currently being used by one or more other processes (e.g. CUDA application or a monitoring "+
 				"application such as another instance of nvidia-smi). Please first kill all processes using the device "+
@@ -259,7 +259,11 @@ func startSSH(reg *simulator.Registry, authorizedKeys string) error {
 	sort.Slice(hosts, func(i, j int) bool { return hosts[i].spec.Name < hosts[j].spec.Name })
 	for _, g := range hosts {
 		cfg := &ssh.ServerConfig{
-			PublicKeyCallback: func(_ ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
+			PublicKeyCallback: func(meta ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
+				if err := sshAdmits(g, meta.User()); err != nil {
+					log.Printf("vspheresim: ssh %s: user %s refused: %v", g.spec.Name, meta.User(), err)
+					return nil, err
+				}
 				if allowed[string(key.Marshal())] {
 					return nil, nil
 				}
@@ -284,6 +288,13 @@ func serveSSH(reg *simulator.Registry, g *gpuHost, ln net.Listener, cfg *ssh.Ser
 		conn, err := ln.Accept()
 		if err != nil {
 			return
+		}
+		if !sshServiceRunning(g) {
+			// TSM-SSH stopped: nothing listens on port 22 of a real host; the
+			// simulator's listener closes the connection before the handshake.
+			log.Printf("vspheresim: ssh %s: connection refused, the TSM-SSH service is stopped", g.spec.Name)
+			_ = conn.Close()
+			continue
 		}
 		go func() {
 			_, chans, reqs, err := ssh.NewServerConn(conn, cfg)

@@ -54,7 +54,7 @@ BAD = {"status": "error", "errorType": "bad_data", "error": "parse error at char
 
 @pytest.mark.parametrize("server", [[(200, VECTOR)]], indirect=True)
 def test_query_posts_a_form_with_the_token(server):
-    c = PromClient(server.url, bearer_token="tok", sleep=lambda s: None)
+    c = PromClient(server.url, bearer_token="tok", sleep=lambda s: None, allow_plain_http=True)
     assert c.query("up", at=100) == VECTOR["data"]["result"]
     path, form, headers = server.seen[0]
     assert path == "/prom/api/v1/query"
@@ -64,7 +64,7 @@ def test_query_posts_a_form_with_the_token(server):
 
 @pytest.mark.parametrize("server", [[(200, MATRIX)]], indirect=True)
 def test_query_range_sends_start_end_step(server):
-    c = PromClient(server.url, username="u", password="p")
+    c = PromClient(server.url, username="u", password="p", allow_plain_http=True)
     assert c.query_range("up", 10, 70, 30) == MATRIX["data"]["result"]
     path, form, headers = server.seen[0]
     assert path == "/prom/api/v1/query_range"
