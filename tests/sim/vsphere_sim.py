@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import ssl
@@ -80,6 +81,27 @@ class VsphereSim:
     def mig(self, name: str) -> list:
         """Per GPU of a host: {"index", "pci_bus_id", "current", "pending"} MIG mode (None: no MIG on the GPU model)."""
         return self._call("GET", f"/_sim/hosts/{name}/mig")["gpus"]
+
+    def gpus(self, name: str) -> list:
+        """Per GPU of a host: {"index", "pci_id", "mig_current", "mig_pending", "vgpu_mode" (as
+        graphicsInfo shows it: multiInstanceGpu in MIG mode), "vgpu_mode_configured", "vms": [{"name",
+        "profile"}]} (the vGPUs of powered-on VMs placed on it)."""
+        return self.host_state(name)["gpus"]
+
+    def set_gpu(self, host: str, index: int, mig: bool | None = None, vgpu_mode: str | None = None) -> dict:
+        """Change one GPU's MIG mode (current and pending) and/or vGPU mode ("sameSize", "mixedSize")
+        behind the collection's back (drift); refused (SimulatorError, 409) while a powered-on VM's
+        vGPU sits on that GPU. Returns the host view."""
+        body: dict[str, Any] = {}
+        if mig is not None:
+            body["mig"] = mig
+        if vgpu_mode is not None:
+            body["vgpu_mode"] = vgpu_mode
+        return self._call("POST", f"/_sim/hosts/{host}/gpus/{index}", body)
+
+    def ssh_service(self, name: str) -> str:
+        """The host's TSM-SSH service: "running" or "stopped"."""
+        return self.host_state(name)["ssh_service"]
 
     def inject_fault(self, host: str | None, op: str, message: str = "", times: int = 1, hang: bool = False,
                      vm: str | None = None) -> dict:
@@ -255,6 +277,14 @@ def start(fleet: dict | str | os.PathLike, port: int = 0, reboot_seconds: float 
     return VsphereSim(proc, workdir, env, ready[0])
 
 
+MIG_BACKED = re.compile(r"-\d+-\d+c(me)?$", re.IGNORECASE)
+
+
+def mig_backed(profile: str) -> bool:
+    """Whether a vGPU profile is MIG-backed (nvidia_h100-3-40c, grid_a100d-1-10cme), by its name."""
+    return bool(MIG_BACKED.search(profile or ""))
+
+
 def fleet_of(n_hosts: int, model: str = "H100-80GB", gpus: int = 4, vms_per_host: int = 0,
              vgpu: str | None = None, driver: str = DEFAULT_DRIVER, cluster: str = "gpu",
              supervisor: bool = True, prefix: str = "esx-") -> dict:
@@ -262,7 +292,8 @@ def fleet_of(n_hosts: int, model: str = "H100-80GB", gpus: int = 4, vms_per_host
 
     vms_per_host powered-on VMs are spread over the cluster, each with one vGPU
     (default: the model's smallest MIG profile, or its smallest C profile when
-    the model has no MIG).
+    the model has no MIG). With such VMs of a MIG-backed profile every GPU of the
+    hosts starts in MIG mode (``mig: all``), where the simulator can place them.
     """
     if vgpu is None:
         vgpu = {
@@ -281,6 +312,8 @@ def fleet_of(n_hosts: int, model: str = "H100-80GB", gpus: int = 4, vms_per_host
         "vms": [],
     }
     if vms_per_host > 0 and n_hosts > 0:
+        if mig_backed(vgpu):
+            fleet["clusters"][0]["hosts"][0]["mig"] = "all"
         fleet["vms"].append({"name": "vm", "cluster": cluster, "count": n_hosts * vms_per_host,
                              "vgpu": [vgpu] if vgpu else []})
     return fleet
