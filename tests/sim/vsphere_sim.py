@@ -163,10 +163,13 @@ class VsphereSim:
             time.sleep(0.05)
 
     def add_rest_fault(self, path: str, status: int = 503, method: str = "*", delay_seconds: float = 0,
-                       times: int = 1, reset: bool = False, body: str = "") -> dict:
+                       times: int = 1, reset: bool = False, body: str = "", forward: bool = False) -> dict:
         """Answer the next `times` REST requests matching method and the path regexp (0: until cleared)
-        with status, after delay_seconds, or reset the connection; status=0 with a delay: slow answer."""
+        with status, after delay_seconds, or reset the connection; status=0 with a delay: slow answer.
+        forward: vCenter serves (carries out) the request first, then status or reset replaces its answer."""
         rule: dict[str, Any] = {"method": method, "path": path, "delay_seconds": delay_seconds, "times": times}
+        if forward:
+            rule["forward"] = True
         if reset:
             rule["reset"] = True
         elif status:
@@ -182,10 +185,13 @@ class VsphereSim:
         self._call("DELETE", "/_sim/rest_faults")
 
     def add_soap_fault(self, method: str, status: int = 0, reset: bool = False, delay_seconds: float = 0,
-                       times: int = 1) -> dict:
+                       times: int = 1, forward: bool = False) -> dict:
         """Answer the next `times` SOAP calls of method ("*": any) with an HTTP status, a reset
-        connection, or (only delay_seconds) a slow answer; times 0: until cleared."""
+        connection, or (only delay_seconds) a slow answer; times 0: until cleared. forward: vCenter
+        serves (carries out) the call first, then the status or reset replaces its answer."""
         rule: dict[str, Any] = {"method": method, "delay_seconds": delay_seconds, "times": times}
+        if forward:
+            rule["forward"] = True
         if reset:
             rule["reset"] = True
         elif status:

@@ -106,9 +106,13 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		// A proxy in front of vCenter answers before vCenter checks the session.
 		if isSOAP {
-			if rule := wire.match(true, method, ""); rule != nil && applyRule(w, r, rule) {
+			rule := wire.match(true, method, "")
+			if rule != nil && applyRule(w, r, rule) {
 				return
 			}
+			var answered func() // a forward rule answers once vCenter has served the request
+			w, answered = forwardRule(w, rule)
+			defer answered()
 			if checkSOAPVersion(w, r) {
 				return
 			}
@@ -116,9 +120,13 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		} else if isREST {
-			if rule := wire.match(false, r.Method, r.URL.RequestURI()); rule != nil && applyRule(w, r, rule) {
+			rule := wire.match(false, r.Method, r.URL.RequestURI())
+			if rule != nil && applyRule(w, r, rule) {
 				return
 			}
+			var answered func() // a forward rule answers once vCenter has served the request
+			w, answered = forwardRule(w, rule)
+			defer answered()
 			// Logged from here on: what follows is vCenter's answer, not a proxy's.
 			var logged func()
 			w, logged = startRestLog(w, r)

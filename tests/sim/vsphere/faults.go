@@ -28,15 +28,19 @@ import (
 
 // wireRule is one injected proxy answer, for REST (Path) or SOAP (Method).
 type wireRule struct {
-	ID     int     `json:"id"`
-	Method string  `json:"method"`
-	Path   string  `json:"path,omitempty"`
-	Status int     `json:"status,omitempty"`
-	Reset  bool    `json:"reset,omitempty"`
-	Delay  float64 `json:"delay_seconds,omitempty"`
-	Times  int     `json:"times"`
-	Body   string  `json:"body,omitempty"`
-	Hits   int     `json:"hits"`
+	ID     int    `json:"id"`
+	Method string `json:"method"`
+	Path   string `json:"path,omitempty"`
+	Status int    `json:"status,omitempty"`
+	Reset  bool   `json:"reset,omitempty"`
+	// Forward: the request goes on to vCenter first (and is carried out);
+	// its answer is then replaced by Status or Reset, as by a gateway that
+	// times out or fails after it has forwarded the request.
+	Forward bool    `json:"forward,omitempty"`
+	Delay   float64 `json:"delay_seconds,omitempty"`
+	Times   int     `json:"times"`
+	Body    string  `json:"body,omitempty"`
+	Hits    int     `json:"hits"`
 
 	re *regexp.Regexp
 }
@@ -91,6 +95,9 @@ func (s *wireState) addRule(rule *wireRule, soap bool) error {
 	}
 	if rule.Status == 0 && !rule.Reset && rule.Delay == 0 {
 		return fmt.Errorf("a rule needs status, reset or delay_seconds")
+	}
+	if rule.Forward && rule.Status == 0 && !rule.Reset {
+		return fmt.Errorf("forward needs status or reset (the answer that replaces vCenter's)")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -158,7 +165,7 @@ func (s *wireState) match(soap bool, method, target string) *wireRule {
 }
 
 // applyRule answers a request as the rule says; false means serve it normally
-// (a rule with only a delay).
+// (a rule with only a delay, or a forward rule: see forwardRule).
 func applyRule(w http.ResponseWriter, r *http.Request, rule *wireRule) bool {
 	if rule.Delay > 0 {
 		t := time.NewTimer(time.Duration(rule.Delay * float64(time.Second)))
@@ -169,6 +176,14 @@ func applyRule(w http.ResponseWriter, r *http.Request, rule *wireRule) bool {
 			return true
 		}
 	}
+	if rule.Forward {
+		return false
+	}
+	return proxyAnswer(w, rule)
+}
+
+// proxyAnswer writes the rule's own answer: a reset or its status.
+func proxyAnswer(w http.ResponseWriter, rule *wireRule) bool {
 	switch {
 	case rule.Reset:
 		resetConnection(w)
@@ -186,6 +201,33 @@ func applyRule(w http.ResponseWriter, r *http.Request, rule *wireRule) bool {
 	}
 	return false
 }
+
+// forwardRule lets a forward rule's request go on to vCenter, which carries it
+// out, while vCenter's answer is held back; the returned func, deferred by the
+// caller, then answers the rule's status or resets the connection. For any
+// other rule (or none) it returns w and a func that does nothing.
+func forwardRule(w http.ResponseWriter, rule *wireRule) (http.ResponseWriter, func()) {
+	if rule == nil || !rule.Forward {
+		return w, func() {}
+	}
+	held := &heldAnswer{header: http.Header{}}
+	return held, func() { proxyAnswer(w, rule) }
+}
+
+// heldAnswer takes vCenter's answer and drops it.
+type heldAnswer struct {
+	header http.Header
+	code   int
+}
+
+func (h *heldAnswer) Header() http.Header { return h.header }
+func (h *heldAnswer) Write(b []byte) (int, error) {
+	if h.code == 0 {
+		h.code = http.StatusOK
+	}
+	return len(b), nil
+}
+func (h *heldAnswer) WriteHeader(code int) { h.code = code }
 
 // resetConnection drops the client's TCP connection without an answer (RST).
 func resetConnection(w http.ResponseWriter) {

@@ -1,0 +1,82 @@
+"""A change is sent once, against the simulator's forward-then-lose proxy rules: the request reaches
+vCenter and is carried out, then a gateway answers 504 (or drops the connection) instead of vCenter's
+answer. The client does not send it again (counted in /_sim/stats); the module's failure says the change
+may or may not have been carried out and what it read again; a rerun finds nothing left to do."""
+import pytest
+
+from tests.lib.ansible_run import run_module
+
+DRIVER = "550.90.05-1OEM.800.1.0.20613240"
+FLEET = {
+    "clusters": [{"name": "gpu-h100", "supervisor": True,
+                  "hosts": [{"prefix": "esx-h100-", "count": 2, "gpu": {"model": "H100-80GB", "count": 2},
+                             "driver_version": DRIVER}]}],
+}
+CLASSES = "/api/vcenter/namespace-management/virtual-machine-classes"
+CLASS = {"name": "gpu-once", "cpu_count": 4, "memory_mb": 16384, "vgpu_profiles": ["nvidia_h100-1-10c"],
+         "cluster": "gpu-h100"}
+
+
+def rest_count(sim, key):
+    return sim.stats()["rest"]["paths"].get(key, 0)
+
+
+def soap_count(sim, method):
+    return sim.stats()["soap"]["methods"].get(method, 0)
+
+
+def test_a_vm_class_create_answered_504_after_forwarding_is_sent_once(vsphere, vsphere_env):
+    vsphere.reset_stats()
+    vsphere.add_rest_fault(CLASSES + "$", status=504, method="POST", forward=True, times=1)
+    res, _run = run_module("gpupool.vcf.vm_class", CLASS, env=vsphere_env)
+    vsphere.clear_rest_faults()
+    assert rest_count(vsphere, "POST " + CLASSES) == 1  # the client retried it five times more before
+    assert res.get("failed"), res
+    msg = res["msg"]
+    assert "may or may not have been carried out" in msg and "HTTP 504" in msg, msg
+    assert "read again after it: VM class gpu-once is as wanted, the change was carried out" in msg, msg
+    assert res["reread"] == {"carried_out": True, "changes_left": []}, res
+    assert "Traceback" not in msg
+    again, _run = run_module("gpupool.vcf.vm_class", CLASS, env=vsphere_env)
+    assert again.get("failed") is not True and again["changed"] is False, again
+    assert rest_count(vsphere, "POST " + CLASSES) == 1
+
+
+def test_a_vm_class_create_lost_by_a_reset_before_vcenter_is_read_again_as_not_done(vsphere, vsphere_env):
+    """A reset without forwarding: the same answer to the client, and the read says what is left."""
+    args = dict(CLASS, name="gpu-not-made")
+    vsphere.reset_stats()
+    vsphere.add_rest_fault(CLASSES + "$", method="POST", reset=True, times=1)
+    res, _run = run_module("gpupool.vcf.vm_class", args, env=vsphere_env)
+    vsphere.clear_rest_faults()
+    assert rest_count(vsphere, "POST " + CLASSES) == 1
+    assert res.get("failed") and "may or may not have been carried out" in res["msg"], res
+    assert "read again after it: VM class gpu-not-made still needs create" in res["msg"], res["msg"]
+    assert res["reread"]["carried_out"] is False
+    again, _run = run_module("gpupool.vcf.vm_class", args, env=vsphere_env)
+    assert again["changed"] is True and not again.get("failed"), again
+
+
+def test_a_soap_change_answered_504_after_forwarding_is_sent_once(vsphere, vsphere_env):
+    host = "esx-h100-02"
+    vsphere.reset_stats()
+    vsphere.add_soap_fault("EnterMaintenanceMode_Task", status=504, forward=True, times=1)
+    res, _run = run_module("gpupool.vcf.esxi_maintenance_mode", {"host": host, "evacuate_timeout": 60},
+                           env=vsphere_env)
+    vsphere.clear_soap_faults()
+    assert soap_count(vsphere, "EnterMaintenanceMode_Task") == 1  # six before
+    assert res.get("failed"), res
+    msg = res["msg"]
+    assert "EnterMaintenanceMode_Task" in msg and "504" in msg and "may or may not have been carried out" in msg, msg
+    assert "read again after it: host %s is as wanted, the change was carried out" % host in msg, msg
+    assert vsphere.host_state(host)["maintenance"] is True
+    again, _run = run_module("gpupool.vcf.esxi_maintenance_mode", {"host": host}, env=vsphere_env)
+    assert again["changed"] is False, again
+    assert soap_count(vsphere, "EnterMaintenanceMode_Task") == 1
+    back, _run = run_module("gpupool.vcf.esxi_maintenance_mode", {"host": host, "state": "absent"}, env=vsphere_env)
+    assert not back.get("failed"), back
+
+
+def test_forward_needs_an_answer_to_replace_vcenters(vsphere):
+    with pytest.raises(RuntimeError, match="400.*forward needs status or reset"):  # the simulator's SimulatorError
+        vsphere.add_soap_fault("PowerOnVM_Task", delay_seconds=1, forward=True)
