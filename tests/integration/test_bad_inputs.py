@@ -46,7 +46,10 @@ BUNDLE = "[ds1] nvidia/NVD-AIE-800_%s_23912345.zip" % DRIVER
 HOSTS = ("esx-h100-01", "esx-h100-02")
 FLEET = {
     "clusters": [{"name": "gpu-h100", "supervisor": True,
-                  "hosts": [{"prefix": "esx-h100-", "count": 2, "gpu": {"model": "H100-80GB", "count": 2},
+                  # infer-01's MIG-backed vGPU needs a GPU in MIG mode: the first card of esx-h100-01
+                  "hosts": [{"name": "esx-h100-01", "gpu": {"model": "H100-80GB", "count": 2},
+                             "driver_version": DRIVER, "mig": [0]},
+                            {"name": "esx-h100-02", "gpu": {"model": "H100-80GB", "count": 2},
                              "driver_version": DRIVER}]}],
     "vms": [{"name": "infer-01", "host": "esx-h100-01", "vgpu": ["nvidia_h100-1-10c"]},
             {"name": "plain-01", "host": "esx-h100-02"}],

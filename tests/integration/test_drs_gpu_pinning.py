@@ -7,7 +7,10 @@ from tests.lib.ansible_run import run_module, run_playbook
 FLEET = {
     "clusters": [
         {"name": "gpu-h100", "supervisor": True,
-         "hosts": [{"prefix": "esx-h100-", "count": 2, "gpu": {"model": "H100-80GB", "count": 4},
+         # esx-h100-01 runs the MIG-backed infer VMs (every card in MIG mode), esx-h100-02 full cards
+         "hosts": [{"name": "esx-h100-01", "gpu": {"model": "H100-80GB", "count": 4},
+                    "driver_version": "550.90.05-1OEM.800.1.0.20613240", "mig": "all"},
+                   {"name": "esx-h100-02", "gpu": {"model": "H100-80GB", "count": 4},
                     "driver_version": "550.90.05-1OEM.800.1.0.20613240"},
                    {"name": "esx-cpu-01"}]},
         {"name": "mgmt", "hosts": [{"prefix": "esx-mgmt-", "count": 1}]},

@@ -11,8 +11,9 @@ FLEET = {
         {"name": "gpu", "hosts": [
             {"name": "esx-a", "gpu": {"model": "H100-80GB", "count": 2}, "driver_version": OLD,
              "nvidia_options": "NVreg_EnableMSI=1"},
+            # small (20 GB) and big (40 GB) share esx-b's one GPU: different sizes need mixed-size mode
             {"name": "esx-b", "gpu": {"model": "H100-80GB", "count": 1}, "driver_version": NEW,
-             "graphics": {"default": "sharedDirect", "policy": "consolidation"}},
+             "graphics": {"default": "sharedDirect", "policy": "consolidation"}, "vgpu_mode": "mixed_size"},
             {"name": "esx-vm", "gpu": {"model": "H100-80GB", "count": 1}, "driver_version": OLD},
         ]},
     ],

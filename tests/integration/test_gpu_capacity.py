@@ -16,7 +16,11 @@ L40S = {"model": "L40S", "count": 2}
 FLEET = {
     "clusters": [
         {"name": "gpu-h100", "supervisor": True, "hosts": [
-            {"prefix": "esx-h100-", "count": 3, "gpu": H100, "driver_version": DRIVER},
+            # the inference nodes' cards in MIG mode: the fourth of h01/h02 (the training node takes the
+            # first three), the first two of h03
+            {"name": "esx-h100-01", "gpu": H100, "driver_version": DRIVER, "mig": [3]},
+            {"name": "esx-h100-02", "gpu": H100, "driver_version": DRIVER, "mig": [3]},
+            {"name": "esx-h100-03", "gpu": H100, "driver_version": DRIVER, "mig": [0, 1]},
             {"name": "esx-h100-04", "gpu": H100, "driver_version": DRIVER, "maintenance": True},
         ]},
         {"name": "gpu-l40s", "hosts": [

@@ -10,7 +10,11 @@ FLEET = {
             "name": "gpu-h100",
             "supervisor": True,
             "hosts": [
-                {"prefix": "esx-h100-", "count": 3, "gpu": {"model": "H100-80GB", "count": 4}, "driver_version": NEW},
+                # esx-h100-01 runs the MIG-backed infer VMs: its first card in MIG mode (two 3g.40gb)
+                {"name": "esx-h100-01", "gpu": {"model": "H100-80GB", "count": 4}, "driver_version": NEW,
+                 "mig": [0]},
+                {"name": "esx-h100-02", "gpu": {"model": "H100-80GB", "count": 4}, "driver_version": NEW},
+                {"name": "esx-h100-03", "gpu": {"model": "H100-80GB", "count": 4}, "driver_version": NEW},
                 {"name": "esx-h100-old", "gpu": {"model": "H100-80GB", "count": 4}, "driver_version": OLD,
                  "nvidia_options": "NVreg_EnableMSI=1 NVreg_RegistryDwords=RmPVMRL=0x00030001"},
             ],

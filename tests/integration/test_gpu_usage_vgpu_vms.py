@@ -29,7 +29,10 @@ DRIVER = "550.90.05-1OEM.800.1.0.20613240"
 FLEET = {
     "clusters": [
         {"name": "gpu-h100", "supervisor": True, "hosts": [
-            {"prefix": "esx-h100-", "count": 2, "gpu": {"model": "H100-80GB", "count": 4}, "driver_version": DRIVER}]},
+            # serve-01's 3g.40gb instance on the third card of esx-h100-01 (train-01 takes the first two)
+            {"name": "esx-h100-01", "gpu": {"model": "H100-80GB", "count": 4}, "driver_version": DRIVER,
+             "mig": [2]},
+            {"name": "esx-h100-02", "gpu": {"model": "H100-80GB", "count": 4}, "driver_version": DRIVER}]},
         {"name": "gpu-l40s", "hosts": [
             {"prefix": "esx-l40s-", "count": 1, "gpu": {"model": "L40S", "count": 2}, "driver_version": DRIVER}]},
     ],

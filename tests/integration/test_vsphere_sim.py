@@ -24,7 +24,8 @@ NEW = "550.90.05-1OEM.800.1.0.20613240"
 FLEET = {
     "clusters": [
         {"name": "gpu-h100", "supervisor": True, "hosts": [
-            {"name": "h100-a", "gpu": {"model": "H100-80GB", "count": 4}, "driver_version": NEW},
+            # infer's MIG-backed vGPU needs a GPU in MIG mode: the first card of h100-a
+            {"name": "h100-a", "gpu": {"model": "H100-80GB", "count": 4}, "driver_version": NEW, "mig": [0]},
             {"name": "h100-b", "gpu": {"model": "H100-80GB", "count": 4}, "driver_version": OLD},
             {"name": "h100-c", "gpu": {"model": "H100-80GB", "count": 4}, "driver_version": NEW},
         ]},

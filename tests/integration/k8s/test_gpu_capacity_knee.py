@@ -31,7 +31,9 @@ RIG_NODES = HERE / "capacity_knee_nodes.yml"
 DRIVER = "550.90.05-1OEM.800.1.0.20613240"
 FLEET = {
     "clusters": [{"name": "gpu-h100", "hosts": [
-        {"prefix": "esx-h100-", "count": 2, "gpu": {"model": "H100-80GB", "count": 2}, "driver_version": DRIVER}]}],
+        # inference-0's 3g.40gb instance needs a GPU in MIG mode: the first card of esx-h100-01
+        {"name": "esx-h100-01", "gpu": {"model": "H100-80GB", "count": 2}, "driver_version": DRIVER, "mig": [0]},
+        {"name": "esx-h100-02", "gpu": {"model": "H100-80GB", "count": 2}, "driver_version": DRIVER}]}],
     "vms": [{"name": "inference-0", "host": "esx-h100-01", "vgpu": ["nvidia_h100-3-40c"]}],
 }
 NS = "knee"

@@ -138,13 +138,13 @@ func migMixFits(mix []*migProfile) string {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	if media > 1 {
+		return "at most one media-extension (+me) GPU instance per GPU"
+	}
 	for _, m := range mix {
 		if count[m.name()] > m.Max {
 			return fmt.Sprintf("at most %d GPU instance(s) %s per GPU, this would be %d", m.Max, m.name(), count[m.name()])
 		}
-	}
-	if media > 1 {
-		return "at most one media-extension (+me) GPU instance per GPU"
 	}
 	if smallMax > 0 && small > smallMax {
 		return fmt.Sprintf("at most %d one-slice GPU instances (with +me) per GPU, this would be %d", smallMax, small)
