@@ -206,20 +206,38 @@ def node_vms(ctx, cluster):
     return nodes
 
 
-def pack(nodes, hosts, gpus_per_host):
-    """First-fit placement of node VMs on hosts; returns (cards used, unplaced nodes).
+def mig_backed(pool):
+    """Whether the pool's vGPU profile is MIG-backed (its vGPUs need a GPU in MIG mode)."""
+    try:
+        return parse_profile(pool.get("vgpu_profile")).mig_backed
+    except NvidiaError:
+        return False
+
+
+def place(nodes, hosts, gpus_per_host, geometry=None):
+    """First-fit placement of node VMs on hosts; returns ``(cards, unplaced)``.
 
     ``nodes`` is ``[(pool, vgpus, per_card)]`` in the order to place them; every vGPU of a
     node goes to a different card of one host; a card holds one profile (one pool's
-    ``per_card`` vGPUs).
+    ``per_card`` vGPUs). A node takes the first host with room, on that host the cards of
+    its pool with room first, then free cards from GPU 0 up.
+
+    ``geometry`` (None: any card takes any pool) is one list of MIG GPU indexes per host
+    position (:func:`geometry_positions`; positions it lacks run no MIG): a MIG-backed pool's
+    vGPUs go only on MIG cards, every other pool's only on cards with MIG off.
+
+    ``cards[host][gpu]`` is None (free) or ``[pool name, vGPUs placed, per_card]``.
     """
-    cards = [[None] * gpus_per_host for _host in range(hosts)]   # None or [pool name, used, cap]
+    mig = [set(geometry[h]) if geometry is not None and h < len(geometry) else set() for h in range(hosts)]
+    cards = [[None] * gpus_per_host for _host in range(hosts)]
     unplaced = []
     for pool, vgpus, cap in nodes:
+        wants_mig = mig_backed(pool)
         placed = False
-        for host in cards:
+        for h, host in enumerate(cards):
             partial = [c for c in host if c is not None and c[0] == pool["name"] and c[1] < cap]
-            free = [i for i, c in enumerate(host) if c is None]
+            free = [i for i, c in enumerate(host)
+                    if c is None and (geometry is None or (i in mig[h]) == wants_mig)]
             if len(partial) + len(free) < vgpus:
                 continue
             for card in partial[:vgpus]:
@@ -230,8 +248,13 @@ def pack(nodes, hosts, gpus_per_host):
             break
         if not placed:
             unplaced.append(pool)
-    used = sum(1 for host in cards for c in host if c is not None)
-    return used, unplaced
+    return cards, unplaced
+
+
+def pack(nodes, hosts, gpus_per_host, geometry=None):
+    """:func:`place`, counted: ``(cards used, unplaced nodes)``."""
+    cards, unplaced = place(nodes, hosts, gpus_per_host, geometry)
+    return sum(1 for host in cards for c in host if c is not None), unplaced
 
 
 def sorted_node_vms(nodes, last=None):
@@ -294,3 +317,169 @@ def roll_refusal(ctx, cluster):
 def capacity_ok(cluster):
     gpu = cluster.get("gpu") or {}
     return isinstance(cluster.get("hosts"), int) and isinstance(gpu.get("per_host"), int)
+
+
+# ---------------------------------------------------------------------------------------
+# MIG geometry: which cards of which host run MIG mode
+# ---------------------------------------------------------------------------------------
+
+def geometry_positions(geometry, hosts):
+    """A geometry (the design's list or mapping form, or a derived one) as ``hosts`` sorted lists of
+    MIG GPU indexes, one per host position.
+
+    The list form is one entry per position (the cluster's GPU hosts in name order); positions it
+    lacks run no MIG, positions beyond ``hosts`` are dropped. The mapping form names hosts, which
+    the design knows only by number: its hosts, in name order, take the first positions and the
+    hosts it does not name run no MIG (the capacity model does not depend on which host is which).
+    """
+    if isinstance(geometry, dict):
+        entries = [geometry[name] for name in sorted(geometry)]
+    else:
+        entries = list(geometry or [])
+    out = [sorted(set(entry or [])) for entry in entries[:hosts]]
+    return out + [[] for _position in range(hosts - len(out))]
+
+
+def geometry_problems(cluster, model):
+    """What is wrong with a cluster's explicit ``mig_geometry`` against its hosts and GPU model:
+    ``[(message, fix)]``, empty when it is absent or fine. Its form (a list of index lists or a
+    mapping of host names to index lists) is the schema's."""
+    geometry = cluster.get("mig_geometry")
+    if geometry is None or not capacity_ok(cluster):
+        return []
+    hosts, per_host = cluster["hosts"], cluster["gpu"]["per_host"]
+    problems = []
+    if isinstance(geometry, dict):
+        entries = [(name, geometry[name]) for name in sorted(geometry)]
+        if len(entries) > hosts:
+            problems.append(("mig_geometry names %d hosts (%s), the cluster has %d" % (
+                len(entries), ", ".join(name for name, _i in entries), hosts),
+                "name at most %d hosts, or set hosts to the cluster's GPU hosts" % hosts))
+    else:
+        entries = [("position %d" % (i + 1), indexes) for i, indexes in enumerate(geometry)]
+        if len(entries) > hosts:
+            problems.append(("mig_geometry gives %d host positions, the cluster has %d hosts" % (len(entries), hosts),
+                             "give at most %d positions (one per GPU host, in name order)" % hosts))
+    for where, indexes in entries:
+        bad = sorted(set(i for i in indexes or [] if not 0 <= i < per_host))
+        if bad:
+            problems.append(("mig_geometry %s: GPU index %s is not one of the host's %d GPUs (0-%d)" % (
+                where, ", ".join(str(i) for i in bad), per_host, per_host - 1),
+                "use GPU indexes 0 to %d (gpu.per_host %d)" % (per_host - 1, per_host)))
+        twice = sorted(set(i for i in indexes or [] if list(indexes).count(i) > 1))
+        if twice:
+            problems.append(("mig_geometry %s lists GPU %s more than once" % (where, ", ".join(str(i) for i in twice)),
+                             "list each MIG GPU of a host once"))
+    if model is not None and not model.mig and any(indexes for _where, indexes in entries):
+        problems.append(("mig_geometry puts MIG on %s GPUs, which have no MIG mode" % model.name,
+                         "remove mig_geometry (or give every host []): %s runs full-card and time-sliced vGPUs only"
+                         % model.name))
+    return problems
+
+
+def derived_mig_geometry(ctx, cluster):
+    """The MIG geometry a cluster gets when the design gives none: one sorted list of MIG GPU
+    indexes per host position (``hosts`` lists, empty where a host runs no MIG).
+
+    The cluster's node VMs (:func:`node_vms`, protected pools last) are placed (:func:`place`,
+    first fit, no mode asked of a card) on its hosts in position order, so they fill every host
+    but the last first; the cards that get a MIG-backed pool run MIG. The last position, the spare
+    host, gets besides its own MIG cards, from GPU 0 up, free cards in MIG mode until it has as
+    many as the most cards the protected MIG-backed pools use on any one other host: a host lost,
+    its protected MIG node VMs restart there; and one more at a time while the spare rule
+    (:func:`host_loss`, which places preemptible pools first, so they may take the MIG cards first)
+    leaves fewer protected node VMs short with it. Every other card runs MIG off. With one host
+    there is no spare. When the protected-last order leaves node VMs out and biggest-first does not, the
+    biggest-first placement is used (``cluster_capacity`` reports what fits neither way).
+    """
+    hosts, per_host = cluster["hosts"], cluster["gpu"]["per_host"]
+    keep = protected(ctx)
+    nodes = node_vms(ctx, cluster)
+    cards, unplaced = place(sorted_node_vms(nodes, last=keep), hosts, per_host)
+    if unplaced:
+        other, left = place(sorted_node_vms(nodes), hosts, per_host)
+        if len(left) < len(unplaced):
+            cards = other
+    by_name = dict((pool["name"], pool) for pool, _vgpus, _cap in nodes)
+
+    def mig_card(card, protected_only=False):
+        return card is not None and mig_backed(by_name[card[0]]) and (not protected_only or keep(by_name[card[0]]))
+
+    geometry = [[i for i, card in enumerate(host) if mig_card(card)] for host in cards]
+    if hosts == 1:
+        return geometry
+    reserve = max(sum(1 for card in host if mig_card(card, protected_only=True)) for host in cards[:-1])
+    own, free = geometry[-1], [i for i, card in enumerate(cards[-1]) if card is None]
+    best = None
+    # the spare rule packs preemptible pools first: where they take MIG cards the protected pools
+    # counted on, more free cards of the spare host go to MIG while that leaves fewer protected
+    # node VMs short over all host losses (and not when it would leave more, on cards with MIG off)
+    for extra in range(min(len(free), max(0, reserve - len(own))), len(free) + 1):
+        candidate = geometry[:-1] + [sorted(own + free[:extra])]
+        short = sum(len(left) for loss in host_loss(ctx, cluster, candidate) for left in loss[3].values())
+        if best is None or short < best[0]:
+            best = (short, candidate)
+        if short == 0:
+            break
+    return best[1]
+
+
+def cluster_mig_geometry(ctx, cluster):
+    """``(geometry, positions, explicit)``: the cluster's MIG geometry as derive() gives it (the
+    design's ``mig_geometry`` as given, else :func:`derived_mig_geometry`), the same as one list of
+    MIG GPU indexes per host position (:func:`geometry_positions`), and whether the design gave it."""
+    given = cluster.get("mig_geometry")
+    if given is not None:
+        return given, geometry_positions(given, cluster["hosts"]), True
+    derived = derived_mig_geometry(ctx, cluster)
+    return derived, derived, False
+
+
+def geometry_fit(ctx, cluster, positions):
+    """``(cards, unplaced)`` of the cluster's node VMs placed under ``positions``: biggest first, or
+    protected pools last when that places more (the order the geometry may have been derived in)."""
+    nodes = node_vms(ctx, cluster)
+    hosts, per_host = cluster["hosts"], cluster["gpu"]["per_host"]
+    best = None
+    for order in (sorted_node_vms(nodes), sorted_node_vms(nodes, last=protected(ctx))):
+        cards, unplaced = place(order, hosts, per_host, positions)
+        if best is None or len(unplaced) < len(best[1]):
+            best = (cards, unplaced)
+    return best
+
+
+def cards_needed(nodes, gpus_per_host):
+    """The cards ``nodes`` take placed alone on empty hosts of ``gpus_per_host`` cards (one card
+    mode asked of all of them): what a shortfall of those nodes costs in GPUs."""
+    if not nodes:
+        return 0
+    used, _unplaced = pack(nodes, len(nodes), gpus_per_host)
+    return used
+
+
+def free_cards(cards, positions, mig):
+    """Free cards in MIG mode (``mig`` true) or with MIG off on the placed hosts ``cards``."""
+    return sum(1 for h, host in enumerate(cards) for i, card in enumerate(host)
+               if card is None and (i in positions[h]) == mig)
+
+
+def host_loss(ctx, cluster, positions):
+    """For each host position lost, what the protected pools lack on the other hosts, every card
+    keeping its mode (``positions``): ``[(position, cards, rest, short)]``, the node VMs placed
+    again on the other hosts (preemptible pools first, protected last, as :func:`place` gives
+    ``cards`` under ``rest``, the other hosts' positions), ``short`` ``{pool name: [node VMs left
+    out]}`` (each ``(pool, vgpus, per_card)``) for the protected pools."""
+    keep = protected(ctx)
+    nodes = sorted_node_vms(node_vms(ctx, cluster), last=keep)
+    node_of = dict((node[0]["name"], node) for node in nodes)
+    hosts, per_host = cluster["hosts"], cluster["gpu"]["per_host"]
+    out = []
+    for lost in range(hosts):
+        rest = positions[:lost] + positions[lost + 1:]
+        cards, unplaced = place(nodes, hosts - 1, per_host, rest)
+        short = OrderedDict()
+        for pool in unplaced:
+            if keep(pool):
+                short.setdefault(pool["name"], []).append(node_of[pool["name"]])
+        out.append((lost, cards, rest, short))
+    return out

@@ -17,6 +17,7 @@ from collections import OrderedDict
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_capacity import (
     Context,
+    cluster_mig_geometry,
     pool_gpus,
     protected,
     roll_min_gpus,
@@ -53,7 +54,7 @@ def _derive_esxi(ctx):
     for cluster in ctx.d["clusters"]:
         model = ctx.models[cluster["name"]]
         driver, scheduler = cluster["driver"], cluster["scheduler"]
-        uses_mig = any(p["cluster"] == cluster["name"] and ctx.profiles[p["name"]].mig_backed for p in ctx.d["pools"])
+        geometry, positions, _explicit = cluster_mig_geometry(ctx, cluster)
         clusters[cluster["name"]] = OrderedDict([
             ("cluster", cluster["name"]),
             ("gpu_model", model.name),
@@ -69,11 +70,21 @@ def _derive_esxi(ctx):
             ("scheduler", OrderedDict([("policy", scheduler["policy"]),
                                        ("time_slice_ms", scheduler["time_slice_ms"])])),
             ("rmpvmrl", format_rmpvmrl(encode_scheduler(scheduler["policy"], scheduler["time_slice_ms"]))),
-            ("mig_mode", "enabled" if uses_mig else "disabled"),
+            # one entry per host position (name order) or per host name: the GPUs in MIG mode
+            ("mig_geometry", _geometry_out(geometry)),
+            # the summary in one word (reports): enabled when the geometry puts MIG on any GPU
+            ("mig_mode", "enabled" if any(positions) else "disabled"),
             ("min_gpus", roll_min_gpus(ctx, cluster)),
             ("protected_priority_classes", protected_priority_classes(ctx, cluster["name"])),
         ])
     return OrderedDict([("clusters", clusters)])
+
+
+def _geometry_out(geometry):
+    """A MIG geometry as derive() gives it: lists of sorted GPU indexes, the mapping form's hosts in name order."""
+    if isinstance(geometry, dict):
+        return OrderedDict((name, sorted(set(geometry[name] or []))) for name in sorted(geometry))
+    return [sorted(set(indexes or [])) for indexes in geometry]
 
 
 def protected_priority_classes(ctx, cluster_name):
@@ -182,8 +193,10 @@ def _role_entry(entry):
 
 def _esxi_role(esxi):
     """esxi_gpu_host's variables per GPU cluster (site.yml runs the role once per cluster).
-    MIG mode is among them: a host whose MIG mode differs is rolled like a driver change (its guest
-    nodes drained, maintenance mode, nvidia-smi, verified before the next host)."""
+    MIG mode is among them, card by card (``esxi_gpu_host_mig_geometry``: the GPUs of each host position, or
+    of each named host, in MIG mode; ``_esxi.mig_geometry_for`` resolves it to the host names): a host whose
+    MIG mode differs is rolled like a driver change (its guest nodes drained, maintenance mode, nvidia-smi,
+    verified before the next host)."""
     out = OrderedDict()
     for name, c in esxi["clusters"].items():
         out[name] = OrderedDict([
@@ -196,7 +209,7 @@ def _esxi_role(esxi):
             ("esxi_gpu_host_graphics_type", c["graphics_type"]),
             ("esxi_gpu_host_assignment_policy", c["assignment_policy"]),
             ("esxi_gpu_host_scheduler", c["scheduler"]),
-            ("esxi_gpu_host_mig_mode", c["mig_mode"]),
+            ("esxi_gpu_host_mig_geometry", c["mig_geometry"]),
             ("esxi_gpu_host_min_gpus", c["min_gpus"]),
             ("esxi_gpu_host_protected_priority_classes", c["protected_priority_classes"]),
         ])

@@ -72,6 +72,8 @@ RULES = OrderedDict([
     ("sharing_matches_profile", (ERROR, "The sharing mode matches the profile: MIG-backed, full card or a "
                                         "fraction of a card time-sliced.")),
     ("mig_mix_fits", (ERROR, "The MIG instances asked of one card can be placed on it.")),
+    ("mig_geometry_valid", (ERROR, "A cluster's explicit MIG geometry has at most one entry per host, GPU indexes "
+                                   "of its hosts, and MIG only on a GPU model that has MIG.")),
     ("inference_not_time_sliced", (ERROR, "Inference is not on time-sliced sharing.")),
     ("training_multi_gpu", (ERROR, "Multi-GPU training uses full cards and gang scheduling.")),
     ("notebook_preemptible", (ERROR, "Notebooks run on a priority that inference and training preempt.")),
@@ -100,8 +102,11 @@ RULES = OrderedDict([
     ("gpu_vms_pinned", (ERROR, "The vGPU VMs of every GPU cluster are DRS-pinned, or the design waives it "
                                "with a reason (waivers.gpu_vms_pinned).")),
     ("cluster_capacity", (ERROR, "The node VMs of every pool fit on the cluster's cards.")),
-    ("spare_capacity", (ERROR, "Losing the largest host leaves every protected (inference or non-preemptible) "
-                               "pool its node VMs, so the ESXi role can roll the cluster one host at a time.")),
+    ("mig_geometry_fits", (ERROR, "The node VMs fit on cards of their mode under the cluster's MIG geometry: "
+                                  "MIG-backed vGPUs on GPUs in MIG mode, every other vGPU on GPUs with MIG off.")),
+    ("spare_capacity", (ERROR, "Losing any one host leaves every protected (inference or non-preemptible) pool "
+                               "its node VMs on cards of their MIG mode, so the ESXi role can roll the cluster "
+                               "one host at a time.")),
     ("model_fits_framebuffer", (ERROR, "The declared model plus KV cache fits the profile's framebuffer.")),
     ("slo_knee", (WARNING, "A pool's planned utilization is below its queueing knee: the utilization at which "
                            "the M/M/c wait at the SLO percentile reaches the SLO target (design numbers).")),

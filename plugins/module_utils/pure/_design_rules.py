@@ -21,6 +21,14 @@ from collections import OrderedDict
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_capacity import (
     Context,
     capacity_ok,
+    cards_needed,
+    cluster_mig_geometry,
+    derived_mig_geometry,
+    free_cards,
+    geometry_fit,
+    geometry_problems,
+    host_loss,
+    mig_backed,
     mig_mix_problem,
     node_vms,
     offered_profiles,
@@ -800,31 +808,138 @@ def _rule_cluster_capacity(ctx):
                           "lower the pools' replicas or gpus_per_node, or add hosts to the cluster")
 
 
-def _rule_spare_capacity(ctx):
-    """Protected pools short with the largest host out (every node VM keeping its cards); and, on
-    the same finding, whether the ESXi role refuses to roll the cluster one host at a time."""
-    keep = protected(ctx)
+def _geometry_words(positions):
+    """A geometry for messages: ``[[], [0, 1]]``, or ``no GPU in MIG mode``."""
+    if not any(positions):
+        return "no GPU in MIG mode"
+    return "[%s]" % ", ".join("[%s]" % ", ".join(str(i) for i in p) for p in positions)
+
+
+def _gpus(count):
+    return "%d GPU%s" % (count, "" if count == 1 else "s")
+
+
+def _mig_on(indexes):
+    if not indexes:
+        return "MIG off"
+    return "MIG on GPU%s %s" % ("" if len(indexes) == 1 else "s", ", ".join(str(i) for i in indexes))
+
+
+def _mode(mig):
+    return "in MIG mode" if mig else "with MIG off"
+
+
+def _free_words(cards, positions, mig, nodes):
+    """``N free``, and on how many of one host at most when a node VM needs more than that."""
+    total = free_cards(cards, positions, mig)
+    most = max([free_cards([host], [positions[h]], mig) for h, host in enumerate(cards)] or [0])
+    widest = max(vgpus for _pool, vgpus, _cap in nodes)
+    if total and most < widest:
+        return "%d free, at most %d on one host" % (total, most)
+    return "%d free" % total
+
+
+def _geometry_checked(ctx, cluster):
+    """The cluster's ``(geometry, positions, explicit)`` when its pools fit its cards and its MIG
+    geometry is valid and holds them; None when ``cluster_capacity``, ``mig_geometry_valid`` or
+    ``mig_geometry_fits`` reports (or the capacity model cannot judge the cluster)."""
+    model = ctx.models.get(cluster.get("name"))
+    if model is None or not capacity_ok(cluster) or geometry_problems(cluster, model):
+        return None
+    nodes = node_vms(ctx, cluster)
+    if pack(sorted_node_vms(nodes), cluster["hosts"], cluster["gpu"]["per_host"])[1]:
+        return None
+    geometry = cluster_mig_geometry(ctx, cluster)
+    if geometry_fit(ctx, cluster, geometry[1])[1]:
+        return None
+    return geometry
+
+
+def _rule_mig_geometry_valid(ctx):
     for cluster in ctx.d["clusters"]:
-        if ctx.models.get(cluster.get("name")) is None or not capacity_ok(cluster):
+        for message, fix in geometry_problems(cluster, ctx.models.get(cluster.get("name"))):
+            yield Finding("mig_geometry_valid", "clusters.%s" % cluster.get("name"), message, fix)
+
+
+def _rule_mig_geometry_fits(ctx):
+    """The cluster's pools fit its cards (``cluster_capacity``) but not under its MIG geometry: a
+    MIG-backed vGPU needs a GPU in MIG mode, every other vGPU one with MIG off."""
+    for cluster in ctx.d["clusters"]:
+        model = ctx.models.get(cluster.get("name"))
+        if model is None or not capacity_ok(cluster) or geometry_problems(cluster, model):
             continue
         nodes = node_vms(ctx, cluster)
-        if not any(keep(p) for p, _gpus, _cap in nodes):
-            continue
-        _cards, unplaced = pack(sorted_node_vms(nodes), cluster["hosts"], cluster["gpu"]["per_host"])
-        if unplaced:
+        hosts, per_host = cluster["hosts"], cluster["gpu"]["per_host"]
+        if pack(sorted_node_vms(nodes), hosts, per_host)[1]:
             continue  # cluster_capacity reports it
-        _cards, unplaced = pack(sorted_node_vms(nodes, last=keep), cluster["hosts"] - 1, cluster["gpu"]["per_host"])
+        _geometry, positions, explicit = cluster_mig_geometry(ctx, cluster)
+        cards, unplaced = geometry_fit(ctx, cluster, positions)
+        if not unplaced:
+            continue
+        node_of = dict((node[0]["name"], node) for node in nodes)
         short = OrderedDict()
         for pool in unplaced:
-            if keep(pool):
-                short[pool["name"]] = short.get(pool["name"], 0) + 1
-        for name, count in short.items():
-            yield Finding("spare_capacity", "pools.%s" % name,
-                          "losing the largest host of %s (%d GPUs) leaves %d of its %d node VMs without a GPU"
-                          % (cluster["name"], cluster["gpu"]["per_host"], count,
-                             ctx.pools[name]["node_pool"]["replicas"]),
-                          "keep one host's worth of GPUs free on %s: add a host, or lower the replicas of this "
-                          "or the cluster's other pools" % cluster["name"])
+            short.setdefault(pool["name"], []).append(node_of[pool["name"]])
+        parts, fixes = [], []
+        for mig in (True, False):
+            left = [n for name, ns in short.items() for n in ns if mig_backed(node_of[name][0]) == mig]
+            if not left:
+                continue
+            need = cards_needed(left, per_host)
+            parts.append("%s (they need %s %s, %s)" % (
+                ", ".join("%s: %d node VMs short" % (name, len(ns)) for name, ns in short.items()
+                          if mig_backed(node_of[name][0]) == mig), _gpus(need), _mode(mig),
+                _free_words(cards, positions, mig, left)))
+            fixes.append("%s %d more GPU%s" % ("put MIG on" if mig else "turn MIG off on", need, "" if need == 1 else "s"))
+        derived = derived_mig_geometry(ctx, cluster)
+        fit = not geometry_fit(ctx, cluster, derived)[1]
+        yield Finding("mig_geometry_fits", "clusters.%s" % cluster["name"],
+                      "under the %s MIG geometry %s of %s, %d of %d node VMs find no card of their mode: %s"
+                      % ("given" if explicit else "derived", _geometry_words(positions), cluster["name"],
+                         len(unplaced), len(nodes), "; ".join(parts)),
+                      "%s in clusters.%s.mig_geometry%s" % (
+                          " and ".join(fixes), cluster["name"],
+                          ", or remove it to have it derived (%s)" % _geometry_words(derived)
+                          if explicit and fit else ", add hosts, or lower the pools' replicas"))
+
+
+def _rule_spare_capacity(ctx):
+    """Protected pools short with any one host out (every card keeping its MIG mode, every node VM
+    placed again, preemptible pools first); and, on the same finding, whether the ESXi role refuses
+    to roll the cluster one host at a time."""
+    keep = protected(ctx)
+    for cluster in ctx.d["clusters"]:
+        checked = _geometry_checked(ctx, cluster)
+        if checked is None or not any(keep(p) for p, _gpus, _cap in node_vms(ctx, cluster)):
+            continue
+        _geometry, positions, explicit = checked
+        per_host = cluster["gpu"]["per_host"]
+        uniform = all(p == positions[0] for p in positions)
+        worst = OrderedDict()   # pool name -> (node VMs short, loss)
+        for loss in host_loss(ctx, cluster, positions):
+            for name, left in loss[3].items():
+                if name not in worst or len(left) > len(worst[name][0]):
+                    worst[name] = (left, loss)
+        for name, (left, (lost, cards, rest, _short)) in worst.items():
+            pool = ctx.pools[name]
+            mig = mig_backed(pool)
+            where = ("the largest host of %s (%d GPUs)" % (cluster["name"], per_host) if uniform else
+                     "host %d of %s (in name order; %d GPUs, %s)" % (lost + 1, cluster["name"], per_host,
+                                                                   _mig_on(positions[lost])))
+            message = "losing %s leaves %d of its %d node VMs without a GPU" % (
+                where, len(left), pool["node_pool"]["replicas"])
+            if any(positions):
+                message += " %s (they need %s %s, %s on the other hosts)" % (
+                    _mode(mig), _gpus(cards_needed(left, per_host)), _mode(mig), _free_words(cards, rest, mig, left))
+            if mig and explicit:
+                fix = ("keep as many GPUs in MIG mode free on %s as %s uses on one host (clusters.%s.mig_geometry: "
+                       "MIG on more GPUs of the spare host), add a host, or lower the replicas of this or the "
+                       "cluster's other pools" % (cluster["name"], name, cluster["name"]))
+            else:
+                fix = ("keep one host's worth of GPUs %sfree on %s: add a host, or lower the replicas of this "
+                       "or the cluster's other pools" % ("in MIG mode " if mig and any(positions) else "",
+                                                         cluster["name"]))
+            yield Finding("spare_capacity", "pools.%s" % name, message, fix)
         refusal = roll_refusal(ctx, cluster)
         if refusal is not None:
             yield Finding("spare_capacity", "clusters.%s" % cluster["name"],
@@ -866,6 +981,7 @@ _RULE_FUNCS = OrderedDict([
     ("profile_offered", _rule_profile_offered),
     ("sharing_matches_profile", _rule_sharing_matches_profile),
     ("mig_mix_fits", _rule_mig_mix_fits),
+    ("mig_geometry_valid", _rule_mig_geometry_valid),
     ("inference_not_time_sliced", _rule_inference_not_time_sliced),
     ("training_multi_gpu", _rule_training_multi_gpu),
     ("notebook_preemptible", _rule_notebook_preemptible),
@@ -886,6 +1002,7 @@ _RULE_FUNCS = OrderedDict([
     ("scheduler_valid", _rule_scheduler_valid),
     ("gpu_vms_pinned", _rule_gpu_vms_pinned),
     ("cluster_capacity", _rule_cluster_capacity),
+    ("mig_geometry_fits", _rule_mig_geometry_fits),
     ("spare_capacity", _rule_spare_capacity),
     ("model_fits_framebuffer", _rule_model_fits_framebuffer),
     ("slo_knee", _rule_slo_knee),

@@ -10,7 +10,8 @@ argument spec, so modules can use it without reading a file:
 
 * ``type``: ``str``, ``int``, ``float`` (an int is accepted), ``bool``, ``dict`` (fixed
   keys, described in ``options``), ``list`` (items described by ``elements``: a type name,
-  or ``dict`` with ``options``), ``map`` (free keys, values described by ``values``);
+  ``dict`` with ``options``, or a spec), ``map`` (free keys, values described by ``values``),
+  ``either`` (one of the specs in ``forms``, told apart by their type: a list or a mapping);
 * ``required``, ``default`` (filled in when the key is absent; ``None`` means "not set"),
   ``choices``, ``min`` (numbers and list length);
 * ``description``: the field's documentation (docs/design.md explains the same fields with
@@ -54,6 +55,10 @@ _TAINT = {
     "effect": {"type": "str", "choices": ["NoSchedule", "PreferNoSchedule", "NoExecute"],
                "default": "NoSchedule", "description": "Taint effect."},
 }
+
+_MIG_GPUS = {"type": "list", "elements": {"type": "int", "min": 0}}
+_MIG_GEOMETRY_LIST = {"type": "list", "elements": _MIG_GPUS}
+_MIG_GEOMETRY_MAP = {"type": "map", "values": _MIG_GPUS}
 
 DEFAULT_PRIORITIES = {
     "gpu-inference": {"value": 100000, "preemption_policy": "PreemptLowerPriority",
@@ -194,6 +199,13 @@ DESIGN_SCHEMA = {
                 "mig_mix": {"type": "map", "values": "int", "default": None,
                             "description": "Optional layout of one MIG card when pools share cards: "
                                            "MIG-backed vGPU profile -> instances per card."},
+                "mig_geometry": {
+                    "type": "either", "default": None, "forms": [_MIG_GEOMETRY_LIST, _MIG_GEOMETRY_MAP],
+                    "description": "Which GPUs of which host run MIG mode: a list with one entry per host "
+                                   "position (the cluster's GPU hosts in name order), each the GPU indexes "
+                                   "(0 to gpu.per_host - 1) in MIG mode, at most hosts entries; or a mapping "
+                                   "of host name -> GPU indexes (hosts it does not name run no MIG). Only on "
+                                   "models with MIG. null - derived from the pools (docs/design.md)."},
                 "waivers": {
                     "type": "dict", "default": {},
                     "description": "Seed rules this cluster departs from on purpose, each with the reason (the "
@@ -474,6 +486,14 @@ def _json_node(spec):
     if isinstance(spec, str):
         spec = {"type": spec}
     kind = spec["type"]
+    if kind == "either":
+        forms = [_json_node(form) for form in spec["forms"]]
+        if spec.get("default", 0) is None:
+            forms.append({"type": "null"})
+        node = {"anyOf": forms}
+        if "description" in spec:
+            node["description"] = spec["description"]
+        return node
     node = {"type": _JSON_TYPES[kind]}
     if "description" in spec:
         node["description"] = spec["description"]
@@ -531,12 +551,9 @@ def _item_path(path, index, item):
     return "%s[%d]" % (path, index)
 
 
-def _norm(value, spec, path, findings):
-    """Normalize ``value`` (not None) against ``spec``; None when it is invalid."""
-    if isinstance(spec, str):
-        spec = {"type": spec}
-    kind = spec["type"]
-    ok = {
+def _is_a(value, kind):
+    """Whether ``value`` has the schema type ``kind`` (not ``either``)."""
+    return {
         "str": isinstance(value, str),
         "int": isinstance(value, int) and not isinstance(value, bool),
         "float": isinstance(value, (int, float)) and not isinstance(value, bool),
@@ -545,7 +562,21 @@ def _norm(value, spec, path, findings):
         "map": isinstance(value, dict),
         "list": isinstance(value, list),
     }[kind]
-    if not ok:
+
+
+def _norm(value, spec, path, findings):
+    """Normalize ``value`` (not None) against ``spec``; None when it is invalid."""
+    if isinstance(spec, str):
+        spec = {"type": spec}
+    kind = spec["type"]
+    if kind == "either":
+        for form in spec["forms"]:
+            if _is_a(value, form["type"]):
+                return _norm(value, form, path, findings)
+        words = " or ".join(_TYPE_WORDS[form["type"]] for form in spec["forms"])
+        _schema_error(findings, path, "%r is not %s" % (value, words), "give %s" % words)
+        return None
+    if not _is_a(value, kind):
         _schema_error(findings, path, "%r is not %s" % (value, _TYPE_WORDS[kind]),
                       "give %s" % _TYPE_WORDS[kind])
         return None

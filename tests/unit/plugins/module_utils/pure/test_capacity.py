@@ -112,7 +112,10 @@ def test_validation_says_when_a_roll_needs_force(design):
     pool(design, "training")["priority"] = "gpu-critical"
     pool(design, "training")["node_pool"]["replicas"] = 3
     found = spare(validate(design))
-    assert sorted(found) == ["clusters.gpu-h100", "pools.inference"]
+    # every card keeps its MIG mode: losing host 4 (inference on its MIG GPUs 0-1) strands inference,
+    # losing a training host leaves the third training node 2 GPUs with MIG off on host 4, not 4
+    assert sorted(found) == ["clusters.gpu-h100", "pools.inference", "pools.training"]
+    assert "leaves 1 of its 3 node VMs without a GPU with MIG off" in found["pools.training"].message
     roll = found["clusters.gpu-h100"]
     assert roll.severity == "error"
     assert roll.message == ("the esxi_gpu_host role refuses to roll gpu-h100 one host at a time without "
@@ -121,9 +124,18 @@ def test_validation_says_when_a_roll_needs_force(design):
     # the same numbers the role's check gets from the live hosts
     allowed, message = _esxi.roll_capacity(dict(("esx-h100-%02d" % i, 4) for i in range(1, 5)), 14)
     assert not allowed and "would leave 12 of 16 GPUs, fewer than the 14" in message
-    # one training node less: 10 GPUs to keep, 12 stay: no roll finding, and the pools fit
+    # one training node less: 10 GPUs to keep, 12 stay: no roll finding. The pools fit, but not every
+    # host loss with the cards' MIG modes fixed: the spare host (MIG on GPUs 0-1 for inference) keeps
+    # only 2 GPUs with MIG off for a lost 4-GPU training node
     pool(design, "training")["node_pool"]["replicas"] = 2
+    found = spare(validate(design))
+    assert list(found) == ["pools.training"]
+    assert found["pools.training"].message.startswith("losing host 1 of gpu-h100 (in name order; 4 GPUs, MIG off) "
+                                                      "leaves 1 of its 2 node VMs without a GPU with MIG off")
+    # a fifth host: training restarts on host 4's full cards, inference on host 5's MIG GPUs
+    [c for c in design["clusters"] if c["name"] == "gpu-h100"][0]["hosts"] = 5
     assert spare(validate(design)) == {}
+    assert derive(design)["esxi"]["clusters"]["gpu-h100"]["mig_geometry"] == [[], [], [0, 1], [], [0, 1]]
 
 
 def test_the_same_design_with_preemptible_training_rolls(design):

@@ -16,6 +16,8 @@ import yaml
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _design_schema
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_capacity import (
+    Context,
+    derived_mig_geometry,
     offered_profiles,
     pack,
     profile_problem,
@@ -35,6 +37,12 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_schema im
 from tests.lib.design_edit import EXAMPLE, cluster, example, pool, tenant
 
 ROOT = pathlib.Path(__file__).resolve().parents[5]
+
+
+def derive_geometry(d):
+    """Each cluster's MIG geometry as the capacity model derives it (for a design that need not be valid)."""
+    ctx = Context(normalize(d)[0])
+    return dict((name, derived_mig_geometry(ctx, c)) for name, c in ctx.clusters.items())
 
 
 @pytest.fixture
@@ -334,7 +342,10 @@ def test_spare_capacity(design):
     found = validate(design)
     f = only(found, "spare_capacity")[0]
     assert f.object == "pools.inference"
-    assert "losing the largest host of gpu-h100 (4 GPUs) leaves 4 of its 4 node VMs without a GPU" in f.message
+    # training fills hosts 1-3, inference the MIG GPUs 0 and 1 of host 4: losing host 4 strands it
+    assert derive_geometry(design)["gpu-h100"] == [[], [], [], [0, 1]]
+    assert ("losing host 4 of gpu-h100 (in name order; 4 GPUs, MIG on GPUs 0, 1) leaves 4 of its 4 node VMs "
+            "without a GPU in MIG mode (they need 2 GPUs in MIG mode, 0 free on the other hosts)") == f.message
     assert "add a host" in f.fix
     assert not [x for x in found if x.rule == "cluster_capacity"]
 
@@ -443,9 +454,12 @@ def test_derive_esxi():
     assert h100["graphics_type"] == "shared_direct" and h100["assignment_policy"] == "performance"
     assert h100["scheduler"] == {"policy": "best_effort", "time_slice_ms": None} and h100["rmpvmrl"] == "0x00000000"
     assert h100["mig_mode"] == "enabled"
+    # training on the full cards of hosts 1 and 2, inference on MIG GPUs 0-1 of host 3, host 4 the spare
+    assert h100["mig_geometry"] == [[], [], [0, 1], [0, 1]]
     assert h100["min_gpus"] == 2         # 4 inference nodes on 2 cards; training (preemptible) is drained
     l40s = esxi["gpu-l40s"]
     assert l40s["scheduler"]["policy"] == "best_effort" and l40s["mig_mode"] == "disabled"
+    assert l40s["mig_geometry"] == [[], [], []]
     assert l40s["min_gpus"] == 0         # notebooks only: preemptible
 
 
