@@ -29,6 +29,7 @@ from __future__ import (absolute_import, division, print_function)
 
 __metaclass__ = type
 
+import copy
 from collections import OrderedDict
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._esxi import roll_capacity
@@ -161,6 +162,7 @@ class Context:
         for cluster in d["clusters"]:
             gpu = cluster.get("gpu") or {}
             self.models[cluster.get("name")] = catalog_model(gpu.get("model")) if gpu.get("model") else None
+        self.geometries = {}   # cluster name -> its derived MIG geometry (derived_mig_geometry)
         self.profiles = {}
         for pool in d["pools"]:
             try:
@@ -431,7 +433,9 @@ def cluster_mig_geometry(ctx, cluster):
     given = cluster.get("mig_geometry")
     if given is not None:
         return given, geometry_positions(given, cluster["hosts"]), True
-    derived = derived_mig_geometry(ctx, cluster)
+    if cluster["name"] not in ctx.geometries:
+        ctx.geometries[cluster["name"]] = derived_mig_geometry(ctx, cluster)
+    derived = copy.deepcopy(ctx.geometries[cluster["name"]])
     return derived, derived, False
 
 
