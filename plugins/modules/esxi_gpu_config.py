@@ -23,12 +23,23 @@ description:
   - Only the options given are compared and changed; hosts already as asked are left alone.
   - Fixed share on a GPU that carries time-sliced vGPUs of different sizes (powered-on VMs
     placed on it) is refused, as NVIDIA does not support it.
-  - Host MIG mode (O(mig_mode)) is read and set with C(nvidia-smi) in the host's shell over SSH
-    (vSphere has no API for it), only in maintenance mode. With O(reboot) the host's VMs that
-    hold vGPUs are powered off (O(power_off_vgpu_vms)), the host enters maintenance mode, the
-    GPUs whose mode differs are set, the host reboots when a GPU only has the new mode pending
-    (Ampere GPUs such as A100; Hopper and later take it at once when idle), the mode is read back
-    and verified, and only then the host leaves maintenance mode and the VMs are powered on.
+  - MIG mode per GPU (O(mig_geometry), or one mode for every GPU with O(mig_mode)). The current
+    mode of each GPU is read without a shell, in the one retrieval of the hosts
+    (C(config.graphicsInfo[].vgpuMode) is C(multiInstanceGpu) on a GPU in MIG mode, vSphere API
+    8.0.3); check mode and hosts already as asked never open a shell. vSphere has no call that sets
+    it: a host whose GPUs need a change gets C(nvidia-smi -i <index> -mig 1|0) in its shell over
+    SSH, only in maintenance mode. With O(reboot) the host's VMs that hold vGPUs are powered off
+    (O(power_off_vgpu_vms)), the host enters maintenance mode, the pending mode of its GPUs is read
+    with nvidia-smi, the GPUs whose mode differs are set, the host reboots when a GPU only has the
+    new mode pending (Ampere GPUs such as A100; Hopper and later take it at once when idle), the
+    mode is read back and verified, and only then the host leaves maintenance mode and the VMs are
+    powered on.
+  - The host's shell is open only while its MIG step needs it. When the host's SSH service
+    (C(TSM-SSH)) is not running, it is started through the host's service system before the first
+    command and stopped again after the step, also when the step fails; a service that was running
+    is left running. A host in lockdown mode (C(lockdownNormal), C(lockdownStrict)) admits SSH only
+    for its exception users: when the SSH user is not one of them the run fails before any change,
+    naming the host, the mode and the users.
   - All hosts are read and every check is made before the first change.
 author:
   - gpupool.vcf developers (@gpupool)
@@ -81,20 +92,38 @@ options:
           time_slice_ms:
             description: Time slice in ms (1-30).
             type: int
+  mig_geometry:
+    description:
+      - Which GPUs of each host run in MIG mode; every other GPU of the host is time-sliced (MIG mode off).
+        Leave out to leave MIG mode alone. Mutually exclusive with O(mig_mode) and O(mig_gpu_indexes).
+      - A list with one entry per host position, each a list of GPU indexes (as nvidia-smi numbers them, in
+        PCI address order) in MIG mode; the positions are the GPU hosts of the cluster (with O(host), the
+        host's cluster) in name order, as the design derives it (C(mig_geometry) of each cluster). Hosts beyond
+        the list run no MIG.
+      - Or a mapping of host name to GPU indexes; hosts it does not name run no MIG. A name outside the
+        cluster, an index the host lacks or a GPU without MIG (L40S) fails before any change.
+      - A change needs maintenance mode, as for O(mig_mode).
+    type: raw
   mig_mode:
     description:
-      - Host MIG mode of the host's GPUs, read and set with C(nvidia-smi) over SSH (O(ssh)). Leave out
-        to leave MIG mode alone. GPUs without MIG (L40S) are skipped for V(disabled) and refused for V(enabled).
+      - One MIG mode for the host's GPUs (those of O(mig_gpu_indexes)), for callers without a per-GPU geometry.
+        Leave out to leave MIG mode alone. GPUs without MIG (L40S) are skipped for V(disabled) and refused for
+        V(enabled).
       - A change needs maintenance mode. With O(reboot) the module takes the host there (see above);
         without, a host not in maintenance mode is refused before any change.
     type: str
     choices: [enabled, disabled]
   mig_gpu_indexes:
-    description: GPU indexes (as nvidia-smi numbers them) whose MIG mode is managed; left out, every GPU.
+    description: With O(mig_mode), the GPU indexes (as nvidia-smi numbers them) whose MIG mode is managed; left out, every GPU.
     type: list
     elements: int
   ssh:
-    description: How the module reaches each host's shell (OpenSSH client, key authentication, no password) for O(mig_mode).
+    description:
+      - How the module reaches each host's shell (OpenSSH client, key authentication, no password) to set MIG
+        mode (O(mig_geometry), O(mig_mode)); only hosts whose GPUs need a change are reached, and only outside
+        check mode. Left out, the SSH client's own keys and the user V(root).
+      - In check mode with O(ssh) given, a host in lockdown mode whose exception users lack O(ssh.user) is
+        refused as the real run would refuse it.
     type: dict
     suboptions:
       user:
@@ -206,7 +235,33 @@ hosts:
       reboot_required: true
       rebooted: false
       powered_off_vms: []
-      mig: {before: {"0": disabled}, after: enabled, set: [0], reason: "MIG mode disabled -> enabled on GPU 0"}
+      mig:
+        before: {"0": disabled, "1": disabled}
+        after: {"0": enabled, "1": disabled}
+        changed: true
+        enabled: [0]
+        disabled: []
+        set: [0]
+        reset: [0]
+        reason: "MIG mode disabled -> enabled on GPU 0: maintenance mode, nvidia-smi, ..."
+      ssh_service: started and stopped
+  contains:
+    mig:
+      description:
+        - With O(mig_geometry) or O(mig_mode), the MIG mode of each GPU (index as key) before and after (as asked),
+          whether it changes (RV(hosts.mig.changed)), the GPUs turned on (RV(hosts.mig.enabled)) and off
+          (RV(hosts.mig.disabled)), the GPUs nvidia-smi set (RV(hosts.mig.set); in check mode the prediction from
+          the current modes), those whose new mode needs a GPU reset or reboot (RV(hosts.mig.reset)), and the
+          reason in words. None when MIG mode is not managed.
+      type: dict
+      returned: always
+    ssh_service:
+      description:
+        - What the run did with the host's SSH service (C(TSM-SSH)) - V(started and stopped), V(already running)
+          (left running), V(not used) (no shell needed: check mode, or the host already as asked; in check mode the
+          value the real run would give is predicted), or V(not listed by the host) (left alone).
+      type: str
+      returned: always
 skipped_hosts:
   description: Hosts of the cluster without an NVIDIA GPU or not connected.
   returned: always
@@ -222,7 +277,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._esxi_shell im
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._esxi_host import gpu_pci_ids
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._esxi import GRAPHICS_WORD_BY_API as VIM_TO_WORD
-from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_config_api import GpuConfigApi
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_config_api import GpuConfigApi, LOCKDOWN_ON, SSH_SERVICE, ssh_running
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Change, Failure, Plan, Resource
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
@@ -243,6 +298,7 @@ ARGUMENT_SPEC = dict(
             time_slice_ms=dict(type="int"),
         )),
     )),
+    mig_geometry=dict(type="raw"),
     mig_mode=dict(type="str", choices=["enabled", "disabled"]),
     mig_gpu_indexes=dict(type="list", elements="int"),
     ssh=dict(type="dict", options=dict(
@@ -299,11 +355,37 @@ def host_changes(name, host):
     if host["reboot_owed"]:
         out.append(Change(name, "reboot", host["pending"], [], "reboot"))
     if host["mig_changed"]:
-        out.append(Change(name, "mig_mode", dict((str(i), _esxi.mig_word(c)) for i, c in sorted(host["mig"]["before"].items())),
-                          host["mig"]["after"]))
+        out.append(Change(name, "mig_mode", mig_words(host["mig"]["before"]), mig_words(host["mig"]["after"])))
     if host["left_off"]:
         out.append(Change(name, "vms_powered_off", [v["name"] for v in host["left_off"]], [], "power_on"))
     return out
+
+
+def mig_words(modes):
+    """{index: enabled|disabled} with the indexes as text, as the result shows them."""
+    return dict((str(i), _esxi.mig_word(on)) for i, on in sorted(modes.items()))
+
+
+def gpu_list(indexes):
+    return ", ".join(str(i) for i in sorted(indexes)) or "none"
+
+
+def mig_change(mig):
+    """What a host's MIG plan changes, in words ("disabled -> enabled on GPU 2, 3 and ...")."""
+    parts = []
+    if mig["enable_all"]:
+        parts.append("disabled -> enabled on GPU %s" % gpu_list(mig["enable_all"]))
+    if mig["disable_all"]:
+        parts.append("enabled -> disabled on GPU %s" % gpu_list(mig["disable_all"]))
+    if not parts:  # only a reset owed: nvidia-smi set it earlier, it runs after a reboot
+        parts.append("pending on GPU %s" % gpu_list(mig["reset"]))
+    return " and ".join(parts)
+
+
+def mig_reason(mig):
+    """The MIG change of a host and how it is made, in words."""
+    return "MIG mode %s: maintenance mode, nvidia-smi, a reboot if a GPU keeps it pending, read back before " \
+           "the host leaves maintenance mode" % mig_change(mig)
 
 
 class GpuConfig(Resource):
@@ -320,6 +402,10 @@ class GpuConfig(Resource):
         self.api = None
         self.shell = EsxiShell(self.p["ssh"])
         self.mig = None if self.p["mig_mode"] is None else self.p["mig_mode"] == "enabled"
+        # {host name: GPU indexes in MIG mode} resolved from mig_geometry (None: no geometry managed)
+        self.geometry = None
+        self.mig_managed = self.mig is not None or self.p["mig_geometry"] is not None
+        self.ssh_user = (self.p["ssh"] or {}).get("user") or "root"
 
     def read(self):
         """Every host with what the plan needs of it; a host's read error is kept for the plan's message."""
@@ -331,7 +417,24 @@ class GpuConfig(Resource):
         with self.doing("read the GPU configuration of"):
             hosts = self.api.hosts(host=p["host"], cluster=p["cluster"])
             graphics = self.api.graphics_configs(hosts)
+            if p["mig_geometry"] is not None:
+                self.geometry = self.resolve_geometry(hosts)
         return [self.read_host(h, graphics) for h in hosts]
+
+    def resolve_geometry(self, hosts):
+        """mig_geometry as {host name: GPU indexes}, positions over the GPU hosts of the cluster in name
+        order (with host, the host's cluster); a bad geometry stops the run before any change."""
+        if self.p["host"]:
+            names = self.api.gpu_host_names(hosts[0]) if hosts else []
+            where = "the GPU hosts of the cluster of host %s" % self.p["host"]
+        else:
+            names = sorted(h["name"] for h in hosts if gpu_pci_ids(h.get("hardware.pciDevice")))
+            where = "the GPU hosts of cluster %s" % self.p["cluster"]
+        try:
+            return _esxi.mig_geometry_for(self.p["mig_geometry"], names)
+        except _esxi.EsxiError as exc:
+            raise Failure("Invalid mig_geometry for %s (%s): %s. Nothing was changed." % (
+                where, ", ".join(names) or "none", exc))
 
     def read_host(self, host, graphics):
         pcis = gpu_pci_ids(host.get("hardware.pciDevice"))
@@ -353,11 +456,16 @@ class GpuConfig(Resource):
                 out["state"].get("powered_off") else []
         except VsphereError as exc:
             out["state_error"] = exc
-        if self.mig is not None:
-            try:
-                out["mig"] = self.shell.mig_modes(host["name"])
-            except ShellError as exc:
-                out["mig_error"] = exc
+        if self.mig_managed:
+            # the current MIG mode of each GPU as vCenter reads it: no shell
+            out["mig_rows"] = self.api.mig_rows(host)
+            out["ssh_running"] = ssh_running(host)
+            out["lockdown"] = str(host.get("config.lockdownMode") or "lockdownDisabled")
+            if out["lockdown"] in LOCKDOWN_ON:
+                try:
+                    out["lockdown_exceptions"] = self.api.lockdown_exceptions(host)
+                except VsphereError as exc:
+                    out["lockdown_error"] = exc
         return out
 
     def plan(self, live):
@@ -387,38 +495,73 @@ class GpuConfig(Resource):
                                               reboot_required=needs_reboot, pending=host["pending"], rebooted=rebooted,
                                               powered_off_vms=[v["name"] for v in host["stuck"]] if self.p["reboot"] and
                                               (needs_reboot or host["mig_changed"]) else [],
-                                              mig=self.mig_report(host))
+                                              mig=self.mig_report(host), ssh_service=self.ssh_prediction(host))
             plan.before[name] = dict(graphics=host["current"], nvidia_module_options=host["options"])
             plan.after[name] = dict(graphics=host["desired"], nvidia_module_options=host["new_options"])
         return plan
 
     def mig_report(self, host):
-        """The host's MIG change in the result (None when MIG mode is as asked or not managed)."""
-        if not host["mig_changed"]:
-            return None
+        """The host's MIG modes and change in the result (None when MIG mode is not managed)."""
         mig = host["mig"]
-        gpus = sorted(set(mig["set"]) | set(mig["reset"]))
-        return dict(before=dict((str(i), _esxi.mig_word(c)) for i, c in sorted(mig["before"].items())),
-                    after=self.p["mig_mode"], set=mig["set"], reset=mig["reset"],
-                    reason="MIG mode %s on GPU %s: maintenance mode, nvidia-smi, a reboot if a GPU keeps it pending, "
-                           "read back before the host leaves maintenance mode" % (
-                        "%s -> %s" % (_esxi.mig_word(not self.mig), self.p["mig_mode"]),
-                        ", ".join(str(i) for i in gpus)))
+        if mig is None:
+            return None
+        return dict(before=mig_words(mig["before"]), after=mig_words(mig["after"]), changed=host["mig_changed"],
+                    enabled=mig["enable_all"], disabled=mig["disable_all"], set=mig["set"], reset=mig["reset"],
+                    reason=mig_reason(mig) if host["mig_changed"] else "MIG mode as asked on every GPU")
+
+    def ssh_prediction(self, host):
+        """ssh_service in the result before the run: what the MIG step will do with the service."""
+        if not host["mig_changed"]:
+            return "not used"
+        running = host["ssh_running"]
+        return "not listed by the host" if running is None else "already running" if running else "started and stopped"
+
+    def host_mig_plan(self, name, rows):
+        """What the GPUs of a host (:func:`_esxi.parse_mig_query` rows, from the API or nvidia-smi) need:
+        {enable, disable, set, reset, before, after}; :class:`_esxi.EsxiError` when it cannot be made."""
+        if self.geometry is not None:
+            mig = _esxi.mig_geometry_plan(rows, self.geometry.get(name, []))
+        else:
+            mig = _esxi.mig_plan(rows, self.mig, self.p["mig_gpu_indexes"])
+            mig["enable"], mig["disable"] = (mig["set"], []) if self.mig else ([], mig["set"])
+            mig["after"] = dict((i, self.mig) for i in mig["before"])
+        mig["set"] = sorted(mig["enable"] + mig["disable"])
+        # every GPU whose mode changes (set now, or set earlier and pending), by direction
+        changing = set(mig["set"]) | set(mig["reset"])
+        mig["enable_all"] = sorted(i for i in changing if mig["after"].get(i))
+        mig["disable_all"] = sorted(i for i in changing if not mig["after"].get(i))
+        return mig
+
+    def lockdown_refusal(self, item):
+        """Why the host's shell cannot be reached in lockdown mode (None when it can)."""
+        mode = item.get("lockdown")
+        if mode not in LOCKDOWN_ON:
+            return None
+        if item.get("lockdown_error") is not None:
+            return "host %s is in lockdown mode %s and its exception users could not be read (%s)" % (
+                item["name"], mode, item["lockdown_error"])
+        users = item.get("lockdown_exceptions") or []
+        if self.ssh_user in users:
+            return None
+        return ("host %s is in lockdown mode %s: its SSH admits only the lockdown exception users (%s), not %s; "
+                "add %s to the host's exception users (vCenter: the host, Configure > System > Security Profile > "
+                "Lockdown Mode > Exception Users), or run with ssh.user set to a user on the list" % (
+                    item["name"], mode, ", ".join(users) or "none", self.ssh_user, self.ssh_user))
 
     def plan_mig(self, item):
-        """The host's MIG plan ({set, reset, before}); :class:`_esxi.EsxiError` when it cannot be made."""
-        if self.mig is None:
+        """The host's MIG plan from the modes vCenter reads (no shell); :class:`_esxi.EsxiError` when it
+        cannot be made."""
+        if not self.mig_managed:
             return None
-        if item.get("mig_error") is not None:
-            raise _esxi.EsxiError("MIG mode not read over SSH (%s); the host's SSH service must be on and the key "
-                                  "authorized" % item["mig_error"])
-        mig = _esxi.mig_plan(item["mig"], self.mig, self.p["mig_gpu_indexes"])
-        mig["after"] = self.p["mig_mode"]
+        mig = self.host_mig_plan(item["name"], item["mig_rows"])
         changed = bool(mig["set"] or mig["reset"])
         in_mm = bool(item["host"].get("runtime.inMaintenanceMode"))
         if changed and not self.p["reboot"] and not in_mm and not self.module.check_mode:
             raise _esxi.EsxiError("MIG mode changes only in maintenance mode (a GPU in use keeps the old mode "
                                   "pending): set reboot=true, or put the host in maintenance mode first")
+        refusal = self.lockdown_refusal(item) if changed and (self.p["ssh"] or not self.module.check_mode) else None
+        if refusal:
+            raise _esxi.EsxiError("%s (MIG mode %s needs the host's shell)" % (refusal, mig_change(mig)))
         return mig
 
     def plan_host(self, item):
@@ -440,10 +583,10 @@ class GpuConfig(Resource):
                 if opt_changed:
                     changes.append("nvidia module options %r -> %r" % (options, new_options))
             if mig is not None and (mig["set"] or mig["reset"]):
-                changes.append("MIG mode -> %s on GPU %s" % (p["mig_mode"], ", ".join(
-                    str(i) for i in sorted(set(mig["set"]) | set(mig["reset"])))))
+                changes.append("MIG mode %s" % mig_change(mig))
         except (_esxi.EsxiError, VsphereError) as exc:
-            return None, str(exc) if p["host"] else "host %s: %s" % (name, exc)
+            text = str(exc)
+            return None, text if p["host"] or text.startswith("host %s " % name) else "host %s: %s" % (name, text)
         if item.get("state_error") is not None:
             return None, "host %s: %s" % (name, item["state_error"])
         host = item["host"]
@@ -456,7 +599,8 @@ class GpuConfig(Resource):
         return dict(host=host, name=name, current=item["current"], desired=desired, changes=changes, pending=pending,
                     options=options, new_options=new_options, graphics_changed=graphics_changed, opt_changed=opt_changed,
                     reboot_owed=bool(pending and p["reboot"]), left_off=left_off, stuck=[],
-                    mig=mig, mig_changed=bool(mig and (mig["set"] or mig["reset"])),
+                    mig=mig, mig_changed=bool(mig and (mig["set"] or mig["reset"])), ssh_running=item.get("ssh_running"),
+                    mig_rows=item.get("mig_rows") or [],
                     options_changed=new_options is not None and new_options != (options or "")), None
 
     def check_reboot(self, hosts):
@@ -504,13 +648,16 @@ class GpuConfig(Resource):
                 self.reboot(host, off)
             elif host["mig_changed"]:  # in maintenance mode already (checked in the plan)
                 try:
-                    self.set_mig(host, entered=False)
-                    if not self.verify_mig(host["name"], need=False):
+                    if not self.mig_step(host):
                         plan.facts["report"][host["name"]]["reboot_required"] = True
                 except _StepFailed as exc:
-                    raise Failure("Unable to set MIG mode on host %s: %s (hosts already changed: %s); the host is "
-                                  "left in maintenance mode; fix the cause and rerun" % (host["name"], exc, ", ".join(done)),
-                                  hosts_changed=done, hosts_in_maintenance=[host["name"]], next_step="fix the cause and rerun")
+                    raise Failure("Unable to set MIG mode on host %s: %s%s (hosts already changed: %s); the host is "
+                                  "left in maintenance mode; fix the cause and rerun: a plain rerun resumes"
+                                  % (host["name"], exc, self.mig_left_words(host), ", ".join(done)),
+                                  hosts_changed=done, hosts_in_maintenance=[host["name"]], next_step="fix the cause and rerun",
+                                  **self.mig_left(host))
+            if host["mig_changed"]:
+                self.report_mig(plan.facts["report"][host["name"]], host)
             if off:
                 self.warnings.extend(self.api.ops.power_on_recorded(host["host"], off, self.run_step))
         for name in self.partial.get("hosts_rebooted") or []:  # a MIG mode a GPU kept pending needed one too
@@ -529,26 +676,112 @@ class GpuConfig(Resource):
             (["MIG mode"] if item["mig_changed"] else [])
         return " and ".join(parts) or "the new scheduler"
 
-    def set_mig(self, item, entered):
-        """nvidia-smi -mig on the GPUs whose pending mode differs (the host in maintenance mode)."""
-        if not item["mig"]["set"]:
+    def mig_step(self, item):
+        """The host's MIG step, in maintenance mode: its SSH service started when it is not running, the
+        pending mode of each GPU read with nvidia-smi, ``nvidia-smi -i <i> -mig 1`` / ``-mig 0`` on the GPUs
+        whose pending mode differs, the mode read back, the service stopped again (also when a command
+        fails) unless it was running before. True when every GPU runs its new mode (no reboot needed)."""
+        name = item["name"]
+        item.setdefault("mig_set", [])
+        self.open_shell(item)
+        try:
+            try:
+                rows, smi = self.smi_rows(item)
+                mig = self.host_mig_plan(name, rows)
+            except (ShellError, _esxi.EsxiError) as exc:
+                raise _StepFailed("read MIG mode with nvidia-smi: %s" % exc, True)
+            for on, indexes in ((True, mig["enable"]), (False, mig["disable"])):
+                for index in indexes:
+                    try:
+                        self.shell.set_mig(name, on, [smi[index]])
+                    except ShellError as exc:
+                        raise _StepFailed("set MIG mode with nvidia-smi: %s" % exc, True)
+                    item["mig_set"].append((index, on))
+            try:
+                back = self.host_mig_plan(name, self.smi_rows(item)[0])
+            except (ShellError, _esxi.EsxiError) as exc:
+                raise _StepFailed("read MIG mode back: %s" % exc, True)
+            if back["set"]:
+                raise _StepFailed("nvidia-smi still has MIG mode %s pending after setting it" % mig_change(back), True)
+            return not back["reset"]
+        finally:
+            self.close_shell(item)
+
+    def smi_rows(self, item):
+        """nvidia-smi's rows of the host with the GPUs numbered as vCenter's read numbers them (PCI address
+        order, as the geometry's indexes are), and {that index: nvidia-smi's own index} for its commands;
+        matched by PCI address, so the two agree even where nvidia-smi would number the GPUs otherwise."""
+        rows = self.shell.mig_modes(item["name"])
+        by_pci = dict((r["pci_id"].lower(), r["index"]) for r in item["mig_rows"])
+        out, smi = [], {}
+        for row in rows:
+            pci = row["pci_id"].lower()[-12:]  # nvidia-smi: 00000000:3B:00.0, vSphere: 0000:3b:00.0
+            index = by_pci.get(pci)
+            if index is None:
+                return rows, dict((r["index"], r["index"]) for r in rows)  # not matched: nvidia-smi's numbers
+            out.append(dict(row, index=index))
+            smi[index] = row["index"]
+        return sorted(out, key=lambda r: r["index"]), smi
+
+    def open_shell(self, item):
+        """The host's SSH service running before the first command (started when it was not)."""
+        item["ssh_service"] = "not used"
+        running = item["ssh_running"]
+        if running is None:
+            item["ssh_service"] = "not listed by the host"
+            return
+        if running:
+            try:
+                running = self.api.ssh_running(item["host"])  # read again: the plan's read may be old
+            except VsphereError as exc:
+                raise _StepFailed("read the state of the SSH service %s: %s" % (SSH_SERVICE, exc), True)
+        if running:
+            item["ssh_service"] = "already running"
             return
         try:
-            item["mig_output"] = self.shell.set_mig(item["name"], self.mig, item["mig"]["set"])
-        except ShellError as exc:
-            raise _StepFailed("set MIG mode with nvidia-smi: %s" % exc, entered)
+            self.api.start_ssh(item["host"])
+        except VsphereError as exc:
+            raise _StepFailed("start the SSH service %s: %s" % (SSH_SERVICE, exc), True)
+        item["ssh_service"] = "started"
 
-    def verify_mig(self, name, need=True):
-        """Whether every managed GPU runs the asked MIG mode (read back over SSH); with ``need``, a GPU
-        that does not is a failure."""
+    def close_shell(self, item):
+        """The SSH service stopped again when this run started it; a failure to stop it is a warning and
+        the result says the service was left running."""
+        if item.get("ssh_service") != "started":
+            return
         try:
-            mig = _esxi.mig_plan(self.shell.mig_modes(name), self.mig, self.p["mig_gpu_indexes"])
-        except (ShellError, _esxi.EsxiError) as exc:
+            self.api.stop_ssh(item["host"])
+            item["ssh_service"] = "started and stopped"
+        except VsphereError as exc:
+            item["ssh_service"] = "started and left running"
+            self.warnings.append("host %s: the SSH service %s this run started could not be stopped (%s): stop it "
+                                 "(a rerun that changes MIG mode stops it too)" % (item["name"], SSH_SERVICE, exc))
+
+    def verify_mig(self, item):
+        """After the reboot: every GPU runs its new MIG mode, as vCenter reads it (no shell)."""
+        try:
+            host = self.api.ops.refresh(item["host"], ["name", "hardware.pciDevice", "config.graphicsInfo"])
+            mig = self.host_mig_plan(item["name"], self.api.mig_rows(host))
+        except (VsphereError, _esxi.EsxiError) as exc:
             raise _StepFailed("read MIG mode back: %s" % exc, True)
-        if mig["reset"] and need:
-            raise _StepFailed("MIG mode still not %s on GPU %s after %s" % (
-                self.p["mig_mode"], ", ".join(str(i) for i in mig["reset"]), "the reboot"), True)
-        return not mig["reset"]
+        if mig["reset"]:
+            raise _StepFailed("MIG mode still %s after the reboot" % mig_change(mig), True)
+
+    def mig_left(self, item):
+        """What a failed MIG step left: the SSH service and the MIG modes nvidia-smi set (result keys)."""
+        return dict(ssh_service=item.get("ssh_service", "not used"),
+                    mig_set=dict((str(i), _esxi.mig_word(on)) for i, on in item.get("mig_set") or []))
+
+    def mig_left_words(self, item):
+        left = self.mig_left(item)
+        return "; SSH service %s: %s; MIG mode set so far: %s (a plain rerun resumes)" % (
+            SSH_SERVICE, left["ssh_service"], ", ".join("GPU %s %s" % kv for kv in sorted(left["mig_set"].items())) or "none")
+
+    @staticmethod
+    def report_mig(report, item):
+        """The result of a host whose MIG step ran: the service, what nvidia-smi set."""
+        report["ssh_service"] = item.get("ssh_service", "not used")
+        report["mig"]["set"] = sorted(i for i, _on in item.get("mig_set") or [])
 
     def reboot(self, item, off):
         """The VMs that cannot move powered off (recorded), maintenance mode, MIG mode set, reboot (when
@@ -563,26 +796,28 @@ class GpuConfig(Resource):
             entered = ops.enter_maintenance(host, self.p["evacuate_timeout"], "esxi_gpu_config")
             reboot = item["options_changed"] or bool(item["pending"])
             if item["mig_changed"]:
-                self.set_mig(item, entered)
-                reboot = not self.verify_mig(item["name"], need=False) or reboot
+                reboot = not self.mig_step(item) or reboot
             if reboot:
                 back = ops.reboot_and_wait(ops.refresh(host), self.p["reboot_timeout"])
                 host.props.update(back.props)
                 self.partial.setdefault("hosts_rebooted", []).append(item["name"])
                 if item["mig_changed"]:
-                    self.verify_mig(item["name"])
+                    self.verify_mig(item)
             if not was_in_mm:
                 ops.exit_maintenance(host)
         except (VsphereError, _StepFailed) as exc:
             left = entered or was_in_mm or isinstance(exc, _StepFailed)
             names = [v["name"] for v in off]
-            raise Failure("Unable to %s host %s for %s: %s%s%s; fix the cause and rerun with "
-                          "reboot=true: the owed reboot and the VMs powered off are remembered on the host" % (
+            extra = self.mig_left(item) if item["mig_changed"] else {}
+            raise Failure("Unable to %s host %s for %s: %s%s%s%s; fix the cause and rerun with "
+                          "reboot=true: the owed reboot and the VMs powered off are remembered "
+                          "on the host" % (
                               "reboot" if not item["mig_changed"] else "take down", host["name"], self.what(item),
                               exc, "; the host is left in maintenance mode" if left else "",
-                              "; VMs left powered off: %s" % ", ".join(names) if names else ""),
+                              "; VMs left powered off: %s" % ", ".join(names) if names else "",
+                              self.mig_left_words(item) if item["mig_changed"] else ""),
                           host_left_in_maintenance=left, hosts_in_maintenance=[host["name"]] if left else [],
-                          vms_powered_off=names, next_step="fix the cause and rerun with reboot=true")
+                          vms_powered_off=names, next_step="fix the cause and rerun with reboot=true", **extra)
 
 
 class _StepFailed(Exception):
@@ -594,7 +829,8 @@ class _StepFailed(Exception):
 
 
 def main():
-    module = VsphereModule(argument_spec=ARGUMENT_SPEC, mutually_exclusive=[("host", "cluster")],
+    module = VsphereModule(argument_spec=ARGUMENT_SPEC, mutually_exclusive=[("host", "cluster"), ("mig_geometry", "mig_mode"),
+                                                                            ("mig_geometry", "mig_gpu_indexes")],
                            required_one_of=[("host", "cluster")], supports_check_mode=True)
     enforce(module, "esxi_gpu_config")
     Runner(module, GpuConfig(module)).run()

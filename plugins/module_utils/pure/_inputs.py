@@ -172,6 +172,10 @@ def esxi_gpu_config_errors(params):
     if params.get("reboot") and not params.get("host"):
         out.append("reboot is only allowed with host (the hosts of a cluster are rebooted one at a time by the "
                    "esxi_gpu_host role)")
+    geometry = params.get("mig_geometry")
+    if geometry is not None and not isinstance(geometry, (list, tuple, dict)):
+        out.append("mig_geometry must be a list per host position or a mapping of host names, each to a list of GPU "
+                   "indexes, not %r" % (geometry,))
     indexes = params.get("mig_gpu_indexes") or []
     if indexes and not params.get("mig_mode"):
         out.append("mig_gpu_indexes needs mig_mode")

@@ -6,7 +6,10 @@
 What esxi_gpu_config reads and writes: the hosts of a cluster (or one host) in one retrieval,
 their graphics configuration (one retrieval of the graphics managers), the nvidia module
 options, the vGPU profiles placed on each GPU, ``UpdateGraphicsConfig`` and
-``UpdateModuleOptionString``. Maintenance mode, the reboot and the host's record are
+``UpdateModuleOptionString``; the MIG mode of each GPU as vCenter reads it
+(``config.graphicsInfo[].vgpuMode``, API 8.0.3), the host's SSH service (``TSM-SSH`` in
+``config.service``, started and stopped through ``configManager.serviceSystem``) and its lockdown
+mode and exception users. Maintenance mode, the reboot and the host's record are
 ``_esxi_host.HostOps``, reached as ``ops``. Errors are ``VsphereError``.
 """
 
@@ -14,9 +17,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi, _nvidia
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._esxi_host import HostOps
-from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_inventory import HOST_STATE_PROPERTIES
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_inventory import HOST_STATE_PROPERTIES, is_nvidia_gpu
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import vim
 
 HOST_PROPERTIES = HOST_STATE_PROPERTIES + [
@@ -24,8 +27,50 @@ HOST_PROPERTIES = HOST_STATE_PROPERTIES + [
     "config.graphicsInfo",
     "configManager.graphicsManager",
     "configManager.kernelModuleSystem",
+    "configManager.serviceSystem",
+    "configManager.hostAccessManager",
+    "config.service",
+    "config.lockdownMode",
     "vm",
 ]
+
+# HostGraphicsInfo.vgpuMode of a GPU whose current MIG mode is on (vSphere API 8.0.3)
+MIG_VGPU_MODE = "multiInstanceGpu"
+# the ESXi shell's SSH service (HostServiceInfo key)
+SSH_SERVICE = "TSM-SSH"
+# HostLockdownMode values that limit SSH to the exception users
+LOCKDOWN_ON = ("lockdownNormal", "lockdownStrict")
+
+
+def _mig_capable(pci):
+    """Whether the GPU model offers MIG (an unknown model is left to nvidia-smi to say)."""
+    try:
+        return _nvidia.gpu_model(int(pci.deviceId) & 0xFFFF).mig_capable
+    except (_nvidia.NvidiaError, TypeError, ValueError):
+        return True
+
+
+def mig_rows(host):
+    """The MIG mode of each NVIDIA GPU of ``host`` as vCenter reads it, in the rows of
+    :func:`_esxi.parse_mig_query`: indexes in PCI address order (as nvidia-smi numbers the GPUs),
+    ``current`` from ``config.graphicsInfo[].vgpuMode`` and ``pending`` the same (the API shows no
+    pending mode: only nvidia-smi does)."""
+    infos = dict((i.pciId, i) for i in host.get("config.graphicsInfo") or [])
+    gpus = sorted((p for p in host.get("hardware.pciDevice") or [] if is_nvidia_gpu(p)), key=lambda p: p.id)
+    rows = []
+    for index, pci in enumerate(gpus):
+        on = getattr(infos.get(pci.id), "vgpuMode", None) == MIG_VGPU_MODE
+        rows.append(dict(index=index, pci_id=pci.id, current=on, pending=on, supported=_mig_capable(pci)))
+    return rows
+
+
+def ssh_running(host):
+    """True or False: whether the host's SSH service runs; None when the host lists no such service."""
+    info = host.get("config.service")
+    for service in getattr(info, "service", None) or []:
+        if service.key == SSH_SERVICE:
+            return bool(service.running)
+    return None
 
 
 class GpuConfigApi:
@@ -68,6 +113,33 @@ class GpuConfigApi:
                                  if getattr(getattr(d, "backing", None), "vgpu", None)]
         return dict((pci, [p for ref in vms for p in profiles.get(ref._moId, [])]) for pci, vms in placed.items())
 
+    def mig_rows(self, host):
+        """:func:`mig_rows` of the host (read in the hosts' one retrieval)."""
+        return mig_rows(host)
+
+    def gpu_host_names(self, host):
+        """Names of the GPU hosts of ``host``'s cluster (the positions of a MIG geometry), sorted;
+        just the host when it is in no cluster."""
+        parent = host.get("parent")
+        if not isinstance(parent, vim.ClusterComputeResource):
+            return [host["name"]]
+        peers = self.client.retrieve({vim.HostSystem: ["name", "hardware.pciDevice"]}, root=parent)
+        return sorted(h["name"] for h in peers if any(is_nvidia_gpu(p) for p in h.get("hardware.pciDevice") or []))
+
+    def ssh_running(self, host):
+        """:func:`ssh_running` of the host as read now (one property)."""
+        return ssh_running(self.ops.refresh(host, ["name", "config.service"]))
+
+    def start_ssh(self, host):
+        host["configManager.serviceSystem"].StartService(id=SSH_SERVICE)
+
+    def stop_ssh(self, host):
+        host["configManager.serviceSystem"].StopService(id=SSH_SERVICE)
+
+    def lockdown_exceptions(self, host):
+        """The users SSH still admits while the host is in lockdown mode."""
+        return sorted(host["configManager.hostAccessManager"].QueryLockdownExceptions() or [])
+
     def update_graphics(self, host, desired):
         """UpdateGraphicsConfig to ``desired`` ({default_type, assignment_policy, device_types})."""
         cfg = vim.host.GraphicsConfig(
@@ -84,4 +156,4 @@ class GpuConfigApi:
         host["configManager.kernelModuleSystem"].UpdateModuleOptionString(name="nvidia", options=options)
 
 
-__all__ = ["HOST_PROPERTIES", "GpuConfigApi"]
+__all__ = ["HOST_PROPERTIES", "GpuConfigApi", "LOCKDOWN_ON", "MIG_VGPU_MODE", "SSH_SERVICE", "mig_rows", "ssh_running"]
