@@ -48,6 +48,21 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere impor
 CLIENT_ERRORS = (VsphereError, K8sError, DlsError)
 
 
+def warn_tls_off(module):
+    """One warning per connection option that turns certificate verification off: ``validate_certs``
+    or ``<backend>_validate_certs`` set false (by the task, ``module_defaults`` or an environment
+    fallback such as VMWARE_VALIDATE_CERTS). Given once per module run."""
+    if getattr(module, "_tls_off_warned", False):
+        return
+    module._tls_off_warned = True  # pylint: disable=protected-access
+    params = getattr(module, "params", None) or {}
+    for name in sorted(params):
+        if (name == "validate_certs" or name.endswith("_validate_certs")) and params[name] is False:
+            module.warn("%s is false: the server's TLS certificate is not verified, so anyone on the network path "
+                        "can pose as the server and read the credentials and data of this connection; name its CA "
+                        "instead (the ca_file, ca_path or ca_cert option of this connection)" % name)
+
+
 class Runner:
     """Drives one resource through read -> plan -> apply for one module run."""
 
@@ -56,6 +71,7 @@ class Runner:
         self.resource = resource
         self.errors = tuple(errors) + tuple(resource.errors)
         self.planned = None  # the predicted result, once applying has begun
+        warn_tls_off(module)
 
     def _phase(self, verb):
         self.resource.step = (verb, self.resource.name)
@@ -150,4 +166,4 @@ class Runner:
         self.module.fail_json(msg=msg, **result)
 
 
-__all__ = ["CLIENT_ERRORS", "Runner"]
+__all__ = ["CLIENT_ERRORS", "Runner", "warn_tls_off"]

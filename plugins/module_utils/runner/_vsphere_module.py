@@ -9,6 +9,7 @@ __metaclass__ = type
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
 
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import warn_tls_off
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import (
     HAS_PYVMOMI,
     PYVMOMI_IMPORT_ERROR,
@@ -56,6 +57,7 @@ class VsphereModule(AnsibleModule):
             self.fail_json(msg="timeout must be a number of seconds above 0, not %s" % self.params["timeout"])
         if self.params["retries"] is not None and self.params["retries"] < 0:
             self.fail_json(msg="retries must be 0 or more, not %s" % self.params["retries"])
+        warn_tls_off(self)  # the modules without the runner (gpu_pool_audit) warn too
 
     def _connection_args(self):
         """The connection options, as both client layers take them."""

@@ -323,3 +323,18 @@ def test_other_errors_are_not_read_again():
     store = Store({"t1": {"size": 1}}, fail_on="update")
     result, _module = run(Thing(store, size=2))
     assert "reread" not in result and [c[0] for c in store.calls] == ["get", "update"]
+
+
+# -- certificate verification off ----------------------------------------------------------
+
+def test_a_warning_for_each_connection_without_certificate_verification():
+    module = Module(params={"validate_certs": False, "dls_validate_certs": False, "prometheus_validate_certs": True,
+                            "vcenter_validate_certs": None, "name": "x"})
+    with pytest.raises(Exited):
+        Runner(module, Thing(Store({"t1": {"size": 1}}), size=1)).run()
+    assert len(module.warnings) == 2, module.warnings
+    assert module.warnings[0].startswith("dls_validate_certs is false: the server's TLS certificate is not verified")
+    assert module.warnings[1].startswith("validate_certs is false")
+    again = Module(params={"validate_certs": True}, warnings_expected=False)
+    with pytest.raises(Exited):
+        Runner(again, Thing(Store({"t1": {"size": 1}}), size=1)).run()
