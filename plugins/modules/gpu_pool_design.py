@@ -131,7 +131,9 @@ derived:
     - The per-link inputs; null when the design has errors.
     - C(esxi.clusters.<cluster>) - cluster, gpu_model, hosts, gpus_per_host, driver_version,
       driver_bundle, lifecycle, vlcm_depot_url, component, graphics_type, assignment_policy,
-      scheduler (policy, time_slice_ms), rmpvmrl, mig_mode, min_gpus.
+      scheduler (policy, time_slice_ms), rmpvmrl, mig_geometry (the GPUs in MIG mode per host position,
+      or per host name when the design names hosts; derived from the pools when the design gives none),
+      mig_mode (enabled when the geometry has a MIG GPU), min_gpus.
     - C(vsphere) - vm_classes (name, cpu_count, memory_mb, vgpu_profiles, memory_reservation,
       pool, cluster, description), namespaces (name, supervisor, kind, description,
       vm_classes, storage_policies, limits, access), drs_pinning (name, behavior).
@@ -149,6 +151,8 @@ derived:
         gpu-h100:
           driver_version: 550.90.05-1OEM.800.1.0.20613240
           lifecycle: direct
+          mig_geometry: [[], [], [0, 1], [0, 1]]
+          mig_mode: enabled
           min_gpus: 2
     roles:
       esxi_gpu_host:
@@ -156,6 +160,7 @@ derived:
           esxi_gpu_host_cluster: gpu-h100
           esxi_gpu_host_driver_version: 550.90.05-1OEM.800.1.0.20613240
           esxi_gpu_host_lifecycle: direct
+          esxi_gpu_host_mig_geometry: [[], [], [0, 1], [0, 1]]
           esxi_gpu_host_min_gpus: 2
 """
 
