@@ -572,7 +572,11 @@ def _norm(value, spec, path, findings):
     if kind == "either":
         for form in spec["forms"]:
             if _is_a(value, form["type"]):
-                return _norm(value, form, path, findings)
+                # all or nothing: a value with an error inside is not used in part (rules would judge
+                # a list whose bad entries were dropped and the others shifted)
+                before = len(findings)
+                out = _norm(value, form, path, findings)
+                return out if len(findings) == before else None
         words = " or ".join(_TYPE_WORDS[form["type"]] for form in spec["forms"])
         _schema_error(findings, path, "%r is not %s" % (value, words), "give %s" % words)
         return None

@@ -270,6 +270,11 @@ def test_a_malformed_geometry_is_refused(design):
         schema = [f for f in validate(design) if f.rule == "schema"]
         assert schema and all(f.object.startswith("clusters.gpu-h100.mig_geometry") for f in schema), bad
         assert words in schema[0].message
+    # a geometry with an error inside is not used in part: no rule judges what is left of it (the
+    # entries after a dropped one would shift to other hosts)
+    c["mig_geometry"] = [[0, 1, 2, 3], "x", [0, 1, 2, 3], [0, 1, 2, 3]]
+    assert {f.rule for f in validate(design)} == {"schema"}
+    assert normalize(design)[0]["clusters"][0]["mig_geometry"] is None
 
 
 def test_the_json_schema_takes_both_forms():
