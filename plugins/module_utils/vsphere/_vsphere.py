@@ -212,6 +212,8 @@ def wait(check, timeout, what, transient=(), initial_delay=0.2, max_delay=5.0,
                 return value
             state = value
         except transient as exc:  # pylint: disable=catching-non-exception
+            if getattr(exc, "outcome_unknown", False):
+                raise  # a change inside the check, sent once: calling the check again would repeat it
             state = "unreachable: %s" % exc
         if clock() >= deadline:
             raise VsphereTaskError("%s did not finish within %ss (last state: %s)" % (what, timeout, state))

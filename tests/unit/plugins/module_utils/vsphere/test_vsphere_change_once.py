@@ -194,3 +194,16 @@ def test_a_soap_read_that_keeps_failing_is_a_connection_error_not_an_unknown_out
         client._invoke(Mo(), Info("RetrievePropertiesEx"), [], None)
     assert not isinstance(err.value, VsphereOutcomeUnknown) and len(inner.calls) == 6
     assert _vsphere.VsphereOutcomeUnknown.outcome_unknown is True
+
+
+def test_the_waiter_does_not_call_a_check_again_after_an_unknown_outcome():
+    calls = []
+
+    def check():
+        calls.append(1)
+        raise VsphereOutcomeUnknown("ReconnectHost_Task: HTTP 504; may or may not have been carried out")
+
+    with pytest.raises(VsphereOutcomeUnknown):
+        _vsphere.wait(check, 60, "reconnect", transient=(VsphereConnectionError,), sleep=lambda s: None,
+                      clock=lambda: 0.0)
+    assert calls == [1]
