@@ -929,7 +929,7 @@ def _rule_spare_capacity(ctx):
             message = "losing %s leaves %d of its %d node VMs without a GPU" % (
                 where, len(left), pool["node_pool"]["replicas"])
             if any(positions):
-                message += " %s (they need %s %s, %s on the other hosts)" % (
+                message += " %s (they need %s %s; the other hosts have %s)" % (
                     _mode(mig), _gpus(cards_needed(left, per_host)), _mode(mig), _free_words(cards, rest, mig, left))
             if mig and explicit:
                 fix = ("keep as many GPUs in MIG mode free on %s as %s uses on one host (clusters.%s.mig_geometry: "

@@ -345,7 +345,7 @@ def test_spare_capacity(design):
     # training fills hosts 1-3, inference the MIG GPUs 0 and 1 of host 4: losing host 4 strands it
     assert derive_geometry(design)["gpu-h100"] == [[], [], [], [0, 1]]
     assert ("losing host 4 of gpu-h100 (in name order; 4 GPUs, MIG on GPUs 0, 1) leaves 4 of its 4 node VMs "
-            "without a GPU in MIG mode (they need 2 GPUs in MIG mode, 0 free on the other hosts)") == f.message
+            "without a GPU in MIG mode (they need 2 GPUs in MIG mode; the other hosts have 0 free)") == f.message
     assert "add a host" in f.fix
     assert not [x for x in found if x.rule == "cluster_capacity"]
 

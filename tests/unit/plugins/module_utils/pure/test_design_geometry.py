@@ -124,7 +124,7 @@ def test_h200_with_two_mig_profiles_and_full_cards(design):
     assert [f.object for f in found] == ["pools.embed"]
     assert found[0].message == (
         "losing host 2 of gpu-h200 (in name order; 4 GPUs, MIG on GPUs 0, 1) leaves 7 of its 7 node VMs without "
-        "a GPU in MIG mode (they need 1 GPU in MIG mode, 0 free on the other hosts)")
+        "a GPU in MIG mode (they need 1 GPU in MIG mode; the other hosts have 0 free)")
     assert "clusters.gpu-h200.mig_geometry" in found[0].fix
 
 
@@ -303,7 +303,7 @@ def test_a_spare_host_that_cannot_restart_the_mig_pool_is_refused(design):
     assert [f.object for f in found] == ["pools.inference"]
     assert found[0].message == (
         "losing host 3 of gpu-h100 (in name order; 4 GPUs, MIG on GPUs 0, 1) leaves 4 of its 4 node VMs without a "
-        "GPU in MIG mode (they need 2 GPUs in MIG mode, 0 free on the other hosts)")
+        "GPU in MIG mode (they need 2 GPUs in MIG mode; the other hosts have 0 free)")
     assert found[0].fix.startswith("keep as many GPUs in MIG mode free on gpu-h100 as inference uses on one host")
     assert by_rule(design, "mig_geometry_fits") == []          # the pools themselves fit
     # the same cards by host name: the same verdict
