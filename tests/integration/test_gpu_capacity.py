@@ -70,14 +70,18 @@ def test_slots_and_spare_rule_with_the_design(vsphere, vsphere_env):
     assert sorted(res["clusters"]) == ["gpu-h100", "gpu-l40s"]  # mgmt has no GPU host
     h100 = res["clusters"]["gpu-h100"]
     assert h100["unavailable_hosts"] == ["esx-h100-04"] and h100["gpus"] == 16
-    # 3 available hosts x 4 cards. 3-40c (2 per card): 24 slots, 5 used; free: one on each of
-    # h01/h02's MIG card, h03 one on its half-full MIG card and 2 + 2 on its empty cards -> 7;
-    # blocked 24 - 5 - 7 = 12 (the six cards of the training nodes)
+    # 3 available hosts x 4 cards, each card's slots in its mode, from the placement the simulator keeps
+    # (graphicsInfo[].vm). 3-40c (2 per card) only on the 4 MIG cards: 8 slots, 5 used; free: one on
+    # each of h01/h02's MIG card, none on h03's GPU 0 (inference-2 and -4), one on its GPU 1 -> 3;
+    # blocked 0 (the cards without MIG hold no 3-40c slot at all)
     assert dict(res["clusters"]["gpu-h100"]["profiles"]["nvidia_h100-3-40c"]) == dict(
-        total=24, used=5, free=7, blocked=12, powered_off=0, per_card=2, hosts_with_room=3)
-    # 80c: 12 slots, 6 used, 2 free (h03's empty cards), 4 blocked by MIG cards; parked-01 is off
+        total=8, used=5, free=3, blocked=0, powered_off=0, per_card=2, hosts_with_room=3)
+    assert [[vm["name"] for vm in g["vms"]] for g in vsphere.gpus("esx-h100-03")] == [
+        ["inference-2", "inference-4"], ["inference-3"], [], []]
+    # 80c only on the 8 cards without MIG: 6 used by the training nodes, 2 free (h03's GPUs 2 and 3);
+    # parked-01 is off
     assert dict(h100["profiles"]["nvidia_h100-80c"]) == dict(
-        total=12, used=6, free=2, blocked=4, powered_off=1, per_card=1, hosts_with_room=1)
+        total=8, used=6, free=2, blocked=0, powered_off=1, per_card=1, hosts_with_room=1)
     # 8c on L40S (48 // 8 = 6 per card): 24 slots, 2 used, free 5 + 6 on l01 and 5 + 0 on l02 (viz-01's
     # card runs 24c), blocked 24 - 2 - 16 = 6
     l40s = res["clusters"]["gpu-l40s"]["profiles"]
@@ -94,17 +98,17 @@ def test_slots_and_spare_rule_with_the_design(vsphere, vsphere_env):
     # L40S: either host's VMs restart on the other (viz-01 on the empty card of esx-l40s-01)
     assert res["spare"]["gpu-l40s"]["ok"] is True and res["spare"]["gpu-l40s"]["short"] == []
     assert res["guest"] is None and res["knee"] is None
-    assert "| nvidia_h100-3-40c | 2 | 24 | 5 | 7 | 12 | 0 |" in res["markdown"]
+    assert "| nvidia_h100-3-40c | 2 | 8 | 5 | 3 | 0 | 0 |" in res["markdown"]
     assert "**gpu-h100**: FAILS" in res["markdown"] and "inference 1 VM" in res["markdown"]
 
 
 def test_without_design_and_one_cluster(vsphere_env):
     res = capacity(vsphere_env, cluster="gpu-h100", profiles=["nvidia_h100-1-10c"])
     assert list(res["clusters"]) == ["gpu-h100"]
-    # 1-10c: 7 per card, 84 slots; free: 4 on each MIG card holding one 3g.40gb (h01, h02, h03's second),
-    # 0 on h03's full MIG card, 7 on each of h03's 2 empty cards -> 3 x 4 + 14 = 26
+    # 1-10c: 7 per card on the 4 MIG cards, 28 slots; free: 4 on each MIG card holding one 3g.40gb (h01,
+    # h02, h03's GPU 1), 0 on h03's full GPU 0 -> 12; the empty cards of h03 run without MIG: no 1-10c
     row = res["clusters"]["gpu-h100"]["profiles"]["nvidia_h100-1-10c"]
-    assert (row["total"], row["used"], row["free"]) == (84, 0, 26)
+    assert (row["total"], row["used"], row["free"], row["blocked"]) == (28, 0, 12, 16)
     short = res["spare"]["gpu-h100"]["short"]
     assert [(s["pool"], s["protected"]) for s in short] == [("(profile nvidia_h100-3-40c)", True)]
 
