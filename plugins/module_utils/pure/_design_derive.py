@@ -18,6 +18,7 @@ from collections import OrderedDict
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_capacity import (
     Context,
     cluster_mig_geometry,
+    geometry_positions,
     pool_gpus,
     protected,
     roll_min_gpus,
@@ -71,7 +72,7 @@ def _derive_esxi(ctx):
                                        ("time_slice_ms", scheduler["time_slice_ms"])])),
             ("rmpvmrl", format_rmpvmrl(encode_scheduler(scheduler["policy"], scheduler["time_slice_ms"]))),
             # one entry per host position (name order) or per host name: the GPUs in MIG mode
-            ("mig_geometry", _geometry_out(geometry)),
+            ("mig_geometry", _geometry_out(geometry, cluster["hosts"])),
             # the summary in one word (reports): enabled when the geometry puts MIG on any GPU
             ("mig_mode", "enabled" if any(positions) else "disabled"),
             ("min_gpus", roll_min_gpus(ctx, cluster)),
@@ -80,11 +81,13 @@ def _derive_esxi(ctx):
     return OrderedDict([("clusters", clusters)])
 
 
-def _geometry_out(geometry):
-    """A MIG geometry as derive() gives it: lists of sorted GPU indexes, the mapping form's hosts in name order."""
-    if isinstance(geometry, dict):
+def _geometry_out(geometry, hosts):
+    """A MIG geometry as derive() gives it: sorted GPU indexes, the mapping form's hosts in name order,
+    the list form one entry per host position (an empty one, or no mapping at all, is every host with
+    MIG off: the role enforces that, where an empty geometry would leave MIG mode as it is)."""
+    if isinstance(geometry, dict) and geometry:
         return OrderedDict((name, sorted(set(geometry[name] or []))) for name in sorted(geometry))
-    return [sorted(set(indexes or [])) for indexes in geometry]
+    return geometry_positions([] if isinstance(geometry, dict) else geometry, hosts)
 
 
 def protected_priority_classes(ctx, cluster_name):

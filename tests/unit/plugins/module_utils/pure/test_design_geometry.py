@@ -213,11 +213,16 @@ def test_an_explicit_geometry_is_taken_as_given(design):
     h100 = esxi(design, "gpu-h100")
     assert h100["mig_geometry"] == {"esx-h100-03": [0, 1], "esx-h100-04": [0, 1]} and h100["mig_mode"] == "enabled"
     assert list(h100["mig_geometry"]) == ["esx-h100-03", "esx-h100-04"]
-    # no MIG at all, given: L40S with [] (or a list of empty entries) is fine
-    cluster(design, "gpu-l40s")["mig_geometry"] = []
-    assert errors(design) == [] and esxi(design, "gpu-l40s")["mig_geometry"] == []
-    cluster(design, "gpu-l40s")["mig_geometry"] = [[], []]
-    assert errors(design) == [] and esxi(design, "gpu-l40s")["mig_mode"] == "disabled"
+    # fewer positions than hosts: the others run no MIG, one entry each (the role enforces MIG off there)
+    cluster(design, "gpu-h100")["mig_geometry"] = [[], [], [0, 1], [0, 1, 2]]
+    cluster(design, "gpu-h100")["hosts"] = 5
+    assert esxi(design, "gpu-h100")["mig_geometry"] == [[], [], [0, 1], [0, 1, 2], []]
+    # no MIG at all, given: L40S with [] (or empty entries, or no host named) is fine, every host MIG off
+    for none in ([], [[], []], {}):
+        cluster(design, "gpu-l40s")["mig_geometry"] = none
+        assert errors(design) == []
+        assert esxi(design, "gpu-l40s")["mig_geometry"] == [[], [], []]
+        assert esxi(design, "gpu-l40s")["mig_mode"] == "disabled"
 
 
 def test_an_explicit_geometry_that_cannot_hold_the_pools_is_refused(design):
