@@ -35,7 +35,7 @@ options:
     default: 443
   validate_certs:
     description:
-      - Verify the vCenter TLS certificate. Leave on in production.
+      - Verify the vCenter TLS certificate. Leave on in production; the module warns when it is off.
       - If not set, the environment variable E(VMWARE_VALIDATE_CERTS) is used.
     type: bool
     default: true
@@ -55,8 +55,11 @@ options:
       - How often one vCenter call is repeated after a transient failure, and how often an
         expired session is logged in again, before the module fails.
       - Reads are repeated after a dropped or refused connection, a timeout or a 5xx answer;
-        changes only where the request cannot have reached vCenter (connection refused,
-        HTTP 502/503/504). Delays grow from 1 s, doubled up to 30 s, with jitter.
+        a change only where it provably did not reach vCenter (connection refused; for the
+        REST API also a connect timeout or HTTP 503 with C(Retry-After)). After a 502 or 504
+        (a gateway that may have forwarded it), a reset or a timeout, a change is not sent again:
+        the module fails saying it may or may not have been carried out, with what it read
+        again (C(reread)). Delays grow from 1 s, doubled up to 30 s, with jitter.
       - V(0) turns retries and re-login off. Must not be negative.
     type: int
     default: 5
