@@ -25,8 +25,9 @@ reach vCenter:
   ``Retry-After`` is what tells this refusal from a gateway's failure after forwarding.
 
 Any other failure of a change - 502 or 504 (a gateway that may have forwarded the request and
-timed out waiting for vCenter), a 503 without ``Retry-After``, a reset or a read timeout after
-the request was sent - may come after vCenter carried it out: a second vLCM remediation
+timed out waiting for vCenter), a 503 without ``Retry-After``, a 5xx without vCenter's own error
+body, a reset or a read timeout after the request was sent - may come after vCenter carried it
+out: a second vLCM remediation
 reboots the hosts again, a second create makes a second object. It raises
 :class:`VsphereOutcomeUnknown` ("may or may not have been carried out"), and the module reads
 the object again and reports what it found (``runner._runner``). A 401 is vCenter refusing
@@ -115,6 +116,18 @@ def _unsent(exc):
 def _refused(resp):
     """A 503 with Retry-After: the server says it did not take the request (see the module docstring)."""
     return resp.status_code == REFUSED_STATUS and bool(resp.headers.get("Retry-After"))
+
+
+def _vapi_error(resp):
+    """Whether a 5xx answer is vCenter's own error (a vAPI error body with its type): vCenter says the
+    operation failed, which is an answer (raised as VsphereRestError), not a lost one."""
+    if resp.status_code in (502, 503, 504) or "json" not in (resp.headers.get("Content-Type") or ""):
+        return False
+    try:
+        error_type, _messages = error_text(resp.json())
+    except ValueError:
+        return False
+    return bool(error_type)
 
 
 class VsphereRestClient:
@@ -212,12 +225,12 @@ class VsphereRestClient:
                 self.relogins += 1
                 self._login()
                 continue
-            if resp.status_code >= 500 and not repeatable and not _refused(resp):
-                # the answer of a gateway or of vCenter: whether the change was made is not known
+            if resp.status_code >= 500 and not repeatable and not _refused(resp) and not _vapi_error(resp):
+                # a gateway's answer (or one without vCenter's error): whether the change was made is not known
                 raise VsphereOutcomeUnknown("%s %s: %s answered HTTP %s %s%s%s" % (
                     method, path, self.base, resp.status_code, resp.reason or "",
                     " after %d attempts" % (attempts.count + 1) if attempts.count else "", MAYBE))
-            if resp.status_code >= 500 and attempts.left():
+            if resp.status_code >= 500 and attempts.left() and (repeatable or _refused(resp)):
                 attempts.pause()
                 continue
             break

@@ -207,3 +207,18 @@ def test_the_waiter_does_not_call_a_check_again_after_an_unknown_outcome():
         _vsphere.wait(check, 60, "reconnect", transient=(VsphereConnectionError,), sleep=lambda s: None,
                       clock=lambda: 0.0)
     assert calls == [1]
+
+
+def test_a_500_with_vcenters_own_error_is_its_answer_not_a_lost_one():
+    body = b'{"error_type": "INVALID_ARGUMENT", "messages": [{"default_message": "profile unknown", "id": "x"}]}'
+    client, session = rest(response(500, body, {"Content-Type": "application/json"}))
+    with pytest.raises(VsphereRestError, match="profile unknown") as err:
+        client.post(CLASSES, {"id": "gpu-small"})
+    assert not isinstance(err.value, VsphereOutcomeUnknown) and len(session.sent) == 1
+
+
+def test_a_500_without_vcenters_error_is_an_unknown_outcome():
+    client, session = rest(response(500, b"<html>upstream error</html>", {"Content-Type": "text/html"}))
+    with pytest.raises(VsphereOutcomeUnknown):
+        client.post(CLASSES, {"id": "gpu-small"})
+    assert len(session.sent) == 1
