@@ -21,7 +21,8 @@ description:
     override.
   - C(esxi), per GPU - a GPU whose MIG mode is off the design's MIG geometry (C(mig_geometry) of the cluster,
     the GPU indexes in MIG mode per host, judged as the esxi_gpu_host role judges it; not judged where the
-    design derives no geometry or vSphere reports no vGPU mode, before API 8.0.3); a vGPU on a GPU of the
+    design derives no geometry, nor on hosts whose vSphere API reports no vGPU mode - before 8.0.3 - which an
+    C(info) finding names); a vGPU on a GPU of the
     wrong kind (a MIG-backed profile on a GPU without MIG, a time-sliced or full-card one on a MIG GPU,
     several sizes on a C(sameSize) GPU - a host refuses these, so the read is inconsistent or the GPU
     changed behind vCenter's back); GPU hosts left with SSH running (one warning per cluster naming them).

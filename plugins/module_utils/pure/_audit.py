@@ -91,6 +91,9 @@ RULES = OrderedDict([
     ("gpu_vgpu_mode_mismatch", ("error", "esxi", "Every vGPU sits on a GPU of its kind: MIG-backed profiles on MIG "
                                                  "GPUs, time-sliced and full-card profiles on GPUs without MIG, one "
                                                  "size on a sameSize GPU.")),
+    ("gpu_mig_not_read", ("info", "esxi", "Where the design gives a MIG geometry, the GPU hosts whose vSphere API "
+                                          "reports no vGPU mode (before 8.0.3) are named: their MIG mode is not "
+                                          "judged.")),
     ("host_ssh_running", ("warning", "esxi", "No GPU host is left with its SSH service (TSM-SSH) running.")),
     ("drs_overrides_disabled", ("warning", "esxi", "DRS and its per-VM overrides are on where GPU VMs are "
                                                    "pinned.")),
@@ -247,6 +250,7 @@ ESXI_RULES_BESIDES_THE_PLAN = {
     "gpu_vm_pin_behavior": "the drs_gpu_pinning role",
     "gpu_vgpu_mode_mismatch": "the read itself: a host refuses such a vGPU, so vCenter's view is inconsistent or "
                               "the GPU's mode changed behind its back",
+    "gpu_mig_not_read": "information only: vSphere reports no vGPU mode there; the role reads MIG mode over SSH",
     "host_ssh_running": "the esxi_gpu_host role starts SSH only while it sets MIG and stops it after; one left "
                         "running was started by hand or by a run that failed",
 }
@@ -537,6 +541,21 @@ def _vgpu_mode_findings(out, h):
             "maintenance mode) or power the VM off and restart it on a GPU of its kind" % g.get("index")))
 
 
+def _mig_not_read(out, name, gpu_hosts):
+    """One info finding naming the connected GPU hosts whose per-GPU view has no vGPU mode (the key there,
+    its value null: the API does not report it)."""
+    hosts = sorted(h["name"] for h in gpu_hosts if h.get("connection_state") == "connected"
+                   and any("vgpu_mode" in g and g["vgpu_mode"] is None for g in h.get("gpus") or []))
+    if hosts:
+        out.append(finding(
+            "gpu_mig_not_read", "cluster %s" % name,
+            "the MIG mode of the GPUs of %s is not judged against the design's MIG geometry: their vSphere API "
+            "reports no vGPU mode (graphicsInfo.vgpuMode, API 8.0.3)" % ", ".join(hosts),
+            "upgrade the hosts and vCenter to vSphere 8.0 Update 3 or later, or check MIG mode on the hosts "
+            "(nvidia-smi --query-gpu=index,mig.mode.current --format=csv; the esxi_gpu_host role in check mode "
+            "reads it over SSH)"))
+
+
 def _ssh_findings(out, name, gpu_hosts):
     running = sorted(h["name"] for h in gpu_hosts if h.get("ssh_service") == "running")
     if not running:
@@ -591,6 +610,7 @@ def audit_esxi(derived, hosts, drs=None):
                                    "the design's MIG geometry cannot be planned on cluster %s: %s" % (name, exc),
                                    "fix mig_geometry in the design (the cluster's GPU hosts in name order), then "
                                    "rerun the esxi_gpu_host role"))
+            _mig_not_read(out, name, gpu_hosts)
         versions = OrderedDict()
         for h in gpu_hosts:
             out.extend(host_findings(h, want, mig.get(h["name"])))

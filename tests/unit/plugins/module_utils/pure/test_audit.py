@@ -346,10 +346,14 @@ def test_the_mig_rule_skips_without_a_geometry_or_a_vgpu_mode(derived):
     for want in d["roles"]["esxi_gpu_host"].values():
         want.pop("esxi_gpu_host_mig_geometry", None)
     assert a.audit_esxi(d, hosts, good_drs()) == []
-    # a host on an API without vgpuMode (before 8.0.3) cannot be judged: not named
+    # a host on an API without vgpuMode (before 8.0.3) cannot be judged: only an info finding names it
     for h in hosts[:4]:
         h["gpus"][0]["vgpu_mode"] = None
-    assert a.audit_esxi(with_geometry(derived), hosts, good_drs()) == []
+    out = a.audit_esxi(with_geometry(derived), hosts, good_drs())
+    assert rules(out) == [("gpu_mig_not_read", "cluster gpu-h100")] and a.is_clean(out)
+    assert "esx-h100-01, esx-h100-02, esx-h100-03, esx-h100-04" in out[0]["message"] and out[0]["severity"] == "info"
+    # without a geometry there is nothing to judge, so nothing to say
+    assert a.audit_esxi(d, hosts, good_drs()) == []
     # nor is a host that is not connected (host_unreachable names it)
     hosts = per_gpu_hosts([[0, 1, 2, 3]] * 4)
     hosts[0]["connection_state"] = "notResponding"
@@ -382,12 +386,14 @@ def test_mig_rows_are_the_per_gpu_view():
     ("sameSize", [("a", ["nvidia_h100-20c"]), ("b", ["nvidia_h100-40c"])], "vGPUs of 2 sizes on a sameSize GPU"),
 ])
 def test_a_vgpu_on_a_gpu_of_the_wrong_kind_is_named(derived, mode, vms, why):
+    # GPU 2 of esx-h100-02 runs without MIG in the geometry, GPU 0 of esx-h100-03 with: each mode stays the design's
     hosts = per_gpu_hosts()
-    hosts[1]["gpus"][2] = gpu(2, mode, vms)
-    out = a.audit_esxi(derived, hosts, good_drs())
-    assert rules(out) == [("gpu_vgpu_mode_mismatch", "host esx-h100-02 gpu 2")]
+    host, index = (1, 2) if mode != "multiInstanceGpu" else (2, 0)
+    hosts[host]["gpus"][index] = gpu(index, mode, vms)
+    out = a.audit_esxi(with_geometry(derived), hosts, good_drs())
+    assert rules(out) == [("gpu_vgpu_mode_mismatch", "host %s gpu %d" % (hosts[host]["name"], index))]
     assert why in out[0]["message"] and "behind its back" in out[0]["message"]
-    assert out[0]["severity"] == "error" and "nvidia-smi -i 2" in out[0]["fix"]
+    assert out[0]["severity"] == "error" and "nvidia-smi -i %d" % index in out[0]["fix"]
     if vms[0][0] == "infer-01":
         assert "VM infer-01 holds nvidia_h100-3-40c" in out[0]["message"]
 
@@ -399,7 +405,7 @@ def test_vgpus_on_gpus_of_their_kind_are_clean(derived):
     hosts[1]["gpus"][2] = gpu(2, "mixedSize", [("a", ["nvidia_h100-20c"]), ("b", ["nvidia_h100-40c"])])
     hosts[1]["gpus"][3] = gpu(3, "sameSize", [("c", ["nvidia_h100-20c"]), ("d", ["nvidia_h100-20c"])])
     hosts[0]["gpus"][0]["vms"] = None  # VMs not read: nothing to judge
-    assert a.audit_esxi(derived, hosts, good_drs()) == []
+    assert a.audit_esxi(with_geometry(derived), hosts, good_drs()) == []
 
 
 def test_gpu_hosts_left_with_ssh_running_are_one_warning_naming_them(derived):
