@@ -73,13 +73,16 @@ class K8sError(Exception):
     `attempts` is how many times the call was made.
     """
 
-    def __init__(self, msg, status=None, kind="answer", attempts=1, reason=None, retry_after=None):
+    def __init__(self, msg, status=None, kind="answer", attempts=1, reason=None, retry_after=None,
+                 outcome_unknown=False):
         super(K8sError, self).__init__(msg)
         self.status = status
         self.kind = kind
         self.attempts = attempts
         self.reason = reason or msg
         self.retry_after = retry_after
+        # a change sent once whose answer was lost (call_once): the caller reads the object again
+        self.outcome_unknown = outcome_unknown
 
     @property
     def transient(self):
@@ -244,6 +247,11 @@ class K8sClient(object):
                 return fn(*args, **kwargs)
             except Exception as exc:  # the boundary: every failure becomes one K8sError
                 err = to_k8s_error(exc, self.server, self.timeout, attempt)
+                if not idempotent and err.transient and err.kind != "refused":
+                    # a 5xx, a timeout or a reset after sending: the server may have carried it out
+                    raise K8sError("%s; the request may or may not have been carried out, so it was not repeated: "
+                                   "a rerun reads the state and resumes" % err, status=err.status, kind=err.kind,
+                                   attempts=err.attempts, reason=err.reason, outcome_unknown=True)
                 if not (err.transient and (idempotent or err.kind == "refused")) or attempt >= self.attempts:
                     raise err
                 self.sleep(backoff_delay(attempt, err.retry_after))

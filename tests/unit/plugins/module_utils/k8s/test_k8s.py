@@ -152,9 +152,20 @@ def test_final_answers_are_not_retried():
 def test_not_idempotent_call_is_repeated_only_when_nothing_was_sent():
     k8s, slept = client()
     fn = Script(answer(503, "Service Unavailable"))
-    with pytest.raises(K8sError):
+    with pytest.raises(K8sError) as err:
         k8s.call_once(fn)
     assert fn.calls == 1 and not slept
+    assert err.value.outcome_unknown and "may or may not have been carried out" in str(err.value)
+    for lost in (answer(504, "Gateway Timeout"), urllib3.exceptions.ReadTimeoutError(None, "/", "read timed out"),
+                 urllib3.exceptions.ProtocolError("Connection aborted.", ConnectionResetError(104, "reset"))):
+        fn = Script(lost)
+        with pytest.raises(K8sError) as err:
+            k8s.call_once(fn)
+        assert fn.calls == 1 and err.value.outcome_unknown, lost
+    fn = Script(answer(409, "Conflict", "already exists"))
+    with pytest.raises(K8sError) as err:
+        k8s.call_once(fn)
+    assert not err.value.outcome_unknown  # an answer: the server says what happened
     refused = urllib3.exceptions.NewConnectionError(None, "Failed to establish a new connection: [Errno 111] refused")
     fn = Script(refused)
     assert k8s.call_once(fn) == "ok" and fn.calls == 2
