@@ -9,6 +9,11 @@ NotReady while the VM is off, Ready again when it is on, as its kubelet would.
     python tests/lib/chain.py up      # k8s rig (detached) + platform cluster + DLS double (+ power bridge
                                       # when `make sim-up` has started the vSphere simulator)
     python tests/lib/chain.py down
+
+The ESXi hosts' shell: vsphere_with_ssh() starts the vSphere simulator with an ed25519 key pair of its
+own (made with ssh-keygen in a state folder) among the hosts' authorized keys; ssh_vars() gives site.yml
+the esxi_gpu_host_ssh_* variables for it, so the ESXi link sets MIG mode per GPU with nvidia-smi (the
+simulator answers on one SSH listener per GPU host, GET /_sim/ssh, while the host's TSM-SSH service runs).
 """
 import contextlib
 import json
@@ -36,6 +41,34 @@ CHART = gpu_operator_chart() or (ROOT / ".." / "shared" / "charts" / "gpu-operat
 SIM = ROOT / ".sim"
 CAPI = "cluster.x-k8s.io/v1beta2"
 CLASS = "builtin-generic-v3.4.0"
+
+
+def ssh_key(folder):
+    """An ed25519 key pair in ``folder`` (made once, no passphrase): (private key path, public key path)."""
+    folder = pathlib.Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    private = folder / "id_ed25519"
+    if not private.exists():
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "gpupool-chain", "-f", str(private)],
+                       check=True)
+    return private, folder / "id_ed25519.pub"
+
+
+def vsphere_with_ssh(fleet, folder, **kwargs):
+    """The vSphere simulator with the GPU hosts' SSH serving the key pair of ``folder`` (ssh_key()); the
+    returned simulator carries ``key`` (the private key path)."""
+    import vsphere_sim
+    private, public = ssh_key(folder)
+    sim = vsphere_sim.start(fleet, ssh_authorized_keys=public, **kwargs)
+    sim.key = str(private)
+    return sim
+
+
+def ssh_vars(sim):
+    """site.yml's (and esxi_gpu_host's) SSH variables for a simulator of vsphere_with_ssh(): the key, the
+    per-host listener addresses; host keys not checked (the simulator makes new ones at every start)."""
+    return {"esxi_gpu_host_ssh_private_key_file": sim.key, "esxi_gpu_host_ssh_addresses": sim.ssh_addresses(),
+            "esxi_gpu_host_ssh_host_key_checking": False}
 
 
 def derived(design=DESIGN):

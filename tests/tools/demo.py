@@ -3,9 +3,11 @@
 Steps, each printed with its time:
   1. simulators up (vSphere with examples/fleet.yml, the Kubernetes rig, the DLS appliance double);
      the rig is both the Supervisor API and the guest cluster, and holds the VKS cluster
-     gpu-workloads as the platform team created it (no GPU node pools yet)
+     gpu-workloads as the platform team created it (no GPU node pools yet); the GPU hosts' SSH
+     serves a key pair of the demo's own (.sim/demo/ssh), their TSM-SSH services stopped
   2. site.yml on examples/design.yml: changes
-  3. site.yml again: nothing left to change (changed=0)
+  3. site.yml again: nothing left to change (changed=0); the per-card MIG geometry, host by host
+     (gpu_host_info: each GPU's MIG mode and the VMs on it), as the design's mig_geometry asks
   4. audit: clean, every link, with the licensing health (the DLS appliance double reachable, its
      license server and leases, the client token's validity)
   5. drift: one host's NVIDIA driver changed behind the collection's back; the host carries the
@@ -13,6 +15,9 @@ Steps, each printed with its time:
   6. audit: names the drifted host
   7. site.yml: repairs it through the drain path (the guest node cordoned and drained, its VM
      powered off, driver, reboot, VM powered on, node Ready, uncordoned); the audit is clean again
+  7b. MIG drift: GPU 3 of the same host put in MIG mode behind the collection's back; site.yml reads it
+     from vCenter and sets it back with nvidia-smi in the host's drained turn, the host's SSH service
+     started for it and stopped again; the geometry printed again
   8. capacity: vGPU slots per cluster and profile, the spare rule with the largest host down, pending
      GPU pods and Kueue admission waits (playbooks/capacity.yml)
   9. chargeback: GPU-hours per tenant, pool and vGPU profile of the GPU pods the tenants ran since the
@@ -38,16 +43,19 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "sim"), str(ROOT / "tests" / "sim" / "dls"), str(ROOT / ".build" / "collections")]
 
 import dls_double  # noqa: E402
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi  # noqa: E402
 import k8s_rig  # noqa: E402
 import power_bridge  # noqa: E402
 import vsphere_sim  # noqa: E402
 from tests.lib import chain  # noqa: E402
-from tests.lib.ansible_run import ansible_env  # noqa: E402
+from tests.lib.ansible_run import ansible_env, run_module  # noqa: E402
 
 # the H100 host that carries the node VM inference-3 (examples/fleet.yml): its repair drains the guest node
 DRIFT_HOST = "esx-h100-04"
 DRIFT_NODE = "inference-3"
 DRIFT_VERSION = "550.54.10-1OEM.800.1.0.20613240"
+# a GPU of the same host without a VM, MIG mode off in the design: turned on behind the collection's back
+DRIFT_GPU = 3
 RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
 
@@ -77,6 +85,32 @@ def playbook(name, env, extra=None, show=True):
     if rc != 0 or any(failed.values()):
         raise SystemExit("demo: %s failed (rc %s)" % (name, rc))
     return changed, text
+
+
+def geometry(env):
+    """Print the per-card MIG geometry of every GPU cluster of the design, one line per host (gpu_host_info:
+    each GPU's MIG mode and the VMs on it), and check it against the design's mig_geometry.
+    Returns {host off the design: [its GPU indexes in MIG mode]}."""
+    clusters = chain.derived()["esxi"]["clusters"]
+    found, off = {}, {}
+    for name, cluster in clusters.items():
+        res = run_module("gpupool.vcf.gpu_host_info", {"cluster": name, "gather": ["vms"]}, env=env)[0]
+        if res.get("failed"):
+            raise SystemExit("demo: gpu_host_info failed on cluster %s: %s" % (name, res.get("msg")))
+        hosts = sorted((h for h in res["hosts"] if h.get("gpu_count")), key=lambda h: h["name"])
+        wanted = _esxi.mig_geometry_for(cluster["mig_geometry"], [h["name"] for h in hosts])
+        print("cluster %s (design mig_geometry %s):" % (name, json.dumps(cluster["mig_geometry"])))
+        for host in hosts:
+            cards = []
+            for gpu in sorted(host["gpus"], key=lambda g: g["index"]):
+                vms = ", ".join(v["name"] for v in gpu.get("vms") or []) or "-"
+                cards.append("GPU %d MIG %-3s [%s]" % (gpu["index"], "on" if gpu["mig"] == "enabled" else "off", vms))
+            found[host["name"]] = [g["index"] for g in host["gpus"] if g["mig"] == "enabled"]
+            print("  %-14s %s%s" % (host["name"], " | ".join(cards),
+                                    "" if sorted(found[host["name"]]) == wanted[host["name"]] else
+                                    "   << design: MIG on GPU %s" % (wanted[host["name"]] or "none")))
+        off.update((h, found.get(h, [])) for h in wanted if sorted(found.get(h, [])) != wanted[h])
+    return off
 
 
 def audit(env, report, kube):
@@ -197,11 +231,14 @@ def main():
 
     banner(1, "simulators up")
     start = time.monotonic()
-    sim = vsphere_sim.start(ROOT / "examples" / "fleet.yml")
-    env = dict(sim.env)
-    print("vSphere simulator: %s (fleet examples/fleet.yml, CA %s)" % (sim.url, env["VMWARE_CA_FILE"]))
     report_dir = ROOT / ".sim" / "demo"
     report_dir.mkdir(parents=True, exist_ok=True)
+    # the hosts' SSH (nvidia-smi sets MIG mode) serves the demo's own key pair
+    sim = chain.vsphere_with_ssh(ROOT / "examples" / "fleet.yml", report_dir / "ssh")
+    env = dict(sim.env)
+    print("vSphere simulator: %s (fleet examples/fleet.yml, CA %s; host SSH for key %s, TSM-SSH services %s)"
+          % (sim.url, env["VMWARE_CA_FILE"], sim.key, ", ".join(sorted(set(
+              sim.ssh_service(h) for h in sim.ssh_addresses())))))
     rig = dls = bridge = None
     try:
         # the rig's kwok nodes stand for the VMs of the design's node pools
@@ -219,6 +256,7 @@ def main():
         dls = dls_double.start()
         print("DLS appliance double: https://%s:%s" % (dls.host, dls.port))
         site = chain.site_vars(rig.kubeconfig, dls, report_dir / "tokens")
+        site.update(chain.ssh_vars(sim))
         kube = {"audit_kubeconfig": str(rig.kubeconfig), "audit_supervisor_kubeconfig": str(rig.kubeconfig)}
         # the audit's licensing link: the appliance and the token folder site.yml uses
         kube.update((k, v) for k, v in site.items() if k.startswith("gpupool_dls_") or k == "gpupool_token_dir")
@@ -247,6 +285,10 @@ def main():
         print("\n>> second run: changed=%d" % sum(changed.values()))
         if sum(changed.values()):
             raise SystemExit("demo: the second run changed %s" % changed)
+        print("\n>> per-card MIG geometry (gpu_host_info):")
+        off = geometry(env)
+        if off:
+            raise SystemExit("demo: MIG mode off the design after the converge on %s" % json.dumps(off))
         timed("site.yml (no-op rerun)", start)
 
         banner(4, "audit: the pool matches the design")
@@ -302,6 +344,25 @@ def main():
         if not result["clean"] or not sum(changed.values()):
             raise SystemExit("demo: the repair did not bring the pool back to the design")
         timed("site.yml (repair) + audit", start)
+
+        banner("7b", "MIG drift: GPU %d of %s put in MIG mode behind the collection's back" % (DRIFT_GPU, DRIFT_HOST))
+        start = time.monotonic()
+        sim.set_gpu(DRIFT_HOST, DRIFT_GPU, mig=True)
+        print(">> MIG mode off the design on: %s" % json.dumps(geometry(env)))
+        seen = len(bridge.changes)
+        changed, text = playbook("site.yml", env, site)
+        print("\n>> MIG repair: %d change(s)" % sum(changed.values()))
+        sets = re.findall(r'"reason": "(MIG mode [^"]*)"', text)
+        print(">> %s" % (sets[0] if sets else "no MIG change was reported"))
+        print(">> SSH service of %s after the repair: %s" % (DRIFT_HOST, sim.ssh_service(DRIFT_HOST)))
+        print(">> node VMs of %s during the repair: %s" % (DRIFT_HOST, ", ".join(
+            "%s %s" % c for c in bridge.changes[seen:]) or "none went down"))
+        print("\n>> per-card MIG geometry after the repair:")
+        off = geometry(env)
+        if off or sim.ssh_service(DRIFT_HOST) != "stopped" or not sum(changed.values()):
+            raise SystemExit("demo: the MIG repair did not set GPU %d of %s back (or left its SSH service running)"
+                             % (DRIFT_GPU, DRIFT_HOST))
+        timed("site.yml (MIG repair)", start)
 
         banner(8, "capacity: vGPU slots per profile and the spare rule on the live fleet")
         start = time.monotonic()
