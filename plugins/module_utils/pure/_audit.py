@@ -502,8 +502,11 @@ def _profile_kind(profile):
 def vgpu_mode_mismatches(host):
     """[(gpu, vm name, profile, why)] of the vGPUs gpu_host_info places on a GPU of the wrong kind: a
     MIG-backed profile on a GPU without MIG, a time-sliced or full-card profile on a MIG GPU, vGPUs of
-    several sizes on a sameSize GPU. GPUs whose mode or VMs are unknown are left out."""
+    several sizes on a sameSize GPU. GPUs whose mode or VMs are unknown, and hosts not connected (what
+    vCenter keeps of them is stale), are left out."""
     out = []
+    if host.get("connection_state") != "connected":
+        return out
     for g in host.get("gpus") or []:
         mode = g.get("vgpu_mode")
         if mode is None or g.get("vms") is None:

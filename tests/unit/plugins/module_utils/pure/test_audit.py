@@ -406,6 +406,10 @@ def test_vgpus_on_gpus_of_their_kind_are_clean(derived):
     hosts[1]["gpus"][3] = gpu(3, "sameSize", [("c", ["nvidia_h100-20c"]), ("d", ["nvidia_h100-20c"])])
     hosts[0]["gpus"][0]["vms"] = None  # VMs not read: nothing to judge
     assert a.audit_esxi(with_geometry(derived), hosts, good_drs()) == []
+    # a host not connected: what vCenter keeps of it is stale, only host_unreachable names it
+    hosts[1]["gpus"][0] = gpu(0, "sameSize", [("i-3", ["nvidia_h100-3-40c"])])
+    hosts[1]["connection_state"] = "notResponding"
+    assert rules(a.audit_esxi(with_geometry(derived), hosts, good_drs())) == [("host_unreachable", "host esx-h100-02")]
 
 
 def test_gpu_hosts_left_with_ssh_running_are_one_warning_naming_them(derived):
