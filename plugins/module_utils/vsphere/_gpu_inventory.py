@@ -68,8 +68,8 @@ HOST_PROPERTIES = HOST_STATE_PROPERTIES + [
 VM_PROPERTIES = ["name", "runtime.host", "runtime.powerState", "config.hardware.device", "config.uuid"]
 CLUSTER_PROPERTIES = ["name", "host", "lifecycleManaged"]
 SSH_SERVICE = "TSM-SSH"
-# HostGraphicsInfoVgpuMode_enum (API 8.0.3): a GPU whose MIG mode is on reads multiInstanceGpu
-VGPU_MODES = ("none", "sameSize", "mixedSize", "multiInstanceGpu")
+# HostGraphicsInfoVgpuMode_enum (API 8.0.3: none, sameSize, mixedSize, multiInstanceGpu): a GPU whose MIG
+# mode is on reads multiInstanceGpu
 VGPU_MODE_MIG = "multiInstanceGpu"
 DRIVER_FROM_HOST = "host"
 DRIVER_FROM_IMAGE = "image"
