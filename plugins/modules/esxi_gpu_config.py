@@ -27,7 +27,7 @@ description:
     mode of each GPU is read without a shell, in the one retrieval of the hosts
     (C(config.graphicsInfo[].vgpuMode) is C(multiInstanceGpu) on a GPU in MIG mode, vSphere API
     8.0.3); check mode and hosts already as asked never open a shell. vSphere has no call that sets
-    it: a host whose GPUs need a change gets C(nvidia-smi -i <index> -mig 1|0) in its shell over
+    it, so a host whose GPUs need a change gets C(nvidia-smi -i <index> -mig 1|0) in its shell over
     SSH, only in maintenance mode. With O(reboot) the host's VMs that hold vGPUs are powered off
     (O(power_off_vgpu_vms)), the host enters maintenance mode, the pending mode of its GPUs is read
     with nvidia-smi, the GPUs whose mode differs are set, the host reboots when a GPU only has the
@@ -38,7 +38,7 @@ description:
     (C(TSM-SSH)) is not running, it is started through the host's service system before the first
     command and stopped again after the step, also when the step fails; a service that was running
     is left running. A host in lockdown mode (C(lockdownNormal), C(lockdownStrict)) admits SSH only
-    for its exception users: when the SSH user is not one of them the run fails before any change,
+    for its exception users; when the SSH user is not one of them the run fails before any change,
     naming the host, the mode and the users.
   - All hosts are read and every check is made before the first change.
 author:
@@ -258,7 +258,7 @@ hosts:
     ssh_service:
       description:
         - What the run did with the host's SSH service (C(TSM-SSH)) - V(started and stopped), V(already running)
-          (left running), V(not used) (no shell needed: check mode, or the host already as asked; in check mode the
+          (left running), V(not used) (no shell needed - check mode, or the host already as asked; in check mode the
           value the real run would give is predicted), or V(not listed by the host) (left alone).
       type: str
       returned: always
