@@ -1,7 +1,9 @@
 """Fixtures shared by the integration tests: one vSphere simulator per test module.
 
 A test module sets ``FLEET`` (a fleet dict, see tests/sim/vsphere/README.md); the
-``vsphere`` fixture starts the simulator on it and stops it after the module.
+``vsphere`` fixture starts the simulator on it and stops it after the module. A module that sets
+``VSPHERE_SSH = True`` gets the GPU hosts' SSH too (tests/lib/chain.py vsphere_with_ssh: a key pair of
+its own; ``chain.ssh_vars(vsphere)`` or ``chain.platform(..., ssh=vsphere)`` give site.yml its variables).
 """
 import pathlib
 
@@ -11,13 +13,17 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def vsphere(request):
+def vsphere(request, tmp_path_factory):
     import vsphere_sim
 
     fleet = getattr(request.module, "FLEET", None)
     if fleet is None:
         fleet = ROOT / "examples" / "fleet.yml"
-    sim = vsphere_sim.start(fleet)
+    if getattr(request.module, "VSPHERE_SSH", False):
+        from tests.lib import chain
+        sim = chain.vsphere_with_ssh(fleet, tmp_path_factory.mktemp("ssh"))
+    else:
+        sim = vsphere_sim.start(fleet)
     try:
         yield sim
     finally:

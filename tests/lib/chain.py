@@ -149,10 +149,11 @@ def site_vars(kubeconfig, dls, token_dir):
 
 
 @contextlib.contextmanager
-def platform(vsphere_env, tmp):
+def platform(vsphere_env, tmp, ssh=None):
     """The chain around a running vSphere simulator, for one test module: the Kubernetes rig (as
     Supervisor, with the platform's VKS cluster, and as guest) and the DLS double. Yields (rig, dls,
-    env, site.yml variables); ``tmp`` holds the rig's nodes file and the token folder."""
+    env, site.yml variables); ``tmp`` holds the rig's nodes file and the token folder. ``ssh``: the
+    simulator when it serves the hosts' SSH (vsphere_with_ssh), whose ssh_vars() the variables get."""
     import dls_double
     import k8s_rig
     import power_bridge
@@ -165,7 +166,10 @@ def platform(vsphere_env, tmp):
         platform_clusters(rig.api_client())
         kueue_as_released(rig.api_client(), rig.data_dir / "kueue.yml")
         bridge = power_bridge.Bridge(simulator(vsphere_env), rig.api_client(), node_vms(rig.api_client())).start()
-        yield rig, dls, dict(vsphere_env, PATH=rig.env["PATH"]), site_vars(rig.kubeconfig, dls, tmp / "tokens")
+        extra = site_vars(rig.kubeconfig, dls, tmp / "tokens")
+        if ssh is not None:
+            extra.update(ssh_vars(ssh))
+        yield rig, dls, dict(vsphere_env, PATH=rig.env["PATH"]), extra
     finally:
         if bridge is not None:
             bridge.stop()
