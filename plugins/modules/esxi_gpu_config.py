@@ -185,7 +185,7 @@ attributes:
     description: Reports the changes each host would get without making them.
     support: full
   diff_mode:
-    description: Returns the graphics configuration and the nvidia module options of each host before and after.
+    description: Returns the graphics configuration, the nvidia module options and the MIG mode of each GPU (when managed) of each host before and after.
     support: full
 notes:
   - A new graphics type is used by VMs powered on after the change once the host's graphics
@@ -498,6 +498,9 @@ class GpuConfig(Resource):
                                               mig=self.mig_report(host), ssh_service=self.ssh_prediction(host))
             plan.before[name] = dict(graphics=host["current"], nvidia_module_options=host["options"])
             plan.after[name] = dict(graphics=host["desired"], nvidia_module_options=host["new_options"])
+            if host["mig"] is not None:
+                plan.before[name]["mig"] = mig_words(host["mig"]["before"])
+                plan.after[name]["mig"] = mig_words(host["mig"]["after"])
         return plan
 
     def mig_report(self, host):

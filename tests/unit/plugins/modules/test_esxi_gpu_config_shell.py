@@ -82,10 +82,10 @@ def api(monkeypatch):
 WARNINGS = []
 
 
-def set_geometry(check_mode=False):
+def set_geometry(check_mode=False, diff=False):
     """One run on esx-01 asking MIG mode on GPU 1 only; the result (the run's warnings in WARNINGS)."""
     module = Module(dict(defaults(esxi_gpu_config.ARGUMENT_SPEC), host="esx-01", mig_geometry=[[1]], reboot=True),
-                    partial={}, check_mode=check_mode)
+                    partial={}, check_mode=check_mode, diff=diff)
     with pytest.raises(Exited) as exc:
         Runner(module, esxi_gpu_config.GpuConfig(module)).run()
     WARNINGS[:] = module.warnings
@@ -93,8 +93,10 @@ def set_geometry(check_mode=False):
 
 
 def test_the_service_is_started_for_the_step_and_stopped_after_and_gpus_matched_by_pci(api):
-    check = set_geometry(check_mode=True)
+    check = set_geometry(check_mode=True, diff=True)
     assert check["hosts"]["esx-01"]["ssh_service"] == "started and stopped" and api.calls == []
+    assert check["diff"]["before"]["esx-01"]["mig"] == {"0": "disabled", "1": "disabled"}
+    assert check["diff"]["after"]["esx-01"]["mig"] == {"0": "disabled", "1": "enabled"}
     res = set_geometry()
     assert res["changed"] and res["hosts"]["esx-01"]["ssh_service"] == "started and stopped", res
     # GPU 1 in PCI order is nvidia-smi's 0 here
