@@ -2,15 +2,21 @@
 vCenter and is carried out, then a gateway answers 504 (or drops the connection) instead of vCenter's
 answer. The client does not send it again (counted in /_sim/stats); the module's failure says the change
 may or may not have been carried out and what it read again; a rerun finds nothing left to do."""
+import time
+
 import pytest
 
 from tests.lib.ansible_run import run_module
 
 DRIVER = "550.90.05-1OEM.800.1.0.20613240"
+OLD = "550.54.10-1OEM.800.1.0.20613240"
+DEPOT = "https://depot.example.com/nvidia/NVD-AIE-800_%s_23912345.zip" % DRIVER
 FLEET = {
     "clusters": [{"name": "gpu-h100", "supervisor": True,
                   "hosts": [{"prefix": "esx-h100-", "count": 2, "gpu": {"model": "H100-80GB", "count": 2},
-                             "driver_version": DRIVER}]}],
+                             "driver_version": DRIVER}]},
+                 {"name": "img", "lifecycle": "vlcm",
+                  "hosts": [{"prefix": "esx-v", "count": 2, "gpu": {"model": "L40S", "count": 1}, "driver_version": OLD}]}],
 }
 CLASSES = "/api/vcenter/namespace-management/virtual-machine-classes"
 CLASS = {"name": "gpu-once", "cpu_count": 4, "memory_mb": 16384, "vgpu_profiles": ["nvidia_h100-1-10c"],
@@ -80,3 +86,35 @@ def test_a_soap_change_answered_504_after_forwarding_is_sent_once(vsphere, vsphe
 def test_forward_needs_an_answer_to_replace_vcenters(vsphere):
     with pytest.raises(RuntimeError, match="400.*forward needs status or reset"):  # the simulator's SimulatorError
         vsphere.add_soap_fault("PowerOnVM_Task", delay_seconds=1, forward=True)
+
+
+def applies(sim):
+    """vLCM remediations sent (POST .../software?action=apply counts under its path)."""
+    return sum(n for key, n in sim.stats()["rest"]["paths"].items()
+               if key.startswith("POST /api/esx/settings/clusters/") and key.endswith("/software"))
+
+
+def test_a_vlcm_remediation_answered_504_after_forwarding_is_sent_once_and_hosts_reboot_once(vsphere, vsphere_env):
+    hosts = ["esx-v01", "esx-v02"]
+    args = dict(cluster="img", version="550.90.05", depot_url=DEPOT, remediate_timeout=300)
+    staged, _run = run_module("gpupool.vcf.vlcm_component", args, env=vsphere_env)  # the image, no remediation
+    assert not staged.get("failed"), staged
+    before = {h: vsphere.host_state(h)["reboot_count"] for h in hosts}
+    vsphere.reset_stats()
+    vsphere.add_rest_fault(r"/software\?action=apply", status=504, method="POST", forward=True, times=1)
+    res, _run = run_module("gpupool.vcf.vlcm_component", dict(args, remediate=True), env=vsphere_env)
+    vsphere.clear_rest_faults()
+    assert applies(vsphere) == 1, vsphere.stats()["rest"]["paths"]  # a second apply would reboot the hosts again
+    assert res.get("failed") and "may or may not have been carried out" in res["msg"], res
+    assert "read again after it:" in res["msg"] and "reread" in res, res
+    # the remediation vCenter got goes on: each host is rebooted once, to the new driver
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and any(vsphere.host_state(h)["driver_running"] != DRIVER or
+                                              vsphere.host_state(h)["maintenance"] for h in hosts):
+        time.sleep(1)
+    after = {h: vsphere.host_state(h) for h in hosts}
+    assert all(s["driver_running"] == DRIVER and not s["maintenance"] for s in after.values()), after
+    again, _run = run_module("gpupool.vcf.vlcm_component", dict(args, remediate=True), env=vsphere_env)
+    assert not again.get("failed") and again["changed"] is False and again["remediated"] is False, again
+    assert applies(vsphere) == 1
+    assert {h: vsphere.host_state(h)["reboot_count"] - before[h] for h in hosts} == {"esx-v01": 1, "esx-v02": 1}
