@@ -118,3 +118,20 @@ def test_a_vlcm_remediation_answered_504_after_forwarding_is_sent_once_and_hosts
     assert not again.get("failed") and again["changed"] is False and again["remediated"] is False, again
     assert applies(vsphere) == 1
     assert {h: vsphere.host_state(h)["reboot_count"] - before[h] for h in hosts} == {"esx-v01": 1, "esx-v02": 1}
+
+
+def test_module_options_answered_504_after_forwarding_are_written_once(vsphere, vsphere_env):
+    host = "esx-h100-01"
+    args = {"host": host, "scheduler": {"policy": "equal_share"}}
+    vsphere.reset_stats()
+    vsphere.add_soap_fault("UpdateModuleOptionString", status=504, forward=True, times=1)
+    res, _run = run_module("gpupool.vcf.esxi_gpu_config", args, env=vsphere_env)
+    vsphere.clear_soap_faults()
+    assert soap_count(vsphere, "UpdateModuleOptionString") == 1  # six before
+    assert res.get("failed") and host in res["msg"] and "may or may not have been carried out" in res["msg"], res
+    assert "read again after it: host %s is as wanted, the change was carried out" % host in res["msg"], res["msg"]
+    assert res["reread"]["carried_out"] is True
+    assert "RmPVMRL" in vsphere.host_state(host)["nvidia_options"]
+    again, _run = run_module("gpupool.vcf.esxi_gpu_config", args, env=vsphere_env)
+    assert not again.get("failed") and again["changed"] is False, again
+    assert soap_count(vsphere, "UpdateModuleOptionString") == 1

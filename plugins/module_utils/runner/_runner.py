@@ -104,7 +104,12 @@ class Runner:
         try:
             result = self.outcome()
         except Failure as exc:
-            self.fail(exc.msg, exc.result)
+            # a Failure raised while handling a client error keeps it as its context: a change whose
+            # outcome is unknown is read again here too
+            text, extra = self.reread(exc.__cause__ or exc.__context__)
+            result = dict(exc.result or {})
+            result.update(extra)
+            self.fail(exc.msg + text, result)
         except self.errors as exc:  # pylint: disable=catching-non-exception
             text, extra = self.reread(exc)
             self.fail(self.message(exc, self.resource.step) + text, extra)

@@ -338,3 +338,27 @@ def test_a_warning_for_each_connection_without_certificate_verification():
     again = Module(params={"validate_certs": True}, warnings_expected=False)
     with pytest.raises(Exited):
         Runner(again, Thing(Store({"t1": {"size": 1}}), size=1)).run()
+
+
+def test_a_failure_raised_over_an_unknown_outcome_is_read_again_too():
+    class Wrapping(Thing):
+        def apply(self, plan):
+            try:
+                return Thing.apply(self, plan)
+            except VsphereOutcomeUnknown as exc:
+                raise Failure("Unable to configure thing t1: %s; fix the cause and rerun" % exc, hosts_changed=[])
+
+    store = LostAnswerStore({"t1": {"size": 1, "colour": "red"}}, done=True)
+    result, _module = run(Wrapping(store, size=2))
+    assert result["msg"].startswith("Unable to configure thing t1: POST /things: HTTP 504")
+    assert result["msg"].endswith("fix the cause and rerun; read again after it: thing t1 is as wanted, "
+                                  "the change was carried out")
+    assert result["reread"]["carried_out"] is True and result["hosts_changed"] == []
+    plain = Store({"t1": {"size": 1}})
+
+    class Refusing(Thing):
+        def apply(self, plan):
+            raise Failure("Unable to configure thing t1: no")
+
+    result, _module = run(Refusing(plain, size=2))
+    assert result["msg"] == "Unable to configure thing t1: no" and "reread" not in result
