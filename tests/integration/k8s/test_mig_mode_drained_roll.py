@@ -1,14 +1,16 @@
-"""Host MIG mode and the vGPU scheduler changed on a pool that carries workloads: drained host by host.
+"""MIG mode per GPU and the vGPU scheduler changed on a pool that carries workloads: drained host by host.
 
-examples/fleet.yml: four H100 hosts, a VKS inference node VM on each (inference-0 .. inference-3) next to
-other vGPU VMs. The design asks MIG mode enabled (MIG-backed inference profiles) and a new scheduler;
-every GPU starts with MIG disabled. The vSphere simulator answers nvidia-smi over SSH on each host
-(tests/sim/vsphere/mig_ssh.go): a GPU that carries a powered-on vGPU VM keeps a new MIG mode pending, so
-the mode changes only in maintenance mode. The Kubernetes rig holds a kwok node per node VM (matched by
-provider id) with an inference Deployment and its PodDisruptionBudget; tests/sim/power_bridge.py makes a
-node NotReady while its VM is off. The role esxi_gpu_host drains each host's node, powers its VMs off, enters
-maintenance mode, writes the scheduler, sets MIG mode with nvidia-smi, reboots, reads MIG mode back before
-the host leaves maintenance mode, powers the VMs on, waits for a fresh Ready and uncordons - host by host.
+A fleet of four H100 hosts, each with GPU 0 in MIG mode holding a VKS inference node VM (inference-0 ..
+inference-3, a MIG-backed 3g.40gb vGPU) and a full-card VM on a GPU without MIG. The geometry asks MIG mode on
+GPUs 0 and 1 of every host (as the role's esxi_gpu_host_mig_geometry, list per host position) and a new
+scheduler. The current MIG mode is read from vCenter (no shell); the vSphere simulator answers nvidia-smi over
+SSH on each host (tests/sim/vsphere/mig_ssh.go) only while the host's TSM-SSH service runs, which starts
+stopped: the module starts it for the MIG step and stops it again. The Kubernetes rig holds a kwok node per
+node VM (matched by provider id) with an inference Deployment and its PodDisruptionBudget;
+tests/sim/power_bridge.py makes a node NotReady while its VM is off. The role esxi_gpu_host drains each host's
+node, powers its VMs off, enters maintenance mode, writes the scheduler, sets MIG mode with nvidia-smi, reboots,
+reads MIG mode back before the host leaves maintenance mode, powers the VMs on, waits for a fresh Ready and
+uncordons - host by host.
 """
 import pathlib
 import subprocess
@@ -41,6 +43,15 @@ TRAINING = "mig-training-%s" % SUFFIX
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 QUEUE = "mig-training-%s" % SUFFIX
 SCHEDULER = {"policy": "equal_share", "time_slice_ms": 2}
+GEOMETRY = [[0, 1]] * 4
+FLEET = {
+    "clusters": [{"name": "gpu-h100", "supervisor": True, "hosts": [
+        {"prefix": "esx-h100-", "count": 4, "gpu": {"model": "H100-80GB", "count": 4}, "driver_version": NEW,
+         "graphics": {"default": "sharedDirect", "policy": "performance"}, "mig": [0]}]}],
+    # the node VMs on the MIG GPU of each host; a full card beside each (goes down with the host too)
+    "vms": [{"name": vm, "host": host, "vgpu": ["nvidia_h100-3-40c"]} for vm, host in zip(VMS, HOSTS)] +
+           [{"name": "llm-training-%d" % i, "host": host, "vgpu": ["nvidia_h100-80c"]} for i, host in enumerate(HOSTS)],
+}
 PENDING_BOUND = 30  # seconds an inference pod may stay Pending while hosts roll
 
 
@@ -56,8 +67,7 @@ def messages(res, part):
 def sim(tmp_path_factory):
     keys = tmp_path_factory.mktemp("ssh")
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(keys / "id")], check=True)
-    with vsphere_sim.start(ROOT / "examples" / "fleet.yml", ssh_authorized_keys=keys / "id.pub") as running:
-        running.set_driver("esx-h100-04", NEW)  # one driver on every host: the turns change MIG mode and scheduler
+    with vsphere_sim.start(FLEET, ssh_authorized_keys=keys / "id.pub") as running:
         running.key = str(keys / "id")
         yield running
 
@@ -151,7 +161,7 @@ def running(core, ns, selector="app=llm"):
 def roll(sim, k8s_rig):
     role_vars = {"esxi_gpu_host_cluster": "gpu-h100", "esxi_gpu_host_driver_version": "550.90.05",
                  "esxi_gpu_host_driver_bundle": BUNDLE, "esxi_gpu_host_scheduler": SCHEDULER,
-                 "esxi_gpu_host_mig_mode": "enabled",  # as the example design derives it for gpu-h100
+                 "esxi_gpu_host_mig_geometry": GEOMETRY,
                  "esxi_gpu_host_reboot_timeout": 60, "esxi_gpu_host_install_timeout": 60,
                  # the VMs that are not guest nodes (llm-inference-*, embedding, training) go down too
                  "esxi_gpu_host_power_off_vgpu_vms": True,
@@ -166,7 +176,14 @@ def roll(sim, k8s_rig):
 
 
 def mig_current(sim, host):
-    return [g["current"] for g in sim.mig(host)]
+    return [g["current"] for g in sorted(sim.mig(host), key=lambda g: g["pci_bus_id"])]
+
+
+START, DESIGNED = [True, False, False, False], [True, True, False, False]
+
+
+def ssh_stopped(sim):
+    return all(sim.host_state(h)["ssh_service"] == "stopped" for h in HOSTS)
 
 
 def cordoned(core):
@@ -210,12 +227,13 @@ def test_check_mode_prints_each_hosts_ordered_plan_and_changes_nothing(sim, k8s_
         assert plan[0].startswith("drain guest nodes %s" % NODES[vm]), plan
         assert plan[1].startswith("power off node VMs") and vm in plan[1], plan
         assert any(step.startswith("nvidia module options") for step in plan), plan
-        mig = [step for step in plan if step.startswith("MIG mode disabled -> enabled on GPU 0, 1, 2, 3")]
+        mig = [step for step in plan if step.startswith("MIG mode disabled -> enabled on GPU 1:")]
         assert mig and "maintenance mode, nvidia-smi" in mig[0] and "read back before" in mig[0], plan
         assert plan[-2].startswith("power on the node VMs") and plan[-1] == "verify before the next host", plan
     assert [sim.host_state(h)["reboot_count"] for h in HOSTS] == boots
-    assert all(mig_current(sim, h) == [False] * 4 and not any(g["pending"] for g in sim.mig(h)) for h in HOSTS)
-    assert cordoned(core) == []
+    assert all(mig_current(sim, h) == START and [g["pending"] for g in sim.mig(h)] == [g["current"] for g in sim.mig(h)]
+               for h in HOSTS)
+    assert cordoned(core) == [] and ssh_stopped(sim)  # check mode opened no shell
 
 
 def test_nvidia_smi_failing_on_the_second_host_leaves_a_stated_state_and_a_rerun_finishes(sim, k8s_rig, k8s_api, guest):
@@ -230,13 +248,14 @@ def test_nvidia_smi_failing_on_the_second_host_leaves_a_stated_state_and_a_rerun
         # the stated state: the second host in maintenance mode, its VMs off, its node cordoned; the first done
         assert "esx-h100-02" in msg and "set MIG mode with nvidia-smi" in msg and "Unknown Error" in msg, msg
         assert "left in maintenance mode" in msg and "VMs left powered off: " in msg and "inference-1" in msg, msg
-        assert "rerun" in msg, msg
+        assert "rerun" in msg and "SSH service TSM-SSH: started and stopped" in msg, msg
         assert sim.host_state("esx-h100-02")["maintenance"] is True
         assert power(sim)["inference-1"] == "poweredOff"
         assert cordoned(core) == ["inference-1"]
-        assert mig_current(sim, "esx-h100-01") == [True] * 4 and sim.host_state("esx-h100-01")["maintenance"] is False
-        assert mig_current(sim, "esx-h100-02") == [False] * 4
-        assert all(mig_current(sim, h) == [False] * 4 for h in HOSTS[2:])
+        assert mig_current(sim, "esx-h100-01") == DESIGNED and sim.host_state("esx-h100-01")["maintenance"] is False
+        assert mig_current(sim, "esx-h100-02") == START
+        assert all(mig_current(sim, h) == START for h in HOSTS[2:])
+        assert ssh_stopped(sim)  # stopped again on the failed host too
         assert [sim.host_state(h)["reboot_count"] - b for h, b in zip(HOSTS, boots)] == [1, 0, 0, 0]
 
         again = run_playbook(roll(sim, k8s_rig), env=dict(sim.env))
@@ -245,9 +264,10 @@ def test_nvidia_smi_failing_on_the_second_host_leaves_a_stated_state_and_a_rerun
     assert bridge.errors == []
     for host in HOSTS:
         state = sim.host_state(host)
-        assert mig_current(sim, host) == [True] * 4, host
+        assert mig_current(sim, host) == DESIGNED, host
         assert state["maintenance"] is False and "RmPVMRL" in state["nvidia_options_loaded"], state
     assert [sim.host_state(h)["reboot_count"] - b for h, b in zip(HOSTS, boots)] == [1, 1, 1, 1]
+    assert ssh_stopped(sim)
     # every node VM went off and came back on once, every node drained and back, a fresh Ready each
     assert sorted(bridge.changes) == sorted([(vm, "off") for vm in VMS] + [(vm, "on") for vm in VMS])
     assert all(state == "poweredOn" for vm, state in power(sim).items() if vm in VMS)
