@@ -57,7 +57,7 @@ options:
       - Reads are repeated after a dropped or refused connection, a timeout or a 5xx answer;
         a change only where it provably did not reach vCenter (connection refused; for the
         REST API also a connect timeout or HTTP 503 with C(Retry-After)). After a 502 or 504
-        (a gateway that may have forwarded it), a reset or a timeout, a change is not sent again:
+        (a gateway that may have forwarded it), a reset or a timeout, a change is not sent again;
         the module fails saying it may or may not have been carried out, with what it read
         again (C(reread)). Delays grow from 1 s, doubled up to 30 s, with jitter.
       - V(0) turns retries and re-login off. Must not be negative.
