@@ -352,8 +352,8 @@ def main():
         seen = len(bridge.changes)
         changed, text = playbook("site.yml", env, site)
         print("\n>> MIG repair: %d change(s)" % sum(changed.values()))
-        sets = re.findall(r'"reason": "(MIG mode [^"]*)"', text)
-        print(">> %s" % (sets[0] if sets else "no MIG change was reported"))
+        sets = re.findall(r'to roll: [^"]*?(%s \(MIG mode [^:]*)' % re.escape(DRIFT_HOST), text)
+        print(">> the roll: %s)" % sets[0] if sets else ">> no MIG change of %s was reported" % DRIFT_HOST)
         print(">> SSH service of %s after the repair: %s" % (DRIFT_HOST, sim.ssh_service(DRIFT_HOST)))
         print(">> node VMs of %s during the repair: %s" % (DRIFT_HOST, ", ".join(
             "%s %s" % c for c in bridge.changes[seen:]) or "none went down"))
