@@ -143,6 +143,12 @@ def test_converge_each_cluster_through_its_vcenter_then_audit(sims, run, tmp_pat
     # each cluster rolled through its own vCenter
     assert east.host_state("esx-h100-04")["driver_running"] == NEW
     assert west.host_state("esx-west-03")["driver_running"] == NEW
+    # the design's MIG geometry of gpu-h100 ([[], [], [0, 1], [0, 1]]) set over the hosts' SSH, each TSM-SSH
+    # service started for it and stopped again
+    for host, wanted in (("esx-h100-01", []), ("esx-h100-02", []), ("esx-h100-03", [0, 1]), ("esx-h100-04", [0, 1])):
+        gpus = sorted(east.mig(host), key=lambda g: g["pci_bus_id"])
+        assert [i for i, g in enumerate(gpus) if g["current"]] == wanted, (host, gpus)
+        assert east.ssh_service(host) == "stopped", host
     # the vSphere link ran once per vCenter, in its own play host; VM classes only where the Supervisor is
     pinned = results(data, "Pin the vGPU VMs of each cluster with per-VM DRS overrides")
     assert sorted(pinned) == ["vcenter-vc-east", "vcenter-vc-west"], sorted(pinned)
