@@ -11,6 +11,7 @@ import vsphere_sim
 from pyVim import connect
 from pyVmomi import vim
 
+from tests.lib import chain
 from tests.lib.ansible_run import run_module
 
 MODULE = "gpupool.vcf.esxi_gpu_config"
@@ -31,10 +32,7 @@ GEOMETRY = [[0, 1, 2, 3], [6, 7]]
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory):
-    keys = tmp_path_factory.mktemp("ssh")
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(keys / "id")], check=True)
-    with vsphere_sim.start(FLEET, ssh_authorized_keys=keys / "id.pub") as running:
-        running.key = str(keys / "id")
+    with chain.vsphere_with_ssh(FLEET, tmp_path_factory.mktemp("ssh")) as running:
         yield running
 
 

@@ -4,11 +4,11 @@ the MIG mode is read without a shell (no SSH key needed); without a key the host
 left alone; with the key each host takes its turn (maintenance mode, its TSM-SSH service started for nvidia-smi
 and stopped again, a reboot, the mode read back) and a rerun changes nothing; a cluster host in lockdown mode
 that would refuse the SSH user stops the roll before any change."""
-import subprocess
 
 import pytest
 import vsphere_sim
 
+from tests.lib import chain
 from tests.lib.ansible_run import run_playbook
 
 DRIVER = vsphere_sim.DEFAULT_DRIVER
@@ -31,10 +31,7 @@ GEOMETRY = [[0, 1, 2, 3, 4, 5, 6, 7], [4, 5]]
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory):
-    keys = tmp_path_factory.mktemp("ssh")
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(keys / "id")], check=True)
-    with vsphere_sim.start(FLEET, ssh_authorized_keys=keys / "id.pub") as running:
-        running.key = str(keys / "id")
+    with chain.vsphere_with_ssh(FLEET, tmp_path_factory.mktemp("ssh")) as running:
         yield running
 
 

@@ -13,14 +13,12 @@ reads MIG mode back before the host leaves maintenance mode, powers the VMs on, 
 uncordons - host by host.
 """
 import pathlib
-import subprocess
 import threading
 import time
 import uuid
 
 import power_bridge
 import pytest
-import vsphere_sim
 from k8s_fixtures import wait_for
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -29,6 +27,7 @@ from ansible_collections.gpupool.vcf.plugins.filter.failure import failure_messa
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._drain_api import CORDONED_BY
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereClient, vim
 from tests.integration.test_fault_suite import BUNDLE, NEW
+from tests.lib import chain
 from tests.lib.ansible_run import run_playbook
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
@@ -65,10 +64,7 @@ def messages(res, part):
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory):
-    keys = tmp_path_factory.mktemp("ssh")
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(keys / "id")], check=True)
-    with vsphere_sim.start(FLEET, ssh_authorized_keys=keys / "id.pub") as running:
-        running.key = str(keys / "id")
+    with chain.vsphere_with_ssh(FLEET, tmp_path_factory.mktemp("ssh")) as running:
         yield running
 
 
