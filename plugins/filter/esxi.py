@@ -139,11 +139,11 @@ def esxi_host_drain_vms(info, host, items, reboot=True):
 
 
 def esxi_hosts_to_roll(hosts, target, graphics_type=None, assignment_policy=None, scheduler=None,
-                       allow_downgrade=False, only=None, always=False, driver=True, mig=None):
+                       allow_downgrade=False, only=None, always=False, driver=True, mig=None, vgpu_mode=None):
     try:
         return _esxi.hosts_to_roll(hosts, target, graphics_type or None, assignment_policy or None,
                                    scheduler or None, bool(allow_downgrade), only or None, bool(always), bool(driver),
-                                   mig or None)
+                                   mig or None, vgpu_mode=vgpu_mode or None)
     except _esxi.EsxiError as exc:
         raise AnsibleFilterError(str(exc))
 

@@ -64,6 +64,19 @@ options:
         V(consolidation) fills one GPU before the next (density).
     type: str
     choices: [performance, consolidation]
+  vgpu_mode:
+    description:
+      - The vGPU mode of every NVIDIA GPU of the host that is not in MIG mode (C(deviceType[].vgpuMode) of
+        C(UpdateGraphicsConfig), vSphere API 8.0.3). V(same_size) lets a GPU carry time-sliced vGPUs of one
+        size only; V(mixed_size) lets it carry vGPUs of different sizes. Leave out to leave the mode alone.
+      - The current mode is read from C(config.graphicsInfo[].vgpuMode). A GPU in MIG mode (it reads
+        C(multiInstanceGpu)) is left alone, so is a GPU whose API reports no vGPU mode (before 8.0.3).
+      - The host refuses to change the mode of a GPU that carries a powered-on vGPU VM; the run then fails
+        naming the GPU and the mode it was left in. Power off the host's vGPU VMs (or roll the host through
+        maintenance mode with the esxi_gpu_host role) and rerun.
+      - NVIDIA does not support the fixed share scheduler with mixed-size time-sliced vGPUs on one GPU.
+    type: str
+    choices: [same_size, mixed_size]
   scheduler:
     description: The vGPU scheduler. Leave out to leave the scheduler alone.
     type: dict
@@ -230,7 +243,8 @@ hosts:
   sample:
     esx-h100-01:
       changes: ["host default graphics type shared -> shared_direct", "nvidia module options"]
-      graphics: {default_type: shared_direct, assignment_policy: performance, device_types: {"0000:3b:00.0": shared_direct}}
+      graphics: {default_type: shared_direct, assignment_policy: performance, device_types: {"0000:3b:00.0": shared_direct},
+                 vgpu_modes: {"0000:3b:00.0": mixed_size}}
       nvidia_module_options: "NVreg_RegistryDwords=RmPVMRL=0x00030011"
       reboot_required: true
       rebooted: false
@@ -246,6 +260,14 @@ hosts:
         reason: "MIG mode disabled -> enabled on GPU 0: maintenance mode, nvidia-smi, ..."
       ssh_service: started and stopped
   contains:
+    graphics:
+      description:
+        - The graphics configuration after the run (in check mode, the prediction) - the host default type
+          (V(default_type)), the assignment policy, the type of each NVIDIA GPU (V(device_types), PCI address as
+          key) and, with O(vgpu_mode), the vGPU mode of each GPU (V(vgpu_modes) - V(same_size), V(mixed_size) or
+          V(multi_instance_gpu) for a GPU in MIG mode, left alone).
+      type: dict
+      returned: always
     mig:
       description:
         - With O(mig_geometry) or O(mig_mode), the MIG mode of each GPU (index as key) before and after (as asked),
@@ -289,6 +311,7 @@ ARGUMENT_SPEC = dict(
     cluster=dict(type="str"),
     graphics_type=dict(type="str", choices=["shared_direct", "shared"]),
     assignment_policy=dict(type="str", choices=["performance", "consolidation"]),
+    vgpu_mode=dict(type="str", choices=["same_size", "mixed_size"]),
     scheduler=dict(type="dict", options=dict(
         policy=dict(type="str", choices=["best_effort", "equal_share", "fixed_share"]),
         time_slice_ms=dict(type="int"),
@@ -327,6 +350,26 @@ def graphics_view(cfg):
     )
 
 
+def vgpu_modes_view(host, pcis):
+    """{pci: vGPU mode word} of the host's NVIDIA GPUs (``config.graphicsInfo[].vgpuMode``); a GPU whose mode
+    the API does not report is left out."""
+    infos = dict((i.pciId, i) for i in host.get("config.graphicsInfo") or [])
+    modes = dict((pci, _esxi.vgpu_mode_word(getattr(infos.get(pci), "vgpuMode", None))) for pci in pcis)
+    return dict((pci, mode) for pci, mode in modes.items() if mode is not None)
+def vgpu_mode_refusal(host, exc):
+    """The message of a graphics change the host refused while its vGPU mode was to change: which GPUs were
+    left in which mode, and what lets the change through."""
+    before = (host["current"] or {}).get("vgpu_modes") or {}
+    wanted = host["desired"].get("vgpu_modes") or {}
+    left = ["%s (left %s, asked %s)" % (pci, before.get(pci), mode) for pci, mode in sorted(wanted.items())
+            if before.get(pci) != mode]
+    return ("Unable to set the vGPU mode of the GPUs of host %s: %s. Its graphics configuration was not "
+            "changed by the refused call; GPUs left in their mode: %s. The vGPU mode of a GPU changes only while no powered-on VM holds a "
+            "vGPU on it: power off the host's vGPU VMs (or roll the host through maintenance mode with the "
+            "esxi_gpu_host role, esxi_gpu_host_power_off_vgpu_vms) and rerun" % (host["name"], exc, ", ".join(left)))
+def vgpu_mode_changed(host):
+    before = (host["current"] or {}).get("vgpu_modes") or {}
+    return any(before.get(pci) != mode for pci, mode in (host["desired"].get("vgpu_modes") or {}).items())
 def scheduler_option(sched):
     """The scheduler option, None when it sets nothing; its input errors first, whatever the hosts."""
     if sched is not None and sched.get("policy") is None and not sched.get("per_gpu") and sched.get("time_slice_ms") is None:
@@ -442,6 +485,9 @@ class GpuConfig(Resource):
         if not pcis or not out["connected"]:
             return out
         out["current"] = graphics_view(graphics.get(host["configManager.graphicsManager"]._moId))
+        if self.p["vgpu_mode"] is not None and out["current"] is not None:
+            # the mode each GPU runs now, as vCenter reads it (multiInstanceGpu on a GPU in MIG mode)
+            out["current"]["vgpu_modes"] = vgpu_modes_view(host, pcis)
         try:
             if self.sched is not None:
                 out["options"] = self.api.nvidia_module_options(host)
@@ -574,7 +620,8 @@ class GpuConfig(Resource):
         opt_changed = False
         try:
             mig = self.plan_mig(item)
-            desired, changes = _esxi.graphics_plan(item["current"], item["pcis"], p["graphics_type"], p["assignment_policy"])
+            desired, changes = _esxi.graphics_plan(item["current"], item["pcis"], p["graphics_type"], p["assignment_policy"],
+                                                   p["vgpu_mode"])
             graphics_changed = bool(changes)
             if sched is not None:
                 if item.get("error") is not None:
@@ -636,7 +683,15 @@ class GpuConfig(Resource):
                 continue
             try:
                 if host["graphics_changed"]:
-                    self.api.update_graphics(host["host"], host["desired"])
+                    try:
+                        self.api.update_graphics(host["host"], host["desired"])
+                    except VsphereError as exc:
+                        if not vgpu_mode_changed(host):
+                            raise
+                        raise Failure("%s (hosts already changed: %s)" % (vgpu_mode_refusal(host, exc), ", ".join(done) or "none"),
+                                      hosts_changed=done, hosts_in_maintenance=[],
+                                      next_step="power off the vGPU VMs of host %s (or roll it through maintenance mode) and rerun"
+                                      % host["name"])
                 if host["options_changed"]:
                     self.api.update_module_options(host["host"], host["new_options"])
             except VsphereError as exc:

@@ -86,6 +86,9 @@ RULES = OrderedDict([
     ("assignment_policy_off_design", ("warning", "esxi", "The shared passthrough assignment policy is the "
                                                          "design's.")),
     ("scheduler_off_design", ("error", "esxi", "The vGPU scheduler (RmPVMRL) is the design's.")),
+    ("gpu_vgpu_mode_off_design", ("error", "esxi", "Every NVIDIA GPU not in MIG mode runs the design's vGPU mode "
+                                                   "(graphics.vgpu_mode: same_size or mixed_size), where the "
+                                                   "design sets one.")),
     ("gpu_mig_off_design", ("error", "esxi", "Every GPU runs the MIG mode the design's MIG geometry gives it "
                                              "(mig_geometry: the GPU indexes in MIG mode per host).")),
     ("gpu_vgpu_mode_mismatch", ("error", "esxi", "Every vGPU sits on a GPU of its kind: MIG-backed profiles on MIG "
@@ -229,6 +232,7 @@ ESXI_RULE_BY_FIELD = OrderedDict([
     ("graphics.default_type", "graphics_not_shared_direct"),
     ("graphics.device_type", "graphics_not_shared_direct"),
     ("graphics.assignment_policy", "assignment_policy_off_design"),
+    ("graphics.vgpu_mode", "gpu_vgpu_mode_off_design"),
     ("nvidia_module_options", "scheduler_off_design"),
     ("scheduler", "scheduler_off_design"),
     ("reboot", "host_reboot_pending"),
@@ -267,6 +271,7 @@ def esxi_role_inputs(want):
     return dict(target=want["esxi_gpu_host_driver_version"],
                 graphics_type=want.get("esxi_gpu_host_graphics_type") or None,
                 assignment_policy=want.get("esxi_gpu_host_assignment_policy") or None,
+                vgpu_mode=want.get("esxi_gpu_host_vgpu_mode") or None,
                 scheduler=want.get("esxi_gpu_host_scheduler") or None,
                 allow_downgrade=bool(want.get("esxi_gpu_host_allow_downgrade", False)))
 
@@ -337,6 +342,15 @@ def _text_policy(h, want, group):
             "set the assignment policy to %s (esxi_gpu_host role, esxi_gpu_config)" % group[0]["wanted"])
 
 
+def _text_vgpu_mode(h, want, group):
+    wanted = want.get("esxi_gpu_host_vgpu_mode")
+    gpus = ", ".join("%s (%s)" % (i.get("gpu"), i["live"]) for i in group)
+    return ("host %s has GPUs off the design's vGPU mode %s: %s" % (h["name"], wanted, gpus),
+            "set vGPU mode %s on them (esxi_gpu_host role, esxi_gpu_config vgpu_mode=%s) while no powered-on VM "
+            "holds a vGPU on them: power the host's vGPU VMs off first, or roll the host through maintenance "
+            "mode" % (wanted, wanted))
+
+
 def _scheduler_words(options):
     """The all-GPU scheduler of an nvidia module option string, decoded by _nvidia."""
     try:
@@ -401,6 +415,7 @@ _ESXI_TEXT = {
     "graphics_not_shared_direct": _text_graphics,
     "assignment_policy_off_design": _text_policy,
     "scheduler_off_design": _text_scheduler,
+    "gpu_vgpu_mode_off_design": _text_vgpu_mode,
     "host_reboot_pending": _text_reboot,
     "host_in_maintenance": _text_maintenance,
     "gpu_vms_left_off": _text_vms_off,

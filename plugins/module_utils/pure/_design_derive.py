@@ -68,6 +68,8 @@ def _derive_esxi(ctx):
             ("component", driver["component"]),
             ("graphics_type", cluster["graphics"]["type"]),
             ("assignment_policy", cluster["graphics"]["assignment_policy"]),
+            # same_size | mixed_size on the GPUs without MIG; "" - not managed
+            ("vgpu_mode", cluster["graphics"].get("vgpu_mode") or ""),
             ("scheduler", OrderedDict([("policy", scheduler["policy"]),
                                        ("time_slice_ms", scheduler["time_slice_ms"])])),
             ("rmpvmrl", format_rmpvmrl(encode_scheduler(scheduler["policy"], scheduler["time_slice_ms"]))),
@@ -211,6 +213,7 @@ def _esxi_role(esxi):
             ("esxi_gpu_host_component", c["component"]),
             ("esxi_gpu_host_graphics_type", c["graphics_type"]),
             ("esxi_gpu_host_assignment_policy", c["assignment_policy"]),
+            ("esxi_gpu_host_vgpu_mode", c["vgpu_mode"]),
             ("esxi_gpu_host_scheduler", c["scheduler"]),
             ("esxi_gpu_host_mig_geometry", c["mig_geometry"]),
             ("esxi_gpu_host_min_gpus", c["min_gpus"]),

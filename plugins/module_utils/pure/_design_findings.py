@@ -99,6 +99,9 @@ RULES = OrderedDict([
                                   "fractional or MIG-backed, is a plain nvidia.com/gpu.")),
     ("graphics_shared_direct", (ERROR, "vGPU hosts use the Shared Direct graphics type.")),
     ("scheduler_valid", (ERROR, "The vGPU scheduler settings form a valid RmPVMRL value.")),
+    ("mixed_size_fixed_share", (ERROR, "A cluster whose GPUs run mixed-size vGPUs (graphics.vgpu_mode mixed_size) "
+                                       "does not use the fixed_share scheduler, which NVIDIA does not support "
+                                       "there.")),
     ("gpu_vms_pinned", (ERROR, "The vGPU VMs of every GPU cluster are DRS-pinned, or the design waives it "
                                "with a reason (waivers.gpu_vms_pinned).")),
     ("cluster_capacity", (ERROR, "The node VMs of every pool fit on the cluster's cards.")),

@@ -791,6 +791,16 @@ def _rule_scheduler_valid(ctx):
                           "time_slice_ms 1-30 with equal_share or fixed_share; none with best_effort")
 
 
+def _rule_mixed_size_fixed_share(ctx):
+    for cluster in ctx.d["clusters"]:
+        if (cluster.get("graphics") or {}).get("vgpu_mode") == "mixed_size" and \
+                (cluster.get("scheduler") or {}).get("policy") == "fixed_share":
+            yield Finding("mixed_size_fixed_share", "clusters.%s" % cluster.get("name"),
+                          "graphics.vgpu_mode mixed_size with the fixed_share scheduler: NVIDIA does not support "
+                          "fixed share for time-sliced vGPUs of mixed sizes on one GPU",
+                          "set scheduler.policy equal_share or best_effort, or graphics.vgpu_mode same_size")
+
+
 def _rule_cluster_capacity(ctx):
     for cluster in ctx.d["clusters"]:
         if ctx.models.get(cluster.get("name")) is None or not capacity_ok(cluster):
@@ -1000,6 +1010,7 @@ _RULE_FUNCS = OrderedDict([
     ("mig_strategy_vgpu", _rule_mig_strategy_vgpu),
     ("graphics_shared_direct", _rule_graphics_shared_direct),
     ("scheduler_valid", _rule_scheduler_valid),
+    ("mixed_size_fixed_share", _rule_mixed_size_fixed_share),
     ("gpu_vms_pinned", _rule_gpu_vms_pinned),
     ("cluster_capacity", _rule_cluster_capacity),
     ("mig_geometry_fits", _rule_mig_geometry_fits),

@@ -184,6 +184,13 @@ DESIGN_SCHEMA = {
                                               "default": "performance",
                                               "description": "performance spreads vGPU VMs over the GPUs, "
                                                              "consolidation fills one GPU first."},
+                        "vgpu_mode": {"type": "str", "choices": ["same_size", "mixed_size"], "default": None,
+                                      "description": "vGPU mode of every NVIDIA GPU not in MIG mode (vSphere 8.0 "
+                                                     "Update 3 and later): same_size - the time-sliced vGPUs of "
+                                                     "one GPU all have one size; mixed_size - vGPUs of different "
+                                                     "sizes share a GPU (not with the fixed_share scheduler, rule "
+                                                     "mixed_size_fixed_share). null - not managed (left as the "
+                                                     "hosts have it)."},
                     },
                 },
                 "scheduler": {

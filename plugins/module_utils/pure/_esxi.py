@@ -10,7 +10,8 @@
   allowed), :func:`version_from_bundle`, :func:`bundle_location`.
 * Fleet decisions: :func:`design_version` (the version a cluster runs: the design's, else
   the majority of its GPU hosts, never a tie), :func:`version_gate`, :func:`roll_capacity`.
-* Graphics: :func:`graphics_plan` (host default, assignment policy, every GPU's type).
+* Graphics: :func:`graphics_plan` (host default, assignment policy, every GPU's type, the vGPU mode
+  of every NVIDIA GPU not in MIG mode).
 * Scheduler: :func:`scheduler_plan` (the ``nvidia`` module option string to write, merged
   with what is there, and the fixed-share check against the vGPUs each GPU carries).
 * Which hosts need their turn: :func:`host_changes`, :func:`hosts_to_roll` (from one
@@ -50,6 +51,7 @@ HOST_PLAN = (
     ("graphics.default_type", ("set",)),
     ("graphics.device_type", ("set",)),
     ("graphics.assignment_policy", ("set",)),
+    ("graphics.vgpu_mode", ("set",)),
     ("nvidia_module_options", ("set", "unread", "refused")),
     ("scheduler", ("refused",)),
     ("reboot", ("reboot",)),
@@ -306,14 +308,68 @@ GRAPHICS_WORD_BY_API = dict((api, word) for word, api in GRAPHICS_API_BY_WORD.it
 GRAPHICS_WORDS = tuple(GRAPHICS_API_BY_WORD)
 ASSIGNMENT_POLICIES = ("performance", "consolidation")
 
+# The vGPU mode of a GPU (HostGraphicsConfig.deviceType[].vgpuMode, HostGraphicsInfo.vgpuMode, API 8.0.3):
+# the collection's words and the VIM API's. A GPU in MIG mode reads multiInstanceGpu and is never set.
+VGPU_MODE_API_BY_WORD = {"same_size": "sameSize", "mixed_size": "mixedSize"}
+VGPU_MODE_WORDS = tuple(sorted(VGPU_MODE_API_BY_WORD))
+VGPU_MODE_MIG = "multi_instance_gpu"
+VGPU_MODE_WORD_BY_API = dict((api, word) for word, api in VGPU_MODE_API_BY_WORD.items())
+VGPU_MODE_WORD_BY_API.update(multiInstanceGpu=VGPU_MODE_MIG, none="none")
 
-def graphics_changes(current, gpu_pci_ids, graphics_type=None, assignment_policy=None):
+
+def vgpu_mode_word(api_mode):
+    """sameSize -> same_size, mixedSize -> mixed_size, multiInstanceGpu -> multi_instance_gpu; None stays
+    None (not reported: before API 8.0.3); an unknown API value is passed on."""
+    if api_mode is None:
+        return None
+    return VGPU_MODE_WORD_BY_API.get(str(api_mode), str(api_mode))
+
+
+def vim_vgpu_mode(word):
+    """same_size -> sameSize (the VIM API's word); None for a mode that is never written (MIG, unknown)."""
+    return VGPU_MODE_API_BY_WORD.get(word)
+
+
+def vgpu_modes_of(gpus):
+    """{pci: vGPU mode word} of gpu_host_info's ``gpus`` (their current ``vgpu_mode``, API words); GPUs
+    whose mode is not reported are left out."""
+    return dict((g["pci_id"], vgpu_mode_word(g.get("vgpu_mode"))) for g in gpus or []
+                if g.get("vgpu_mode") is not None)
+
+
+def vgpu_mode_changes(current_modes, gpu_pci_ids, vgpu_mode):
+    """(desired {pci: mode word}, [plan item]): the vGPU mode ``vgpu_mode`` (same_size / mixed_size) on
+    every NVIDIA GPU of ``gpu_pci_ids`` that is not in MIG mode.
+
+    ``current_modes``: {pci: mode word} as the host reads it now (:func:`vgpu_mode_word`). A GPU in MIG
+    mode (multi_instance_gpu) is left alone, so is one whose mode is not reported (absent: the API is older
+    than 8.0.3). ``vgpu_mode`` None: nothing is managed, nothing changes.
+    """
+    desired = dict(current_modes or {})
+    items = []
+    if vgpu_mode is None:
+        return desired, items
+    if vgpu_mode not in VGPU_MODE_WORDS:
+        raise EsxiError("Invalid vgpu_mode %r: one of %s" % (vgpu_mode, ", ".join(VGPU_MODE_WORDS)))
+    for pci in gpu_pci_ids:
+        live = desired.get(pci)
+        if live is None or live == VGPU_MODE_MIG or live == vgpu_mode:
+            continue
+        items.append(plan_item("graphics.vgpu_mode", live, vgpu_mode, "set",
+                               "GPU %s vGPU mode %s -> %s" % (pci, live, vgpu_mode), gpu=pci))
+        desired[pci] = vgpu_mode
+    return desired, items
+
+
+def graphics_changes(current, gpu_pci_ids, graphics_type=None, assignment_policy=None, vgpu_mode=None):
     """The graphics configuration to write and the plan items that get there.
 
     ``current``: dict(default_type, assignment_policy, device_types {pci: type}) in the
-    collection's words (shared_direct / shared), as ``gpu_host_info`` returns it (None: unread).
+    collection's words (shared_direct / shared), as ``gpu_host_info`` returns it (None: unread),
+    with ``vgpu_modes`` {pci: mode word} (:func:`vgpu_mode_changes`) where ``vgpu_mode`` is asked.
     Returns (desired dict in the same words, [plan item]) (see :func:`plan_item`); only the
-    NVIDIA GPUs in ``gpu_pci_ids`` and the options given are compared.
+    NVIDIA GPUs in ``gpu_pci_ids`` and the options given are compared. With ``vgpu_mode`` the
+    desired dict has ``vgpu_modes`` too: the mode of every GPU after the change.
     """
     current = current or {}
     cur_types = dict(current.get("device_types") or {})
@@ -342,12 +398,15 @@ def graphics_changes(current, gpu_pci_ids, graphics_type=None, assignment_policy
             items.append(plan_item("graphics.assignment_policy", desired["assignment_policy"], assignment_policy, "set",
                                    "assignment policy %s -> %s" % (desired["assignment_policy"], assignment_policy)))
             desired["assignment_policy"] = assignment_policy
+    if vgpu_mode is not None:
+        desired["vgpu_modes"], mode_items = vgpu_mode_changes(current.get("vgpu_modes"), gpu_pci_ids, vgpu_mode)
+        items.extend(mode_items)
     return desired, items
 
 
-def graphics_plan(current, gpu_pci_ids, graphics_type=None, assignment_policy=None):
+def graphics_plan(current, gpu_pci_ids, graphics_type=None, assignment_policy=None, vgpu_mode=None):
     """(desired graphics dict, list of change descriptions): :func:`graphics_changes` in words."""
-    desired, items = graphics_changes(current, gpu_pci_ids, graphics_type, assignment_policy)
+    desired, items = graphics_changes(current, gpu_pci_ids, graphics_type, assignment_policy, vgpu_mode)
     return desired, [i["reason"] for i in items]
 
 
@@ -467,7 +526,7 @@ def _normalized_scheduler(scheduler):
 
 
 def host_changes(host, target, graphics_type=None, assignment_policy=None, scheduler=None, allow_downgrade=False,
-                 driver=True):
+                 driver=True, vgpu_mode=None):
     """What the per-host roll would change on one GPU host, from ``gpu_host_info`` data alone.
 
     ``host`` is one entry of gpu_host_info's ``hosts`` read with ``driver`` and
@@ -499,11 +558,12 @@ def host_changes(host, target, graphics_type=None, assignment_policy=None, sched
     if not host.get("vgpu_profiles"):
         items.append(plan_item("vgpu_profiles", [], "offered", "reboot", "no vGPU profiles offered (driver not loaded)"))
     pcis = sorted(g["pci_id"] for g in host.get("gpus") or [])
-    if graphics_type is not None or assignment_policy is not None:
+    if graphics_type is not None or assignment_policy is not None or vgpu_mode is not None:
         if host.get("graphics") is None:
             items.append(plan_item("graphics", None, graphics_type, "unread", "graphics configuration not read"))
         else:
-            items.extend(graphics_changes(host["graphics"], pcis, graphics_type, assignment_policy)[1])
+            current = dict(host["graphics"], vgpu_modes=vgpu_modes_of(host.get("gpus")))
+            items.extend(graphics_changes(current, pcis, graphics_type, assignment_policy, vgpu_mode)[1])
     items.extend(_scheduler_items(host, _normalized_scheduler(scheduler), pcis))
     for reason in host.get("reboot_pending") or []:
         items.append(plan_item("reboot", "pending", "done", "reboot", reason))
@@ -599,10 +659,11 @@ def _scheduler_items(host, scheduler, pcis):
 
 
 def host_plan(host, target, graphics_type=None, assignment_policy=None, scheduler=None, allow_downgrade=False,
-              driver=True):
+              driver=True, vgpu_mode=None):
     """:func:`host_changes`, with a refusal (settings that cannot be applied to this host) as an item."""
     try:
-        return host_changes(host, target, graphics_type, assignment_policy, scheduler, allow_downgrade, driver)
+        return host_changes(host, target, graphics_type, assignment_policy, scheduler, allow_downgrade, driver,
+                            vgpu_mode=vgpu_mode)
     except EsxiError as exc:
         return [plan_item("plan", None, None, "refused", str(exc))]
 
@@ -613,7 +674,7 @@ def reasons(items):
 
 
 def hosts_to_roll(hosts, target, graphics_type=None, assignment_policy=None, scheduler=None,
-                  allow_downgrade=False, only=None, always=False, driver=True, mig=None):
+                  allow_downgrade=False, only=None, always=False, driver=True, mig=None, vgpu_mode=None):
     """{host name: plan items} for the GPU hosts whose turn would change something.
 
     ``only`` limits the hosts (names); ``always`` (host MIG mode to set without a read of it)
@@ -625,7 +686,8 @@ def hosts_to_roll(hosts, target, graphics_type=None, assignment_policy=None, sch
     for host in hosts or []:
         if not host.get("gpu_count") or (only and host["name"] not in only):
             continue
-        items = host_plan(host, target, graphics_type, assignment_policy, scheduler, allow_downgrade, driver)
+        items = host_plan(host, target, graphics_type, assignment_policy, scheduler, allow_downgrade, driver,
+                          vgpu_mode=vgpu_mode)
         if (mig or {}).get(host["name"]):
             change = mig[host["name"]]
             items.append(plan_item("mig_mode", change.get("before"), change.get("after"), "set", change.get("reason")))

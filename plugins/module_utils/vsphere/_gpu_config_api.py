@@ -4,7 +4,8 @@
 """The GPU configuration of ESXi hosts in the vSphere API (client layer: knows nothing of Ansible).
 
 What esxi_gpu_config reads and writes: the hosts of a cluster (or one host) in one retrieval,
-their graphics configuration (one retrieval of the graphics managers), the nvidia module
+their graphics configuration (one retrieval of the graphics managers; the vGPU mode of each GPU
+sent as ``deviceType[].vgpuMode``), the nvidia module
 options, the vGPU profiles placed on each GPU, ``UpdateGraphicsConfig`` and
 ``UpdateModuleOptionString``; the MIG mode of each GPU as vCenter reads it
 (``config.graphicsInfo[].vgpuMode``, API 8.0.3), the host's SSH service (``TSM-SSH`` in
@@ -141,12 +142,22 @@ class GpuConfigApi:
         return sorted(host["configManager.hostAccessManager"].QueryLockdownExceptions() or [])
 
     def update_graphics(self, host, desired):
-        """UpdateGraphicsConfig to ``desired`` ({default_type, assignment_policy, device_types})."""
+        """UpdateGraphicsConfig to ``desired`` ({default_type, assignment_policy, device_types}, and
+        ``vgpu_modes`` {pci: same_size | mixed_size | multi_instance_gpu} when the vGPU mode is managed): each
+        device's ``vgpuMode`` is sent where it is same_size or mixed_size, left unset (the mode stays) on a GPU
+        in MIG mode or one not in ``vgpu_modes``."""
+        modes = desired.get("vgpu_modes") or {}
+        devices = []
+        for pci, kind in sorted(desired["device_types"].items()):
+            device = vim.host.GraphicsConfig.DeviceType(deviceId=pci, graphicsType=_esxi.vim_graphics_type(kind))
+            mode = _esxi.vim_vgpu_mode(modes.get(pci))
+            if mode is not None:
+                device.vgpuMode = mode
+            devices.append(device)
         cfg = vim.host.GraphicsConfig(
             hostDefaultGraphicsType=_esxi.vim_graphics_type(desired["default_type"]),
             sharedPassthruAssignmentPolicy=desired["assignment_policy"],
-            deviceType=[vim.host.GraphicsConfig.DeviceType(deviceId=pci, graphicsType=_esxi.vim_graphics_type(kind))
-                        for pci, kind in sorted(desired["device_types"].items())])
+            deviceType=devices)
         host["configManager.graphicsManager"].UpdateGraphicsConfig(cfg)
 
     def update_module_options(self, host, options):

@@ -221,6 +221,8 @@ ESXI_DRIFTS = [
     ("graphics.assignment_policy", "set", dict(graphics=dict(default_type="shared_direct",
                                                              assignment_policy="consolidation",
                                                              device_types={"0000:3b:00.0": "shared_direct"})), None),
+    ("graphics.vgpu_mode", "set", dict(gpus=[dict(pci_id="0000:3b:00.0", vgpu_mode="sameSize")]),
+     dict(vgpu_mode="mixed_size")),
     ("nvidia_module_options", "set", dict(nvidia_module_options="NVreg_RegistryDwords=RmPVMRL=0x11"), None),
     ("nvidia_module_options", "refused", dict(nvidia_module_options="NVreg_RegistryDwords=RmPVMRL=0x12"), None),
     ("scheduler", "refused", dict(vgpu_vms=[dict(name="vm-1", moid="vm-1", power_state="poweredOn",
