@@ -1,0 +1,108 @@
+"""The vGPU mode per GPU (graphics.vgpu_mode) against the vSphere simulator, on a fleet of its own: two hosts of
+two L40S each, one powered-on vGPU VM on esx-l40s-02. esxi_gpu_config sets mixed size (check mode predicts it,
+--diff shows it, a rerun changes nothing), a GPU carrying a powered-on vGPU VM keeps its mode and the run says
+so, and a GPU flipped back to same size behind the collection's back is named by gpu_pool_audit
+(gpu_vgpu_mode_off_design) and repaired by the module."""
+import yaml
+
+from tests.lib.ansible_run import run_module
+from tests.lib.design_edit import cluster, example
+
+DRIVER = "550.90.05-1OEM.800.1.0.20613240"
+FLEET = {
+    "clusters": [{
+        "name": "gpu-l40s",
+        "supervisor": True,
+        "hosts": [{"prefix": "esx-l40s-", "count": 2, "gpu": {"model": "L40S", "count": 2}, "driver_version": DRIVER,
+                   "graphics": {"default": "sharedDirect", "policy": "consolidation"}}],
+    }],
+    "vms": [{"name": "notebook-0", "host": "esx-l40s-02", "vgpu": ["nvidia_l40s-8c"]}],
+}
+MODULE = "gpupool.vcf.esxi_gpu_config"
+
+
+def modes(vsphere, host):
+    return [(g["vgpu_mode"], g["vgpu_mode_configured"]) for g in sorted(vsphere.gpus(host), key=lambda g: g["index"])]
+
+
+def pcis(vsphere, host):
+    return [g["pci_id"] for g in sorted(vsphere.gpus(host), key=lambda g: g["index"])]
+
+
+def test_the_fleet_starts_same_size_with_a_vm_on_host_02(vsphere):
+    assert modes(vsphere, "esx-l40s-01") == [("sameSize", "sameSize")] * 2
+    assert modes(vsphere, "esx-l40s-02") == [("sameSize", "sameSize")] * 2
+    assert [len(g["vms"]) for g in vsphere.gpus("esx-l40s-02")].count(1) == 1
+
+
+def test_check_mode_predicts_mixed_size_and_changes_nothing(vsphere, vsphere_env):
+    res = run_module(MODULE, dict(host="esx-l40s-01", vgpu_mode="mixed_size"), env=vsphere_env, check=True,
+                     diff=True)[0]
+    assert res["changed"] and not res.get("failed"), res
+    a, b = pcis(vsphere, "esx-l40s-01")
+    report = res["hosts"]["esx-l40s-01"]
+    assert report["graphics"]["vgpu_modes"] == {a: "mixed_size", b: "mixed_size"}, report
+    assert report["changes"] == ["GPU %s vGPU mode same_size -> mixed_size" % a,
+                                 "GPU %s vGPU mode same_size -> mixed_size" % b], report
+    diff = res["diff"]
+    assert diff["before"]["esx-l40s-01"]["graphics"]["vgpu_modes"] == {a: "same_size", b: "same_size"}, diff
+    assert diff["after"]["esx-l40s-01"]["graphics"]["vgpu_modes"] == {a: "mixed_size", b: "mixed_size"}, diff
+    assert modes(vsphere, "esx-l40s-01") == [("sameSize", "sameSize")] * 2
+
+
+def test_mixed_size_is_set_and_a_rerun_is_unchanged(vsphere, vsphere_env):
+    res = run_module(MODULE, dict(host="esx-l40s-01", vgpu_mode="mixed_size"), env=vsphere_env)[0]
+    assert res["changed"] and not res.get("failed"), res
+    assert modes(vsphere, "esx-l40s-01") == [("mixedSize", "mixedSize")] * 2
+    # the other graphics settings stay as they were
+    assert res["hosts"]["esx-l40s-01"]["graphics"]["assignment_policy"] == "consolidation", res
+    again = run_module(MODULE, dict(host="esx-l40s-01", vgpu_mode="mixed_size"), env=vsphere_env)[0]
+    assert not again["changed"] and not again.get("failed"), again
+    assert again["hosts"]["esx-l40s-01"]["changes"] == []
+    check = run_module(MODULE, dict(host="esx-l40s-01", vgpu_mode="mixed_size"), env=vsphere_env, check=True)[0]
+    assert not check["changed"], check
+
+
+def test_a_gpu_under_a_powered_on_vgpu_vm_keeps_its_mode_and_the_run_says_so(vsphere, vsphere_env):
+    res = run_module(MODULE, dict(host="esx-l40s-02", vgpu_mode="mixed_size"), env=vsphere_env)[0]
+    assert res.get("failed"), res
+    msg = res["msg"]
+    busy = [g["pci_id"] for g in vsphere.gpus("esx-l40s-02") if g["vms"]][0]
+    assert "Unable to set the vGPU mode of the GPUs of host esx-l40s-02" in msg, msg
+    assert "notebook-0" in msg and busy in msg, msg  # the host's refusal names the GPU and its VM
+    assert "left same_size, asked mixed_size" in msg and "power off the host's vGPU VMs" in msg, msg
+    assert "maintenance mode" in msg, msg
+    assert modes(vsphere, "esx-l40s-02") == [("sameSize", "sameSize")] * 2
+
+
+def audit(env, design_file):
+    res = run_module("gpupool.vcf.gpu_pool_audit", {"design_file": design_file, "links": ["esxi"]},
+                     env=dict(env, K8S_AUTH_KUBECONFIG="", K8S_AUTH_CONTEXT=""))[0]
+    assert not res.get("failed"), res.get("msg")
+    return dict((f["object"], f) for f in res["findings"] if f["rule"] == "gpu_vgpu_mode_off_design")
+
+
+def test_a_gpu_flipped_back_is_named_by_the_audit_and_repaired(vsphere, vsphere_env, tmp_path):
+    design = example()
+    cluster(design, "gpu-l40s")["graphics"]["vgpu_mode"] = "mixed_size"
+    design_file = tmp_path / "design.yml"
+    design_file.write_text(yaml.safe_dump(design))
+    found = audit(vsphere_env, str(design_file))
+    # host 01 is at the design; host 02 still runs same size (its VM kept the change out)
+    assert sorted(found) == ["host esx-l40s-02"], found
+    vsphere.set_gpu("esx-l40s-01", 1, vgpu_mode="sameSize")
+    found = audit(vsphere_env, str(design_file))
+    assert sorted(found) == ["host esx-l40s-01", "host esx-l40s-02"], found
+    a, b = pcis(vsphere, "esx-l40s-01")
+    text = found["host esx-l40s-01"]["message"]
+    assert b in text and a not in text and "mixed_size" in text, text
+    assert found["host esx-l40s-01"]["severity"] == "error" and "vgpu_mode=mixed_size" in found["host esx-l40s-01"]["fix"]
+    res = run_module(MODULE, dict(host="esx-l40s-01", vgpu_mode="mixed_size"), env=vsphere_env)[0]
+    assert res["changed"] and res["hosts"]["esx-l40s-01"]["changes"] == [
+        "GPU %s vGPU mode same_size -> mixed_size" % b], res
+    assert sorted(audit(vsphere_env, str(design_file))) == ["host esx-l40s-02"]
+    # not managed by the design: not judged
+    cluster(design, "gpu-l40s")["graphics"].pop("vgpu_mode")
+    design_file.write_text(yaml.safe_dump(design))
+    assert audit(vsphere_env, str(design_file)) == {}
+
