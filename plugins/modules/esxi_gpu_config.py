@@ -71,9 +71,10 @@ options:
         size only; V(mixed_size) lets it carry vGPUs of different sizes. Leave out to leave the mode alone.
       - The current mode is read from C(config.graphicsInfo[].vgpuMode). A GPU in MIG mode (it reads
         C(multiInstanceGpu)) is left alone, so is a GPU whose API reports no vGPU mode (before 8.0.3).
-      - The host refuses to change the mode of a GPU that carries a powered-on vGPU VM; the run then fails
-        naming the GPU and the mode it was left in. Power off the host's vGPU VMs (or roll the host through
-        maintenance mode with the esxi_gpu_host role) and rerun.
+      - The host refuses to change the mode of a GPU that carries a powered-on vGPU VM (C(graphicsInfo[].vm)).
+        Such a change fails before any change (check mode predicts it), naming the GPU, its VMs and the mode it
+        is left in; a refusal of the host itself (a VM powered on meanwhile) fails the same way. Power off the
+        host's vGPU VMs (or roll the host through maintenance mode with the esxi_gpu_host role) and rerun.
       - NVIDIA does not support the fixed share scheduler with mixed-size time-sliced vGPUs on one GPU.
     type: str
     choices: [same_size, mixed_size]
@@ -367,6 +368,19 @@ def vgpu_mode_refusal(host, exc):
             "changed by the refused call; GPUs left in their mode: %s. The vGPU mode of a GPU changes only while no powered-on VM holds a "
             "vGPU on it: power off the host's vGPU VMs (or roll the host through maintenance mode with the "
             "esxi_gpu_host role, esxi_gpu_host_power_off_vgpu_vms) and rerun" % (host["name"], exc, ", ".join(left)))
+def busy_gpus(item, desired):
+    """Refuse (before any change, in check mode too) a vGPU mode change on a GPU that carries powered-on vGPU
+    VMs: the host would refuse it."""
+    before = (item["current"] or {}).get("vgpu_modes") or {}
+    busy = ["GPU %s (VMs %s; left %s, asked %s)" % (pci, ", ".join(item["vms_on_gpu"][pci]), before.get(pci), mode)
+            for pci, mode in sorted((desired.get("vgpu_modes") or {}).items())
+            if before.get(pci) != mode and (item.get("vms_on_gpu") or {}).get(pci)]
+    if busy:
+        raise _esxi.EsxiError(
+            "host %s keeps the vGPU mode of its GPUs that carry powered-on vGPU VMs (the mode changes only while no "
+            "powered-on VM holds a vGPU on the GPU): %s. Power off the "
+            "host's vGPU VMs (or roll the host through maintenance mode with the esxi_gpu_host role, "
+            "esxi_gpu_host_power_off_vgpu_vms) and rerun" % (item["name"], "; ".join(busy)))
 def vgpu_mode_changed(host):
     before = (host["current"] or {}).get("vgpu_modes") or {}
     return any(before.get(pci) != mode for pci, mode in (host["desired"].get("vgpu_modes") or {}).items())
@@ -488,6 +502,10 @@ class GpuConfig(Resource):
         if self.p["vgpu_mode"] is not None and out["current"] is not None:
             # the mode each GPU runs now, as vCenter reads it (multiInstanceGpu on a GPU in MIG mode)
             out["current"]["vgpu_modes"] = vgpu_modes_view(host, pcis)
+            try:
+                out["vms_on_gpu"] = self.api.vms_by_gpu(host)
+            except VsphereError as exc:
+                out["error"] = exc
         try:
             if self.sched is not None:
                 out["options"] = self.api.nvidia_module_options(host)
@@ -623,6 +641,10 @@ class GpuConfig(Resource):
             desired, changes = _esxi.graphics_plan(item["current"], item["pcis"], p["graphics_type"], p["assignment_policy"],
                                                    p["vgpu_mode"])
             graphics_changed = bool(changes)
+            if p["vgpu_mode"] is not None:
+                if item.get("error") is not None:
+                    raise item["error"]
+                busy_gpus(item, desired)
             if sched is not None:
                 if item.get("error") is not None:
                     raise item["error"]

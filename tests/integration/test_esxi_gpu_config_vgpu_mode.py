@@ -64,15 +64,44 @@ def test_mixed_size_is_set_and_a_rerun_is_unchanged(vsphere, vsphere_env):
 
 
 def test_a_gpu_under_a_powered_on_vgpu_vm_keeps_its_mode_and_the_run_says_so(vsphere, vsphere_env):
-    res = run_module(MODULE, dict(host="esx-l40s-02", vgpu_mode="mixed_size"), env=vsphere_env)[0]
-    assert res.get("failed"), res
-    msg = res["msg"]
     busy = [g["pci_id"] for g in vsphere.gpus("esx-l40s-02") if g["vms"]][0]
-    assert "Unable to set the vGPU mode of the GPUs of host esx-l40s-02" in msg, msg
-    assert "notebook-0" in msg and busy in msg, msg  # the host's refusal names the GPU and its VM
-    assert "left same_size, asked mixed_size" in msg and "power off the host's vGPU VMs" in msg, msg
-    assert "maintenance mode" in msg, msg
-    assert modes(vsphere, "esx-l40s-02") == [("sameSize", "sameSize")] * 2
+    for check in (True, False):  # check mode predicts the refusal
+        res = run_module(MODULE, dict(host="esx-l40s-02", vgpu_mode="mixed_size"), env=vsphere_env, check=check)[0]
+        assert res.get("failed"), res
+        msg = res["msg"]
+        assert "host esx-l40s-02 keeps the vGPU mode of its GPUs that carry powered-on vGPU VMs" in msg, msg
+        assert "GPU %s (VMs notebook-0; left same_size, asked mixed_size)" % busy in msg, msg
+        assert "Power off the host's vGPU VMs" in msg and "maintenance mode" in msg, msg
+        assert "Nothing was changed" in msg, msg
+        assert modes(vsphere, "esx-l40s-02") == [("sameSize", "sameSize")] * 2
+
+
+def test_a_cluster_run_stops_before_the_first_host(vsphere, vsphere_env):
+    vsphere.set_gpu("esx-l40s-01", 0, vgpu_mode="sameSize")
+    try:
+        res = run_module(MODULE, dict(cluster="gpu-l40s", vgpu_mode="mixed_size"), env=vsphere_env)[0]
+        assert res.get("failed") and "host esx-l40s-02 keeps the vGPU mode" in res["msg"], res
+        assert "host host esx-l40s-02" not in res["msg"], res["msg"]
+        assert modes(vsphere, "esx-l40s-01")[0] == ("sameSize", "sameSize")  # every check before the first change
+    finally:
+        vsphere.set_gpu("esx-l40s-01", 0, vgpu_mode="mixedSize")
+
+
+def test_a_refusal_of_the_host_itself_says_what_was_left(vsphere, vsphere_env):
+    # the host refuses the call (as when a VM was powered on between the read and the write)
+    vsphere.set_gpu("esx-l40s-01", 1, vgpu_mode="sameSize")
+    vsphere.inject_fault("esx-l40s-01", "update_graphics", "a VM was powered on on the GPU")
+    try:
+        res = run_module(MODULE, dict(host="esx-l40s-01", vgpu_mode="mixed_size"), env=vsphere_env)[0]
+    finally:
+        vsphere.clear_faults()
+        vsphere.set_gpu("esx-l40s-01", 1, vgpu_mode="mixedSize")
+    assert res.get("failed"), res
+    b = pcis(vsphere, "esx-l40s-01")[1]
+    msg = res["msg"]
+    assert "Unable to set the vGPU mode of the GPUs of host esx-l40s-01" in msg, msg
+    assert "%s (left same_size, asked mixed_size)" % b in msg and "power off the host's vGPU VMs" in msg, msg
+    assert res["hosts_changed"] == [] and "esx-l40s-01" in res["next_step"], res
 
 
 def audit(env, design_file):

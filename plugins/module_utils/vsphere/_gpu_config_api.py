@@ -114,6 +114,16 @@ class GpuConfigApi:
                                  if getattr(getattr(d, "backing", None), "vgpu", None)]
         return dict((pci, [p for ref in vms for p in profiles.get(ref._moId, [])]) for pci, vms in placed.items())
 
+    def vms_by_gpu(self, host):
+        """{pci: [names of the powered-on VMs vSphere placed on that GPU]} (``config.graphicsInfo[].vm``), in one
+        retrieval of the VMs' names; GPUs without such a VM are left out."""
+        placed = dict((info.pciId, list(info.vm or [])) for info in host.get("config.graphicsInfo") or [] if info.vm)
+        refs = [ref for vms in placed.values() for ref in vms]
+        if not refs:
+            return {}
+        names = dict((vm.moid, vm.get("name")) for vm in self.client.retrieve_objects(refs, ["name"]))
+        return dict((pci, sorted(names.get(ref._moId) or ref._moId for ref in vms)) for pci, vms in placed.items())
+
     def mig_rows(self, host):
         """:func:`mig_rows` of the host (read in the hosts' one retrieval)."""
         return mig_rows(host)
