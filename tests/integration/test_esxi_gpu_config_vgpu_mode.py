@@ -5,7 +5,7 @@ so, and a GPU flipped back to same size behind the collection's back is named by
 (gpu_vgpu_mode_off_design) and repaired by the module."""
 import yaml
 
-from tests.lib.ansible_run import run_module
+from tests.lib.ansible_run import run_module, run_playbook
 from tests.lib.design_edit import cluster, example
 
 DRIVER = "550.90.05-1OEM.800.1.0.20613240"
@@ -14,6 +14,11 @@ FLEET = {
         "name": "gpu-l40s",
         "supervisor": True,
         "hosts": [{"prefix": "esx-l40s-", "count": 2, "gpu": {"model": "L40S", "count": 2}, "driver_version": DRIVER,
+                   "graphics": {"default": "sharedDirect", "policy": "consolidation"}}],
+    }, {
+        # for the esxi_gpu_host role: no vGPU VM, so its turn may change the mode
+        "name": "roll-l40s",
+        "hosts": [{"prefix": "esx-m", "count": 2, "gpu": {"model": "L40S", "count": 2}, "driver_version": DRIVER,
                    "graphics": {"default": "sharedDirect", "policy": "consolidation"}}],
     }],
     "vms": [{"name": "notebook-0", "host": "esx-l40s-02", "vgpu": ["nvidia_l40s-8c"]}],
@@ -135,3 +140,38 @@ def test_a_gpu_flipped_back_is_named_by_the_audit_and_repaired(vsphere, vsphere_
     design_file.write_text(yaml.safe_dump(design))
     assert audit(vsphere_env, str(design_file)) == {}
 
+
+
+def role_play(**extra):
+    role_vars = dict(esxi_gpu_host_cluster="roll-l40s", esxi_gpu_host_driver_version="550.90.05",
+                     esxi_gpu_host_reboot_timeout=60)
+    role_vars.update(extra)
+    return [{"name": "esxi_gpu_host", "hosts": "localhost", "gather_facts": False,
+             "tasks": [{"name": "role", "ansible.builtin.include_role": {"name": "gpupool.vcf.esxi_gpu_host"},
+                        "vars": role_vars}]}]
+
+
+def changed_tasks(res):
+    return [name.split(" : ", 1)[-1] for name, r in res.tasks if r.get("changed")]
+
+
+def test_the_role_rolls_the_mode_host_by_host_then_is_unchanged(vsphere, vsphere_env):
+    vsphere.set_gpu("esx-m02", 1, vgpu_mode="mixedSize")  # one GPU already at the mode
+    check = run_playbook(role_play(esxi_gpu_host_vgpu_mode="mixed_size"), env=vsphere_env, check=True)
+    assert check.rc == 0, [(n, r.get("msg")) for n, r in check.tasks if r.get("failed")]
+    predicted = changed_tasks(check)
+    assert modes(vsphere, "esx-m01") == [("sameSize", "sameSize")] * 2
+    real = run_playbook(role_play(esxi_gpu_host_vgpu_mode="mixed_size"), env=vsphere_env)
+    assert real.rc == 0, [(n, r.get("msg")) for n, r in real.tasks if r.get("failed")]
+    assert changed_tasks(real) == predicted
+    assert [t for t in predicted if t.startswith("Graphics and scheduler")] == [
+        "Graphics and scheduler before the driver (its reboot loads the options) on esx-m01",
+        "Graphics and scheduler before the driver (its reboot loads the options) on esx-m02"], predicted
+    assert modes(vsphere, "esx-m01") == modes(vsphere, "esx-m02") == [("mixedSize", "mixedSize")] * 2
+    again = run_playbook(role_play(esxi_gpu_host_vgpu_mode="mixed_size"), env=vsphere_env)
+    assert again.rc == 0 and changed_tasks(again) == []
+    # not managed: left as it is
+    vsphere.set_gpu("esx-m01", 0, vgpu_mode="sameSize")
+    left = run_playbook(role_play(), env=vsphere_env)
+    assert left.rc == 0 and changed_tasks(left) == []
+    assert modes(vsphere, "esx-m01")[0] == ("sameSize", "sameSize")
