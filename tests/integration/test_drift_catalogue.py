@@ -6,6 +6,8 @@ change for that object (a changed task whose result names it, and no changed tas
 explains); after ``site.yml`` the audit is clean and a rerun changes nothing. On the clean pool
 ``--check`` predicts no change. The drifts are injected together (each on its own object, or its
 own field of one), then one audit, one check, one converge, one audit and one rerun judge them all.
+The simulator serves the GPU hosts' SSH (VSPHERE_SSH) and site.yml gets its key: MIG mode is set with
+nvidia-smi over SSH, so a GPU's MIG mode off the design's geometry is a drift site.yml repairs.
 """
 import json
 import pathlib
@@ -30,13 +32,17 @@ OLD_DRIVER = "550.54.10-1OEM.800.1.0.20613240"
 VKS_NS, VKS_CLUSTER = "gpu-platform", "gpu-workloads"
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 VKS_TASK = r"^Node pools of VKS cluster"
+# the GPU hosts' SSH (tests/integration/conftest.py): site.yml sets MIG mode per GPU with nvidia-smi
+VSPHERE_SSH = True
+# a GPU of esx-h100-04 that holds no VM, MIG mode off in the design's geometry (examples/fleet.yml)
+MIG_HOST, MIG_GPU = "esx-h100-04", 3
 
 
 @pytest.fixture(scope="module")
 def pool(vsphere, tmp_path_factory):
     """The example design converged by site.yml: (run site.yml, run the audit, the rig, the simulator)."""
     tmp = tmp_path_factory.mktemp("catalogue")
-    with chain.platform(vsphere.env, tmp) as (rig, _dls, env, extra):
+    with chain.platform(vsphere.env, tmp, ssh=vsphere) as (rig, _dls, env, extra):
 
         def site(check=False):
             run = run_playbook(SITE, env=env, check=check, diff=check, extra_vars=extra)
@@ -217,6 +223,9 @@ def drifts(sim, vc, kube, derived):
          [("graphics_not_shared_direct", "host esx-l40s-02")], [(r".", "esx-l40s-02")]),
         ("host assignment policy changed", lambda: vc.graphics("esx-h100-03", policy="consolidation"),
          [("assignment_policy_off_design", "host esx-h100-03")], [(r".", "esx-h100-03")]),
+        ("GPU put in MIG mode off the design's geometry", lambda: sim.set_gpu(MIG_HOST, MIG_GPU, mig=True),
+         [("gpu_mig_off_design", "host %s" % MIG_HOST)],
+         [(r"^MIG mode in maintenance mode", "enabled -> disabled on GPU %d:" % MIG_GPU)]),
         ("GPU VM's DRS override removed", lambda: vc.drs("gpu-h100", remove=["llm-training-01"]),
          [("gpu_vm_not_pinned", "vm llm-training-01")], [(r"DRS|pin", "llm-training-01")]),
         ("GPU VM's DRS override set to manual", lambda: vc.drs("gpu-h100", behavior={"embedding-01": "manual"}),
@@ -324,6 +333,7 @@ def test_drift_catalogue(pool):
     found = findings(timed("audit", pool.audit))
     predicted = changed_entries(timed("check", pool.site, check=True))
     timed("converge", pool.site)
+    ssh_after = pool.sim.ssh_service(MIG_HOST)  # started for nvidia-smi only while needed
     after = timed("audit", pool.audit)
     rerun = changed_entries(timed("rerun", pool.site))
 
@@ -342,3 +352,4 @@ def test_drift_catalogue(pool):
     assert not unexplained, "changed tasks no drift explains: %s" % unexplained
     assert after["clean"], [(f["rule"], f["object"], f["message"]) for f in after["findings"] if f["severity"] != "info"]
     assert rerun == [], [e[:2] for e in rerun]
+    assert ssh_after == "stopped", "the SSH service of %s is %s after the MIG repair" % (MIG_HOST, ssh_after)
