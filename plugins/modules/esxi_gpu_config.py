@@ -272,9 +272,9 @@ hosts:
     mig:
       description:
         - With O(mig_geometry) or O(mig_mode), the MIG mode of each GPU (index as key) before and after (as asked),
-          whether it changes (RV(hosts.mig.changed)), the GPUs turned on (RV(hosts.mig.enabled)) and off
-          (RV(hosts.mig.disabled)), the GPUs nvidia-smi set (RV(hosts.mig.set); in check mode the prediction from
-          the current modes), those whose new mode needs a GPU reset or reboot (RV(hosts.mig.reset)), and the
+          whether it changes (C(changed)), the GPUs turned on (C(enabled)) and off
+          (C(disabled)), the GPUs nvidia-smi set (C(set); in check mode the prediction from
+          the current modes), those whose new mode needs a GPU reset or reboot (C(reset)), and the
           reason in words. None when MIG mode is not managed.
       type: dict
       returned: always
@@ -357,6 +357,8 @@ def vgpu_modes_view(host, pcis):
     infos = dict((i.pciId, i) for i in host.get("config.graphicsInfo") or [])
     modes = dict((pci, _esxi.vgpu_mode_word(getattr(infos.get(pci), "vgpuMode", None))) for pci in pcis)
     return dict((pci, mode) for pci, mode in modes.items() if mode is not None)
+
+
 def vgpu_mode_refusal(host, exc):
     """The message of a graphics change the host refused while its vGPU mode was to change: which GPUs were
     left in which mode, and what lets the change through."""
@@ -368,6 +370,8 @@ def vgpu_mode_refusal(host, exc):
             "changed by the refused call; GPUs left in their mode: %s. The vGPU mode of a GPU changes only while no powered-on VM holds a "
             "vGPU on it: power off the host's vGPU VMs (or roll the host through maintenance mode with the "
             "esxi_gpu_host role, esxi_gpu_host_power_off_vgpu_vms) and rerun" % (host["name"], exc, ", ".join(left)))
+
+
 def busy_gpus(item, desired):
     """Refuse (before any change, in check mode too) a vGPU mode change on a GPU that carries powered-on vGPU
     VMs: the host would refuse it."""
@@ -381,9 +385,13 @@ def busy_gpus(item, desired):
             "powered-on VM holds a vGPU on the GPU): %s. Power off the "
             "host's vGPU VMs (or roll the host through maintenance mode with the esxi_gpu_host role, "
             "esxi_gpu_host_power_off_vgpu_vms) and rerun" % (item["name"], "; ".join(busy)))
+
+
 def vgpu_mode_changed(host):
     before = (host["current"] or {}).get("vgpu_modes") or {}
     return any(before.get(pci) != mode for pci, mode in (host["desired"].get("vgpu_modes") or {}).items())
+
+
 def scheduler_option(sched):
     """The scheduler option, None when it sets nothing; its input errors first, whatever the hosts."""
     if sched is not None and sched.get("policy") is None and not sched.get("per_gpu") and sched.get("time_slice_ms") is None:

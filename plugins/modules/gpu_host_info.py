@@ -174,7 +174,9 @@ hosts:
           description: The vGPU mode configured for the device (C(graphicsConfig.deviceType[].vgpuMode), V(sameSize) or V(mixedSize)); null when none is set.
           type: str
         mig:
-          description: The GPU's current MIG mode, V(enabled) when its vGPU mode is V(multiInstanceGpu), else V(disabled); null when the vGPU mode is not reported.
+          description:
+            - The GPU's current MIG mode, V(enabled) when its vGPU mode is V(multiInstanceGpu), else V(disabled).
+            - Null when the vGPU mode is not reported.
           type: str
         vms:
           description:

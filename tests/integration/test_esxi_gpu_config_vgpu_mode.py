@@ -141,7 +141,6 @@ def test_a_gpu_flipped_back_is_named_by_the_audit_and_repaired(vsphere, vsphere_
     assert audit(vsphere_env, str(design_file)) == {}
 
 
-
 def role_play(**extra):
     role_vars = dict(esxi_gpu_host_cluster="roll-l40s", esxi_gpu_host_driver_version="550.90.05",
                      esxi_gpu_host_reboot_timeout=60)

@@ -25,8 +25,8 @@ H100 = {"model": "H100-80GB", "count": 1}
 H100x4 = {"model": "H100-80GB", "count": 4}
 
 
-def host(name, gpu=H100, **extra):
-    return dict({"name": name, "gpu": gpu, "driver_version": DRIVER,
+def host(name, gpu=None, **extra):
+    return dict({"name": name, "gpu": H100 if gpu is None else gpu, "driver_version": DRIVER,
                  "graphics": {"default": "sharedDirect", "policy": extra.pop("policy", "performance")}}, **extra)
 
 
@@ -305,7 +305,7 @@ def ssh(sim, keys, host_name, command, user="root"):
     return subprocess.run(
         ["ssh", "-i", str(keys), "-p", port, "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
          "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=5",
-         "%s@%s" % (user, addr), command], capture_output=True, text=True, timeout=30)
+         "%s@%s" % (user, addr), command], capture_output=True, text=True, timeout=30, check=False)
 
 
 QUERY = "nvidia-smi --query-gpu=index,pci.bus_id,mig.mode.current,mig.mode.pending --format=csv,noheader"

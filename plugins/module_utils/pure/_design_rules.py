@@ -934,8 +934,8 @@ def _rule_spare_capacity(ctx):
             pool = ctx.pools[name]
             mig = mig_backed(pool)
             where = ("the largest host of %s (%d GPUs)" % (cluster["name"], per_host) if uniform else
-                     "host %d of %s (in name order; %d GPUs, %s)" % (lost + 1, cluster["name"], per_host,
-                                                                   _mig_on(positions[lost])))
+                     "host %d of %s (in name order; %d GPUs, %s)" % (
+                         lost + 1, cluster["name"], per_host, _mig_on(positions[lost])))
             message = "losing %s leaves %d of its %d node VMs without a GPU" % (
                 where, len(left), pool["node_pool"]["replicas"])
             if any(positions):

@@ -132,7 +132,7 @@ class Runner:
             return "", {}
         try:
             plan = self.resource.plan(self.resource.read())
-        except Exception as again:  # pylint: disable=broad-except - the failure being reported is the first one
+        except Exception as again:  # pylint: disable=broad-except; the failure reported is the first one
             return ("; read again after it: it could not be read (%s)" % again,
                     dict(reread=dict(error=str(again))))
         if not plan:

@@ -110,8 +110,10 @@ def test_a_repeated_eviction_does_not_evict_the_replacement_pod():
 
 def test_a_409_for_the_pod_still_there_is_an_error():
     server = Server()
-    server.create_namespaced_pod_eviction = lambda name, namespace, body: (_ for _ in ()).throw(
-        api_error(409, "Operation cannot be fulfilled"))
+
+    def refuse(name, namespace, body):
+        raise api_error(409, "Operation cannot be fulfilled")
+    server.create_namespaced_pod_eviction = refuse
     with pytest.raises(DrainError, match="cannot evict pod apps/llm-0"):
         drain(server).evict(POD)
 

@@ -291,8 +291,9 @@ def gpu(index, mode, vms=(), model="H100-80GB"):
                 vms=[dict(name=n, moid=n, profiles=list(p)) for n, p in vms])
 
 
-def per_gpu_hosts(geometry=GEOMETRY):
+def per_gpu_hosts(geometry=None):
     """good_hosts() with gpu_host_info's per-GPU view: each H100 host's GPUs in the geometry's modes."""
+    geometry = GEOMETRY if geometry is None else geometry
     hosts = good_hosts()
     for position, h in enumerate(h for h in hosts if h["cluster"] == "gpu-h100"):
         mig = geometry[position]
@@ -303,7 +304,8 @@ def per_gpu_hosts(geometry=GEOMETRY):
     return hosts
 
 
-def with_geometry(derived, geometry=GEOMETRY, cluster="gpu-h100"):
+def with_geometry(derived, geometry=None, cluster="gpu-h100"):
+    geometry = GEOMETRY if geometry is None else geometry
     d = copy.deepcopy(derived)
     d["esxi"]["clusters"][cluster]["mig_geometry"] = geometry
     d["roles"]["esxi_gpu_host"][cluster]["esxi_gpu_host_mig_geometry"] = geometry

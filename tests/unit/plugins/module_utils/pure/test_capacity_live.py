@@ -398,7 +398,7 @@ def test_the_spare_rule_restarts_vms_only_on_cards_of_their_kind():
     design = dict(DESIGN, pools=[dict(DESIGN["pools"][0], cluster="c1")])
     hosts = [viewed("h1", [SAME, SAME]),
              viewed("h2", [MIG, SAME], placed=[(0, "inference-0", ["nvidia_h100-3-40c"]),
-                                                (0, "inference-1", ["nvidia_h100-3-40c"])])]
+                                               (0, "inference-1", ["nvidia_h100-3-40c"])])]
     out = cl.spare(hosts, cl.Pools(design))["c1"]
     assert out["ok"] is False and out["host_down"] == "h2" and out["vms_short"] == 2
     # with h1's GPU 0 in MIG mode they do
