@@ -111,8 +111,8 @@ var gpuModels = map[string]*gpuModel{
 type vgpuProfile struct {
 	Name    string // vSphere profile name, e.g. "nvidia_h100-3-40c"
 	FbGB    int
-	Sharing string // "timeSliced" or "mig"
-	Class   string // "compute" (C) or "quadro" (Q)
+	Sharing string      // "timeSliced" or "mig"
+	Class   string      // "compute" (C) or "quadro" (Q)
 	MIG     *migProfile // the GPU instance of a MIG-backed profile, else nil
 }
 

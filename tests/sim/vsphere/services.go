@@ -113,45 +113,40 @@ func (m *ServiceSystem) setSSH(ctx *simulator.Context, running *bool, policy str
 
 }
 
+// switchService is the work of StartService, StopService and RestartService: a fault for a service
+// the host does not list, else the service running (or not) from now on (only TSM-SSH has a state
+// the simulator keeps).
+func (m *ServiceSystem) switchService(ctx *simulator.Context, id string, running bool) *soap.Fault {
+	if !m.known(id) {
+		return serviceNotFound(id)
+	}
+	if id == sshServiceKey {
+		m.setSSH(ctx, &running, "")
+	}
+	return nil
+}
+
 func (m *ServiceSystem) StartService(ctx *simulator.Context, req *types.StartService) soap.HasFault {
 	body := new(methods.StartServiceBody)
-	if !m.known(req.Id) {
-		body.Fault_ = serviceNotFound(req.Id)
-		return body
+	if body.Fault_ = m.switchService(ctx, req.Id, true); body.Fault_ == nil {
+		body.Res = new(types.StartServiceResponse)
 	}
-	if req.Id == sshServiceKey {
-		on := true
-		m.setSSH(ctx, &on, "")
-	}
-	body.Res = new(types.StartServiceResponse)
 	return body
 }
 
 func (m *ServiceSystem) StopService(ctx *simulator.Context, req *types.StopService) soap.HasFault {
 	body := new(methods.StopServiceBody)
-	if !m.known(req.Id) {
-		body.Fault_ = serviceNotFound(req.Id)
-		return body
+	if body.Fault_ = m.switchService(ctx, req.Id, false); body.Fault_ == nil {
+		body.Res = new(types.StopServiceResponse)
 	}
-	if req.Id == sshServiceKey {
-		off := false
-		m.setSSH(ctx, &off, "")
-	}
-	body.Res = new(types.StopServiceResponse)
 	return body
 }
 
 func (m *ServiceSystem) RestartService(ctx *simulator.Context, req *types.RestartService) soap.HasFault {
 	body := new(methods.RestartServiceBody)
-	if !m.known(req.Id) {
-		body.Fault_ = serviceNotFound(req.Id)
-		return body
+	if body.Fault_ = m.switchService(ctx, req.Id, true); body.Fault_ == nil {
+		body.Res = new(types.RestartServiceResponse)
 	}
-	if req.Id == sshServiceKey {
-		on := true
-		m.setSSH(ctx, &on, "")
-	}
-	body.Res = new(types.RestartServiceResponse)
 	return body
 }
 
