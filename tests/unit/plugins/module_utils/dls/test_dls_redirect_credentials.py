@@ -1,15 +1,12 @@
 """The DLS client's bearer token and password stay with the appliance: two local TLS test servers on
 127.0.0.1 (a certificate made for the test), the appliance redirecting to the other one, which records
 the headers and bodies it gets."""
-import json
-import ssl
 import subprocess
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import DlsClient
+from tests.lib.recording_server import RecordingServer
 
 
 @pytest.fixture(scope="module")
@@ -22,48 +19,15 @@ def cert(tmp_path_factory):
     return str(crt), str(key)
 
 
-class Appliance:
+class Appliance(RecordingServer):
     """Logs in (token ``s3cret-bearer``); every other request is redirected (302) to ``target`` with the
     same path. ``seen``: (method, path, headers, body) of every request."""
 
     def __init__(self, cert, redirect=True):
-        self.seen = []
         self.target = None
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def answer(self):
-                length = int(self.headers.get("Content-Length", 0) or 0)
-                body = self.rfile.read(length) if length else b""
-                outer.seen.append((self.command, self.path, dict(self.headers), body))
-                if self.path == "/auth/v1/login" and self.command == "POST" or not redirect:
-                    data = json.dumps({"token": "s3cret-bearer", "name": "admin"}).encode()
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                    return
-                self.send_response(302)
-                self.send_header("Location", outer.target + self.path)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            do_GET = do_POST = answer
-
-            def log_message(self, *a):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(*cert)
-        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
-        self.port = self.httpd.server_port
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(lambda method, path: (
+            (200, {"token": "s3cret-bearer", "name": "admin"})
+            if path == "/auth/v1/login" and method == "POST" or not redirect else (302, self.target + path)), cert)
 
 
 @pytest.fixture

@@ -1,57 +1,22 @@
 """Credentials of the Prometheus client go only where its URL points: local test servers on 127.0.0.1
 redirect and record the headers they get; a redirect to another origin arrives without Authorization,
 and a plain http:// URL with credentials is refused unless allow_plain_http."""
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromClient, PromError, origin
+from tests.lib.recording_server import RecordingServer
 
 VECTOR = {"status": "success", "data": {"resultType": "vector", "result": []}}
 
 
-class Recorder:
+class Recorder(RecordingServer):
     """Answers every request on /elsewhere with VECTOR; any other request is redirected (302) to
-    ``target`` + /elsewhere; every request's method, path and headers are recorded."""
+    ``target`` + /elsewhere; every request is recorded (``seen``)."""
 
     def __init__(self):
-        self.seen = []
         self.target = None
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def answer(self):
-                length = int(self.headers.get("Content-Length", 0) or 0)
-                if length:
-                    self.rfile.read(length)
-                outer.seen.append((self.command, self.path, dict(self.headers)))
-                if self.path.endswith("/elsewhere"):
-                    data = json.dumps(VECTOR).encode()
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                    return
-                self.send_response(302)
-                self.send_header("Location", (outer.target or "") + "/elsewhere")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            do_GET = do_POST = answer
-
-            def log_message(self, *a):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = "http://127.0.0.1:%d" % self.httpd.server_port
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(lambda method, path: (200, VECTOR) if path.endswith("/elsewhere")
+                         else (302, (self.target or "") + "/elsewhere"))
 
 
 @pytest.fixture
@@ -69,7 +34,7 @@ def test_a_redirect_to_another_origin_arrives_without_authorization(servers, aut
     c = PromClient(a.url, allow_plain_http=True, sleep=lambda s: None, **auth)
     assert c.query("up") == []
     assert "Authorization" in a.seen[0][2]
-    assert [(m, p) for m, p, _h in b.seen] == [("GET", "/elsewhere")]
+    assert [(m, p) for m, p, _h, _b in b.seen] == [("GET", "/elsewhere")]
     assert "Authorization" not in b.seen[0][2], b.seen[0][2]
 
 
@@ -78,7 +43,7 @@ def test_a_redirect_within_the_origin_keeps_authorization(servers):
     a.target = a.url
     c = PromClient(a.url, bearer_token="tok", allow_plain_http=True, sleep=lambda s: None)
     assert c.query("up") == []
-    assert [p for _m, p, _h in a.seen] == ["/api/v1/query", "/elsewhere"]
+    assert [p for _m, p, _h, _b in a.seen] == ["/api/v1/query", "/elsewhere"]
     assert a.seen[1][2]["Authorization"] == "Bearer tok"
 
 
