@@ -1,0 +1,151 @@
+"""gpu_pool_lease on the runner over a fake record store: two runs on one pool, the wait, check mode,
+the read-back after a parallel write, release. The decisions themselves: tests/unit/.../pure/test_lease.py."""
+import pytest
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _lease
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
+from ansible_collections.gpupool.vcf.plugins.modules import gpu_pool_lease
+from tests.lib.fake_module import Exited, FakeModule
+
+NOW = 1767607200  # 2026-01-05T10:00:00Z
+
+
+class Clock:
+    def __init__(self, now=NOW):
+        self.now = float(now)
+        self.sleeps = []
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+class Store:
+    """The clusters' records on "vCenter"; ``on_write`` runs after each write (a parallel run)."""
+
+    def __init__(self, records=None):
+        self.records = dict(records or {"gpu-h100": "", "gpu-l40s": ""})
+        self.on_write = None
+
+
+@pytest.fixture
+def store(monkeypatch):
+    box = Store()
+
+    class Leases:
+        def __init__(self, client, clusters, field=_lease.LEASE_FIELD):
+            self.clusters, self.reads, self.writes = clusters, 0, 0
+
+        def read(self):
+            self.reads += 1
+            return dict((c, box.records[c]) for c in self.clusters)
+
+        def write(self, cluster, text):
+            self.writes += 1
+            box.records[cluster] = text
+            if box.on_write:
+                box.on_write(cluster)
+
+    monkeypatch.setattr(gpu_pool_lease, "ClusterLeases", Leases)
+    return box
+
+
+def run(holder, clock, check_mode=False, **params):
+    p = dict(clusters=["gpu-h100", "gpu-l40s"], state="acquired", holder=holder, ttl=600, wait=0)
+    p.update(params)
+    module = FakeModule(p, check_mode=check_mode)
+    with pytest.raises(Exited) as out:
+        Runner(module, gpu_pool_lease.PoolLease(module, sleep=clock.sleep, clock=clock)).run()
+    return out.value.result
+
+
+def test_second_run_refused_naming_the_holder_while_the_first_holds(store):
+    clock = Clock()
+    first = run("run-a", clock)
+    assert first["changed"] and not first.get("failed")
+    assert [(x["cluster"], x["action"]) for x in first["leases"]] == [("gpu-h100", "take"), ("gpu-l40s", "take")]
+    assert first["requests"] == {"reads": 2, "writes": 2, "waited": 0}  # read, write each, read back
+    before = dict(store.records)
+    clock.now += 60
+    second = run("run-b", clock)
+    assert second["failed"]
+    msg = second["msg"]
+    assert msg.startswith("Unable to take the run lease of GPU clusters gpu-h100, gpu-l40s: GPU cluster gpu-h100 is leased by run run-a")
+    assert "since 2026-01-05T10:00:00Z, until 2026-01-05T10:10:00Z" in msg and "nothing was changed" in msg
+    assert store.records == before
+
+
+def test_taken_over_after_expiry_and_renewed_by_its_holder(store):
+    clock = Clock()
+    run("run-a", clock)
+    clock.now += 600  # the expiry
+    took = run("run-b", clock)
+    assert [x["action"] for x in took["leases"]] == ["take_over", "take_over"]
+    assert _lease.parse_lease(store.records["gpu-h100"])["holder"] == "run-b"
+    clock.now += 10
+    again = run("run-b", clock, ttl=900)
+    assert [x["action"] for x in again["leases"]] == ["renew", "renew"]
+    assert again["leases"][0]["after"] == {"holder": "run-b", "start": "2026-01-05T10:10:00Z", "expiry": "2026-01-05T10:25:10Z"}
+
+
+def test_wait_reads_again_until_the_other_lease_expires(store):
+    clock = Clock()
+    run("run-a", clock)
+    waited = run("run-b", clock, wait=3600)
+    assert not waited.get("failed") and [x["action"] for x in waited["leases"]] == ["take_over", "take_over"]
+    assert sum(clock.sleeps) == 600 and max(clock.sleeps) <= 30
+    assert waited["requests"]["waited"] == 600
+
+
+def test_wait_shorter_than_the_lease_ends_refused(store):
+    clock = Clock()
+    run("run-a", clock)
+    out = run("run-b", clock, wait=45)
+    assert out["failed"] and "leased by run run-a" in out["msg"] and sum(clock.sleeps) == 45
+
+
+def test_check_mode_takes_none_and_reports_the_holder(store):
+    clock = Clock()
+    free = run("run-a", clock, check_mode=True)
+    assert store.records == {"gpu-h100": "", "gpu-l40s": ""}
+    assert free["requests"]["writes"] == 0 and [x["action"] for x in free["leases"]] == ["take", "take"]
+    run("run-a", clock)
+    held = run("run-b", clock, check_mode=True, wait=3600)
+    assert not held.get("failed") and clock.sleeps == []  # no wait in check mode
+    assert held["held_by_others"]["gpu-l40s"]["holder"] == "run-a"
+
+
+def test_parallel_writer_wins_and_this_run_is_refused(store):
+    clock = Clock()
+
+    def parallel(cluster):
+        if cluster == "gpu-l40s":
+            store.records[cluster] = _lease.format_lease(dict(holder="run-z", start=NOW, expiry=NOW + 600))
+
+    store.on_write = parallel
+    out = run("run-a", clock)
+    assert out["failed"] and "gpu-l40s" in out["msg"] and "run-z" in out["msg"] and "parallel run" in out["msg"]
+    assert out["holder"] == "run-a"
+
+
+def test_release_own_and_refuse_anothers(store):
+    clock = Clock()
+    run("run-a", clock)
+    refused = run("run-b", clock, state="released")
+    assert refused["failed"] and "only its own" in refused["msg"]
+    done = run("run-a", clock, state="released")
+    assert [x["action"] for x in done["leases"]] == ["release", "release"]
+    assert store.records == {"gpu-h100": "", "gpu-l40s": ""}
+    nothing = run("run-a", clock, state="released")
+    assert not nothing["changed"] and nothing["requests"]["writes"] == 0
+
+
+def test_default_holder_is_the_awx_job_or_the_controller_process(store, monkeypatch):
+    monkeypatch.setenv("JOB_ID", "4711")
+    out = run(None, Clock())
+    assert out["holder"] == "awx-job-4711"
+    monkeypatch.delenv("JOB_ID")
+    assert "@" in gpu_pool_lease.default_holder() and gpu_pool_lease.default_holder() != gpu_pool_lease.default_holder()
