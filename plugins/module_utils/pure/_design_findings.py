@@ -25,6 +25,17 @@ class DesignError(ValueError):
             "The design has %d error(s):\n%s" % (len(self.findings), "\n".join(str(f) for f in self.findings)))
 
 
+# the longest text a finding carries (its values are shown shorter still, _design_names.shown): a
+# design of any size cannot make a message of megabytes
+TEXT_MAX = 2000
+
+
+def _bounded(text, limit=TEXT_MAX):
+    if isinstance(text, str) and len(text) > limit:
+        return text[:limit - 3] + "..."
+    return text
+
+
 class Finding:
     """One rule violation."""
 
@@ -33,9 +44,9 @@ class Finding:
     def __init__(self, rule, obj, message, fix, severity=None):
         self.rule = rule
         self.severity = severity or RULES[rule][0]
-        self.object = obj
-        self.message = message
-        self.fix = fix
+        self.object = _bounded(obj)
+        self.message = _bounded(message)
+        self.fix = _bounded(fix)
 
     def to_dict(self):
         return OrderedDict((k, getattr(self, k)) for k in self.__slots__)
@@ -65,6 +76,8 @@ RULES = OrderedDict([
     ("dns_label", (ERROR, "Every name the design gives or derives for a vCenter or Kubernetes object is an RFC 1123 "
                           "label (lower-case letters, digits, '-', at most 63 characters).")),
     ("label_syntax", (ERROR, "Node label and taint keys and values are valid Kubernetes label keys and values.")),
+    ("reserved_name", (ERROR, "No tenant or VKS cluster is on a system namespace (default, kube-*, vmware-system-*) "
+                              "and no PriorityClass name starts with system- (Kubernetes keeps those names).")),
     ("unique_names", (ERROR, "Cluster, pool, tenant, namespace, VM class and node pool names are unique.")),
     ("unknown_reference", (ERROR, "Every cluster, VKS cluster, priority and pool a field names exists.")),
     ("gpu_model_known", (ERROR, "A cluster's GPU model is in the NVIDIA catalog.")),
@@ -124,7 +137,14 @@ def warnings(findings):
     return [f for f in findings if f.severity == WARNING]
 
 
+# the errors a failure message spells out; the others are counted (every one is in the result's findings)
+SUMMARY_ERRORS = 20
+
+
 def summarize(findings):
-    """One message for a failed run: the count and every error as ``rule: object: message (fix: ...)``."""
+    """One message for a failed run: the count and each error (at most ``SUMMARY_ERRORS``, the rest
+    counted) as ``rule: object: message (fix: ...)``."""
     errs = errors(findings)
-    return "The pool design has %d error(s): %s" % (len(errs), "; ".join(str(f) for f in errs))
+    more = len(errs) - SUMMARY_ERRORS
+    return "The pool design has %d error(s): %s%s" % (len(errs), "; ".join(str(f) for f in errs[:SUMMARY_ERRORS]),
+                                                      "; and %d more (see errors)" % more if more > 0 else "")

@@ -57,6 +57,9 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names imp
     label_value_problem,
     node_pool_labels,
     node_pool_taints,
+    priority_name_problem,
+    shown,
+    system_namespace_problem,
 )
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_schema import DEFAULT_PRIORITIES, normalize
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._esxi import (
@@ -104,8 +107,8 @@ def _name_finding(obj, what, name, where, limit=DNS_LABEL_MAX, derived=None, fix
     origin = "derived from %s as %s" % (where, derived) if derived else where
     if fix is None:
         fix = "use %r (%s)" % (dns_label_suggestion(name, limit), DNS_LABEL_FORM % limit)
-    return Finding("dns_label", obj, "%s %r (%s) is not a name vCenter and Kubernetes accept: %s"
-                   % (what, name, origin, problem), fix)
+    return Finding("dns_label", obj, "%s %s (%s) is not a name vCenter and Kubernetes accept: %s"
+                   % (what, shown(name), origin, problem), fix)
 
 
 def _design_names(ctx):
@@ -186,6 +189,32 @@ def _rule_design_name_safe(ctx):
 
 def _rule_dns_label(ctx):
     return _design_names(ctx)
+
+
+def _rule_reserved_name(ctx):
+    d = ctx.d
+    for index, tenant in enumerate(d["tenants"]):
+        namespace = tenant.get("namespace")
+        problem = system_namespace_problem(namespace)
+        if problem:
+            where = "tenants[%d].%s" % (index, "namespace" if namespace != tenant.get("name") else "name")
+            yield Finding("reserved_name", "tenants.%s" % tenant.get("name"),
+                          "tenant namespace %s (%s) is not a tenant's: %s" % (namespace, where, problem),
+                          "give the tenant a namespace of its own (tenants[%d].namespace, e.g. %r)"
+                          % (index, "team-%s" % dns_label_suggestion(tenant.get("name"), DNS_LABEL_MAX - 5)))
+    for index, vks in enumerate(d["vks_clusters"]):
+        problem = system_namespace_problem(vks.get("namespace"))
+        if problem:
+            yield Finding("reserved_name", "vks_clusters.%s" % vks.get("name"),
+                          "vSphere namespace %s (vks_clusters[%d].namespace): %s" % (vks.get("namespace"), index,
+                                                                                    problem),
+                          "put the VKS cluster in a namespace of its own")
+    for name in d["priorities"]:
+        problem = priority_name_problem(name)
+        if problem:
+            yield Finding("reserved_name", "priorities.%s" % name,
+                          "PriorityClass name %s (priorities.%s): %s" % (name, name, problem),
+                          "rename it, e.g. %r" % ("gpu-%s" % name[len("system-"):]))
 
 
 def _rule_label_syntax(ctx):
@@ -544,7 +573,9 @@ def _rule_slo_knee(ctx):
     for pool in ctx.d["pools"]:
         slo = pool.get("slo") or {}
         planned, target = slo.get("planned_utilization"), slo.get("wait_seconds")
-        if planned is None or target is None or not isinstance(pool.get("node_pool"), dict):
+        # a percentile the schema refused (out of its bound) is reported there, not here again
+        if planned is None or target is None or slo.get("percentile") is None \
+                or not isinstance(pool.get("node_pool"), dict):
             continue
         obj = _pool_object(pool)
         result = design_knee(pool)
@@ -985,6 +1016,7 @@ _RULE_FUNCS = OrderedDict([
     ("design_name_safe", _rule_design_name_safe),
     ("dns_label", _rule_dns_label),
     ("label_syntax", _rule_label_syntax),
+    ("reserved_name", _rule_reserved_name),
     ("unique_names", _rule_unique_names),
     ("unknown_reference", _rule_unknown_reference),
     ("gpu_model_known", _rule_gpu_model_known),
@@ -1021,9 +1053,25 @@ _RULE_FUNCS = OrderedDict([
 
 
 def validate_normalized(d, findings):
-    ctx = Context(d)
-    for name, func in _RULE_FUNCS.items():
-        findings.extend(func(ctx))
+    refused = any(f.rule == "schema" for f in findings)
+    try:
+        ctx = Context(d)
+    except (TypeError, KeyError, AttributeError, ValueError, ZeroDivisionError):
+        if not refused:
+            raise
+        ctx = None
+    for name, func in _RULE_FUNCS.items() if ctx is not None else ():
+        if not refused:
+            findings.extend(func(ctx))
+            continue
+        # the schema left out the values it refused (None): a rule that needs one of them cannot
+        # judge the rest of its object and says nothing; the design is refused by the schema anyway
+        found = []
+        try:
+            found.extend(func(ctx))
+        except (TypeError, KeyError, AttributeError, ValueError, ZeroDivisionError):
+            pass
+        findings.extend(found)
     order = dict((name, i) for i, name in enumerate(RULES))
     return sorted(findings, key=lambda f: (order[f.rule], f.object))
 

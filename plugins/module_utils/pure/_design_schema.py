@@ -13,13 +13,18 @@ argument spec, so modules can use it without reading a file:
   ``dict`` with ``options``, or a spec), ``map`` (free keys, values described by ``values``),
   ``either`` (one of the specs in ``forms``, told apart by their type: a list or a mapping);
 * ``required``, ``default`` (filled in when the key is absent; ``None`` means "not set"),
-  ``choices``, ``min`` (numbers and list length);
+  ``choices``;
+* bounds: ``min`` and ``max`` (a number's range; a list's or a map's number of items), ``above``
+  and ``below`` (a number's exclusive range), ``max_len`` (a string's length, ``TEXT_MAX`` when
+  the spec gives none), ``format`` (a string's syntax, a name of ``FORMATS``), ``keys`` (a map's
+  keys: ``max_len`` and ``format``);
 * ``description``: the field's documentation (docs/design.md explains the same fields with
   an example).
 
 Unknown keys are errors. ``normalize(design) -> (normalized, findings)`` applies the schema
 (defaults filled in, rule ``schema`` findings for unknown keys, wrong types, missing required
-fields, bad choices); ``json_schema()`` gives
+fields, bad choices, values out of bounds, each naming the field and the bound; a value that
+breaks a bound is not used, so no rule and no link sees it); ``json_schema()`` gives
 the same schema as JSON Schema (draft 2020-12) for editors.
 """
 
@@ -33,32 +38,74 @@ import re
 from collections import OrderedDict
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import Finding
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names import (
+    DNS_SUBDOMAIN_MAX,
+    PRIORITY_VALUE_MAX,
+    PRIORITY_VALUE_MIN,
+    dns_subdomain_problem,
+    oci_path_problem,
+    oci_repository_problem,
+    oci_tag_problem,
+    shown,
+)
 
 SCHEMA_VERSION = 1
 
+# bounds of the schema (docs/design.md lists them): a string without a max_len of its own holds at
+# most TEXT_MAX characters; names at most NAME_MAX (an RFC 1123 subdomain; the dns_label rule
+# holds the names of vCenter and Kubernetes objects to 63); paths and URLs at most PATH_MAX
+TEXT_MAX = 1024
+NAME_MAX = DNS_SUBDOMAIN_MAX
+PATH_MAX = 2048
+# the whole design: at most DESIGN_NODES values (mappings, lists and scalars) nested at most
+# DESIGN_DEPTH deep; the design file at most DESIGN_FILE_MAX bytes (runner/_design_input)
+DESIGN_NODES = 100000
+DESIGN_DEPTH = 32
+DESIGN_FILE_MAX = 1024 * 1024
+
+# what each ``format`` checks: (the problem function, what the syntax is called)
+# ranges of the numbers (vSphere 8 configuration maximums where they bound a value: 96 hosts per
+# cluster, 768 vCPUs and 24 TiB per VM; the schema's own sanity bounds elsewhere)
+HOSTS_MAX = 96
+GPUS_PER_HOST_MAX = 64
+GPUS_MAX = 100000
+TIME_SLICING_REPLICAS = (2, 256)
+IDLE_MINUTES_MAX = 43200          # 30 days
+SECONDS_MAX = 31536000            # a year
+LIMIT_MAX = 2 ** 50               # MHz or MiB
+PRICE_MAX = 1000000
+LABEL_KEY_MAX = DNS_SUBDOMAIN_MAX + 1 + 63   # [prefix/]name
+
+FORMATS = {
+    "dns_subdomain": (dns_subdomain_problem, "a DNS subdomain (Kubernetes object name)"),
+    "oci_repository": (oci_repository_problem, "an OCI image repository ([registry[:port]/]path)"),
+    "oci_path": (oci_path_problem, "an OCI repository path"),
+    "oci_tag": (oci_tag_problem, "an OCI image tag"),
+}
+
 _ACCESS = {
-    "type": "list", "elements": "dict", "default": [],
+    "type": "list", "elements": "dict", "default": [], "max": 256,
     "description": "Who may use the namespace (the vSphere namespace access list).",
     "options": {
-        "subject": {"type": "str", "required": True, "description": "User or group name, without the domain."},
+        "subject": {"type": "str", "required": True, "max_len": NAME_MAX, "description": "User or group name, without the domain."},
         "type": {"type": "str", "choices": ["group", "user"], "default": "group",
                  "description": "Whether the subject is a group or a user."},
-        "domain": {"type": "str", "default": "vsphere.local", "description": "Identity source domain."},
+        "domain": {"type": "str", "default": "vsphere.local", "max_len": NAME_MAX, "description": "Identity source domain."},
         "role": {"type": "str", "choices": ["owner", "edit", "view"], "default": "edit",
                  "description": "Namespace role."},
     },
 }
 
 _TAINT = {
-    "key": {"type": "str", "required": True, "description": "Taint key."},
-    "value": {"type": "str", "default": None, "description": "Taint value."},
+    "key": {"type": "str", "required": True, "max_len": LABEL_KEY_MAX, "description": "Taint key."},
+    "value": {"type": "str", "default": None, "max_len": NAME_MAX, "description": "Taint value."},
     "effect": {"type": "str", "choices": ["NoSchedule", "PreferNoSchedule", "NoExecute"],
                "default": "NoSchedule", "description": "Taint effect."},
 }
 
-_MIG_GPUS = {"type": "list", "elements": {"type": "int", "min": 0}}
-_MIG_GEOMETRY_LIST = {"type": "list", "elements": _MIG_GPUS}
-_MIG_GEOMETRY_MAP = {"type": "map", "values": _MIG_GPUS}
+_MIG_GPUS = {"type": "list", "max": GPUS_PER_HOST_MAX, "elements": {"type": "int", "min": 0, "max": GPUS_PER_HOST_MAX - 1}}
+_MIG_GEOMETRY_LIST = {"type": "list", "max": HOSTS_MAX, "elements": _MIG_GPUS}
+_MIG_GEOMETRY_MAP = {"type": "map", "max": HOSTS_MAX, "values": _MIG_GPUS}
 
 DEFAULT_PRIORITIES = {
     "gpu-inference": {"value": 100000, "preemption_policy": "PreemptLowerPriority",
@@ -75,19 +122,20 @@ DESIGN_SCHEMA = {
     "options": {
         "version": {"type": "int", "default": SCHEMA_VERSION, "choices": [SCHEMA_VERSION],
                     "description": "Schema version of the design."},
-        "name": {"type": "str", "default": "gpupool", "description": "Name of the design (labels, reports)."},
+        "name": {"type": "str", "default": "gpupool", "max_len": NAME_MAX, "description": "Name of the design (labels, reports)."},
         "vcenter": {
             "type": "dict", "default": {},
             "description": "The vCenter endpoint. Credentials never go in the design.",
             "options": {
-                "hostname": {"type": "str", "default": None,
+                "hostname": {"type": "str", "default": None, "max_len": NAME_MAX,
                              "description": "vCenter address; null takes it from the vSphere modules' "
                                             "connection (module_defaults or VMWARE_HOST)."},
-                "datacenter": {"type": "str", "default": None, "description": "Datacenter of the GPU clusters."},
+                "datacenter": {"type": "str", "default": None, "max_len": NAME_MAX,
+                               "description": "Datacenter of the GPU clusters."},
             },
         },
         "vcenters": {
-            "type": "map", "default": None,
+            "type": "map", "default": None, "max": 16,
             "description": "Several vCenters: name (lower-case letters, digits, dashes) -> endpoint; each GPU "
                            "cluster names its vCenter (clusters[].vcenter). null - the one vCenter of the "
                            "vcenter block (named default). Credentials never go in the design: per vCenter from "
@@ -95,11 +143,12 @@ DESIGN_SCHEMA = {
             "values": {
                 "type": "dict",
                 "options": {
-                    "hostname": {"type": "str", "default": None,
+                    "hostname": {"type": "str", "default": None, "max_len": NAME_MAX,
                                  "description": "vCenter address; null - from the vCenter's connection "
                                                 "(inventory or environment)."},
-                    "port": {"type": "int", "default": None, "description": "HTTPS port; null - 443."},
-                    "datacenter": {"type": "str", "default": None,
+                    "port": {"type": "int", "default": None, "min": 1, "max": 65535,
+                             "description": "HTTPS port; null - 443."},
+                    "datacenter": {"type": "str", "default": None, "max_len": NAME_MAX,
                                    "description": "Datacenter of the vCenter's GPU clusters."},
                 },
             },
@@ -108,14 +157,14 @@ DESIGN_SCHEMA = {
             "type": "dict", "required": True,
             "description": "The Supervisor that serves the namespaces and the VKS clusters.",
             "options": {
-                "name": {"type": "str", "default": None,
+                "name": {"type": "str", "default": None, "max_len": NAME_MAX,
                          "description": "Supervisor name; null - the Supervisor of the GPU clusters."},
-                "cluster": {"type": "str", "default": None,
+                "cluster": {"type": "str", "default": None, "max_len": NAME_MAX,
                             "description": "vSphere cluster the Supervisor is enabled on (namespaces are "
                                            "created there); null - give name instead."},
-                "endpoint": {"type": "str", "default": None,
+                "endpoint": {"type": "str", "default": None, "max_len": NAME_MAX,
                              "description": "Supervisor control plane address (kubectl); null - discovered."},
-                "storage_policy": {"type": "str", "required": True,
+                "storage_policy": {"type": "str", "required": True, "max_len": NAME_MAX,
                                    "description": "Default storage policy of every namespace."},
                 "vm_class_revisions": {"type": "bool", "default": False,
                                        "description": "A pool whose VM class changes shape (vCPUs, memory, vGPU "
@@ -124,54 +173,58 @@ DESIGN_SCHEMA = {
                                                       "rollout) and the old class is deleted once no node uses it. "
                                                       "false - the class is edited in place (node VMs keep their "
                                                       "old vGPU until they are powered on again)."},
-                "vcenter": {"type": "str", "default": None,
+                "vcenter": {"type": "str", "default": None, "max_len": NAME_MAX,
                             "description": "vCenter of the Supervisor (vcenters key): its VM classes and "
                                            "namespaces are made there; null - the vCenter of supervisor.cluster "
                                            "(or the only one)."},
             },
         },
         "vks_clusters": {
-            "type": "list", "elements": "dict", "required": True, "min": 1,
+            "type": "list", "elements": "dict", "required": True, "min": 1, "max": 64,
             "description": "VKS (guest Kubernetes) clusters that carry the GPU node pools.",
             "options": {
-                "name": {"type": "str", "required": True, "description": "Cluster name."},
-                "namespace": {"type": "str", "required": True,
+                "name": {"type": "str", "required": True, "max_len": NAME_MAX, "description": "Cluster name."},
+                "namespace": {"type": "str", "required": True, "max_len": NAME_MAX,
                               "description": "vSphere namespace of the cluster (gets the node pools' VM classes)."},
-                "version": {"type": "str", "default": None,
+                "version": {"type": "str", "default": None, "max_len": 128,
                             "description": "Kubernetes release (v1.35.5+vmware.1-vkr.1); null - leave alone."},
-                "storage_class": {"type": "str", "default": None, "description": "Storage class of the nodes."},
+                "storage_class": {"type": "str", "default": None, "max_len": NAME_MAX, "format": "dns_subdomain",
+                                  "description": "Storage class of the nodes (a Kubernetes object name)."},
                 "access": _ACCESS,
             },
         },
         "clusters": {
-            "type": "list", "elements": "dict", "required": True, "min": 1,
+            "type": "list", "elements": "dict", "required": True, "min": 1, "max": 64,
             "description": "vSphere clusters with GPU hosts.",
             "options": {
-                "name": {"type": "str", "required": True, "description": "vSphere cluster name."},
-                "vcenter": {"type": "str", "default": None,
+                "name": {"type": "str", "required": True, "max_len": NAME_MAX, "description": "vSphere cluster name."},
+                "vcenter": {"type": "str", "default": None, "max_len": NAME_MAX,
                             "description": "vCenter of the cluster (vcenters key); null - the only vCenter."},
                 "gpu": {
                     "type": "dict", "required": True, "description": "The GPUs of every host of the cluster.",
                     "options": {
-                        "model": {"type": "str", "required": True,
+                        "model": {"type": "str", "required": True, "max_len": 64,
                                   "description": "GPU model as the NVIDIA catalog names it (H100-80GB, L40S)."},
-                        "per_host": {"type": "int", "required": True, "min": 1, "description": "GPUs per host."},
+                        "per_host": {"type": "int", "required": True, "min": 1, "max": GPUS_PER_HOST_MAX,
+                                     "description": "GPUs per host."},
                     },
                 },
-                "hosts": {"type": "int", "required": True, "min": 1, "description": "GPU hosts in the cluster."},
+                "hosts": {"type": "int", "required": True, "min": 1, "max": HOSTS_MAX,
+                          "description": "GPU hosts in the cluster (a vSphere cluster holds at most 96)."},
                 "driver": {
                     "type": "dict", "default": {}, "description": "The NVIDIA host driver, one version for every host.",
                     "options": {
-                        "version": {"type": "str", "default": None,
+                        "version": {"type": "str", "default": None, "max_len": 128,
                                     "description": "Full component version, pinned "
                                                    "(550.90.05-1OEM.800.1.0.20613240)."},
                         "lifecycle": {"type": "str", "choices": ["direct", "vlcm"], "default": "direct",
                                       "description": "direct - install the bundle host by host through the "
                                                      "vSphere API; vlcm - the cluster's vLCM desired image."},
-                        "bundle": {"type": "str", "default": None,
+                        "bundle": {"type": "str", "default": None, "max_len": PATH_MAX,
                                    "description": "Offline bundle (datastore path or URL) for the direct lifecycle."},
-                        "depot": {"type": "str", "default": None, "description": "Offline depot URL for vLCM."},
-                        "component": {"type": "str", "default": "NVD-AIE-800",
+                        "depot": {"type": "str", "default": None, "max_len": PATH_MAX,
+                                  "description": "Offline depot URL for vLCM."},
+                        "component": {"type": "str", "default": "NVD-AIE-800", "max_len": 128,
                                       "description": "NVIDIA driver component name."},
                     },
                 },
@@ -198,12 +251,13 @@ DESIGN_SCHEMA = {
                     "options": {
                         "policy": {"type": "str", "choices": ["best_effort", "equal_share", "fixed_share"],
                                    "default": "best_effort", "description": "Scheduler policy."},
-                        "time_slice_ms": {"type": "int", "default": None,
+                        "time_slice_ms": {"type": "int", "default": None, "min": 0, "max": 1000,
                                           "description": "Time slice 1-30 ms (equal_share, fixed_share); "
                                                          "null - NVIDIA's default."},
                     },
                 },
-                "mig_mix": {"type": "map", "values": "int", "default": None,
+                "mig_mix": {"type": "map", "values": {"type": "int", "min": 1, "max": 7}, "default": None, "max": 16,
+                            "keys": {"max_len": 64},
                             "description": "Optional layout of one MIG card when pools share cards: "
                                            "MIG-backed vGPU profile -> instances per card."},
                 "mig_geometry": {
@@ -218,10 +272,10 @@ DESIGN_SCHEMA = {
                     "description": "Seed rules this cluster departs from on purpose, each with the reason (the "
                                    "rule then reports nothing).",
                     "options": {
-                        "gpu_vms_pinned": {"type": "str", "default": None,
+                        "gpu_vms_pinned": {"type": "str", "default": None, "max_len": TEXT_MAX,
                                            "description": "Why the vGPU VMs are not DRS-pinned (drs.pinning "
                                                           "false); null - no waiver."},
-                        "notebooks_best_effort": {"type": "str", "default": None,
+                        "notebooks_best_effort": {"type": "str", "default": None, "max_len": TEXT_MAX,
                                                   "description": "Why the vGPU scheduler is not best_effort "
                                                                  "although a time-sliced notebook pool runs "
                                                                  "here; null - no waiver."},
@@ -238,43 +292,48 @@ DESIGN_SCHEMA = {
             },
         },
         "pools": {
-            "type": "list", "elements": "dict", "required": True, "min": 1,
+            "type": "list", "elements": "dict", "required": True, "min": 1, "max": 256,
             "description": "One pool per workload shape: a vGPU profile, a VM class and a node pool.",
             "options": {
-                "name": {"type": "str", "required": True, "description": "Pool name (DNS label)."},
+                "name": {"type": "str", "required": True, "max_len": NAME_MAX, "description": "Pool name (DNS label)."},
                 "shape": {"type": "str", "required": True, "choices": ["inference", "training", "notebooks"],
                           "description": "Workload shape."},
-                "cluster": {"type": "str", "required": True, "description": "vSphere cluster (clusters[].name)."},
+                "cluster": {"type": "str", "required": True, "max_len": NAME_MAX,
+                            "description": "vSphere cluster (clusters[].name)."},
                 "sharing": {"type": "str", "required": True, "choices": ["mig", "full_card", "time_sliced"],
                             "description": "How a card is shared: MIG instances, whole cards, or time-sliced vGPUs."},
-                "vgpu_profile": {"type": "str", "required": True,
+                "vgpu_profile": {"type": "str", "required": True, "max_len": 64,
                                  "description": "vGPU profile of each vGPU (nvidia_h100-3-40c)."},
-                "gpus_per_node": {"type": "int", "default": 1, "min": 1, "description": "vGPUs per node VM."},
-                "per_card": {"type": "int", "default": None, "min": 1,
+                "gpus_per_node": {"type": "int", "default": 1, "min": 1, "max": 16, "description": "vGPUs per node VM."},
+                "per_card": {"type": "int", "default": None, "min": 1, "max": 256,
                              "description": "vGPUs of this profile per physical card; null - as many as fit."},
-                "priority": {"type": "str", "default": None,
+                "priority": {"type": "str", "default": None, "max_len": NAME_MAX,
                              "description": "PriorityClass (priorities key); null - gpu-<shape> default."},
                 "vm_class": {
                     "type": "dict", "required": True, "description": "The VM class of the node VMs.",
                     "options": {
-                        "name": {"type": "str", "default": None,
+                        "name": {"type": "str", "default": None, "max_len": NAME_MAX,
                                  "description": "VM class name; null - gpu-<pool name>."},
-                        "cpu": {"type": "int", "required": True, "min": 1, "description": "vCPUs."},
-                        "memory_gb": {"type": "int", "required": True, "min": 1,
-                                      "description": "Memory in GiB (reserved 100 %)."},
+                        "cpu": {"type": "int", "required": True, "min": 1, "max": 768,
+                                "description": "vCPUs (a vSphere 8 VM has at most 768)."},
+                        "memory_gb": {"type": "int", "required": True, "min": 1, "max": 24576,
+                                      "description": "Memory in GiB (reserved 100 %; a vSphere 8 VM has at most "
+                                                     "24 TiB)."},
                     },
                 },
                 "node_pool": {
                     "type": "dict", "required": True, "description": "The VKS node pool of the pool.",
                     "options": {
-                        "name": {"type": "str", "default": None, "description": "Node pool name; null - pool name."},
-                        "vks_cluster": {"type": "str", "default": None,
+                        "name": {"type": "str", "default": None, "max_len": NAME_MAX,
+                                 "description": "Node pool name; null - pool name."},
+                        "vks_cluster": {"type": "str", "default": None, "max_len": NAME_MAX,
                                         "description": "VKS cluster (vks_clusters[].name); null - the only one."},
-                        "replicas": {"type": "int", "required": True, "min": 0, "description": "Node VMs."},
-                        "labels": {"type": "map", "values": "str", "nullable_values": True, "default": {},
+                        "replicas": {"type": "int", "required": True, "min": 0, "max": 1000, "description": "Node VMs."},
+                        "labels": {"type": "map", "values": {"type": "str", "max_len": NAME_MAX}, "nullable_values": True,
+                                   "default": {}, "max": 64, "keys": {"max_len": LABEL_KEY_MAX},
                                    "description": "Extra node labels, merged over the derived ones "
                                                   "(a null value removes a derived label)."},
-                        "taints": {"type": "list", "elements": "dict", "default": None, "options": _TAINT,
+                        "taints": {"type": "list", "elements": "dict", "default": None, "options": _TAINT, "max": 64,
                                    "description": "Node taints; null - nvidia.com/gpu=present:NoSchedule and "
                                                   "gpupool.vcf/pool=<pool>:NoSchedule."},
                     },
@@ -282,7 +341,8 @@ DESIGN_SCHEMA = {
                 "training": {
                     "type": "dict", "default": {}, "description": "Training jobs (shape training).",
                     "options": {
-                        "gpus_per_job": {"type": "int", "default": 1, "min": 1, "description": "GPUs of one job."},
+                        "gpus_per_job": {"type": "int", "default": 1, "min": 1, "max": 16384,
+                                         "description": "GPUs of one job."},
                         "gang_scheduling": {"type": "bool", "default": False,
                                             "description": "Admit a job's pods all at once (Kueue)."},
                     },
@@ -290,14 +350,15 @@ DESIGN_SCHEMA = {
                 "guest_time_slicing": {
                     "type": "dict", "default": {}, "description": "GPU Operator time-slicing inside the guests.",
                     "options": {
-                        "replicas": {"type": "int", "default": None, "min": 2,
+                        "replicas": {"type": "int", "default": None, "min": TIME_SLICING_REPLICAS[0],
+                                     "max": TIME_SLICING_REPLICAS[1],
                                      "description": "Pods sharing one vGPU; null - no guest time-slicing."},
                     },
                 },
                 "culling": {
                     "type": "dict", "default": {}, "description": "Idle culling of the pool's notebooks (shape notebooks).",
                     "options": {
-                        "idle_minutes": {"type": "int", "default": None, "min": 1,
+                        "idle_minutes": {"type": "int", "default": None, "min": 1, "max": IDLE_MINUTES_MAX,
                                          "description": "Minutes a notebook on the pool's nodes may stay idle before "
                                                         "it is stopped; null - guest.culling.idle_minutes."},
                     },
@@ -308,17 +369,17 @@ DESIGN_SCHEMA = {
                                    "queued for its GPUs before it runs, and how busy the pool is planned to be "
                                    "(rule slo_knee; gpu_capacity's knee).",
                     "options": {
-                        "wait_seconds": {"type": "float", "default": None,
+                        "wait_seconds": {"type": "float", "default": None, "above": 0, "max": SECONDS_MAX,
                                          "description": "Target queueing wait (creation to admission or "
                                                         "scheduling, not run time) at the percentile; "
                                                         "null - no SLO."},
-                        "percentile": {"type": "float", "default": 95.0,
+                        "percentile": {"type": "float", "default": 95.0, "above": 0, "below": 100,
                                        "description": "Percentile of the waits the target holds for, above 0 "
                                                       "and below 100."},
-                        "planned_utilization": {"type": "float", "default": None,
+                        "planned_utilization": {"type": "float", "default": None, "min": 0, "max": 1,
                                                 "description": "Share (0-1) of the pool's GPU slots planned busy "
                                                                "on average; null - not planned."},
-                        "job_seconds": {"type": "float", "default": None,
+                        "job_seconds": {"type": "float", "default": None, "above": 0, "max": SECONDS_MAX,
                                         "description": "Mean time one job (or pod) holds its GPUs: the service "
                                                        "time of the queueing model the slo_knee rule uses; "
                                                        "null - the rule cannot place the knee (gpu_capacity "
@@ -328,45 +389,54 @@ DESIGN_SCHEMA = {
                 "model": {
                     "type": "dict", "default": {}, "description": "Declared model size (inference).",
                     "options": {
-                        "weights_gb": {"type": "float", "default": None, "description": "Model weights in GB."},
-                        "kv_cache_gb": {"type": "float", "default": None, "description": "KV cache in GB."},
+                        "weights_gb": {"type": "float", "default": None, "min": 0, "max": 100000,
+                                       "description": "Model weights in GB."},
+                        "kv_cache_gb": {"type": "float", "default": None, "min": 0, "max": 100000,
+                                        "description": "KV cache in GB."},
                     },
                 },
             },
         },
         "priorities": {
-            "type": "map", "default": {},
+            "type": "map", "default": {}, "max": 64, "keys": {"max_len": NAME_MAX},
             "description": "PriorityClasses, merged over the defaults gpu-inference, gpu-training, gpu-notebook.",
             "values": {
                 "type": "dict",
                 "options": {
-                    "value": {"type": "int", "required": True, "description": "Priority value."},
+                    "value": {"type": "int", "required": True, "min": PRIORITY_VALUE_MIN, "max": PRIORITY_VALUE_MAX,
+                              "description": "Priority value: a 32-bit integer of at most one billion (Kubernetes "
+                                             "keeps the higher values for its system classes)."},
                     "preemption_policy": {"type": "str", "choices": ["PreemptLowerPriority", "Never"],
                                           "default": "PreemptLowerPriority",
                                           "description": "Whether pods of this class preempt lower ones."},
-                    "description": {"type": "str", "default": None, "description": "Description."},
+                    "description": {"type": "str", "default": None, "max_len": TEXT_MAX,
+                                    "description": "Description."},
                 },
             },
         },
         "tenants": {
-            "type": "list", "elements": "dict", "default": [],
+            "type": "list", "elements": "dict", "default": [], "max": 1000,
             "description": "Tenants: a vSphere namespace and a guest namespace each, with GPU quotas.",
             "options": {
-                "name": {"type": "str", "required": True, "description": "Tenant name."},
-                "namespace": {"type": "str", "default": None,
+                "name": {"type": "str", "required": True, "max_len": NAME_MAX, "description": "Tenant name."},
+                "namespace": {"type": "str", "default": None, "max_len": NAME_MAX,
                               "description": "vSphere and guest namespace; null - the tenant name."},
-                "description": {"type": "str", "default": None, "description": "Description."},
+                "description": {"type": "str", "default": None, "max_len": TEXT_MAX, "description": "Description."},
                 "access": _ACCESS,
-                "gpu_quota": {"type": "map", "values": "int", "default": {},
+                "gpu_quota": {"type": "map", "values": {"type": "int", "min": 0, "max": GPUS_MAX}, "default": {},
+                              "max": 256,
                               "description": "Pool name -> GPUs the tenant may request from that pool."},
-                "storage_policy": {"type": "str", "default": None,
+                "storage_policy": {"type": "str", "default": None, "max_len": NAME_MAX,
                                    "description": "Storage policy; null - supervisor.storage_policy."},
                 "limits": {
                     "type": "dict", "default": {}, "description": "vSphere namespace limits (null - unlimited).",
                     "options": {
-                        "cpu_mhz": {"type": "int", "default": None, "description": "CPU limit in MHz."},
-                        "memory_mib": {"type": "int", "default": None, "description": "Memory limit in MiB."},
-                        "storage_mib": {"type": "int", "default": None, "description": "Storage limit in MiB."},
+                        "cpu_mhz": {"type": "int", "default": None, "min": 0, "max": LIMIT_MAX,
+                                    "description": "CPU limit in MHz."},
+                        "memory_mib": {"type": "int", "default": None, "min": 0, "max": LIMIT_MAX,
+                                       "description": "Memory limit in MiB."},
+                        "storage_mib": {"type": "int", "default": None, "min": 0, "max": LIMIT_MAX,
+                                        "description": "Storage limit in MiB."},
                     },
                 },
             },
@@ -388,23 +458,23 @@ DESIGN_SCHEMA = {
                                    "registry image; NVIDIA's are entitled). null - none: the gpu_operator role "
                                    "refuses to install the operator in a vGPU guest.",
                     "options": {
-                        "repository": {"type": "str", "required": True,
+                        "repository": {"type": "str", "required": True, "max_len": 255, "format": "oci_repository",
                                        "description": "Registry path of the image (registry.example.com/nvaie)."},
-                        "image": {"type": "str", "default": "vgpu-guest-driver",
+                        "image": {"type": "str", "default": "vgpu-guest-driver", "max_len": 255, "format": "oci_path",
                                   "description": "Image name in the repository."},
-                        "version": {"type": "str", "required": True,
+                        "version": {"type": "str", "required": True, "max_len": 128, "format": "oci_tag",
                                     "description": "Linux guest driver version (the image tag without the OS "
                                                    "suffix, 550.90.07): of the vGPU software release of the "
                                                    "host drivers, or one NVIDIA supports with it."},
-                        "pull_secret": {"type": "str", "default": None,
+                        "pull_secret": {"type": "str", "default": None, "max_len": NAME_MAX,
                                         "description": "Name of the image pull Secret in the operator namespace "
                                                        "(a reference: the registry credentials never go in the "
                                                        "design); null - none."},
                     },
                 },
-                "operator_namespace": {"type": "str", "default": "gpu-operator",
+                "operator_namespace": {"type": "str", "default": "gpu-operator", "max_len": NAME_MAX,
                                        "description": "Namespace of the GPU Operator."},
-                "time_slicing_config": {"type": "str", "default": "gpupool-time-slicing",
+                "time_slicing_config": {"type": "str", "default": "gpupool-time-slicing", "max_len": NAME_MAX,
                                         "description": "Name of the device plugin time-slicing ConfigMap."},
                 "rename_shared": {"type": "bool", "default": False,
                                   "description": "renameByDefault: advertise time-sliced GPUs as "
@@ -412,11 +482,12 @@ DESIGN_SCHEMA = {
                 "licensing": {
                     "type": "dict", "default": {}, "description": "NVIDIA licensing of the guest drivers.",
                     "options": {
-                        "secret_name": {"type": "str", "default": "licensing-config",
+                        "secret_name": {"type": "str", "default": "licensing-config", "max_len": NAME_MAX,
                                         "description": "Secret with gridd.conf and the client token."},
                         "feature_type": {"type": "int", "choices": [0, 1, 2, 4], "default": 1,
                                          "description": "gridd.conf FeatureType (1 - NVIDIA vGPU)."},
-                        "dls_host": {"type": "str", "default": None, "description": "DLS appliance address."},
+                        "dls_host": {"type": "str", "default": None, "max_len": NAME_MAX,
+                                     "description": "DLS appliance address."},
                     },
                 },
                 "culling": {
@@ -429,17 +500,18 @@ DESIGN_SCHEMA = {
                                                      "cronjob - the collection's culling CronJob (per pool); "
                                                      "auto - kubeflow where its Notebook CRD is installed, else "
                                                      "cronjob; none - no culling."},
-                        "idle_minutes": {"type": "int", "default": 240, "min": 1,
+                        "idle_minutes": {"type": "int", "default": 240, "min": 1, "max": IDLE_MINUTES_MAX,
                                          "description": "Idle minutes of a notebook pool that sets none."},
-                        "check_minutes": {"type": "int", "default": 10, "min": 1,
+                        "check_minutes": {"type": "int", "default": 10, "min": 1, "max": 1440,
                                           "description": "Minutes between two idleness checks."},
                     },
                 },
                 "kueue": {
                     "type": "dict", "default": {}, "description": "Kueue queues for gang-scheduled training.",
                     "options": {
-                        "cohort": {"type": "str", "default": "gpupool", "description": "Cohort of the ClusterQueues."},
-                        "wait_for_pods_ready_timeout": {"type": "str", "default": "10m",
+                        "cohort": {"type": "str", "default": "gpupool", "max_len": NAME_MAX,
+                                   "description": "Cohort of the ClusterQueues."},
+                        "wait_for_pods_ready_timeout": {"type": "str", "default": "10m", "max_len": 32,
                                                         "description": "waitForPodsReady timeout (gang)."},
                         "preemption": {
                             "type": "dict", "default": {},
@@ -465,13 +537,15 @@ DESIGN_SCHEMA = {
             "description": "Prices of GPU use for the chargeback report (gpu_usage, playbooks/chargeback.yml). "
                            "null - no prices: the report counts GPU-hours only.",
             "options": {
-                "currency": {"type": "str", "default": "USD", "description": "Currency of the prices."},
-                "card_hour": {"type": "map", "values": "float", "default": {},
+                "currency": {"type": "str", "default": "USD", "max_len": 16, "description": "Currency of the prices."},
+                "card_hour": {"type": "map", "values": {"type": "float", "min": 0, "max": PRICE_MAX}, "default": {},
+                              "max": 64, "keys": {"max_len": 64},
                               "description": "Hourly cost of one whole card per GPU model (the clusters' "
                                              "gpu.model, e.g. H100-80GB); a profile-hour costs this times the "
                                              "profile's share of the card (1 / how many of the profile a card "
                                              "holds)."},
-                "profile_hour": {"type": "map", "values": "float", "default": {},
+                "profile_hour": {"type": "map", "values": {"type": "float", "min": 0, "max": PRICE_MAX}, "default": {},
+                                 "max": 1024, "keys": {"max_len": 64},
                                  "description": "Price of one hour of a vGPU profile (nvidia_h100-3-40c); "
                                                 "set here, it replaces the price derived from card_hour."},
             },
@@ -508,8 +582,18 @@ def _json_node(spec):
         node["enum"] = list(spec["choices"])
     if spec.get("default") is not None:
         node["default"] = copy.deepcopy(spec["default"])
-    if spec.get("min") is not None:
-        node["minItems" if kind == "list" else "minimum"] = spec["min"]
+    counted = {"list": ("minItems", "maxItems"), "map": ("minProperties", "maxProperties")}
+    for key, word in zip(("min", "max"), counted.get(kind, ("minimum", "maximum"))):
+        if spec.get(key) is not None:
+            node[word] = spec[key]
+    if spec.get("above") is not None:
+        node["exclusiveMinimum"] = spec["above"]
+    if spec.get("below") is not None:
+        node["exclusiveMaximum"] = spec["below"]
+    if kind == "str":
+        node["maxLength"] = spec.get("max_len", TEXT_MAX)
+    if kind == "map":
+        node["propertyNames"] = {"maxLength": (spec.get("keys") or {}).get("max_len", NAME_MAX)}
     if kind == "dict":
         options = spec.get("options", {})
         node["properties"] = dict((k, _json_node(v)) for k, v in options.items())
@@ -553,7 +637,7 @@ def _schema_error(findings, path, message, fix):
 
 
 def _item_path(path, index, item):
-    if isinstance(item, dict) and isinstance(item.get("name"), str) and item.get("name"):
+    if isinstance(item, dict) and isinstance(item.get("name"), str) and 0 < len(item["name"]) <= NAME_MAX:
         return "%s.%s" % (path, item["name"])
     return "%s[%d]" % (path, index)
 
@@ -571,6 +655,44 @@ def _is_a(value, kind):
     }[kind]
 
 
+def _bound_problem(value, spec, kind):
+    """(message, fix) when ``value`` (of type ``kind``) breaks a bound of ``spec``, else None."""
+    if kind in ("int", "float"):
+        low, high = spec.get("min"), spec.get("max")
+        if low is not None and high is not None:
+            accepted = "from %s to %s" % (low, high)
+        else:
+            accepted = "%s or more" % low if low is not None else "%s or less" % high
+        if low is not None and value < low:
+            return "value %s is below the minimum %s" % (shown(value), low), "give a value %s" % accepted
+        if high is not None and value > high:
+            return "value %s is above the maximum %s" % (shown(value), high), "give a value %s" % accepted
+        above, below = spec.get("above"), spec.get("below")
+        if (above is not None and value <= above) or (below is not None and value >= below):
+            words = " and ".join(w for w in ("above %s" % above if above is not None else None,
+                                              "below %s" % below if below is not None else None) if w)
+            return "value %s is outside the bound: %s" % (shown(value), words), "give a value %s" % words
+        return None
+    if kind in ("list", "map"):
+        low, high = spec.get("min"), spec.get("max")
+        if low is not None and len(value) < low:
+            return "items %d is below the minimum %s" % (len(value), low), "give at least %s" % low
+        if high is not None and len(value) > high:
+            return "items %d is above the maximum %s" % (len(value), high), "give at most %s" % high
+        return None
+    if kind == "str":
+        limit = spec.get("max_len", TEXT_MAX)
+        if len(value) > limit:
+            return ("%d characters, over the bound of %d: %s" % (len(value), limit, shown(value)),
+                    "shorten it to at most %d characters" % limit)
+        if spec.get("format"):
+            check, words = FORMATS[spec["format"]]
+            problem = check(value)
+            if problem:
+                return "%s is not %s: %s" % (shown(value), words, problem), "give %s" % words
+    return None
+
+
 def _norm(value, spec, path, findings):
     """Normalize ``value`` (not None) against ``spec``; None when it is invalid."""
     if isinstance(spec, str):
@@ -585,26 +707,25 @@ def _norm(value, spec, path, findings):
                 out = _norm(value, form, path, findings)
                 return out if len(findings) == before else None
         words = " or ".join(_TYPE_WORDS[form["type"]] for form in spec["forms"])
-        _schema_error(findings, path, "%r is not %s" % (value, words), "give %s" % words)
+        _schema_error(findings, path, "%s is not %s" % (shown(value), words), "give %s" % words)
         return None
     if not _is_a(value, kind):
-        _schema_error(findings, path, "%r is not %s" % (value, _TYPE_WORDS[kind]),
+        _schema_error(findings, path, "%s is not %s" % (shown(value), _TYPE_WORDS[kind]),
                       "give %s" % _TYPE_WORDS[kind])
         return None
     if kind == "float":
         value = float(value)
+        if value != value or value in (float("inf"), float("-inf")):
+            _schema_error(findings, path, "%s is not a finite number" % shown(value), "give a number")
+            return None
     if spec.get("choices") is not None and value not in spec["choices"]:
-        _schema_error(findings, path, "%r is not one of %s" % (value, ", ".join(str(c) for c in spec["choices"])),
+        _schema_error(findings, path, "%s is not one of %s" % (shown(value), ", ".join(str(c) for c in spec["choices"])),
                       "use one of %s" % ", ".join(str(c) for c in spec["choices"]))
         return None
-    low = spec.get("min")
-    if low is not None:
-        size = len(value) if kind == "list" else value
-        if size < low:
-            what = "items" if kind == "list" else "value"
-            _schema_error(findings, path, "%s %s is below the minimum %s" % (what, size, low),
-                          "give at least %s" % low)
-            return None
+    problem = _bound_problem(value, spec, kind)
+    if problem:
+        _schema_error(findings, path, problem[0], problem[1])
+        return None
     if kind == "dict":
         return _norm_dict(value, spec.get("options", {}), path, findings)
     if kind == "list":
@@ -622,10 +743,16 @@ def _norm(value, spec, path, findings):
         return out
     if kind == "map":
         out = OrderedDict()
+        key_spec = dict(spec.get("keys") or {}, type="str")
+        key_spec.setdefault("max_len", NAME_MAX)
         for key, item in value.items():
-            item_path = "%s.%s" % (path, key)
+            item_path = "%s.%s" % (path, shown(key, NAME_MAX + 2)[1:-1] if isinstance(key, str) else shown(key))
             if not isinstance(key, str):
-                _schema_error(findings, item_path, "key %r is not a string" % (key,), "quote the key")
+                _schema_error(findings, item_path, "key %s is not a string" % shown(key), "quote the key")
+                continue
+            problem = _bound_problem(key, key_spec, "str")
+            if problem:
+                _schema_error(findings, "%s (key)" % item_path, problem[0], problem[1])
                 continue
             if item is None:
                 if spec.get("nullable_values"):
@@ -644,8 +771,9 @@ def _norm_dict(value, options, path, findings):
     out = OrderedDict()
     for key in value:
         if key not in options:
-            close = difflib.get_close_matches(str(key), list(options), n=1)
-            _schema_error(findings, "%s.%s" % (path, key) if path else str(key), "unknown key %r" % (key,),
+            close = difflib.get_close_matches(str(key)[:NAME_MAX], list(options), n=1)
+            key_text = shown(key, NAME_MAX + 2)[1:-1] if isinstance(key, str) else shown(key)
+            _schema_error(findings, "%s.%s" % (path, key_text) if path else key_text, "unknown key %s" % shown(key),
                           "did you mean %r?" % close[0] if close else
                           "remove it; valid keys: %s" % ", ".join(options))
     for key, sub in options.items():
@@ -666,6 +794,29 @@ def _norm_dict(value, options, path, findings):
     return out
 
 
+def size_problem(design, nodes=DESIGN_NODES, depth=DESIGN_DEPTH):
+    """None when ``design`` has at most ``nodes`` values nested at most ``depth`` deep, else why not.
+
+    Counts every value as often as it is reached, so a structure that shares one list many times
+    (what YAML aliases give) counts at its expanded size, and stops counting at the bound.
+    """
+    count = 0
+    stack = [(design, 1)]
+    while stack:
+        value, level = stack.pop()
+        count += 1
+        if count > nodes:
+            return "the design holds more than %d values" % nodes
+        if level > depth:
+            return "the design is nested more than %d deep" % depth
+        if isinstance(value, dict):
+            stack.extend((v, level + 1) for v in value.values())
+            count += len(value)  # the keys
+        elif isinstance(value, (list, tuple)):
+            stack.extend((v, level + 1) for v in value)
+    return None
+
+
 def normalize(design):
     """Apply the schema and the derived defaults; return ``(normalized design, schema findings)``."""
     findings = []
@@ -673,7 +824,13 @@ def normalize(design):
         _schema_error(findings, "design", "the design is %r, not a mapping" % (type(design).__name__,),
                       "give the design as a YAML mapping (see docs/design.md)")
         design = {}
-    d = _norm_dict(design, DESIGN_SCHEMA["options"], "", findings)
+    too_big = size_problem(design)
+    if too_big:
+        # only this finding: the design is not read further (nor are its required fields missed)
+        _schema_error(findings, "design", too_big, "give a design of at most %d values, nested at most %d deep "
+                      "(no YAML aliases)" % (DESIGN_NODES, DESIGN_DEPTH))
+        design = {}
+    d = _norm_dict(design, DESIGN_SCHEMA["options"], "", [] if too_big else findings)
     for key in ("vks_clusters", "clusters", "pools", "tenants"):
         d[key] = [item for item in (d.get(key) or []) if isinstance(item, dict)]
     priorities = OrderedDict((k, copy.deepcopy(v)) for k, v in DEFAULT_PRIORITIES.items())

@@ -17,26 +17,62 @@ try:
 except ImportError:  # pragma: no cover - PyYAML comes with ansible-core
     HAS_YAML = False
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_schema import normalize
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_schema import DESIGN_FILE_MAX, normalize
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure
+
+# the longest parser message a failure repeats (PyYAML quotes the lines around the problem)
+_PARSE_MESSAGE_MAX = 400
 
 
 def _text(exc):
-    return str(exc) or type(exc).__name__
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= _PARSE_MESSAGE_MAX else text[:_PARSE_MESSAGE_MAX - 3] + "..."
+
+
+class _AliasFound(Exception):
+    """The design uses a YAML alias (``*name``)."""
+
+    def __init__(self, mark):
+        Exception.__init__(self, "line %d, column %d" % (mark.line + 1, mark.column + 1))
+
+
+if HAS_YAML:
+    class _DesignLoader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
+        """The safe loader without aliases: a design names each value once, and an alias is how a
+        few hundred bytes expand to gigabytes (the "billion laughs")."""
+
+        def compose_node(self, parent, index):
+            if self.check_event(yaml.events.AliasEvent):
+                raise _AliasFound(self.peek_event().start_mark)
+            return yaml.SafeLoader.compose_node(self, parent, index)
 
 
 def load_design_file(path):
-    """The design in the file at `path` (YAML, or JSON without PyYAML), as it is written."""
+    """The design in the file at `path` (YAML, or JSON without PyYAML), as it is written.
+
+    Refused before parsing: a file over ``DESIGN_FILE_MAX`` bytes; while parsing: any YAML alias."""
     try:
         with open(path, "rb") as handle:
-            text = handle.read().decode("utf-8")
-    except (IOError, OSError, UnicodeDecodeError) as exc:
+            data = handle.read(DESIGN_FILE_MAX + 1)
+    except (IOError, OSError) as exc:
+        raise Failure("Unable to read design file %s: %s" % (path, _text(exc)))
+    if len(data) > DESIGN_FILE_MAX:
+        raise Failure("Unable to read design file %s: it is over the bound of %d bytes (1 MiB); a pool design "
+                      "is a few kilobytes" % (path, DESIGN_FILE_MAX))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise Failure("Unable to read design file %s: %s" % (path, _text(exc)))
     parse_errors = (ValueError, yaml.YAMLError) if HAS_YAML else (ValueError,)
     try:
-        return yaml.safe_load(text) if HAS_YAML else json.loads(text)
+        return yaml.load(text, Loader=_DesignLoader) if HAS_YAML else json.loads(text)  # nosec - a safe loader
+    except _AliasFound as exc:
+        raise Failure("Unable to parse design file %s: a YAML alias at %s; the design takes no aliases (write "
+                      "each value where it is used)" % (path, exc))
     except parse_errors as exc:
         raise Failure("Unable to parse design file %s: %s" % (path, _text(exc)))
+    except RecursionError:
+        raise Failure("Unable to parse design file %s: it is nested too deep" % path)
 
 
 def given_design(params):
@@ -58,7 +94,8 @@ def normalized_design(params):
     errors = [f for f in findings if f.severity == "error"]
     if errors:
         raise Failure("The design has errors; fix them first (gpu_pool_design): %s"
-                      % "; ".join("%s: %s" % (f.object, f.message) for f in errors),
+                      % "; ".join("%s: %s" % (f.object, f.message) for f in errors[:20])
+                      + ("; and %d more" % (len(errors) - 20) if len(errors) > 20 else ""),
                       findings=[f.to_dict() for f in errors])
     return normalized
 

@@ -285,7 +285,7 @@ def test_a_malformed_geometry_is_refused(design):
 def test_the_json_schema_takes_both_forms():
     node = json_schema()["properties"]["clusters"]["items"]["properties"]["mig_geometry"]
     assert [form.get("type") for form in node["anyOf"]] == ["array", "object", "null"]
-    assert node["anyOf"][0]["items"] == {"type": "array", "items": {"type": "integer", "minimum": 0}}
+    assert node["anyOf"][0]["items"] == {"type": "array", "maxItems": 64, "items": {"type": "integer", "minimum": 0, "maximum": 63}}
     assert node["anyOf"][1]["additionalProperties"]["items"]["minimum"] == 0
 
 
