@@ -25,6 +25,10 @@ try:
     from ansible.module_utils.basic import env_fallback
 except ImportError:  # pure use outside Ansible (unit tests import only the logic)
     env_fallback = None
+try:  # a warning returned with the result of whichever module runs the client
+    from ansible.module_utils.common.warnings import warn as ansible_warn
+except ImportError:
+    ansible_warn = None
 
 
 def auth_argument_spec():
@@ -50,6 +54,12 @@ TIMED_OUT = ("ReadTimeoutError", "ConnectTimeoutError", "TimeoutError", "timeout
 DROPPED = ("ProtocolError", "ConnectionResetError", "RemoteDisconnected", "BrokenPipeError",
            "ConnectionAbortedError", "IncompleteRead")
 TLS = ("SSLError", "SSLCertVerificationError", "CertificateError")
+# answers that say the request was not processed and when to ask again: with a Retry-After header,
+# a change is repeated after them (the API server's priority and fairness and its max-in-flight
+# limit refuse a request before it is read)
+NOT_NOW = (429, 503)
+TLS_OFF = ("%s: the server's TLS certificate is not verified, so anyone on the network path can pose as the server and "
+           "read the credentials and data of this connection; name its CA instead (%s)")
 
 
 def request_argument_spec():
@@ -213,25 +223,59 @@ def api_client(params, request_timeout=None):
     return _timeout_api_client(cfg, request_timeout)
 
 
+def tls_off_warning(configuration, params=None):
+    """The warning for a client whose certificate verification is off, else None: ``validate_certs``
+    set false (the same sentence the other clients' connection options get), or the kubeconfig's
+    ``insecure-skip-tls-verify: true``."""
+    if configuration is None or getattr(configuration, "verify_ssl", True) is not False:
+        return None
+    params = params or {}
+    if params.get("validate_certs") is False:
+        return TLS_OFF % ("validate_certs is false", "the ca_file, ca_path or ca_cert option of this connection")
+    where = params.get("kubeconfig") or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or "~/.kube/config"
+    return TLS_OFF % ("kubeconfig %s%s sets insecure-skip-tls-verify" % (
+        where, " (context %s)" % params["context"] if params.get("context") else ""),
+        "the cluster's certificate-authority in the kubeconfig, or the ca_cert option")
+
+
 class K8sClient(object):
     """The fault boundary of the collection's Kubernetes calls.
 
     `call(fn, *args, **kwargs)` runs an idempotent call - a read, or a write that carries a
-    precondition (the object's resourceVersion) so that a repeat cannot apply twice: timeouts,
-    dropped or refused connections and 429/5xx answers are retried, `attempts` times in all,
-    with exponential backoff and jitter. `call_once` runs a call that is not idempotent: it is
-    repeated only when the connection was refused (nothing reached the server). The last
-    failure, and every other one, is raised as one K8sError.
+    precondition (the object's resourceVersion or uid) so that a repeat cannot apply twice:
+    timeouts, dropped or refused connections and 429/5xx answers are retried, `attempts` times in
+    all, with exponential backoff and jitter. `call_once` runs a change that is not idempotent
+    (a POST, PUT, PATCH or DELETE without a precondition): it is repeated only when the request
+    provably did not reach the server - the connection was refused, or the server answered 429 or
+    503 with a Retry-After header (it did not process it and said when to ask again). After a
+    timeout, a dropped connection or any other 5xx (a gateway's 502 or 504 may come after the server
+    carried it out) it is not repeated, and the error says the outcome is unknown
+    (``outcome_unknown``). The last failure, and every other one, is raised as one K8sError.
+
+    A 429 or 503 with Retry-After is repeated after the header's delay (seconds), not the backoff's;
+    no wait goes past the call's deadline: ``deadline`` (a time of `clock`, such as a drain's one
+    deadline) when set, and never more than ``attempts`` request timeouts from the call's start.
+
+    A client whose TLS verification is off (``validate_certs`` false, or the kubeconfig's
+    ``insecure-skip-tls-verify: true``) says so once through `warn` (default: the warning of the
+    module that runs it); the sentence is kept in ``tls_warning``.
     """
 
-    def __init__(self, params=None, request_timeout=None, attempts=ATTEMPTS, sleep=time.sleep, api=None):
+    def __init__(self, params=None, request_timeout=None, attempts=ATTEMPTS, sleep=time.sleep, api=None,
+                 clock=time.monotonic, warn=None):
         params = params or {}
         self.timeout = request_timeout or params.get("request_timeout") or DEFAULT_REQUEST_TIMEOUT
         self.attempts = max(1, attempts)
         self.sleep = sleep
+        self.clock = clock
+        self.deadline = None
         self.api = api if api is not None else api_client(params, self.timeout)
         self.server = getattr(getattr(self.api, "configuration", None), "host", None) or "?"
         self._dynamic = None
+        self.tls_warning = tls_off_warning(getattr(self.api, "configuration", None), params)
+        warn = warn if warn is not None else ansible_warn
+        if self.tls_warning and warn is not None:
+            warn(self.tls_warning)
 
     def call(self, fn, *args, **kwargs):
         return self._run(True, fn, args, kwargs)
@@ -239,7 +283,13 @@ class K8sClient(object):
     def call_once(self, fn, *args, **kwargs):
         return self._run(False, fn, args, kwargs)
 
+    def _end(self, start):
+        """The clock time no wait of a call that started at `start` goes past."""
+        end = start + self.attempts * self.timeout
+        return end if self.deadline is None else min(end, self.deadline)
+
     def _run(self, idempotent, fn, args, kwargs):
+        end = self._end(self.clock())
         attempt = 0
         while True:
             attempt += 1
@@ -247,14 +297,20 @@ class K8sClient(object):
                 return fn(*args, **kwargs)
             except Exception as exc:  # the boundary: every failure becomes one K8sError
                 err = to_k8s_error(exc, self.server, self.timeout, attempt)
-                if not idempotent and err.transient and err.kind != "refused":
+                not_now = err.status in NOT_NOW and err.retry_after is not None
+                if not idempotent and err.transient and not (err.kind == "refused" or not_now):
                     # a 5xx, a timeout or a reset after sending: the server may have carried it out
                     raise K8sError("%s; the request may or may not have been carried out, so it was not repeated: "
                                    "a rerun reads the state and resumes" % err, status=err.status, kind=err.kind,
                                    attempts=err.attempts, reason=err.reason, outcome_unknown=True)
-                if not (err.transient and (idempotent or err.kind == "refused")) or attempt >= self.attempts:
+                if not err.transient or attempt >= self.attempts:
                     raise err
-                self.sleep(backoff_delay(attempt, err.retry_after))
+                # the server's own delay when it gave one, else the backoff; never past the call's deadline
+                delay = max(0.0, err.retry_after) if not_now else backoff_delay(attempt, err.retry_after)
+                left = end - self.clock()
+                if left <= 0:
+                    raise err
+                self.sleep(min(delay, left))
 
     def dynamic(self):
         """A DynamicClient; its discovery requests go through the boundary too."""

@@ -231,3 +231,121 @@ def test_every_request_gets_the_timeout(tmp_path):
     with pytest.raises(ApiException):
         kclient.CoreV1Api(api).read_namespace("x", _request_timeout=3)
     assert seen == [7, 3]
+
+
+# --- a change is sent again only when it provably did not reach the server ---------------------
+
+class Clock(object):
+    def __init__(self):
+        self.now = 0.0
+        self.slept = []
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, s):
+        self.slept.append(s)
+        self.now += s
+
+
+def timed_client(**kw):
+    clock = Clock()
+    return K8sClient(api=FakeApi(), request_timeout=30, sleep=clock.sleep, clock=clock, **kw), clock
+
+
+def test_a_change_is_repeated_after_429_or_503_with_retry_after_waiting_the_headers_delay():
+    for status, reason in ((429, "Too Many Requests"), (503, "Service Unavailable")):
+        k8s, clock = timed_client()
+        fn = Script(answer(status, reason, headers={"Retry-After": "20"}))
+        assert k8s.call_once(fn) == "ok" and fn.calls == 2
+        assert clock.slept == [20.0]  # the server's delay, not the backoff's (at most 8 s)
+
+
+def test_a_change_is_not_repeated_after_an_ambiguous_answer_and_its_outcome_is_unknown():
+    lost = [answer(502, "Bad Gateway"), answer(504, "Gateway Timeout"), answer(503, "Service Unavailable"),
+            answer(502, "Bad Gateway", headers={"Retry-After": "1"}), answer(500, "Internal Server Error"),
+            answer(429, "Too Many Requests"),
+            urllib3.exceptions.ReadTimeoutError(None, "/api/v1/namespaces/x/pods", "Read timed out. (read timeout=30)")]
+    for fault in lost:
+        k8s, clock = timed_client()
+        fn = Script(fault)
+        with pytest.raises(K8sError) as err:
+            k8s.call_once(fn)
+        assert fn.calls == 1 and clock.slept == [], fault
+        assert err.value.outcome_unknown and "may or may not have been carried out" in str(err.value), fault
+
+
+def test_a_change_refused_with_retry_after_every_time_is_an_answer_not_an_unknown_outcome():
+    k8s, clock = timed_client()
+    fn = Script(*[answer(429, "Too Many Requests", headers={"Retry-After": "1"})] * 3)
+    with pytest.raises(K8sError) as err:
+        k8s.call_once(fn)
+    assert fn.calls == 3 and clock.slept == [1.0, 1.0]
+    assert err.value.status == 429 and not err.value.outcome_unknown
+
+
+def test_retry_after_is_capped_by_the_calls_deadline():
+    k8s, clock = timed_client()  # a call's own bound: 3 attempts of 30 s
+    fn = Script(answer(503, "Service Unavailable", headers={"Retry-After": "3600"}))
+    assert k8s.call(fn) == "ok" and clock.slept == [90.0]
+    k8s, clock = timed_client()
+    k8s.deadline = 12.0  # a drain's deadline, nearer
+    fn = Script(answer(429, "Too Many Requests", headers={"Retry-After": "60"}),
+                answer(429, "Too Many Requests", headers={"Retry-After": "60"}))
+    with pytest.raises(K8sError) as err:
+        k8s.call_once(fn)
+    assert clock.slept == [12.0] and fn.calls == 2 and err.value.status == 429  # no wait past the deadline
+    k8s, clock = timed_client()
+    k8s.deadline = -1.0  # already past: the first answer stands
+    fn = Script(answer(503, "Service Unavailable"))
+    with pytest.raises(K8sError):
+        k8s.call(fn)
+    assert fn.calls == 1 and clock.slept == []
+
+
+# --- certificate verification off: the warning every client gives ------------------------------
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters:
+- name: guest
+  cluster: {server: "https://127.0.0.1:6443"%s}
+users:
+- name: admin
+  user: {token: not-a-secret}
+contexts:
+- name: guest
+  context: {cluster: guest, user: admin}
+current-context: guest
+"""
+
+
+def test_a_kubeconfig_that_skips_tls_verification_is_warned_about(tmp_path):
+    insecure = tmp_path / "insecure"
+    insecure.write_text(KUBECONFIG % ", insecure-skip-tls-verify: true")
+    warned = []
+    k8s = K8sClient({"kubeconfig": str(insecure)}, warn=warned.append)
+    assert k8s.api.configuration.verify_ssl is False
+    assert warned == [("kubeconfig %s sets insecure-skip-tls-verify: the server's TLS certificate is not verified, so "
+                       "anyone on the network path can pose as the server and read the credentials and data of this "
+                       "connection; name its CA instead (the cluster's certificate-authority in the kubeconfig, or "
+                       "the ca_cert option)" % insecure)]
+    assert k8s.tls_warning == warned[0]
+    verified = tmp_path / "verified"
+    verified.write_text(KUBECONFIG % "")
+    warned = []
+    assert K8sClient({"kubeconfig": str(verified)}, warn=warned.append).tls_warning is None and warned == []
+
+
+def test_validate_certs_false_gets_the_same_sentence_as_the_other_clients(tmp_path):
+    from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import warn_tls_off
+    from tests.lib.fake_module import FakeModule
+    module = FakeModule({"validate_certs": False})
+    warn_tls_off(module)
+    for params in ({"host": SERVER, "api_key": "t", "validate_certs": False},
+                   {"kubeconfig": str(tmp_path / "cfg"), "validate_certs": False}):
+        (tmp_path / "cfg").write_text(KUBECONFIG % "")
+        warned = []
+        K8sClient(params, warn=warned.append)
+        # word for word the runner's: Ansible gives a warning once however many times it is raised
+        assert warned == module.warnings, params
