@@ -99,8 +99,15 @@ options:
     default: false
   timeout:
     description:
-      - Seconds the drain may wait for PodDisruptionBudgets to allow each eviction, and then for the evicted pods
-        to be gone; with O(state=restored), seconds each node may take to be Ready.
+      - With O(state=drained), one deadline in seconds for the whole drain of this call, shared by every pod and
+        node - the evictions (each PodDisruptionBudget allowing) and then the wait until the evicted pods are gone.
+        It is not spent per pod - ten pods behind a budget that never lets go stop the drain after O(timeout), not
+        ten times O(timeout). The evictions go in rounds, each asking once for every pod not yet evicted, so one
+        pod a budget holds does not hold up the others; every pod is asked for at least once.
+      - When the deadline passes, the drain stops with a message that names, per node, the pods still in the way
+        (and why - the PodDisruptionBudget that allows no disruption, or evicted and not gone yet), the pods
+        evicted so far and the nodes left cordoned; a plain rerun resumes.
+      - With O(state=restored), seconds each node may take to be Ready.
     type: int
     default: 600
   request_timeout:
@@ -115,8 +122,9 @@ attributes:
     description: Not supported.
     support: none
 notes:
-  - A node whose pods cannot all be evicted within O(timeout) stops the drain; the message says which nodes
-    are cordoned and which pods were evicted so far, and a rerun resumes.
+  - Pods that cannot all be evicted and gone within O(timeout) (one deadline for the drain, not per pod) stop the
+    drain; the message names the pods still in the way on each node, which nodes are left cordoned and which pods
+    were evicted so far, and a plain rerun resumes.
 """
 
 EXAMPLES = r"""
@@ -352,10 +360,9 @@ class GuestNodes(Resource):
         for wl in inactive:
             plan.add("workload %s" % _key(wl), "spec.active", False, True, action="requeue")
         plan.facts["cordon"] = [c.object[len("node "):] for c in plan if c.field == "spec.unschedulable"]
-        plan.facts["evict"] = [ref for name in names for ref in dplan[name]["evict"] + dplan[name]["blocked"]
-                               if _key(ref) not in through_kueue]
-        plan.facts["wait"] = [ref for name in names for ref in dplan[name]["terminating"]] + [
-            ref for wl in requeue.values() for ref in wl["pods"]]
+        plan.facts["evict"] = [ref for ref in _drain.drain_refs(dplan) if _key(ref) not in through_kueue]
+        plan.facts["wait"] = _drain.drain_refs(dplan, ("terminating",)) + [
+            ref for ref in _drain.drain_refs(dplan, ("evict",)) if _key(ref) in through_kueue]
         plan.facts["requeue"] = [dict(namespace=wl["namespace"], name=wl["name"]) for _k, wl in sorted(requeue.items())]
         plan.facts["reactivate"] = inactive
         return plan
@@ -389,6 +396,8 @@ class GuestNodes(Resource):
                     self.api.uncordon(name, owners)
             times["uncordon"] = round(self.clock() - mark, 1)
             return dict(seconds=times)
+        # one deadline for the whole drain of this call: every eviction and the wait for the pods gone
+        deadline = self.api.deadline(self.p["timeout"])
         for name in plan.facts["cordon"]:
             with self.doing("cordon", "node %s" % name):
                 self.api.cordon(name)
@@ -396,12 +405,11 @@ class GuestNodes(Resource):
         for wl in plan.facts["requeue"]:
             with self.doing("deactivate (Kueue evicts it whole)", "Kueue workload %s" % _key(wl)):
                 self.api.set_workload_active(wl["namespace"], wl["name"], False)
-        for ref in plan.facts["evict"]:
-            with self.doing("evict", "pod %s" % _key(ref)):
-                self.api.evict(ref, self.p["timeout"])
+        with self.doing("evict the pods of"):
+            self.api.evict_all(plan.facts["evict"], deadline, self.p["timeout"])
         times["evict"], mark = round(self.clock() - mark, 1), self.clock()
         with self.doing("wait for the evicted pods of"):
-            self.api.wait_gone(plan.facts["evict"] + plan.facts["wait"], self.p["timeout"])
+            self.api.wait_gone(plan.facts["evict"] + plan.facts["wait"], self.p["timeout"], deadline=deadline)
         times["wait_gone"] = round(self.clock() - mark, 1)
         for wl in plan.facts["requeue"] + plan.facts["reactivate"]:
             with self.doing("activate again (Kueue requeues it)", "Kueue workload %s" % _key(wl)):

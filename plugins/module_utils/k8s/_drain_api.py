@@ -7,9 +7,11 @@ Every call goes through the fault boundary of ``_k8s.K8sClient`` (request timeou
 retries, one error type). A node the collection cordons carries the annotation
 ``gpupool.vcf/cordoned-by``: a rerun finds it and resumes, and ``uncordon`` leaves alone a node
 an administrator cordoned. Pods leave through the Eviction API (policy/v1), so
-PodDisruptionBudgets are respected; a budget that refuses is retried within a bounded time and
-then named. Every failure is a ``DrainError`` that says what was left (nodes cordoned, pods
-evicted so far) and that a rerun resumes. What to evict is decided by ``pure._drain``.
+PodDisruptionBudgets are respected; a budget that refuses is asked again until the drain's one
+deadline (shared by every pod and node of a call, evictions and the wait for the pods gone), and
+then named with every pod still in the way. Every failure is a ``DrainError`` that says what was
+left (nodes left cordoned, pods evicted so far) and that a plain rerun resumes. What to evict is
+decided by ``pure._drain``.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -21,7 +23,7 @@ import re
 import time
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient, K8sError
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._drain import KUEUE_DEACTIVATED_BY, pdbs_of_pod
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._drain import KUEUE_DEACTIVATED_BY, in_the_way, pdbs_of_pod
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._retry import seconds
 
 CORDONED_BY = "gpupool.vcf/cordoned-by"
@@ -39,8 +41,8 @@ class DrainError(K8sError):
 
 
 class _Refused(K8sError):
-    """An eviction the API refused with 429 (a PodDisruptionBudget, or throttling): retried by
-    DrainApi.evict within its budget time, not by the boundary."""
+    """An eviction the API refused with 429 (a PodDisruptionBudget, or throttling): asked again by
+    DrainApi.evict_all until the drain's deadline, not by the boundary."""
 
 
 def _body(exc):
@@ -112,11 +114,11 @@ class DrainApi(object):
 
     def left(self):
         """The sentence every failure ends with."""
-        parts = ["nodes cordoned: %s" % (", ".join(self.cordoned) or "none"),
+        parts = ["nodes left cordoned: %s" % (", ".join(self.cordoned) or "none"),
                  "pods evicted so far: %s" % (", ".join(self.evicted) or "none")]
         if self.deactivated:
             parts.append("Kueue workloads deactivated (requeued by a rerun): %s" % ", ".join(self.deactivated))
-        return "; ".join(parts) + "; a rerun resumes from there"
+        return "; ".join(parts) + "; a plain rerun resumes from there"
 
     def _fail(self, msg, err=None):
         kwargs = {}
@@ -285,48 +287,99 @@ class DrainApi(object):
                 raise err
             raise
 
-    def _until(self, check, timeout):
-        """Call ``check()`` until it returns ``(True, value)`` or `timeout` seconds have passed,
-        polling every ``self.poll`` seconds; return its last ``(done, value)``."""
-        end = self.clock() + timeout
+    def _until(self, check, timeout=None, deadline=None):
+        """Call ``check()`` until it returns ``(True, value)`` or the `deadline` (a clock time; else
+        `timeout` seconds from now) has passed, polling every ``self.poll`` seconds; return its last
+        ``(done, value)``. ``check`` runs at least once."""
+        end = deadline if deadline is not None else self.clock() + timeout
         while True:
             done, value = check()
             if done or self.clock() >= end:
                 return done, value
             self.sleep(max(0, min(self.poll, end - self.clock())))
 
-    def evict(self, pod, budget_timeout=BUDGET_TIMEOUT):
-        """Evict `pod` ({"namespace", "name"}) through the Eviction API.
+    def deadline(self, timeout):
+        """The clock time `timeout` seconds from now: the one deadline of a drain."""
+        return self.clock() + timeout
 
-        Returns ``evicted`` or ``gone`` (no such pod: evicted by an earlier run). A 429 (a
-        PodDisruptionBudget allows no disruption now) is retried until `budget_timeout` seconds
-        have passed, then raised naming the budget.
-        """
-        def attempt():
-            try:
-                self.k8s.call(self._post_eviction, pod)
-            except _Refused as exc:
-                return False, exc
-            except K8sError as exc:
-                if exc.status == 404:
-                    return True, "gone"
-                if exc.status == 409 and pod.get("uid") and not self._still_there(pod):
-                    # the uid precondition failed: the pod meant is gone (evicted by the first try of
-                    # a repeated request), and one of its name is a new pod, left alone
-                    return True, "gone"
-                raise self._fail("cannot evict pod %s: %s" % (pod_key(pod), exc), exc)
-            return True, "evicted"
+    def _within(self, deadline):
+        """Retries of the boundary wait no longer than `deadline` (restored by the returned callable)."""
+        before = getattr(self.k8s, "deadline", None)
+        clock = getattr(self.k8s, "clock", self.clock)
+        mine = clock() + (deadline - self.clock())  # the same moment on the boundary's clock
+        self.k8s.deadline = mine if before is None else min(before, mine)
 
-        done, outcome = self._until(attempt, budget_timeout)
-        if not done:
-            budgets = outcome.budgets or self._budgets_of(pod)
-            raise self._fail("pod %s was not evicted within %s s: %s" % (
-                pod_key(pod), seconds(budget_timeout),
-                ("PodDisruptionBudget %s allows no disruption" % ", ".join(budgets)) if budgets
-                else "the API server kept answering 429 Too Many Requests"), outcome)
-        if outcome == "evicted" and pod_key(pod) not in self.evicted:
+        def restore():
+            self.k8s.deadline = before
+        return restore
+
+    def _evict_once(self, pod):
+        """One eviction of `pod`: ``(True, "evicted" | "gone")``, or ``(False, the _Refused 429)``."""
+        try:
+            self.k8s.call(self._post_eviction, pod)
+        except _Refused as exc:
+            return False, exc
+        except K8sError as exc:
+            if exc.status == 404:
+                return True, "gone"
+            if exc.status == 409 and pod.get("uid") and not self._still_there(pod):
+                # the uid precondition failed: the pod meant is gone (evicted by the first try of
+                # a repeated request), and one of its name is a new pod, left alone
+                return True, "gone"
+            raise self._fail("cannot evict pod %s: %s" % (pod_key(pod), exc), exc)
+        if pod_key(pod) not in self.evicted:
             self.evicted.append(pod_key(pod))
-        return outcome
+        return True, "evicted"
+
+    def _refusal(self, pod, exc):
+        budgets = getattr(exc, "budgets", None) or self._budgets_of(pod)
+        if budgets:
+            return "PodDisruptionBudget %s allows no disruption" % ", ".join(budgets)
+        return "the API server kept answering 429 Too Many Requests"
+
+    def evict_all(self, pods, deadline, timeout=None):
+        """Evict every pod of `pods` ({"namespace", "name", "uid", "node" optional}) through the
+        Eviction API before `deadline` (a clock time: the drain's one deadline, shared by every pod
+        and node; `timeout`: its length in seconds, for the message).
+
+        In rounds: each round asks once for every pod not yet evicted, so one pod a budget holds
+        does not hold up the others; a pod refused with 429 (its PodDisruptionBudget allows no
+        disruption now) is asked again in the next round, every ``self.poll`` seconds. Every pod is
+        asked for at least once. Returns {"ns/name": "evicted" | "gone"}. When the deadline passes,
+        DrainError naming, per node, the pods still in the way and why.
+        """
+        outcomes, refused = {}, {}
+        pending = list(pods)
+        restore = self._within(deadline)
+        try:
+            while pending:
+                still = []
+                for pod in pending:
+                    done, outcome = self._evict_once(pod)
+                    if done:
+                        outcomes[pod_key(pod)] = outcome
+                        refused.pop(pod_key(pod), None)
+                    else:
+                        refused[pod_key(pod)] = outcome
+                        still.append(pod)
+                pending = still
+                if not pending or self.clock() >= deadline:
+                    break
+                self.sleep(max(0, min(self.poll, deadline - self.clock())))
+        finally:
+            restore()
+        if pending:
+            last = refused[pod_key(pending[0])]
+            still = [(p, self._refusal(p, refused[pod_key(p)])) for p in pending]
+            raise self._fail("the drain's deadline (%s s) passed before every pod was evicted; still in the way: %s"
+                             % (seconds(timeout), in_the_way(still)), last)
+        return outcomes
+
+    def evict(self, pod, budget_timeout=BUDGET_TIMEOUT):
+        """Evict one `pod` ({"namespace", "name"}) within `budget_timeout` seconds (see evict_all).
+
+        Returns ``evicted`` or ``gone`` (no such pod: evicted by an earlier run)."""
+        return self.evict_all([pod], self.deadline(budget_timeout), budget_timeout)[pod_key(pod)]
 
     def _budgets_of(self, pod):
         try:
@@ -347,18 +400,27 @@ class DrainApi(object):
         # a pod of the same name with another uid (a StatefulSet's replacement) is a new pod
         return not pod.get("uid") or obj.metadata.uid == pod["uid"]
 
-    def wait_gone(self, pods, timeout):
-        """Wait until every pod of `pods` ({"namespace", "name", "uid" optional}) is gone;
-        DrainError naming those left after `timeout` seconds."""
+    def wait_gone(self, pods, timeout=None, deadline=None):
+        """Wait until every pod of `pods` ({"namespace", "name", "uid", "node" optional}) is gone,
+        until `deadline` (a clock time: the drain's) or else `timeout` seconds from now; DrainError
+        naming, per node, those still there."""
         waiting = list(pods)
+        if deadline is None:
+            deadline = self.deadline(timeout)
 
         def gone():
             waiting[:] = [p for p in waiting if self._still_there(p)]
             return not waiting, waiting
 
-        if not self._until(gone, timeout)[0]:
-            raise self._fail("%d pods still there after %s s: %s" % (
-                len(waiting), seconds(timeout), ", ".join(pod_key(p) for p in waiting)))
+        restore = self._within(deadline)
+        try:
+            done = self._until(gone, deadline=deadline)[0]
+        finally:
+            restore()
+        if not done:
+            still = [(p, "evicted, not gone yet" if pod_key(p) in self.evicted else "not gone yet") for p in waiting]
+            raise self._fail("the drain's deadline (%s s) passed before the evicted pods were gone; still in the way: "
+                             "%s" % (seconds(timeout), in_the_way(still)))
 
     def wait_ready(self, node, timeout, restarted=False):
         """Wait until `node` reports Ready; DrainError with its last Ready condition after `timeout` s.

@@ -174,6 +174,27 @@ def drain_plan(node_names, pods, pdbs, protected_priority):
     return plan
 
 
+def drain_refs(plan, kinds=("evict", "blocked")):
+    """The pod refs of a drain_plan's `kinds` lists, node by node in the plan's order, each with its
+    ``node``: what a drain evicts (or waits for) and names when it stops."""
+    return [dict(ref, node=node) for node, entry in (plan or {}).items() for kind in kinds for ref in entry[kind]]
+
+
+def in_the_way(items):
+    """The words for the pods a drain left behind, grouped by node in the order given:
+    ``on node n1: ns/a (why), ns/b (why); on node n2: ns/c (why)`` for `items`, a list of
+    (pod ref {"namespace", "name", "node" optional}, why). Pods without a node are named alone."""
+    groups = []
+    by_node = {}
+    for ref, why in items or []:
+        node = ref.get("node")
+        if node not in by_node:
+            by_node[node] = []
+            groups.append(node)
+        by_node[node].append("%s/%s (%s)" % (ref.get("namespace"), ref.get("name"), why))
+    return "; ".join(("on node %s: " % node if node else "") + ", ".join(by_node[node]) for node in groups) or "none"
+
+
 def blocked_pods(plan):
     """Every blocked pod of a drain_plan, with its node: [(node, ref)]."""
     return [(node, ref) for node, entry in plan.items() for ref in entry["blocked"]]

@@ -58,7 +58,7 @@ def refused(budget="llm"):
 
 def drain(answers):
     api, clock = Api(answers), Clock()
-    d = DrainApi(k8s=K8sClient(api=api, sleep=clock.sleep), sleep=clock.sleep, clock=clock, poll=1.0)
+    d = DrainApi(k8s=K8sClient(api=api, sleep=clock.sleep, clock=clock), sleep=clock.sleep, clock=clock, poll=1.0)
     d._core = api
     return d, api, clock
 
@@ -76,9 +76,9 @@ def test_budget_refusal_past_the_bound_names_the_budget_and_what_was_left():
     with pytest.raises(DrainError) as err:
         d.evict(POD, budget_timeout=5)
     assert api.posts == 6 and clock.now == 5.0  # one post a second, none after the bound
-    assert str(err.value) == ("pod apps/llm-0 was not evicted within 5 s: PodDisruptionBudget llm allows no "
-                              "disruption (left: nodes cordoned: node-1; pods evicted so far: apps/web-1; "
-                              "a rerun resumes from there)")
+    assert str(err.value) == ("the drain's deadline (5 s) passed before every pod was evicted; still in the way: "
+                              "apps/llm-0 (PodDisruptionBudget llm allows no disruption) (left: nodes left cordoned: "
+                              "node-1; pods evicted so far: apps/web-1; a plain rerun resumes from there)")
 
 
 def test_missing_pod_was_evicted_before_and_other_failures_say_what_was_left():
@@ -90,10 +90,11 @@ def test_missing_pod_was_evicted_before_and_other_failures_say_what_was_left():
     assert err.value.status == 403
     assert str(err.value).startswith("cannot evict pod apps/llm-0: the API server at https://guest:6443 answered "
                                      "403 Forbidden")
-    assert str(err.value).endswith("(left: nodes cordoned: none; pods evicted so far: none; a rerun resumes from there)")
+    assert str(err.value).endswith("(left: nodes left cordoned: none; pods evicted so far: none; "
+                                   "a plain rerun resumes from there)")
 
 
 def test_a_503_is_retried_by_the_boundary_not_counted_against_the_budget():
     d, api, clock = drain([ApiException(status=503, reason="Service Unavailable"), None])
-    assert d.evict(POD, budget_timeout=0) == "evicted"
-    assert api.posts == 2
+    assert d.evict(POD, budget_timeout=30) == "evicted"
+    assert api.posts == 2 and len(clock.slept) == 1 and clock.slept[0] < 1  # the boundary's backoff, not a round
