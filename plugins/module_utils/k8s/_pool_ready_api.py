@@ -20,6 +20,7 @@ class PoolReadyApi(object):
     def __init__(self, params=None, k8s=None):
         self.k8s = k8s if k8s is not None else K8sClient(params)
         self._core = None
+        self._uids = {}  # (namespace, name) -> uid of the pods this object created
 
     def core(self):
         if self._core is None:
@@ -41,9 +42,13 @@ class PoolReadyApi(object):
         return self._plain(found).get("items") or []
 
     def create_pod(self, manifest):
-        """Create the pod (not repeated unless nothing reached the server)."""
+        """Create the pod (not repeated unless nothing reached the server); its uid is kept for the delete."""
         ns = manifest["metadata"]["namespace"]
-        return self._plain(self.k8s.call_once(self.core().create_namespaced_pod, ns, manifest))
+        made = self._plain(self.k8s.call_once(self.core().create_namespaced_pod, ns, manifest))
+        uid = ((made or {}).get("metadata") or {}).get("uid")
+        if uid:
+            self._uids[(ns, manifest["metadata"]["name"])] = uid
+        return made
 
     def read_pod(self, namespace, name):
         """The pod as a dict, None when it is gone."""
@@ -54,12 +59,27 @@ class PoolReadyApi(object):
                 return None
             raise
 
-    def delete_pod(self, namespace, name):
-        """Delete the pod at once; True when it was there."""
+    def delete_pod(self, namespace, name, uid=None):
+        """Delete the pod at once, with its uid as precondition; True when it was there.
+
+        `uid`: the pod's uid; default the one its create answered, else the pod read now (a create whose
+        answer was lost). The precondition makes a repeated delete - its first answer lost, the pod gone -
+        refuse (409) a new pod made under the same name instead of deleting it; False then, as when the pod
+        is gone (404).
+        """
+        from kubernetes import client
+        uid = uid or self._uids.get((namespace, name))
+        if uid is None:
+            found = self.read_pod(namespace, name)
+            if found is None:
+                return False
+            uid = (found.get("metadata") or {}).get("uid")
+        body = client.V1DeleteOptions(grace_period_seconds=0, preconditions=client.V1Preconditions(uid=uid))
         try:
-            self.k8s.call(self.core().delete_namespaced_pod, name, namespace, grace_period_seconds=0)
-            return True
+            self.k8s.call(self.core().delete_namespaced_pod, name, namespace, body=body)
         except K8sError as exc:
-            if exc.status == 404:
+            if exc.status in (404, 409):  # gone, or a new pod under that name (the uid precondition)
                 return False
             raise
+        self._uids.pop((namespace, name), None)
+        return True
