@@ -1,7 +1,7 @@
 """No password or token in what a failing run prints, even with -vvv.
 
 Each link of site.yml is made to fail on purpose (ESXi: a vCenter that does not resolve; vSphere:
-a wrong password; licensing: the DLS appliance refusing the credential; VKS: a Supervisor API that
+a wrong password; licensing: the DLS appliance refusing the credential, and down; VKS: a Supervisor API that
 refuses connections; guest: a chart that does not exist, after the licensing link made its Secret).
 Every run goes through ansible-playbook -vvv with the default output, as an operator sees it, and
 neither the vCenter password, the DLS credential, a DLS bearer token, the Kubernetes token, the
@@ -115,10 +115,24 @@ def test_licensing_link_dls_refusing_the_credential(vsphere, pool, tmp_path):
     extra = dict(extra, gpupool_dls_password=WRONG_DLS_PASSWORD, gpupool_token_dir=str(tmp_path / "tokens"))
     rc, out = run_vvv(SITE, env, extra, limit="localhost")
     assert rc != 0
-    # the token task has no_log: the rescue names it and says why its output is hidden
-    assert ("Link 'licensing' failed: task 'Client configuration token from the DLS appliance' failed; "
-            "its output is hidden (no_log)") in out
+    # the token task has no task-level no_log (the module hides the password): the cause reaches the user,
+    # naming the appliance and the user whose login was refused
+    where = "%s:%s" % (extra["gpupool_dls_host"], extra.get("gpupool_dls_port", 443))
+    assert ("Link 'licensing' failed: Unable to get a client configuration token from DLS %s: login refused for user %s "
+            "at DLS appliance %s" % (where, extra["gpupool_dls_username"], where)) in out, out[-3000:]
+    assert "its output is hidden" not in out
     assert_no_secret(out, secrets_of(vsphere, rig, dls, [("wrong DLS password", WRONG_DLS_PASSWORD)]))
+
+
+def test_licensing_link_dls_unreachable(vsphere, pool, tmp_path):
+    rig, dls, env, extra, _tmp = pool
+    extra = dict(extra, gpupool_dls_port=9, gpupool_token_dir=str(tmp_path / "tokens"))  # nothing listens there
+    rc, out = run_vvv(SITE, env, extra, limit="localhost")
+    assert rc != 0
+    where = "%s:9" % extra["gpupool_dls_host"]
+    assert "Link 'licensing' failed: Unable to get a client configuration token from DLS %s: DLS appliance unreachable at %s (" \
+        % (where, where) in out, out[-3000:]
+    assert_no_secret(out, secrets_of(vsphere, rig, dls))
 
 
 def test_vks_link_unreachable_api(vsphere, pool, tmp_path):

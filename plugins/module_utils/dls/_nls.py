@@ -229,10 +229,23 @@ class DlsClient(object):
                 raise DlsError(msg, status=err.status, kind=err.kind, attempts=attempt)
 
     def login(self):
-        # a repeated login only opens another session: retried like a read
+        """Log in (a repeated login only opens another session: retried like a read). A failure says
+        which appliance and why: unreachable, refused credentials of the user named, or the answer."""
         self.logins += 1
-        self.bearer = self._call("POST", "/auth/v1/login",
-                                 {"username": self.username, "password": self.password}, auth=False).get("token")
+        try:
+            answer = self._call("POST", "/auth/v1/login", {"username": self.username, "password": self.password}, auth=False)
+        except DlsError as err:
+            if err.status in (401, 403):
+                text = ("login refused for user %s at DLS appliance %s (%s): check the user name and password"
+                        % (self.username, self.where, err))
+            elif err.kind in ("refused", "timeout", "reset"):
+                text = "DLS appliance unreachable at %s (%s)" % (self.where, err)
+            elif err.kind == "tls":
+                text = "DLS appliance %s: %s" % (self.where, err)
+            else:
+                text = "login to DLS appliance %s failed (%s)" % (self.where, err)
+            raise DlsError(text, status=err.status, kind=err.kind, attempts=err.attempts)
+        self.bearer = answer.get("token")
         if not self.bearer:
             raise DlsError("login answered without a token", kind="other")
 
