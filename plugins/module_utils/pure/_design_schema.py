@@ -67,6 +67,8 @@ DESIGN_FILE_MAX = 1024 * 1024
 # ranges of the numbers (vSphere 8 configuration maximums where they bound a value: 96 hosts per
 # cluster, 768 vCPUs and 24 TiB per VM; the schema's own sanity bounds elsewhere)
 HOSTS_MAX = 96
+VM_CPU_MAX = 768
+VM_MEMORY_GB_MAX = 24576
 GPUS_PER_HOST_MAX = 64
 GPUS_MAX = 100000
 TIME_SLICING_REPLICAS = (2, 256)
@@ -314,9 +316,9 @@ DESIGN_SCHEMA = {
                     "options": {
                         "name": {"type": "str", "default": None, "max_len": NAME_MAX,
                                  "description": "VM class name; null - gpu-<pool name>."},
-                        "cpu": {"type": "int", "required": True, "min": 1, "max": 768,
+                        "cpu": {"type": "int", "required": True, "min": 1, "max": VM_CPU_MAX,
                                 "description": "vCPUs (a vSphere 8 VM has at most 768)."},
-                        "memory_gb": {"type": "int", "required": True, "min": 1, "max": 24576,
+                        "memory_gb": {"type": "int", "required": True, "min": 1, "max": VM_MEMORY_GB_MAX,
                                       "description": "Memory in GiB (reserved 100 %; a vSphere 8 VM has at most "
                                                      "24 TiB)."},
                     },
