@@ -1,10 +1,11 @@
 """site.yml's ESXi link rolls the GPU clusters in parallel (one play host per cluster): when one
 cluster's roll fails, the run says so once, naming that cluster; the other clusters stop without
 a second error, and no later link runs (vSphere simulator; the links after the ESXi link are not
-reached, so no Kubernetes rig is needed)."""
+reached, so no Kubernetes rig is needed). A cluster stopped that way says what it left: the hosts this run
+changed and those still to roll, read after the stop."""
 import pathlib
 
-from tests.lib.ansible_run import run_playbook
+from tests.lib.ansible_run import run_module, run_playbook
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SITE = ROOT / "playbooks" / "site.yml"
@@ -54,8 +55,21 @@ def test_one_cluster_failing_gives_one_message_naming_it(vsphere, vsphere_env):
     assert "is undefined" not in run.stdout and "gpu-cluster-gpu-l40s" not in msg
     # the other cluster was stopped (it says so), not failed, and no later link ran
     stopped = [r for name, r in run.tasks if name == "Stopped because another cluster failed" and not r.get("skipped")]
-    assert [r.get("msg") for r in stopped] == [
-        "Cluster gpu-l40s: the ESXi link stopped here because cluster gpu-h100 failed; a rerun resumes"], stopped
+    assert len(stopped) == 1, stopped
+    said = stopped[0].get("msg")
+    assert said.startswith("Cluster gpu-l40s: the ESXi link stopped here because cluster gpu-h100 failed; a rerun resumes. "), said
+    # its own partial state, read after the stop: which hosts this run changed, which are still to roll
+    state = dict(part.split(": ", 1) for part in said.split("a rerun resumes. ", 1)[1].rstrip(".").split("; "))
+    assert set(state) == {"Hosts changed by this run", "hosts still to roll (untouched, or stopped in their turn)",
+                          "already at the design before the run", "in maintenance mode now"}, state
+    changed_hosts = [h for h in state["Hosts changed by this run"].split(", ") if h != "none"]
+    left = [h for h in state["hosts still to roll (untouched, or stopped in their turn)"].split(", ") if h != "none"]
+    assert sorted(changed_hosts + left) == ["esx-l40s-01", "esx-l40s-02"], state
+    assert "esx-l40s-02" in left, state  # its turn had not begun
+    assert state["already at the design before the run"] == "none"
     names = [name for name, _res in run.tasks]
     assert not any(n.startswith("VM classes of the pools") for n in names), names
     assert vsphere.host_state("esx-h100-01")["maintenance"] is True
+    # the failure path released the run lease of both clusters: a check-mode read finds none
+    lease, _run = run_module("gpupool.vcf.gpu_pool_lease", {"clusters": ["gpu-h100", "gpu-l40s"]}, env=vsphere_env, check=True)
+    assert [(x["cluster"], x["before"]) for x in lease["leases"]] == [("gpu-h100", None), ("gpu-l40s", None)], lease

@@ -1,0 +1,181 @@
+"""One run per pool at a time (vSphere simulator): the run lease in the custom attribute gpupool.vcf.run-lease
+of each GPU cluster.
+
+The module: a second run is refused naming the holder while the first holds the lease; check mode takes none
+and names the holder; the lease of a killed run is waited for until it expires, then taken over; a run
+releases only its own. site.yml: refused before any change while another run holds the pool; a run and a
+no-op rerun, each releasing the lease at its end, the rerun changed=0 on every play host (the lease is
+bookkeeping), with the figures of what the lease costs that no-op run.
+"""
+import datetime
+import json
+import pathlib
+import ssl
+
+import pytest
+from pyVim import connect
+from pyVmomi import vim
+
+from tests.lib.ansible_run import run_module, run_playbook
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SITE = ROOT / "playbooks" / "site.yml"
+DESIGN = ROOT / "examples" / "design.yml"
+FIELD = "gpupool.vcf.run-lease"
+M = "gpupool.vcf.gpu_pool_lease"
+CLUSTERS = ["gpu-h100", "gpu-l40s"]
+NEW = "550.90.05-1OEM.800.1.0.20613240"
+
+# the example design's two GPU clusters, one host each, on the design's driver
+FLEET = {
+    "clusters": [
+        {"name": "gpu-h100", "supervisor": True, "hosts": [
+            {"name": "esx-h100-01", "gpu": {"model": "H100-80GB", "count": 4}, "driver_version": NEW}]},
+        {"name": "gpu-l40s", "hosts": [
+            {"name": "esx-l40s-01", "gpu": {"model": "L40S", "count": 2}, "driver_version": NEW}]},
+    ],
+}
+
+
+def stamp(seconds_from_now):
+    moment = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=seconds_from_now)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Records:
+    """The clusters' lease records, read and written as an administrator (or another run) would."""
+
+    def __init__(self, sim):
+        ctx = ssl.create_default_context(cafile=sim.ca_file)
+        self.si = connect.SmartConnect(host=sim.host, port=sim.port, user=sim.user, pwd=sim.password, sslContext=ctx)
+        self.content = self.si.RetrieveContent()
+
+    def close(self):
+        connect.Disconnect(self.si)
+
+    def cluster(self, name):
+        view = self.content.viewManager.CreateContainerView(self.content.rootFolder, [vim.ClusterComputeResource], True)
+        try:
+            return [c for c in view.view if c.name == name][0]
+        finally:
+            view.DestroyView()
+
+    def key(self, create=False):
+        keys = [f.key for f in self.content.customFieldsManager.field or [] if f.name == FIELD]
+        if not keys and create:
+            return self.content.customFieldsManager.AddCustomFieldDef(name=FIELD, moType=vim.ClusterComputeResource).key
+        return keys[0] if keys else None
+
+    def read(self, name):
+        """The cluster's lease as a dict, None when there is none."""
+        key = self.key()
+        for value in self.cluster(name).customValue or []:
+            if value.key == key and value.value:
+                return json.loads(value.value)
+        return None
+
+    def write(self, name, holder, start, expiry):
+        text = json.dumps({"holder": holder, "start": start, "expiry": expiry}, sort_keys=True, separators=(",", ":"))
+        self.content.customFieldsManager.SetField(entity=self.cluster(name), key=self.key(create=True), value=text)
+
+    def clear(self, name):
+        if self.key() is not None:
+            self.content.customFieldsManager.SetField(entity=self.cluster(name), key=self.key(), value="")
+
+
+@pytest.fixture(scope="module")
+def records(vsphere):
+    out = Records(vsphere)
+    try:
+        yield out
+    finally:
+        out.close()
+
+
+def lease(env, holder, check=False, **args):
+    res, _run = run_module(M, dict(dict(clusters=CLUSTERS, holder=holder, ttl=600), **args), env=env, check=check)
+    return res
+
+
+def test_two_runs_check_mode_a_killed_runs_lease_and_release(vsphere_env, records):
+    first = lease(vsphere_env, "run-a")
+    assert not first.get("failed"), first
+    assert [(x["cluster"], x["action"]) for x in first["leases"]] == [("gpu-h100", "take"), ("gpu-l40s", "take")]
+    held = records.read("gpu-h100")
+    assert held["holder"] == "run-a" and records.read("gpu-l40s")["holder"] == "run-a"
+
+    second = lease(vsphere_env, "run-b")
+    assert second.get("failed") and "leased by run run-a" in second["msg"], second
+    assert "since %s, until %s" % (held["start"], held["expiry"]) in second["msg"] and "nothing was changed" in second["msg"]
+    assert records.read("gpu-h100") == held
+
+    # check mode takes none: it reads and names the holder
+    checked = lease(vsphere_env, "run-b", check=True)
+    assert not checked.get("failed") and checked["held_by_others"]["gpu-h100"]["holder"] == "run-a", checked
+    assert checked["requests"]["writes"] == 0 and records.read("gpu-h100") == held
+
+    # a killed run's lease, expiring in a few seconds: the rerun waits for it, then takes it over
+    for name in CLUSTERS:
+        records.write(name, "ops@ctl:4242-dead", stamp(-3600), stamp(4))
+    taken = lease(vsphere_env, "run-b", wait=60)
+    assert not taken.get("failed"), taken
+    assert [x["action"] for x in taken["leases"]] == ["take_over", "take_over"]
+    assert taken["requests"]["waited"] >= 1 and records.read("gpu-l40s")["holder"] == "run-b"
+
+    # a run releases only its own
+    refused = lease(vsphere_env, "run-a", state="released")
+    assert refused.get("failed") and "only its own" in refused["msg"]
+    released = lease(vsphere_env, "run-b", state="released")
+    assert not released.get("failed") and records.read("gpu-h100") is None and records.read("gpu-l40s") is None
+
+
+def site(env, **extra):
+    return run_playbook(SITE, env=env, extra_vars=dict({"gpupool_design_file": str(DESIGN)}, **extra))
+
+
+def lease_tasks(run):
+    """(task name, seconds) of every lease task of the run."""
+    out = []
+    for play in (run.data or {}).get("plays", []):
+        for task in play.get("tasks", []):
+            if "lease" in task["task"]["name"].lower():
+                d = task["task"].get("duration") or {}
+                seconds = 0.0
+                if d.get("start") and d.get("end"):
+                    fmt = "%Y-%m-%dT%H:%M:%S.%fZ"
+                    seconds = (datetime.datetime.strptime(d["end"], fmt) - datetime.datetime.strptime(d["start"], fmt)).total_seconds()
+                out.append((task["task"]["name"], seconds, task.get("hosts", {})))
+    return out
+
+
+def test_site_refused_while_held_then_run_and_noop_rerun(vsphere, vsphere_env, records):
+    for name in CLUSTERS:
+        records.write(name, "awx-job-77", stamp(-60), stamp(3600))
+    refused = site(vsphere_env)
+    assert refused.rc != 0
+    stops = [r for name, r in refused.tasks if name == "Stop before any change" and r.get("failed")]
+    assert len(stops) == 1 and "leased by run awx-job-77" in stops[0]["msg"] and "No link was run" in stops[0]["msg"], \
+        refused.stdout[-3000:]
+    assert not any(name.startswith("Roll the cluster") for name, _r in refused.tasks)
+    assert records.read("gpu-h100")["holder"] == "awx-job-77"
+
+    for name in CLUSTERS:
+        records.clear(name)
+    first = site(vsphere_env, gpupool_lease_holder="run-site")
+    assert first.rc == 0, first.stdout[-4000:]
+    assert records.read("gpu-h100") is None and records.read("gpu-l40s") is None  # released at the end
+
+    vsphere.reset_stats()
+    again = site(vsphere_env, gpupool_lease_holder="run-site")
+    assert again.rc == 0, again.stdout[-4000:]
+    per_host = (again.data or {}).get("stats", {})
+    assert per_host and all(s.get("changed", 0) == 0 for s in per_host.values()), per_host
+    assert records.read("gpu-h100") is None and records.read("gpu-l40s") is None
+    # what the lease costs the no-op run: its tasks and their seconds, and the SetField calls (2 per cluster: take,
+    # renew at the roll, release: one each per cluster)
+    costs = lease_tasks(again)
+    calls = vsphere.stats()["soap"]["methods"]
+    print("lease on a no-op run: %d tasks, %.1f s; SetField %s, RetrievePropertiesEx %s, Login %s of %d SOAP calls"
+          % (len(costs), sum(s for _n, s, _h in costs), calls.get("SetField"), calls.get("RetrievePropertiesEx"),
+             calls.get("Login"), sum(calls.values())))
+    assert calls.get("SetField") == 3 * len(CLUSTERS), calls  # no other SetField on a no-op run
