@@ -24,7 +24,7 @@ from __future__ import (absolute_import, division, print_function)
 
 __metaclass__ = type
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _capacity_live, _chargeback, _esxi, _nvidia, _pool_ready
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _capacity_live, _chargeback, _esxi, _lease, _nvidia, _pool_ready
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _design_schema
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names import (
     DNS_LABEL_FORM,
@@ -208,6 +208,21 @@ def gpu_host_info_errors(params):
 
 def gpu_pool_design_errors(params):
     return empty_errors(params, ("design_file",))
+
+
+def gpu_pool_lease_errors(params):
+    out = list_item_errors(params, "clusters")
+    if params.get("clusters") == []:
+        out.append("clusters must name at least one cluster")
+    out += range_errors(params, "wait", 0, what=" seconds")
+    if params.get("state", _lease.ACQUIRED) == _lease.ACQUIRED:
+        out += range_errors(params, "ttl", _lease.MIN_TTL, what=" seconds")
+    if params.get("holder") is not None:
+        try:
+            _lease.validate_holder(params["holder"])
+        except _lease.LeaseError as exc:
+            out.append("holder: %s" % exc)
+    return out
 
 
 def gpu_pool_audit_errors(params):
@@ -401,6 +416,7 @@ CHECKS = {
     "guest_node_drain": guest_node_drain_errors,
     "gpu_pool_audit": gpu_pool_audit_errors,
     "gpu_pool_design": gpu_pool_design_errors,
+    "gpu_pool_lease": gpu_pool_lease_errors,
     "gpu_usage": gpu_usage_errors,
     "nls_appliance_deploy": nls_appliance_deploy_errors,
     "nls_appliance_info": nls_appliance_info_errors,

@@ -140,3 +140,19 @@ def test_the_filter_refuses_what_is_not_a_mapping_and_an_unknown_role():
         role_input_errors(["x"], "drs_gpu_pinning")
     with pytest.raises(AnsibleFilterError, match="no input checks for role nope"):
         role_input_errors({}, "nope")
+
+
+@pytest.mark.parametrize("params, words", [
+    (dict(clusters=["gpu-h100"], state="acquired", ttl=0, wait=0), ["ttl must be 60 or more seconds, not 0"]),
+    (dict(clusters=["gpu-h100", ""], state="acquired", ttl=600, wait=0), ["clusters must not hold empty names"]),
+    (dict(clusters=[], state="acquired", ttl=600, wait=0), ["clusters must name at least one cluster"]),
+    (dict(clusters=["c"], state="acquired", ttl=600, wait=-1), ["wait must be 0 or more"]),
+    (dict(clusters=["c"], state="acquired", ttl=600, wait=0, holder="a\nb"), ["holder must be one line"]),
+])
+def test_the_lease_options_are_checked_before_any_request(params, words):
+    from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import check
+
+    text = "; ".join(check("gpu_pool_lease", params))
+    for word in words:
+        assert word in text, text
+    assert check("gpu_pool_lease", dict(clusters=["c"], state="released", ttl=0, wait=0)) == []
