@@ -209,6 +209,11 @@ VSPHERE_CASES = [
      ["prometheus_url must be an http:// or https:// URL"]),
 ]
 
+VSPHERE_CASES += [
+    ("lease-ttl-0", "gpu_pool_lease", dict(clusters=["gpu-h100"], ttl=0), ["ttl must be 60 or more seconds"]),
+    ("lease-empty-cluster", "gpu_pool_lease", dict(clusters=["gpu-h100", ""]), ["clusters must not hold empty names"]),
+]
+
 STUB_CASES = [
     ("vks-empty-pools-with-purge", "vks_node_pool", dict(cluster_name="gpu-workloads", namespace="gpu-platform",
                                                          node_pools=[], purge=True),
@@ -266,6 +271,46 @@ DESIGN_CASES = [
      ["VM class name 'gpu-%s'" % LONG_POOL, "64 characters, over 63", "at most 59"]),
     ("design-label-key", dict(design=BAD_LABEL), ["label_syntax", "'Bad Key'"]),
     ("design-empty-file-name", dict(design_file=""), ["design_file must not be empty"]),
+    # every value bounded (the design schema's table), each refused naming the field and the bound
+    ("design-priority-value-2e9", dict(design=_design(**{"priorities__gpu-inference__value": 2000000000})),
+     ["priorities.gpu-inference.value", "maximum 1000000000"]),
+    ("design-priority-value-below-int32", dict(design=_design(**{"priorities__gpu-notebook__value": -2147483649})),
+     ["priorities.gpu-notebook.value", "minimum -2147483648"]),
+    ("design-negative-quota", dict(design=_design(tenants__1__gpu_quota={"training": 8, "inference": -2, "notebooks": 8})),
+     ["tenants.team-vision.gpu_quota.inference", "minimum 0"]),
+    ("design-5mb-description", dict(design=_design(tenants__0__description="x" * 5000000)),
+     ["tenants.team-search.description", "5000000 characters, over the bound of 1024"]),
+    ("design-system-priority-class", dict(design=_design(**{"priorities__system-node-critical": {"value": 10}})),
+     ["reserved_name", "system-node-critical", "reserved for Kubernetes' own PriorityClasses"]),
+    ("design-tenant-in-kube-system", dict(design=_design(tenants__0__namespace="kube-system")),
+     ["reserved_name", "kube-system is a Kubernetes system namespace"]),
+    ("design-tenant-in-supervisor-namespace", dict(design=_design(tenants__0__namespace="vmware-system-vks-public")),
+     ["reserved_name", "vmware-system-"]),
+    ("design-slo-percentile-150", dict(design=_design(pools__1__slo__percentile=150)),
+     ["pools.training.slo.percentile", "above 0 and below 100"]),
+    ("design-planned-utilization-3", dict(design=_design(pools__1__slo__planned_utilization=3)),
+     ["pools.training.slo.planned_utilization", "maximum 1"]),
+    ("design-negative-cpu-limit", dict(design=_design(tenants__0__limits__cpu_mhz=-1)),
+     ["tenants.team-search.limits.cpu_mhz", "minimum 0"]),
+    ("design-negative-memory-limit", dict(design=_design(tenants__0__limits__memory_mib=-1)),
+     ["tenants.team-search.limits.memory_mib", "minimum 0"]),
+    ("design-storage-class-not-dns", dict(design=_design(vks_clusters__0__storage_class="Bad Class")),
+     ["vks_clusters.gpu-workloads.storage_class", "DNS subdomain"]),
+    ("design-image-tag-shell", dict(design=_design(guest__driver__version="550.90.07 ; rm -rf /")),
+     ["guest.driver.version", "OCI image tag"]),
+    ("design-image-repository", dict(design=_design(guest__driver__repository="Registry.Example.com/NV AIE")),
+     ["guest.driver.repository", "OCI image repository"]),
+    ("design-time-slicing-replicas-0", dict(design=_design(pools__2__guest_time_slicing__replicas=0)),
+     ["pools.notebooks.guest_time_slicing.replicas", "minimum 2"]),
+    ("design-two-tenants-one-namespace", dict(design=_design(tenants__1__namespace="team-search")),
+     ["unique_names", "team-search"]),
+]
+
+ALIAS_BOMB = "\n".join(['a0: &a0 ["lol"]'] + ["a%d: &a%d [%s]" % (i, i, ", ".join(["*a%d" % (i - 1)] * 9))
+                                            for i in range(1, 10)]) + "\nname: *a9\n"
+DESIGN_FILE_CASES = [
+    ("design-file-alias-bomb", ALIAS_BOMB, ["a YAML alias at line 2", "takes no aliases"]),
+    ("design-file-over-1-mib", "name: x\n#%s\n" % ("y" * (1 << 20)), ["over the bound of 1048576 bytes"]),
 ]
 
 
@@ -340,6 +385,26 @@ ROLE_CASES = [
     _role_case("role-tenancy-bad-vm-class-name", "supervisor_gpu_tenancy",
                dict(supervisor_gpu_tenancy_vm_classes=[{"name": "GPU_Small", "cpu_count": 4, "memory_mb": 8192}]),
                ["name 'GPU_Small'", "'gpu-small'"]),
+    # roles used alone check what the design checks, before their first change
+    _role_case("role-policy-namespace-not-dns", "gpu_scheduling_policy",
+               dict(gpu_scheduling_policy_tenants=[{"namespace": "Team_X", "gpus": 1}]),
+               ["gpu_scheduling_policy_tenants[0].namespace 'Team_X'", "Nothing was changed"]),
+    _role_case("role-policy-two-tenants-one-namespace", "gpu_scheduling_policy",
+               dict(gpu_scheduling_policy_tenants=[{"namespace": "team-a", "gpus": 1}, {"namespace": "team-a", "gpus": 2}]),
+               ["namespace 'team-a' is given twice"]),
+    _role_case("role-policy-priority-2e9", "gpu_scheduling_policy", dict(gpu_scheduling_policy_inference_priority=2000000000),
+               ["gpu_scheduling_policy_inference_priority_class value", "above 1000000000"]),
+    _role_case("role-operator-time-slicing-replicas-0", "gpu_operator",
+               dict(gpu_operator_time_slicing={"notebooks": {"replicas": 0}}, gpu_operator_driver_version="550.90.07"),
+               ["gpu_operator_time_slicing.notebooks.replicas", "from 2 to 256", "not 0"]),
+    _role_case("role-tenancy-system-namespace-after-a-good-class", "supervisor_gpu_tenancy",
+               dict(supervisor_gpu_tenancy_vm_classes=[{"name": "gpu-bounded", "cpu_count": 4, "memory_mb": 8192,
+                                                        "cluster": "gpu-h100", "vgpu_profiles": ["nvidia_h100-1-10c"]}],
+                    supervisor_gpu_tenancy_namespaces=[{"name": "kube-system", "vm_classes": ["gpu-bounded"]}]),
+               ["supervisor_gpu_tenancy_namespaces[0].name 'kube-system'", "system namespace"]),
+    _role_case("role-pinning-cluster-twice", "drs_gpu_pinning",
+               dict(drs_gpu_pinning_clusters=[{"name": "gpu-h100"}, {"name": "gpu-h100"}]),
+               ["cluster 'gpu-h100' is given twice"]),
 ]
 
 SITE_CASES = [
@@ -349,6 +414,12 @@ SITE_CASES = [
                                                                       "notebooks": 8}),
      ["dns_label", "pool name 'GPU_Inference'", "'gpu-inference'", "tenant name 'Team_A'", "'team-a'"]),
     ("site-design-name-escapes-token-folder", BAD_NAME, ["design_name_safe", "'../../x'", "use 'x'"]),
+    # what site.yml once applied on three links before the guest link refused it
+    ("site-values-out-of-bounds", _design(**{"priorities__gpu-inference__value": 2000000000,
+                                            "tenants__0__namespace": "kube-system",
+                                            "tenants__1__gpu_quota": {"training": 8, "inference": -2, "notebooks": 8}}),
+     ["priorities.gpu-inference.value", "maximum 1000000000", "kube-system is a Kubernetes system namespace",
+      "tenants.team-vision.gpu_quota.inference"]),
 ]
 
 
@@ -357,8 +428,9 @@ def test_the_matrix_covers_every_module_and_role():
     covered = {c[1] for c in VSPHERE_CASES + STUB_CASES} | {"gpu_pool_design"}
     assert covered == modules
     assert {c[1] for c in ROLE_CASES} == {p.name for p in (ROOT / "roles").iterdir() if (p / "tasks").is_dir()}
-    total = len(VSPHERE_CASES) + len(STUB_CASES) + len(DESIGN_CASES) + len(ROLE_CASES) + len(SITE_CASES)
-    assert total >= 60
+    total = len(VSPHERE_CASES) + len(STUB_CASES) + len(DESIGN_CASES) + len(DESIGN_FILE_CASES) + len(ROLE_CASES) \
+        + len(SITE_CASES)
+    assert total >= 90
 
 
 # ---------------------------------------------------------------------------------------
@@ -561,6 +633,17 @@ def test_kubernetes_dls_and_guest_module(stub, tmp_path, case_id, module, args, 
 def test_design(case_id, args, words):
     result = run_module("gpu_pool_design", args)
     assert_message(result, words)
+    assert result.get("derived") is None, case_id
+    assert len(result["msg"]) < 20000, (case_id, len(result["msg"]))
+
+
+@pytest.mark.parametrize("case_id, text, words", DESIGN_FILE_CASES, ids=[c[0] for c in DESIGN_FILE_CASES])
+def test_design_file(tmp_path, case_id, text, words):
+    path = tmp_path / "design.yml"
+    path.write_text(text)
+    result = run_module("gpu_pool_design", dict(design_file=str(path)))
+    assert_message(result, words)
+    assert len(result["msg"]) < 500, (case_id, len(result["msg"]))
     assert result.get("derived") is None, case_id
 
 
