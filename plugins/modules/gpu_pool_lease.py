@@ -69,8 +69,10 @@ options:
     default: 0
 attributes:
   check_mode:
+    description: Reads the leases and says what a run would do and who holds each, without writing or refusing.
     support: full
   diff_mode:
+    description: Returns each cluster's lease before and after.
     support: full
 notes:
   - Writing the record needs the privileges C(Global.SetCustomField) and, once, C(Global.ManageCustomFields).
@@ -194,9 +196,9 @@ class PoolLease(Resource):
     def plan(self, live):
         decisions = _lease.decide_all(live, self.holder, int(self.clock()), self.p["state"], self.p["ttl"],
                                       self.module.check_mode)
+        writing = (_lease.TAKE, _lease.RENEW, _lease.TAKE_OVER, _lease.RELEASE)
         changes = [Change("GPU cluster %s" % d["cluster"], "run_lease", _lease.view(d["before"]), _lease.view(d["after"]),
-                          d["action"]) for d in decisions if d["action"] in (_lease.TAKE, _lease.RENEW, _lease.TAKE_OVER,
-                                                                               _lease.RELEASE)]
+                          d["action"]) for d in decisions if d["action"] in writing]
         return Plan(changes, before=dict((d["cluster"], _lease.view(d["before"])) for d in decisions),
                     after=dict((d["cluster"], _lease.view(d["after"])) for d in decisions), decisions=decisions)
 
