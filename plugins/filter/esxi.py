@@ -138,6 +138,13 @@ def esxi_host_drain_vms(info, host, items, reboot=True):
     return _esxi.vms_going_down(record[0], bool((info or {}).get("vgpu_hotmigrate")))
 
 
+def esxi_turn_window(items, reboot=True):
+    """How a host's turn goes through maintenance mode (_esxi.turn_window of its plan items)."""
+    if not isinstance(items, list):
+        raise AnsibleFilterError("esxi_turn_window: the host's plan items must be a list, not %r" % (items,))
+    return _esxi.turn_window(items, bool(reboot))
+
+
 def esxi_hosts_to_roll(hosts, target, graphics_type=None, assignment_policy=None, scheduler=None,
                        allow_downgrade=False, only=None, always=False, driver=True, mig=None, vgpu_mode=None):
     try:
@@ -160,4 +167,5 @@ class FilterModule(object):
             "vm_class_vgpu_profiles": vm_class_vgpu_profiles,
             "common_scheduler": common_scheduler,
             "esxi_hosts_to_roll": esxi_hosts_to_roll,
+            "esxi_turn_window": esxi_turn_window,
         }

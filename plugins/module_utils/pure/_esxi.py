@@ -15,7 +15,8 @@
 * Scheduler: :func:`scheduler_plan` (the ``nvidia`` module option string to write, merged
   with what is there, and the fixed-share check against the vGPUs each GPU carries).
 * Which hosts need their turn: :func:`host_changes`, :func:`hosts_to_roll` (from one
-  ``gpu_host_info`` read of the cluster, without a call per host).
+  ``gpu_host_info`` read of the cluster, without a call per host); how a turn goes through
+  maintenance mode: :func:`needs_maintenance`, :func:`gpus_to_empty`, :func:`turn_window`.
 * Host MIG mode over SSH: :func:`mig_mode_commands` (the commands, quoted), :func:`mig_plan`.
 
 Every error is an :class:`EsxiError` (a ``ValueError``) whose message says what is wrong
@@ -563,7 +564,8 @@ def host_changes(host, target, graphics_type=None, assignment_policy=None, sched
             items.append(plan_item("graphics", None, graphics_type, "unread", "graphics configuration not read"))
         else:
             current = dict(host["graphics"], vgpu_modes=vgpu_modes_of(host.get("gpus")))
-            items.extend(graphics_changes(current, pcis, graphics_type, assignment_policy, vgpu_mode)[1])
+            items.extend(with_gpu_vms(graphics_changes(current, pcis, graphics_type, assignment_policy, vgpu_mode)[1],
+                                      host.get("gpus")))
     items.extend(_scheduler_items(host, _normalized_scheduler(scheduler), pcis))
     for reason in host.get("reboot_pending") or []:
         items.append(plan_item("reboot", "pending", "done", "reboot", reason))
@@ -579,20 +581,69 @@ def host_changes(host, target, graphics_type=None, assignment_policy=None, sched
 
 # the plan items whose step takes the host into maintenance mode: a driver change reboots it, a
 # host MIG mode change needs it; a reboot the host owes, a driver not loaded and new nvidia module
-# options reboot it when the roll reboots (``reboot``)
+# options reboot it when the roll reboots (``reboot``); a vGPU mode change of a GPU in use needs the
+# GPU empty (:func:`gpus_to_empty`)
 _MAINTENANCE_ALWAYS = {("driver", "install"), ("driver", "upgrade"), ("driver", "downgrade"), ("mig_mode", "set")}
 _MAINTENANCE_IF_REBOOT = {("vgpu_profiles", "reboot"), ("reboot", "reboot"), ("nvidia_module_options", "set")}
+# the plan items for which esxi_gpu_config (reboot=true) takes the host through its own reboot path, and so
+# out of the maintenance mode the roll opened for a vGPU mode change
+_CONFIG_REBOOTS = {("nvidia_module_options", "set"), ("reboot", "reboot"), ("mig_mode", "set")}
+
+
+def with_gpu_vms(items, gpus):
+    """The vGPU mode items of a host's plan with ``vms``: the names of the powered-on VMs vSphere placed on
+    the GPU (gpu_host_info's ``gpus[].vms``), None where the read did not list them (``vms`` not gathered:
+    the GPU may be in use). A GPU that carries VMs says so in the item's reason. Other items are kept."""
+    by_pci = dict((g.get("pci_id"), g) for g in gpus or [])
+    out = []
+    for item in items:
+        if item.get("field") == "graphics.vgpu_mode" and item.get("gpu") is not None:
+            vms = (by_pci.get(item["gpu"]) or {}).get("vms")
+            names = None if vms is None else [v.get("name") if isinstance(v, dict) else v for v in vms]
+            item = dict(item, vms=names)
+            if names:
+                item["reason"] = "%s (carries VMs %s)" % (item["reason"], ", ".join(str(n) for n in names))
+        out.append(item)
+    return out
+
+
+def gpus_to_empty(items):
+    """The GPUs (PCI addresses) of a host's plan whose vGPU mode changes while powered-on VMs may sit on
+    them (``vms`` listed, or not read): the host refuses that change under a powered-on vGPU VM, so the
+    roll empties them first (guest nodes drained, maintenance mode, the node VMs powered off or moved). A
+    GPU read as empty changes in place; so does every GPU of an item without ``vms`` (not judged per GPU)."""
+    return sorted(set(i["gpu"] for i in items or [] if i.get("field") == "graphics.vgpu_mode"
+                      and i.get("action") == "set" and "vms" in i and (i["vms"] is None or i["vms"])))
 
 
 def needs_maintenance(items, reboot=True):
     """Whether a host's turn (its :func:`host_plan` items) takes it into maintenance mode, so that the
     powered-on vGPU VMs vCenter cannot migrate go down with it: the test for draining their guest nodes.
-    Graphics changes alone do not (they apply to VMs powered on later)."""
+    Graphics changes alone do not (they apply to VMs powered on later), except a vGPU mode change of a GPU
+    in use (:func:`gpus_to_empty`)."""
     for item in items or []:
         key = (item.get("field"), item.get("action"))
         if key in _MAINTENANCE_ALWAYS or (reboot and key in _MAINTENANCE_IF_REBOOT):
             return True
-    return False
+    return bool(gpus_to_empty(items))
+
+
+def turn_window(items, reboot=True):
+    """How a host's turn goes through maintenance mode, from its :func:`host_plan` items.
+
+    Returns dict(``maintenance``: :func:`needs_maintenance`; ``empty_gpus``: :func:`gpus_to_empty`, the GPUs
+    for which the roll itself takes the host into maintenance mode before its graphics step and out again
+    after its last step; ``vgpu_modes``: the reasons of those GPUs' changes (check mode predicts them, as
+    the host cannot be asked while its VMs still run); ``config_reboots``: whether the graphics step takes
+    the host through its own reboot path when the roll reboots (new nvidia module options, a reboot owed,
+    a MIG mode change), which ends that maintenance mode itself).
+    """
+    empty = gpus_to_empty(items)
+    return dict(maintenance=needs_maintenance(items, reboot), empty_gpus=empty,
+                vgpu_modes=[i["reason"] for i in items or [] if i.get("field") == "graphics.vgpu_mode"
+                            and i.get("gpu") in empty],
+                config_reboots=bool(reboot) and any((i.get("field"), i.get("action")) in _CONFIG_REBOOTS
+                                                    for i in items or []))
 
 
 def vms_going_down(host, hotmigrate):

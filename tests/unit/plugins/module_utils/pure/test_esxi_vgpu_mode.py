@@ -106,8 +106,9 @@ def test_the_roll_plans_the_same_items_as_the_module():
     _desired, module_items = _esxi.graphics_changes(
         dict(host["graphics"], vgpu_modes={A: "same_size", B: "mixed_size", C: "multi_instance_gpu"}),
         [A, B, C], vgpu_mode="mixed_size")
-    assert items == module_items
-    assert [(i["field"], i["gpu"]) for i in items] == [("graphics.vgpu_mode", A)]
+    # the roll's items are the module's, with the VMs on each GPU (not listed in this read: None)
+    assert [dict((k, v) for k, v in i.items() if k != "vms") for i in items] == module_items
+    assert [(i["field"], i["gpu"], i["vms"]) for i in items] == [("graphics.vgpu_mode", A, None)]
 
 
 def test_hosts_to_roll_names_the_host_off_the_mode_only():
@@ -118,9 +119,12 @@ def test_hosts_to_roll_names_the_host_off_the_mode_only():
     assert _esxi.hosts_to_roll(hosts, "550.90.05", driver=False) == {}
 
 
-def test_a_vgpu_mode_change_alone_takes_no_maintenance():
-    # the module refuses a change under a powered-on vGPU VM; the roll does not reboot for it
-    items = _esxi.host_changes(host_record("sameSize"), "550.90.05", driver=False, vgpu_mode="mixed_size")
+def test_a_vgpu_mode_change_of_an_empty_gpu_takes_no_maintenance():
+    # the host changes the mode of a GPU no powered-on VM sits on in place; the roll does not reboot for it
+    host = host_record("sameSize")
+    host["gpus"][0]["vms"] = []
+    items = _esxi.host_changes(host, "550.90.05", driver=False, vgpu_mode="mixed_size")
+    assert [i["gpu"] for i in items] == [A]
     assert not _esxi.needs_maintenance(items)
 
 
