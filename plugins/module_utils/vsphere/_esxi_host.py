@@ -29,6 +29,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere impor
     VsphereFault,
     VsphereNotFound,
     VsphereConnectionError,
+    VsphereSessionLost,
     VsphereTaskError,
     vim,
     wait,
@@ -210,11 +211,15 @@ class HostOps:
     def reboot_and_wait(self, host, timeout):
         """Reboot a host in maintenance mode and wait until it is connected with a new boot time.
 
-        vCenter unreachable meanwhile (restarting) does not end the wait before ``timeout``.
+        vCenter unreachable meanwhile (restarting) does not end the wait before ``timeout``. The
+        host's state is read through the client's boundary: a session ended meanwhile
+        (``TerminateSession``) is logged in again once and the wait goes on within the same
+        deadline; lost twice in a row, the wait ends at once, naming the host left in maintenance
+        mode (never "did not come back": the host may well be back).
         """
         before = host.get("runtime.bootTime")
         started = self.clock()
-        self.client.wait_for_task(host.obj.RebootHost_Task(force=False), timeout=timeout, what="reboot")
+        name = host.get("name", host.moid)
         seen = dict(down=False)
 
         def back():
@@ -228,12 +233,24 @@ class HostOps:
                 return True, now
             return False, "host connected, not rebooted yet"
 
-        left = max(1.0, timeout - (self.clock() - started))
+        try:
+            self._reboot(host, timeout)
+            left = max(1.0, timeout - (self.clock() - started))
+        except VsphereSessionLost as exc:
+            raise VsphereSessionLost("host %s: %s; the host is left in maintenance mode, its reboot may be under way"
+                                     % (name, exc))
         try:
             return wait(back, left, "the host's return after the reboot", transient=(VsphereConnectionError,),
                         initial_delay=0.25, max_delay=5.0, sleep=self.sleep, clock=self.clock)
+        except VsphereSessionLost as exc:
+            raise VsphereSessionLost("host %s: %s; the host is left in maintenance mode, rebooting or rebooted"
+                                     % (name, exc))
         except VsphereTaskError as exc:
             raise VsphereTaskError("the host did not come back within %ss of the reboot (%s)" % (timeout, exc))
+
+    def _reboot(self, host, timeout):
+        """RebootHost_Task, waited for (the task ends when the host goes down)."""
+        self.client.wait_for_task(host.obj.RebootHost_Task(force=False), timeout=timeout, what="reboot")
 
     # -- graphics and module options -----------------------------------------------------
     def graphics_manager(self, host_obj):

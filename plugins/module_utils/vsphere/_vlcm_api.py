@@ -15,7 +15,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _vlcm
-from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError, VsphereSessionLost
 
 SETTINGS = "/api/esx/settings"
 TASK = {"vmw-task": "true"}
@@ -109,7 +109,12 @@ class VlcmApi:
         if hosts:
             body["hosts"] = sorted(hosts)
         task = self.rest.post(self.base, params=dict(action="apply", **TASK), body=body)
-        self.rest.wait_for_task(task, timeout=self.timeout, what="remediation")
+        try:
+            self.rest.wait_for_task(task, timeout=self.timeout, what="remediation")
+        except VsphereSessionLost as exc:
+            # the task goes on in vCenter: it is not applied again, a rerun reads the compliance
+            raise VsphereSessionLost("%s; remediation task %s was not repeated and may still be rebooting hosts"
+                                     % (exc, task))
 
 
 __all__ = ["SETTINGS", "VlcmApi", "cluster_hosts"]

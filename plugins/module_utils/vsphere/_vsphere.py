@@ -13,8 +13,10 @@ What it offers:
 * one fault boundary: every SOAP call of the session (methods and property reads, whatever
   object they are made on) goes through :class:`_BoundaryStub`. A vSphere fault becomes a
   :class:`VsphereFault` naming the operation and the object; an expired or killed session
-  (``NotAuthenticated``) is logged in again and the call repeated, a bounded number of
-  times; a dropped connection, a refused one (vCenter restarting) or a 5xx from a proxy is
+  (``NotAuthenticated``: vCenter's answer after ``SessionManager.TerminateSession`` by an
+  administrator, an idle-session timeout or a logout) is logged in again once and the call
+  repeated; refused again right after that re-login (lost twice in a row), the call raises
+  :class:`VsphereSessionLost`, which no waiter takes for "not there yet"; a dropped connection, a refused one (vCenter restarting) or a 5xx from a proxy is
   retried with bounded exponential backoff and jitter for reads; then one
   :class:`VsphereConnectionError` says what was attempted and how often;
 * a change is sent once: a method that is not a read (``REPEATABLE_PREFIXES``) is repeated only
@@ -32,9 +34,11 @@ What it offers:
   number of objects (pages are followed with ContinueRetrievePropertiesEx);
 * :meth:`VsphereClient.retrieve_objects`: properties of a known list of objects in one
   retrieval;
-* :func:`wait`: the one waiter (vSphere tasks, REST tasks, host reconnects) with bounded
-  exponential backoff, jitter and a deadline; transient errors while waiting do not end the
-  wait before the deadline;
+* :func:`wait`: the one waiter (vSphere tasks, REST tasks, host reconnects, leases) with
+  bounded exponential backoff, jitter and a deadline; transient errors while waiting do not
+  end the wait before the deadline. A session lost during a wait is logged in again by the
+  boundary and the wait goes on within the same deadline; a session lost twice in a row ends
+  the wait at once with what was being waited for and that a plain rerun resumes;
 * :func:`fault_message`: any vSphere fault as one readable line.
 """
 
@@ -87,6 +91,14 @@ class VsphereOutcomeUnknown(VsphereConnectionError):
     caller reads the object again to learn what happened (``outcome_unknown``)."""
 
     outcome_unknown = True
+
+
+class VsphereSessionLost(VsphereConnectionError):
+    """vCenter refused the session (``NotAuthenticated``, REST 401) again right after a re-login,
+    or the re-login itself failed: the session was lost twice in a row. Not a transient fault: a
+    waiter ends at once (it does not take it for a host or a task that is not back yet)."""
+
+    session_lost = True
 
 
 class VsphereTaskError(VsphereError):
@@ -187,10 +199,14 @@ class _Attempts:
         return self.count < self.policy.retries
 
     def pause(self):
-        """Count a repeat and sleep before it."""
+        """Count a repeat and sleep before it (the backoff's next delay)."""
+        self.pause_for(next(self._delays))
+
+    def pause_for(self, seconds):
+        """Count a repeat and sleep ``seconds`` before it (a delay the server asked for)."""
         self.count += 1
         self.policy.retried += 1
-        self.policy.sleep(next(self._delays))
+        self.policy.sleep(seconds)
 
 
 def wait(check, timeout, what, transient=(), initial_delay=0.2, max_delay=5.0,
@@ -200,7 +216,9 @@ def wait(check, timeout, what, transient=(), initial_delay=0.2, max_delay=5.0,
     ``check`` returns ``(done, value)`` or ``(False, state text)``. An exception of a type in
     ``transient`` (vCenter restarting, a proxy answering 503) does not end the wait before the
     deadline; the last one is named if the deadline passes. Delays grow exponentially with
-    jitter up to ``max_delay``.
+    jitter up to ``max_delay``. A session the client's boundary logged in again once is no
+    fault here; :class:`VsphereSessionLost` (lost twice in a row) ends the wait at once, naming
+    ``what``, whatever ``transient`` says.
     """
     deadline = clock() + timeout
     delays = backoff_delays(initial_delay, max_delay)
@@ -211,6 +229,8 @@ def wait(check, timeout, what, transient=(), initial_delay=0.2, max_delay=5.0,
             if done:
                 return value
             state = value
+        except VsphereSessionLost as exc:
+            raise session_lost_during(exc, what)
         except transient as exc:  # pylint: disable=catching-non-exception
             if getattr(exc, "outcome_unknown", False):
                 raise  # a change inside the check, sent once: calling the check again would repeat it
@@ -218,6 +238,18 @@ def wait(check, timeout, what, transient=(), initial_delay=0.2, max_delay=5.0,
         if clock() >= deadline:
             raise VsphereTaskError("%s did not finish within %ss (last state: %s)" % (what, timeout, state))
         sleep(min(next(delays), max(0.0, deadline - clock()) or initial_delay))
+
+
+def session_lost_during(exc, what):
+    """The :class:`VsphereSessionLost` a waiter raises: what it waited for and what to do next
+    (an error already named by an inner waiter is kept as it is)."""
+    if getattr(exc, "waited_for", None):
+        return exc
+    lost = VsphereSessionLost("the vCenter session was lost twice in a row while waiting for %s (%s); "
+                              "what was being waited for may still be under way in vCenter: "
+                              "a plain rerun reads the state and resumes" % (what, exc))
+    lost.waited_for = what
+    return lost
 
 
 def _transient(exc):
@@ -379,8 +411,9 @@ class VsphereClient:
             if status == 200:
                 return obj
             if isinstance(obj, vim.fault.NotAuthenticated) and info.wsdlName not in ("Login", "Logout") and not self._closing:
-                if relogins >= self.retry.retries:
-                    raise VsphereConnectionError(
+                # one re-login per call: refused again right after it, the session is lost twice in a row
+                if relogins >= min(1, self.retry.retries):
+                    raise VsphereSessionLost(
                         "%s on %s: the session was refused (NotAuthenticated) again after %d re-logins to %s"
                         % (operation, _target(mo), relogins, self.endpoint))
                 relogins += 1
@@ -395,12 +428,15 @@ class VsphereClient:
             raise VsphereError("%s on %s: unexpected answer %r" % (operation, _target(mo), obj))
 
     def _relogin(self):
-        """A new session on the same stub: objects already read stay usable."""
+        """A new session on the same stub: objects already read stay usable. A refused login
+        raises :class:`VsphereSessionLost`; a connection failure during it stays a
+        :class:`VsphereConnectionError` (vCenter restarting: a waiter goes on)."""
         user, password = self._credentials
         try:
             self.content.sessionManager.Login(userName=user, password=password)
-        except VsphereFault as exc:
-            raise VsphereConnectionError("re-login to %s failed: %s" % (self.endpoint, exc))
+        except VsphereFault as exc:  # vCenter answered and refused: not a transient fault
+            raise VsphereSessionLost("re-login to %s after the session was refused (NotAuthenticated) failed: %s"
+                                     % (self.endpoint, exc))
 
     def _transport_text(self, operation, mo, exc, attempts, retried):
         if isinstance(exc, HTTPException) and str(exc)[:3].isdigit():  # a proxy's status, not vCenter's SOAP answer
@@ -484,8 +520,9 @@ class VsphereClient:
                       sleep=time.sleep, clock=time.monotonic):
         """Wait for a task to end; return its result or raise :class:`VsphereTaskError`.
 
-        A vCenter that restarts during the wait (connection refused, session lost) does not
-        end the wait before ``timeout``; a task vCenter no longer knows does.
+        A vCenter that restarts during the wait (connection refused) does not end the wait
+        before ``timeout``; a session ended meanwhile (``TerminateSession``) is logged in again
+        once and the wait goes on; a task vCenter no longer knows ends it.
         """
         def check():
             try:

@@ -9,17 +9,22 @@ Certificates are verified like the SOAP client (``_vsphere.ssl_context`` rules).
 come back as :class:`VsphereRestError` with the API's ``error_type`` and messages, 404 as
 :class:`VsphereNotFound`.
 
-The same fault boundary as the SOAP client: a 401 (session expired or killed) logs in again
-and repeats the call, a bounded number of times; a refused or dropped connection, a timeout
-or a 5xx is retried with bounded exponential backoff and jitter for GET and HEAD; tasks are
-waited for with the one waiter of ``_vsphere``, which outlasts a vCenter restart.
+The same fault boundary as the SOAP client: a 401 (the session expired, was logged out or was
+ended through ``SessionManager.TerminateSession``) logs in again once and repeats the call; a
+401 again right after that re-login (the session lost twice in a row) raises
+:class:`VsphereSessionLost`, which ends a wait at once instead of being taken for a task that
+is not done yet. A refused or dropped connection, a timeout or a 5xx is retried with bounded
+exponential backoff and jitter for GET and HEAD; a 503 with ``Retry-After`` is repeated after
+the delay the header asks for (seconds or an HTTP-date), within the call's deadline (the
+client's ``timeout`` from the first attempt), not after the usual backoff. Tasks are waited
+for with the one waiter of ``_vsphere``, which outlasts a vCenter restart.
 
 A change (POST, PATCH, PUT, DELETE) is sent once, and repeated only where it provably did not
 reach vCenter:
 
 * the connection was refused, or could not be opened in time (``ConnectTimeout``): nothing
   was sent;
-* a 503 carrying ``Retry-After``: the server's own word that it is not taking requests now
+* a 503 carrying a readable ``Retry-After``: the server's own word that it is not taking requests now
   (vCenter's reverse proxy while a service starts). requests sends the whole body before it
   reads the answer, so the client cannot see whether the server read the body; the
   ``Retry-After`` is what tells this refusal from a gateway's failure after forwarding.
@@ -39,6 +44,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import time
+from datetime import datetime
 
 try:
     import requests
@@ -54,10 +60,17 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere impor
     VsphereError,
     VsphereNotFound,
     VsphereOutcomeUnknown,
+    VsphereSessionLost,
     VsphereTaskError,
     RetryPolicy,
     ca_bundle,
     wait,
+)
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._retry import (
+    UTC,
+    change_may_repeat,
+    retry_after_delay,
+    retry_after_seconds,
 )
 
 # the statuses a change is repeated after: a 503 with Retry-After only (see the module docstring)
@@ -113,9 +126,11 @@ def _unsent(exc):
     return isinstance(exc, requests.exceptions.ConnectionError) and "refused" in _reason(exc).lower()
 
 
-def _refused(resp):
-    """A 503 with Retry-After: the server says it did not take the request (see the module docstring)."""
-    return resp.status_code == REFUSED_STATUS and bool(resp.headers.get("Retry-After"))
+def _retry_after(resp):
+    """Seconds the Retry-After of a 503 asks for, None for any other answer or an unreadable header."""
+    if resp.status_code != REFUSED_STATUS:
+        return None
+    return retry_after_seconds(resp.headers.get("Retry-After"), datetime.now(UTC))
 
 
 def _vapi_error(resp):
@@ -134,7 +149,8 @@ class VsphereRestClient:
     """A logged-in vSphere Automation API session."""
 
     def __init__(self, hostname, username, password, port=443, validate_certs=True, ca_file=None,
-                 timeout=60, session=None, retries=5, retry_delay=1.0, max_retry_delay=30.0, sleep=time.sleep):
+                 timeout=60, session=None, retries=5, retry_delay=1.0, max_retry_delay=30.0, sleep=time.sleep,
+                 clock=time.monotonic):
         if not HAS_REQUESTS:
             raise VsphereConnectionError("the requests library is required: %s" % REQUESTS_IMPORT_ERROR)
         if not hostname:
@@ -143,6 +159,7 @@ class VsphereRestClient:
         self.timeout = timeout
         self.requests = 0
         self.retry = RetryPolicy(retries, retry_delay, max_retry_delay, sleep)
+        self.clock = clock
         self.relogins = 0
         self._credentials = (username or "", password or "")
         self._closed = False
@@ -198,19 +215,30 @@ class VsphereRestClient:
     def __exit__(self, *exc):
         self.close()
 
+    def _relogin(self, method, path):
+        """A new session after a 401; a refused login is the session lost (not transient)."""
+        self.relogins += 1
+        try:
+            self._login()
+        except VsphereConnectionError as exc:
+            if not str(exc).startswith("login to %s refused" % self.base):
+                raise  # vCenter unreachable or restarting: a waiter goes on
+            raise VsphereSessionLost("%s %s: re-login after HTTP 401 failed: %s" % (method, path, exc))
+
     def _send(self, method, path, body, params):
         """One request through the fault boundary: (response, data)."""
         url = self.base + path
         repeatable = method in ("GET", "HEAD")
         attempts = self.retry.start()
-        relogins = 0
+        deadline = self.clock() + self.timeout
+        relogged = False
         while True:
             try:
                 resp = self.http.request(method, url, json=body, params=params, timeout=self.timeout,
                                          verify=self.verify)
             except requests.exceptions.RequestException as exc:
                 unsent = _unsent(exc)
-                if not attempts.left() or not (repeatable or unsent):
+                if not attempts.left() or not (repeatable or change_may_repeat(unsent=unsent)):
                     text = "%s %s: connection to %s failed (%s)" % (method, path, self.base, _reason(exc))
                     if attempts.count:
                         text += " after %d attempts" % (attempts.count + 1)
@@ -220,17 +248,30 @@ class VsphereRestClient:
                 attempts.pause()
                 continue
             self.requests += 1
-            if resp.status_code == 401 and relogins < self.retry.retries and not self._closed:
-                relogins += 1
-                self.relogins += 1
-                self._login()
+            if resp.status_code == 401 and self.retry.retries and not self._closed:
+                if relogged:  # refused right after a re-login: lost twice in a row
+                    raise VsphereSessionLost("%s %s: vCenter refused the session (HTTP 401) again right after a "
+                                             "re-login to %s" % (method, path, self.base))
+                relogged = True
+                self._relogin(method, path)
                 continue
-            if resp.status_code >= 500 and not repeatable and not _refused(resp) and not _vapi_error(resp):
+            if resp.status_code < 500:
+                break
+            after = _retry_after(resp)
+            if not repeatable and not change_may_repeat(resp.status_code, after) and not _vapi_error(resp):
                 # a gateway's answer (or one without vCenter's error): whether the change was made is not known
                 raise VsphereOutcomeUnknown("%s %s: %s answered HTTP %s %s%s%s" % (
                     method, path, self.base, resp.status_code, resp.reason or "",
                     " after %d attempts" % (attempts.count + 1) if attempts.count else "", MAYBE))
-            if resp.status_code >= 500 and attempts.left() and (repeatable or _refused(resp)):
+            if not attempts.left():
+                break
+            if after is not None:
+                delay = retry_after_delay(after, deadline - self.clock())
+                if delay is None:
+                    break  # the call's deadline leaves no time for the repeat the server asked for
+                attempts.pause_for(delay)
+                continue
+            if repeatable:
                 attempts.pause()
                 continue
             break
