@@ -76,6 +76,12 @@ options:
         is left in; a refusal of the host itself (a VM powered on meanwhile) fails the same way. Power off the
         host's vGPU VMs (or roll the host through maintenance mode with the esxi_gpu_host role) and rerun.
       - NVIDIA does not support the fixed share scheduler with mixed-size time-sliced vGPUs on one GPU.
+      - On a vCenter of vSphere API 9.1 or later (its C(About.apiVersion), read at login) the mode is read and set
+        through the Automation API's C(direct-path-devices) instead (one C(GET /api/vcenter/host/{host}/hardware/direct-path-devices)
+        per host; a C(configure) task per GPU whose mode changes, C(VGPU_SAME_SIZE) or C(VGPU_MIXED_SIZE)); the result
+        has the same shape, with the impacts of each change in RV(hosts.impacts). Older vCenters get C(UpdateGraphicsConfig).
+      - There, a mode the device does not list in its C(configurable_modes), and a change that needs maintenance
+        mode (C(HOST_MAINTENANCE_MODE_REQUIRED): VMs use the device) on a host that is not in it, fail before any change.
     type: str
     choices: [same_size, mixed_size]
   scheduler:
@@ -278,6 +284,18 @@ hosts:
           reason in words. None when MIG mode is not managed.
       type: dict
       returned: always
+    impacts:
+      description:
+        - With O(vgpu_mode) on a vCenter of API 9.1 or later, the impacts of each GPU's vGPU mode change (PCI address
+          as key, a list of C(NONE), C(HOST_MAINTENANCE_MODE_REQUIRED), C(HOST_REBOOT_REQUIRED)) - in check mode (and
+          before the change) the prediction from the device's C(configurable_modes) and VMs (C(NONE) for an idle
+          GPU, C(HOST_MAINTENANCE_MODE_REQUIRED) while VMs use it; the API has no call that tells them without
+          making the change), after a change the C(configure_impacts) vCenter answered. A GPU already in the mode
+          is not listed. C(HOST_REBOOT_REQUIRED) sets RV(reboot_required).
+        - None when the vGPU mode is not managed or goes through C(UpdateGraphicsConfig) (before API 9.1).
+      type: dict
+      returned: always
+      sample: {"0000:3b:00.0": ["NONE"]}
     ssh_service:
       description:
         - What the run did with the host's SSH service (C(TSM-SSH)) - V(started and stopped), V(already running)
@@ -297,7 +315,8 @@ diff:
 """
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._esxi_shell import EsxiShell, ShellError
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _direct_path, _esxi
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._direct_path_api import DirectPathApi
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._esxi_host import gpu_pci_ids
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._esxi import GRAPHICS_WORD_BY_API as VIM_TO_WORD
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_config_api import GpuConfigApi, LOCKDOWN_ON, SSH_SERVICE, ssh_running
@@ -392,6 +411,31 @@ def vgpu_mode_changed(host):
     return any(before.get(pci) != mode for pci, mode in (host["desired"].get("vgpu_modes") or {}).items())
 
 
+def direct_path_modes_view(soap_modes, devices, pcis):
+    """{pci: vGPU mode word} with the mode of each GPU as direct-path-devices reads it (``current_mode``); a GPU
+    in MIG mode (``multi_instance_gpu`` in the hosts' retrieval) or one the API does not list in a vGPU mode keeps
+    what the retrieval read."""
+    out = dict(soap_modes)
+    for pci in pcis:
+        word = _direct_path.WORD_BY_REST_MODE.get((devices.get(pci) or {}).get("current_mode"))
+        if word is not None and out.get(pci) != _esxi.VGPU_MODE_MIG:
+            out[pci] = word
+    return out
+
+
+def rest_modes(current, desired):
+    """{pci: vGPU mode word} of the GPUs whose mode changes (sent through direct-path-devices)."""
+    before = (current or {}).get("vgpu_modes") or {}
+    return dict((pci, mode) for pci, mode in sorted((desired.get("vgpu_modes") or {}).items()) if before.get(pci) != mode)
+
+
+def other_graphics_changed(current, desired):
+    """Whether anything but the vGPU modes changes in the graphics configuration (UpdateGraphicsConfig)."""
+    def rest(view):
+        return dict((k, v) for k, v in (view or {}).items() if k != "vgpu_modes")
+    return rest(current) != rest(desired)
+
+
 def scheduler_option(sched):
     """The scheduler option, None when it sets nothing; its input errors first, whatever the hosts."""
     if sched is not None and sched.get("policy") is None and not sched.get("per_gpu") and sched.get("time_slice_ms") is None:
@@ -471,6 +515,8 @@ class GpuConfig(Resource):
         self.geometry = None
         self.mig_managed = self.mig is not None or self.p["mig_geometry"] is not None
         self.ssh_user = (self.p["ssh"] or {}).get("user") or "root"
+        # the direct-path-devices API of vSphere 9.1+ (None: the vGPU mode goes through UpdateGraphicsConfig)
+        self.direct = None
 
     def read(self):
         """Every host with what the plan needs of it; a host's read error is kept for the plan's message."""
@@ -479,6 +525,9 @@ class GpuConfig(Resource):
         if p["reboot"] and not p["host"]:
             raise Failure("reboot is only allowed with host (hosts of a cluster are rebooted one at a time by the esxi_gpu_host role)")
         self.api = GpuConfigApi(self.module.client())
+        if p["vgpu_mode"] is not None and _direct_path.offers_direct_path(self.api.api_version()):
+            # vSphere 9.1+: the vGPU mode of each GPU through direct-path-devices (one GET per host)
+            self.direct = DirectPathApi(self.module.rest_client())
         with self.doing("read the GPU configuration of"):
             hosts = self.api.hosts(host=p["host"], cluster=p["cluster"])
             graphics = self.api.graphics_configs(hosts)
@@ -512,6 +561,9 @@ class GpuConfig(Resource):
             out["current"]["vgpu_modes"] = vgpu_modes_view(host, pcis)
             try:
                 out["vms_on_gpu"] = self.api.vms_by_gpu(host)
+                if self.direct is not None:
+                    out["devices"] = self.direct.devices(host.obj._moId)
+                    out["current"]["vgpu_modes"] = direct_path_modes_view(out["current"]["vgpu_modes"], out["devices"], pcis)
             except VsphereError as exc:
                 out["error"] = exc
         try:
@@ -567,7 +619,8 @@ class GpuConfig(Resource):
                                               reboot_required=needs_reboot, pending=host["pending"], rebooted=rebooted,
                                               powered_off_vms=[v["name"] for v in host["stuck"]] if self.p["reboot"] and
                                               (needs_reboot or host["mig_changed"]) else [],
-                                              mig=self.mig_report(host), ssh_service=self.ssh_prediction(host))
+                                              mig=self.mig_report(host), ssh_service=self.ssh_prediction(host),
+                                              impacts=host["impacts"])
             plan.before[name] = dict(graphics=host["current"], nvidia_module_options=host["options"])
             plan.after[name] = dict(graphics=host["desired"], nvidia_module_options=host["new_options"])
             if host["mig"] is not None:
@@ -639,6 +692,21 @@ class GpuConfig(Resource):
             raise _esxi.EsxiError("%s (MIG mode %s needs the host's shell)" % (refusal, mig_change(mig)))
         return mig
 
+    def predict_impacts(self, item, desired):
+        """{pci: impacts} the direct-path-devices configure of each GPU whose vGPU mode changes would have
+        (:func:`_direct_path.predict_impacts` from the host's Info); a mode the device cannot take, or a change
+        that needs maintenance mode on a host that is not in it, stops the run before any change."""
+        impacts = {}
+        for pci, word in rest_modes(item["current"], desired).items():
+            try:
+                impacts[pci] = _direct_path.predict_impacts((item.get("devices") or {}).get(pci), word)
+            except _direct_path.DirectPathError as exc:
+                raise _esxi.EsxiError("GPU %s: %s" % (pci, exc))
+        refusal = _direct_path.maintenance_refusal(item["name"], impacts, bool(item["host"].get("runtime.inMaintenanceMode")))
+        if refusal:
+            raise _esxi.EsxiError(refusal)
+        return impacts
+
     def plan_host(self, item):
         """(the host's plan, None), or (None, what stops it)."""
         p, sched, name = self.p, self.sched, item["name"]
@@ -653,6 +721,8 @@ class GpuConfig(Resource):
                 if item.get("error") is not None:
                     raise item["error"]
                 busy_gpus(item, desired)
+                if self.direct is not None:
+                    item["impacts"] = self.predict_impacts(item, desired)
             if sched is not None:
                 if item.get("error") is not None:
                     raise item["error"]
@@ -676,7 +746,10 @@ class GpuConfig(Resource):
         left_off = item.get("left_off") or []
         if left_off:
             changes.append("power on the VMs an earlier reboot powered off: %s" % ", ".join(v["name"] for v in left_off))
+        impacts = item.get("impacts")
         return dict(host=host, name=name, current=item["current"], desired=desired, changes=changes, pending=pending,
+                    impacts=impacts, rest_modes=rest_modes(item["current"], desired) if impacts is not None else {},
+                    soap_graphics=graphics_changed and (impacts is None or other_graphics_changed(item["current"], desired)),
                     options=options, new_options=new_options, graphics_changed=graphics_changed, opt_changed=opt_changed,
                     reboot_owed=bool(pending and p["reboot"]), left_off=left_off, stuck=[],
                     mig=mig, mig_changed=bool(mig and (mig["set"] or mig["reset"])), ssh_running=item.get("ssh_running"),
@@ -714,7 +787,12 @@ class GpuConfig(Resource):
             try:
                 if host["graphics_changed"]:
                     try:
-                        self.api.update_graphics(host["host"], host["desired"])
+                        if host["soap_graphics"] and host["impacts"] is None:
+                            self.api.update_graphics(host["host"], host["desired"])
+                        elif host["soap_graphics"]:  # the vGPU modes go through direct-path-devices
+                            self.api.update_graphics(host["host"], host["desired"], vgpu_modes=False)
+                        if host["rest_modes"]:
+                            self.configure_devices(host, plan.facts["report"][host["name"]])
                     except VsphereError as exc:
                         if not vgpu_mode_changed(host):
                             raise
@@ -751,6 +829,21 @@ class GpuConfig(Resource):
         for name in self.partial.get("hosts_rebooted") or []:  # a MIG mode a GPU kept pending needed one too
             plan.facts["report"][name]["rebooted"] = True
         return dict(hosts=plan.facts["report"])
+
+    def configure_devices(self, host, report):
+        """The vGPU mode of each GPU that changes, through direct-path-devices, one configure task per GPU; the
+        result reports the impacts the server answered (a reboot it asks for is owed)."""
+        answered = {}
+        report["impacts"] = answered
+        for pci, word in sorted(host["rest_modes"].items()):
+            answered[pci] = self.direct.configure(host["host"].obj._moId, pci, word,
+                                                  what="configure the vGPU mode of GPU %s of host %s" % (pci, host["name"]))
+        if any(_direct_path.IMPACT_REBOOT in impacts for impacts in answered.values()):
+            report["reboot_required"] = True
+        needing = sorted(pci for pci, impacts in answered.items() if _direct_path.IMPACT_MAINTENANCE in impacts)
+        if needing and not host["host"].get("runtime.inMaintenanceMode"):
+            self.warnings.append("host %s: vCenter says the vGPU mode of GPU %s takes effect once the host has been "
+                                 "through maintenance mode (%s)" % (host["name"], ", ".join(needing), _direct_path.IMPACT_MAINTENANCE))
 
     def run_step(self, _name, doing, func, *args):
         """One step of the reboot path (HostOps' power-off and power-on steps call it)."""

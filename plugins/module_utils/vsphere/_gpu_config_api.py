@@ -7,7 +7,8 @@ What esxi_gpu_config reads and writes: the hosts of a cluster (or one host) in o
 their graphics configuration (one retrieval of the graphics managers; the vGPU mode of each GPU
 sent as ``deviceType[].vgpuMode``), the nvidia module
 options, the vGPU profiles placed on each GPU, ``UpdateGraphicsConfig`` and
-``UpdateModuleOptionString``; the MIG mode of each GPU as vCenter reads it
+``UpdateModuleOptionString`` (the vGPU mode through direct-path-devices instead on vSphere 9.1+,
+``_direct_path_api``); the MIG mode of each GPU as vCenter reads it
 (``config.graphicsInfo[].vgpuMode``, API 8.0.3), the host's SSH service (``TSM-SSH`` in
 ``config.service``, started and stopped through ``configManager.serviceSystem``) and its lockdown
 mode and exception users. Maintenance mode, the reboot and the host's record are
@@ -151,12 +152,17 @@ class GpuConfigApi:
         """The users SSH still admits while the host is in lockdown mode."""
         return sorted(host["configManager.hostAccessManager"].QueryLockdownExceptions() or [])
 
-    def update_graphics(self, host, desired):
+    def api_version(self):
+        """The vCenter's API version (About.apiVersion, '9.1.0.0'), read at login."""
+        return self.client.content.about.apiVersion
+
+    def update_graphics(self, host, desired, vgpu_modes=True):
         """UpdateGraphicsConfig to ``desired`` ({default_type, assignment_policy, device_types}, and
         ``vgpu_modes`` {pci: same_size | mixed_size | multi_instance_gpu} when the vGPU mode is managed): each
         device's ``vgpuMode`` is sent where it is same_size or mixed_size, left unset (the mode stays) on a GPU
-        in MIG mode or one not in ``vgpu_modes``."""
-        modes = desired.get("vgpu_modes") or {}
+        in MIG mode or one not in ``vgpu_modes``; with ``vgpu_modes`` false on none (the modes go through
+        direct-path-devices)."""
+        modes = (desired.get("vgpu_modes") or {}) if vgpu_modes else {}
         devices = []
         for pci, kind in sorted(desired["device_types"].items()):
             device = vim.host.GraphicsConfig.DeviceType(deviceId=pci, graphicsType=_esxi.vim_graphics_type(kind))
