@@ -26,13 +26,13 @@ M = "gpupool.vcf.gpu_pool_lease"
 CLUSTERS = ["gpu-h100", "gpu-l40s"]
 NEW = "550.90.05-1OEM.800.1.0.20613240"
 
-# the example design's two GPU clusters, one host each, on the design's driver
+# the example design's two GPU clusters, two hosts each (a roll keeps the GPUs its pools need), on the design's driver
 FLEET = {
     "clusters": [
         {"name": "gpu-h100", "supervisor": True, "hosts": [
-            {"name": "esx-h100-01", "gpu": {"model": "H100-80GB", "count": 4}, "driver_version": NEW}]},
+            {"prefix": "esx-h100-", "count": 2, "gpu": {"model": "H100-80GB", "count": 4}, "driver_version": NEW}]},
         {"name": "gpu-l40s", "hosts": [
-            {"name": "esx-l40s-01", "gpu": {"model": "L40S", "count": 2}, "driver_version": NEW}]},
+            {"prefix": "esx-l40s-", "count": 2, "gpu": {"model": "L40S", "count": 2}, "driver_version": NEW}]},
     ],
 }
 
