@@ -147,6 +147,57 @@ def test_kill_sessions_rest(sim, rest):
     assert rest.get(rest.base + CLUSTERS, timeout=10).status_code == 200
 
 
+def test_terminate_session_ends_the_soap_session_and_its_rest_session(sim, si, rest):
+    """SessionManager.TerminateSession called by an administrator's session, as on vCenter: the next
+    call of the ended session (a property read too, which vcsim alone still serves) is NotAuthenticated,
+    and the REST session, bound to a SOAP session of its own, answers 401."""
+    host = obj(si, vim.HostSystem, "esx-02")
+    assert host.runtime.connectionState == "connected"
+    assert rest.get(rest.base + CLUSTERS, timeout=10).status_code == 200
+    victim = si.content.sessionManager.currentSession.key
+    admin = connect(sim)
+    try:
+        manager = admin.content.sessionManager
+        own = manager.currentSession.key
+        bound = [s.key for s in manager.sessionList if s.userAgent.startswith("vAPI-endpoint")]
+        assert victim != own and bound, [(s.key, s.userAgent) for s in manager.sessionList]
+        manager.TerminateSession(sessionId=[victim] + bound)
+        keys = [s.key for s in manager.sessionList]
+        assert victim not in keys and not set(bound) & set(keys) and own in keys
+    finally:
+        pyVim.Disconnect(admin)
+    with pytest.raises(vim.fault.NotAuthenticated) as err:
+        host.runtime.connectionState  # noqa: B018 (a Fetch: vcsim answers it without a session)
+    assert err.value.privilegeId == "System.View"
+    with pytest.raises(vim.fault.NotAuthenticated):
+        retrieve(si, vim.HostSystem, ["runtime.connectionState"])
+    assert si.content.sessionManager.currentSession is None
+    res = rest.get(rest.base + CLUSTERS, timeout=10)
+    assert res.status_code == 401 and res.json()["error_type"] == "UNAUTHENTICATED"
+    si.content.sessionManager.Login(sim.user, sim.password)
+    assert host.runtime.connectionState == "connected"
+
+
+def test_a_rest_logout_ends_its_bound_soap_session(sim, si):
+    base = f"https://{sim.host}:{sim.port}"
+    session = requests.Session()
+    session.trust_env = False
+    session.verify = sim.ca_file
+    res = session.post(base + "/api/session", auth=(sim.user, sim.password), timeout=10)
+    assert res.status_code == 201
+    session.headers["vmware-api-session-id"] = res.json()
+
+    def bound():
+        return [s.key for s in si.content.sessionManager.sessionList if s.userAgent.startswith("vAPI-endpoint")]
+
+    before = bound()
+    assert before
+    assert session.delete(base + "/api/session", timeout=10).status_code == 204
+    assert len(bound()) == len(before) - 1
+    assert session.get(base + CLUSTERS, timeout=10).status_code == 401
+    session.close()
+
+
 # --- outage -----------------------------------------------------------------------------------
 
 def test_outage_refuses_then_serves_with_state(sim, si):

@@ -116,7 +116,7 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if checkSOAPVersion(w, r) {
 				return
 			}
-			if rejectKilledSOAP(w, r, method, body) {
+			if rejectKilledSOAP(f.reg, w, r, method, body) {
 				return
 			}
 		} else if isREST {
@@ -131,13 +131,18 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			var logged func()
 			w, logged = startRestLog(w, r)
 			defer logged()
-			if rejectKilledREST(w, r) {
+			if rejectKilledREST(f.reg, w, r) {
 				return
 			}
 			if restSessionCreate(r) {
-				rec := &sessionRecorder{ResponseWriter: w}
+				user, password, _ := r.BasicAuth()
+				rec := &sessionRecorder{ResponseWriter: w, bind: func(id string) { f.bindRESTSession(id, user, password) }}
 				defer rec.remember()
 				w = rec
+			}
+			if r.Method == http.MethodDelete && (r.URL.Path == "/api/session" || r.URL.Path == legacySessionPath) {
+				id := restSessionID(r)
+				defer f.endRESTSession(id)
 			}
 		}
 	}

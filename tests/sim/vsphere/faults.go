@@ -17,6 +17,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"sync"
@@ -51,17 +52,16 @@ type wireState struct {
 	soap   []*wireRule
 	nextID int
 
-	// Session keys killed by /_sim/sessions/kill or an outage: vcsim no
-	// longer knows them, the front answers as vCenter does for them.
-	killedSOAP map[string]bool
-	killedREST map[string]bool
-	// REST session ids seen created (the vAPI simulator's store is private).
-	restSessions map[string]bool
+	// REST session id -> the key of the SOAP session it is bound to. vCenter's
+	// vAPI endpoint logs in to vpxd for each REST session, so a REST session
+	// ends with its SOAP session (SessionManager.TerminateSession, a logout,
+	// /_sim/sessions/kill); the vAPI simulator's own store knows nothing of it.
+	restBound map[string]string
 
 	outage bool
 }
 
-var wire = &wireState{killedSOAP: map[string]bool{}, killedREST: map[string]bool{}, restSessions: map[string]bool{}}
+var wire = &wireState{restBound: map[string]string{}}
 
 const (
 	soapCookie = "vmware_soap_session"
@@ -269,36 +269,85 @@ func soapSessionKeys(reg *simulator.Registry) []string {
 	return keys
 }
 
-// killSessions ends every client SOAP and REST session.
+// soapSessionLive tells whether vcsim's session store holds the session key.
+func soapSessionLive(reg *simulator.Registry, key string) bool {
+	sm := reg.SessionManager()
+	view, ok := (&simulator.Session{Registry: simulator.NewRegistry(), Map: reg}).Get(sm.Reference()).(*simulator.SessionManager)
+	if !ok {
+		return false
+	}
+	for _, s := range view.SessionList {
+		if s.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// killSessions ends every client SOAP session through SessionManager.TerminateSession,
+// the call an administrator (or vCenter's idle-session policy) makes; the REST sessions
+// bound to them end with them. Returns (SOAP sessions ended, REST sessions ended).
 func (f *front) killSessions() (int, int) {
 	sm := f.reg.SessionManager()
 	ctx := &simulator.Context{Context: context.Background(), Map: f.reg,
 		Session: &simulator.Session{UserSession: types.UserSession{Key: "gpupool-sim-admin"}}}
 	soapKeys := soapSessionKeys(f.reg)
+	ended := map[string]bool{}
 	for _, key := range soapKeys {
 		sm.TerminateSession(ctx, &types.TerminateSession{SessionId: []string{key}})
+		ended[key] = true
 	}
+	restN := 0
 	wire.mu.Lock()
-	var restIDs []string
-	for id := range wire.restSessions {
-		restIDs = append(restIDs, id)
-	}
-	wire.restSessions = map[string]bool{}
-	for _, key := range soapKeys {
-		wire.killedSOAP[key] = true
-	}
-	for _, id := range restIDs {
-		wire.killedREST[id] = true
+	for _, key := range wire.restBound {
+		if ended[key] {
+			restN++
+		}
 	}
 	wire.mu.Unlock()
-	for _, id := range restIDs {
-		req, _ := http.NewRequest(http.MethodDelete, legacySessionPath, nil)
-		req.Header.Set(restHeader, id)
-		req.Header.Set("User-Agent", "govmomi gpupool-sim")
-		f.next.ServeHTTP(discard{}, req)
-	}
-	return len(soapKeys), len(restIDs)
+	return len(soapKeys), restN
 }
+
+// bindRESTSession logs in to vcsim's SOAP endpoint for a new REST session, with the
+// credentials of its login (as vCenter's vAPI endpoint does), and remembers the binding.
+func (f *front) bindRESTSession(id, user, password string) {
+	var u, p bytes.Buffer
+	_ = xml.EscapeText(&u, []byte(user))
+	_ = xml.EscapeText(&p, []byte(password))
+	body := fmt.Sprintf(loginXML, u.String(), p.String())
+	req := httptest.NewRequest(http.MethodPost, "/sdk", strings.NewReader(body))
+	req.Header.Set("Content-Type", "text/xml; charset=utf-8")
+	req.Header.Set("User-Agent", "vAPI-endpoint (vspheresim)")
+	rec := httptest.NewRecorder()
+	f.next.ServeHTTP(rec, req)
+	for _, c := range rec.Result().Cookies() {
+		if c.Name == soapCookie && c.Value != "" {
+			wire.mu.Lock()
+			wire.restBound[id] = c.Value
+			wire.mu.Unlock()
+			return
+		}
+	}
+	log.Printf("vspheresim: no SOAP session for REST session (login answered %d)", rec.Code)
+}
+
+// endRESTSession ends the SOAP session bound to a REST session that logged out.
+func (f *front) endRESTSession(id string) {
+	wire.mu.Lock()
+	key, ok := wire.restBound[id]
+	wire.mu.Unlock()
+	if !ok || !soapSessionLive(f.reg, key) {
+		return
+	}
+	ctx := &simulator.Context{Context: context.Background(), Map: f.reg,
+		Session: &simulator.Session{UserSession: types.UserSession{Key: "gpupool-sim-admin"}}}
+	f.reg.SessionManager().TerminateSession(ctx, &types.TerminateSession{SessionId: []string{key}})
+}
+
+const loginXML = `<?xml version="1.0" encoding="UTF-8"?>
+<soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
+<soapenv:Body><Login xmlns="urn:vim25"><_this type="SessionManager">SessionManager</_this><userName>%s</userName><password>%s</password></Login></soapenv:Body>
+</soapenv:Envelope>`
 
 type discard struct{}
 
@@ -399,17 +448,16 @@ const emptyFetchXML = `<?xml version="1.0" encoding="UTF-8"?>
 </soapenv:Body>
 </soapenv:Envelope>`
 
-// rejectKilledSOAP answers NotAuthenticated, as vCenter does for an expired
-// session, to a call made with a killed session's cookie.
-func rejectKilledSOAP(w http.ResponseWriter, r *http.Request, method string, body []byte) bool {
+// rejectKilledSOAP answers NotAuthenticated, as vCenter does, to a call made
+// with the cookie of a session that has ended: terminated (TerminateSession,
+// /_sim/sessions/kill, an outage), logged out, or never known. vcsim itself
+// serves Fetch and property retrievals without a session; vCenter does not.
+func rejectKilledSOAP(reg *simulator.Registry, w http.ResponseWriter, r *http.Request, method string, body []byte) bool {
 	cookie, err := r.Cookie(soapCookie)
-	if err != nil || cookie.Value == "" {
+	if err != nil || cookie.Value == "" || soapAllowedWithoutSession[method] {
 		return false
 	}
-	wire.mu.Lock()
-	killed := wire.killedSOAP[cookie.Value]
-	wire.mu.Unlock()
-	if !killed || soapAllowedWithoutSession[method] {
+	if soapSessionLive(reg, cookie.Value) {
 		return false
 	}
 	call := parseSOAPCall(body)
@@ -451,8 +499,9 @@ func restSessionCreate(r *http.Request) bool {
 }
 
 // rejectKilledREST answers 401 UNAUTHENTICATED, as vCenter does, to a call
-// made with a killed REST session id (/api and /rest error shapes).
-func rejectKilledREST(w http.ResponseWriter, r *http.Request) bool {
+// made with a REST session id whose SOAP session has ended (/api and /rest
+// error shapes).
+func rejectKilledREST(reg *simulator.Registry, w http.ResponseWriter, r *http.Request) bool {
 	if restSessionCreate(r) {
 		return false
 	}
@@ -461,9 +510,9 @@ func rejectKilledREST(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	wire.mu.Lock()
-	killed := wire.killedREST[id]
+	key, bound := wire.restBound[id]
 	wire.mu.Unlock()
-	if !killed {
+	if !bound || soapSessionLive(reg, key) {
 		return false
 	}
 	msg := []map[string]any{{"args": []string{}, "default_message": "Authentication required.",
@@ -479,11 +528,12 @@ func rejectKilledREST(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // sessionRecorder passes a login's answer through and keeps its body, to
-// learn the new REST session id.
+// learn the new REST session id; bind is handed the id.
 type sessionRecorder struct {
 	http.ResponseWriter
 	code int
 	body bytes.Buffer
+	bind func(id string)
 }
 
 func (s *sessionRecorder) WriteHeader(code int) {
@@ -513,12 +563,10 @@ func (s *sessionRecorder) remember() {
 		}
 		id = wrapped.Value
 	}
-	if id == "" {
+	if id == "" || s.bind == nil {
 		return
 	}
-	wire.mu.Lock()
-	wire.restSessions[id] = true
-	wire.mu.Unlock()
+	s.bind(id)
 }
 
 // ---- outage -----------------------------------------------------------------------------
