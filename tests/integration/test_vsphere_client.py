@@ -1,10 +1,18 @@
-"""The SOAP client's fault boundary against the simulator: re-login, errors that name the call."""
-import pytest
+"""The SOAP client's fault boundary against the simulator: re-login, errors that name the call, and
+the waiters surviving a session ended through vCenter's own SessionManager.TerminateSession."""
+import ssl
+import threading
+import time
 
+import pytest
+from pyVim import connect as pyvim_connect
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._esxi_host import HostOps
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import (
     VsphereClient,
     VsphereConnectionError,
     VsphereFault,
+    VsphereSessionLost,
     vim,
     vmodl,
 )
@@ -77,3 +85,110 @@ def test_concurrent_calls_log_in_again_once(vsphere):
                 lambda h: h["configManager.kernelModuleSystem"].QueryConfiguredModuleOptionString("nvidia"), hosts))
         assert options == [""] * 6
         assert client.relogins == 1
+
+
+# --- a session terminated by an administrator during a wait -------------------------------------
+
+def terminate(sim, keys):
+    """SessionManager.TerminateSession of `keys`, called by a second pyvmomi session as administrator."""
+    admin = pyvim_connect.SmartConnect(host=sim.host, port=sim.port, user=sim.user, pwd=sim.password,
+                                       sslContext=ssl.create_default_context(cafile=sim.ca_file))
+    try:
+        admin.content.sessionManager.TerminateSession(sessionId=list(keys))
+    finally:
+        pyvim_connect.Disconnect(admin)
+
+
+def logins(sim):
+    return sim.stats()["soap"]["methods"].get("Login", 0)
+
+
+def in_background(func):
+    out = {}
+
+    def run():
+        try:
+            out["value"] = func()
+        except Exception as exc:  # the test asserts on it
+            out["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, out
+
+
+def until(cond, timeout=20, what="condition"):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out waiting for %s" % what
+        time.sleep(0.05)
+
+
+def test_a_task_wait_survives_terminate_session_with_one_relogin(vsphere):
+    with connect(vsphere) as client:
+        host = [h for h in client.retrieve({vim.HostSystem: ["name"]}) if h["name"] == "esx-b-05"][0]
+        vsphere.inject_fault("esx-b-05", "enter_maintenance", hang=True)
+        task = host.obj.EnterMaintenanceMode_Task(timeout=0)
+        key = client.content.sessionManager.currentSession.key
+        thread, out = in_background(lambda: client.wait_for_task(task, timeout=60, what="enter maintenance mode"))
+        before = logins(vsphere)
+        terminate(vsphere, [key])  # the admin's own login is one Login
+        until(lambda: client.relogins == 1, what="the re-login")
+        assert thread.is_alive()  # still waiting for the task, in the new session
+        vsphere.clear_faults()
+        thread.join(60)
+        assert "error" not in out, out
+        assert client.relogins == 1 and logins(vsphere) - before == 2
+        assert vsphere.host_state("esx-b-05")["maintenance"] is True
+        HostOps(client).exit_maintenance(HostOps(client).find_host("esx-b-05"), timeout=60)
+
+
+def test_the_reboot_wait_survives_terminate_session_with_one_relogin(vsphere):
+    """The host is down (its reboot hangs) when the session is terminated: the poll of its runtime
+    state logs in again and goes on waiting, and returns once the host is back."""
+    with connect(vsphere) as client:
+        ops = HostOps(client)
+        host = ops.find_host("esx-b-06")
+        ops.enter_maintenance(host, timeout=60)
+        vsphere.inject_fault("esx-b-06", "reboot_hang")
+        key = client.content.sessionManager.currentSession.key
+        thread, out = in_background(lambda: ops.reboot_and_wait(ops.refresh(host), 120))
+        until(lambda: vsphere.host_state("esx-b-06")["connection_state"] != "connected", what="the host to go down")
+        before = logins(vsphere)
+        terminate(vsphere, [key])
+        until(lambda: client.relogins == 1, what="the re-login")
+        time.sleep(0.5)
+        assert thread.is_alive()  # the host is still away: the wait goes on
+        vsphere.clear_faults()
+        thread.join(120)
+        assert "error" not in out, out
+        assert str(out["value"]["runtime.connectionState"]) == "connected"
+        assert client.relogins == 1 and logins(vsphere) - before == 2
+        ops.exit_maintenance(ops.refresh(host), timeout=60)
+
+
+def test_a_session_lost_twice_in_a_row_ends_the_wait_at_once(vsphere):
+    """Every login's session terminated at once (an aggressive idle policy): the wait does not run to its
+    timeout taking the fault for a task not done yet; it says what it waited for and that a rerun resumes."""
+    with connect(vsphere) as client:
+        host = [h for h in client.retrieve({vim.HostSystem: ["name"]}) if h["name"] == "esx-b-04"][0]
+        vsphere.inject_fault("esx-b-04", "enter_maintenance", hang=True)
+        task = host.obj.EnterMaintenanceMode_Task(timeout=0)
+        real = client._relogin
+
+        def relogin_then_terminated():
+            real()
+            terminate(vsphere, [client.content.sessionManager.currentSession.key])
+
+        client._relogin = relogin_then_terminated
+        terminate(vsphere, [client.content.sessionManager.currentSession.key])
+        started = time.monotonic()
+        with pytest.raises(VsphereSessionLost) as err:
+            client.wait_for_task(task, timeout=300, what="enter maintenance mode")
+        assert time.monotonic() - started < 30
+        text = str(err.value)
+        assert "lost twice in a row while waiting for enter maintenance mode" in text and "rerun" in text, text
+        assert client.relogins == 1
+        vsphere.clear_faults()
+    with connect(vsphere) as again:
+        HostOps(again).exit_maintenance(HostOps(again).find_host("esx-b-04"), timeout=60)
