@@ -17,7 +17,7 @@ from kubernetes.client.rest import ApiException
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._drain_api import CORDONED_BY, DrainApi, DrainError
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._drain import drain_plan, nodes_of_vms
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._drain import drain_plan, drain_refs, nodes_of_vms
 
 TAINT = "gpupool.vcf/drain-test"
 
@@ -136,28 +136,30 @@ def test_budget_allowing_no_disruption_blocks_and_is_named(k8s_api, k8s_namespac
     prio = "drain-inference-%s" % uid()
     sched.create_priority_class({"metadata": {"name": prio}, "value": 100000})
     try:
-        replica_set(apps, ns, "llm", 1, [c], priority_class=prio)
-        wait_for("llm pod Running on %s" % c, lambda: len(running_on(core, ns, "llm", [c])) == 1)
-        pdb(k8s_api, ns, "llm", 1, 0)
+        replica_set(apps, ns, "llm", 2, [c], priority_class=prio)
+        wait_for("2 llm pods Running on %s" % c, lambda: len(running_on(core, ns, "llm", [c])) == 2)
+        pdb(k8s_api, ns, "llm", 2, 0)
         api = drain_api(k8s_api)
         assert api.cordon(c) == "cordoned"
         plan = drain_plan([c], api.pods_on(c), api.list_pdbs(), [prio])
         assert plan[c]["evict"] == []
         assert [(p["pdb"], p["reason"]) for p in plan[c]["blocked"]] == [
-            (["llm"], "PodDisruptionBudget llm allows no disruption")]
+            (["llm"], "PodDisruptionBudget llm allows no disruption")] * 2
 
-        pod = plan[c]["blocked"][0]
+        pods = drain_refs(plan)
         start = time.monotonic()
         with pytest.raises(DrainError) as err:
-            api.evict(pod, budget_timeout=3)
+            api.evict_all(pods, api.deadline(3), 3)
         took = time.monotonic() - start
-        assert 3 <= took < 15, took
+        assert 3 <= took < 6, took  # one deadline for both pods, not 3 s each
         msg = str(err.value)
+        first, second = ("%s/%s" % (ns, p["name"]) for p in pods)
         assert msg.startswith("the drain's deadline (3 s) passed before every pod was evicted; still in the way: "
-                              "%s/%s (PodDisruptionBudget llm allows no disruption)" % (ns, pod["name"])), msg
+                              "on node %s: %s (PodDisruptionBudget llm allows no disruption), %s (PodDisruptionBudget "
+                              "llm allows no disruption)" % (c, first, second)), msg
         assert msg.endswith("(left: nodes left cordoned: %s; pods evicted so far: none; a plain rerun resumes from "
                             "there)" % c), msg
-        assert len(running_on(core, ns, "llm", [c])) == 1  # the pod was not touched
+        assert len(running_on(core, ns, "llm", [c])) == 2  # the pods were not touched
         assert api.uncordon(c) == "uncordoned"
     finally:
         sched.delete_priority_class(prio)
