@@ -29,6 +29,15 @@ description:
     be an RFC 1123 label (rule C(dns_label)), and the design name a safe file name (rule
     C(design_name_safe)); each finding names the field and a corrected name, so a name vCenter or
     Kubernetes would refuse fails here, before the first link changes anything.
+  - Every value has a bound (rule C(schema); C(docs/design.md) lists them), and the finding names the
+    field and the bound - for example a PriorityClass value from -2147483648 to 1000000000, quotas and
+    namespace limits 0 or more, descriptions of at most 1024 characters, C(slo.percentile) above 0 and
+    below 100, C(slo.planned_utilization) from 0 to 1, a storage class that is a DNS subdomain, the guest
+    driver image as an OCI repository, path and tag. Rule C(reserved_name) refuses tenants on
+    C(default), C(kube-*) or C(vmware-system-*) namespaces and PriorityClass names starting with C(system-).
+  - A design file over 1 MiB is refused before it is parsed, and a YAML alias in it is refused; a design
+    of more than 100000 values or nested more than 32 deep is refused. A message shows at most 80
+    characters of any value, and a failure spells out at most 20 errors (all are in RV(errors)).
   - It talks to no system and changes nothing, so it runs the same in check mode. Run it
     first in a playbook, before any change.
 author:

@@ -306,8 +306,8 @@ DESIGN_CASES = [
      ["unique_names", "team-search"]),
 ]
 
-ALIAS_BOMB = "\n".join(['a0: &a0 ["lol"]'] + ["a%d: &a%d [%s]" % (i, i, ", ".join(["*a%d" % (i - 1)] * 9))
-                                            for i in range(1, 10)]) + "\nname: *a9\n"
+ALIAS_BOMB = "\n".join(['a0: &a0 ["lol"]'] + [
+    "a%d: &a%d [%s]" % (i, i, ", ".join(["*a%d" % (i - 1)] * 9)) for i in range(1, 10)]) + "\nname: *a9\n"
 DESIGN_FILE_CASES = [
     ("design-file-alias-bomb", ALIAS_BOMB, ["a YAML alias at line 2", "takes no aliases"]),
     ("design-file-over-1-mib", "name: x\n#%s\n" % ("y" * (1 << 20)), ["over the bound of 1048576 bytes"]),
@@ -415,9 +415,9 @@ SITE_CASES = [
      ["dns_label", "pool name 'GPU_Inference'", "'gpu-inference'", "tenant name 'Team_A'", "'team-a'"]),
     ("site-design-name-escapes-token-folder", BAD_NAME, ["design_name_safe", "'../../x'", "use 'x'"]),
     # what site.yml once applied on three links before the guest link refused it
-    ("site-values-out-of-bounds", _design(**{"priorities__gpu-inference__value": 2000000000,
-                                            "tenants__0__namespace": "kube-system",
-                                            "tenants__1__gpu_quota": {"training": 8, "inference": -2, "notebooks": 8}}),
+    ("site-values-out-of-bounds", _design(**{
+        "priorities__gpu-inference__value": 2000000000, "tenants__0__namespace": "kube-system",
+        "tenants__1__gpu_quota": {"training": 8, "inference": -2, "notebooks": 8}}),
      ["priorities.gpu-inference.value", "maximum 1000000000", "kube-system is a Kubernetes system namespace",
       "tenants.team-vision.gpu_quota.inference"]),
 ]

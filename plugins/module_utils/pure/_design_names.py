@@ -236,7 +236,7 @@ def shown(value, limit=SHOWN_MAX):
     """``repr(value)`` of at most ``limit`` characters (the rest as '...'): what a message echoes."""
     try:
         text = repr(value)
-    except Exception:  # pylint: disable=broad-except - a value that cannot even show itself
+    except Exception:  # pylint: disable=broad-except
         text = "<%s>" % type(value).__name__
     if len(text) <= limit:
         return text

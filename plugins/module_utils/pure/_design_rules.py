@@ -206,8 +206,8 @@ def _rule_reserved_name(ctx):
         problem = system_namespace_problem(vks.get("namespace"))
         if problem:
             yield Finding("reserved_name", "vks_clusters.%s" % vks.get("name"),
-                          "vSphere namespace %s (vks_clusters[%d].namespace): %s" % (vks.get("namespace"), index,
-                                                                                    problem),
+                          "vSphere namespace %s (vks_clusters[%d].namespace): %s"
+                          % (vks.get("namespace"), index, problem),
                           "put the VKS cluster in a namespace of its own")
     for name in d["priorities"]:
         problem = priority_name_problem(name)

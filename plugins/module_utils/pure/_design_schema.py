@@ -34,6 +34,7 @@ __metaclass__ = type
 
 import copy
 import difflib
+import math
 import re
 from collections import OrderedDict
 
@@ -671,8 +672,9 @@ def _bound_problem(value, spec, kind):
             return "value %s is above the maximum %s" % (shown(value), high), "give a value %s" % accepted
         above, below = spec.get("above"), spec.get("below")
         if (above is not None and value <= above) or (below is not None and value >= below):
-            words = " and ".join(w for w in ("above %s" % above if above is not None else None,
-                                              "below %s" % below if below is not None else None) if w)
+            bounds = ("above %s" % above if above is not None else None,
+                      "below %s" % below if below is not None else None)
+            words = " and ".join(w for w in bounds if w)
             return "value %s is outside the bound: %s" % (shown(value), words), "give a value %s" % words
         return None
     if kind in ("list", "map"):
@@ -717,7 +719,7 @@ def _norm(value, spec, path, findings):
         return None
     if kind == "float":
         value = float(value)
-        if value != value or value in (float("inf"), float("-inf")):
+        if math.isnan(value) or math.isinf(value):
             _schema_error(findings, path, "%s is not a finite number" % shown(value), "give a number")
             return None
     if spec.get("choices") is not None and value not in spec["choices"]:

@@ -547,8 +547,8 @@ def gpu_scheduling_policy_role_errors(v):
         out += _priority_errors("gpu_scheduling_policy_priority_classes[%d]" % index, entry.get("name"),
                                 entry.get("value"))
         out += _text_errors("gpu_scheduling_policy_priority_classes[%d].description" % index, entry.get("description"))
-    out += _duplicates("gpu_scheduling_policy_priority_classes", [c.get("name") for c in classes
-                                                                   if isinstance(c, dict)], "PriorityClass")
+    names = [c.get("name") for c in classes if isinstance(c, dict)]
+    out += _duplicates("gpu_scheduling_policy_priority_classes", names, "PriorityClass")
     if not classes:
         for shape in ("inference", "training", "notebook"):
             out += _priority_errors("gpu_scheduling_policy_%s_priority_class" % shape,

@@ -40,9 +40,13 @@ SCALARS = st.one_of(
     st.text(max_size=40), st.sampled_from(["", " ", "kube-system", "system-x", "Bad Class", "x" * 5000,
                                            "550.90.07 ; rm -rf /", "gpu-inference", "inference", "default"]),
 )
-VALUES = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                      st.dictionaries(st.text(max_size=12), inner, max_size=4)),
-                      max_leaves=8)
+
+
+def _containers(inner):
+    return st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=12), inner, max_size=4))
+
+
+VALUES = st.recursive(SCALARS, _containers, max_leaves=8)
 
 
 def _paths(node, prefix=()):
@@ -77,8 +81,11 @@ def mutated(draw):
             path, key = draw(st.sampled_from(PLACES))
             try:
                 container = _at(design, path)
-                container[key]  # pylint: disable=pointless-statement - still there after earlier steps?
             except (KeyError, IndexError, TypeError):
+                continue
+            # the place may be gone after an earlier step (a deleted key, a replaced container)
+            if not isinstance(container, (dict, list)) or \
+                    key not in (container if isinstance(container, dict) else range(len(container))):
                 continue
             if kind == "replace":
                 container[key] = draw(VALUES)
