@@ -1,11 +1,19 @@
 """A change is sent once, against the simulator's forward-then-lose proxy rules: the request reaches
 vCenter and is carried out, then a gateway answers 504 (or drops the connection) instead of vCenter's
 answer. The client does not send it again (counted in /_sim/stats); the module's failure says the change
-may or may not have been carried out and what it read again; a rerun finds nothing left to do."""
+may or may not have been carried out and what it read again; a rerun finds nothing left to do. And a
+vLCM remediation whose REST session an administrator terminates (SessionManager.TerminateSession) is
+waited for to its end with one re-login, and applied once."""
+import ssl
+import threading
 import time
 
 import pytest
+from pyVim import connect as pyvim_connect
 
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vlcm_api import VlcmApi, cluster_hosts
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereClient
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere_rest import VsphereRestClient
 from tests.lib.ansible_run import run_module
 
 DRIVER = "550.90.05-1OEM.800.1.0.20613240"
@@ -16,7 +24,9 @@ FLEET = {
                   "hosts": [{"prefix": "esx-h100-", "count": 2, "gpu": {"model": "H100-80GB", "count": 2},
                              "driver_version": DRIVER}]},
                  {"name": "img", "lifecycle": "vlcm",
-                  "hosts": [{"prefix": "esx-v", "count": 2, "gpu": {"model": "L40S", "count": 1}, "driver_version": OLD}]}],
+                  "hosts": [{"prefix": "esx-v", "count": 2, "gpu": {"model": "L40S", "count": 1}, "driver_version": OLD}]},
+                 {"name": "img-tk", "lifecycle": "vlcm",
+                  "hosts": [{"prefix": "esx-t", "count": 2, "gpu": {"model": "L40S", "count": 1}, "driver_version": OLD}]}],
 }
 CLASSES = "/api/vcenter/namespace-management/virtual-machine-classes"
 CLASS = {"name": "gpu-once", "cpu_count": 4, "memory_mb": 16384, "vgpu_profiles": ["nvidia_h100-1-10c"],
@@ -135,3 +145,49 @@ def test_module_options_answered_504_after_forwarding_are_written_once(vsphere, 
     again, _run = run_module("gpupool.vcf.esxi_gpu_config", args, env=vsphere_env)
     assert not again.get("failed") and again["changed"] is False, again
     assert soap_count(vsphere, "UpdateModuleOptionString") == 1
+
+
+def test_a_vlcm_remediation_wait_survives_terminate_session_with_one_relogin(vsphere, vsphere_env):
+    hosts = ["esx-t01", "esx-t02"]
+    staged, _run = run_module("gpupool.vcf.vlcm_component", dict(cluster="img-tk", version="550.90.05", depot_url=DEPOT),
+                              env=vsphere_env)  # the image, no remediation
+    assert not staged.get("failed"), staged
+    before = {h: vsphere.host_state(h)["reboot_count"] for h in hosts}
+    login = dict(hostname=vsphere.host, username=vsphere.user, password=vsphere.password, port=vsphere.port,
+                 ca_file=vsphere.ca_file, retry_delay=0.01, max_retry_delay=0.05)
+    with VsphereClient(**login) as soap, VsphereRestClient(**login) as rest:
+        moid, _names, _clusters = cluster_hosts(soap, "img-tk")
+        api = VlcmApi(rest, moid, timeout=300)
+        vsphere.reset_stats()
+        out = {}
+        thread = threading.Thread(target=lambda: out.setdefault("error", _raised(api.remediate)))
+        thread.start()
+        deadline = time.monotonic() + 30
+        while applies(vsphere) == 0:
+            assert time.monotonic() < deadline, "the remediation was not sent"
+            time.sleep(0.05)
+        # an administrator terminates the REST client's session (its vpxd session) while the task runs
+        admin = pyvim_connect.SmartConnect(host=vsphere.host, port=vsphere.port, user=vsphere.user, pwd=vsphere.password,
+                                           sslContext=ssl.create_default_context(cafile=vsphere.ca_file))
+        try:
+            manager = admin.content.sessionManager
+            rest_sessions = [s.key for s in manager.sessionList if s.userAgent.startswith("vAPI-endpoint")]
+            assert rest_sessions
+            manager.TerminateSession(sessionId=rest_sessions)
+        finally:
+            pyvim_connect.Disconnect(admin)
+        thread.join(300)
+        assert out["error"] is None, out["error"]
+        assert rest.relogins == 1 and rest_count(vsphere, "POST /api/session") == 1  # one re-login, not five
+    assert applies(vsphere) == 1  # waited for, not applied again
+    after = {h: vsphere.host_state(h) for h in hosts}
+    assert all(s["driver_running"] == DRIVER and not s["maintenance"] for s in after.values()), after
+    assert {h: after[h]["reboot_count"] - before[h] for h in hosts} == {"esx-t01": 1, "esx-t02": 1}
+
+
+def _raised(func):
+    try:
+        func()
+    except Exception as exc:  # the test asserts on it
+        return exc
+    return None

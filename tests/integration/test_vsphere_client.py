@@ -7,7 +7,9 @@ import time
 import pytest
 from pyVim import connect as pyvim_connect
 
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._nls_appliance import parse_ovf
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._esxi_host import HostOps
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._nls_appliance_api import ApplianceSite, OvfPackage
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import (
     VsphereClient,
     VsphereConnectionError,
@@ -192,3 +194,37 @@ def test_a_session_lost_twice_in_a_row_ends_the_wait_at_once(vsphere):
         vsphere.clear_faults()
     with connect(vsphere) as again:
         HostOps(again).exit_maintenance(HostOps(again).find_host("esx-b-04"), timeout=60)
+
+
+def test_the_ovf_import_lease_wait_survives_terminate_session_with_one_relogin(vsphere, tmp_path):
+    """The session is terminated between ImportVApp and the first read of the lease's state. A lease
+    belongs to its session, so it ends with it: the lease wait logs in again once, finds the lease gone,
+    removes the half-imported VM and imports once more; the import (disk upload, HttpNfcLeaseComplete)
+    finishes with one VM of that name."""
+    import appliance_ova
+
+    package = OvfPackage(str(appliance_ova.build(tmp_path)))
+    with connect(vsphere) as client:
+        site = ApplianceSite(client, "gpu-a", "LocalDS_0", "VM Network",
+                             ssl_context=ssl.create_default_context(cafile=vsphere.ca_file))
+        site.read(["dls-lease"])
+        key = client.content.sessionManager.currentSession.key
+        real, seen = client._invoke, []
+
+        def invoke(mo, info, args, outer):  # the boundary, with the administrator's call at the moment wanted
+            if not seen and info.wsdlName == "Fetch" and getattr(type(mo), "_wsdlName", "") == "HttpNfcLease":
+                seen.append(args[0] if args else None)
+                terminate(vsphere, [key])
+            return real(mo, info, args, outer)
+
+        client._invoke = invoke
+        before = vsphere.stats()["soap"]["methods"]
+        moid = site.deploy(package, "dls-lease", {"appliance.ip0": "10.0.10.41", "appliance.hostname": "dls-lease"},
+                           "primary", networks=parse_ovf(package.descriptor)["networks"], power_on=False)
+        after = vsphere.stats()["soap"]["methods"]
+        assert seen and client.relogins == 1
+        assert after.get("ImportVApp", 0) - before.get("ImportVApp", 0) == 2
+        assert after.get("HttpNfcLeaseComplete", 0) - before.get("HttpNfcLeaseComplete", 0) == 1
+        named = [vm.moid for vm in client.retrieve({vim.VirtualMachine: ["name"]}) if vm["name"] == "dls-lease"]
+        assert named == [moid] and site.uploaded > 0
+        site.remove("dls-lease")

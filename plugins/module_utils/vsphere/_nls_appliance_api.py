@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._nls_appliance import OWNER_FIELD, format_owner, parse_owner
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import (
     VsphereError,
+    VsphereFault,
     VsphereNotFound,
     VsphereTaskError,
     fault_message,
@@ -76,6 +77,11 @@ class OvfPackage:
     def close(self):
         if self.tar is not None:
             self.tar.close()
+
+
+def _lease_gone(exc):
+    """Whether a fault says the import's NFC lease no longer exists (it ended with its session)."""
+    return exc.is_a(vmodl.fault.ManagedObjectNotFound) and str(exc.target or "").startswith("HttpNfcLease")
 
 
 def _vapp_properties(vapp):
@@ -189,7 +195,44 @@ class ApplianceSite:
     def deploy(self, package, name, properties, role, networks=(), power_on=True, disk_provisioning="thin",
                lease_timeout=1800):
         """Import one node from ``package``; return the VM's moid. The VM is marked ``importing`` as soon as
-        it exists and ``deployed`` once the import completed, so a failed import is ours to redeploy."""
+        it exists and ``deployed`` once the import completed, so a failed import is ours to redeploy.
+
+        An NFC lease belongs to the session that opened it: a session ended during the import
+        (``SessionManager.TerminateSession``, an idle timeout) takes the lease with it, and the
+        client's boundary logs in again once. The lease is then gone (``ManagedObjectNotFound``):
+        the half-imported VM of this import is removed and the import made once more in the new
+        session. A second loss fails, saying so; a rerun redeploys the half-imported VM.
+        """
+        relogins = self.client.relogins
+        args = (package, name, properties, role, networks, power_on, disk_provisioning, lease_timeout)
+        try:
+            return self._deploy(*args)
+        except VsphereFault as exc:
+            if not (_lease_gone(exc) and self.client.relogins > relogins):
+                raise
+            lost = exc
+        self._remove_half_imported(name)
+        try:
+            return self._deploy(*args)
+        except VsphereFault as exc:
+            if not _lease_gone(exc):
+                raise
+            raise VsphereError("the import lease of %s ended with its vCenter session twice (%s, then %s); the "
+                               "half-imported VM is left, marked as ours: a plain rerun removes it and imports again"
+                               % (name, lost, exc))
+
+    def _remove_half_imported(self, name):
+        """Remove the VM named ``name`` in the site's resource pool that a lost import left (off, unmarked
+        or marked importing: the import created it, since the name was free when it began)."""
+        self.vm_refs.pop(name, None)
+        for vm in self.client.retrieve({vim.VirtualMachine: ["name", "resourcePool", "runtime.powerState"]}):
+            if vm["name"] != name or vm.get("resourcePool") != self.pool:
+                continue
+            if str(vm.get("runtime.powerState")) == "poweredOn":
+                raise VsphereError("VM %s is powered on: not the half-imported VM of a lost import lease" % name)
+            self.client.wait_for_task(vm.obj.Destroy_Task(), what="removal of the half-imported %s" % name)
+
+    def _deploy(self, package, name, properties, role, networks, power_on, disk_provisioning, lease_timeout):
         manager = self.client.content.ovfManager
         params = vim.OvfManager.CreateImportSpecParams(
             entityName=name, diskProvisioning=disk_provisioning,
