@@ -21,7 +21,7 @@ SCHEDULER = {"policy": "equal_share", "time_slice_ms": 2}
 
 # one cluster per fault, so each case starts from its own untouched hosts
 FAULTS = ["install", "reboot", "reboot_hang", "exit_mm", "enter_mm", "install_hangs", "sessions_killed",
-          "outage", "read_503", "read_reset", "options", "power_on"]
+          "sessions_terminated", "outage", "read_503", "read_reset", "options", "power_on"]
 FLEET = {
     "clusters": [{"name": "c-%s" % f.replace("_", "-"), "hosts": [
         {"prefix": "%s-" % f.replace("_", "-"), "count": 2, "gpu": {"model": "L40S", "count": 1}, "driver_version": OLD}]}
@@ -90,6 +90,25 @@ def install_started(sim):
     return sim.stats()["soap"]["methods"].get("InstallHostPatchV2_Task", 0) > 0
 
 
+def reboot_started(sim):
+    return sim.stats()["soap"]["methods"].get("RebootHost_Task", 0) > 0
+
+
+def terminate_client_sessions(sim):
+    """What an administrator does in vCenter: SessionManager.TerminateSession of every other session
+    (the simulator's own internal clients aside); returns how many were ended."""
+    admin = VsphereClient(sim.host, sim.user, sim.password, port=sim.port, ca_file=sim.ca_file)
+    try:
+        manager = admin.content.sessionManager
+        own = manager.currentSession.key
+        keys = [s.key for s in manager.sessionList if s.key != own and "govmomi" not in (s.userAgent or "")]
+        if keys:
+            manager.TerminateSession(sessionId=keys)
+        return len(keys)
+    finally:
+        admin.close()
+
+
 def run_with(sim, env, case, **role_vars):
     """Run the role on the case's cluster with the case's fault; returns the result."""
     cluster = "c-%s" % case.replace("_", "-")
@@ -112,6 +131,14 @@ def run_with(sim, env, case, **role_vars):
         sim.clear_faults()
         thread.join(600)
         return out["res"]
+    if case == "sessions_terminated":
+        # while the first host reboots (in maintenance mode), an administrator ends the run's sessions
+        sim.reset_stats()
+        thread, out = in_background(lambda: run_playbook(play, env=env))
+        wait_until(lambda: reboot_started(sim), what="the first reboot")
+        assert terminate_client_sessions(sim) >= 1
+        thread.join(600)
+        return out["res"]
     return run_playbook(play, env=env)
 
 
@@ -130,6 +157,7 @@ CASES = {
     "install_hangs": (lambda sim: sim.inject_fault("install-hangs-01", "install", hang=True), False,
                       ["install-hangs-01", "did not finish within", "left in maintenance mode"]),
     "sessions_killed": (None, True, []),
+    "sessions_terminated": (None, True, []),
     "outage": (None, True, []),
     "read_503": (lambda sim: sim.add_soap_fault("RetrievePropertiesEx", status=503, times=2), True, []),
     "read_reset": (lambda sim: sim.add_soap_fault("FetchSoftwarePackages", reset=True, times=2), True, []),
