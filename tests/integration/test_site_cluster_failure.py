@@ -4,6 +4,7 @@ a second error, and no later link runs (vSphere simulator; the links after the E
 reached, so no Kubernetes rig is needed). A cluster stopped that way says what it left: the hosts this run
 changed and those still to roll, read after the stop."""
 import pathlib
+import re
 
 from tests.lib.ansible_run import run_module, run_playbook
 
@@ -59,7 +60,7 @@ def test_one_cluster_failing_gives_one_message_naming_it(vsphere, vsphere_env):
     said = stopped[0].get("msg")
     assert said.startswith("Cluster gpu-l40s: the ESXi link stopped here because cluster gpu-h100 failed; a rerun resumes. "), said
     # its own partial state, read after the stop: which hosts this run changed, which are still to roll
-    state = dict(part.split(": ", 1) for part in said.split("a rerun resumes. ", 1)[1].rstrip(".").split("; "))
+    state = dict(part.split(": ", 1) for part in re.sub(r" \[[^]]*\]", "", said.split("a rerun resumes. ", 1)[1]).rstrip(".").split("; "))
     assert set(state) == {"Hosts changed by this run", "hosts still to roll (untouched, or stopped in their turn)",
                           "already at the design before the run", "in maintenance mode now"}, state
     changed_hosts = [h for h in state["Hosts changed by this run"].split(", ") if h != "none"]
@@ -73,3 +74,34 @@ def test_one_cluster_failing_gives_one_message_naming_it(vsphere, vsphere_env):
     # the failure path released the run lease of both clusters: a check-mode read finds none
     lease, _run = run_module("gpupool.vcf.gpu_pool_lease", {"clusters": ["gpu-h100", "gpu-l40s"]}, env=vsphere_env, check=True)
     assert [(x["cluster"], x["before"]) for x in lease["leases"]] == [("gpu-h100", None), ("gpu-l40s", None)], lease
+
+
+def stopped_state(run):
+    """{category: [hosts]} of the stopped cluster's own partial state, as its message says it."""
+    said = [r.get("msg") for name, r in run.tasks if name == "Stopped because another cluster failed" and not r.get("skipped")]
+    assert len(said) == 1, said
+    # each host still to roll comes with what it lacks, in brackets
+    parts = dict(p.split(": ", 1) for p in re.sub(r" \[[^]]*\]", "", said[0].split("a rerun resumes. ", 1)[1]).rstrip(".").split("; "))
+    return dict((k, [h for h in v.split(", ") if h != "none"]) for k, v in parts.items())
+
+
+def said_raw(run):
+    return [r.get("msg") for name, r in run.tasks if name == "Stopped because another cluster failed" and not r.get("skipped")]
+
+
+def test_stopped_cluster_names_the_hosts_it_changed(vsphere, vsphere_env):
+    """The failure comes in gpu-l40s's first host's turn, after gpu-h100 rolled its hosts (the host turns of the
+    clusters' play hosts run one include after the other): gpu-h100 is stopped and names both as changed."""
+    for name in ("esx-h100-01", "esx-h100-02", "esx-l40s-01", "esx-l40s-02"):
+        vsphere.set_driver(name, OLD)
+    vsphere.inject_fault("esx-l40s-01", "install", "injected: depot unreachable")
+    try:
+        run = run_playbook(SITE, env=vsphere_env, extra_vars={"gpupool_design_file": str(DESIGN)})
+    finally:
+        vsphere.clear_faults()
+    assert run.rc != 0
+    said = said_raw(run)
+    assert len(said) == 1 and said[0].startswith("Cluster gpu-h100: the ESXi link stopped here because cluster gpu-l40s failed"), said
+    state = stopped_state(run)
+    assert state["Hosts changed by this run"] == ["esx-h100-01", "esx-h100-02"], said
+    assert state["hosts still to roll (untouched, or stopped in their turn)"] == [], said
