@@ -1,5 +1,6 @@
 """Role esxi_gpu_host against the vSphere simulator: version gate, rolling convergence, check mode,
-rerun unchanged, a failed install stopping the roll."""
+rerun unchanged, a failed install stopping the roll, a vGPU mode change of a GPU under a powered-on VM
+taken through the host's maintenance window."""
 from tests.lib.ansible_run import run_playbook
 
 OLD = "550.54.10-1OEM.800.1.0.20613240"
@@ -22,8 +23,14 @@ FLEET = {
         {"name": "small", "hosts": [
             {"prefix": "esx-s", "count": 2, "gpu": {"model": "L40S", "count": 2}, "driver_version": NEW},
         ]},
+        # at the design but for the vGPU mode; a powered-on vGPU VM on one GPU of esx-b01
+        {"name": "busy", "hosts": [
+            {"prefix": "esx-b", "count": 2, "gpu": {"model": "L40S", "count": 2}, "driver_version": NEW,
+             "graphics": {"default": "sharedDirect", "policy": "performance"}},
+        ]},
     ],
-    "vms": [{"name": "plain", "host": "esx-r01"}],
+    "vms": [{"name": "plain", "host": "esx-r01"},
+            {"name": "busy-node-0", "host": "esx-b01", "vgpu": ["nvidia_l40s-8c"]}],
 }
 
 
@@ -133,5 +140,59 @@ def test_vlcm_lifecycle_sets_the_image_remediates_then_configures(vsphere, vsphe
         assert state["reboot_count"] - before[name]["reboot_count"] == 1
 
     again = run_playbook(play("image", **design), env=vsphere_env)
+    assert again.rc == 0, failed(again)
+    assert changed_tasks(again) == []
+
+
+def vgpu_modes(vsphere, host):
+    return [g["vgpu_mode"] for g in sorted(vsphere.gpus(host), key=lambda g: g["index"])]
+
+
+def result(res, task):
+    return [r for name, r in res.tasks if name.split(" : ", 1)[-1] == task][0]
+
+
+def test_a_vgpu_mode_change_under_a_powered_on_vm_goes_through_maintenance_mode(vsphere, vsphere_env):
+    # the host refuses a vGPU mode change on a GPU that carries a powered-on VM: the turn of esx-b01 takes its
+    # node VM down first (powered off, maintenance mode), changes, reads back, powers it on; esx-b02 has no VM
+    # on its GPUs, which change in place
+    design = dict(esxi_gpu_host_driver_version="550.90.05", esxi_gpu_host_vgpu_mode="mixed_size",
+                  esxi_gpu_host_power_off_vgpu_vms=True)
+    busy = [g["pci_id"] for g in vsphere.gpus("esx-b01") if g["vms"]]
+    assert len(busy) == 1
+    boots = {h: vsphere.host_state(h)["reboot_count"] for h in ("esx-b01", "esx-b02")}
+    enter = "Maintenance mode before the vGPU mode of a GPU in use changes: esx-b01"
+    leave = "Out of the maintenance mode of the vGPU mode change, node VMs powered on again: esx-b01"
+
+    check = run_playbook(play("busy", **design), env=vsphere_env, check=True)
+    assert check.rc == 0, failed(check)
+    predicted = changed_tasks(check)
+    assert vgpu_modes(vsphere, "esx-b01") == vgpu_modes(vsphere, "esx-b02") == ["sameSize"] * 2
+    assert [g["vms"] for g in vsphere.gpus("esx-b01") if g["pci_id"] == busy[0]] == [[
+        {"name": "busy-node-0", "profile": "nvidia_l40s-8c"}]]
+    assert enter in predicted and leave in predicted, predicted
+    assert "Graphics and scheduler before the driver (its reboot loads the options) on esx-b02" in predicted, predicted
+    assert not [t for t in predicted if t.startswith("Maintenance mode") and t.endswith("esx-b02")], predicted
+    assert result(check, enter)["powered_off_vms"] == ["busy-node-0"]
+    said = result(check, "The vGPU mode predicted, GPUs in use emptied first: esx-b01")["msg"]
+    assert said == ["GPU %s vGPU mode same_size -> mixed_size (carries VMs busy-node-0)" % busy[0]], said
+
+    real = run_playbook(play("busy", **design), env=vsphere_env)
+    assert real.rc == 0, failed(real)
+    assert changed_tasks(real) == [t for t in predicted if not t.startswith("The vGPU mode predicted")]
+    assert result(real, enter)["powered_off_vms"] == ["busy-node-0"]
+    assert result(real, leave)["powered_on_vms"] == ["busy-node-0"]
+    steps = result(real, "Steps of the turn, in order: esx-b01")["msg"]
+    assert steps[0] == "power off node VMs busy-node-0", steps
+    # read back before the next host
+    assert not result(real, "Check esx-b01").get("skipped")
+    for host in ("esx-b01", "esx-b02"):
+        state = vsphere.host_state(host)
+        assert vgpu_modes(vsphere, host) == ["mixedSize"] * 2, host
+        assert state["maintenance"] is False and state["reboot_count"] == boots[host], state
+    # the node VM is powered on again, on a GPU of its host
+    assert [v["name"] for g in vsphere.gpus("esx-b01") for v in g["vms"]] == ["busy-node-0"]
+
+    again = run_playbook(play("busy", **design), env=vsphere_env)
     assert again.rc == 0, failed(again)
     assert changed_tasks(again) == []
