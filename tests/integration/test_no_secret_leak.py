@@ -1,7 +1,7 @@
 """No password or token in what a failing run prints, even with -vvv.
 
-Each link of site.yml is made to fail on purpose (ESXi: a vCenter that does not resolve; vSphere:
-a wrong password; licensing: the DLS appliance refusing the credential, and down; VKS: a Supervisor API that
+Each link of site.yml is made to fail on purpose (the run lease, before link 1: a vCenter that does not
+resolve, a wrong password; licensing: the DLS appliance refusing the credential, and down; VKS: a Supervisor API that
 refuses connections; guest: a chart that does not exist, after the licensing link made its Secret).
 Every run goes through ansible-playbook -vvv with the default output, as an operator sees it, and
 neither the vCenter password, the DLS credential, a DLS bearer token, the Kubernetes token, the
@@ -151,19 +151,23 @@ def test_vks_link_unreachable_api(vsphere, pool, tmp_path):
     assert_no_secret(out, secrets_of(vsphere, rig, dls))
 
 
-def test_vsphere_link_wrong_password(vsphere, pool):
+# a vCenter that refuses the password or does not resolve stops the run at its first vCenter call: the run lease,
+# taken before link 1 (the links' own rescues on such failures: test_rescue_prints_only_the_message below and
+# test_site_cluster_failure.py)
+def test_run_lease_wrong_vcenter_password(vsphere, pool):
     rig, dls, env, _extra, _tmp = pool
     rc, out = run_vvv(SITE, dict(env, VMWARE_PASSWORD=WRONG_VC_PASSWORD), limit="localhost,gpupool_vcenters")
     assert rc != 0
-    assert "Link 'vSphere' failed: " in out and "invalid user name or password" in out
+    assert "Run lease: Unable to connect to vCenter: " in out and "invalid user name or password" in out
+    assert "No link was run." in out
     assert_no_secret(out, secrets_of(vsphere, rig, dls, [("wrong vCenter password", WRONG_VC_PASSWORD)]))
 
 
-def test_esxi_link_bad_host(vsphere, pool):
+def test_run_lease_bad_vcenter_host(vsphere, pool):
     rig, dls, env, _extra, _tmp = pool
     rc, out = run_vvv(SITE, dict(env, VMWARE_HOST="vcenter.invalid"))
     assert rc != 0
-    assert "Link 'ESXi host' failed on cluster " in out and "vcenter.invalid" in out
+    assert "Run lease: Unable to connect to vCenter: " in out and "vcenter.invalid" in out and "No link was run." in out
     assert_no_secret(out, secrets_of(vsphere, rig, dls))
 
 
