@@ -81,7 +81,7 @@ options:
         per host; a C(configure) task per GPU whose mode changes, C(VGPU_SAME_SIZE) or C(VGPU_MIXED_SIZE)); the result
         has the same shape, with the impacts of each change in RV(hosts.impacts). Older vCenters get C(UpdateGraphicsConfig).
       - There, a mode the device does not list in its C(configurable_modes), and a change that needs maintenance
-        mode (C(HOST_MAINTENANCE_MODE_REQUIRED): VMs use the device) on a host that is not in it, fail before any change.
+        mode (C(HOST_MAINTENANCE_MODE_REQUIRED), VMs use the device) on a host that is not in it, fail before any change.
     type: str
     choices: [same_size, mixed_size]
   scheduler:
@@ -836,8 +836,12 @@ class GpuConfig(Resource):
         answered = {}
         report["impacts"] = answered
         for pci, word in sorted(host["rest_modes"].items()):
-            answered[pci] = self.direct.configure(host["host"].obj._moId, pci, word,
-                                                  what="configure the vGPU mode of GPU %s of host %s" % (pci, host["name"]))
+            try:
+                answered[pci] = self.direct.configure(host["host"].obj._moId, pci, word,
+                                                      what="configure the vGPU mode of GPU %s of host %s" % (pci, host["name"]))
+            except VsphereError as exc:
+                raise VsphereError("%s (GPUs of the host already set through direct-path-devices: %s)"
+                                   % (exc, ", ".join(sorted(answered)) or "none"))
         if any(_direct_path.IMPACT_REBOOT in impacts for impacts in answered.values()):
             report["reboot_required"] = True
         needing = sorted(pci for pci, impacts in answered.items() if _direct_path.IMPACT_MAINTENANCE in impacts)

@@ -5,6 +5,7 @@ change."""
 import pytest
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereTaskError
 from ansible_collections.gpupool.vcf.plugins.modules import esxi_gpu_config
 from tests.lib.fake_module import Exited
 from tests.lib.fake_module import FakeModule as Module
@@ -46,6 +47,7 @@ class World:
     in_mm = False
     calls = []
     answer = ["NONE"]
+    refuse = ()
 
 
 class FakeGpuApi:
@@ -86,6 +88,8 @@ class FakeDirect:
 
     def configure(self, moid, pci, word, what=None):
         World.calls.append(("configure", moid, pci, word))
+        if pci in World.refuse:
+            raise VsphereTaskError("%s failed: a VM was powered on on the GPU" % what)
         World.modes[pci] = {"same_size": "sameSize", "mixed_size": "mixedSize"}[word]
         return list(World.answer)
 
@@ -94,6 +98,7 @@ class FakeDirect:
 def world(monkeypatch):
     World.api, World.modes, World.vms, World.rest_vms = "9.1.0.0", dict((p, "sameSize") for p in PCIS), {}, {}
     World.configurable, World.in_mm, World.calls, World.answer = ["VGPU_SAME_SIZE", "VGPU_MIXED_SIZE"], False, [], ["NONE"]
+    World.refuse = ()
     monkeypatch.setattr(esxi_gpu_config, "GpuConfigApi", FakeGpuApi)
     monkeypatch.setattr(esxi_gpu_config, "DirectPathApi", FakeDirect)
     monkeypatch.setattr(esxi_gpu_config, "gpu_pci_ids", lambda devices: list(devices or []))
@@ -158,3 +163,12 @@ def test_a_mode_outside_configurable_modes_refused_before_any_change(world):
     res = configure(vgpu_mode="mixed_size")
     assert res["failed"] and "GPU 0000:3b:00.0: the device cannot be configured to VGPU_MIXED_SIZE" in res["msg"]
     assert [c for c in world.calls if c[0] != "GET"] == []
+
+
+def test_a_configure_the_server_refuses_says_which_gpus_were_already_set(world):
+    world.refuse = (PCIS[1],)
+    res = configure(vgpu_mode="mixed_size")
+    assert res["failed"] and res["hosts_changed"] == []
+    assert "Unable to set the vGPU mode of the GPUs of host esx-01: configure the vGPU mode of GPU 0000:5e:00.0 of host " \
+        "esx-01 failed: a VM was powered on on the GPU (GPUs of the host already set through direct-path-devices: " \
+        "0000:3b:00.0)" in res["msg"], res["msg"]
