@@ -4,10 +4,10 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Property-based pass over the design schema: a random mutation of examples/design.yml (a value
 replaced by one of any type, a key deleted, a list item duplicated, a random string inserted) is
-either valid - and derive() then gives every link its inputs - or refused by the design validation
-with findings; it never raises anything else. The validation is pure (no system is asked), and
-gpu_pool_design and every module that takes a design refuse a design with errors before their
-first request, so a refusal here is a refusal before any request.
+either valid - and gpu_pool_design then derives every link's inputs - or refused by gpu_pool_design
+with findings (the module's own logic, PoolDesign.result, which site.yml runs before any link); it
+never raises anything else. The validation is pure (no system is asked), and a design with schema
+errors is refused by every module that takes a design before its first request as well.
 
 Reproducible: the ``gpupool-design`` profile derandomizes the examples and keeps no example
 database; its example count keeps the test well under 20 seconds.
@@ -16,20 +16,21 @@ database; its example count keeps the test well under 20 seconds.
 import copy
 import pathlib
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import Finding
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_rules import validate
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._design_input import normalized_design
+from ansible_collections.gpupool.vcf.plugins.modules.gpu_pool_design import PoolDesign
 
 ROOT = pathlib.Path(__file__).resolve().parents[5]
 EXAMPLE = yaml.safe_load((ROOT / "examples" / "design.yml").read_text())
 
-settings.register_profile("gpupool-design", max_examples=250, derandomize=True, database=None, deadline=None,
+settings.register_profile("gpupool-design", max_examples=200, derandomize=True, database=None, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 # values of any type a YAML file can hold, with the edges that break bounds
@@ -112,6 +113,13 @@ def mutated(draw):
     return design
 
 
+class _Module:
+    """What PoolDesign reads of its module: the params."""
+
+    def __init__(self, design):
+        self.params = dict(design=design, design_file=None, fail_on_error=True)
+
+
 @settings(settings.get_profile("gpupool-design"))
 @given(mutated())
 def test_a_mutated_design_is_valid_or_refused_with_findings(design):
@@ -120,12 +128,17 @@ def test_a_mutated_design_is_valid_or_refused_with_findings(design):
     for finding in findings:
         assert isinstance(finding.message, str) and len(str(finding)) < 5000
     errors = [f for f in findings if f.severity == "error"]
+    pool_design = PoolDesign(_Module(design))
     if errors:
-        # the modules' design input refuses it, naming the errors, before anything else is read
-        try:
-            normalized_design({"design": design})
-        except Failure as exc:
-            assert exc.msg.startswith("The design has errors") or errors
+        # gpu_pool_design (site.yml's first task) fails with them: no link runs
+        with pytest.raises(Failure) as caught:
+            pool_design.result(design, None)
+        assert caught.value.msg.startswith("The pool design has %d error(s)" % len(errors))
+        assert len(caught.value.msg) < 60000
+        if any(f.rule == "schema" for f in errors):
+            # and every other module that takes a design refuses it before its first request
+            with pytest.raises(Failure, match="The design has errors"):
+                normalized_design({"design": design})
         return
-    derived = derive(design)
-    assert set(derived["roles"]) >= {"supervisor_gpu_tenancy", "gpu_operator", "gpu_scheduling_policy"}
+    result = pool_design.result(design, None)
+    assert set(result["derived"]["roles"]) >= {"supervisor_gpu_tenancy", "gpu_operator", "gpu_scheduling_policy"}
