@@ -231,7 +231,7 @@ def start(fleet: dict | str | os.PathLike, port: int = 0, reboot_seconds: float 
     ssh_authorized_keys: an authorized_keys file; every GPU host then answers nvidia-smi over SSH
     on a port of its own (VsphereSim.ssh_addresses()), where host MIG mode is read and set.
 
-    api_version: the vSphere API the simulator presents, "8.0.3" (default) or "9.0"
+    api_version: the vSphere API the simulator presents, "8.0.3" (default), "9.0" or "9.1"
     (About, /sdk/vimServiceVersions.xml and the SOAP versions it accepts).
     """
     if not BINARY.exists():

@@ -82,12 +82,6 @@ type directPathAPI struct {
 }
 
 func init() {
-	// vCenter 9.1: the release that adds direct_path_devices.
-	presentations["9.1.0.0"] = presentation{
-		API: "9.1.0.0", Version: "9.1.0",
-		FullName: "VMware vCenter Server 9.1.0 (gpupool simulator)",
-		Prior:    append([]string{"9.0.0.0", "8.0.3.0"}, priorTo803...),
-	}
 	simulator.RegisterEndpoint(func(s *simulator.Service, r *simulator.Registry) {
 		if !r.IsVPX() {
 			return

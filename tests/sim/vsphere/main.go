@@ -1,5 +1,5 @@
 // Command vspheresim is the project's vSphere simulator: govmomi's vcsim
-// model of a vCenter (API 8.0.3.0, or 9.0.0.0 with -api-version 9.0) with its
+// model of a vCenter (API 8.0.3.0, or 9.0.0.0 / 9.1.0.0 with -api-version 9.0 / 9.1) with its
 // REST simulators, plus NVIDIA GPU hosts built from a fleet file (see README.md).
 package main
 
@@ -38,7 +38,7 @@ func main() {
 	username := flag.String("username", "administrator@vsphere.local", "user name clients log in with")
 	password := flag.String("password", "", "password (default: generated)")
 	rebootSeconds := flag.Float64("reboot-seconds", 1, "how long a rebooting host stays notResponding")
-	apiVersion := flag.String("api-version", envOr(apiVersionEnv, "8.0.3"), "vSphere API version to present: 8.0.3 or 9.0 (default $"+apiVersionEnv+" or 8.0.3)")
+	apiVersion := flag.String("api-version", envOr(apiVersionEnv, "8.0.3"), "vSphere API version to present: 8.0.3, 9.0 or 9.1 (default $"+apiVersionEnv+" or 8.0.3)")
 	sshKeys := flag.String("ssh-authorized-keys", "", "serve SSH (nvidia-smi, host MIG mode) on one port per GPU host to these public keys (GET /_sim/ssh lists the ports)")
 	restLogFile := flag.String("rest-log", os.Getenv(restLogEnv), "append every client REST request and its answer to this file (JSON lines; default $"+restLogEnv+")")
 	flag.Parse()

@@ -49,6 +49,12 @@ var presentations = map[string]presentation{
 		FullName: "VMware vCenter Server 9.0.0 (gpupool simulator)",
 		Prior:    append([]string{"8.0.3.0"}, priorTo803...),
 	},
+	// vCenter 9.1: the release that adds direct_path_devices (direct_path.go)
+	"9.1.0.0": {
+		API: "9.1.0.0", Version: "9.1.0",
+		FullName: "VMware vCenter Server 9.1.0 (gpupool simulator)",
+		Prior:    append([]string{"9.0.0.0", "8.0.3.0"}, priorTo803...),
+	},
 }
 
 // presented is the presentation of this run, set by usePresentation.
@@ -60,7 +66,7 @@ var versionSeen = struct {
 	n map[string]int
 }{n: map[string]int{}}
 
-// lookupPresentation accepts "8.0.3", "8.0.3.0", "9.0", "9.0.0" or "9.0.0.0".
+// lookupPresentation accepts a presented release in two, three or four parts ("9.1", "9.1.0", "9.1.0.0").
 func lookupPresentation(v string) (presentation, error) {
 	v = strings.TrimSpace(v)
 	key := v
