@@ -273,13 +273,20 @@ class Contract:
                     bad(*problem)
         # query parameters
         query_fields = dict((wire, field) for field, wire in op.query_parameters.items())
+        flattened = _flattened_query_fields(op, fields)
         for key, values in query.items():
             if key == TASK_PARAM or key in op.fixed_query:
                 continue
             field = query_fields.get(key)
+            if field is None and key in flattened:
+                ftype = flattened[key]
+                value = values if _is_list(ftype) else values[-1]
+                for problem in validate(value, ftype, "query %s" % key, text=True):
+                    bad(*problem)
+                continue
             if field is None:
                 bad("query %s" % key, "not a parameter of %s (it takes %s)"
-                    % (op.id, sorted(query_fields) or "none"))
+                    % (op.id, sorted(set(query_fields) | set(flattened)) or "none"))
                 continue
             ftype = fields.get(field)
             if ftype is None:
@@ -412,6 +419,27 @@ def _is_list(typ):
 def _struct_fields(typ):
     typ = _resolve(typ)
     return dict((name, typ.get_field(name)) for name in typ.get_field_names())
+
+
+def _flattened_query_fields(op, fields):
+    """{query name: type} of the fields of a GET's structure inputs that are neither path, query nor
+    header parameters: the REST form of the vAPI sends them as query parameters named after the
+    structure's own fields (direct_path_devices.list's ``filter_spec``, ``iteration_spec`` and
+    ``list_details`` become ``page_size``, ``marker``, ``vm_class``, ...)."""
+    if op.method != "GET" or op.body_parameter is not None:
+        return {}
+    vtype = _types()
+    taken = set(op.path_variables) | set(op.query_parameters) | set(op.headers)
+    out = {}
+    for name, ftype in fields.items():
+        if name in taken:
+            continue
+        inner = _resolve(ftype)
+        if isinstance(inner, vtype.OptionalType):
+            inner = _resolve(inner.element_type)
+        if isinstance(inner, vtype.StructType):
+            out.update(_struct_fields(inner))
+    return out
 
 
 def type_name(typ):

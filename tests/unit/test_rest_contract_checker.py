@@ -195,3 +195,15 @@ def test_only_the_modules_given_are_read():
     assert 0 < len(small) < 300
     assert small.find("POST", VMC)[0] is not None
     assert small.find("GET", SW)[0] is None
+
+
+def test_a_gets_structure_inputs_are_read_as_flattened_query_parameters(contract):
+    # direct_path_devices.list takes filter_spec, iteration_spec and list_details: on the wire
+    # their fields are query parameters of their own names
+    path = "/api/vcenter/host/host-21/hardware/direct-path-devices"
+    answer = {"items": []}
+    assert problems(contract, "GET", path, "page_size=100&marker=m1&vm_class=true", answer=answer) == []
+    assert problems(contract, "GET", path, "page_size=ten", answer=answer) == [
+        ("query page_size", "'ten' is not a integer")]
+    (where, problem), = problems(contract, "GET", path, "bogus=1", answer=answer)
+    assert where == "query bogus" and "page_size" in problem
