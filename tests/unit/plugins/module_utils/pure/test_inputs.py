@@ -35,6 +35,7 @@ GOOD = {
                       end="now", step="5m", design=None, design_file=None, timeout=60, retries=2),
     "vlcm_component": dict(VSPHERE, cluster="gpu", component="NVD-AIE-800", version="550.90.05", depot_url=None,
                            remediate=False, remediate_timeout=7200),
+    "gpu_pool_lease": dict(VSPHERE, clusters=["gpu-h100"], state="acquired", holder=None, ttl=10800, wait=0),
     "drs_gpu_pinning": dict(VSPHERE, cluster="gpu", behavior="manual", vms=None, exclude=[], purge_stale=True,
                             vm_host_rule=None),
     "vm_class": dict(VSPHERE, name="gpu-small", state="present", cpu_count=4, memory_mb=16384, cpu_reservation=None,
