@@ -296,31 +296,21 @@ vcenter:
 """
 
 import datetime
-import json
 import os
 import tempfile
-
-try:
-    import yaml
-    HAS_YAML = True
-except ImportError:  # pragma: no cover - ansible-core ships PyYAML
-    HAS_YAML = False
 
 from ansible.module_utils.basic import env_fallback
 from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _namespace as nsu
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _vm_class as vmc
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive, for_vcenter
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import DesignError
-from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_inventory import GpuInventory
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import (
-    DEFAULT_REQUEST_TIMEOUT, K8sClient, K8sError, read_pool, request_argument_spec, request_timeout_error, variable_plan)
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._k8s_objects import (
-    CLUSTER_POLICY, culling_cronjob, kueue_objects, kueue_wait_for_pods_ready)
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._vks_api import VksClusterApi
-from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError, VsphereNotFound, vim
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sError, request_argument_spec, request_timeout_error
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_reader import (  # noqa: F401 - read_vks: tests import it here
+    LinkError, k8s_client, read_guest, read_vks, _read)
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._pool_reader import (  # noqa: F401 - the paths: tests use them here
+    NS_PATH, POLICIES_PATH, VM_CLASSES_PATH, read_esxi, read_pool_classes, read_vm_classes, read_vsphere)
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError, VsphereNotFound  # noqa: F401
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._design_input import module_design
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
@@ -328,267 +318,8 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import DlsCli
 from ansible_collections.gpupool.vcf.plugins.module_utils.dls._token import read_token
 from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromClient, PromError
 
-VM_CLASSES_PATH = "/api/vcenter/namespace-management/virtual-machine-classes"
-NS_PATH = "/api/vcenter/namespaces/instances"
-POLICIES_PATH = "/api/vcenter/storage/policies"
 
-
-class LinkError(Exception):
-    """A link could not be read."""
-
-
-# --- readers: I/O only, plain data out ---------------------------------------------------------
-
-
-def read_esxi(client, rest=None):
-    """(host records, DRS state per cluster): the GPU inventory (the drivers of image-managed clusters
-    from their image compliance, on a session ``rest()`` opens) and one retrieval of configurationEx."""
-    hosts = GpuInventory(client, rest=rest).read()
-    drs = {}
-    for item in client.retrieve({vim.ClusterComputeResource: ["name", "configurationEx"]}):
-        config = item.get("configurationEx")
-        dc = getattr(config, "drsConfig", None)
-        drs[item.get("name")] = dict(
-            enabled=getattr(dc, "enabled", None),
-            overrides_enabled=getattr(dc, "enableVmBehaviorOverrides", None),
-            overrides=dict((o.key._moId, dict(behavior=o.behavior, enabled=o.enabled))
-                           for o in getattr(config, "drsVmConfig", None) or []))
-    return hosts, drs
-
-
-def read_vm_classes(module):
-    """{id: VM class in normal form}, read once per run (one request) for the vSphere and VKS links."""
-    if getattr(module, "gpupool_vm_classes", None) is None:
-        module.gpupool_vm_classes = dict((info.get("id"), vmc.normalize(info))
-                                         for info in module.rest_client().get(VM_CLASSES_PATH) or [])
-    return module.gpupool_vm_classes
-
-
-def read_vsphere(module, derived):
-    """{vm_classes: {id: VM class}, namespaces: {name: namespace}, storage_policies: {id: name}};
-    VM classes and namespaces in normal form, absent ones left out."""
-    rest = module.rest_client()
-    namespaces = {}
-    for ns in (derived.get("vsphere") or {}).get("namespaces") or []:
-        try:
-            namespaces[ns["name"]] = nsu.normalize(rest.get("%s/%s" % (NS_PATH, ns["name"])))
-        except VsphereNotFound:
-            pass
-    policies = dict((p["policy"], p.get("name") or p["policy"]) for p in rest.get(POLICIES_PATH) or [])
-    return dict(vm_classes=read_vm_classes(module), namespaces=namespaces, storage_policies=policies)
-
-
-def read_pool_classes(module, derived):
-    """With class revisions and a connection to the Supervisor's vCenter, the live VM classes, so the VKS
-    link judges each pool's class by the name vm_class resolves; else None."""
-    if not _audit.role_inputs(derived, "supervisor_gpu_tenancy").get("supervisor_gpu_tenancy_class_revisions"):
-        return None
-    vcenter = module.params["vcenter"]
-    home = [v["name"] for v in (derived.get("vcenters") or {}).values() if v.get("supervisor")]
-    if not module.params["hostname"] or (vcenter is not None and vcenter not in home):
-        return None
-    return read_vm_classes(module)
-
-
-def k8s_client(kubeconfig, context, request_timeout=DEFAULT_REQUEST_TIMEOUT):
-    """The fault boundary for one cluster (K8sError when the kubeconfig cannot be used)."""
-    return K8sClient(dict(kubeconfig=kubeconfig, context=context), request_timeout)
-
-
-def _get(k8s, what, fn, *args):
-    """One read through the fault boundary: the object, or None when it does not exist."""
-    try:
-        return k8s.call(fn, *args)
-    except K8sError as exc:
-        if exc.status == 404:
-            return None
-        raise LinkError("could not read %s: %s" % (what, exc))
-
-
-def read_vks(params, derived):
-    """{VKS cluster name: {namespace, machine_deployments: {name: {replicas, vm_class, labels, taints}}}}.
-
-    The Cluster and its ClusterClass are read by the client layer vks_node_pool writes through
-    (_vks_api), and each pool through the class's variables as that module writes them
-    (_k8s.variable_plan and its inverse read_pool). `params`: the connection options."""
-    out = {}
-    for name, want in ((derived.get("vks") or {}).get("clusters") or {}).items():
-        what = "VKS cluster %s/%s" % (want["namespace"], name)
-        api = VksClusterApi(params, want["namespace"], name)
-        try:
-            version, obj, ref = api.read_cluster()
-        except K8sError as exc:
-            if exc.status == 404:
-                continue
-            raise LinkError("could not read %s: %s" % (what, exc))
-        if obj is None:
-            raise LinkError("could not read %s: it has no managed topology (spec.topology with a ClusterClass)" % what)
-        try:
-            cc = api.read_class(version, ref)
-        except K8sError as exc:
-            raise LinkError("could not read the ClusterClass of %s: %s" % (what, exc))
-        plan = variable_plan(cc)  # spec and status variables, and the class name for findings
-        topology = (obj.get("spec") or {}).get("topology") or {}
-        top_vars = dict((v.get("name"), v.get("value")) for v in topology.get("variables") or [])
-        mds = {}
-        for md in (topology.get("workers") or {}).get("machineDeployments") or []:
-            mds[md.get("name")] = read_pool(md, top_vars, plan)
-        out[name] = dict(namespace=want["namespace"], machine_deployments=mds)
-    return out
-
-
-def _read(k8s, what, fn, *args):
-    """One read through the fault boundary; LinkError naming what could not be read."""
-    try:
-        return k8s.call(fn, *args)
-    except K8sError as exc:
-        raise LinkError("could not read %s: %s" % (what, exc))
-
-
-def _yaml_data(data):
-    """A ConfigMap's data with each value parsed as YAML (the text kept when it does not parse)."""
-    out = {}
-    for key, text in (data or {}).items():
-        try:
-            out[key] = yaml.safe_load(text) if HAS_YAML else json.loads(text)
-        except Exception:  # yaml.YAMLError or ValueError: compared as text, so it differs
-            out[key] = text
-    return out
-
-
-def _kueue(k8s, core, custom, policy, namespaces):
-    """Kueue objects the gpu_scheduling_policy role writes: {served, resource_flavors,
-    cluster_queues, local_queues: {namespace: {name: spec}}, configuration}; None when the role
-    writes none. ``configuration`` (Kueue's parsed Configuration, None where its ConfigMap or key
-    is missing) only when the role sets waitForPodsReady."""
-    want = kueue_objects(policy)
-    if want is None:
-        return None
-    group, version = want["api_version"].split("/")
-    out = dict(served=True, resource_flavors={}, cluster_queues={}, local_queues={})
-    for i, (flavor, _spec) in enumerate(want["resource_flavors"]):
-        try:
-            found = k8s.call(custom.get_cluster_custom_object, group, version, "resourceflavors", flavor)
-        except K8sError as exc:
-            if exc.status != 404:
-                raise LinkError("could not read Kueue ResourceFlavor %s: %s" % (flavor, exc))
-            found = None
-            if i == 0 and ("could not find the requested resource" in str(exc) or "page not found" in str(exc).lower()):
-                return dict(served=False)
-        if found is not None:
-            out["resource_flavors"][flavor] = found.get("spec") or {}
-    for cq, _spec in want["cluster_queues"]:
-        found = _get(k8s, "Kueue ClusterQueue %s" % cq, custom.get_cluster_custom_object, group, version,
-                     "clusterqueues", cq)
-        if found is not None:
-            out["cluster_queues"][cq] = found.get("spec") or {}
-    for ns, name, _spec in want["local_queues"]:
-        if ns not in namespaces:
-            continue
-        found = _get(k8s, "Kueue LocalQueue %s/%s" % (ns, name), custom.get_namespaced_custom_object, group,
-                     version, ns, "localqueues", name)
-        if found is not None:
-            out["local_queues"].setdefault(ns, {})[name] = found.get("spec") or {}
-    if kueue_wait_for_pods_ready(policy) is not None:
-        ns, name = policy["gpu_scheduling_policy_kueue_namespace"], policy["gpu_scheduling_policy_kueue_config_map"]
-        found = _get(k8s, "ConfigMap %s/%s" % (ns, name), core.read_namespaced_config_map, name, ns) \
-            if ns in namespaces else None
-        text = (found.data or {}).get(policy["gpu_scheduling_policy_kueue_config_key"]) if found is not None else None
-        out["configuration"] = _yaml_data({"c": text})["c"] if text is not None else None
-    return out
-
-
-def _kubeflow_culling(k8s, apps, policy):
-    """Kubeflow's notebook controller as the role patches it: {kubeflow, exists, env of its container}."""
-    want = _audit.kubeflow_culling(policy)
-    dep = _get(k8s, "Deployment %s/%s" % (want["namespace"], want["name"]), apps.read_namespaced_deployment,
-               want["name"], want["namespace"])
-    containers = [c for c in (dep.spec.template.spec.containers or []) if c.name == want["container"]] \
-        if dep is not None else []
-    if not containers:
-        return dict(kubeflow=True, exists=False)
-    return dict(kubeflow=True, exists=True, env=dict((e.name, e.value) for e in (containers[0].env or [])))
-
-
-def _culling(k8s, custom, batch, policy, namespaces, apps=None):
-    """The notebook culling as the role writes it: the CronJob as {exists, schedule, image, env}, or,
-    where the role leaves it to Kubeflow (its Notebook CRD installed, or the mechanism kubeflow),
-    Kubeflow's notebook controller (see _kubeflow_culling); None when culling is off."""
-    mechanism = policy.get("gpu_scheduling_policy_culling")
-    if mechanism == "none":
-        return None
-    if mechanism == "kubeflow":
-        return _kubeflow_culling(k8s, apps, policy)
-    if _get(k8s, "the CRD notebooks.kubeflow.org", custom.get_cluster_custom_object, "apiextensions.k8s.io", "v1",
-            "customresourcedefinitions", "notebooks.kubeflow.org") is not None:
-        return _kubeflow_culling(k8s, apps, policy)
-    want = culling_cronjob(policy)
-    job = None
-    if want["namespace"] in namespaces:
-        job = _get(k8s, "CronJob %s/%s" % (want["namespace"], want["name"]), batch.read_namespaced_cron_job,
-                   want["name"], want["namespace"])
-    if job is None:
-        return dict(exists=False)
-    containers = job.spec.job_template.spec.template.spec.containers or []
-    container = ([c for c in containers if c.name == "culler"] or containers or [None])[0]
-    return dict(exists=True, schedule=job.spec.schedule, image=getattr(container, "image", None),
-                env=dict((e.name, e.value) for e in (getattr(container, "env", None) or [])))
-
-
-def read_guest(k8s, derived):
-    """Nodes, tenant namespaces (labels) and their ResourceQuotas, the licensing Secrets, PriorityClasses,
-    the ClusterPolicy, the device plugin ConfigMap, Kueue's objects and the notebook culling CronJob."""
-    from kubernetes import client
-    core = client.CoreV1Api(k8s.api)
-    sched = client.SchedulingV1Api(k8s.api)
-    custom = client.CustomObjectsApi(k8s.api)
-    op, policy = _audit.guest_inputs(derived)
-    nodes = []
-    for n in _read(k8s, "the nodes", core.list_node).items:
-        nodes.append(dict(
-            name=n.metadata.name, labels=dict(n.metadata.labels or {}),
-            taints=[dict(key=t.key, value=t.value, effect=t.effect) for t in (n.spec.taints or [])],
-            capacity=dict((n.status.capacity or {}) if n.status else {})))
-    listed = _read(k8s, "the namespaces", core.list_namespace).items
-    namespaces = [ns.metadata.name for ns in listed]
-    labels = dict((ns.metadata.name, dict(ns.metadata.labels or {})) for ns in listed)
-    quotas = {}
-    for tenant in policy.get("gpu_scheduling_policy_tenants") or []:
-        ns = tenant["namespace"]
-        if ns not in namespaces or ns in quotas:
-            continue
-        quotas[ns] = dict((q.metadata.name, dict(q.spec.hard or {})) for q in _read(
-            k8s, "the ResourceQuotas of namespace %s" % ns, core.list_namespaced_resource_quota, ns).items)
-    secrets = {}
-    op_ns = op["gpu_operator_namespace"]
-    if op.get("gpu_operator_licensing_secret_name"):
-        # names only: nls_licensing rotates the Secret by name (<secret_name>-<content hash>)
-        secrets[op_ns] = [s.metadata.name for s in _read(
-            k8s, "the Secrets of namespace %s" % op_ns, core.list_namespaced_secret, op_ns).items] \
-            if op_ns in namespaces else []
-    policy_obj = _get(k8s, "ClusterPolicy %s" % CLUSTER_POLICY, custom.get_cluster_custom_object,
-                      "nvidia.com", "v1", "clusterpolicies", CLUSTER_POLICY)
-    cluster_policy = dict(exists=policy_obj is not None, spec=(policy_obj or {}).get("spec") or {})
-    config = None
-    if op.get("gpu_operator_time_slicing"):
-        name = op["gpu_operator_device_plugin_config_name"]
-        found = _get(k8s, "ConfigMap %s/%s" % (op_ns, name), core.read_namespaced_config_map, name, op_ns) \
-            if op_ns in namespaces else None
-        config = dict(exists=found is not None, data=_yaml_data(found.data if found is not None else None))
-    dcgm = None
-    if op.get("gpu_operator_dcgm_metrics"):
-        name = op["gpu_operator_dcgm_metrics_config_name"]
-        found = _get(k8s, "ConfigMap %s/%s" % (op_ns, name), core.read_namespaced_config_map, name, op_ns) \
-            if op_ns in namespaces else None
-        dcgm = dict(exists=found is not None, data=dict(found.data or {}) if found is not None else {})
-    pcs = dict((pc.metadata.name, dict(value=pc.value, preemptionPolicy=pc.preemption_policy,
-                                       description=pc.description))
-               for pc in _read(k8s, "the PriorityClasses", sched.list_priority_class).items)
-    return dict(nodes=nodes, namespaces=namespaces, namespace_labels=labels, resource_quotas=quotas, secrets=secrets,
-                priority_classes=pcs, cluster_policy=cluster_policy, device_plugin_config=config,
-                dcgm_metrics_config=dcgm,
-                kueue=_kueue(k8s, core, custom, policy, namespaces),
-                culling=_culling(k8s, custom, client.BatchV1Api(k8s.api), policy, namespaces, client.AppsV1Api(k8s.api)))
+# --- the licensing link's readers ----------------------------------------------------------------
 
 
 def read_dls(p):
