@@ -1,0 +1,303 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpupool.vcf developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The design of a platform that exists: the inverse of derive() (pure, standard library only).
+
+``discover(hosts, vm_classes, namespaces, storage_policies, drs, name) -> (design, notes)`` takes
+what the readers the audit uses return (``vsphere._pool_reader``: the GPU inventory's host
+records, the VM classes and namespaces in normal form, the storage policies, the DRS state) and
+gives a design whose derived vSphere objects are the live ones. ``notes`` maps a path in the
+design (a tuple of keys and list indexes) to a comment: what the platform does not say and how
+to fill it in. ``render(design, notes)`` writes it as YAML with those comments.
+
+What the vSphere side cannot say is left at the schema's default or, where the schema requires
+a value, at a documented choice, each with a note: node pool replicas (the Supervisor's Cluster
+objects hold them), the tenants' GPU quotas (the guest ResourceQuotas hold them), prices, SLOs
+and model sizes.
+"""
+
+from __future__ import (absolute_import, division, print_function)
+
+__metaclass__ = type
+
+import json
+import re
+from collections import OrderedDict
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _nvidia
+
+PLATFORM_DESCRIPTION = re.compile(r"^gpupool platform namespace of VKS cluster (\S+)$")
+POOL_DESCRIPTION = re.compile(r"^gpupool (\S+): (inference|training|notebooks), \d+ x \S+$")
+SHAPE_BY_SHARING = dict(mig="inference", full_card="training", time_sliced="notebooks")
+
+
+class DiscoverError(Exception):
+    """The platform cannot be described as a design (no GPU host, no VM class with a vGPU)."""
+
+
+def _most(values):
+    """The most frequent of ``values`` (the first seen on a tie), None for none."""
+    counts = OrderedDict()
+    for v in values:
+        if v is not None:
+            counts[v] = counts.get(v, 0) + 1
+    return max(counts, key=lambda v: counts[v]) if counts else None
+
+
+def _cluster(name, members, drs):
+    """(design cluster, notes under it) of one vSphere cluster's GPU hosts."""
+    notes = {}
+    models = [g["model"] for h in members for g in h.get("gpus") or []]
+    model = _most(models)
+    if len(set(models)) > 1:
+        notes[("gpu", "model")] = "hosts of this cluster carry %s: a design cluster has one GPU model" % (
+            ", ".join(sorted(set(models))))
+    drivers = [h.get("driver") or {} for h in members]
+    full = _most(d.get("full_version") for d in drivers)
+    image = any(d.get("source") == "image" for d in drivers)
+    component = _most(p.get("name") for d in drivers for p in d.get("packages") or []
+                      if p.get("version") == full)
+    driver = OrderedDict([("version", full), ("lifecycle", "vlcm" if image else "direct")])
+    source = "depot" if image else "bundle"
+    # the rule driver_source requires a source and the platform does not say where its driver came from
+    driver[source] = "FILL-IN the offline %s of %s %s" % (source, component or "the NVIDIA component", full)
+    if component:
+        driver["component"] = component
+    notes[("driver", source)] = ("the platform does not say where its driver came from and the %s lifecycle "
+                                 "requires it (rule driver_source): give the offline %s; the audit does not use it"
+                                 % (driver["lifecycle"], "depot URL" if image else "bundle's datastore path or URL"))
+    graphics = [h.get("graphics") or {} for h in members]
+    out_graphics = OrderedDict([("type", _most(g.get("default_type") for g in graphics) or "shared_direct"),
+                                ("assignment_policy", _most(g.get("assignment_policy") for g in graphics)
+                                 or "performance")])
+    scheds = [h.get("scheduler") or {} for h in members]
+    scheduler = OrderedDict([("policy", _most(s.get("policy") for s in scheds) or "best_effort")])
+    slice_ms = _most(s.get("time_slice_ms") for s in scheds if s.get("policy") == scheduler["policy"])
+    if slice_ms is not None and scheduler["policy"] != "best_effort":
+        scheduler["time_slice_ms"] = slice_ms
+    out = OrderedDict([
+        ("name", name),
+        ("gpu", OrderedDict([("model", model), ("per_host", max(h.get("gpu_count") or 0 for h in members))])),
+        ("hosts", len(members)),
+        ("driver", driver),
+        ("graphics", out_graphics),
+        ("scheduler", scheduler),
+    ])
+    geometry = OrderedDict((h["name"], [g["index"] for g in h.get("gpus") or [] if g.get("mig")])
+                           for h in sorted(members, key=lambda h: h["name"]))
+    if any(geometry.values()):
+        out["mig_geometry"] = OrderedDict((k, v) for k, v in geometry.items() if v)
+    state = drs.get(name) or {}
+    behaviors = [o.get("behavior") for o in (state.get("overrides") or {}).values() if o.get("enabled") is not False]
+    gpu_vms = [vm.get("moid") for h in members for vm in h.get("vgpu_vms") or []]
+    pinned = [m for m in gpu_vms if m in (state.get("overrides") or {})]
+    behavior = _most(behaviors)
+    if gpu_vms and not pinned:
+        out["drs"] = OrderedDict([("pinning", False)])
+        notes[("drs",)] = "no vGPU VM has a DRS override: pinning false needs waivers.gpu_vms_pinned (the reason)"
+        out["waivers"] = OrderedDict([("gpu_vms_pinned", "found unpinned by gpu_pool_discover: give the reason")])
+    elif behavior in ("partiallyAutomated", "manual"):
+        out["drs"] = OrderedDict([("pinning", True), ("behavior", behavior)])
+    return out, notes
+
+
+def _sharing(profile, model):
+    """mig, full_card or time_sliced for a vGPU profile on a GPU model (catalog name)."""
+    parsed = _nvidia.parse_profile(profile)
+    if parsed.mig_backed:
+        return "mig"
+    try:
+        memory = _nvidia.gpu_model(model).memory_gb
+    except _nvidia.NvidiaError:
+        memory = None
+    return "full_card" if memory is not None and parsed.framebuffer_gb >= memory else "time_sliced"
+
+
+def _pool_name(class_id, description):
+    match = POOL_DESCRIPTION.match(description or "")
+    if match:
+        return match.group(1), match.group(2)
+    name = class_id[4:] if class_id.startswith("gpu-") and len(class_id) > 4 else class_id
+    return name, None
+
+
+def _access(entries):
+    return [OrderedDict([("subject", a.get("subject")), ("type", (a.get("type") or "group").lower()),
+                         ("domain", a.get("domain") or "vsphere.local"), ("role", (a.get("role") or "edit").lower())])
+            for a in entries or []]
+
+
+def _policy_name(policy_id, storage_policies):
+    return (storage_policies or {}).get(policy_id) or policy_id
+
+
+def discover(hosts, vm_classes, namespaces, storage_policies=None, drs=None, name="gpupool"):
+    """(design, notes) of the live vSphere side; DiscoverError when it holds no GPU pool."""
+    notes = {}
+    by_cluster = OrderedDict()
+    for h in sorted(hosts or [], key=lambda h: (h.get("cluster") or "", h["name"])):
+        if h.get("gpu_count"):
+            by_cluster.setdefault(h.get("cluster"), []).append(h)
+    if not by_cluster:
+        raise DiscoverError("the platform has no host with an NVIDIA GPU: there is no GPU pool to describe "
+                            "(gpu_host_info lists the hosts and their GPUs)")
+    clusters = []
+    for i, (cname, members) in enumerate(by_cluster.items()):
+        cluster, cnotes = _cluster(cname, members, drs or {})
+        clusters.append(cluster)
+        notes.update(((("clusters", i) + k), v) for k, v in cnotes.items())
+    offered = OrderedDict((c["name"], set(p for h in by_cluster[c["name"]] for p in h.get("vgpu_profiles") or []))
+                          for c in clusters)
+    pools = []
+    for class_id in sorted(vm_classes or {}):
+        info = vm_classes[class_id]
+        profiles = info.get("vgpu_profiles") or []
+        if not profiles:
+            continue
+        profile = profiles[0]
+        home = [c for c in clusters if profile in offered[c["name"]]] or clusters
+        cluster = home[0]
+        sharing = _sharing(profile, cluster["gpu"]["model"])
+        pool_name, shape = _pool_name(class_id, info.get("description"))
+        i = len(pools)
+        if shape is None:
+            shape = SHAPE_BY_SHARING[sharing]
+            notes[("pools", i, "shape")] = "inferred from the sharing (%s): say the workload shape" % sharing
+        pool = OrderedDict([
+            ("name", pool_name), ("shape", shape), ("cluster", cluster["name"]), ("sharing", sharing),
+            ("vgpu_profile", profile), ("gpus_per_node", len(profiles)),
+            ("vm_class", OrderedDict([("name", class_id), ("cpu", info.get("cpu_count")),
+                                      ("memory_gb", (info.get("memory_mb") or 0) // 1024)])),
+            ("node_pool", OrderedDict([("replicas", 0)])),
+        ])
+        if len(set(profiles)) > 1:
+            notes[("pools", i, "vgpu_profile")] = "the class holds %s: a pool has one profile" % ", ".join(profiles)
+        notes[("pools", i, "node_pool", "replicas")] = (
+            "the schema requires it and the vSphere side does not say: 0 chosen; give the node pool's "
+            "replicas (the Supervisor's Cluster object, or rerun with supervisor_kubeconfig)")
+        notes[("pools", i)] = "what the platform cannot say: add slo, model and training from the workloads"
+        pools.append(pool)
+    if not pools:
+        raise DiscoverError("no VM class has a vGPU profile: there is no GPU pool to describe "
+                            "(the VM classes: %s)" % (", ".join(sorted(vm_classes or {})) or "none"))
+    pool_of_class = dict((p["vm_class"]["name"], p) for p in pools)
+    design = OrderedDict([("version", 1), ("name", name)])
+    platform, tenants = [], []
+    for ns_name in sorted(namespaces or {}):
+        ns = namespaces[ns_name]
+        classes = [c for c in ns.get("vm_classes") or [] if c in pool_of_class]
+        if not classes:
+            continue
+        match = PLATFORM_DESCRIPTION.match(ns.get("description") or "")
+        (platform if match else tenants).append((ns_name, ns, classes, match.group(1) if match else None))
+    if not platform and tenants:
+        # no namespace says it is a VKS cluster's: the one without limits (else the first) carries the clusters
+        free = [t for t in tenants if not any((t[1].get("limits") or {}).values())] or tenants
+        chosen = free[0]
+        tenants.remove(chosen)
+        platform = [chosen[:3] + (None,)]
+    all_policies = [pid for _n, ns, _c, _v in platform + tenants for pid in (ns.get("storage_policies") or {})]
+    default_policy = _policy_name(_most(all_policies), storage_policies)
+    sup_cluster = _most(ns.get("cluster") for _n, ns, _c, _v in platform + tenants)
+    if sup_cluster not in [c["name"] for c in clusters]:
+        sup_cluster = clusters[0]["name"]
+        notes[("supervisor", "cluster")] = "the namespaces name a cluster by id: check it is the Supervisor's cluster"
+    design["supervisor"] = OrderedDict([("cluster", sup_cluster), ("storage_policy", default_policy or "")])
+    vks = []
+    for ns_name, ns, classes, vks_name in platform:
+        if vks_name is None:
+            notes[("vks_clusters", len(vks), "name")] = (
+                "the VKS cluster's name is not on the vSphere side: the namespace's name chosen; give the "
+                "cluster's name (kubectl get clusters -n %s on the Supervisor)" % ns_name)
+        vks.append(OrderedDict([("name", vks_name or ns_name), ("namespace", ns_name),
+                                ("access", _access(ns.get("access")))]))
+        for c in classes:
+            pool_of_class[c]["node_pool"]["vks_cluster"] = vks_name or ns_name
+    if not vks:
+        raise DiscoverError("no Supervisor namespace offers a VM class with a vGPU: there is no VKS cluster to "
+                            "describe (give the namespace its classes, or write vks_clusters by hand)")
+    design["vks_clusters"] = vks
+    design["clusters"] = clusters
+    design["pools"] = pools
+    out_tenants = []
+    for ns_name, ns, classes, _v in tenants:
+        i = len(out_tenants)
+        policies = ns.get("storage_policies") or {}
+        tenant = OrderedDict([("name", ns_name)])
+        if ns.get("description"):
+            tenant["description"] = ns["description"]
+        tenant["access"] = _access(ns.get("access"))
+        tenant["gpu_quota"] = OrderedDict((pool_of_class[c]["name"], pool_of_class[c]["gpus_per_node"])
+                                          for c in classes)
+        notes[("tenants", i, "gpu_quota")] = (
+            "the vSphere side says which pools the tenant may use, not how many GPUs: one node's worth chosen; "
+            "give the guest ResourceQuota's nvidia.com GPU count per pool")
+        if policies:
+            policy = _policy_name(sorted(policies)[0], storage_policies)
+            if policy != default_policy:
+                tenant["storage_policy"] = policy
+        limits = OrderedDict((k, (ns.get("limits") or {}).get(k)) for k in ("cpu_mhz", "memory_mib")
+                             if (ns.get("limits") or {}).get(k) is not None)
+        storage = policies.get(sorted(policies)[0]) if policies else None
+        if storage is not None:
+            limits["storage_mib"] = storage
+        if limits:
+            tenant["limits"] = limits
+        out_tenants.append(tenant)
+    design["tenants"] = out_tenants
+    return design, notes
+
+
+# --- YAML with comments (JSON scalars are YAML scalars) ------------------------------------------------
+
+
+def _scalar(value):
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return json.dumps(value)
+    return json.dumps(str(value))
+
+
+def _comment(lines, indent, text):
+    if text:
+        lines.append("%s# %s" % (" " * indent, text))
+
+
+def _emit(lines, value, indent, path, notes):
+    pad = " " * indent
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _comment(lines, indent, notes.get(path + (key,)))
+            if isinstance(item, (dict, list)) and item:
+                lines.append("%s%s:" % (pad, key))
+                _emit(lines, item, indent + 2, path + (key,), notes)
+            else:
+                lines.append("%s%s: %s" % (pad, key, "{}" if isinstance(item, dict) else
+                                           "[]" if isinstance(item, list) else _scalar(item)))
+        return
+    for i, item in enumerate(value):
+        _comment(lines, indent, notes.get(path + (i,)))
+        if isinstance(item, dict) and item:
+            sub = []
+            _emit(sub, item, indent + 2, path + (i,), notes)
+            first = next(n for n, text in enumerate(sub) if not text.lstrip().startswith("#"))
+            sub[first] = "%s- %s" % (pad, sub[first][indent + 2:])
+            lines.extend(sub)
+        elif isinstance(item, list) and item:
+            lines.append("%s-" % pad)
+            _emit(lines, item, indent + 2, path + (i,), notes)
+        else:
+            lines.append("%s- %s" % (pad, _scalar(item) if not isinstance(item, (dict, list)) else
+                                     ("{}" if isinstance(item, dict) else "[]")))
+
+
+def render(design, notes, header=None):
+    """The design as YAML text, each note a comment above its key."""
+    lines = ["# %s" % line for line in (header or [])]
+    _emit(lines, design, 0, (), notes or {})
+    return "\n".join(lines) + "\n"

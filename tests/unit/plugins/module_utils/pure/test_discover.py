@@ -1,0 +1,132 @@
+"""discover() is the inverse of derive() on the vSphere side: derive(example) -> the live state the readers
+would return for it -> discover -> a design whose derived VM classes and namespaces are the example's."""
+import copy
+import pathlib
+
+import pytest
+import yaml
+
+import json
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _namespace as nsu
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._discover import DiscoverError, discover, render
+
+ROOT = pathlib.Path(__file__).resolve().parents[5]
+DESIGN = yaml.safe_load((ROOT / "examples" / "design.yml").read_text())
+
+
+def live_of(derived):
+    """(hosts, vm_classes, namespaces, storage_policies, drs) as the vSphere readers give them for a
+    platform built to ``derived``."""
+    hosts = []
+    profiles = {}
+    for vc in derived["vsphere"]["vm_classes"]:
+        profiles.setdefault(vc["cluster"], set()).update(vc["vgpu_profiles"])
+    for name, c in derived["esxi"]["clusters"].items():
+        geometry = c["mig_geometry"]
+        for n in range(c["hosts"]):
+            host = "%s-esx-%02d" % (name, n)
+            mig = geometry.get(host, []) if isinstance(geometry, dict) else (geometry[n] if n < len(geometry) else [])
+            hosts.append(dict(
+                name=host, cluster=name, gpu_count=c["gpus_per_host"], connection_state="connected",
+                gpus=[dict(index=i, model=c["gpu_model"], mig=i in mig) for i in range(c["gpus_per_host"])],
+                graphics=dict(default_type=c["graphics_type"], assignment_policy=c["assignment_policy"]),
+                driver=dict(full_version=c["driver_version"], source="host",
+                            packages=[dict(name=c["component"], version=c["driver_version"], vendor="NVIDIA")]),
+                scheduler=dict(policy=c["scheduler"]["policy"], time_slice_ms=c["scheduler"]["time_slice_ms"]),
+                vgpu_profiles=sorted(profiles.get(name, ())), vgpu_vms=[]))
+    classes = dict((vc["name"], dict(cpu_count=vc["cpu_count"], memory_mb=vc["memory_mb"], cpu_reservation=0,
+                                     memory_reservation=100, description=vc["description"],
+                                     vgpu_profiles=list(vc["vgpu_profiles"])))
+                   for vc in derived["vsphere"]["vm_classes"])
+    classes["best-effort-small"] = dict(cpu_count=2, memory_mb=4096, vgpu_profiles=[], description="")
+    namespaces = {}
+    for ns in derived["vsphere"]["namespaces"]:
+        namespaces[ns["name"]] = dict(
+            cluster=ns["cluster"], description=ns["description"], vm_classes=sorted(ns["vm_classes"]),
+            content_libraries=[], storage_policies=dict(("pol-" + s["policy"], s["limit_mib"])
+                                                        for s in ns["storage_policies"]),
+            limits=dict(ns["limits"]), access=sorted((dict(a) for a in ns["access"]), key=nsu.access_key))
+    policies = dict(("pol-" + s["policy"], s["policy"]) for ns in derived["vsphere"]["namespaces"]
+                    for s in ns["storage_policies"])
+    return hosts, classes, namespaces, policies, {}
+
+
+def vsphere_objects(derived):
+    classes = sorted((vc["name"], vc["cpu_count"], vc["memory_mb"], tuple(vc["vgpu_profiles"]), vc["description"])
+                     for vc in derived["vsphere"]["vm_classes"])
+    namespaces = sorted((ns["name"], ns["kind"], ns["description"], tuple(sorted(ns["vm_classes"])),
+                         tuple((s["policy"], s["limit_mib"]) for s in ns["storage_policies"]),
+                         tuple(sorted(ns["limits"].items())),
+                         tuple(sorted(tuple(sorted(a.items())) for a in ns["access"])))
+                        for ns in derived["vsphere"]["namespaces"])
+    return classes, namespaces
+
+
+def discovered(design=None):
+    want = derive(copy.deepcopy(design or DESIGN))
+    found, notes = discover(*live_of(want), name=want["design"])
+    return want, found, notes
+
+
+def test_the_discovered_design_derives_the_example_vsphere_objects():
+    want, found, _notes = discovered()
+    assert vsphere_objects(derive(found)) == vsphere_objects(want)
+
+
+def test_the_discovered_design_derives_the_example_esxi_inputs():
+    want, found, _notes = discovered()
+    keys = ("gpu_model", "hosts", "gpus_per_host", "driver_version", "lifecycle", "graphics_type",
+            "assignment_policy", "scheduler", "rmpvmrl", "mig_geometry", "mig_mode")
+    got = derive(found)["esxi"]["clusters"]
+    for name, c in want["esxi"]["clusters"].items():
+        assert dict((k, got[name][k]) for k in keys if k != "mig_geometry") == \
+            dict((k, c[k]) for k in keys if k != "mig_geometry")
+        assert mig_hosts(name, got[name]["mig_geometry"]) == mig_hosts(name, c["mig_geometry"])
+
+
+def mig_hosts(cluster, geometry):
+    """{host name: GPU indexes in MIG mode} of derive()'s geometry in either form (hosts without MIG left out)."""
+    if isinstance(geometry, dict):
+        return dict((h, list(g)) for h, g in geometry.items() if g)
+    return dict(("%s-esx-%02d" % (cluster, n), list(g)) for n, g in enumerate(geometry) if g)
+
+
+def test_the_audit_of_the_vsphere_link_with_the_discovered_design_is_clean():
+    want, found, _notes = discovered()
+    _hosts, classes, namespaces, policies, _drs = live_of(want)
+    assert _audit.audit_vsphere(derive(found), classes, namespaces, policies) == []
+
+
+def test_mig_geometry_is_per_gpu_and_a_second_model_stays_in_its_cluster():
+    want, found, _notes = discovered()
+    h100 = [c for c in found["clusters"] if c["name"] == "gpu-h100"][0]
+    expected = mig_hosts("gpu-h100", want["esxi"]["clusters"]["gpu-h100"]["mig_geometry"])
+    assert expected and dict(h100["mig_geometry"]) == expected
+    l40s = [c for c in found["clusters"] if c["name"] == "gpu-l40s"][0]
+    assert "mig_geometry" not in l40s and l40s["gpu"]["model"] == "L40S"
+    assert dict((p["name"], (p["cluster"], p["sharing"])) for p in found["pools"]) == {
+        "inference": ("gpu-h100", "mig"), "training": ("gpu-h100", "full_card"), "notebooks": ("gpu-l40s", "time_sliced")}
+
+
+def test_what_the_platform_cannot_say_has_a_comment_and_the_yaml_reads_back():
+    _want, found, notes = discovered()
+    text = render(found, notes, header=["discovered"])
+    assert yaml.safe_load(text) == json.loads(json.dumps(found))
+    assert "# the schema requires it and the vSphere side does not say: 0 chosen" in text
+    assert "ResourceQuota" in text and "slo, model and training" in text
+
+
+def test_a_platform_without_gpu_hosts_is_refused_with_a_clear_message():
+    hosts = [dict(name="esx-1", cluster="c", gpu_count=0, gpus=[])]
+    with pytest.raises(DiscoverError, match="no host with an NVIDIA GPU"):
+        discover(hosts, {}, {})
+
+
+def test_a_platform_without_vgpu_classes_is_refused():
+    want = derive(copy.deepcopy(DESIGN))
+    hosts, _classes, namespaces, policies, drs = live_of(want)
+    with pytest.raises(DiscoverError, match="no VM class has a vGPU profile"):
+        discover(hosts, {"small": dict(cpu_count=2, memory_mb=4096, vgpu_profiles=[])}, namespaces, policies, drs)
