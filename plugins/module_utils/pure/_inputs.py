@@ -210,6 +210,15 @@ def gpu_pool_design_errors(params):
     return empty_errors(params, ("design_file",))
 
 
+def gpu_pool_preflight_errors(params):
+    out = empty_errors(params, ("design_file", "kubeconfig", "supervisor_kubeconfig", "dls_host", "prometheus_url"))
+    out += range_errors(params, "dls_port", 1, 65535)
+    url = params.get("prometheus_url")
+    if url and not (url.startswith("http://") or url.startswith("https://")):
+        out.append("prometheus_url must be an http:// or https:// URL, not %r" % (url,))
+    return out
+
+
 def gpu_pool_lease_errors(params):
     out = list_item_errors(params, "clusters")
     if params.get("clusters") == []:
@@ -417,6 +426,7 @@ CHECKS = {
     "gpu_pool_audit": gpu_pool_audit_errors,
     "gpu_pool_design": gpu_pool_design_errors,
     "gpu_pool_lease": gpu_pool_lease_errors,
+    "gpu_pool_preflight": gpu_pool_preflight_errors,
     "gpu_usage": gpu_usage_errors,
     "nls_appliance_deploy": nls_appliance_deploy_errors,
     "nls_appliance_info": nls_appliance_info_errors,

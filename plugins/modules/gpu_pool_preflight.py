@@ -1,0 +1,387 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: gpu_pool_preflight
+short_description: Say, before any change, whether each link of a GPU pool design can run on a platform
+version_added: 0.1.0
+description:
+  - The read-only first step on a platform that exists - it reads, and changes nothing, and says per link
+    (C(esxi), C(vsphere), C(vks), C(guest), C(licensing)) whether the collection can run it and why not.
+  - C(esxi) - the design's GPU clusters and their hosts exist (as many hosts as the design counts); the
+    datastore of a cluster's driver bundle exists; on a cluster with lifecycle V(vlcm) the cluster is managed
+    with a single image and an offline depot offers the design's driver (or the design names a depot to
+    import); a cluster that sets C(vgpu_mode) needs vSphere API 8.0.3.
+  - C(vsphere) - the clusters that hold the design's namespaces have a Supervisor; the storage policies of
+    the namespaces exist.
+  - C(esxi) and C(vsphere) - the privileges of the account on the objects the link changes, asked of
+    vCenter's AuthorizationManager (C(HasPrivilegeOnEntities) for this session) without trying a change;
+    each missing privilege is named with the link that needs it, the objects and what it is for.
+  - C(vks) (needs O(supervisor_kubeconfig)) - each VKS cluster of the design exists on the Supervisor with a
+    managed topology and its ClusterClass can be read.
+  - C(guest) (needs O(kubeconfig)) - where the design queues gang pools through Kueue, Kueue's CRDs are
+    installed.
+  - C(licensing) (needs O(dls_host)) - the DLS appliance answers (a login and a read of its service
+    instance) and, with O(prometheus_url), Prometheus answers a query.
+  - The vCenter's API version (C(About.apiVersion)) and what the collection does on it (RV(api_features)).
+  - A link without its connection is reported V(not checked) and does not make the result no-go.
+  - Requests are reads only - SOAP property retrievals, C(HasPrivilegeOnEntities), REST C(GET)s, Kubernetes
+    C(get) and C(list) - besides the sessions' login and logout.
+author:
+  - gpupool.vcf developers (@gpupool)
+extends_documentation_fragment:
+  - gpupool.vcf.vsphere
+options:
+  design:
+    description:
+      - The pool design as a mapping. Exactly one of O(design) and O(design_file) is required.
+    type: dict
+  design_file:
+    description:
+      - Path to a YAML (or JSON) file with the design, on the host the module runs on.
+    type: path
+  vcenter:
+    description:
+      - The vCenter of a design that names several (its C(vcenters) key) that the vSphere connection of this
+        task reaches; its clusters only are checked. By default the whole design.
+    type: str
+  kubeconfig:
+    description:
+      - Kubeconfig of the guest (VKS) cluster, for the C(guest) link. Falls back to E(K8S_AUTH_KUBECONFIG).
+    type: path
+  context:
+    description: Context of O(kubeconfig). Falls back to E(K8S_AUTH_CONTEXT).
+    type: str
+  supervisor_kubeconfig:
+    description: Kubeconfig of the Supervisor, for the C(vks) link.
+    type: path
+  supervisor_context:
+    description: Context of O(supervisor_kubeconfig).
+    type: str
+  dls_host:
+    description: Address of the DLS appliance, for the C(licensing) link.
+    type: str
+  dls_port:
+    description: HTTPS port of the appliance's REST API (1 to 65535).
+    type: int
+    default: 443
+  dls_username:
+    description: User of the appliance's REST API.
+    type: str
+  dls_password:
+    description: Password of O(dls_username).
+    type: str
+  dls_ca_file:
+    description: CA bundle of the appliance's certificate.
+    type: path
+  dls_validate_certs:
+    description: Verify the appliance's TLS certificate.
+    type: bool
+    default: true
+  prometheus_url:
+    description: Base URL of the Prometheus HTTP API, checked with the C(licensing) link.
+    type: str
+  prometheus_bearer_token:
+    description: Bearer token for Prometheus.
+    type: str
+  prometheus_validate_certs:
+    description: Verify Prometheus's TLS certificate.
+    type: bool
+    default: true
+  prometheus_ca_path:
+    description: CA bundle for Prometheus's certificate.
+    type: path
+  request_timeout:
+    description: Seconds to wait for one request to a Kubernetes API, the DLS appliance or Prometheus (1 or more).
+    type: int
+    default: 30
+attributes:
+  check_mode:
+    support: full
+    description: The module only reads; check mode gives the same result.
+  diff_mode:
+    support: none
+    description: Nothing changes, so there is nothing to diff.
+notes:
+  - Requires the C(kubernetes) Python library for the C(vks) and C(guest) links.
+"""
+
+EXAMPLES = r"""
+- name: Preflight of the design on the platform (vSphere connection from module_defaults)
+  gpupool.vcf.gpu_pool_preflight:
+    design_file: "{{ playbook_dir }}/design.yml"
+    kubeconfig: ~/.kube/gpu-workloads.kubeconfig
+  register: preflight
+
+- name: Stop when a link cannot run
+  ansible.builtin.assert:
+    that: preflight.go
+    fail_msg: "{{ preflight.table }}"
+"""
+
+RETURN = r"""
+links:
+  description: Per link whether it can run.
+  returned: always
+  type: dict
+  contains:
+    go: {description: "True, false (no-go) or null (not checked: no connection).", type: bool}
+    status: {description: "V(go), V(no-go) or V(not checked).", type: str}
+    reasons: {description: What stops the link (or why it was not checked)., type: list, elements: str}
+  sample:
+    esxi: {go: false, status: no-go, reasons: ["the account lacks privilege Host.Config.Patch on host esx-01 (the NVIDIA host driver (InstallHostPatchV2_Task))"]}
+    vks: {go: null, status: not checked, reasons: ["not checked: no kubeconfig of the Supervisor (supervisor_kubeconfig)"]}
+go:
+  description: Whether no link is no-go (links not checked do not count).
+  returned: always
+  type: bool
+table:
+  description: The go / no-go table as text lines, one per link and one per reason.
+  returned: always
+  type: list
+  elements: str
+missing_privileges:
+  description: The privileges the account lacks, each with the link that needs it, the objects and what it is for.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{link: esxi, privilege: Host.Config.Patch, objects: [host esx-01], what: the NVIDIA host driver}]
+api_version:
+  description: The vCenter's API version (null without a vSphere connection).
+  returned: always
+  type: str
+  sample: 8.0.3.0
+api_features:
+  description: Per feature whose form depends on the API version - C(supported), C(since) and C(what).
+  returned: always
+  type: dict
+  sample: {vgpu_mode: {supported: true, since: 8.0.3, what: the vGPU mode per GPU is read and set}}
+"""
+
+from ansible.module_utils.basic import env_fallback
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _preflight
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive, for_vcenter
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import DesignError
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure, Info
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._design_input import given_design
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._namespace_api import NamespaceApi
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vlcm_api import VlcmApi
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError, vim
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient, K8sError
+from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import DlsClient, DlsError
+from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromClient, PromError
+
+ARGUMENT_SPEC = dict(
+    design=dict(type="dict"),
+    design_file=dict(type="path"),
+    vcenter=dict(type="str"),
+    kubeconfig=dict(type="path", fallback=(env_fallback, ["K8S_AUTH_KUBECONFIG"])),
+    context=dict(type="str", fallback=(env_fallback, ["K8S_AUTH_CONTEXT"])),
+    supervisor_kubeconfig=dict(type="path"),
+    supervisor_context=dict(type="str"),
+    dls_host=dict(type="str"),
+    dls_port=dict(type="int", default=443),
+    dls_username=dict(type="str"),
+    dls_password=dict(type="str", no_log=True),
+    dls_ca_file=dict(type="path"),
+    dls_validate_certs=dict(type="bool", default=True),
+    prometheus_url=dict(type="str"),
+    prometheus_bearer_token=dict(type="str", no_log=True),
+    prometheus_validate_certs=dict(type="bool", default=True),
+    prometheus_ca_path=dict(type="path"),
+    request_timeout=dict(type="int", default=30),
+)
+
+SERVICE_INSTANCE = "/service_instance_manager/v1/service-instance"
+
+
+def read_vsphere(module, derived):
+    """What the vSphere links need, read with retrievals, HasPrivilegeOnEntities and REST GETs."""
+    client = module.client()
+    clusters = dict((c["name"], c) for c in client.retrieve({vim.ClusterComputeResource: ["name", "host"]}))
+    host_names = dict((h.moid, h["name"]) for h in client.retrieve({vim.HostSystem: ["name"]}))
+    by_cluster = dict((name, sorted(host_names.get(ref._moId, ref._moId) for ref in c.get("host") or []))
+                      for name, c in clusters.items())
+    refs = {_preflight.ROOT_LABEL: client.content.rootFolder}
+    for name, c in clusters.items():
+        refs[_preflight.cluster_label(name)] = c.obj
+        for ref in c.get("host") or []:
+            refs[_preflight.host_label(host_names.get(ref._moId, ref._moId))] = ref
+    live = dict(api_version=client.content.about.apiVersion, clusters=by_cluster,
+                datastores=[d["name"] for d in client.retrieve({vim.Datastore: ["name"]})],
+                privileges=privileges(client, refs, _preflight.wanted_privileges(derived, by_cluster)))
+    rest = module.rest_client()
+    api = NamespaceApi(rest)
+    try:
+        live["supervisors"] = [s.get("cluster_name") or s.get("cluster") for s in api.supervisors()]
+    except VsphereError as exc:
+        live.update(supervisors=None, supervisor_error=str(exc))
+    try:
+        live["storage_policies"] = sorted(api.policy_names().values())
+    except VsphereError as exc:
+        live.update(storage_policies=None, storage_policy_error=str(exc))
+    live["vlcm"] = {}
+    for name, want in ((derived.get("esxi") or {}).get("clusters") or {}).items():
+        if want.get("lifecycle") == "vlcm" and name in clusters:
+            live["vlcm"][name] = read_image(VlcmApi(rest, clusters[name].moid), want.get("component"))
+    return live
+
+
+def read_image(api, component):
+    try:
+        if not api.image_managed():
+            return dict(image_managed=False)
+        _depots, offered = api.depots(component)
+    except VsphereError as exc:
+        return dict(error=str(exc))
+    return dict(image_managed=True, versions=sorted(set(v for versions in offered.values() for v in versions)))
+
+
+def privileges(client, refs, wanted):
+    """{object label: {privilege: granted}} for this session, in one HasPrivilegeOnEntities call."""
+    labels = [label for label in wanted if label in refs]
+    if not labels:
+        return {}
+    ids = sorted(set(p for label in labels for p in wanted[label]))
+    session = client.content.sessionManager.currentSession.key
+    answer = client.content.authorizationManager.HasPrivilegeOnEntities(
+        entity=[refs[label] for label in labels], sessionId=session, privId=ids)
+    label_of = dict((refs[label]._moId, label) for label in labels)
+    out = {}
+    for item in answer or []:
+        label = label_of.get(item.entity._moId)
+        if label is not None:
+            out[label] = dict((a.privId, bool(a.isGranted)) for a in item.privAvailability or [])
+    return out
+
+
+def read_vks(params, derived):
+    """{lacking: [(kind, name, text)]} of the design's VKS clusters on the Supervisor, or {error}."""
+    from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._vks_api import VksClusterApi
+    conn = dict(kubeconfig=params["supervisor_kubeconfig"], context=params["supervisor_context"],
+                request_timeout=params["request_timeout"])
+    lacking = []
+    for name, want in ((derived.get("vks") or {}).get("clusters") or {}).items():
+        label = "%s/%s" % (want["namespace"], name)
+        try:
+            api = VksClusterApi(conn, want["namespace"], name)
+            version, obj, ref = api.read_cluster()
+        except K8sError as exc:
+            if exc.status == 404:
+                lacking.append(("VKS cluster", label, "not on the Supervisor"))
+                continue
+            return dict(error=str(exc))
+        if obj is None:
+            lacking.append(("VKS cluster", label, "has no managed topology (spec.topology with a ClusterClass)"))
+            continue
+        try:
+            api.read_class(version, ref)
+        except K8sError as exc:
+            lacking.append(("ClusterClass", "%s/%s" % (ref["namespace"], ref["name"]), "of VKS cluster %s: %s" % (label, exc)))
+    return dict(lacking=lacking)
+
+
+def read_guest(params):
+    """{crds: [names]} of the guest cluster, or {error}."""
+    from kubernetes import client as kube
+    try:
+        k8s = K8sClient(dict(kubeconfig=params["kubeconfig"], context=params["context"]), params["request_timeout"])
+        crds = k8s.call(kube.ApiextensionsV1Api(k8s.api).list_custom_resource_definition)
+    except K8sError as exc:
+        return dict(error=str(exc))
+    return dict(crds=sorted(c.metadata.name for c in crds.items or []))
+
+
+def read_licensing(params):
+    """{dls: None or what failed, prometheus: None or what failed}."""
+    p = params
+    out = dict(dls=None, prometheus=None)
+    if not (p["dls_username"] and p["dls_password"]):
+        out["dls"] = "no dls_username and dls_password to log in with"
+    else:
+        dls = DlsClient(p["dls_host"], p["dls_port"], p["dls_username"], p["dls_password"],
+                        validate_certs=p["dls_validate_certs"], ca_file=p["dls_ca_file"], timeout=p["request_timeout"])
+        try:
+            dls.call("GET", SERVICE_INSTANCE)
+        except DlsError as exc:
+            out["dls"] = str(exc)
+    if p["prometheus_url"]:
+        prom = PromClient(p["prometheus_url"], bearer_token=p["prometheus_bearer_token"],
+                          validate_certs=p["prometheus_validate_certs"], ca_path=p["prometheus_ca_path"],
+                          timeout=p["request_timeout"])
+        try:
+            prom.query("vector(1)")
+        except PromError as exc:
+            out["prometheus"] = "%s: %s" % (p["prometheus_url"], exc)
+    return out
+
+
+class Preflight(Info):
+    """Every link of the design judged against what the platform has, from reads only."""
+
+    def __init__(self, module):
+        Info.__init__(self, "the preflight of the design")
+        self.module = module
+
+    def derived(self):
+        p = self.module.params
+        try:
+            derived = derive(given_design(p))
+        except DesignError as exc:
+            raise Failure("The design has errors; fix them first (gpu_pool_design): %s" % exc,
+                          findings=[f.to_dict() for f in exc.findings])
+        if p["vcenter"] is not None:
+            if p["vcenter"] not in derived["vcenters"]:
+                raise Failure("Invalid input for gpu_pool_preflight: vCenter %r is not in the design (its vCenters: %s). "
+                              "Nothing was read." % (p["vcenter"], ", ".join(derived["vcenters"])))
+            derived = for_vcenter(derived, p["vcenter"])
+        return derived
+
+    def read(self):
+        p = self.module.params
+        derived = self.derived()
+        live = {}
+        if p["hostname"]:
+            with self.doing("read", "the vSphere links"):
+                live["vsphere"] = read_vsphere(self.module, derived)
+        if p["supervisor_kubeconfig"] or p["kubeconfig"]:
+            try:
+                import kubernetes  # noqa: F401 pylint: disable=unused-import
+            except ImportError:
+                raise Failure("The kubernetes Python library is required for the vks and guest links")
+        if p["supervisor_kubeconfig"]:
+            live["vks"] = read_vks(p, derived)
+        if p["kubeconfig"]:
+            live["guest"] = read_guest(p)
+        if p["dls_host"]:
+            live["licensing"] = read_licensing(p)
+        return dict(derived=derived, live=live)
+
+    def result(self, live, plan):
+        derived, state = live["derived"], live["live"]
+        links = _preflight.judge(derived, state)
+        version = (state.get("vsphere") or {}).get("api_version")
+        return dict(links=links, go=_preflight.is_go(links), table=_preflight.text_table(links),
+                    missing_privileges=_preflight.missing_list(derived, state), api_version=version,
+                    api_features=_preflight.api_features(version) if version else {})
+
+
+def main():
+    module = VsphereModule(argument_spec=ARGUMENT_SPEC, mutually_exclusive=[("design", "design_file")],
+                           required_one_of=[("design", "design_file")], supports_check_mode=True)
+    enforce(module, "gpu_pool_preflight")
+    Runner(module, Preflight(module)).run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,179 @@
+"""Unit tests of the preflight's judgements (pure/_preflight.py)."""
+import copy
+import pathlib
+
+import yaml
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _preflight as pf
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
+
+ROOT = pathlib.Path(__file__).resolve().parents[5]
+DERIVED = derive(yaml.safe_load((ROOT / "examples" / "design.yml").read_text()))
+CLUSTERS = {"gpu-h100": ["esx-h100-0%d" % i for i in range(1, 5)], "gpu-l40s": ["esx-l40s-0%d" % i for i in range(1, 4)]}
+
+
+def all_granted(derived=DERIVED, clusters=CLUSTERS):
+    return dict((label, dict((p, True) for p in privs)) for label, privs in pf.wanted_privileges(derived, clusters).items())
+
+
+def platform(derived=DERIVED, **changes):
+    vs = dict(api_version="8.0.3.0", clusters=copy.deepcopy(CLUSTERS), datastores=["LocalDS_0"],
+              privileges=all_granted(derived), supervisors=["gpu-h100"], storage_policies=["vSAN Default Storage Policy"],
+              vlcm={})
+    vs.update(changes)
+    return {"vsphere": vs}
+
+
+def test_example_platform_is_go_and_other_links_not_checked():
+    links = pf.judge(DERIVED, platform())
+    assert links["esxi"] == dict(go=True, status="go", reasons=[])
+    assert links["vsphere"] == dict(go=True, status="go", reasons=[])
+    for link in ("vks", "guest", "licensing"):
+        assert links[link]["go"] is None and links[link]["status"] == "not checked"
+        assert links[link]["reasons"][0].startswith("not checked: no ")
+    assert pf.is_go(links)
+
+
+def test_no_vsphere_connection():
+    links = pf.judge(DERIVED, {})
+    assert links["esxi"]["go"] is None and links["vsphere"]["go"] is None
+    assert pf.missing_list(DERIVED, {}) == []
+
+
+def test_missing_privilege_named_with_its_link_and_objects():
+    granted = all_granted()
+    granted["host esx-h100-02"]["Host.Config.Patch"] = False
+    del granted["cluster gpu-h100"]["Namespaces.Manage"]  # not answered counts as missing
+    live = platform(privileges=granted)
+    links = pf.judge(DERIVED, live)
+    assert links["esxi"]["go"] is False
+    assert links["esxi"]["reasons"] == [
+        "the account lacks privilege Host.Config.Patch on host esx-h100-02 (the NVIDIA host driver (InstallHostPatchV2_Task))"]
+    assert links["vsphere"]["go"] is False
+    assert "Namespaces.Manage on cluster gpu-h100" in links["vsphere"]["reasons"][0]
+    assert pf.missing_list(DERIVED, live) == [
+        dict(link="esxi", privilege="Host.Config.Patch", objects=["host esx-h100-02"],
+             what="the NVIDIA host driver (InstallHostPatchV2_Task)"),
+        dict(link="vsphere", privilege="Namespaces.Manage", objects=["cluster gpu-h100"],
+             what="vSphere Namespaces (VM classes, storage, limits, access)")]
+    assert not pf.is_go(links)
+
+
+def test_privileges_asked_on_the_right_objects():
+    wanted = pf.wanted_privileges(DERIVED, CLUSTERS)
+    assert wanted[pf.ROOT_LABEL] == ["VirtualMachineClasses.Manage"]
+    assert wanted["host esx-l40s-03"] == ["Host.Config.Settings", "Host.Config.Maintenance", "Host.Config.Patch"]
+    assert wanted["cluster gpu-h100"] == ["Host.Inventory.EditCluster", "Namespaces.Manage"]
+    assert wanted["cluster gpu-l40s"] == ["Host.Inventory.EditCluster"]  # no namespace, no vlcm lifecycle
+    vlcm = copy.deepcopy(DERIVED)
+    vlcm["esxi"]["clusters"]["gpu-l40s"]["lifecycle"] = "vlcm"
+    assert "VcIntegrity.lifecycleSoftwareSpecification.Modify" in pf.wanted_privileges(vlcm, CLUSTERS)["cluster gpu-l40s"]
+
+
+def test_many_objects_shortened():
+    granted = all_granted()
+    for h in CLUSTERS["gpu-h100"]:
+        granted["host %s" % h]["Host.Config.Maintenance"] = False
+    reasons = pf.judge(DERIVED, platform(privileges=granted))["esxi"]["reasons"]
+    assert "host esx-h100-01, host esx-h100-02, host esx-h100-03 and 1 more" in reasons[0]
+
+
+def test_missing_cluster_and_hosts():
+    clusters = {"gpu-h100": CLUSTERS["gpu-h100"][:3], "mgmt": []}
+    reasons = pf.judge(DERIVED, platform(clusters=clusters))["esxi"]["reasons"]
+    assert "cluster gpu-h100 has 3 host(s), the design counts 4" in reasons
+    assert "cluster gpu-l40s of the design is not in vCenter (clusters: gpu-h100, mgmt)" in reasons
+
+
+def test_driver_bundle_datastore_missing():
+    reasons = pf.judge(DERIVED, platform(datastores=["other"]))["esxi"]["reasons"]
+    assert len(reasons) == 2 and "datastore LocalDS_0, which vCenter does not have" in reasons[0]
+
+
+def test_vgpu_mode_needs_api_8_0_3():
+    d = copy.deepcopy(DERIVED)
+    d["esxi"]["clusters"]["gpu-l40s"]["vgpu_mode"] = "mixed_size"
+    assert pf.judge(d, platform())["esxi"]["go"] is True
+    reasons = pf.judge(d, platform(api_version="8.0.2.0"))["esxi"]["reasons"]
+    assert reasons == ["cluster gpu-l40s sets vgpu_mode mixed_size: it needs vSphere API 8.0.3, vCenter has 8.0.2.0"]
+
+
+def test_vlcm_image_and_depot():
+    d = copy.deepcopy(DERIVED)
+    c = d["esxi"]["clusters"]["gpu-l40s"]
+    c["lifecycle"] = "vlcm"
+    # the vlcm privileges are asked too: granted here (test_privileges_asked_on_the_right_objects)
+    assert pf.judge(d, platform(derived=d))["esxi"]["reasons"] == ["cluster gpu-l40s: its vLCM image could not be read"]
+    live = platform(derived=d, vlcm={"gpu-l40s": dict(image_managed=False)})
+    assert "not managed with a single image" in pf.judge(d, live)["esxi"]["reasons"][0]
+    live = platform(derived=d, vlcm={"gpu-l40s": dict(image_managed=True, versions=["1.0"])})
+    assert "no offline depot offers NVD-AIE-800 %s" % c["driver_version"] in pf.judge(d, live)["esxi"]["reasons"][0]
+    live = platform(derived=d, vlcm={"gpu-l40s": dict(image_managed=True, versions=[c["driver_version"]])})
+    assert pf.judge(d, live)["esxi"]["go"] is True
+    c["vlcm_depot_url"] = "https://depot.example.com/nvd.zip"  # imported by the converge
+    live = platform(derived=d, vlcm={"gpu-l40s": dict(image_managed=True, versions=[])})
+    assert pf.judge(d, live)["esxi"]["go"] is True
+    live = platform(derived=d, vlcm={"gpu-l40s": dict(error="503")})
+    assert pf.judge(d, live)["esxi"]["reasons"] == ["cluster gpu-l40s: its vLCM image could not be read: 503"]
+
+
+def test_supervisor_and_storage_policy():
+    links = pf.judge(DERIVED, platform(supervisors=[], storage_policies=["gold"]))
+    assert links["vsphere"]["reasons"] == [
+        "cluster gpu-h100 has no Supervisor (the design's namespaces are on it)",
+        "storage policy 'vSAN Default Storage Policy' of the design's namespaces is not in vCenter"]
+    links = pf.judge(DERIVED, platform(supervisors=None, supervisor_error="404", storage_policies=None))
+    assert links["vsphere"]["reasons"][0] == "the Supervisors could not be read: 404"
+    assert links["vsphere"]["reasons"][1] == "the storage policies could not be read: no answer"
+    clusters = {"gpu-l40s": CLUSTERS["gpu-l40s"]}
+    reasons = pf.judge(DERIVED, platform(clusters=clusters))["vsphere"]["reasons"]
+    assert reasons == ["cluster gpu-h100, which holds the design's namespaces, is not in vCenter"]
+
+
+def test_api_features():
+    f = pf.api_features("8.0.3.0")
+    assert f["vm_class_config_spec"]["supported"] and f["vgpu_mode"]["supported"]
+    assert not f["direct_path_devices"]["supported"] and f["direct_path_devices"]["since"] == "9.1"
+    assert pf.api_features("9.1.0.0")["direct_path_devices"]["supported"]
+    assert not pf.api_features("8.0.1.0")["vm_class_config_spec"]["supported"]
+    assert not any(v["supported"] for v in pf.api_features(None).values())
+
+
+def test_vks_guest_licensing():
+    live = platform()
+    live["vks"] = dict(lacking=[("VKS cluster", "gpu-platform/gpu-workloads", "not on the Supervisor")])
+    live["guest"] = dict(crds=[])
+    live["licensing"] = dict(dls="DLS appliance unreachable at dls:443 (refused)", prometheus=None)
+    links = pf.judge(DERIVED, live)
+    assert links["vks"]["reasons"] == ["VKS cluster gpu-platform/gpu-workloads: not on the Supervisor"]
+    kueue = bool(DERIVED["roles"]["gpu_scheduling_policy"]["gpu_scheduling_policy_kueue"])
+    assert links["guest"]["go"] is (not kueue)
+    live["guest"] = dict(crds=list(pf.KUEUE_CRDS))
+    assert pf.judge(DERIVED, live)["guest"]["go"] is True
+    live["guest"] = dict(error="401 Unauthorized")
+    assert pf.judge(DERIVED, live)["guest"]["reasons"] == ["the guest cluster's Kubernetes API could not be read: 401 Unauthorized"]
+    assert links["licensing"]["reasons"] == ["the DLS appliance: DLS appliance unreachable at dls:443 (refused)"]
+    live["licensing"] = dict(dls=None, prometheus=None)
+    assert pf.judge(DERIVED, live)["licensing"]["go"] is True
+    live["vks"] = dict(error="timeout")
+    assert pf.judge(DERIVED, live)["vks"]["go"] is False
+
+
+def test_kueue_crds_needed_only_with_gang_pools():
+    d = copy.deepcopy(DERIVED)
+    d["roles"]["gpu_scheduling_policy"]["gpu_scheduling_policy_kueue"] = True
+    live = dict(guest=dict(crds=["clusterqueues.kueue.x-k8s.io"]))
+    reasons = pf.judge(d, live)["guest"]["reasons"]
+    assert "localqueues.kueue.x-k8s.io, resourceflavors.kueue.x-k8s.io" in reasons[0]
+    d["roles"]["gpu_scheduling_policy"]["gpu_scheduling_policy_kueue"] = False
+    assert pf.judge(d, live)["guest"]["go"] is True
+
+
+def test_text_table():
+    granted = all_granted()
+    granted[pf.ROOT_LABEL]["VirtualMachineClasses.Manage"] = False
+    lines = pf.text_table(pf.judge(DERIVED, platform(privileges=granted)))
+    assert lines[0].split() == ["link", "status"]
+    assert lines[1].split() == ["esxi", "go"]
+    assert lines[2].split() == ["vsphere", "no-go"]
+    assert "VirtualMachineClasses.Manage on vCenter root folder" in lines[3]
