@@ -211,12 +211,16 @@ def gpu_pool_design_errors(params):
 
 
 def gpu_pool_preflight_errors(params):
-    out = empty_errors(params, ("design_file", "kubeconfig", "supervisor_kubeconfig", "dls_host", "prometheus_url"))
+    out = empty_errors(params, ("design_file", "supervisor_kubeconfig", "dls_host"))
     out += range_errors(params, "dls_port", 1, 65535)
     url = params.get("prometheus_url")
     if url and not (url.startswith("http://") or url.startswith("https://")):
         out.append("prometheus_url must be an http:// or https:// URL, not %r" % (url,))
     return out
+
+
+def gpu_pool_discover_errors(params):
+    return empty_errors(params, ("dest", "name"))
 
 
 def gpu_pool_lease_errors(params):
@@ -425,6 +429,7 @@ CHECKS = {
     "guest_node_drain": guest_node_drain_errors,
     "gpu_pool_audit": gpu_pool_audit_errors,
     "gpu_pool_design": gpu_pool_design_errors,
+    "gpu_pool_discover": gpu_pool_discover_errors,
     "gpu_pool_lease": gpu_pool_lease_errors,
     "gpu_pool_preflight": gpu_pool_preflight_errors,
     "gpu_usage": gpu_usage_errors,
