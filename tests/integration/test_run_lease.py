@@ -2,7 +2,7 @@
 of each GPU cluster.
 
 The module: a second run is refused naming the holder while the first holds the lease; check mode takes none
-and names the holder; the lease of a killed run is waited for until it expires, then taken over; a run
+and names the holder (site.yml's too); the lease of a killed run is waited for until it expires, then taken over; a run
 releases only its own. site.yml: refused before any change while another run holds the pool; a run and a
 no-op rerun, each releasing the lease at its end, the rerun changed=0 on every play host (the lease is
 bookkeeping), with the figures of what the lease costs that no-op run.
@@ -158,6 +158,13 @@ def test_site_refused_while_held_then_run_and_noop_rerun(vsphere, vsphere_env, r
         refused.stdout[-3000:]
     assert not any(name.startswith("Roll the cluster") for name, _r in refused.tasks)
     assert records.read("gpu-h100")["holder"] == "awx-job-77"
+
+    # --check is not refused and takes no lease: it says who holds the pool
+    checked = run_playbook(SITE, env=vsphere_env, check=True, extra_vars={"gpupool_design_file": str(DESIGN)})
+    assert checked.rc == 0, checked.stdout[-4000:]
+    said = checked.result("Who holds the pool (check mode takes no lease)").get("msg", "")
+    assert "GPU cluster gpu-h100 is leased by run awx-job-77" in said and "would be refused" in said, said
+    assert records.read("gpu-h100")["holder"] == "awx-job-77" and records.read("gpu-l40s")["holder"] == "awx-job-77"
 
     for name in CLUSTERS:
         records.clear(name)
