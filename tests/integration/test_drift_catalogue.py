@@ -8,6 +8,10 @@ explains); after ``site.yml`` the audit is clean and a rerun changes nothing. On
 own field of one), then one audit, one check, one converge, one audit and one rerun judge them all.
 The simulator serves the GPU hosts' SSH (VSPHERE_SSH) and site.yml gets its key: MIG mode is set with
 nvidia-smi over SSH, so a GPU's MIG mode off the design's geometry is a drift site.yml repairs.
+The design is the example with the vGPU mode of gpu-l40s given (same size, as the hosts start), so a GPU
+switched to mixed size is a drift too. Every L40S host also runs VMs outside Kubernetes, which a roll does
+not power off unless told to, so the drifted GPU is one no VM sits on: it is changed in place (a GPU under
+a powered-on VM goes through the drain window: tests/integration/test_esxi_gpu_host_role.py).
 """
 import json
 import pathlib
@@ -36,13 +40,26 @@ VKS_TASK = r"^Node pools of VKS cluster"
 VSPHERE_SSH = True
 # a GPU of esx-h100-04 that holds no VM, MIG mode off in the design's geometry (examples/fleet.yml)
 MIG_HOST, MIG_GPU = "esx-h100-04", 3
+# the host one of whose GPUs is switched to mixed size: the GPU no VM sits on
+VGPU_HOST = "esx-l40s-03"
+
+
+def catalogue_design(folder):
+    """The example design with gpu-l40s's vGPU mode given: the design file site.yml and the audit read."""
+    design = yaml.safe_load(DESIGN.read_text())
+    [c for c in design["clusters"] if c["name"] == "gpu-l40s"][0].setdefault("graphics", {})["vgpu_mode"] = "same_size"
+    path = pathlib.Path(folder) / "design.yml"
+    path.write_text(yaml.safe_dump(design, sort_keys=False))
+    return path
 
 
 @pytest.fixture(scope="module")
 def pool(vsphere, tmp_path_factory):
     """The example design converged by site.yml: (run site.yml, run the audit, the rig, the simulator)."""
     tmp = tmp_path_factory.mktemp("catalogue")
+    design = catalogue_design(tmp)
     with chain.platform(vsphere.env, tmp, ssh=vsphere) as (rig, _dls, env, extra):
+        extra = dict(extra, gpupool_design_file=str(design))
 
         def site(check=False):
             run = run_playbook(SITE, env=env, check=check, diff=check, extra_vars=extra)
@@ -51,7 +68,7 @@ def pool(vsphere, tmp_path_factory):
 
         def audit():
             res, _run = run_module("gpupool.vcf.gpu_pool_audit", {
-                "design_file": str(DESIGN), "kubeconfig": str(rig.kubeconfig),
+                "design_file": str(design), "kubeconfig": str(rig.kubeconfig),
                 "supervisor_kubeconfig": str(rig.kubeconfig)}, env=env)
             assert not res.get("failed"), res.get("msg")
             assert res["audited"] == ["esxi", "vsphere", "vks", "guest"]
@@ -213,12 +230,22 @@ def _label_removed(mds):
 
 # Each drift: (name, how to inject it, [(audit rule, audit object)], [(changed task, object in its result)]).
 # The changed task is a regular expression on the task name; the object, text its result holds.
+def empty_gpu(sim, host):
+    """The first GPU of ``host`` no powered-on VM sits on."""
+    free = [g for g in sorted(sim.gpus(host), key=lambda g: g["index"]) if not g["vms"]]
+    assert free, "every GPU of %s carries a VM: %s" % (host, sim.gpus(host))
+    return free[0]
+
+
 def drifts(sim, vc, kube, derived):
     time_sliced = derived["roles"]["gpu_operator"]["gpu_operator_device_plugin_config_name"]
     return [
         # ESXi
         ("host driver downgraded", lambda: sim.set_driver("esx-h100-04", OLD_DRIVER),
-         [("driver_off_design", "host esx-h100-04")], [(r".", "esx-h100-04")]),
+         [("driver_off_design", "host esx-h100-04")],
+         [(r"^NVIDIA driver on esx-h100-04$", '"plan": "upgrade"'),
+          (r"^NVIDIA driver on esx-h100-04$", '"previous_version": "550.54.10"'),
+          (r"^Drain the guest nodes of the node VMs of esx-h100-04$", "inference-2")]),
         ("host graphics default not Shared Direct", lambda: vc.graphics("esx-l40s-02", default="shared"),
          [("graphics_not_shared_direct", "host esx-l40s-02")], [(r".", "esx-l40s-02")]),
         ("host assignment policy changed", lambda: vc.graphics("esx-h100-03", policy="consolidation"),
@@ -226,6 +253,11 @@ def drifts(sim, vc, kube, derived):
         ("GPU put in MIG mode off the design's geometry", lambda: sim.set_gpu(MIG_HOST, MIG_GPU, mig=True),
          [("gpu_mig_off_design", "host %s" % MIG_HOST)],
          [(r"^MIG mode in maintenance mode", "enabled -> disabled on GPU %d:" % MIG_GPU)]),
+        ("GPU switched to mixed size behind the collection's back", lambda: sim.set_gpu(
+            VGPU_HOST, empty_gpu(sim, VGPU_HOST)["index"], vgpu_mode="mixedSize"),
+         [("gpu_vgpu_mode_off_design", "host %s" % VGPU_HOST)],
+         [(r"^Graphics and scheduler before the driver .* on %s$" % VGPU_HOST,
+           "GPU %s vGPU mode mixed_size -> same_size" % empty_gpu(sim, VGPU_HOST)["pci_id"])]),
         ("GPU VM's DRS override removed", lambda: vc.drs("gpu-h100", remove=["llm-training-01"]),
          [("gpu_vm_not_pinned", "vm llm-training-01")], [(r"DRS|pin", "llm-training-01")]),
         ("GPU VM's DRS override set to manual", lambda: vc.drs("gpu-h100", behavior={"embedding-01": "manual"}),
