@@ -9,7 +9,7 @@ COLL_DIR := $(COLL_ROOT)/ansible_collections/gpupool/vcf
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/$(COLL_ROOT)
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/$(SIM_DIR)/bin:$(PATH)
 
-.PHONY: help venv collection test unit integration sanity lint demo bench clean sim-build sim-up sim-down molecule browser
+.PHONY: help venv collection test unit check integration sanity lint demo bench clean sim-build sim-up sim-down molecule browser
 
 help:
 	@echo "make test   - create the venv, build the simulators, run every test"
@@ -44,6 +44,17 @@ PYTEST_ARGS := -q $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist
 
 unit: venv collection
 	$(PY) -m pytest $(if $(filter command line environment,$(origin TEST_WORKERS)),$(PYTEST_ARGS),-q) tests/unit
+
+# everyday work, in under two minutes: the unit tests in one process (with the pep8/pyflakes-style
+# pass of tests/unit/test_code_style.py) and, beside them on the second core, ansible-lint; no
+# simulator and no ansible-test sanity (`make sanity`, minutes). Prints each result and the wall time.
+check: venv collection
+	@start=$$(date +%s); lint_log=$$(mktemp); \
+	  $(VENV)/bin/ansible-lint --offline >$$lint_log 2>&1 & lint=$$!; \
+	  $(PY) -m pytest -q tests/unit; unit_rc=$$?; \
+	  wait $$lint; lint_rc=$$?; cat $$lint_log; rm -f $$lint_log; \
+	  echo "check: unit tests rc=$$unit_rc, ansible-lint rc=$$lint_rc, $$(( $$(date +%s) - start )) s"; \
+	  [ $$unit_rc -eq 0 ] && [ $$lint_rc -eq 0 ]
 
 integration: venv collection sim-build browser
 	$(PY) -m pytest $(PYTEST_ARGS) tests/integration
