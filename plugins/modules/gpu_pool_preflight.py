@@ -135,7 +135,10 @@ links:
     status: {description: "V(go), V(no-go) or V(not checked).", type: str}
     reasons: {description: What stops the link (or why it was not checked)., type: list, elements: str}
   sample:
-    esxi: {go: false, status: no-go, reasons: ["the account lacks privilege Host.Config.Patch on host esx-01 (the NVIDIA host driver (InstallHostPatchV2_Task))"]}
+    esxi:
+      go: false
+      status: no-go
+      reasons: ["the account lacks privilege Host.Config.Patch on host esx-01 (the NVIDIA host driver (InstallHostPatchV2_Task))"]
     vks: {go: null, status: not checked, reasons: ["not checked: no kubeconfig of the Supervisor (supervisor_kubeconfig)"]}
 go:
   description: Whether no link is no-go (links not checked do not count).

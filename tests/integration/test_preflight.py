@@ -1,4 +1,5 @@
-"""playbooks/preflight.yml against the vSphere simulator on the example fleet: go on the example platform,
+"""playbooks/preflight.yml against the vSphere simulator on the example fleet (the Kubernetes links:
+k8s/test_preflight_k8s.py, on the session's Kubernetes rig): go on the example platform,
 no-go naming what a design references and the platform lacks, and zero writes in the simulator's request
 counts (SOAP methods and REST requests, tests/sim/vsphere admin.go /_sim/stats)."""
 import pathlib
@@ -65,3 +66,4 @@ def test_missing_cluster_and_storage_policy_are_no_go(vsphere, tmp_path):
     failed = run.result()
     assert failed.get("failed") and "no-go: esxi, vsphere" in failed["msg"]
     assert writes(stats) == ([], [])
+
