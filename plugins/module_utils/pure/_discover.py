@@ -30,6 +30,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _nvidia
 
 PLATFORM_DESCRIPTION = re.compile(r"^gpupool platform namespace of VKS cluster (\S+)$")
 POOL_DESCRIPTION = re.compile(r"^gpupool (\S+): (inference|training|notebooks), \d+ x \S+$")
+MIG_ON = "enabled"  # a GPU's MIG mode as the GPU inventory reads it (enabled, disabled, None: unknown)
 SHAPE_BY_SHARING = dict(mig="inference", full_card="training", time_sliced="notebooks")
 
 
@@ -85,7 +86,7 @@ def _cluster(name, members, drs):
         ("graphics", out_graphics),
         ("scheduler", scheduler),
     ])
-    geometry = OrderedDict((h["name"], [g["index"] for g in h.get("gpus") or [] if g.get("mig")])
+    geometry = OrderedDict((h["name"], [g["index"] for g in h.get("gpus") or [] if g.get("mig") == MIG_ON])
                            for h in sorted(members, key=lambda h: h["name"]))
     if any(geometry.values()):
         out["mig_geometry"] = OrderedDict((k, v) for k, v in geometry.items() if v)
@@ -133,17 +134,21 @@ def _policy_name(policy_id, storage_policies):
     return (storage_policies or {}).get(policy_id) or policy_id
 
 
-def discover(hosts, vm_classes, namespaces, storage_policies=None, drs=None, name="gpupool"):
-    """(design, notes) of the live vSphere side; DiscoverError when it holds no GPU pool."""
+def discover(hosts, vm_classes, namespaces, storage_policies=None, drs=None, name="gpupool", cluster_names=None,
+             clusters=None):
+    """(design, notes) of the live vSphere side; DiscoverError when it holds no GPU pool.
+    ``cluster_names``: {cluster id: name}, for the namespaces that name their cluster by id; ``clusters``: the
+    vSphere clusters to describe (None: every cluster with GPU hosts)."""
     notes = {}
     by_cluster = OrderedDict()
     for h in sorted(hosts or [], key=lambda h: (h.get("cluster") or "", h["name"])):
-        if h.get("gpu_count"):
+        if h.get("gpu_count") and (clusters is None or h.get("cluster") in clusters):
             by_cluster.setdefault(h.get("cluster"), []).append(h)
     if not by_cluster:
-        raise DiscoverError("the platform has no host with an NVIDIA GPU: there is no GPU pool to describe "
-                            "(gpu_host_info lists the hosts and their GPUs)")
-    clusters = []
+        where = "the platform" if clusters is None else "the platform (clusters %s)" % ", ".join(clusters)
+        raise DiscoverError("%s has no host with an NVIDIA GPU: there is no GPU pool to describe "
+                            "(gpu_host_info lists the hosts and their GPUs)" % where)
+    clusters = []  # from here on: the design's clusters
     for i, (cname, members) in enumerate(by_cluster.items()):
         cluster, cnotes = _cluster(cname, members, drs or {})
         clusters.append(cluster)
@@ -201,6 +206,7 @@ def discover(hosts, vm_classes, namespaces, storage_policies=None, drs=None, nam
     all_policies = [pid for _n, ns, _c, _v in platform + tenants for pid in (ns.get("storage_policies") or {})]
     default_policy = _policy_name(_most(all_policies), storage_policies)
     sup_cluster = _most(ns.get("cluster") for _n, ns, _c, _v in platform + tenants)
+    sup_cluster = (cluster_names or {}).get(sup_cluster, sup_cluster)
     if sup_cluster not in [c["name"] for c in clusters]:
         sup_cluster = clusters[0]["name"]
         notes[("supervisor", "cluster")] = "the namespaces name a cluster by id: check it is the Supervisor's cluster"
@@ -241,8 +247,13 @@ def discover(hosts, vm_classes, namespaces, storage_policies=None, drs=None, nam
         limits = OrderedDict((k, (ns.get("limits") or {}).get(k)) for k in ("cpu_mhz", "memory_mib")
                              if (ns.get("limits") or {}).get(k) is not None)
         storage = policies.get(sorted(policies)[0]) if policies else None
-        if storage is not None:
-            limits["storage_mib"] = storage
+        own = (ns.get("limits") or {}).get("storage_mib")
+        if storage is not None and own is not None and storage != own:
+            notes[("tenants", i, "limits", "storage_mib")] = (
+                "the namespace limits storage to %d MiB and its storage policy to %d MiB: the design sets both to "
+                "one value (the policy's taken)" % (own, storage))
+        if storage is not None or own is not None:
+            limits["storage_mib"] = storage if storage is not None else own
         if limits:
             tenant["limits"] = limits
         out_tenants.append(tenant)

@@ -220,7 +220,7 @@ def gpu_pool_preflight_errors(params):
 
 
 def gpu_pool_discover_errors(params):
-    return empty_errors(params, ("dest", "name"))
+    return empty_errors(params, ("dest", "name")) + list_item_errors(params, "clusters")
 
 
 def gpu_pool_lease_errors(params):
@@ -694,10 +694,59 @@ def drs_gpu_pinning_role_errors(v):
     return out
 
 
+# the content hash the role appends to nls_licensing_secret_prefix: '-' and 10 hex digits
+_SECRET_HASH_LEN = 11
+
+
+def _whole_number(value):
+    if isinstance(value, bool):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def nls_licensing_role_errors(v):
+    out = []
+    if "nls_licensing_operator_namespace" in v:
+        out += _name_errors("nls_licensing_operator_namespace", v["nls_licensing_operator_namespace"], "namespace name")
+    prefix = v.get("nls_licensing_secret_prefix")
+    if prefix is not None:
+        out += _name_errors("nls_licensing_secret_prefix", prefix, "Secret name prefix", subdomain=True)
+        if isinstance(prefix, str) and len(prefix) + _SECRET_HASH_LEN > 253:
+            out.append("nls_licensing_secret_prefix %s is too long: with the content hash the Secret name must stay "
+                       "within 253 characters, so at most %d" % (shown(prefix), 253 - _SECRET_HASH_LEN))
+    for key, low, what in (("nls_licensing_keep_secrets", 1, "1 or more (this run's Secret is one of those kept)"),
+                           ("nls_licensing_verify_retries", 0, "0 or more"),
+                           ("nls_licensing_verify_delay", 0, "0 or more seconds")):
+        if key in v:
+            number = _whole_number(v[key])
+            if number is None or number < low:
+                out.append("%s must be %s, a whole number, not %s" % (key, what, shown(v[key])))
+    name = v.get("nls_licensing_token_name")
+    if name is not None and (not isinstance(name, str) or not name or "/" in name or name in (".", "..")):
+        out.append("nls_licensing_token_name %s must be a file name in the token folder (no '/')" % shown(name))
+    options = v.get("nls_licensing_gridd_options")
+    if options is not None and not isinstance(options, dict):
+        out.append("nls_licensing_gridd_options must be a mapping of gridd.conf setting -> value")
+    for key in sorted(options or {}, key=str) if isinstance(options, dict) else []:
+        # one 'Name=value' line each in gridd.conf: a line break or '=' in a name, or a line break in
+        # a value, would write settings nobody asked for
+        if not isinstance(key, str) or not key or any(c in key for c in "=\r\n #"):
+            out.append("nls_licensing_gridd_options: %s is not a gridd.conf setting name (letters, digits, '_')"
+                       % shown(key))
+        elif any(c in str(options[key]) for c in "\r\n"):
+            out.append("nls_licensing_gridd_options.%s: the value %s spans lines; gridd.conf takes one line per setting"
+                       % (key, shown(options[key])))
+    return out
+
+
 ROLE_CHECKS = {
     "drs_gpu_pinning": drs_gpu_pinning_role_errors,
     "gpu_operator": gpu_operator_role_errors,
     "gpu_scheduling_policy": gpu_scheduling_policy_role_errors,
+    "nls_licensing": nls_licensing_role_errors,
     "supervisor_gpu_tenancy": supervisor_gpu_tenancy_role_errors,
 }
 

@@ -22,6 +22,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere impor
 VM_CLASSES_PATH = "/api/vcenter/namespace-management/virtual-machine-classes"
 NS_PATH = "/api/vcenter/namespaces/instances"
 POLICIES_PATH = "/api/vcenter/storage/policies"
+SUPERVISOR_CLUSTERS_PATH = "/api/vcenter/namespace-management/clusters"
 
 
 def read_esxi(client, rest=None):
@@ -72,3 +73,20 @@ def read_pool_classes(module, derived):
     if not module.params["hostname"] or (vcenter is not None and vcenter not in home):
         return None
     return read_vm_classes(module)
+
+
+def read_platform(module):
+    """What discovery reads of the vSphere side besides the hosts: {vm_classes, namespaces, storage_policies,
+    cluster_names}, every Supervisor namespace (one list, then one read per namespace) in normal form;
+    ``cluster_names``: {cluster id: name} of the clusters with a Supervisor (namespaces name theirs by id)."""
+    rest = module.rest_client()
+    namespaces = {}
+    for summary in rest.get(NS_PATH) or []:
+        name = summary.get("namespace")
+        try:
+            namespaces[name] = nsu.normalize(rest.get("%s/%s" % (NS_PATH, name)))
+        except VsphereNotFound:  # deleted between the list and the read
+            pass
+    policies = dict((p["policy"], p.get("name") or p["policy"]) for p in rest.get(POLICIES_PATH) or [])
+    return dict(vm_classes=read_vm_classes(module), namespaces=namespaces, storage_policies=policies,
+                cluster_names=dict((c.get("cluster"), c.get("cluster_name")) for c in rest.get(SUPERVISOR_CLUSTERS_PATH) or []))

@@ -31,7 +31,7 @@ def live_of(derived):
             mig = geometry.get(host, []) if isinstance(geometry, dict) else (geometry[n] if n < len(geometry) else [])
             hosts.append(dict(
                 name=host, cluster=name, gpu_count=c["gpus_per_host"], connection_state="connected",
-                gpus=[dict(index=i, model=c["gpu_model"], mig=i in mig) for i in range(c["gpus_per_host"])],
+                gpus=[dict(index=i, model=c["gpu_model"], mig="enabled" if i in mig else "disabled") for i in range(c["gpus_per_host"])],
                 graphics=dict(default_type=c["graphics_type"], assignment_policy=c["assignment_policy"]),
                 driver=dict(full_version=c["driver_version"], source="host",
                             packages=[dict(name=c["component"], version=c["driver_version"], vendor="NVIDIA")]),

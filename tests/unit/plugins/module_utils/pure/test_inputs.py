@@ -29,6 +29,7 @@ GOOD = {
                          kubeconfig=None, context=None, request_timeout=30),
     "gpu_host_info": dict(VSPHERE, cluster="gpu", hosts=None, gather=["gpus"]),
     "gpu_pool_audit": dict(VSPHERE, design=None, design_file="/d.yml", links=None, report=None),
+    "gpu_pool_discover": dict(VSPHERE, dest="/d.yml", force=False, name="lab-gpupool", clusters=None),
     "gpu_pool_design": dict(design=None, design_file="/d.yml", fail_on_error=True),
     "nvidia_license_info": dict(nvidia_smi="nvidia-smi", chroot=None),
     "gpu_usage": dict(prometheus_url="https://prom:9090", bearer_token=None, username=None, start="now-30d",

@@ -1,0 +1,199 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: gpu_pool_discover
+short_description: Write the pool design of a GPU platform that exists, read from vSphere
+version_added: 0.1.0
+description:
+  - Reads the vSphere side of a live GPU platform through the readers the audit uses (the GPU inventory of
+    C(gpu_host_info), the DRS state of each cluster, the VM classes, every Supervisor namespace and the
+    storage policies) and writes a pool design (docs/design.md) that describes it, so the audit can run
+    before the first converge.
+  - C(clusters) - one per vSphere cluster with NVIDIA GPU hosts - GPU model and GPUs per host, the number of
+    GPU hosts, the driver version and lifecycle (V(vlcm) when the cluster's image gives the driver), the
+    graphics type and assignment policy, the vGPU scheduler, the per-GPU MIG geometry (C(mig_geometry), host
+    name to the GPU indexes in MIG mode) and DRS pinning.
+  - C(pools) - one per VM class with a vGPU profile, on the cluster whose hosts offer the profile; the
+    sharing (MIG, full card, time-sliced) from the profile and the GPU model.
+  - C(vks_clusters) and C(tenants) - from the Supervisor namespaces that offer those classes - their VM
+    classes, storage policy, limits and access list.
+  - What the vSphere side cannot say (node pool replicas, the tenants' GPU counts, the driver's bundle or
+    depot, prices, SLOs, model sizes) is left out, or set to a documented choice where the schema requires a
+    value, with a YAML comment above it saying how to fill it in.
+  - The design written validates (the logic of gpu_pool_design); the module fails, writing nothing, when it
+    does not.
+  - Reads only on the platform; the one change is the file O(dest), written atomically with mode 0644.
+author:
+  - gpupool.vcf developers (@gpupool)
+extends_documentation_fragment:
+  - gpupool.vcf.vsphere
+options:
+  dest:
+    description:
+      - The design file to write.
+      - An existing file is refused unless O(force) is true.
+    type: path
+    required: true
+  force:
+    description:
+      - Replace O(dest) when it exists.
+    type: bool
+    default: false
+  name:
+    description:
+      - The design's C(name) (labels, reports).
+    type: str
+    default: gpupool
+  clusters:
+    description:
+      - The vSphere clusters to describe. By default every cluster with NVIDIA GPU hosts.
+    type: list
+    elements: str
+attributes:
+  check_mode:
+    support: full
+    description: Reads the platform and returns the design; the file is not written.
+  diff_mode:
+    support: full
+    description: The file before and after.
+notes:
+  - Without the Supervisor's kubeconfig the VKS node pools' replicas are not read (0, with a comment).
+"""
+
+EXAMPLES = r"""
+- name: Discover the design of the platform (vSphere connection from module_defaults)
+  gpupool.vcf.gpu_pool_discover:
+    dest: "{{ playbook_dir }}/discovered.yml"
+    name: lab-gpupool
+  register: discovered
+
+- name: Audit the platform against it
+  gpupool.vcf.gpu_pool_audit:
+    design_file: "{{ discovered.dest }}"
+    links: [esxi, vsphere]
+"""
+
+RETURN = r"""
+design:
+  description: The discovered design (the file's content without its comments).
+  returned: always
+  type: dict
+  sample: {version: 1, name: lab-gpupool, clusters: [{name: gpu-h100, gpu: {model: H100-80GB, per_host: 4}, hosts: 4}]}
+notes:
+  description: What the platform could not say, one line per key - the key's path and how to fill it in.
+  returned: always
+  type: list
+  elements: str
+  sample: ["pools[0].node_pool.replicas: the schema requires it and the vSphere side does not say: 0 chosen ..."]
+dest:
+  description: The file written (or that would be written in check mode).
+  returned: always
+  type: str
+"""
+
+import os
+import tempfile
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _discover
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import DesignError
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import CREATE, UPDATE, Change, Failure, Plan, Resource
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._pool_reader import read_esxi, read_platform
+
+ARGUMENT_SPEC = dict(
+    dest=dict(type="path", required=True),
+    force=dict(type="bool", default=False),
+    name=dict(type="str", default="gpupool"),
+    clusters=dict(type="list", elements="str"),
+)
+HEADER = [
+    "Pool design discovered from a live platform by gpupool.vcf.gpu_pool_discover (docs/discover.md).",
+    "Comments mark what the platform does not say: fill those in, then check it with gpu_pool_design",
+    "and audit it (gpu_pool_audit) before any converge.",
+]
+
+
+def path_text(path):
+    """pools[0].node_pool.replicas for ("pools", 0, "node_pool", "replicas")."""
+    out = ""
+    for part in path:
+        out += "[%d]" % part if isinstance(part, int) else ("." if out else "") + part
+    return out
+
+
+class DiscoveredDesign(Resource):
+    """The design file: read the platform and the file, plan its content, write it."""
+
+    verb = "write"
+    refusals = (_discover.DiscoverError,)
+    errors = (IOError, OSError)
+
+    def __init__(self, module):
+        Resource.__init__(self, "design file %s" % module.params["dest"])
+        self.module = module
+        self.path = os.path.abspath(module.params["dest"])
+
+    def read(self):
+        with self.doing("read", "the GPU hosts"):
+            hosts, drs = read_esxi(self.module.client(), rest=self.module.open_rest_session)
+        with self.doing("read", "the VM classes and namespaces"):
+            platform = read_platform(self.module)
+        with self.doing("describe", "the platform"):
+            design, notes = _discover.discover(hosts, platform["vm_classes"], platform["namespaces"],
+                                               platform["storage_policies"], drs, name=self.module.params["name"],
+                                               cluster_names=platform["cluster_names"],
+                                               clusters=self.module.params["clusters"])
+        try:
+            derive(design)
+        except DesignError as exc:
+            raise Failure("Unable to write design file %s: the discovered design does not validate, nothing was "
+                          "written: %s" % (self.path, exc), findings=[f.to_dict() for f in exc.findings],
+                          design=design)
+        before = None
+        if os.path.exists(self.path):
+            if not self.module.params["force"]:
+                raise Failure("Unable to write design file %s: it exists; give force: true to replace it, or "
+                              "another dest. Nothing was written." % self.path, design=design)
+            with open(self.path) as fh:
+                before = fh.read()
+        return dict(design=design, notes=notes, before=before, text=_discover.render(design, notes, HEADER))
+
+    def plan(self, live):
+        if live["before"] == live["text"]:
+            return Plan()
+        return Plan([Change("design file %s" % self.path, "content", live["before"], live["text"],
+                            CREATE if live["before"] is None else UPDATE)])
+
+    def apply(self, plan):
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(self.path) or ".", prefix=".gpu-pool-discover-")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(plan.changes[0].after)
+        os.chmod(tmp, 0o644)
+        self.module.atomic_move(tmp, self.path)
+
+    def result(self, live, plan):
+        return dict(design=live["design"], dest=self.path,
+                    notes=["%s: %s" % (path_text(k), v) for k, v in sorted(live["notes"].items(), key=lambda i: str(i[0]))])
+
+    def diff(self, live, plan):
+        return dict(before=live["before"] or "", after=live["text"], before_header=self.path, after_header=self.path)
+
+
+def main():
+    module = VsphereModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    enforce(module, "gpu_pool_discover")
+    Runner(module, DiscoveredDesign(module)).run()
+
+
+if __name__ == "__main__":
+    main()

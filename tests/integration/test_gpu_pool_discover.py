@@ -1,0 +1,157 @@
+"""gpu_pool_discover against the vSphere simulator, on a platform built by hand (not the example): two GPU
+models in two clusters, MIG on one GPU of one host, VM classes and namespaces made through the REST API
+directly. The design it writes validates, the audit of the vSphere links with it finds nothing but what the
+schema cannot hold, the platform sees no write; an existing dest is refused without force."""
+import json
+
+import requests
+import yaml
+
+from tests.lib.ansible_run import run_module
+
+DRIVER = "550.90.05-1OEM.800.1.0.20613240"
+GRAPHICS = {"default": "sharedDirect", "policy": "performance"}
+FLEET = {
+    "datacenter": "DC0",
+    "clusters": [
+        {"name": "ai-a100", "supervisor": True, "hosts": [
+            {"prefix": "a100-", "count": 2, "gpu": {"model": "A100-80GB", "count": 2}, "driver_version": DRIVER,
+             "graphics": GRAPHICS},
+            {"name": "a100-03", "gpu": {"model": "A100-80GB", "count": 2}, "driver_version": DRIVER,
+             "graphics": GRAPHICS, "mig": [1]}]},
+        {"name": "ai-l40s", "hosts": [
+            {"prefix": "l40s-", "count": 2, "gpu": {"model": "L40S", "count": 1}, "driver_version": DRIVER,
+             "graphics": {"default": "sharedDirect", "policy": "consolidation"}}]},
+        {"name": "mgmt", "hosts": [{"prefix": "mgmt-", "count": 1}]},
+    ],
+    "vms": [],
+}
+CLASSES = "/api/vcenter/namespace-management/virtual-machine-classes"
+NAMESPACES = "/api/vcenter/namespaces/instances"
+# SOAP methods that only read (or open and close the session), compared in lower case
+READ_SOAP = set(m.lower() for m in {"RetrieveServiceContent", "Login", "Logout", "RetrieveProperties", "RetrievePropertiesEx",
+             "ContinueRetrievePropertiesEx", "CancelRetrievePropertiesEx", "CreateContainerView", "DestroyView",
+             "CreatePropertyCollector", "DestroyPropertyCollector", "CurrentTime", "SessionIsActive",
+             "FetchSoftwarePackages", "QueryConfiguredModuleOptionString", "QueryOptions"})
+
+
+class Rest:
+    """The simulator's REST API, spoken directly (not through the collection)."""
+
+    def __init__(self, sim):
+        self.base, self.verify = "https://%s:%d" % (sim.host, sim.port), sim.ca_file
+        token = requests.post(self.base + "/api/session", auth=(sim.user, sim.password), verify=self.verify,
+                              timeout=30).json()
+        self.headers = {"vmware-api-session-id": token}
+
+    def call(self, method, path, body=None):
+        answer = requests.request(method, self.base + path, json=body, headers=self.headers, verify=self.verify,
+                                  timeout=30)
+        assert answer.status_code < 300, (method, path, answer.status_code, answer.text)
+        return answer.json() if answer.text else None
+
+    def close(self):
+        requests.delete(self.base + "/api/session", headers=self.headers, verify=self.verify, timeout=30)
+
+
+def build_by_hand(sim):
+    rest = Rest(sim)
+    try:
+        moid = dict((c["cluster_name"], c["cluster"])
+                    for c in rest.call("GET", "/api/vcenter/namespace-management/clusters"))["ai-a100"]
+        policy = rest.call("GET", "/api/vcenter/storage/policies")[0]["policy"]
+        rest.call("POST", CLASSES, {"id": "serve-a100", "cpu_count": 8, "memory_MB": 32768, "memory_reservation": 100,
+                                    "devices": {"vgpu_devices": [{"profile_name": "grid_a100d-3-40c"}]}})
+        rest.call("POST", CLASSES, {"id": "lab-l40s", "cpu_count": 4, "memory_MB": 16384, "memory_reservation": 100,
+                                    "devices": {"vgpu_devices": [{"profile_name": "nvidia_l40s-12c"}]}})
+        rest.call("POST", CLASSES, {"id": "plain-small", "cpu_count": 2, "memory_MB": 4096})
+        rest.call("POST", NAMESPACES, {
+            "cluster": moid, "namespace": "platform",
+            "vm_service_spec": {"vm_classes": ["serve-a100", "lab-l40s"]},
+            "storage_specs": [{"policy": policy}],
+            "access_list": [{"subject_type": "GROUP", "domain": "vsphere.local", "subject": "ops", "role": "OWNER"}]})
+        rest.call("POST", NAMESPACES, {
+            "cluster": moid, "namespace": "team-x", "description": "Team X serving",
+            "vm_service_spec": {"vm_classes": ["serve-a100", "plain-small"]},
+            "storage_specs": [{"policy": policy, "limit": 204800}],
+            "resource_spec": {"cpu_limit": 20000, "memory_limit": 65536, "storage_request_limit": 204800},
+            "access_list": [{"subject_type": "GROUP", "domain": "vsphere.local", "subject": "x-devs", "role": "EDIT"}]})
+    finally:
+        rest.close()
+
+
+def changing(before, after):
+    """The requests sent between two reads of the simulator's counters that change something."""
+    def counts(stats):
+        return dict([("soap " + k, v) for k, v in stats["soap"]["methods"].items()]
+                    + [("rest " + k, v) for k, v in stats["rest"]["paths"].items()])
+    start, end = counts(before), counts(after)
+    out = {}
+    for key, number in end.items():
+        kind, name = key.split(" ", 1)
+        if number == start.get(key, 0) or (kind == "soap" and name.lower() in READ_SOAP):
+            continue
+        if kind == "rest" and (name.startswith("GET ") or name in ("POST /api/session", "DELETE /api/session")):
+            continue
+        out[key] = number - start.get(key, 0)
+    return out
+
+
+def discover(env, dest, **args):
+    return run_module("gpupool.vcf.gpu_pool_discover", dict(dest=str(dest), name="hand-built", **args), env=env)[0]
+
+
+def test_discover_validate_audit_and_no_write(vsphere, vsphere_env, tmp_path):
+    build_by_hand(vsphere)
+    dest = tmp_path / "design.yml"
+    before = vsphere.stats()
+    res = discover(vsphere_env, dest)
+    assert not res.get("failed"), res.get("msg")
+    assert changing(before, vsphere.stats()) == {}
+    assert res["changed"] is True and oct(dest.stat().st_mode & 0o777) == "0o644"
+    design = yaml.safe_load(dest.read_text())
+    assert design == json.loads(json.dumps(res["design"]))
+    clusters = dict((c["name"], c) for c in design["clusters"])
+    assert sorted(clusters) == ["ai-a100", "ai-l40s"]  # mgmt has no GPU
+    assert clusters["ai-a100"]["gpu"] == {"model": "A100-80GB", "per_host": 2} and clusters["ai-a100"]["hosts"] == 3
+    assert clusters["ai-a100"]["mig_geometry"] == {"a100-03": [1]} and "mig_geometry" not in clusters["ai-l40s"]
+    assert clusters["ai-l40s"]["graphics"] == {"type": "shared_direct", "assignment_policy": "consolidation"}
+    assert clusters["ai-a100"]["driver"]["version"] == DRIVER
+    pools = dict((p["vm_class"]["name"], (p["cluster"], p["sharing"], p["vgpu_profile"])) for p in design["pools"])
+    assert pools == {"serve-a100": ("ai-a100", "mig", "grid_a100d-3-40c"),
+                     "lab-l40s": ("ai-l40s", "time_sliced", "nvidia_l40s-12c")}
+    assert [(v["name"], v["namespace"]) for v in design["vks_clusters"]] == [("platform", "platform")]
+    [tenant] = design["tenants"]
+    assert tenant["name"] == "team-x" and list(tenant["gpu_quota"]) == ["serve-a100"]
+    assert tenant["limits"] == {"cpu_mhz": 20000, "memory_mib": 65536, "storage_mib": 204800}
+    assert "# the schema requires it and the vSphere side does not say: 0 chosen" in dest.read_text()
+
+    # the design validates with gpu_pool_design's logic
+    checked = run_module("gpupool.vcf.gpu_pool_design", {"design_file": str(dest)}, env=vsphere_env)[0]
+    assert not checked.get("failed"), checked.get("msg")
+
+    # the audit of the links discovered: nothing but the descriptions derive() writes and the schema has no key
+    # for (a VM class's, a VKS cluster's namespace's)
+    audit = run_module("gpupool.vcf.gpu_pool_audit", {"design_file": str(dest), "links": ["esxi", "vsphere"]},
+                       env=dict(vsphere_env, K8S_AUTH_KUBECONFIG="", K8S_AUTH_CONTEXT=""))[0]
+    assert not audit.get("failed"), audit.get("msg")
+    assert sorted((f["rule"], f["object"]) for f in audit["findings"]) == [
+        ("namespace_description_changed", "namespace platform"),
+        ("vm_class_description_changed", "vm_class lab-l40s"),
+        ("vm_class_description_changed", "vm_class serve-a100")]
+
+    # rerun into the same path: refused without force, nothing written; with force the same content
+    text = dest.read_text()
+    again = discover(vsphere_env, dest)
+    assert again.get("failed") and "it exists; give force: true" in again["msg"] and dest.read_text() == text
+    forced = discover(vsphere_env, dest, force=True)
+    assert not forced.get("failed"), forced.get("msg")
+    assert forced["changed"] is False and dest.read_text() == text
+
+
+def test_a_platform_without_gpu_hosts_gives_a_clear_message(vsphere, vsphere_env, tmp_path):
+    # the same simulator session, the discovery narrowed to the management cluster: no host there has a GPU
+    dest = tmp_path / "none.yml"
+    res = discover(vsphere_env, dest, clusters=["mgmt"])
+    assert res.get("failed") and "has no host with an NVIDIA GPU: there is no GPU pool to describe" in res["msg"]
+    assert "clusters mgmt" in res["msg"] and not dest.exists()
