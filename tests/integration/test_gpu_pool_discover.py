@@ -29,10 +29,11 @@ FLEET = {
 CLASSES = "/api/vcenter/namespace-management/virtual-machine-classes"
 NAMESPACES = "/api/vcenter/namespaces/instances"
 # SOAP methods that only read (or open and close the session), compared in lower case
-READ_SOAP = set(m.lower() for m in {"RetrieveServiceContent", "Login", "Logout", "RetrieveProperties", "RetrievePropertiesEx",
-             "ContinueRetrievePropertiesEx", "CancelRetrievePropertiesEx", "CreateContainerView", "DestroyView",
-             "CreatePropertyCollector", "DestroyPropertyCollector", "CurrentTime", "SessionIsActive",
-             "FetchSoftwarePackages", "QueryConfiguredModuleOptionString", "QueryOptions"})
+READ_SOAP = set(m.lower() for m in (
+    "RetrieveServiceContent", "Login", "Logout", "RetrieveProperties", "RetrievePropertiesEx",
+    "ContinueRetrievePropertiesEx", "CancelRetrievePropertiesEx", "CreateContainerView", "DestroyView",
+    "CreatePropertyCollector", "DestroyPropertyCollector", "CurrentTime", "SessionIsActive",
+    "FetchSoftwarePackages", "QueryConfiguredModuleOptionString", "QueryOptions"))
 
 
 class Rest:

@@ -31,6 +31,8 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _nvidia
 PLATFORM_DESCRIPTION = re.compile(r"^gpupool platform namespace of VKS cluster (\S+)$")
 POOL_DESCRIPTION = re.compile(r"^gpupool (\S+): (inference|training|notebooks), \d+ x \S+$")
 MIG_ON = "enabled"  # a GPU's MIG mode as the GPU inventory reads it (enabled, disabled, None: unknown)
+PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]*$")
+YAML_WORDS = ("y", "n", "yes", "no", "on", "off", "true", "false", "null")
 SHAPE_BY_SHARING = dict(mig="inference", full_card="training", time_sliced="notebooks")
 
 
@@ -181,7 +183,7 @@ def discover(hosts, vm_classes, namespaces, storage_policies=None, drs=None, nam
             notes[("pools", i, "vgpu_profile")] = "the class holds %s: a pool has one profile" % ", ".join(profiles)
         notes[("pools", i, "node_pool", "replicas")] = (
             "the schema requires it and the vSphere side does not say: 0 chosen; give the node pool's "
-            "replicas (the Supervisor's Cluster object, or rerun with supervisor_kubeconfig)")
+            "replicas (its Cluster object on the Supervisor: spec.topology.workers.machineDeployments[].replicas)")
         notes[("pools", i)] = "what the platform cannot say: add slo, model and training from the workloads"
         pools.append(pool)
     if not pools:
@@ -274,6 +276,12 @@ def _scalar(value):
     return json.dumps(str(value))
 
 
+def _key(key):
+    """A mapping key: plain where YAML reads it back as the same string, else JSON-quoted."""
+    text = str(key)
+    return text if PLAIN_KEY.match(text) and text.lower() not in YAML_WORDS else json.dumps(text)
+
+
 def _comment(lines, indent, text):
     if text:
         lines.append("%s# %s" % (" " * indent, text))
@@ -284,11 +292,13 @@ def _emit(lines, value, indent, path, notes):
     if isinstance(value, dict):
         for key, item in value.items():
             _comment(lines, indent, notes.get(path + (key,)))
-            if isinstance(item, (dict, list)) and item:
-                lines.append("%s%s:" % (pad, key))
+            if isinstance(item, list) and item and not any(isinstance(v, (dict, list)) for v in item):
+                lines.append("%s%s: [%s]" % (pad, _key(key), ", ".join(_scalar(v) for v in item)))
+            elif isinstance(item, (dict, list)) and item:
+                lines.append("%s%s:" % (pad, _key(key)))
                 _emit(lines, item, indent + 2, path + (key,), notes)
             else:
-                lines.append("%s%s: %s" % (pad, key, "{}" if isinstance(item, dict) else
+                lines.append("%s%s: %s" % (pad, _key(key), "{}" if isinstance(item, dict) else
                                            "[]" if isinstance(item, list) else _scalar(item)))
         return
     for i, item in enumerate(value):

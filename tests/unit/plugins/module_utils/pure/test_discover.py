@@ -130,3 +130,12 @@ def test_a_platform_without_vgpu_classes_is_refused():
     hosts, _classes, namespaces, policies, drs = live_of(want)
     with pytest.raises(DiscoverError, match="no VM class has a vGPU profile"):
         discover(hosts, {"small": dict(cpu_count=2, memory_mb=4096, vgpu_profiles=[])}, namespaces, policies, drs)
+
+
+def test_render_reads_back_keys_and_values_yaml_would_misread():
+    data = {"a: b": "x: y", "on": "yes", "nvidia.com/gpu": [0, 1], "empty": [], "none": None, "n": {"true": 1},
+            "items": [{"k": "v", "l": [1]}, "plain"]}
+    notes = {("items", 0): "first", ("items", 0, "l"): "inner", ("a: b",): "odd key"}
+    text = render(data, notes)
+    assert yaml.safe_load(text) == data
+    assert "  # first\n  - k:" in text and "# odd key\n\"a: b\":" in text
