@@ -2,7 +2,7 @@
 the recording proxy (tests/sim/k8s_proxy.py), with the vSphere links on the simulator of the example fleet."""
 import pathlib
 
-from tests.integration.test_preflight import writes
+from tests.integration.test_preflight_playbook import writes
 from tests.lib.ansible_run import run_module
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]

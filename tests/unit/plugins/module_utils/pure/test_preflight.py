@@ -12,11 +12,13 @@ DERIVED = derive(yaml.safe_load((ROOT / "examples" / "design.yml").read_text()))
 CLUSTERS = {"gpu-h100": ["esx-h100-0%d" % i for i in range(1, 5)], "gpu-l40s": ["esx-l40s-0%d" % i for i in range(1, 4)]}
 
 
-def all_granted(derived=DERIVED, clusters=CLUSTERS):
-    return dict((label, dict((p, True) for p in privs)) for label, privs in pf.wanted_privileges(derived, clusters).items())
+def all_granted(derived=None):
+    """Every privilege the preflight asks on the example platform (of ``derived``, the example's by default), granted."""
+    wanted = pf.wanted_privileges(DERIVED if derived is None else derived, CLUSTERS)
+    return dict((label, dict((p, True) for p in privs)) for label, privs in wanted.items())
 
 
-def platform(derived=DERIVED, **changes):
+def platform(derived=None, **changes):
     vs = dict(api_version="8.0.3.0", clusters=copy.deepcopy(CLUSTERS), datastores=["LocalDS_0"],
               privileges=all_granted(derived), supervisors=["gpu-h100"], storage_policies=["vSAN Default Storage Policy"],
               vlcm={})
