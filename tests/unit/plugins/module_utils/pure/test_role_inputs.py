@@ -95,6 +95,14 @@ CASES = [
     ("drs_gpu_pinning", dict(drs_gpu_pinning_clusters=[{"name": ""}, {"name": "c", "vms": ["", "vm"]}]),
      ["drs_gpu_pinning_clusters[0].name must not be empty", "[1].vms must not hold empty names"]),
     ("drs_gpu_pinning", dict(drs_gpu_pinning_clusters=[{"name": "c"}, {"name": "c"}]), ["cluster 'c' is given twice"]),
+    ("nls_licensing", dict(nls_licensing_gridd_options={"ServerAddress": "dls\nFeatureType=0"}),
+     ["nls_licensing_gridd_options.ServerAddress", "spans lines"]),
+    ("nls_licensing", dict(nls_licensing_gridd_options={"FeatureType=0\nX": "1"}), ["is not a gridd.conf setting name"]),
+    ("nls_licensing", dict(nls_licensing_keep_secrets=0), ["nls_licensing_keep_secrets must be 1 or more", "not 0"]),
+    ("nls_licensing", dict(nls_licensing_verify_retries="many"), ["nls_licensing_verify_retries must be 0 or more"]),
+    ("nls_licensing", dict(nls_licensing_token_name="../../etc/shadow"), ["must be a file name in the token folder"]),
+    ("nls_licensing", dict(nls_licensing_operator_namespace="GPU_Operator"), ["nls_licensing_operator_namespace"]),
+    ("nls_licensing", dict(nls_licensing_secret_prefix="s" * 250), ["nls_licensing_secret_prefix", "at most 242"]),
 ]
 
 
