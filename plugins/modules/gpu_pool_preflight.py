@@ -18,8 +18,8 @@ description:
     datastore of a cluster's driver bundle exists; on a cluster with lifecycle V(vlcm) the cluster is managed
     with a single image and an offline depot offers the design's driver (or the design names a depot to
     import); a cluster that sets C(vgpu_mode) needs vSphere API 8.0.3.
-  - C(vsphere) - the clusters that hold the design's namespaces have a Supervisor; the storage policies of
-    the namespaces exist.
+  - C(vsphere) - the clusters that hold the design's namespaces have a Supervisor, C(RUNNING) with its
+    Kubernetes API C(READY); the storage policies of the namespaces exist.
   - C(esxi) and C(vsphere) - the privileges of the account on the objects the link changes, asked of
     vCenter's AuthorizationManager (C(HasPrivilegeOnEntities) for this session) without trying a change;
     each missing privilege is named with the link that needs it, the objects and what it is for.
@@ -226,7 +226,10 @@ def read_vsphere(module, derived):
     rest = module.rest_client()
     api = NamespaceApi(rest)
     try:
-        live["supervisors"] = [s.get("cluster_name") or s.get("cluster") for s in api.supervisors()]
+        summaries = api.supervisors()
+        live["supervisors"] = [s.get("cluster_name") or s.get("cluster") for s in summaries]
+        live["supervisor_status"] = dict((s.get("cluster_name") or s.get("cluster"), dict(
+            config_status=s.get("config_status"), kubernetes_status=s.get("kubernetes_status"))) for s in summaries)
     except VsphereError as exc:
         live.update(supervisors=None, supervisor_error=str(exc))
     try:

@@ -16,6 +16,7 @@ the link was not checked) and why not.
                  "datastores": [datastore names],
                  "privileges": {object label: {privilege id: granted}},
                  "supervisors": [cluster names with a Supervisor] or None (not readable: "supervisor_error"),
+                 "supervisor_status": {cluster name: {"config_status": "RUNNING", "kubernetes_status": "READY"}},
                  "storage_policies": [policy names] or None ("storage_policy_error"),
                  "vlcm": {cluster: {"image_managed": bool, "versions": [component versions offered by depots]}}},
      "vks": {"error": text} or {"cluster_classes": [names]} ,
@@ -218,6 +219,8 @@ def _judge_vsphere(derived, vs):
                     reasons.append("cluster %s, which holds the design's namespaces, is not in vCenter" % name)
                 elif name not in supervisors:
                     reasons.append("cluster %s has no Supervisor (the design's namespaces are on it)" % name)
+                else:
+                    reasons += _supervisor_state(name, (vs.get("supervisor_status") or {}).get(name) or {})
     wanted = []
     for ns in (derived.get("vsphere") or {}).get("namespaces") or []:
         for sp in ns.get("storage_policies") or []:
@@ -232,6 +235,23 @@ def _judge_vsphere(derived, vs):
                 if policy not in policies:
                     reasons.append("storage policy %r of the design's namespaces is not in vCenter" % policy)
     return reasons
+
+
+# namespace_management.Clusters.ConfigStatus (CONFIGURING, REMOVING, RUNNING, ERROR) and KubernetesStatus
+# (READY, WARNING, ERROR) of the cluster summary (vSphere Automation API reference,
+# GET /api/vcenter/namespace-management/clusters): namespaces are served by a RUNNING, READY Supervisor
+SUPERVISOR_RUNNING = "RUNNING"
+SUPERVISOR_READY = "READY"
+
+
+def _supervisor_state(name, status):
+    out = []
+    config, kube = status.get("config_status"), status.get("kubernetes_status")
+    if config is not None and config != SUPERVISOR_RUNNING:
+        out.append("the Supervisor of cluster %s is %s, not %s" % (name, config, SUPERVISOR_RUNNING))
+    if kube is not None and kube != SUPERVISOR_READY:
+        out.append("the Kubernetes API of the Supervisor of cluster %s is %s, not %s" % (name, kube, SUPERVISOR_READY))
+    return out
 
 
 def _judge_vks(derived, vks):

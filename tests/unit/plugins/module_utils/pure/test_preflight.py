@@ -132,6 +132,15 @@ def test_supervisor_and_storage_policy():
     assert reasons == ["cluster gpu-h100, which holds the design's namespaces, is not in vCenter"]
 
 
+def test_supervisor_not_running_or_not_ready():
+    live = platform(supervisor_status={"gpu-h100": dict(config_status="RUNNING", kubernetes_status="READY")})
+    assert pf.judge(DERIVED, live)["vsphere"]["go"] is True
+    live = platform(supervisor_status={"gpu-h100": dict(config_status="CONFIGURING", kubernetes_status="WARNING")})
+    assert pf.judge(DERIVED, live)["vsphere"]["reasons"] == [
+        "the Supervisor of cluster gpu-h100 is CONFIGURING, not RUNNING",
+        "the Kubernetes API of the Supervisor of cluster gpu-h100 is WARNING, not READY"]
+
+
 def test_api_features():
     f = pf.api_features("8.0.3.0")
     assert f["vm_class_config_spec"]["supported"] and f["vgpu_mode"]["supported"]
