@@ -36,6 +36,7 @@ author:
   - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
   - gpupool.vcf.vsphere
+  - gpupool.vcf.attributes
 options:
   cluster:
     description: Name of the DRS cluster.
@@ -87,13 +88,6 @@ options:
         description: A mandatory rule (VMs must run on the group's hosts) instead of a preferential one.
         type: bool
         default: false
-attributes:
-  check_mode:
-    description: Predicts the change without making it.
-    support: full
-  diff_mode:
-    description: Returns the state before and after.
-    support: full
 notes:
   - VMs created and managed by the Supervisor (VM Service, VKS nodes) are owned by the VM
     Operator; use O(exclude) for them unless overriding them is known to be supported.

@@ -40,6 +40,7 @@ author:
   - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
   - gpupool.vcf.vsphere
+  - gpupool.vcf.attributes
 options:
   host:
     description: Name of the ESXi host, as vCenter knows it.
@@ -88,10 +89,8 @@ options:
 attributes:
   check_mode:
     description: Reports what would be done (maintenance mode, install, reboot) without doing it.
-    support: full
   diff_mode:
     description: Returns the driver version and maintenance mode before and after.
-    support: full
 notes:
   - The install task runs on the host; a URL must be reachable from the host, not only from
     the control node.

@@ -20,6 +20,7 @@ author:
   - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
   - gpupool.vcf.vsphere
+  - gpupool.vcf.attributes
 options:
   host:
     description: Name of the ESXi host.
@@ -46,10 +47,8 @@ options:
 attributes:
   check_mode:
     description: Reports whether the host would enter or exit maintenance mode without doing it.
-    support: full
   diff_mode:
     description: Returns the maintenance mode before and after.
-    support: full
 """
 
 EXAMPLES = r"""

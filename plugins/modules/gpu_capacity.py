@@ -57,6 +57,9 @@ author:
   - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
   - gpupool.vcf.vsphere
+  - gpupool.vcf.attributes.info_module
+  - gpupool.vcf.prometheus
+  - gpupool.vcf.prometheus.token
 options:
   cluster:
     description: Report only this vSphere cluster. Default every cluster with GPU hosts.
@@ -91,24 +94,6 @@ options:
       - Base URL of the guest cluster's Prometheus HTTP API (V(https://prometheus.example.com:9090)), which
         scrapes kube-state-metrics with the node label C(gpupool.vcf/pool) allowed. Without it the knee
         is not computed (C(knee) is null). E(PROMETHEUS_URL) when not given.
-    type: str
-  prometheus_token:
-    description: Bearer token for Prometheus (E(PROMETHEUS_TOKEN)).
-    type: str
-  prometheus_validate_certs:
-    description: Verify Prometheus's TLS certificate.
-    type: bool
-    default: true
-  prometheus_ca_path:
-    description: CA bundle to verify Prometheus's certificate with.
-    type: path
-  prometheus_allow_plain_http:
-    description:
-      - Send the bearer token to a plain V(http://) O(prometheus_url) (unencrypted, so anyone on the path can read it).
-      - Without it, a V(http://) URL with a token is refused before anything is sent; a redirect
-        to another origin (scheme, host or port) never carries the token.
-    type: bool
-    default: false
   knee_range:
     description: How far back the knee's samples reach (V(7d), V(12h), V(90m) or seconds).
     type: str
@@ -125,10 +110,8 @@ options:
     default: 30s
 attributes:
   check_mode:
-    support: full
     description: The module only reads; check mode returns the same report.
   diff_mode:
-    support: none
     description: Nothing changes.
 notes:
   - Powered-off vGPU VMs hold no card; they are counted under C(powered_off) and left out of the spare rule.

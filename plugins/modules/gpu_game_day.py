@@ -40,6 +40,7 @@ author:
   - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
   - gpupool.vcf.k8s_auth
+  - gpupool.vcf.attributes.no_diff
 options:
   cluster_queue:
     description: The Kueue ClusterQueue of the preemptible training queue (for a design's pool, C(gpupool-<pool>)).
@@ -103,10 +104,6 @@ options:
 attributes:
   check_mode:
     description: Reads the queue and returns what would be killed (C(would_kill)); kills nothing, runs no command.
-    support: full
-  diff_mode:
-    description: Not supported.
-    support: none
 """
 
 EXAMPLES = r"""

@@ -47,6 +47,7 @@ author:
   - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
   - gpupool.vcf.vsphere
+  - gpupool.vcf.attributes.info_module
 options:
   cluster:
     description:
@@ -72,10 +73,8 @@ options:
     default: [driver, scheduler, vms]
 attributes:
   check_mode:
-    support: full
     description: The module only reads; check mode returns the same inventory.
   diff_mode:
-    support: none
     description: Nothing changes, so there is nothing to diff.
 """
 

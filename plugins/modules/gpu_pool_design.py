@@ -42,6 +42,8 @@ description:
     first in a playbook, before any change.
 author:
   - gpupool.vcf developers (@gpupool)
+extends_documentation_fragment:
+  - gpupool.vcf.attributes.info_module
 options:
   design:
     description:
@@ -62,10 +64,8 @@ options:
     default: true
 attributes:
   check_mode:
-    support: full
     description: The module only reads the design; check mode gives the same result.
   diff_mode:
-    support: none
     description: Nothing changes.
 notes:
   - The rules, their severity and their fixes are listed in C(docs/design.md).

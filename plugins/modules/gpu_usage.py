@@ -44,6 +44,8 @@ description:
     check mode it predicts that and writes nothing.
 author:
   - gpupool.vcf developers (@gpupool)
+extends_documentation_fragment:
+  - gpupool.vcf.attributes.no_diff
 options:
   prometheus_url:
     description:
@@ -154,10 +156,8 @@ options:
 attributes:
   check_mode:
     description: Queries Prometheus; writes no file, C(changed) predicts whether it would.
-    support: full
   diff_mode:
     description: Nothing to compare.
-    support: none
 notes:
   - A VM's powered-on time comes from its power events (on, DRS on; off, suspended); where vCenter
     no longer holds any event of the period (its retention, 30 days by default), a VM powered on

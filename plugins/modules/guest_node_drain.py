@@ -36,6 +36,7 @@ author:
   - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
   - gpupool.vcf.k8s_auth
+  - gpupool.vcf.attributes.no_diff
 options:
   state:
     description: V(drained) before the node VMs go down, V(restored) after they are back.
@@ -117,10 +118,6 @@ options:
 attributes:
   check_mode:
     description: Returns the whole plan (nodes, pods to evict, preempted, blocked) without changing anything.
-    support: full
-  diff_mode:
-    description: Not supported.
-    support: none
 notes:
   - Pods that cannot all be evicted and gone within O(timeout) (one deadline for the drain, not per pod) stop the
     drain; the message names the pods still in the way on each node, which nodes are left cordoned and which pods

@@ -30,6 +30,7 @@ author:
   - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
   - gpupool.vcf.vsphere
+  - gpupool.vcf.attributes
 options:
   ovf:
     description: Path of the appliance image on the controller - an C(.ova), or an C(.ovf) with its files beside it.
@@ -99,10 +100,8 @@ options:
 attributes:
   check_mode:
     description: Reads vCenter and the image; imports, powers on and reconfigures nothing; reports what would be done.
-    support: full
   diff_mode:
     description: Returns each node's state and the cluster settings before and after.
-    support: full
 notes:
   - The appliance's OVF property keys are those of its image; read them from RV(ovf) of a check-mode
     run, or from the image's descriptor.

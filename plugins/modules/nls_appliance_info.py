@@ -24,6 +24,8 @@ description:
   - Changes nothing; check mode runs it as well.
 author:
   - gpupool.vcf developers (@gpupool)
+extends_documentation_fragment:
+  - gpupool.vcf.attributes.info_module
 options:
   dls_host:
     description: Host name or address of the appliance (any node of an HA pair).
@@ -73,13 +75,6 @@ options:
     description: Names of the GPU nodes that should each hold a lease.
     type: list
     elements: str
-attributes:
-  check_mode:
-    description: Runs as usual; it changes nothing.
-    support: full
-  diff_mode:
-    description: Nothing to compare; it changes nothing.
-    support: none
 """
 
 EXAMPLES = r"""

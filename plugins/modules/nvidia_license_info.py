@@ -18,6 +18,8 @@ description:
   - Changes nothing; check mode runs it as well.
 author:
   - gpupool.vcf developers (@gpupool)
+extends_documentation_fragment:
+  - gpupool.vcf.attributes.info_module
 options:
   nvidia_smi:
     description: The nvidia-smi command (a name on E(PATH) or a path).
@@ -28,13 +30,6 @@ options:
       - Run nvidia-smi inside this root (C(/run/nvidia/driver) on a node whose driver the GPU
         Operator's driver container provides).
     type: path
-attributes:
-  check_mode:
-    description: Runs as usual; it changes nothing.
-    support: full
-  diff_mode:
-    description: Nothing to compare; it changes nothing.
-    support: none
 """
 
 EXAMPLES = r"""

@@ -33,6 +33,9 @@ author:
   - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
   - gpupool.vcf.k8s_auth
+  - gpupool.vcf.attributes.no_diff
+  - gpupool.vcf.prometheus
+  - gpupool.vcf.prometheus.bearer_token
 options:
   nodes:
     description: Names of the nodes to wait for.
@@ -85,24 +88,6 @@ options:
     default: []
   prometheus_url:
     description: Base URL of the Prometheus HTTP API that scrapes the DCGM exporter; without it, C(licensed) is skipped.
-    type: str
-  prometheus_bearer_token:
-    description: Bearer token for Prometheus.
-    type: str
-  prometheus_validate_certs:
-    description: Verify Prometheus's TLS certificate.
-    type: bool
-    default: true
-  prometheus_ca_path:
-    description: CA bundle for Prometheus's certificate.
-    type: path
-  prometheus_allow_plain_http:
-    description:
-      - Send the bearer token to a plain V(http://) O(prometheus_url) (unencrypted, so anyone on the path can read it).
-      - Without it, a V(http://) URL with a token is refused before anything is sent; a redirect
-        to another origin (scheme, host or port) never carries the token.
-    type: bool
-    default: false
   license_metric:
     description: The license status metric (value 1 licensed), with the node in its C(Hostname) label.
     type: str
@@ -156,10 +141,6 @@ options:
 attributes:
   check_mode:
     description: Waits as in a real run but creates no probe pod (the step is skipped).
-    support: full
-  diff_mode:
-    description: Not supported.
-    support: none
 """
 
 EXAMPLES = r"""

@@ -28,6 +28,7 @@ author:
   - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
   - gpupool.vcf.vsphere
+  - gpupool.vcf.attributes
 options:
   name:
     description: Namespace name (a DNS label, at most 63 characters).
@@ -123,13 +124,6 @@ options:
       - The C(supervisor_gpu_tenancy) role sets it for the namespaces the pool design derives.
     type: bool
     default: false
-attributes:
-  check_mode:
-    description: Predicts the change without making it.
-    support: full
-  diff_mode:
-    description: Returns the state before and after.
-    support: full
 """
 
 EXAMPLES = r"""

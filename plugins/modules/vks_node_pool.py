@@ -56,6 +56,7 @@ author:
   - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
   - gpupool.vcf.k8s_auth
+  - gpupool.vcf.attributes
 options:
   cluster_name:
     description: Name of the VKS Cluster.
@@ -152,10 +153,8 @@ options:
 attributes:
   check_mode:
     description: Sends the update as a server-side dry run (the Supervisor's validation runs, nothing is stored) and returns the node pools it would write.
-    support: full
   diff_mode:
     description: Returns the Cluster's machineDeployments before and after.
-    support: full
 """
 
 EXAMPLES = r"""

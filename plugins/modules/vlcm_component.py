@@ -36,6 +36,7 @@ notes:
     for an administrator, not for this module.
 extends_documentation_fragment:
   - gpupool.vcf.vsphere
+  - gpupool.vcf.attributes
 options:
   cluster:
     description: Name of the cluster.
@@ -72,10 +73,8 @@ options:
 attributes:
   check_mode:
     description: Predicts the depot import, the image change and the remediation without making them.
-    support: full
   diff_mode:
     description: Returns the desired component version before and after.
-    support: full
 """
 
 EXAMPLES = r"""

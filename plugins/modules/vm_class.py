@@ -35,6 +35,7 @@ author:
   - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
   - gpupool.vcf.vsphere
+  - gpupool.vcf.attributes
 options:
   name:
     description: Id of the VM class (a DNS label, at most 63 characters).
@@ -97,13 +98,6 @@ options:
         are not in use (RV(retirable)).
     type: bool
     default: false
-attributes:
-  check_mode:
-    description: Predicts the change without making it.
-    support: full
-  diff_mode:
-    description: Returns the state before and after.
-    support: full
 """
 
 EXAMPLES = r"""
