@@ -308,9 +308,11 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings 
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sError, request_argument_spec, request_timeout_error
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_reader import (  # noqa: F401 - read_vks: tests import it here
     LinkError, k8s_client, read_guest, read_vks, _read)
-from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._pool_reader import (  # noqa: F401 - the paths: tests use them here
-    NS_PATH, POLICIES_PATH, VM_CLASSES_PATH, read_esxi, read_pool_classes, read_vm_classes, read_vsphere)
-from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError, VsphereNotFound  # noqa: F401
+# the paths and VsphereNotFound are not used here: the audit's unit tests read them from this module
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._pool_reader import (  # noqa: F401 pylint: disable=unused-import
+    POLICIES_PATH, VM_CLASSES_PATH, read_esxi, read_pool_classes, read_vsphere)
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import (  # noqa: F401 pylint: disable=unused-import
+    VsphereError, VsphereNotFound)
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._design_input import module_design
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
