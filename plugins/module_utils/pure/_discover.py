@@ -27,6 +27,7 @@ import re
 from collections import OrderedDict
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _nvidia
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names import node_pool_labels, node_pool_taints
 
 PLATFORM_DESCRIPTION = re.compile(r"^gpupool platform namespace of VKS cluster (\S+)$")
 POOL_DESCRIPTION = re.compile(r"^gpupool (\S+): (inference|training|notebooks), \d+ x \S+$")
@@ -260,6 +261,45 @@ def discover(hosts, vm_classes, namespaces, storage_policies=None, drs=None, nam
             tenant["limits"] = limits
         out_tenants.append(tenant)
     design["tenants"] = out_tenants
+    return design, notes
+
+
+def apply_vks(design, notes, vks):
+    """The VKS node pools read on the Supervisor (``k8s._guest_reader.read_vks``: {cluster: {namespace,
+    machine_deployments: {name: {replicas, vm_class, labels, taints}}}}) written into ``design``'s pools: each
+    pool takes the node pool whose VM class is its class (replicas, name, VKS cluster) and keeps, of the node
+    pool's labels and taints, what differs from the ones derive() gives the pool. A pool no node pool uses
+    keeps its note."""
+    pools = design["pools"]
+    taken = set()
+    for vks_name in sorted(vks or {}):
+        mds = vks[vks_name].get("machine_deployments") or {}
+        for md_name in sorted(mds):
+            md = mds[md_name]
+            match = [i for i, p in enumerate(pools) if p["vm_class"]["name"] == md.get("vm_class") and i not in taken]
+            if not match:
+                continue
+            i = match[0]
+            taken.add(i)
+            pool = pools[i]
+            node_pool = OrderedDict([("replicas", md.get("replicas") or 0)])
+            if md_name != pool["name"]:
+                node_pool["name"] = md_name
+            node_pool["vks_cluster"] = vks_name
+            derived = node_pool_labels(dict(pool, node_pool={}))
+            live = md.get("labels")
+            if live is not None:
+                extra = OrderedDict((k, live[k]) for k in sorted(live) if derived.get(k) != live[k])
+                extra.update((k, None) for k in derived if k not in live)
+                if extra:
+                    node_pool["labels"] = extra
+            taints = md.get("taints")
+            if taints is not None:
+                want = [OrderedDict((k, t.get(k)) for k in ("key", "value", "effect")) for t in taints]
+                if want != node_pool_taints(dict(pool, node_pool={})):
+                    node_pool["taints"] = want
+            pool["node_pool"] = node_pool
+            notes.pop(("pools", i, "node_pool", "replicas"), None)
     return design, notes
 
 

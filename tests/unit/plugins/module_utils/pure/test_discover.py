@@ -11,7 +11,7 @@ import json
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _namespace as nsu
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._discover import DiscoverError, discover, render
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._discover import DiscoverError, apply_vks, discover, render
 
 ROOT = pathlib.Path(__file__).resolve().parents[5]
 DESIGN = yaml.safe_load((ROOT / "examples" / "design.yml").read_text())
@@ -139,3 +139,32 @@ def test_render_reads_back_keys_and_values_yaml_would_misread():
     text = render(data, notes)
     assert yaml.safe_load(text) == data
     assert "  # first\n  - k:" in text and "# odd key\n\"a: b\":" in text
+
+
+def vks_live(derived):
+    """read_vks's answer for a Supervisor whose node pools are the derived ones."""
+    return dict((name, dict(namespace=c["namespace"], machine_deployments=dict(
+        (np["name"], dict(replicas=np["replicas"], vm_class=np["vm_class"], labels=dict(np["labels"]),
+                          taints=[dict(t) for t in np["taints"]])) for np in c["node_pools"])))
+        for name, c in derived["vks"]["clusters"].items())
+
+
+def node_pools(derived):
+    return dict((name, sorted((np["name"], np["replicas"], np["vm_class"], tuple(sorted(np["labels"].items())),
+                               tuple(tuple(t.items()) for t in np["taints"])) for np in c["node_pools"]))
+                for name, c in derived["vks"]["clusters"].items())
+
+
+def test_the_vks_node_pools_read_back_derive_the_same_node_pools():
+    design = copy.deepcopy(DESIGN)
+    design["pools"][0]["node_pool"].update(name="llm", labels={"team": "search"},
+                                           taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+                                                   {"key": "dedicated", "value": "llm", "effect": "NoSchedule"}])
+    want, found, notes = discovered(design)
+    apply_vks(found, notes, vks_live(want))
+    assert node_pools(derive(found)) == node_pools(want)
+    assert not [k for k in notes if k[-1] == "replicas"]
+    inference = [p for p in found["pools"] if p["name"] == "inference"][0]
+    assert inference["node_pool"]["labels"] == {"team": "search"}
+    assert inference["node_pool"]["taints"][1] == {"key": "dedicated", "value": "llm", "effect": "NoSchedule"}
+    assert "labels" not in [p for p in found["pools"] if p["name"] == "training"][0]["node_pool"]
