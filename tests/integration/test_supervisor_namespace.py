@@ -1,9 +1,8 @@
 """supervisor_namespace against the vSphere simulator, through ansible-playbook."""
-import sys
-
 import pytest
 
-from tests.lib.ansible_run import COLLECTIONS, run_module
+from tests.lib.ansible_run import run_module
+from tests.lib.helpers import rest
 
 DRIVER = "550.90.05-1OEM.800.1.0.20613240"
 FLEET = {
@@ -17,13 +16,6 @@ FLEET = {
 M = "gpupool.vcf.supervisor_namespace"
 NS = "/api/vcenter/namespaces/instances"
 VSAN = "aa6d5a82-1c88-45da-85d3-3d74b91a5bad"
-
-
-def rest(sim):
-    if str(COLLECTIONS) not in sys.path:
-        sys.path.insert(0, str(COLLECTIONS))
-    from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere_rest import VsphereRestClient
-    return VsphereRestClient(sim.host, sim.user, sim.password, port=sim.port, ca_file=sim.ca_file)
 
 
 @pytest.fixture(scope="module")

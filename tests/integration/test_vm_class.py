@@ -1,7 +1,6 @@
 """vm_class against the vSphere simulator (REST VM classes, SOAP vGPU profiles), through ansible-playbook."""
-import sys
-
-from tests.lib.ansible_run import COLLECTIONS, run_module
+from tests.lib.ansible_run import run_module
+from tests.lib.helpers import rest
 
 DRIVER = "550.90.05-1OEM.800.1.0.20613240"
 FLEET = {
@@ -15,13 +14,6 @@ FLEET = {
 }
 M = "gpupool.vcf.vm_class"
 PATH = "/api/vcenter/namespace-management/virtual-machine-classes"
-
-
-def rest(sim):
-    if str(COLLECTIONS) not in sys.path:
-        sys.path.insert(0, str(COLLECTIONS))
-    from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere_rest import VsphereRestClient
-    return VsphereRestClient(sim.host, sim.user, sim.password, port=sim.port, ca_file=sim.ca_file)
 
 
 def raw(sim, name):

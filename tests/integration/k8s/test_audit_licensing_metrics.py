@@ -4,11 +4,7 @@ contract double's leases counted against the guest's GPU nodes.
 
 The double serves series only for GPUs a Running pod holds, so each GPU node that should be judged
 runs a pod; a node without one has no series (gpu_node_license_unknown)."""
-import json
 import tempfile
-import time
-import urllib.parse
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -18,6 +14,7 @@ from kubernetes import client
 
 import dls_double
 from tests.lib.ansible_run import run_module
+from tests.lib.helpers import prom, wait
 
 ROOT = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
@@ -29,23 +26,6 @@ RIG_DCGM_WORKLOAD.write_text(yaml.safe_dump({"default": {"license_status": 1},
                                              "pods": [{"pod": "unlicensed-*", "license_status": 0}]}))
 GPU_NODES = ["inference-0", "inference-1", "notebooks-0", "training-0"]
 NS = "licensing-audit"
-
-
-def prom(rig, expr):
-    url = "%s/api/v1/query?query=%s" % (rig.prometheus_url, urllib.parse.quote(expr))
-    with urllib.request.urlopen(url, timeout=10) as r:
-        return json.loads(r.read())["data"]["result"]
-
-
-def wait(what, check, timeout=90):
-    end = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < end:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.3)
-    pytest.fail("timed out waiting for %s (last: %r)" % (what, last))
 
 
 def pod(name, node, resource):
@@ -94,7 +74,7 @@ def test_node_licenses_and_leases(k8s_metrics_rig, appliance, token_dir):
     core.create_namespaced_pod(NS, pod("serve", "inference-0", "nvidia.com/mig-3g.40gb"))
     core.create_namespaced_pod(NS, pod("unlicensed-serve", "inference-1", "nvidia.com/mig-3g.40gb"))
     core.create_namespaced_pod(NS, pod("train", "training-0", "nvidia.com/gpu"))
-    wait("3 license series", lambda: len(prom(rig, "DCGM_FI_DEV_VGPU_LICENSE_STATUS")) == 3)
+    wait("3 license series", lambda: len(prom(rig, "DCGM_FI_DEV_VGPU_LICENSE_STATUS")) == 3, timeout=90, interval=0.3)
     appliance.set_leases(3)
     res = audit(rig, appliance, token_dir)
     where = "dls %s:%d" % (appliance.host, appliance.port)
@@ -115,7 +95,7 @@ def test_node_licenses_and_leases(k8s_metrics_rig, appliance, token_dir):
         seen[:] = sorted((r["metric"]["Hostname"], r["value"][1]) for r in prom(rig, "DCGM_FI_DEV_VGPU_LICENSE_STATUS"))
         return seen == [(n, "1") for n in GPU_NODES]
     try:
-        wait("4 licensed series", licensed)
+        wait("4 licensed series", licensed, timeout=90, interval=0.3)
     except pytest.fail.Exception:
         pods = [(p.metadata.name, p.spec.node_name, p.status.phase) for p in core.list_namespaced_pod(NS).items]
         pytest.fail("license series: %s; pods: %s" % (seen, pods))

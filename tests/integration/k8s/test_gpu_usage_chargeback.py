@@ -12,8 +12,6 @@ Workload (a 120 s period, every pod Running and scraped before it starts):
 import csv
 import json
 import time
-import urllib.parse
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,7 @@ from k8s_metrics_fixtures import k8s_metrics_rig  # noqa: F401  pylint: disable=
 from kubernetes import client
 
 from tests.lib.ansible_run import run_playbook
+from tests.lib.helpers import prom, wait
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -40,23 +39,6 @@ CARD_HOUR = {"H100-80GB": 4.0, "L40S": 1.2}
 UNIT_PRICE = {"inference": 4.0 / 2,        # 3g.40gb: two per H100
               "training": 4.0,             # a whole H100
               "notebooks": 1.2 / 6 / 4}    # 8 GB of a 48 GB L40S, shared by 4 replicas
-
-
-def prom(rig, expr):
-    url = "%s/api/v1/query?query=%s" % (rig.prometheus_url, urllib.parse.quote(expr))
-    with urllib.request.urlopen(url, timeout=10) as r:
-        return json.loads(r.read())["data"]["result"]
-
-
-def wait(what, check, timeout=60):
-    end = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < end:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.2)
-    pytest.fail("timed out waiting for %s (last: %r)" % (what, last))
 
 
 def pod(namespace, name, pool, resource, count):
