@@ -66,4 +66,3 @@ def test_missing_cluster_and_storage_policy_are_no_go(vsphere, tmp_path):
     failed = run.result()
     assert failed.get("failed") and "no-go: esxi, vsphere" in failed["msg"]
     assert writes(stats) == ([], [])
-
