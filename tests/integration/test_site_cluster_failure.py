@@ -3,8 +3,13 @@ cluster's roll fails, the run says so once, naming that cluster; the other clust
 a second error, and no later link runs (vSphere simulator; the links after the ESXi link are not
 reached, so no Kubernetes rig is needed). A cluster stopped that way says what it left: the hosts this run
 changed and those still to roll, read after the stop."""
+import json
 import pathlib
 import re
+import ssl
+
+from pyVim import connect
+from pyVmomi import vim
 
 from tests.lib.ansible_run import run_module, run_playbook
 
@@ -25,6 +30,21 @@ FLEET = {
 }
 
 
+def host_record(sim, name):
+    """The collection's record on a host (custom attribute gpupool.vcf.host-state), read with pyvmomi."""
+    ctx = ssl.create_default_context(cafile=sim.ca_file)
+    si = connect.SmartConnect(host=sim.host, port=sim.port, user=sim.user, pwd=sim.password, sslContext=ctx)
+    try:
+        content = si.RetrieveContent()
+        key = next(f.key for f in content.customFieldsManager.field if f.name == "gpupool.vcf.host-state")
+        view = content.viewManager.CreateContainerView(content.rootFolder, [vim.HostSystem], True)
+        host = next(h for h in view.view if h.name == name)
+        text = next((v.value for v in host.customValue if v.key == key), "")
+        return json.loads(text) if text else {}
+    finally:
+        connect.Disconnect(si)
+
+
 def failed(run):
     """(task, play host, message) of every failed task result of the run."""
     out = []
@@ -39,7 +59,8 @@ def failed(run):
 def test_one_cluster_failing_gives_one_message_naming_it(vsphere, vsphere_env):
     vsphere.inject_fault("esx-h100-01", "install", "injected: depot unreachable")
     try:
-        run = run_playbook(SITE, env=vsphere_env, extra_vars={"gpupool_design_file": str(DESIGN)})
+        run = run_playbook(SITE, env=vsphere_env, extra_vars={"gpupool_design_file": str(DESIGN),
+                                                              "gpupool_lease_holder": "run-of-the-failure-test"})
     finally:
         vsphere.clear_faults()
     assert run.rc != 0
@@ -71,6 +92,9 @@ def test_one_cluster_failing_gives_one_message_naming_it(vsphere, vsphere_env):
     names = [name for name, _res in run.tasks]
     assert not any(n.startswith("VM classes of the pools") for n in names), names
     assert vsphere.host_state("esx-h100-01")["maintenance"] is True
+    # the record the run left on that host names the run that wrote it (the lease's holder)
+    record = host_record(vsphere, "esx-h100-01")
+    assert record.get("maintenance") and record.get("run") == "run-of-the-failure-test", record
     # the failure path released the run lease of both clusters: a check-mode read finds none
     lease, _run = run_module("gpupool.vcf.gpu_pool_lease", {"clusters": ["gpu-h100", "gpu-l40s"]}, env=vsphere_env, check=True)
     assert [(x["cluster"], x["before"]) for x in lease["leases"]] == [("gpu-h100", None), ("gpu-l40s", None)], lease

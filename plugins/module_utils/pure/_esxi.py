@@ -885,7 +885,8 @@ def mig_word(enabled):
 # ---------------------------------------------------------------------------------------
 
 # custom attribute on each host the collection changed: {"maintenance": "<by> <when>",
-# "options_boot": "<boot time when the nvidia module options were changed>"}
+# "options_boot": "<boot time when the nvidia module options were changed>", ..., "run": "<the run
+# that last changed the record: the run lease's holder>"}
 HOST_STATE_FIELD = "gpupool.vcf.host-state"
 
 

@@ -15,6 +15,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
 import time
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi
@@ -39,6 +40,15 @@ HOST_PROPERTIES = HOST_STATE_PROPERTIES + ["vm"]
 VM_PROPERTIES = ["name", "runtime.powerState", "config.hardware.device"]
 VGPU_HOTMIGRATE = "vgpu.hotmigrate.enabled"
 
+
+
+RUN_ID_ENV = "GPUPOOL_RUN_ID"
+
+
+def run_id():
+    """The run a host record names: the run lease's holder as the playbooks pass it (None outside them)."""
+    value = (os.environ.get(RUN_ID_ENV) or "").strip()
+    return value[:200] or None
 
 class HostOps:
     """Operations on ESXi hosts through one :class:`VsphereClient`."""
@@ -94,10 +104,19 @@ class HostOps:
         return _esxi.parse_host_state(self.client.custom_value(host.get("customValue"), key))
 
     def update_state(self, host, **changes):
-        """Set (or, with None, drop) keys of the host's record; one SetField when it changes."""
+        """Set (or, with None, drop) keys of the host's record; one SetField when it changes.
+
+        A record that changes names the run that wrote it (``run``: the run lease's holder, which
+        the playbooks pass as E(GPUPOOL_RUN_ID); the run of the last write is kept when unset); the
+        run alone keeps no record alive and is no change of its own."""
         state = self.state(host)
         new = dict(state)
         new.update(changes)
+        new.pop("run", None)
+        if _esxi.format_host_state(new) == _esxi.format_host_state(dict((k, v) for k, v in state.items() if k != "run")):
+            return
+        if _esxi.format_host_state(new):
+            new["run"] = run_id() or state.get("run")
         text = _esxi.format_host_state(new)
         if text != _esxi.format_host_state(state):
             self.client.set_custom_field(host.obj, _esxi.HOST_STATE_FIELD, text)
