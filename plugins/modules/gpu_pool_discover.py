@@ -56,6 +56,20 @@ options:
       - The vSphere clusters to describe. By default every cluster with NVIDIA GPU hosts.
     type: list
     elements: str
+  supervisor_kubeconfig:
+    description:
+      - Kubeconfig of the Supervisor. With it the node pools of each VKS cluster the design names (a
+        namespace's description, or the namespace's name) are read - replicas, name, labels and taints - through
+        the reader the audit's C(vks) link uses.
+      - Without it each pool's C(node_pool.replicas) is 0, with a comment.
+    type: path
+  supervisor_context:
+    description: Context of O(supervisor_kubeconfig).
+    type: str
+  request_timeout:
+    description: Seconds to wait for one request to the Supervisor's Kubernetes API (1 or more).
+    type: int
+    default: 30
 attributes:
   check_mode:
     support: full
@@ -64,7 +78,8 @@ attributes:
     support: full
     description: The file before and after.
 notes:
-  - Without the Supervisor's kubeconfig the VKS node pools' replicas are not read (0, with a comment).
+  - Requires the C(kubernetes) Python library with O(supervisor_kubeconfig).
+  - The guest cluster's objects (PriorityClasses, quotas, Kueue, the ClusterPolicy) are not read.
 """
 
 EXAMPLES = r"""
@@ -101,6 +116,8 @@ dest:
 import os
 import tempfile
 
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_reader import LinkError, read_vks
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import request_argument_spec, request_timeout_error
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _discover
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import DesignError
@@ -115,6 +132,9 @@ ARGUMENT_SPEC = dict(
     force=dict(type="bool", default=False),
     name=dict(type="str", default="gpupool"),
     clusters=dict(type="list", elements="str"),
+    supervisor_kubeconfig=dict(type="path"),
+    supervisor_context=dict(type="str"),
+    **request_argument_spec()
 )
 HEADER = [
     "Pool design discovered from a live platform by gpupool.vcf.gpu_pool_discover (docs/discover.md).",
@@ -136,7 +156,7 @@ class DiscoveredDesign(Resource):
 
     verb = "write"
     refusals = (_discover.DiscoverError,)
-    errors = (IOError, OSError)
+    errors = (IOError, OSError, LinkError)
 
     def __init__(self, module):
         Resource.__init__(self, "design file %s" % module.params["dest"])
@@ -153,6 +173,8 @@ class DiscoveredDesign(Resource):
                                                platform["storage_policies"], drs, name=self.module.params["name"],
                                                cluster_names=platform["cluster_names"],
                                                clusters=self.module.params["clusters"])
+        if self.module.params["supervisor_kubeconfig"]:
+            self.read_node_pools(design, notes)
         try:
             derive(design)
         except DesignError as exc:
@@ -167,6 +189,19 @@ class DiscoveredDesign(Resource):
             with open(self.path) as fh:
                 before = fh.read()
         return dict(design=design, notes=notes, before=before, text=_discover.render(design, notes, HEADER))
+
+    def read_node_pools(self, design, notes):
+        """The node pools of the design's VKS clusters, read on the Supervisor into the pools."""
+        p = self.module.params
+        try:
+            import kubernetes  # noqa: F401 pylint: disable=unused-import
+        except ImportError:
+            raise Failure("The kubernetes Python library is required for supervisor_kubeconfig. Nothing was written.")
+        wanted = dict(vks=dict(clusters=dict((v["name"], dict(namespace=v["namespace"])) for v in design["vks_clusters"])))
+        with self.doing("read", "the VKS node pools"):
+            live = read_vks(dict(kubeconfig=p["supervisor_kubeconfig"], context=p["supervisor_context"],
+                                 request_timeout=p["request_timeout"]), wanted)
+        _discover.apply_vks(design, notes, live)
 
     def plan(self, live):
         if live["before"] == live["text"]:
@@ -192,6 +227,8 @@ class DiscoveredDesign(Resource):
 def main():
     module = VsphereModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     enforce(module, "gpu_pool_discover")
+    if request_timeout_error(module.params["request_timeout"]):
+        module.fail_json(msg=request_timeout_error(module.params["request_timeout"]))
     Runner(module, DiscoveredDesign(module)).run()
 
 

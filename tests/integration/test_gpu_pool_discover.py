@@ -1,5 +1,5 @@
 """gpu_pool_discover against the vSphere simulator, on a platform built by hand (not the example): two GPU
-models in two clusters, MIG on one GPU of one host, VM classes and namespaces made through the REST API
+models in two clusters, MIG on the second GPU of two of three hosts, VM classes and namespaces made through the REST API
 directly. The design it writes validates, the audit of the vSphere links with it finds nothing but what the
 schema cannot hold, the platform sees no write; an existing dest is refused without force."""
 import json
@@ -16,9 +16,9 @@ FLEET = {
     "clusters": [
         {"name": "ai-a100", "supervisor": True, "hosts": [
             {"prefix": "a100-", "count": 2, "gpu": {"model": "A100-80GB", "count": 2}, "driver_version": DRIVER,
-             "graphics": GRAPHICS},
+             "graphics": GRAPHICS, "mig": [1]},
             {"name": "a100-03", "gpu": {"model": "A100-80GB", "count": 2}, "driver_version": DRIVER,
-             "graphics": GRAPHICS, "mig": [1]}]},
+             "graphics": GRAPHICS}]},
         {"name": "ai-l40s", "hosts": [
             {"prefix": "l40s-", "count": 2, "gpu": {"model": "L40S", "count": 1}, "driver_version": DRIVER,
              "graphics": {"default": "sharedDirect", "policy": "consolidation"}}]},
@@ -55,7 +55,8 @@ class Rest:
         requests.delete(self.base + "/api/session", headers=self.headers, verify=self.verify, timeout=30)
 
 
-def build_by_hand(sim):
+def build_by_hand(sim, platform="platform"):
+    """VM classes and namespaces made through the REST API; ``platform``: the namespace of the VKS cluster."""
     rest = Rest(sim)
     try:
         moid = dict((c["cluster_name"], c["cluster"])
@@ -67,7 +68,7 @@ def build_by_hand(sim):
                                     "devices": {"vgpu_devices": [{"profile_name": "nvidia_l40s-12c"}]}})
         rest.call("POST", CLASSES, {"id": "plain-small", "cpu_count": 2, "memory_MB": 4096})
         rest.call("POST", NAMESPACES, {
-            "cluster": moid, "namespace": "platform",
+            "cluster": moid, "namespace": platform,
             "vm_service_spec": {"vm_classes": ["serve-a100", "lab-l40s"]},
             "storage_specs": [{"policy": policy}],
             "access_list": [{"subject_type": "GROUP", "domain": "vsphere.local", "subject": "ops", "role": "OWNER"}]})
@@ -115,7 +116,7 @@ def test_discover_validate_audit_and_no_write(vsphere, vsphere_env, tmp_path):
     clusters = dict((c["name"], c) for c in design["clusters"])
     assert sorted(clusters) == ["ai-a100", "ai-l40s"]  # mgmt has no GPU
     assert clusters["ai-a100"]["gpu"] == {"model": "A100-80GB", "per_host": 2} and clusters["ai-a100"]["hosts"] == 3
-    assert clusters["ai-a100"]["mig_geometry"] == {"a100-03": [1]} and "mig_geometry" not in clusters["ai-l40s"]
+    assert clusters["ai-a100"]["mig_geometry"] == {"a100-01": [1], "a100-02": [1]} and "mig_geometry" not in clusters["ai-l40s"]
     assert clusters["ai-l40s"]["graphics"] == {"type": "shared_direct", "assignment_policy": "consolidation"}
     assert clusters["ai-a100"]["driver"]["version"] == DRIVER
     pools = dict((p["vm_class"]["name"], (p["cluster"], p["sharing"], p["vgpu_profile"])) for p in design["pools"])

@@ -290,9 +290,13 @@ def apply_vks(design, notes, vks):
             live = md.get("labels")
             if live is not None:
                 extra = OrderedDict((k, live[k]) for k in sorted(live) if derived.get(k) != live[k])
-                extra.update((k, None) for k in derived if k not in live)
                 if extra:
                     node_pool["labels"] = extra
+                lacking = [k for k in derived if k not in live]
+                if lacking:  # the rules keep the derived labels (node_pool_profile_label ...): not nulled here
+                    notes[("pools", i, "node_pool")] = (
+                        "the node pool lacks the labels %s that the design derives: a converge adds them"
+                        % ", ".join(lacking))
             taints = md.get("taints")
             if taints is not None:
                 want = [OrderedDict((k, t.get(k)) for k in ("key", "value", "effect")) for t in taints]

@@ -220,7 +220,7 @@ def gpu_pool_preflight_errors(params):
 
 
 def gpu_pool_discover_errors(params):
-    return empty_errors(params, ("dest", "name")) + list_item_errors(params, "clusters")
+    return empty_errors(params, ("dest", "name", "supervisor_kubeconfig")) + list_item_errors(params, "clusters")
 
 
 def gpu_pool_lease_errors(params):

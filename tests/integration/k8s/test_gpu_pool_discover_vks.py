@@ -1,0 +1,47 @@
+"""gpu_pool_discover with the Supervisor's kubeconfig: the node pools of a VKS cluster made on the rig by hand
+(not through the collection) - replicas, a name of their own, a label and a taint the collection would not
+write - come into the discovered design, which validates and derives those node pools back; the labels the
+design derives and the node pool lacks are named (a converge adds them)."""
+from kubernetes import dynamic
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
+from tests.integration.test_gpu_pool_discover import FLEET as HAND_BUILT, build_by_hand
+from tests.lib.ansible_run import run_module
+
+FLEET = HAND_BUILT  # the vsphere fixture starts the simulator with the module's FLEET
+CAPI = "cluster.x-k8s.io"
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+OWN_TAINT = {"key": "dedicated", "value": "serving", "effect": "NoSchedule"}
+
+
+def make_cluster(api, namespace):
+    """A VKS Cluster named as its namespace, one GPU node pool on class serve-a100 (v3.4's node variable)."""
+    node = {"labels": {"team": "x"}, "taints": [GPU_TAINT, OWN_TAINT]}
+    md = {"class": "node-pool", "name": "serving", "replicas": 2,
+          "variables": {"overrides": [{"name": "vmClass", "value": "serve-a100"}, {"name": "node", "value": node}]}}
+    topo = {"classRef": {"name": "builtin-generic-v3.4.0", "namespace": "vmware-system-vks-public"},
+            "version": "v1.35.5+vmware.1-vkr.1", "controlPlane": {"replicas": 1},
+            "workers": {"machineDeployments": [md]},
+            "variables": [{"name": "vmClass", "value": "best-effort-large"}, {"name": "storageClass", "value": "gold"}]}
+    clusters = dynamic.DynamicClient(api).resources.get(api_version=f"{CAPI}/v1beta2", kind="Cluster")
+    clusters.create(namespace=namespace, body={"apiVersion": f"{CAPI}/v1beta2", "kind": "Cluster",
+                                               "metadata": {"name": namespace}, "spec": {"topology": topo}})
+
+
+def test_the_node_pools_come_from_the_supervisor(vsphere, vsphere_env, k8s_rig, k8s_api, k8s_namespace, tmp_path):
+    build_by_hand(vsphere, platform=k8s_namespace)
+    make_cluster(k8s_api, k8s_namespace)
+    dest = tmp_path / "design.yml"
+    res = run_module("gpupool.vcf.gpu_pool_discover", {
+        "dest": str(dest), "name": "hand-built", "supervisor_kubeconfig": str(k8s_rig.kubeconfig)}, env=vsphere_env)[0]
+    assert not res.get("failed"), res.get("msg")
+    pools = dict((p["vm_class"]["name"], p["node_pool"]) for p in res["design"]["pools"])
+    assert pools["serve-a100"] == {"replicas": 2, "name": "serving", "vks_cluster": k8s_namespace,
+                                   "labels": {"team": "x"}, "taints": [GPU_TAINT, OWN_TAINT]}
+    assert pools["lab-l40s"]["replicas"] == 0  # no node pool uses that class: left with its comment
+    lacking = [n for n in res["notes"] if "lacks the labels" in n]
+    assert len(lacking) == 1 and "nvidia.com/vgpu.profile" in lacking[0]
+    [cluster] = derive(res["design"])["vks"]["clusters"].values()
+    [serving] = [np for np in cluster["node_pools"] if np["name"] == "serving"]
+    assert serving["replicas"] == 2 and serving["labels"]["team"] == "x"
+    assert [dict(t) for t in serving["taints"]] == [GPU_TAINT, OWN_TAINT]
