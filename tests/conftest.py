@@ -170,7 +170,7 @@ MARKER_TABLE = (
     ("integration/test_drs_*", ("sim",)),
     ("integration/test_esxi_*", ("sim",)),
     ("integration/test_fault_suite.py", ("sim",)),
-    ("integration/test_gpu_pool_discover.py", ("sim",)),
+    ("integration/*gpu_pool_discover*", ("sim",)),
     ("integration/test_preflight*", ("sim",)),
     ("integration/test_gpu_capacity.py", ("sim",)),
     ("integration/test_gpu_host_info*", ("sim",)),
