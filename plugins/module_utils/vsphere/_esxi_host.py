@@ -40,8 +40,6 @@ HOST_PROPERTIES = HOST_STATE_PROPERTIES + ["vm"]
 VM_PROPERTIES = ["name", "runtime.powerState", "config.hardware.device"]
 VGPU_HOTMIGRATE = "vgpu.hotmigrate.enabled"
 
-
-
 RUN_ID_ENV = "GPUPOOL_RUN_ID"
 
 
@@ -49,6 +47,7 @@ def run_id():
     """The run a host record names: the run lease's holder as the playbooks pass it (None outside them)."""
     value = (os.environ.get(RUN_ID_ENV) or "").strip()
     return value[:200] or None
+
 
 class HostOps:
     """Operations on ESXi hosts through one :class:`VsphereClient`."""
