@@ -88,13 +88,13 @@ options:
     type: int
     default: 30
     aliases: [timeout]
+extends_documentation_fragment:
+  - gpupool.vcf.attributes
 attributes:
   check_mode:
     description: Logs in and reads the appliance, composes and writes nothing; reports whether a token would be made.
-    support: full
   diff_mode:
     description: Returns the token's expiry, address and leasing port before and after (never the token).
-    support: full
 notes:
   - Endpoints - C(POST /auth/v1/login), C(GET /auth/v1/user/me), C(GET /service_instance_manager/v1/service-instance),
     C(GET /admin/v1/org/{org}/virtual-groups/{vg}/license-servers/{ls}),

@@ -45,6 +45,7 @@ author:
   - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
   - gpupool.vcf.vsphere
+  - gpupool.vcf.attributes
 options:
   host:
     description: Name of one ESXi host. Mutually exclusive with O(cluster).
@@ -203,10 +204,8 @@ options:
 attributes:
   check_mode:
     description: Reports the changes each host would get without making them.
-    support: full
   diff_mode:
     description: Returns the graphics configuration, the nvidia module options and the MIG mode of each GPU (when managed) of each host before and after.
-    support: full
 notes:
   - A new graphics type is used by VMs powered on after the change once the host's graphics
     service (xorg) restarted or the host rebooted.

@@ -34,6 +34,7 @@ author:
   - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
   - gpupool.vcf.vsphere
+  - gpupool.vcf.attributes
 options:
   clusters:
     description: The GPU clusters of the pool (names as vCenter knows them).
@@ -70,10 +71,8 @@ options:
 attributes:
   check_mode:
     description: Reads the leases and says what a run would do and who holds each, without writing or refusing.
-    support: full
   diff_mode:
     description: Returns each cluster's lease before and after.
-    support: full
 notes:
   - Writing the record needs the privileges C(Global.SetCustomField) and, once, C(Global.ManageCustomFields).
   - The lease is bookkeeping of the run, not a change of the pool - the playbooks register it with

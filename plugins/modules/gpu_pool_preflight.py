@@ -37,6 +37,7 @@ author:
   - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
   - gpupool.vcf.vsphere
+  - gpupool.vcf.attributes.info_module
 options:
   design:
     description:
@@ -103,10 +104,8 @@ options:
     default: 30
 attributes:
   check_mode:
-    support: full
     description: The module only reads; check mode gives the same result.
   diff_mode:
-    support: none
     description: Nothing changes, so there is nothing to diff.
 notes:
   - Requires the C(kubernetes) Python library for the C(vks) and C(guest) links.

@@ -31,7 +31,8 @@ PROMETHEUS_FRAGMENTS = {
 ON_ATTRIBUTES = ("drs_gpu_pinning", "supervisor_namespace", "vm_class", "esxi_host_driver", "esxi_maintenance_mode",
                  "vlcm_component", "nls_appliance_deploy", "vks_node_pool", "gpu_host_info", "gpu_pool_design",
                  "nls_appliance_info", "nvidia_license_info", "gpu_game_day", "guest_node_drain", "gpu_usage",
-                 "gpu_capacity", "pool_ready")
+                 "gpu_capacity", "pool_ready", "esxi_gpu_config", "dls_client_token", "gpu_pool_lease",
+                 "gpu_pool_preflight")
 ON_PROMETHEUS = ("gpu_capacity", "pool_ready")
 
 
