@@ -64,6 +64,9 @@ author:
   - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
   - gpupool.vcf.vsphere
+  - gpupool.vcf.dls
+  - gpupool.vcf.prometheus
+  - gpupool.vcf.prometheus.bearer_token
 options:
   design:
     description:
@@ -113,24 +116,6 @@ options:
     description:
       - Address of the DLS appliance, for the C(licensing) link (site.yml's C(gpupool_dls_host)).
         Without it the C(licensing) link is not audited.
-    type: str
-  dls_port:
-    description: HTTPS port of the appliance's REST API (1 to 65535).
-    type: int
-    default: 443
-  dls_username:
-    description: User of the appliance's REST API.
-    type: str
-  dls_password:
-    description: Password of O(dls_username).
-    type: str
-  dls_ca_file:
-    description: CA bundle of the appliance's certificate.
-    type: path
-  dls_validate_certs:
-    description: Verify the appliance's TLS certificate.
-    type: bool
-    default: true
   token_dir:
     description:
       - Folder where site.yml keeps the client configuration token (C(gpupool_token_dir)); the token is
@@ -147,24 +132,6 @@ options:
     description:
       - Base URL of the Prometheus HTTP API that scrapes the GPU Operator's DCGM exporter, for the GPU
         nodes' license status. Without it the C(licensing) link says the check was not made.
-    type: str
-  prometheus_bearer_token:
-    description: Bearer token for Prometheus.
-    type: str
-  prometheus_validate_certs:
-    description: Verify Prometheus's TLS certificate.
-    type: bool
-    default: true
-  prometheus_ca_path:
-    description: CA bundle for Prometheus's certificate.
-    type: path
-  prometheus_allow_plain_http:
-    description:
-      - Send the bearer token to a plain V(http://) O(prometheus_url) (unencrypted, so anyone on the path can read it).
-      - Without it, a V(http://) URL with a token is refused before anything is sent; a redirect
-        to another origin (scheme, host or port) never carries the token.
-    type: bool
-    default: false
   license_metric:
     description: The vGPU license status metric (value 1 licensed), with the node in its C(Hostname) label.
     type: str

@@ -38,6 +38,9 @@ author:
 extends_documentation_fragment:
   - gpupool.vcf.vsphere
   - gpupool.vcf.attributes.info_module
+  - gpupool.vcf.dls
+  - gpupool.vcf.prometheus
+  - gpupool.vcf.prometheus.bearer_token
 options:
   design:
     description:
@@ -67,37 +70,8 @@ options:
     type: str
   dls_host:
     description: Address of the DLS appliance, for the C(licensing) link.
-    type: str
-  dls_port:
-    description: HTTPS port of the appliance's REST API (1 to 65535).
-    type: int
-    default: 443
-  dls_username:
-    description: User of the appliance's REST API.
-    type: str
-  dls_password:
-    description: Password of O(dls_username).
-    type: str
-  dls_ca_file:
-    description: CA bundle of the appliance's certificate.
-    type: path
-  dls_validate_certs:
-    description: Verify the appliance's TLS certificate.
-    type: bool
-    default: true
   prometheus_url:
     description: Base URL of the Prometheus HTTP API, checked with the C(licensing) link.
-    type: str
-  prometheus_bearer_token:
-    description: Bearer token for Prometheus.
-    type: str
-  prometheus_validate_certs:
-    description: Verify Prometheus's TLS certificate.
-    type: bool
-    default: true
-  prometheus_ca_path:
-    description: CA bundle for Prometheus's certificate.
-    type: path
   request_timeout:
     description: Seconds to wait for one request to a Kubernetes API, the DLS appliance or Prometheus (1 or more).
     type: int
@@ -201,6 +175,7 @@ ARGUMENT_SPEC = dict(
     prometheus_bearer_token=dict(type="str", no_log=True),
     prometheus_validate_certs=dict(type="bool", default=True),
     prometheus_ca_path=dict(type="path"),
+    prometheus_allow_plain_http=dict(type="bool", default=False),
     request_timeout=dict(type="int", default=30),
 )
 
@@ -323,7 +298,8 @@ def read_licensing(params):
     if p["prometheus_url"]:
         prom = PromClient(p["prometheus_url"], bearer_token=p["prometheus_bearer_token"],
                           validate_certs=p["prometheus_validate_certs"], ca_path=p["prometheus_ca_path"],
-                          timeout=p["request_timeout"])
+                          allow_plain_http=p["prometheus_allow_plain_http"],
+                          plain_http_option="prometheus_allow_plain_http", timeout=p["request_timeout"])
         try:
             prom.query("vector(1)")
         except PromError as exc:

@@ -16,6 +16,7 @@ MODULES = ROOT / "plugins" / "modules"
 sys.path.insert(0, str(ROOT / "plugins" / "doc_fragments"))
 import attributes  # noqa: E402  pylint: disable=wrong-import-position
 import prometheus  # noqa: E402  pylint: disable=wrong-import-position
+import dls  # noqa: E402  pylint: disable=wrong-import-position
 
 ATTRIBUTE_FRAGMENTS = {
     "gpupool.vcf.attributes": attributes.ModuleDocFragment.DOCUMENTATION,
@@ -33,7 +34,8 @@ ON_ATTRIBUTES = ("drs_gpu_pinning", "supervisor_namespace", "vm_class", "esxi_ho
                  "nls_appliance_info", "nvidia_license_info", "gpu_game_day", "guest_node_drain", "gpu_usage",
                  "gpu_capacity", "pool_ready", "esxi_gpu_config", "dls_client_token", "gpu_pool_lease",
                  "gpu_pool_preflight")
-ON_PROMETHEUS = ("gpu_capacity", "pool_ready")
+ON_PROMETHEUS = ("gpu_capacity", "pool_ready", "gpu_pool_audit", "gpu_pool_preflight")
+ON_DLS = ("gpu_pool_audit", "gpu_pool_preflight")
 
 
 def own_doc(name):
@@ -81,6 +83,17 @@ def test_the_prometheus_options_come_from_the_fragment(name, merged):
     for fragment in used:
         options.update(yaml.safe_load(PROMETHEUS_FRAGMENTS[fragment])["options"])
     for option, spec in options.items():
+        own = doc["options"].get(option, {})
+        assert set(own) <= {"description"}, (option, "repeats what the fragment says: %s" % sorted(set(own) - {"description"}))
+        assert merged[name]["options"][option]["type"] == spec["type"]
+        assert merged[name]["options"][option].get("default") == spec.get("default")
+
+
+@pytest.mark.parametrize("name", ON_DLS)
+def test_the_dls_options_come_from_the_fragment(name, merged):
+    doc = own_doc(name)
+    assert "gpupool.vcf.dls" in doc.get("extends_documentation_fragment", [])
+    for option, spec in yaml.safe_load(dls.ModuleDocFragment.DOCUMENTATION)["options"].items():
         own = doc["options"].get(option, {})
         assert set(own) <= {"description"}, (option, "repeats what the fragment says: %s" % sorted(set(own) - {"description"}))
         assert merged[name]["options"][option]["type"] == spec["type"]
