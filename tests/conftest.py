@@ -13,7 +13,6 @@ runs the ESXi link's tests and ``pytest -m "not sim and not k8s"`` the ones that
 vSphere simulator nor the Kubernetes rig. tests/unit/test_markers.py holds the table to every
 test file.
 """
-import fnmatch
 import os
 import sys
 
@@ -66,157 +65,9 @@ SLOW_FIRST = (
 )
 
 
-# (pattern over the test file's path below tests/, markers): a file gets the markers of every row
-# that matches it. The links: esxi, vsphere, vks, guest, licensing; design (the design and what it
-# derives for every link), collection (layout, metadata, playbook wiring, runner, AWX, tooling);
-# what a test needs: sim (the vSphere simulator), k8s (the Kubernetes rig).
-MARKER_TABLE = (
-    # where the test lives
-    ("integration/k8s/*", ("guest",)),
-    ("unit/meta/*", ("collection",)),
-    ("unit/playbooks/*", ("collection",)),
-    ("unit/test_*.py", ("collection",)),
-    ("unit/test_rest_contract_checker.py", ("collection", "vsphere")),
-    ("integration/test_awx_*", ("collection",)),
-    ("unit/plugins/module_utils/runner/*", ("collection",)),
-    ("unit/plugins/doc_fragments/*", ("collection",)),
-    ("unit/plugins/module_utils/dls/*", ("licensing",)),
-    ("unit/plugins/module_utils/k8s/*", ("guest",)),
-    ("unit/plugins/module_utils/prometheus/*", ("guest",)),
-    ("unit/plugins/module_utils/vsphere/*", ("vsphere",)),
-    # the ESXi link: host driver, vLCM, graphics, vGPU mode and scheduler, MIG, host rolls
-    ("*esxi*", ("esxi",)),
-    ("*gpu_host_info*", ("esxi",)),
-    ("*vlcm*", ("esxi",)),
-    ("*host_rebuild*", ("esxi",)),
-    ("*mig_*", ("esxi",)),
-    ("*vgpu_mode*", ("esxi",)),
-    ("*vgpu_releases*", ("esxi",)),
-    ("*direct_path*", ("esxi",)),
-    ("*gpu_inventory*", ("esxi",)),
-    ("*/test_nvidia.py", ("esxi",)),
-    ("*/test_resume.py", ("esxi",)),
-    ("*roll_*", ("esxi",)),
-    ("*/test_capacity.py", ("esxi", "design")),
-    ("*/test_runner_pinning_pools_gpu.py", ("esxi", "vsphere", "vks")),
-    # the vCenter link: VM classes, namespaces, tenancy, DRS pinning, the vSphere clients and simulator
-    ("*vm_class*", ("vsphere",)),
-    ("*namespace*", ("vsphere",)),
-    ("*supervisor*", ("vsphere",)),
-    ("*drs*", ("vsphere",)),
-    ("*vsphere*", ("vsphere",)),
-    ("*rest_contract*", ("vsphere",)),
-    ("*vgpu_vms*", ("vsphere",)),
-    ("integration/test_never_twice.py", ("vsphere",)),
-    ("*run_lease*", ("vsphere",)),
-    ("*/test_lease.py", ("vsphere",)),
-    ("*/test_gpu_pool_lease.py", ("vsphere",)),
-    ("*/test_retry.py", ("vsphere", "guest", "licensing")),
-    ("*/test_gpu_capacity.py", ("vsphere",)),
-    ("*/test_fault_suite.py", ("esxi", "vsphere")),
-    # the VKS link: node pools and ClusterClass shapes on the Supervisor
-    ("*vks*", ("vks",)),
-    ("*node_pool*", ("vks",)),
-    ("*cluster_class*", ("vks",)),
-    ("*class_revision*", ("vks", "vsphere")),
-    ("*/test_rollout_logic.py", ("vks",)),
-    # the guest cluster: GPU Operator, scheduling policy, Kueue, culling, drains, readiness, usage
-    ("*gpu_operator*", ("guest",)),
-    ("*guest*", ("guest",)),
-    ("*cluster_policy*", ("guest",)),
-    ("*k8s*", ("guest",)),
-    ("*drain*", ("guest",)),
-    ("*pool_ready*", ("guest",)),
-    ("*kueue*", ("guest",)),
-    ("*game_day*", ("guest",)),
-    ("*queueing*", ("guest",)),
-    ("*capacity_knee*", ("guest",)),
-    ("*capacity_live*", ("guest", "vsphere")),
-    ("*chargeback*", ("guest",)),
-    ("*gpu_usage*", ("guest", "vsphere")),
-    ("*cull*", ("guest",)),
-    ("*prom*", ("guest",)),
-    ("*dcgm*", ("guest",)),
-    ("*report_charts*", ("guest", "vsphere")),
-    # NVIDIA licensing: the DLS appliance, the client token, the license status
-    ("*dls*", ("licensing",)),
-    ("*nls*", ("licensing",)),
-    ("*licens*", ("licensing",)),
-    # the design and what it derives for every link; the audit and the chains that cross every link
-    ("*design*", ("design",)),
-    ("*role_inputs*", ("design",)),
-    ("*discover*", ("design",)),
-    ("*preflight*", ("design",)),
-    ("unit/plugins/module_utils/pure/test_inputs.py", ("design",)),
-    ("unit/plugins/filter/test_failure_filter.py", ("collection",)),
-    ("unit/plugins/filter/test_option_bool_filter.py", ("collection",)),
-    ("unit/plugins/modules/test_runner_modules.py", ("collection", "esxi", "vsphere", "vks", "guest", "licensing")),
-    ("*audit*", ("design",)),
-    ("unit/plugins/module_utils/pure/test_audit.py", ("esxi", "vsphere", "vks", "guest")),
-    ("*/test_bad_inputs.py", ("design", "esxi", "vsphere", "vks", "guest", "licensing")),
-    ("*_chain.py", ("esxi", "vsphere", "vks", "guest", "licensing")),
-    ("*/test_drift_catalogue.py", ("esxi", "vsphere", "vks", "guest", "licensing")),
-    ("*/test_no_secret_leak.py", ("esxi", "vsphere", "vks", "guest", "licensing")),
-    ("*/test_site_cluster_failure.py", ("esxi", "vsphere", "vks", "guest")),
-    ("*/test_gpu_pool_audit.py", ("esxi", "vsphere", "vks", "guest", "licensing")),
-    ("*/test_gpu_pool_audit_per_gpu.py", ("esxi",)),
-    ("*/test_gpu_pool_audit_class_reads.py", ("vks", "vsphere")),
-    ("*/test_gpu_pool_audit_vcenters.py", ("vsphere",)),
-    ("*/test_fidelity.py", ("collection",)),
-    # what the test needs: the vSphere simulator (sim), the Kubernetes rig (k8s)
-    ("integration/test_awx_runner_chain.py", ("sim",)),
-    ("integration/test_bad_inputs.py", ("sim",)),
-    ("integration/test_drift_catalogue.py", ("sim",)),
-    ("integration/test_drs_*", ("sim",)),
-    ("integration/test_esxi_*", ("sim",)),
-    ("integration/test_fault_suite.py", ("sim",)),
-    ("integration/*gpu_pool_discover*", ("sim",)),
-    ("integration/test_preflight*", ("sim",)),
-    ("integration/test_gpu_capacity.py", ("sim",)),
-    ("integration/test_gpu_host_info*", ("sim",)),
-    ("integration/test_gpu_pool_audit.py", ("sim",)),
-    ("integration/test_gpu_pool_audit_per_gpu.py", ("sim",)),
-    ("integration/test_gpu_usage_vgpu_vms.py", ("sim",)),
-    ("integration/test_host_rebuild.py", ("sim",)),
-    ("integration/test_multi_vcenter_chain.py", ("sim",)),
-    ("integration/test_never_twice.py", ("sim",)),
-    ("integration/test_nls_appliance_sim.py", ("sim",)),
-    ("integration/test_no_secret_leak.py", ("sim",)),
-    ("integration/test_rest_contract.py", ("sim",)),
-    ("integration/test_roll_with_vgpu_vms.py", ("sim",)),
-    ("integration/test_run_lease.py", ("sim",)),
-    ("integration/test_site_chain.py", ("sim",)),
-    ("integration/test_site_class_revision.py", ("sim",)),
-    ("integration/test_site_cluster_failure.py", ("sim",)),
-    ("integration/test_supervisor_*", ("sim",)),
-    ("integration/test_vlcm_component.py", ("sim",)),
-    ("integration/test_vm_class*", ("sim",)),
-    ("integration/test_vsphere_*", ("sim",)),
-    ("integration/k8s/test_gpu_capacity_*", ("sim",)),
-    ("integration/k8s/test_mig_mode_drained_roll.py", ("sim",)),
-    ("integration/k8s/test_preflight_k8s.py", ("sim",)),
-    ("integration/k8s/test_profile_change_rollout.py", ("sim",)),
-    ("integration/k8s/test_roll_drains_guest_nodes.py", ("sim",)),
-    ("integration/test_awx_runner_chain.py", ("k8s",)),
-    ("integration/test_drift_catalogue.py", ("k8s",)),
-    ("integration/test_gpu_pool_audit.py", ("k8s",)),
-    ("integration/test_no_secret_leak.py", ("k8s",)),
-    ("integration/test_site_chain.py", ("k8s",)),
-    ("integration/test_site_class_revision.py", ("k8s",)),
-    ("integration/k8s/test_[!d]*", ("k8s",)),
-    ("integration/k8s/test_drain_*", ("k8s",)),
-)
+from tests.lib.markers import markers_of  # noqa: E402  pylint: disable=wrong-import-position
 
 _MARKS_OF_FILE = {}
-
-
-def markers_of(relpath):
-    """The markers MARKER_TABLE gives the test file at ``relpath`` (below tests/, with /), sorted."""
-    out = set()
-    for pattern, names in MARKER_TABLE:
-        if fnmatch.fnmatchcase(relpath, pattern):
-            out.update(names)
-    return sorted(out)
 
 
 def pytest_itemcollected(item):

@@ -1,4 +1,4 @@
-"""The markers of tests/conftest.py's MARKER_TABLE: every test file gets a link or area marker, every
+"""The markers of tests/lib/markers.py's MARKER_TABLE (applied by tests/conftest.py): every test file gets a link or area marker, every
 marker is registered in pytest.ini, every row names files that exist, a file gets ``sim`` / ``k8s``
 exactly when its code starts the vSphere simulator / the Kubernetes rig, and ``-m`` selects by them."""
 import ast
@@ -8,7 +8,7 @@ import pathlib
 import subprocess
 import sys
 
-import conftest
+from tests.lib import markers as conftest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TESTS = ROOT / "tests"
