@@ -212,6 +212,13 @@ VSPHERE_CASES = [
 VSPHERE_CASES += [
     ("lease-ttl-0", "gpu_pool_lease", dict(clusters=["gpu-h100"], ttl=0), ["ttl must be 60 or more seconds"]),
     ("lease-empty-cluster", "gpu_pool_lease", dict(clusters=["gpu-h100", ""]), ["clusters must not hold empty names"]),
+    ("preflight-dls-port-0", "gpu_pool_preflight", dict(design_file=str(ROOT / "examples" / "design.yml"), dls_host="dls.example.com", dls_port=0),
+     ["dls_port must be from 1 to 65535, not 0"]),
+    ("preflight-prometheus-not-a-url", "gpu_pool_preflight", dict(design_file=str(ROOT / "examples" / "design.yml"), prometheus_url="prom:9090"),
+     ["prometheus_url must be an http:// or https:// URL"]),
+    ("discover-empty-dest", "gpu_pool_discover", dict(dest=""), ["dest must not be empty"]),
+    ("discover-empty-cluster-name", "gpu_pool_discover", dict(dest="/nonexistent/discovered.yml", clusters=["gpu-h100", ""]),
+     ["clusters must not hold empty names (item 1)"]),
 ]
 
 STUB_CASES = [
