@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -19,6 +18,7 @@ if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
 import k8s_rig as rig_launcher  # noqa: E402
+from tests.lib.helpers import wait as wait_for  # noqa: E402,F401  (the tests of the rig import it from here)
 
 
 @pytest.fixture(scope="session")
@@ -59,15 +59,3 @@ def k8s_namespace(k8s_api, request):
         yield name
     finally:
         core.delete_namespace(name)
-
-
-def wait_for(what, check, timeout=60, interval=0.2):
-    """Poll ``check`` until it returns something true; fail the test after ``timeout`` s."""
-    end = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < end:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    pytest.fail(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
