@@ -9,7 +9,7 @@ COLL_DIR := $(COLL_ROOT)/ansible_collections/gpupool/vcf
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/$(COLL_ROOT)
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/$(SIM_DIR)/bin:$(PATH)
 
-.PHONY: help venv collection test unit check integration sanity lint demo bench clean sim-build sim-up sim-down molecule browser
+.PHONY: help venv collection test unit check integration sanity lint demo bench clean sim-build sim-up sim-down molecule browser dist
 
 help:
 	@echo "make test   - create the venv, build the simulators, run every test"
@@ -111,6 +111,11 @@ bench: venv collection sim-build
 # showing nothing left to change, audited, drifted, audited and repaired (tests/tools/demo.py)
 demo: venv collection sim-build
 	$(PY) tests/tools/demo.py
+
+# the collection as users install it: the tarball `ansible-galaxy collection install` takes, in
+# .build/dist (tests/integration/test_dist_artifact.py installs one and uses it from there)
+dist: venv
+	$(VENV)/bin/ansible-galaxy collection build --force --output-path .build/dist .
 
 clean:
 	rm -rf .build $(SIM_DIR) .pytest_cache

@@ -14,6 +14,7 @@ MARKER_TABLE = (
     ("unit/test_*.py", ("collection",)),
     ("unit/test_rest_contract_checker.py", ("collection", "vsphere")),
     ("integration/test_awx_*", ("collection",)),
+    ("integration/test_dist_artifact.py", ("collection",)),
     ("unit/plugins/module_utils/runner/*", ("collection",)),
     ("unit/plugins/doc_fragments/*", ("collection",)),
     ("unit/plugins/module_utils/dls/*", ("licensing",)),
