@@ -119,8 +119,8 @@ def _derive_vsphere(ctx):
             ("memory_reservation", 100),
             ("pool", pool["name"]),
             ("cluster", pool["cluster"]),
-            ("description", "gpupool %s: %s, %d x %s" % (pool["name"], pool["shape"], pool["gpus_per_node"],
-                                                         pool["vgpu_profile"])),
+            ("description", vm_class["description"] if vm_class["description"] is not None else
+             "gpupool %s: %s, %d x %s" % (pool["name"], pool["shape"], pool["gpus_per_node"], pool["vgpu_profile"])),
         ]))
     namespaces = []
     storage = d["supervisor"]["storage_policy"]
@@ -134,7 +134,8 @@ def _derive_vsphere(ctx):
         namespaces.append(OrderedDict([
             ("name", vks["namespace"]), ("cluster", d["supervisor"]["cluster"]),
             ("supervisor", d["supervisor"]["name"]), ("kind", "platform"),
-            ("description", "gpupool platform namespace of VKS cluster %s" % vks["name"]),
+            ("description", vks["description"] if vks["description"] is not None else
+             "gpupool platform namespace of VKS cluster %s" % vks["name"]),
             ("vm_classes", classes), ("storage_policies", [OrderedDict([("policy", storage), ("limit_mib", None)])]),
             ("limits", OrderedDict([("cpu_mhz", None), ("memory_mib", None), ("storage_mib", None)])),
             ("access", _access(vks["access"])),
@@ -146,7 +147,8 @@ def _derive_vsphere(ctx):
         namespaces.append(OrderedDict([
             ("name", tenant["namespace"]), ("cluster", d["supervisor"]["cluster"]),
             ("supervisor", d["supervisor"]["name"]), ("kind", "tenant"),
-            ("description", tenant["description"] or "gpupool tenant %s" % tenant["name"]),
+            ("description", tenant["description"] if tenant["description"] is not None else
+             "gpupool tenant %s" % tenant["name"]),
             ("vm_classes", classes),
             ("storage_policies", [OrderedDict([("policy", tenant["storage_policy"]),
                                                ("limit_mib", tenant["limits"]["storage_mib"])])]),

@@ -193,6 +193,9 @@ DESIGN_SCHEMA = {
                             "description": "Kubernetes release (v1.35.5+vmware.1-vkr.1); null - leave alone."},
                 "storage_class": {"type": "str", "default": None, "max_len": NAME_MAX, "format": "dns_subdomain",
                                   "description": "Storage class of the nodes (a Kubernetes object name)."},
+                "description": {"type": "str", "default": None, "max_len": TEXT_MAX,
+                                "description": "Description of the cluster's vSphere namespace; null - gpupool "
+                                               "platform namespace of VKS cluster <name>."},
                 "access": _ACCESS,
             },
         },
@@ -322,6 +325,9 @@ DESIGN_SCHEMA = {
                         "memory_gb": {"type": "int", "required": True, "min": 1, "max": VM_MEMORY_GB_MAX,
                                       "description": "Memory in GiB (reserved 100 %; a vSphere 8 VM has at most "
                                                      "24 TiB)."},
+                        "description": {"type": "str", "default": None, "max_len": TEXT_MAX,
+                                        "description": "Description of the VM class; null - gpupool <pool>: <shape>, "
+                                                       "<gpus_per_node> x <vgpu_profile>."},
                     },
                 },
                 "node_pool": {

@@ -35,6 +35,14 @@ MIG_ON = "enabled"  # a GPU's MIG mode as the GPU inventory reads it (enabled, d
 PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]*$")
 YAML_WORDS = ("y", "n", "yes", "no", "on", "off", "true", "false", "null")
 SHAPE_BY_SHARING = dict(mig="inference", full_card="training", time_sliced="notebooks")
+# the descriptions derive() writes when the design gives none
+PLATFORM_TEXT = "gpupool platform namespace of VKS cluster %s"
+TENANT_TEXT = "gpupool tenant %s"
+
+
+def pool_description(pool):
+    """The VM class description derive() writes for ``pool`` when its vm_class gives none."""
+    return "gpupool %s: %s, %d x %s" % (pool["name"], pool["shape"], pool["gpus_per_node"], pool["vgpu_profile"])
 
 
 class DiscoverError(Exception):
@@ -180,6 +188,9 @@ def discover(hosts, vm_classes, namespaces, storage_policies=None, drs=None, nam
                                       ("memory_gb", (info.get("memory_mb") or 0) // 1024)])),
             ("node_pool", OrderedDict([("replicas", 0)])),
         ])
+        own = info.get("description") or ""
+        if own != pool_description(pool):  # derive() writes its own text unless the design gives this one
+            pool["vm_class"]["description"] = own
         if len(set(profiles)) > 1:
             notes[("pools", i, "vgpu_profile")] = "the class holds %s: a pool has one profile" % ", ".join(profiles)
         notes[("pools", i, "node_pool", "replicas")] = (
@@ -220,8 +231,12 @@ def discover(hosts, vm_classes, namespaces, storage_policies=None, drs=None, nam
             notes[("vks_clusters", len(vks), "name")] = (
                 "the VKS cluster's name is not on the vSphere side: the namespace's name chosen; give the "
                 "cluster's name (kubectl get clusters -n %s on the Supervisor)" % ns_name)
-        vks.append(OrderedDict([("name", vks_name or ns_name), ("namespace", ns_name),
-                                ("access", _access(ns.get("access")))]))
+        entry = OrderedDict([("name", vks_name or ns_name), ("namespace", ns_name)])
+        own = ns.get("description") or ""
+        if own != PLATFORM_TEXT % entry["name"]:
+            entry["description"] = own
+        entry["access"] = _access(ns.get("access"))
+        vks.append(entry)
         for c in classes:
             pool_of_class[c]["node_pool"]["vks_cluster"] = vks_name or ns_name
     if not vks:
@@ -235,8 +250,8 @@ def discover(hosts, vm_classes, namespaces, storage_policies=None, drs=None, nam
         i = len(out_tenants)
         policies = ns.get("storage_policies") or {}
         tenant = OrderedDict([("name", ns_name)])
-        if ns.get("description"):
-            tenant["description"] = ns["description"]
+        if (ns.get("description") or "") != TENANT_TEXT % ns_name:
+            tenant["description"] = ns.get("description") or ""
         tenant["access"] = _access(ns.get("access"))
         tenant["gpu_quota"] = OrderedDict((pool_of_class[c]["name"], pool_of_class[c]["gpus_per_node"])
                                           for c in classes)

@@ -100,6 +100,24 @@ def test_the_audit_of_the_vsphere_link_with_the_discovered_design_is_clean():
     assert _audit.audit_vsphere(derive(found), classes, namespaces, policies) == []
 
 
+def test_descriptions_of_a_platform_built_by_hand_are_kept_and_the_audit_is_clean():
+    want = derive(copy.deepcopy(DESIGN))
+    hosts, classes, namespaces, policies, drs = live_of(want)
+    classes["gpu-inference"]["description"] = "serving on H100 slices"
+    classes["gpu-training"]["description"] = ""
+    namespaces["gpu-platform"]["description"] = "made by the platform team"
+    tenant = sorted(n for n in namespaces if n != "gpu-platform")[0]
+    namespaces[tenant]["description"] = ""
+    found, _notes = discover(hosts, classes, namespaces, policies, drs, name=want["design"])
+    by_class = dict((p["vm_class"]["name"], p["vm_class"]) for p in found["pools"])
+    assert by_class["gpu-inference"]["description"] == "serving on H100 slices"
+    assert by_class["gpu-training"]["description"] == ""
+    assert "description" not in by_class["gpu-notebooks"]  # the derived text: no key written
+    assert found["vks_clusters"][0]["description"] == "made by the platform team"
+    assert [t["description"] for t in found["tenants"] if t["name"] == tenant] == [""]
+    assert _audit.audit_vsphere(derive(found), classes, namespaces, policies) == []
+
+
 def test_mig_geometry_is_per_gpu_and_a_second_model_stays_in_its_cluster():
     want, found, _notes = discovered()
     h100 = [c for c in found["clusters"] if c["name"] == "gpu-h100"][0]
