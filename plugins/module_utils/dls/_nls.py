@@ -21,6 +21,7 @@ from urllib.error import HTTPError, URLError
 from urllib.parse import urlsplit
 from urllib.request import HTTPRedirectHandler, HTTPSHandler, Request, build_opener
 
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._errors import ClientError
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._retry import ATTEMPTS, TRANSIENT_STATUS, backoff_delay, seconds, times
 
 NO_DRIVER = ("couldn't communicate with the nvidia driver", "no devices were found",
@@ -105,7 +106,7 @@ def parse(text, now=None):
 
 # --- the DLS appliance's REST API (knows nothing of Ansible) -------------------------------------
 
-class DlsError(Exception):
+class DlsError(ClientError):
     """A DLS call failed. `status` is the HTTP status when the appliance answered; `kind` is
     `answer`, `timeout`, `refused` (nothing was sent), `reset`, `tls` or `other`."""
 

@@ -27,10 +27,11 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import (
     DEFAULT_REQUEST_TIMEOUT, K8sClient, K8sError, read_pool, variable_plan)
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._k8s_objects import (
     CLUSTER_POLICY, culling_cronjob, kueue_objects, kueue_wait_for_pods_ready)
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._errors import ClientError
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._vks_api import VksClusterApi
 
 
-class LinkError(Exception):
+class LinkError(ClientError):
     """A link could not be read."""
 
 

@@ -17,6 +17,7 @@ import time
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._cluster_class import (  # noqa: F401 pylint: disable=unused-import
     PlanError, apply_pool, class_ref, plan_machine_deployments, read_pool, variable_plan,
 )
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._errors import ClientError
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._retry import (
     ATTEMPTS, TRANSIENT_STATUS, backoff_delay, seconds, times,
 )
@@ -74,7 +75,7 @@ def request_timeout_error(value):
     return None
 
 
-class K8sError(Exception):
+class K8sError(ClientError):
     """An API call failed.
 
     `status` is the HTTP status when the server answered; `kind` is `answer`, `timeout`,

@@ -25,10 +25,11 @@ from urllib.error import HTTPError, URLError
 from urllib.parse import urlencode, urlsplit
 from urllib.request import HTTPHandler, HTTPRedirectHandler, HTTPSHandler, Request, build_opener
 
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._errors import ClientError
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._retry import ATTEMPTS, TRANSIENT_STATUS, backoff_delay, seconds, times
 
 
-class PromError(Exception):
+class PromError(ClientError):
     """A Prometheus call failed. ``status`` is the HTTP status when Prometheus answered; ``kind``
     is ``answer`` (an HTTP error or a query error), ``timeout``, ``refused``, ``reset``, ``tls``,
     ``config`` (the client refused its options) or ``other``; ``error_type`` is Prometheus's ``errorType`` (``bad_data``, ``timeout``, ...)."""

@@ -17,12 +17,14 @@ reports), the resource's own keys, ``diff`` with ``--diff``, and whatever ``appl
 
 Every error ends in ``fail_json``, never in a traceback:
 
-* a client error (``VsphereError``, ``K8sError``, ``DlsError`` and their subclasses, or the
-  resource's ``errors``): "Unable to <verb> <object>: <reason>", where verb and object name
-  the step that failed: ``read`` <resource> while reading, the plan's action (``create``,
-  ``update``, ``delete``) or the module's verb while applying, or what the resource named
-  with ``doing()``; the resource's ``next_step()`` (or the partial state's ``next_step``) is
-  appended;
+* a client error (``_errors.ClientError``, the base of every client room's errors: ``VsphereError``,
+  ``K8sError``, ``DlsError``, ``PromError``, ``LinkError``, ``ShellError`` and their subclasses,
+  or one of the resource's ``errors``): "Unable to <verb> <object>: <reason>", where verb and
+  object name the step that failed: ``read`` <resource> while reading, the plan's action
+  (``create``, ``update``, ``delete``) or the module's verb while applying, or what the
+  resource named with ``doing()``; the resource's ``next_step()`` (else the error's
+  ``next_step``, else the partial state's) is appended, and the error's ``partial`` goes with
+  the failure;
 * one of the resource's ``refusals`` (its pure checks): "Unable to <verb> <object>: <reason>"
   with the module's verb ("manage VM class gpu-small");
 * ``_plan.Failure``: its own message and result keys;
@@ -40,12 +42,10 @@ __metaclass__ = type
 
 import traceback
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sError
-from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import DlsError
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._errors import ClientError
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure
-from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError
 
-CLIENT_ERRORS = (VsphereError, K8sError, DlsError)
+CLIENT_ERRORS = (ClientError,)  # the runner imports no client: every client error derives from ClientError
 
 
 def warn_tls_off(module):
@@ -112,7 +112,9 @@ class Runner:
             self.fail(exc.msg + text, result)
         except self.errors as exc:  # pylint: disable=catching-non-exception
             text, extra = self.reread(exc)
-            self.fail(self.message(exc, self.resource.step) + text, extra)
+            found = dict(getattr(exc, "partial", None) or {})
+            found.update(extra)
+            self.fail(self.message(exc, self.resource.step, error=exc) + text, found)
         except self.resource.refusals as exc:  # pylint: disable=catching-non-exception
             self.fail(self.message(exc, (self.resource.verb, self.resource.name), tail=False))
         except Exception as exc:  # the last line of defence: no traceback
@@ -142,11 +144,12 @@ class Runner:
         return ("; read again after it: %s still needs %s" % (self.resource.name, left),
                 dict(reread=dict(carried_out=False, changes_left=plan.to_list())))
 
-    def message(self, reason, step, tail=True):
+    def message(self, reason, step, tail=True, error=None):
         verb, obj = step or (self.resource.verb, self.resource.name)
         msg = "Unable to %s %s: %s" % (verb, obj, reason) if obj else "Unable to %s: %s" % (verb, reason)
         if tail:
-            after = self.resource.next_step(reason) or self.partial().get("next_step")
+            after = (self.resource.next_step(reason) or getattr(error, "next_step", None)
+                     or self.partial().get("next_step"))
             if after:
                 msg += "; %s" % after
         return msg

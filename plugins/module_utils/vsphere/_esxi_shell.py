@@ -12,10 +12,11 @@ __metaclass__ = type
 import re
 import subprocess
 
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._errors import ClientError
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi
 
 
-class ShellError(Exception):
+class ShellError(ClientError):
     """A command could not be run on the host, or it failed."""
 
 

@@ -52,6 +52,7 @@ import ssl
 import threading
 import time
 
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._errors import ClientError
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._retry import backoff_delays
 
 try:
@@ -77,7 +78,7 @@ REPEATABLE_PREFIXES = ("Retrieve", "Fetch", "Query", "Continue", "Find", "Browse
                        "CreateContainerView", "CreateListView", "DestroyView", "Login", "Logout")
 
 
-class VsphereError(Exception):
+class VsphereError(ClientError):
     """Any failure talking to vSphere; the message is meant for the user."""
 
 

@@ -1,9 +1,19 @@
 """The resource runner with fake resources: check mode predicts exactly, --diff, the error
 boundary (no traceback, one message form) and the partial state on failure."""
+import ast
+import pathlib
+
 import pytest
 
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._drain_api import DrainError
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_reader import LinkError
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sError
 from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import DlsError
+from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromError
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._errors import ClientError
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner import _runner
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._esxi_shell import ShellError
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere_rest import VsphereRestError
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Change, Failure, Plan, Resource, compare
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereFault, VsphereNotFound, VsphereOutcomeUnknown
@@ -273,6 +283,57 @@ def test_extra_client_errors_of_a_resource():
 
     result, _module = run(Own(Store()))
     assert result["msg"] == "Unable to read thing t1: quota exceeded" and "exception" not in result
+
+
+CLIENT_ERROR_CASES = [
+    (VsphereNotFound("/api/things/t1 not found"), "/api/things/t1 not found"),
+    (VsphereRestError("the REST API answered 503", status=503), "the REST API answered 503"),
+    (K8sError("the API server answered 500", status=500), "the API server answered 500"),
+    (DrainError("a PodDisruptionBudget blocks the eviction"), "a PodDisruptionBudget blocks the eviction"),
+    (DlsError("TLS failed", kind="tls"), "TLS failed"),
+    (PromError("Prometheus answered 400", status=400), "Prometheus answered 400"),
+    (LinkError("could not read the ClusterPolicy: 403"), "could not read the ClusterPolicy: 403"),
+    (ShellError("ssh: connection refused"), "ssh: connection refused"),
+]
+
+
+@pytest.mark.parametrize("error,text", CLIENT_ERROR_CASES, ids=lambda v: type(v).__name__ if isinstance(v, Exception) else "")
+def test_every_client_error_is_caught_through_the_one_base(error, text):
+    assert isinstance(error, ClientError) and error.msg == text
+    result, _module = run(Thing(Store(fail_on="get", error=error)))
+    assert result["failed"] and result["msg"] == "Unable to read thing t1: %s" % text
+    assert "exception" not in result  # not the unexpected-exception path
+
+
+def test_a_client_error_carries_partial_state_and_a_next_step():
+    error = ClientError("the host did not come back", partial=dict(hosts_done=["esx-01"]),
+                        next_step="power the host on and rerun")
+    result, _module = run(Thing(Store({"t1": {"size": 1}}, fail_on="update", error=error), size=2))
+    assert result["msg"] == "Unable to update thing t1: the host did not come back; power the host on and rerun"
+    assert result["hosts_done"] == ["esx-01"] and "next_step" not in result
+    # the resource's own next step comes first
+    class Token(Thing):
+        def next_step(self, exc):
+            return "rerun"
+
+    result, _module = run(Token(Store({"t1": {"size": 1}}, fail_on="update", error=error), size=2))
+    assert result["msg"] == "Unable to update thing t1: the host did not come back; rerun"
+
+
+def test_a_plain_client_error_has_no_partial_state():
+    error = ClientError("no")
+    assert (error.msg, error.partial, error.next_step, error.outcome_unknown) == ("no", None, None, False)
+    assert str(error) == "no"
+    assert VsphereOutcomeUnknown("lost").outcome_unknown and K8sError("x", outcome_unknown=True).outcome_unknown
+
+
+def test_the_runner_imports_no_client():
+    tree = ast.parse(pathlib.Path(_runner.__file__).read_text())
+    modules = [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module]
+    modules += [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+    rooms = sorted(set(m.split(".")[5] for m in modules if m.startswith("ansible_collections.gpupool.vcf.plugins.module_utils.")))
+    assert rooms == ["pure"], modules
+    assert _runner.CLIENT_ERRORS == (ClientError,)
 
 
 def test_a_plan_with_changes_needs_apply():
