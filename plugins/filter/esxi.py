@@ -155,6 +155,20 @@ def esxi_hosts_to_roll(hosts, target, graphics_type=None, assignment_policy=None
         raise AnsibleFilterError(str(exc))
 
 
+def esxi_host_turns(info, spec):
+    """Each GPU host's turn in a roll of one cluster, planned once (_esxi.host_turns): one mapping of inputs."""
+    if not isinstance(spec, dict):
+        raise AnsibleFilterError("esxi_host_turns: the argument must be one mapping (vars, target, hosts, mig, driver, "
+                                 "direct, reboot), not %r" % (spec,))
+    if not isinstance(info, dict) or not isinstance(info.get("hosts"), list):
+        raise AnsibleFilterError("esxi_host_turns: the input must be the result of gpupool.vcf.gpu_host_info, "
+                                 "with its hosts list")
+    try:
+        return _esxi.host_turns(info, spec)
+    except _esxi.EsxiError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -168,4 +182,5 @@ class FilterModule(object):
             "common_scheduler": common_scheduler,
             "esxi_hosts_to_roll": esxi_hosts_to_roll,
             "esxi_turn_window": esxi_turn_window,
+            "esxi_host_turns": esxi_host_turns,
         }

@@ -751,6 +751,142 @@ def hosts_to_roll(hosts, target, graphics_type=None, assignment_policy=None, sch
 
 
 # ---------------------------------------------------------------------------------------
+# the esxi_gpu_host role's inputs and each host's turn, planned once
+# ---------------------------------------------------------------------------------------
+
+_TRUE_WORDS = ("true", "yes", "on", "1")
+
+
+def _flag(value):
+    """A role variable read as a boolean (YAML gives a bool; ``-e`` on the command line gives text)."""
+    if isinstance(value, str):
+        return value.strip().lower() in _TRUE_WORDS
+    return bool(value)
+
+
+def host_inputs(role_vars, target=None):
+    """The keyword arguments of :func:`host_plan` and :func:`hosts_to_roll` from the esxi_gpu_host role's
+    variables (``role_vars``: ``esxi_gpu_host_*`` names, as the role gets them or derive() gives them for
+    one cluster). An empty setting is None (left alone). ``target`` is the driver version the role's
+    version gate settled on; without it, ``esxi_gpu_host_driver_version``. The one mapping from the role's
+    variables to the host plan: the role's turns (:func:`host_turns`) and the audit both use it."""
+    role_vars = role_vars or {}
+    return dict(target=target or role_vars.get("esxi_gpu_host_driver_version") or None,
+                graphics_type=role_vars.get("esxi_gpu_host_graphics_type") or None,
+                assignment_policy=role_vars.get("esxi_gpu_host_assignment_policy") or None,
+                scheduler=role_vars.get("esxi_gpu_host_scheduler") or None,
+                allow_downgrade=_flag(role_vars.get("esxi_gpu_host_allow_downgrade", False)),
+                vgpu_mode=role_vars.get("esxi_gpu_host_vgpu_mode") or None)
+
+
+# the plan's parts, by item field (the turn's ``plan``)
+_PLAN_PARTS = (
+    ("driver", ("driver", "vgpu_profiles", "reboot")),
+    ("graphics", ("graphics", "graphics.default_type", "graphics.device_type", "graphics.assignment_policy")),
+    ("vgpu_mode", ("graphics.vgpu_mode",)),
+    ("scheduler", ("nvidia_module_options", "scheduler")),
+    ("mig", ("mig_mode",)),
+    ("host", ("connection", "read", "maintenance_mode", "vms_powered_off", "plan")),
+)
+_DRIVER_INSTALLS = ("install", "upgrade", "downgrade")
+
+
+def plan_parts(items):
+    """A host's plan items grouped by part: driver, graphics, vgpu_mode, scheduler, mig (one item per GPU
+    for the MIG mode and vGPU mode parts where the plan names GPUs), host (reachability, what an earlier run
+    left). Every part is listed, empty when it changes nothing."""
+    by_field = dict((field, part) for part, fields in _PLAN_PARTS for field in fields)
+    out = dict((part, []) for part, _fields in _PLAN_PARTS)
+    for item in items:
+        out[by_field.get(item.get("field"), "host")].append(item)
+    return out
+
+
+def driver_step(host, items, target, direct=True, hotmigrate=False, bundle=None):
+    """What the esxi_host_driver step of a host's turn does, judged from the cluster's one read (the
+    module reads and plans again before it changes anything): ``action`` as the module names its plan
+    (install, upgrade, downgrade; refused for a driver it refuses or a host it cannot read; else reboot for
+    a reboot the host owes, exit_maintenance_mode for a host an earlier run left there, power_on_vms for
+    VMs it left off; none), ``previous_version``
+    (the driver installed now, None when none is: the graphics step then waits for the install) and
+    ``maintenance_mode`` (where the host ends: as found, except a host an earlier run left there) and
+    ``stuck_vms`` (the powered-on vGPU VMs its reboot must power off, names: :func:`vms_to_power_off`'s rule;
+    without power_off_vgpu_vms the module refuses them); ``refusal``: why the module would refuse the step
+    (a driver it refuses, a host it cannot read, an install without a usable ``bundle``), else None.
+    ``direct=False`` (vLCM owns the driver): no driver step, the version is the image's."""
+    in_mm = bool(host.get("maintenance_mode"))
+    end_mm = in_mm and not host.get("maintenance_by_collection")
+    if not direct:
+        return dict(action="none", previous_version=target, maintenance_mode=in_mm, stuck_vms=[], refusal=None)
+    installed = (host.get("driver") or {}).get("version")
+    action, refusal = "none", None
+    fields = dict((i.get("field"), i.get("action")) for i in items)
+    if "connection" in fields or "read" in fields or fields.get("driver") == "refused":
+        # the module reads the host first and stops there, or refuses the version
+        action = "refused"
+        refusal = "; ".join(i["reason"] for i in items if i.get("field") in ("connection", "read", "driver"))
+    elif fields.get("driver") in _DRIVER_INSTALLS:
+        action = fields["driver"]
+        try:
+            bundle_location(bundle)
+            check_bundle_matches(bundle, target)
+        except EsxiError as exc:
+            action, refusal = "refused", str(exc)
+    elif fields.get("reboot") == "reboot":
+        action = "reboot"
+    elif fields.get("maintenance_mode") == "exit":
+        action = "exit_maintenance_mode"
+    elif fields.get("vms_powered_off") == "power_on":
+        action = "power_on_vms"
+    stuck = [] if in_mm or action not in _DRIVER_INSTALLS + ("reboot",) else vms_going_down(host, hotmigrate)
+    return dict(action=action, previous_version=installed, maintenance_mode=end_mm,
+                stuck_vms=[v["name"] for v in stuck], refusal=refusal)
+
+
+def host_turns(info, spec):
+    """Each GPU host's turn in a roll of one cluster, planned once from one ``gpu_host_info`` read.
+
+    ``info``: gpu_host_info's result (``hosts`` read with driver, scheduler and vms gathered, and
+    ``vgpu_hotmigrate``). ``spec`` (one mapping): ``vars``, the esxi_gpu_host role's variables
+    (:func:`host_inputs`); ``target``, the driver version of the version gate; ``hosts``, the names to
+    consider (empty: every GPU host); ``mig``, {host: its MIG mode change (before, after, reason)} for the
+    hosts whose MIG mode is rolled; ``driver``, whether the driver is compared (false when vLCM remediates
+    the whole cluster); ``direct``, whether esxi_host_driver installs it (lifecycle direct); ``reboot``,
+    whether the roll reboots (``esxi_gpu_host_reboot``).
+
+    Returns {host name: turn} for the hosts whose turn changes something, each turn a dict of ``changes``
+    (the :func:`host_plan` items, the MIG item last; not ``items``, which Jinja reads as the dict method),
+    ``reasons``, ``plan`` (:func:`plan_parts`),
+    ``turn_window`` (:func:`turn_window`), ``needs_maintenance``, ``gpus_to_empty``, ``drain_vms`` (the
+    node VMs whose guest nodes are drained first: :func:`vms_going_down` when the turn takes the host into
+    maintenance mode) and ``driver`` (:func:`driver_step`). The role decides order, drain, maintenance,
+    reboot and verify from these; it recomputes none of them.
+    """
+    spec = spec or {}
+    role_vars = spec.get("vars") or {}
+    inputs = host_inputs(role_vars, spec.get("target"))
+    reboot = _flag(spec.get("reboot", role_vars.get("esxi_gpu_host_reboot", True)))
+    direct = _flag(spec.get("direct", role_vars.get("esxi_gpu_host_lifecycle", "direct") == "direct"))
+    hotmigrate = bool((info or {}).get("vgpu_hotmigrate"))
+    hosts = (info or {}).get("hosts") or []
+    plans = hosts_to_roll(hosts, only=spec.get("hosts") or None, driver=_flag(spec.get("driver", True)),
+                          mig=spec.get("mig") or None, **inputs)
+    out = {}
+    for host in hosts:
+        if host.get("name") not in plans:
+            continue
+        items = plans[host["name"]]
+        window = turn_window(items, reboot)
+        out[host["name"]] = dict(
+            changes=items, reasons=reasons(items), plan=plan_parts(items), turn_window=window,
+            needs_maintenance=window["maintenance"], gpus_to_empty=window["empty_gpus"],
+            drain_vms=vms_going_down(host, hotmigrate) if window["maintenance"] else [],
+            driver=driver_step(host, items, inputs["target"], direct, hotmigrate,
+                               role_vars.get("esxi_gpu_host_driver_bundle") or None))
+    return out
+
+
+# ---------------------------------------------------------------------------------------
 # host MIG mode over SSH (the vSphere API has none)
 # ---------------------------------------------------------------------------------------
 

@@ -98,3 +98,24 @@ def test_esxi_host_drain_vms():
     assert esxi_host_drain_vms(dict(info, vgpu_hotmigrate=True), "esx-1", upgrade) == []
     with pytest.raises(AnsibleFilterError, match="esx-9 is not in the gpu_host_info result"):
         esxi_host_drain_vms(info, "esx-9", upgrade)
+
+
+def test_esxi_host_turns_takes_one_mapping():
+    from ansible_collections.gpupool.vcf.plugins.filter.esxi import esxi_host_turns
+    rec = dict(name="esx-1", gpu_count=1, connection_state="connected", errors=[], gpus=[dict(pci_id="0000:3b:00.0")],
+               driver=dict(version="535.183.04", full_version="535.183.04-1OEM.800.1.0.20613240"),
+               vgpu_profiles=["nvidia_l40s-8c"], vgpu_vms=[dict(name="node-1", uuid="u1", power_state="poweredOn")])
+    spec = {"vars": {"esxi_gpu_host_driver_version": "550.90.05",
+                     "esxi_gpu_host_driver_bundle": "https://depot.example.com/NVD-AIE-800_550.90.05-1OEM.800.1.0.1_2.zip"}}
+    turns = esxi_host_turns(dict(hosts=[rec]), spec)
+    assert list(turns) == ["esx-1"]
+    assert turns["esx-1"]["driver"]["action"] == "upgrade"
+    assert turns["esx-1"]["drain_vms"] == [{"name": "node-1", "uuid": "u1"}]
+    assert esxi_host_turns(dict(hosts=[rec]), dict(spec, hosts=["esx-2"])) == {}
+    with pytest.raises(AnsibleFilterError, match="one mapping"):
+        esxi_host_turns(dict(hosts=[rec]), "550.90.05")
+    with pytest.raises(AnsibleFilterError, match="gpu_host_info"):
+        esxi_host_turns([rec], spec)
+    # a target no plan can reach is a refusal of that host's driver step, not an error of the filter
+    refused = esxi_host_turns(dict(hosts=[rec]), {"vars": {"esxi_gpu_host_driver_version": "latest"}})
+    assert refused["esx-1"]["driver"]["action"] == "refused"
