@@ -30,6 +30,9 @@ description:
   - The design written validates (the logic of gpu_pool_design); the module fails, writing nothing, when it
     does not.
   - Reads only on the platform; the one change is the file O(dest), written atomically with mode 0644.
+  - A Kubernetes link that cannot be read (O(supervisor_kubeconfig), O(kubeconfig)) does not stop the
+    discovery - the design is written from what was read, its header names each link not read and why, and
+    RV(links_not_read) says so. The vSphere side must be read - without it nothing is written.
 author:
   - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
@@ -66,8 +69,19 @@ options:
   supervisor_context:
     description: Context of O(supervisor_kubeconfig).
     type: str
+  kubeconfig:
+    description:
+      - Kubeconfig of the guest (VKS) cluster, as the audit's C(guest) link takes it. With it the guest objects
+        are read - PriorityClasses, the tenants' ResourceQuotas (then C(tenants[].gpu_quota) is read, not
+        chosen), the Kueue ClusterQueues, the ClusterPolicy's guest driver and MIG strategy, the notebook
+        culling - through the audit's guest reader.
+      - Unlike the audit it has no environment fallback, so a discovery reads the guest only when told to.
+    type: path
+  context:
+    description: Context of O(kubeconfig).
+    type: str
   request_timeout:
-    description: Seconds to wait for one request to the Supervisor's Kubernetes API (1 or more).
+    description: Seconds to wait for one request to the Supervisor's or the guest's Kubernetes API (1 or more).
     type: int
     default: 30
 attributes:
@@ -111,17 +125,26 @@ dest:
   description: The file written (or that would be written in check mode).
   returned: always
   type: str
+links_not_read:
+  description: The links given that could not be read (C(vks) - the Supervisor, C(guest) - the guest cluster), and why.
+  returned: always
+  type: dict
+  sample: {guest: "could not read the PriorityClasses: ... Connection refused"}
 """
 
 import os
 import tempfile
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_reader import LinkError, read_vks
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import request_argument_spec, request_timeout_error
+from ansible.module_utils.common.text.converters import to_native
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_reader import (
+    LinkError, k8s_client, read_guest_design, read_vks)
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sError, request_argument_spec, request_timeout_error
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _discover
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import DesignError
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_inputs import gpu_pool_discover_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import CREATE, UPDATE, Change, Failure, Plan, Resource
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
@@ -134,6 +157,8 @@ ARGUMENT_SPEC = dict(
     clusters=dict(type="list", elements="str"),
     supervisor_kubeconfig=dict(type="path"),
     supervisor_context=dict(type="str"),
+    kubeconfig=dict(type="path"),
+    context=dict(type="str"),
     **request_argument_spec()
 )
 HEADER = [
@@ -173,14 +198,14 @@ class DiscoveredDesign(Resource):
                                                platform["storage_policies"], drs, name=self.module.params["name"],
                                                cluster_names=platform["cluster_names"],
                                                clusters=self.module.params["clusters"])
+        unread = {}
+        if self.module.params["supervisor_kubeconfig"] or self.module.params["kubeconfig"]:
+            self.kubernetes_library()
         if self.module.params["supervisor_kubeconfig"]:
-            self.read_node_pools(design, notes)
-        try:
-            derive(design)
-        except DesignError as exc:
-            raise Failure("Unable to write design file %s: the discovered design does not validate, nothing was "
-                          "written: %s" % (self.path, exc), findings=[f.to_dict() for f in exc.findings],
-                          design=design)
+            self.read_link("vks", unread, self.read_node_pools, design, notes)
+        if self.module.params["kubeconfig"]:
+            self.read_link("guest", unread, self.read_guest, design, notes)
+        self.validated(design)
         before = None
         if os.path.exists(self.path):
             if not self.module.params["force"]:
@@ -188,19 +213,51 @@ class DiscoveredDesign(Resource):
                               "another dest. Nothing was written." % self.path, design=design)
             with open(self.path) as fh:
                 before = fh.read()
-        return dict(design=design, notes=notes, before=before, text=_discover.render(design, notes, HEADER))
+        header = HEADER + ["Links not read (the keys they hold are the vSphere side's choices, with their comments):"
+                           ] * bool(unread) + ["  %s: %s" % (link, why) for link, why in sorted(unread.items())]
+        return dict(design=design, notes=notes, before=before, unread=unread,
+                    text=_discover.render(design, notes, header))
+
+    def validated(self, design):
+        """The design's derived inputs; Failure (nothing written) when the design does not validate."""
+        try:
+            return derive(design)
+        except DesignError as exc:
+            raise Failure("Unable to write design file %s: the discovered design does not validate, nothing was "
+                          "written: %s" % (self.path, exc), findings=[f.to_dict() for f in exc.findings],
+                          design=design)
+
+    @staticmethod
+    def kubernetes_library():
+        try:
+            import kubernetes  # noqa: F401 pylint: disable=unused-import
+        except ImportError:
+            raise Failure("The kubernetes Python library is required for supervisor_kubeconfig and kubeconfig. "
+                          "Nothing was written.")
+
+    @staticmethod
+    def read_link(link, unread, read, design, notes):
+        """One Kubernetes link read into the design; a link that cannot be read is named in ``unread``."""
+        try:
+            read(design, notes)
+        except (LinkError, K8sError) as exc:
+            unread[link] = to_native(exc)
+        except Exception as exc:  # kubeconfig errors, API errors of the kubernetes client
+            unread[link] = "%s: %s" % (type(exc).__name__, to_native(exc))
+
+    def read_guest(self, design, notes):
+        """The guest cluster's objects (quotas, priorities, Kueue, ClusterPolicy, culling) into the design."""
+        p = self.module.params
+        derived = self.validated(design)
+        k8s = k8s_client(p["kubeconfig"], p["context"], p["request_timeout"])
+        _discover.apply_guest(design, notes, read_guest_design(k8s, derived))
 
     def read_node_pools(self, design, notes):
         """The node pools of the design's VKS clusters, read on the Supervisor into the pools."""
         p = self.module.params
-        try:
-            import kubernetes  # noqa: F401 pylint: disable=unused-import
-        except ImportError:
-            raise Failure("The kubernetes Python library is required for supervisor_kubeconfig. Nothing was written.")
         wanted = dict(vks=dict(clusters=dict((v["name"], dict(namespace=v["namespace"])) for v in design["vks_clusters"])))
-        with self.doing("read", "the VKS node pools"):
-            live = read_vks(dict(kubeconfig=p["supervisor_kubeconfig"], context=p["supervisor_context"],
-                                 request_timeout=p["request_timeout"]), wanted)
+        live = read_vks(dict(kubeconfig=p["supervisor_kubeconfig"], context=p["supervisor_context"],
+                             request_timeout=p["request_timeout"]), wanted)
         _discover.apply_vks(design, notes, live)
 
     def plan(self, live):
@@ -217,7 +274,7 @@ class DiscoveredDesign(Resource):
         self.module.atomic_move(tmp, self.path)
 
     def result(self, live, plan):
-        return dict(design=live["design"], dest=self.path,
+        return dict(design=live["design"], dest=self.path, links_not_read=live["unread"],
                     notes=["%s: %s" % (path_text(k), v) for k, v in sorted(live["notes"].items(), key=lambda i: str(i[0]))])
 
     def diff(self, live, plan):
@@ -226,7 +283,7 @@ class DiscoveredDesign(Resource):
 
 def main():
     module = VsphereModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    enforce(module, "gpu_pool_discover")
+    enforce(module, "gpu_pool_discover", gpu_pool_discover_errors)
     if request_timeout_error(module.params["request_timeout"]):
         module.fail_json(msg=request_timeout_error(module.params["request_timeout"]))
     Runner(module, DiscoveredDesign(module)).run()

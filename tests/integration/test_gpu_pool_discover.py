@@ -157,3 +157,31 @@ def test_a_platform_without_gpu_hosts_gives_a_clear_message(vsphere, vsphere_env
     res = discover(vsphere_env, dest, clusters=["mgmt"])
     assert res.get("failed") and "has no host with an NVIDIA GPU: there is no GPU pool to describe" in res["msg"]
     assert "clusters mgmt" in res["msg"] and not dest.exists()
+
+
+def test_an_unreachable_link_is_named_in_the_design_and_the_result(vsphere, vsphere_env, tmp_path):
+    # the Supervisor and the guest cluster at an address where nothing listens: the vSphere side is still
+    # described, and the file and the result say which links were not read
+    rest = Rest(vsphere)
+    try:
+        built = "serve-a100" in [c.get("id") for c in rest.call("GET", CLASSES)]
+    finally:
+        rest.close()
+    if not built:  # the module's simulator is shared: the first test may have built it already
+        build_by_hand(vsphere)
+    kubeconfig = tmp_path / "nowhere.kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "nowhere",
+        "clusters": [{"name": "nowhere", "cluster": {"server": "https://127.0.0.1:9"}}],
+        "contexts": [{"name": "nowhere", "context": {"cluster": "nowhere", "user": "nobody"}}],
+        "users": [{"name": "nobody", "user": {"token": "none"}}]}))
+    dest = tmp_path / "partial.yml"
+    res = discover(vsphere_env, dest, supervisor_kubeconfig=str(kubeconfig), kubeconfig=str(kubeconfig),
+                   request_timeout=5)
+    assert not res.get("failed"), res.get("msg")
+    assert sorted(res["links_not_read"]) == ["guest", "vks"]
+    text = dest.read_text()
+    assert "# Links not read" in text and "#   guest: " in text and "#   vks: " in text
+    design = yaml.safe_load(text)
+    assert "guest" not in design and all(p["node_pool"]["replicas"] == 0 for p in design["pools"])
+    assert "pools[0].node_pool.replicas: the schema requires it" in " ".join(res["notes"])

@@ -234,3 +234,45 @@ def read_guest(k8s, derived):
                 dcgm_metrics_config=dcgm,
                 kueue=_kueue(k8s, core, custom, policy, namespaces),
                 culling=_culling(k8s, custom, client.BatchV1Api(k8s.api), policy, namespaces, client.AppsV1Api(k8s.api)))
+
+
+def _quota_priority(quota):
+    """The PriorityClass a ResourceQuota is scoped to (scopeSelector PriorityClass In [one]), else None."""
+    selector = quota.spec.scope_selector
+    for expr in (selector.match_expressions or []) if selector is not None else []:
+        if expr.scope_name == "PriorityClass" and expr.operator == "In" and len(expr.values or []) == 1:
+            return expr.values[0]
+    return None
+
+
+def read_guest_design(k8s, derived):
+    """The guest objects discovery describes, for the design ``derived`` was derived from (its tenants,
+    operator namespace, culling names): {priority_classes: {name: {value, preemptionPolicy, description}},
+    resource_quotas: {namespace: [{name, hard, priority_class}]}, cluster_policy: spec or None,
+    kueue: {name: ClusterQueue spec} or None where Kueue is not served, culling: as read_guest reads it}.
+    Lists, not gets: discovery does not know the names a platform built by hand gave its objects."""
+    from kubernetes import client
+    core = client.CoreV1Api(k8s.api)
+    custom = client.CustomObjectsApi(k8s.api)
+    sched = client.SchedulingV1Api(k8s.api)
+    _op, policy = _audit.guest_inputs(derived)
+    pcs = dict((pc.metadata.name, dict(value=pc.value, preemptionPolicy=pc.preemption_policy,
+                                       description=pc.description))
+               for pc in _read(k8s, "the PriorityClasses", sched.list_priority_class).items)
+    namespaces = [ns.metadata.name for ns in _read(k8s, "the namespaces", core.list_namespace).items]
+    quotas = {}
+    for tenant in policy.get("gpu_scheduling_policy_tenants") or []:
+        ns = tenant["namespace"]
+        if ns in namespaces and ns not in quotas:
+            quotas[ns] = [dict(name=q.metadata.name, hard=dict(q.spec.hard or {}), priority_class=_quota_priority(q))
+                          for q in _read(k8s, "the ResourceQuotas of namespace %s" % ns,
+                                         core.list_namespaced_resource_quota, ns).items]
+    listed = _get(k8s, "the ClusterPolicies", custom.list_cluster_custom_object, "nvidia.com", "v1", "clusterpolicies")
+    items = sorted((listed or {}).get("items") or [], key=lambda o: (o.get("metadata") or {}).get("name") or "")
+    cluster_policy = (items[0].get("spec") or {}) if items else None
+    group, version = policy["gpu_scheduling_policy_kueue_api_version"].split("/")
+    queues = _get(k8s, "the Kueue ClusterQueues", custom.list_cluster_custom_object, group, version, "clusterqueues")
+    kueue = None if queues is None else dict(
+        ((q.get("metadata") or {}).get("name"), q.get("spec") or {}) for q in queues.get("items") or [])
+    return dict(priority_classes=pcs, resource_quotas=quotas, cluster_policy=cluster_policy, kueue=kueue,
+                culling=_culling(k8s, custom, client.BatchV1Api(k8s.api), policy, namespaces, client.AppsV1Api(k8s.api)))

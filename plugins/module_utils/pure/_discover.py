@@ -27,7 +27,9 @@ import re
 from collections import OrderedDict
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _nvidia
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import gpu_resource
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names import node_pool_labels, node_pool_taints
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_schema import DEFAULT_PRIORITIES, DEFAULT_PRIORITY
 
 PLATFORM_DESCRIPTION = re.compile(r"^gpupool platform namespace of VKS cluster (\S+)$")
 POOL_DESCRIPTION = re.compile(r"^gpupool (\S+): (inference|training|notebooks), \d+ x \S+$")
@@ -319,6 +321,142 @@ def apply_vks(design, notes, vks):
                     node_pool["taints"] = want
             pool["node_pool"] = node_pool
             notes.pop(("pools", i, "node_pool", "replicas"), None)
+    return design, notes
+
+
+def _pool_priority(pool):
+    return pool.get("priority") or DEFAULT_PRIORITY[pool["shape"]]
+
+
+def _quota_of(tenant, pool, pools, quotas, strategy):
+    """GPUs the tenant's ResourceQuotas give ``pool`` (None: they do not say for this pool alone)."""
+    key = "requests.%s" % gpu_resource(pool, strategy)
+    same = [p for p in pools if "requests.%s" % gpu_resource(p, strategy) == key]
+    scoped = [q for q in quotas if q["priority_class"] == _pool_priority(pool) and key in q["hard"]]
+    if len(same) == 1:
+        whole = [q for q in quotas if q["priority_class"] is None and key in q["hard"]]
+        found = (whole or scoped)[:1]
+    else:  # pools sharing a resource: only quotas scoped to a priority no other of them uses tell them apart
+        found = scoped if len([p for p in same if _pool_priority(p) == _pool_priority(pool)]) == 1 else []
+    if not found:
+        return None
+    try:
+        return int(str(found[0]["hard"][key]))
+    except ValueError:
+        return None
+
+
+def apply_guest(design, notes, guest):
+    """The guest cluster's objects (``k8s._guest_reader.read_guest_design``'s answer) written into ``design``:
+    the tenants' GPU quotas from their ResourceQuotas, the PriorityClasses the design would write otherwise
+    (a default of another value, a class a quota is scoped to), gang scheduling, cohort and preemption from the
+    ClusterQueues ``gpupool-<pool>``, the ClusterPolicy's guest driver and MIG strategy, the culling."""
+    guest_out = design.setdefault("guest", OrderedDict())
+    pools = dict((p["name"], p) for p in design["pools"])
+    policy = guest.get("cluster_policy")
+    strategy = _most([(policy.get("mig") or {}).get("strategy")]) if policy else None
+    auto = "single" if any(p["sharing"] == "mig" for p in design["pools"]) else "none"
+    if strategy and strategy != auto:
+        guest_out["mig_strategy"] = strategy
+    strategy = strategy or auto
+    if policy:
+        drv = policy.get("driver") or {}
+        if drv.get("repository") and drv.get("version"):
+            driver = OrderedDict([("repository", drv["repository"])])
+            if drv.get("image") and drv["image"] != "vgpu-guest-driver":
+                driver["image"] = drv["image"]
+            driver["version"] = drv["version"]
+            secrets = drv.get("imagePullSecrets") or []
+            if secrets:
+                driver["pull_secret"] = secrets[0]
+            guest_out["driver"] = driver
+    else:
+        notes[("guest",)] = "no ClusterPolicy in the guest cluster: the GPU Operator is not installed (give guest.driver)"
+    live_pcs = guest.get("priority_classes") or {}
+    scoped = set(q["priority_class"] for qs in (guest.get("resource_quotas") or {}).values() for q in qs
+                 if q["priority_class"])
+    priorities = OrderedDict()
+    for name in sorted(live_pcs):
+        pc = live_pcs[name]
+        entry = OrderedDict([("value", pc.get("value")),
+                             ("preemption_policy", pc.get("preemptionPolicy") or "PreemptLowerPriority")])
+        if pc.get("description"):
+            entry["description"] = pc["description"]
+        default = DEFAULT_PRIORITIES.get(name)
+        if default is not None:
+            if (default["value"], default["preemption_policy"], default["description"]) != (
+                    entry["value"], entry["preemption_policy"], entry.get("description", name)):
+                priorities[name] = entry
+        elif name in scoped and not name.startswith("system-"):
+            priorities[name] = entry
+    if priorities:
+        design["priorities"] = priorities
+    for i, tenant in enumerate(design.get("tenants") or []):
+        quotas = (guest.get("resource_quotas") or {}).get(tenant.get("namespace") or tenant["name"])
+        if quotas is None:
+            continue
+        mine = [pools[n] for n in tenant["gpu_quota"]]
+        unread = []
+        for pool in mine:
+            gpus = _quota_of(tenant, pool, mine, quotas, strategy)
+            if gpus is None:
+                unread.append(pool["name"])
+            else:
+                tenant["gpu_quota"][pool["name"]] = gpus
+        if unread:
+            notes[("tenants", i, "gpu_quota")] = (
+                "the ResourceQuotas of namespace %s do not say the GPUs of %s alone (one quota per pool, or one per "
+                "PriorityClass, does): one node's worth chosen" % (tenant.get("namespace") or tenant["name"],
+                                                                   ", ".join(unread)))
+        else:
+            notes.pop(("tenants", i, "gpu_quota"), None)
+    queues = guest.get("kueue")
+    if queues:
+        cohorts, preemption = [], []
+        for name, pool in pools.items():
+            spec = queues.get("gpupool-%s" % name)
+            if spec is None or pool["shape"] != "training":
+                continue
+            pool.setdefault("training", OrderedDict())["gang_scheduling"] = True
+            cohorts.append(spec.get("cohortName") or spec.get("cohort"))
+            pre = spec.get("preemption") or {}
+            preemption.append((pre.get("withinClusterQueue"), pre.get("reclaimWithinCohort")))
+        kueue = OrderedDict()
+        cohort = _most(cohorts)
+        if cohort and cohort != "gpupool":
+            kueue["cohort"] = cohort
+        within, reclaim = _most(preemption) or (None, None)
+        pre = OrderedDict((k, v) for k, v, d in (("within_cluster_queue", within, "LowerPriority"),
+                                                 ("reclaim_within_cohort", reclaim, "Any")) if v and v != d)
+        if pre:
+            kueue["preemption"] = pre
+        if kueue:
+            guest_out["kueue"] = kueue
+        other = sorted(n for n in queues if not (n.startswith("gpupool-") and n[8:] in pools))
+        if other:
+            notes[("guest", "kueue")] = ("ClusterQueues the design does not derive (it writes gpupool-<pool> per "
+                                         "gang-scheduled training pool): %s" % ", ".join(other))
+    culling = guest.get("culling")
+    if culling and culling.get("exists") and not culling.get("kubeflow"):
+        env = culling.get("env") or {}
+        out = OrderedDict()
+        match = re.match(r"^\*/(\d+) \* \* \* \*$", culling.get("schedule") or "")
+        if match and int(match.group(1)) != 10:
+            out["check_minutes"] = int(match.group(1))
+        try:
+            per_pool = json.loads(env.get("CULL_POOL_IDLE_MINUTES") or "{}")
+            idle = int(env.get("CULL_IDLE_MINUTES") or 240)
+        except ValueError:
+            per_pool, idle = {}, 240
+        if idle != 240 and not per_pool:
+            out["idle_minutes"] = idle
+        for name, minutes in sorted(per_pool.items()):
+            if name in pools and minutes != 240:
+                pools[name].setdefault("culling", OrderedDict())["idle_minutes"] = minutes
+        if out:
+            guest_out["culling"] = out
+    if not guest_out:
+        design.pop("guest")
     return design, notes
 
 

@@ -11,7 +11,9 @@ import json
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _namespace as nsu
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._discover import DiscoverError, apply_vks, discover, render
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _k8s_objects as _objects
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._discover import (
+    DiscoverError, apply_guest, apply_vks, discover, render)
 
 ROOT = pathlib.Path(__file__).resolve().parents[5]
 DESIGN = yaml.safe_load((ROOT / "examples" / "design.yml").read_text())
@@ -186,3 +188,63 @@ def test_the_vks_node_pools_read_back_derive_the_same_node_pools():
     assert inference["node_pool"]["labels"] == {"team": "search"}
     assert inference["node_pool"]["taints"][1] == {"key": "dedicated", "value": "llm", "effect": "NoSchedule"}
     assert "labels" not in [p for p in found["pools"] if p["name"] == "training"][0]["node_pool"]
+
+
+def guest_live(derived):
+    """read_guest_design's answer for a guest cluster the roles built from ``derived``."""
+    op, policy = _audit.guest_inputs(derived)
+    quotas = dict((t["namespace"], [dict(name=q["name"], hard=dict(q["hard"]), priority_class=q.get("priority_class"))
+                                    for q in t["quotas"]]) for t in policy["gpu_scheduling_policy_tenants"])
+    pcs = dict((pc["name"], dict(value=pc["value"], preemptionPolicy=pc["preemption_policy"],
+                                 description=pc["description"]))
+               for pc in policy["gpu_scheduling_policy_priority_classes"])
+    pcs["system-cluster-critical"] = dict(value=2000000000, preemptionPolicy="PreemptLowerPriority", description="")
+    kueue = _objects.kueue_objects(policy)
+    job = _objects.culling_cronjob(policy)
+    return dict(priority_classes=pcs, resource_quotas=quotas, cluster_policy=_objects.cluster_policy_spec(op),
+                kueue=dict(kueue["cluster_queues"]) if kueue else {},
+                culling=dict(exists=True, schedule=job["schedule"], image=job["image"], env=job["env"]) if job else None)
+
+
+def guest_roles(derived):
+    op, policy = _audit.guest_inputs(derived)
+    policy = json.loads(json.dumps(policy))  # order of tenants, their quotas and a queue's namespaces aside
+    for queue in policy["gpu_scheduling_policy_kueue_queues"]:
+        queue["namespaces"] = sorted(queue["namespaces"])
+    policy["gpu_scheduling_policy_tenants"] = sorted(
+        (dict(t, quotas=sorted(t["quotas"], key=lambda q: q["name"])) for t in policy["gpu_scheduling_policy_tenants"]),
+        key=lambda t: t["namespace"])
+    keys = ("gpu_operator_driver_repository", "gpu_operator_driver_image", "gpu_operator_driver_version",
+            "gpu_operator_driver_pull_secrets", "gpu_operator_mig_strategy")
+    return (dict((k, op[k]) for k in keys), json.loads(json.dumps(dict(
+        (k, v) for k, v in policy.items() if k.startswith("gpu_scheduling_policy_") and k != "gpu_scheduling_policy_tenants"
+        and (k.endswith("priority_classes") or "kueue" in k or "culling" in k)))),
+        json.loads(json.dumps([(t["namespace"], t["quotas"]) for t in policy["gpu_scheduling_policy_tenants"]])))
+
+
+@pytest.mark.parametrize("change", ["example", "own"])
+def test_the_guest_objects_read_back_derive_the_same_guest_objects(change):
+    design = copy.deepcopy(DESIGN)
+    if change == "own":  # values of a platform's own: priorities, cohort, culling, quota, guest driver
+        design["priorities"] = {"gpu-training": {"value": 70000, "preemption_policy": "PreemptLowerPriority",
+                                                 "description": "Batch jobs"}}
+        design["guest"]["driver"] = {"repository": "registry.lab/nv", "version": "550.90.07"}
+        design["guest"].setdefault("kueue", {})["cohort"] = "research"
+        design["guest"]["culling"] = {"check_minutes": 5}
+        design["tenants"][0]["gpu_quota"] = dict((k, v + 3) for k, v in design["tenants"][0]["gpu_quota"].items())
+    want, found, notes = discovered(design)
+    apply_vks(found, notes, vks_live(want))
+    apply_guest(found, notes, guest_live(want))
+    assert guest_roles(derive(found)) == guest_roles(want)
+    assert not [k for k in notes if k[-1] == "gpu_quota"]
+    assert "system-cluster-critical" not in found.get("priorities", {})
+
+
+def test_quotas_that_do_not_tell_pools_apart_keep_the_note():
+    want, found, notes = discovered()
+    live = guest_live(want)
+    for quotas in live["resource_quotas"].values():
+        quotas[:] = [dict(name="gpus", hard={"requests.nvidia.com/gpu": "9"}, priority_class=None)]
+    apply_guest(found, notes, live)
+    several = [t for i, t in enumerate(found["tenants"]) if len(t["gpu_quota"]) > 1]
+    assert several and [k for k in notes if k[-1] == "gpu_quota"]
