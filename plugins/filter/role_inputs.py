@@ -4,7 +4,7 @@
 """The input checks of a role used alone, for its first task (before any change).
 
 Documented in role_input_errors.yml next to this file; the checks are
-``module_utils/pure/_inputs.role_errors``, shared with the design schema where the rule is the same.
+``module_utils/pure/_role_inputs.role_errors``, shared with the design schema where the rule is the same.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -13,7 +13,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import role_errors
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._role_inputs import role_errors
 
 
 def role_input_errors(variables, role):

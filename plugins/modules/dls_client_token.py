@@ -148,6 +148,7 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._licensing_inputs import dls_client_token_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import request_timeout_error
 from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import DlsClient
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Change, Failure, Plan, Resource
@@ -285,7 +286,7 @@ class ClientToken(Resource):
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    enforce(module, "dls_client_token")
+    enforce(module, "dls_client_token", dls_client_token_errors)
     Runner(module, ClientToken(module)).run()
 
 

@@ -172,6 +172,7 @@ diff:
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._drs import BEHAVIORS, DEFAULT_BEHAVIOR, DrsPlanError, plan_pinning, plan_vm_host_rule
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._drs_api import ClusterPinning
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._vsphere_inputs import drs_gpu_pinning_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import CREATE, DELETE, UPDATE, Change, Plan, Resource
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
@@ -281,7 +282,7 @@ class DrsPinning(Resource):
 
 def main():
     module = VsphereModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    enforce(module, "drs_gpu_pinning")
+    enforce(module, "drs_gpu_pinning", drs_gpu_pinning_errors)
     Runner(module, DrsPinning(module)).run()
 
 

@@ -320,6 +320,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._esxi_host imp
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._esxi import GRAPHICS_WORD_BY_API as VIM_TO_WORD
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_config_api import GpuConfigApi, LOCKDOWN_ON, SSH_SERVICE, ssh_running
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._esxi_inputs import esxi_gpu_config_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Change, Failure, Plan, Resource
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError
@@ -1016,7 +1017,7 @@ def main():
     module = VsphereModule(argument_spec=ARGUMENT_SPEC, mutually_exclusive=[("host", "cluster"), ("mig_geometry", "mig_mode"),
                                                                             ("mig_geometry", "mig_gpu_indexes")],
                            required_one_of=[("host", "cluster")], supports_check_mode=True)
-    enforce(module, "esxi_gpu_config")
+    enforce(module, "esxi_gpu_config", esxi_gpu_config_errors)
     Runner(module, GpuConfig(module)).run()
 
 

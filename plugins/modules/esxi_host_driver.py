@@ -196,6 +196,7 @@ import time
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._esxi_host import HostOps
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._esxi_inputs import esxi_host_driver_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Change, Failure, Plan, Resource
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError
@@ -372,7 +373,7 @@ class HostDriver(Resource):
 
 def main():
     module = VsphereModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    enforce(module, "esxi_host_driver")
+    enforce(module, "esxi_host_driver", esxi_host_driver_errors)
     Runner(module, HostDriver(module)).run()
 
 

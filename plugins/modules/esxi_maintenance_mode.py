@@ -82,6 +82,7 @@ vms_powered_off:
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._esxi_host import HostOps
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._vsphere_inputs import esxi_maintenance_mode_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure, Plan, Resource
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
@@ -176,7 +177,7 @@ class MaintenanceMode(Resource):
 
 def main():
     module = VsphereModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    enforce(module, "esxi_maintenance_mode")
+    enforce(module, "esxi_maintenance_mode", esxi_maintenance_mode_errors)
     Runner(module, MaintenanceMode(module)).run()
 
 

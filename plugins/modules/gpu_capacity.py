@@ -208,6 +208,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import DEFAUL
 from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromClient, PromError
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _capacity_live
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._capacity_inputs import gpu_capacity_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Info
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._design_input import module_design
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
@@ -327,7 +328,7 @@ class Capacity(Info):
 def main():
     module = VsphereModule(argument_spec=ARGUMENT_SPEC, mutually_exclusive=[("design", "design_file")],
                            supports_check_mode=True)
-    enforce(module, "gpu_capacity")
+    enforce(module, "gpu_capacity", gpu_capacity_errors)
     Runner(module, Capacity(module, module_design(module))).run()
 
 

@@ -179,6 +179,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import (
 )
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _game_day as gd
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._game_day import input_errors as gpu_game_day_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import DELETE, Failure, Plan, Resource
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 
@@ -363,7 +364,7 @@ class GameDay(Resource):
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    enforce(module, "gpu_game_day")
+    enforce(module, "gpu_game_day", gpu_game_day_errors)
     Runner(module, GameDay(module)).run()
 
 

@@ -249,6 +249,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_inventory
 )
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._esxi_host import HostOps
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._vsphere_inputs import gpu_host_info_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Info
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
@@ -287,7 +288,7 @@ class GpuHosts(Info):
 
 def main():
     module = VsphereModule(argument_spec=ARGUMENT_SPEC, mutually_exclusive=[("cluster", "hosts")], supports_check_mode=True)
-    enforce(module, "gpu_host_info")
+    enforce(module, "gpu_host_info", gpu_host_info_errors)
     Runner(module, GpuHosts(module)).run()
 
 

@@ -283,6 +283,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere impor
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._design_input import module_design
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_inputs import gpu_pool_audit_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import DlsClient, DlsError
 from ansible_collections.gpupool.vcf.plugins.module_utils.dls._token import read_token
 from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromClient, PromError
@@ -615,7 +616,7 @@ def finish(module, derived, findings, audited):
 def main():
     module = VsphereModule(argument_spec=ARGUMENT_SPEC, mutually_exclusive=[("design", "design_file")],
                            required_one_of=[("design", "design_file")], supports_check_mode=True)
-    enforce(module, "gpu_pool_audit")
+    enforce(module, "gpu_pool_audit", gpu_pool_audit_errors)
     derived = vcenter_inputs(module, derived_inputs(module))
     findings, audited = audit_links(module, derived)
     finish(module, derived, findings, audited)

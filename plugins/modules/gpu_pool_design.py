@@ -186,6 +186,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_rules import validate
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_schema import normalize
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_inputs import gpu_pool_design_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure, Info
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._design_input import load_design_file
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
@@ -227,7 +228,7 @@ class PoolDesign(Info):
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, mutually_exclusive=[("design", "design_file")],
                            required_one_of=[("design", "design_file")], supports_check_mode=True)
-    enforce(module, "gpu_pool_design")
+    enforce(module, "gpu_pool_design", gpu_pool_design_errors)
     Runner(module, PoolDesign(module)).run()
 
 

@@ -131,6 +131,7 @@ import uuid
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _lease
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._lease_inputs import gpu_pool_lease_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Change, Failure, Plan, Resource
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
@@ -237,7 +238,7 @@ class PoolLease(Resource):
 
 def main():
     module = VsphereModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    enforce(module, "gpu_pool_lease")
+    enforce(module, "gpu_pool_lease", gpu_pool_lease_errors)
     Runner(module, PoolLease(module)).run()
 
 

@@ -146,6 +146,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _preflight
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive, for_vcenter
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import DesignError
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_inputs import gpu_pool_preflight_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure, Info
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._design_input import given_design
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
@@ -360,7 +361,7 @@ class Preflight(Info):
 def main():
     module = VsphereModule(argument_spec=ARGUMENT_SPEC, mutually_exclusive=[("design", "design_file")],
                            required_one_of=[("design", "design_file")], supports_check_mode=True)
-    enforce(module, "gpu_pool_preflight")
+    enforce(module, "gpu_pool_preflight", gpu_pool_preflight_errors)
     Runner(module, Preflight(module)).run()
 
 

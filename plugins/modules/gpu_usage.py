@@ -324,6 +324,7 @@ from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_requ
 from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromClient, PromError
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _chargeback
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._chargeback_inputs import gpu_usage_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Info
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._design_input import module_design
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
@@ -453,7 +454,7 @@ def write_file(module, path, text):
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True,
                            mutually_exclusive=[("design", "design_file"), ("bearer_token", "username")])
-    enforce(module, "gpu_usage")
+    enforce(module, "gpu_usage", gpu_usage_errors)
     if not module.params["prometheus_url"] and not module.params["vcenter_hostname"]:
         module.fail_json(msg="Unable to report GPU usage: give prometheus_url (or PROMETHEUS_URL) for the pods, "
                              "vcenter_hostname for the vGPU VMs, or both. Nothing was read.")

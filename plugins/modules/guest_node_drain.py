@@ -217,6 +217,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import (
 )
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _drain
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._guest_inputs import guest_node_drain_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure, Plan, Resource
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 
@@ -423,7 +424,7 @@ class GuestNodes(Resource):
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    enforce(module, "guest_node_drain")
+    enforce(module, "guest_node_drain", guest_node_drain_errors)
     Runner(module, GuestNodes(module)).run()
 
 

@@ -154,6 +154,7 @@ import os
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _nls_appliance as nls
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._licensing_inputs import nls_appliance_deploy_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure, Plan, Resource
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
@@ -323,7 +324,7 @@ class Appliance(Resource):
 
 def main():
     module = VsphereModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    enforce(module, "nls_appliance_deploy")
+    enforce(module, "nls_appliance_deploy", nls_appliance_deploy_errors)
     Runner(module, Appliance(module)).run()
 
 

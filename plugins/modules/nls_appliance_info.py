@@ -154,6 +154,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.dls._token import read
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _nls_appliance as nls
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._licensing_inputs import nls_appliance_info_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Info
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 
@@ -214,7 +215,7 @@ class ApplianceReadiness(Info):
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    enforce(module, "nls_appliance_info")
+    enforce(module, "nls_appliance_info", nls_appliance_info_errors)
     Runner(module, ApplianceReadiness(module)).run()
 
 

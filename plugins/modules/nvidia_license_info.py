@@ -78,6 +78,7 @@ message:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._licensing_inputs import nvidia_license_info_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import parse
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Info
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
@@ -118,7 +119,7 @@ class LicenseState(Info):
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    enforce(module, "nvidia_license_info")
+    enforce(module, "nvidia_license_info", nvidia_license_info_errors)
     Runner(module, LicenseState(module)).run()
 
 

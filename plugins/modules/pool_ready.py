@@ -213,6 +213,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom impor
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _pool_ready as pr
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._drain import nodes_of_vms
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._pool_ready_inputs import pool_ready_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure, Info
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 
@@ -424,7 +425,7 @@ def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True,
                            mutually_exclusive=[("nodes", "vms")],
                            required_one_of=[("nodes", "vms", "node_selector")])
-    enforce(module, "pool_ready")
+    enforce(module, "pool_ready", pool_ready_errors)
     Runner(module, PoolReady(module)).run()
 
 

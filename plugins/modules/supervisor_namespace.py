@@ -187,6 +187,7 @@ diff:
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _namespace as nsu
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _vm_class as vcu
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._vsphere_inputs import supervisor_namespace_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._namespace_api import NamespaceApi
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import CREATE, DELETE, UPDATE, Change, Plan, Resource, compare
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
@@ -332,7 +333,7 @@ class Namespace(Resource):
 
 def main():
     module = VsphereModule(argument_spec=ARGUMENT_SPEC, mutually_exclusive=[("cluster", "supervisor")], supports_check_mode=True)
-    enforce(module, "supervisor_namespace")
+    enforce(module, "supervisor_namespace", supervisor_namespace_errors)
     Runner(module, Namespace(module)).run()
 
 

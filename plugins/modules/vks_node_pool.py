@@ -239,6 +239,7 @@ except ImportError:
 HAS_K8S = kubernetes is not None
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._guest_inputs import vks_node_pool_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import (
     K8sError, auth_argument_spec, request_argument_spec, request_timeout_error)
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._cluster_class import (
@@ -487,7 +488,7 @@ class NodePools(Resource):
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    enforce(module, "vks_node_pool")
+    enforce(module, "vks_node_pool", vks_node_pool_errors)
     Runner(module, NodePools(module)).run()
 
 

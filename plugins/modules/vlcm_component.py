@@ -121,6 +121,7 @@ diff:
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi, _vlcm
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._esxi_inputs import vlcm_component_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure, Plan, Resource
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vlcm_api import VlcmApi, cluster_hosts
@@ -297,7 +298,7 @@ class VlcmComponent(Resource):
 
 def main():
     module = VsphereModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    enforce(module, "vlcm_component")
+    enforce(module, "vlcm_component", vlcm_component_errors)
     Runner(module, VlcmComponent(module)).run()
 
 

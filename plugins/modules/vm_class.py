@@ -200,6 +200,7 @@ diff:
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _vm_class as vmc
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._vsphere_inputs import vm_class_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import CREATE, DELETE, UPDATE, Change, Plan, Resource, compare
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vm_class_api import VmClassApi, api_version, offered_profiles
@@ -326,7 +327,7 @@ class VmClass(Resource):
 
 def main():
     module = VsphereModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    enforce(module, "vm_class")
+    enforce(module, "vm_class", vm_class_errors)
     Runner(module, VmClass(module)).run()
 
 

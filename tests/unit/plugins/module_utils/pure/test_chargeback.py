@@ -9,6 +9,7 @@ import yaml
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _chargeback as cb
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _inputs
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._chargeback_inputs import gpu_usage_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_schema import normalize
 
 ROOT = pathlib.Path(__file__).resolve().parents[5]
@@ -133,10 +134,10 @@ def test_csv_and_html():
 
 def test_gpu_usage_inputs():
     good = dict(prometheus_url="https://p", start="now-30d", end="now", step="5m")
-    assert _inputs.check("gpu_usage", good) == []
-    assert _inputs.check("gpu_usage", dict(good, prometheus_url="p:9090")) == [
+    assert _inputs.check("gpu_usage", good, gpu_usage_errors) == []
+    assert _inputs.check("gpu_usage", dict(good, prometheus_url="p:9090"), gpu_usage_errors) == [
         "prometheus_url must be an http:// or https:// URL, not 'p:9090'"]
     assert "step must be a whole number of seconds, 1 or more, not '0.5s'" in _inputs.check(
-        "gpu_usage", dict(good, step="0.5s"))
+        "gpu_usage", dict(good, step="0.5s"), gpu_usage_errors)
     assert any(e.startswith("start: 'last month' is not a time") for e in _inputs.check(
-        "gpu_usage", dict(good, start="last month")))
+        "gpu_usage", dict(good, start="last month"), gpu_usage_errors))

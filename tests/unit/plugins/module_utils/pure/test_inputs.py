@@ -2,12 +2,15 @@
 # Copyright (c) gpupool.vcf developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""module_utils._inputs: the option checks every module runs before it reads or changes anything."""
+"""module_utils._inputs and the per-link inputs files: the option checks every module runs before it reads or
+changes anything, each module's own checks beside its link (the module passes them to enforce)."""
 
 from __future__ import (absolute_import, division, print_function)
 
 __metaclass__ = type
 
+import ast
+import importlib
 import pathlib
 
 import pytest
@@ -15,6 +18,10 @@ import pytest
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _inputs
 
 ROOT = pathlib.Path(__file__).resolve().parents[5]
+MODULES = sorted(p.stem for p in (ROOT / "plugins" / "modules").glob("*.py") if p.stem != "__init__")
+# each module's own checks, as its main() passes them to enforce: ``<module>_errors`` in its namespace
+CHECKS = dict((name, getattr(importlib.import_module("ansible_collections.gpupool.vcf.plugins.modules." + name),
+                             name + "_errors", None)) for name in MODULES)
 
 VSPHERE = dict(hostname="vc", username="u", password="p", port=443, validate_certs=True, ca_file=None, timeout=60)
 GOOD = {
@@ -90,18 +97,50 @@ GOOD = {
 def errors(module, **changes):
     params = dict(GOOD[module])
     params.update(changes)
-    return _inputs.check(module, params)
+    return _inputs.check(module, params, CHECKS[module])
 
 
-def test_every_module_has_its_checks():
-    modules = sorted(p.stem for p in (ROOT / "plugins" / "modules").glob("*.py") if p.stem != "__init__")
-    assert sorted(_inputs.CHECKS) == modules
-    assert sorted(GOOD) == modules
+def _enforce_calls(name):
+    """The enforce(...) calls of a module's source: [(module name given, name of the checks function)]."""
+    tree = ast.parse((ROOT / "plugins" / "modules" / ("%s.py" % name)).read_text())
+    return [(call.args[1].value, call.args[2].id if len(call.args) > 2 and isinstance(call.args[2], ast.Name) else None)
+            for call in ast.walk(tree)
+            if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "enforce"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_every_module_runs_its_own_checks_from_its_link(name):
+    assert _enforce_calls(name) == [(name, name + "_errors")]
+    own = CHECKS[name]
+    assert callable(own), "%s has no %s_errors" % (name, name)
+    # the checks are pure logic of the module's link, not of the shared machinery or the module itself
+    assert own.__module__.startswith("ansible_collections.gpupool.vcf.plugins.module_utils.pure._"), own.__module__
+    assert own.__module__ != _inputs.__name__
+    assert sorted(GOOD) == MODULES
+
+
+def test_the_shared_machinery_imports_no_link():
+    """_inputs is imported by every module: it holds no module's checks and imports only the name rules."""
+    tree = ast.parse(pathlib.Path(_inputs.__file__).read_text())
+    imported = sorted(node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module != "__future__")
+    assert imported == ["ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names"]
+    assert not [name for name in vars(_inputs) if name.endswith("_errors") and name[:-len("_errors")] in MODULES]
+
+
+def test_items_must_be_a_list_or_a_mapping():
+    out = []
+    assert _inputs.items({"a": [1]}, "a", out) == [1] and _inputs.items({}, "a", out) == []
+    assert _inputs.items({"a": ""}, "a", out) == [] and out == []
+    assert _inputs.items({"a": "x"}, "a", out) == [] and out == ["a must be a list"]
+    assert _inputs.items({"m": [1]}, "m", out, dict) == {} and out[-1] == "m must be a mapping"
+    assert _inputs.items({"m": 1}, "m", out, dict, "a mapping of name -> value") == {}
+    assert out[-1] == "m must be a mapping of name -> value"
+    assert _inputs.items({"m": {"k": 1}}, "m", out, dict) == {"k": 1} and len(out) == 3
 
 
 @pytest.mark.parametrize("module", sorted(GOOD))
 def test_good_params_pass(module):
-    assert _inputs.check(module, GOOD[module]) == []
+    assert _inputs.check(module, GOOD[module], CHECKS[module]) == []
 
 
 @pytest.mark.parametrize("module, option", [
@@ -259,12 +298,21 @@ def test_message_and_enforce():
             self.failed = kwargs
 
     ok = Module(GOOD["vm_class"])
-    _inputs.enforce(ok, "vm_class")
+    _inputs.enforce(ok, "vm_class", CHECKS["vm_class"])
     assert ok.failed is None
     bad = Module(dict(GOOD["vm_class"], timeout=0))
-    _inputs.enforce(bad, "vm_class")
+    _inputs.enforce(bad, "vm_class", CHECKS["vm_class"])
     assert bad.failed["msg"].startswith("Invalid input for vm_class: timeout must be")
     assert bad.failed["invalid_input"] == ["timeout must be a whole number of seconds, 1 or more, not 0"]
+    # the module's own checks join the shared ones, in one message
+    both = Module(dict(GOOD["vm_class"], timeout=0, cpu_count=0))
+    _inputs.enforce(both, "vm_class", CHECKS["vm_class"])
+    assert both.failed["invalid_input"] == ["timeout must be a whole number of seconds, 1 or more, not 0",
+                                            "cpu_count must be 1 or more, not 0"]
+    # without checks of its own, only the shared ones run
+    alone = Module(dict(GOOD["vm_class"], cpu_count=0))
+    _inputs.enforce(alone, "vm_class")
+    assert alone.failed is None
 
 
 def test_enforce_names_an_aliased_option_once():
@@ -280,7 +328,7 @@ def test_enforce_names_an_aliased_option_once():
             self.failed = kwargs
 
     module = Module()
-    _inputs.enforce(module, "dls_client_token")
+    _inputs.enforce(module, "dls_client_token", CHECKS["dls_client_token"])
     assert module.failed["invalid_input"] == ["request_timeout must be a whole number of seconds, 1 or more, not 0"]
 
 

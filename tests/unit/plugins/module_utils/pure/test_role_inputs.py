@@ -2,7 +2,7 @@
 # Copyright (c) gpupool.vcf developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The input checks of the roles used alone (``_inputs.role_errors``, the ``role_input_errors``
+"""The input checks of the roles used alone (``_role_inputs.role_errors``, the ``role_input_errors``
 filter of their first task): each bad input named, the rules the design has checked the same way,
 and what the design derives for the roles accepted."""
 
@@ -17,7 +17,7 @@ from ansible_collections.gpupool.vcf.plugins.filter.role_inputs import role_inpu
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _design_schema
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_rules import validate
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import ROLE_CHECKS, role_errors
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._role_inputs import ROLE_CHECKS, role_errors
 
 ROOT = pathlib.Path(__file__).resolve().parents[5]
 EXAMPLE = yaml.safe_load((ROOT / "examples" / "design.yml").read_text())
@@ -159,8 +159,9 @@ def test_the_filter_refuses_what_is_not_a_mapping_and_an_unknown_role():
 ])
 def test_the_lease_options_are_checked_before_any_request(params, words):
     from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import check
+    from ansible_collections.gpupool.vcf.plugins.module_utils.pure._lease_inputs import gpu_pool_lease_errors
 
-    text = "; ".join(check("gpu_pool_lease", params))
+    text = "; ".join(check("gpu_pool_lease", params, gpu_pool_lease_errors))
     for word in words:
         assert word in text, text
-    assert check("gpu_pool_lease", dict(clusters=["c"], state="released", ttl=0, wait=0)) == []
+    assert check("gpu_pool_lease", dict(clusters=["c"], state="released", ttl=0, wait=0), gpu_pool_lease_errors) == []

@@ -311,8 +311,8 @@ def test_a_client_error_carries_partial_state_and_a_next_step():
     result, _module = run(Thing(Store({"t1": {"size": 1}}, fail_on="update", error=error), size=2))
     assert result["msg"] == "Unable to update thing t1: the host did not come back; power the host on and rerun"
     assert result["hosts_done"] == ["esx-01"] and "next_step" not in result
-    # the resource's own next step comes first
-    class Token(Thing):
+
+    class Token(Thing):  # the resource's own next step comes first
         def next_step(self, exc):
             return "rerun"
 

@@ -1,0 +1,69 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpupool.vcf developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The option checks of the Kubernetes-side modules (vks_node_pool, guest_node_drain): pure, each
+``<module>_errors(params)`` returns sentences naming the option, what it holds and what is accepted; the
+module passes its function to ``_inputs.enforce`` (the shared checks and the failure message are there).
+"""
+
+from __future__ import (absolute_import, division, print_function)
+
+__metaclass__ = type
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names import (
+    label_key_problem,
+    label_value_problem,
+)
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import (
+    dns_label_errors,
+    empty_errors,
+    labels_errors,
+    range_errors,
+)
+
+
+def vks_node_pool_errors(params):
+    out = dns_label_errors(params.get("cluster_name"), "cluster_name", "VKS cluster name")
+    out += dns_label_errors(params.get("namespace"), "namespace", "vSphere namespace name")
+    pools = params.get("node_pools")
+    if pools == [] and params.get("purge"):
+        out.append("node_pools is empty and purge is true, which would remove every node pool of the Cluster; "
+                   "list the node pools to keep, or set purge false")
+    names = []
+    for index, pool in enumerate(pools or []):
+        where = "node_pools[%d]" % index
+        name = pool.get("name")
+        out += dns_label_errors(name, "%s.name" % where, "node pool name")
+        if name in names:
+            out.append("%s.name %r is given twice; node pool names must be unique" % (where, name))
+        names.append(name)
+        out += ["%s.%s" % (where, e) for e in range_errors(pool, "replicas", 0, what=" nodes")]
+        out += dns_label_errors(pool.get("vm_class"), "%s.vm_class" % where, "VM class name")
+        out += ["%s.%s" % (where, e) for e in empty_errors(pool, ("class",))]
+        out += labels_errors(pool.get("labels"), "%s.labels" % where)
+        for taint_index, taint in enumerate(pool.get("taints") or []):
+            key = taint.get("key")
+            problem = label_key_problem(key)
+            if problem:
+                out.append("%s.taints[%d].key %r is not a valid taint key: %s" % (where, taint_index, key, problem))
+            value = taint.get("value")
+            problem = None if value is None else label_value_problem(str(value))
+            if problem:
+                out.append("%s.taints[%d].value %r is not a valid taint value: %s"
+                           % (where, taint_index, value, problem))
+    return out
+
+
+def guest_node_drain_errors(params):
+    out = empty_errors(params, ("owner",))
+    for index, vm in enumerate(params.get("vms") or []):
+        out += ["vms[%d].%s" % (index, e) for e in empty_errors(vm, ("name",))]
+    for index, owner in enumerate(params.get("owners") or []):
+        if not str(owner or "").strip():
+            out.append("owners[%d] is empty; give the cordoned-by values whose nodes may be uncordoned" % index)
+    for index, name in enumerate(params.get("protected_priority_classes") or []):
+        if not str(name or "").strip():
+            out.append("protected_priority_classes[%d] is empty; give PriorityClass names" % index)
+    return out
