@@ -33,7 +33,9 @@ READ_SOAP = set(m.lower() for m in (
     "RetrieveServiceContent", "Login", "Logout", "RetrieveProperties", "RetrievePropertiesEx",
     "ContinueRetrievePropertiesEx", "CancelRetrievePropertiesEx", "CreateContainerView", "DestroyView",
     "CreatePropertyCollector", "DestroyPropertyCollector", "CurrentTime", "SessionIsActive",
-    "FetchSoftwarePackages", "QueryConfiguredModuleOptionString", "QueryOptions"))
+    "FetchSoftwarePackages", "QueryConfiguredModuleOptionString", "QueryOptions",
+    # a property fetched on its own, and the authorization manager's answer to "may this account ...?"
+    "Fetch", "HasPrivilegeOnEntities", "FetchUserPrivilegeOnEntities"))
 
 
 class Rest:
