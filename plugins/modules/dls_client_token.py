@@ -144,7 +144,6 @@ import datetime
 import hashlib
 import json
 import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
@@ -152,6 +151,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._licensing_inputs
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import request_timeout_error
 from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import DlsClient
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Change, Failure, Plan, Resource
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._files import SECRET_MODE, atomic_write
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 
 ARGUMENT_SPEC = dict(
@@ -165,22 +165,6 @@ ARGUMENT_SPEC = dict(
     force=dict(type="bool", default=False),
     request_timeout=dict(type="int", default=30, aliases=["timeout"]),
 )
-
-
-def _atomic_write(path, data):
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".%s." % os.path.basename(path))
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.rename(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def current_state(dest, meta_path):
@@ -272,10 +256,10 @@ class ClientToken(Resource):
             token = self.client.compose(live["selection"], live["scope_ref"], self.p["leasing_port"], plan.facts["expiry"])
         token_bytes = token.strip().encode()
         with self.doing("write the token to", self.dest):
-            _atomic_write(self.dest, token_bytes + b"\n")
+            atomic_write(self.dest, token_bytes + b"\n", SECRET_MODE)
             self.partial["written"] = True
             meta = dict(plan.after, sha256=hashlib.sha256(token_bytes).hexdigest(), created=live["today"].isoformat())
-            _atomic_write(self.meta_path, (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode())
+            atomic_write(self.meta_path, (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode(), SECRET_MODE)
 
     def next_step(self, exc):
         if self.partial.get("written"):

@@ -264,7 +264,6 @@ vcenter:
 
 import datetime
 import os
-import tempfile
 
 from ansible.module_utils.basic import env_fallback
 from ansible.module_utils.common.text.converters import to_native
@@ -281,6 +280,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._pool_reader i
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import (  # noqa: F401 pylint: disable=unused-import
     VsphereError, VsphereNotFound)
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._design_input import module_design
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner import _files
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_inputs import gpu_pool_audit_errors
@@ -386,26 +386,11 @@ def licensing_input_errors(p):
 def write_report(module, path, text):
     """(changed, diff) of writing the report; check mode predicts only."""
     path = os.path.abspath(path)  # the report option is type=path: user and variables already expanded
-    before = None
-    if os.path.exists(path):
-        try:
-            with open(path) as fh:
-                before = fh.read()
-        except (IOError, OSError) as exc:
-            module.fail_json(msg="Unable to read report %s: %s" % (path, to_native(exc)))
-    changed = before != text
-    diff = dict(before=before or "", after=text, before_header=path, after_header=path)
-    if changed and not module.check_mode:
-        directory = os.path.dirname(path) or "."
-        try:
-            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".gpu-pool-audit-")
-            with os.fdopen(fd, "w") as fh:
-                fh.write(text)
-            os.chmod(tmp, 0o644)
-            module.atomic_move(tmp, path)
-        except (IOError, OSError) as exc:
-            module.fail_json(msg="Unable to write report %s: %s" % (path, to_native(exc)))
-    return changed, diff
+    try:
+        changed, before = _files.write_report(module, path, text)
+    except (IOError, OSError) as exc:
+        module.fail_json(msg="Unable to write report %s: %s" % (path, to_native(exc)))
+    return changed, dict(before=before or "", after=text, before_header=path, after_header=path)
 
 
 ARGUMENT_SPEC = dict(

@@ -133,7 +133,6 @@ links_not_read:
 """
 
 import os
-import tempfile
 
 from ansible.module_utils.common.text.converters import to_native
 
@@ -146,6 +145,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_inputs import gpu_pool_discover_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import CREATE, UPDATE, Change, Failure, Plan, Resource
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._files import REPORT_MODE, atomic_write, read_text
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._pool_reader import read_esxi, read_platform
@@ -211,8 +211,7 @@ class DiscoveredDesign(Resource):
             if not self.module.params["force"]:
                 raise Failure("Unable to write design file %s: it exists; give force: true to replace it, or "
                               "another dest. Nothing was written." % self.path, design=design)
-            with open(self.path) as fh:
-                before = fh.read()
+            before = read_text(self.path)
         header = HEADER + ["Links not read (the keys they hold are the vSphere side's choices, with their comments):"
                            ] * bool(unread) + ["  %s: %s" % (link, why) for link, why in sorted(unread.items())]
         return dict(design=design, notes=notes, before=before, unread=unread,
@@ -267,11 +266,7 @@ class DiscoveredDesign(Resource):
                             CREATE if live["before"] is None else UPDATE)])
 
     def apply(self, plan):
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(self.path) or ".", prefix=".gpu-pool-discover-")
-        with os.fdopen(fd, "w") as fh:
-            fh.write(plan.changes[0].after)
-        os.chmod(tmp, 0o644)
-        self.module.atomic_move(tmp, self.path)
+        atomic_write(self.path, plan.changes[0].after, REPORT_MODE, move=self.module.atomic_move)
 
     def result(self, live, plan):
         return dict(design=live["design"], dest=self.path, links_not_read=live["unread"],

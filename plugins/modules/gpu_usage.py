@@ -315,8 +315,6 @@ files_changed:
 """
 
 import json
-import os
-import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
@@ -327,6 +325,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import en
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._chargeback_inputs import gpu_usage_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Info
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._design_input import module_design
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._files import write_report
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vgpu_vms import read_vgpu_vms
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import HAS_PYVMOMI, PYVMOMI_IMPORT_ERROR, VsphereClient, VsphereError
@@ -426,29 +425,11 @@ class Usage(Info):
         for path, render in texts:
             if path:
                 with self.doing("write", "report %s" % path):
-                    if write_file(self.module, path, render()):
+                    if write_report(self.module, path, render())[0]:
                         changed.append(path)
                 files.append(path)
         out.update(files=files, files_changed=changed, changed=bool(changed))
         return out
-
-
-def write_file(module, path, text):
-    """Whether the file's content changes; written unless in check mode."""
-    path = os.path.abspath(path)
-    before = None
-    if os.path.exists(path):
-        with open(path, newline="") as fh:  # the CSV's CRLF line ends as written
-            before = fh.read()
-    if before == text:
-        return False
-    if not module.check_mode:
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".gpu-usage-")
-        with os.fdopen(fd, "w", newline="") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        module.atomic_move(tmp, path)
-    return True
 
 
 def main():

@@ -432,14 +432,14 @@ def test_token_check_mode_predicts_then_written_then_kept(tmp_path, dls):
 
 
 def test_token_write_failure_says_what_was_written(tmp_path, dls, monkeypatch):
-    real_write = dls_client_token._atomic_write
+    real_write = dls_client_token.atomic_write
 
-    def no_meta(path, data):
+    def no_meta(path, data, mode):
         if path.endswith(".meta.json"):
             raise PermissionError(13, "Permission denied", path)
-        real_write(path, data)
+        real_write(path, data, mode)
 
-    monkeypatch.setattr(dls_client_token, "_atomic_write", no_meta)
+    monkeypatch.setattr(dls_client_token, "atomic_write", no_meta)
     res = token(tmp_path)
     dest = str(tmp_path / "client.tok")
     assert res["msg"] == ("Unable to write the token to %s: [Errno 13] Permission denied: '%s.meta.json'; the token in %s "
