@@ -1,6 +1,10 @@
 """make demo: the example design converged end to end against the simulators.
 
 Steps, each printed with its time:
+  0. first contact, once the simulators of step 1 are up: playbooks/preflight.yml with the example design
+     (the go / no-go table per link) and playbooks/discover.yml (the discovered design's summary, or why
+     there is none yet: the example platform has GPU hosts but no VM class with a vGPU before its first
+     converge); both only read, and step 3 discovers the converged platform again
   1. simulators up (vSphere with examples/fleet.yml, the Kubernetes rig, the DLS appliance double);
      the rig is both the Supervisor API and the guest cluster, and holds the VKS cluster
      gpu-workloads as the platform team created it (no GPU node pools yet); the GPU hosts' SSH
@@ -65,8 +69,9 @@ def banner(step, text):
     print("=" * 100, flush=True)
 
 
-def playbook(name, env, extra=None, show=True):
-    """Run a playbook with the default screen output; return (rc, {host: changed}, output)."""
+def playbook(name, env, extra=None, show=True, may_fail=False):
+    """Run a playbook with the default screen output; return ({host: changed}, output) (with may_fail,
+    ({host: changed}, output, failed) instead of stopping the demo when it fails)."""
     cmd = [str(ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", str(ROOT / "examples" / "inventory.yml"),
            str(ROOT / "playbooks" / name), "-e", json.dumps(extra or {})]
     run_env = ansible_env(env)
@@ -82,9 +87,55 @@ def playbook(name, env, extra=None, show=True):
     text = "".join(out)
     changed = {m.group(1): int(m.group(3)) for m in RECAP.finditer(text)}
     failed = {m.group(1): int(m.group(5)) for m in RECAP.finditer(text)}
+    if may_fail:
+        return changed, text, rc != 0 or any(failed.values())
     if rc != 0 or any(failed.values()):
         raise SystemExit("demo: %s failed (rc %s)" % (name, rc))
     return changed, text
+
+
+def design_summary(path):
+    """One line per part of a discovered design: clusters, pools, VKS clusters, tenants, guest settings."""
+    design = yaml.safe_load(pathlib.Path(path).read_text())
+    lines = ["clusters: %s" % ", ".join("%s (%d hosts x %d %s, driver %s, %s)" % (
+        c["name"], c["hosts"], c["gpu"]["per_host"], c["gpu"]["model"], c["driver"]["version"], c["driver"]["lifecycle"])
+        for c in design["clusters"])]
+    lines.append("pools: %s" % ", ".join("%s (%s, %s, %s, %d nodes)" % (
+        p["name"], p["sharing"], p["vgpu_profile"], p["vm_class"]["name"], p["node_pool"]["replicas"])
+        for p in design["pools"]))
+    lines.append("vks_clusters: %s" % ", ".join("%s in %s" % (v["name"], v["namespace"]) for v in design["vks_clusters"]))
+    lines.append("tenants: %s" % ", ".join("%s %s" % (t["name"], json.dumps(t["gpu_quota"], sort_keys=True))
+                                          for t in design.get("tenants") or []))
+    if design.get("guest"):
+        lines.append("guest: %s" % json.dumps(design["guest"], sort_keys=True))
+    comments = sum(1 for line in pathlib.Path(path).read_text().splitlines() if line.lstrip().startswith("#"))
+    lines.append("%d comment line(s) say what the platform could not tell" % comments)
+    return lines
+
+
+def first_contact(env, site, kube, dest):
+    """preflight.yml with the example design (the go / no-go table), then discover.yml into ``dest``; the
+    discovered design's summary, or the reason there is none. Neither changes the platform."""
+    pre = dict((k, v) for k, v in site.items() if k.startswith("gpupool_dls_"))
+    pre.update(preflight_kubeconfig=kube["audit_kubeconfig"], preflight_supervisor_kubeconfig=kube["audit_supervisor_kubeconfig"],
+               gpupool_preflight_fail=False)
+    changed, _text = playbook("preflight.yml", env, pre)
+    if sum(changed.values()):
+        raise SystemExit("demo: preflight changed %s" % changed)
+    changed, text, failed = playbook("discover.yml", env, dict(
+        gpupool_discover_output=str(dest), gpupool_discover_force=True, gpupool_discover_name="lab-gpupool",
+        gpupool_discover_kubeconfig=kube["audit_kubeconfig"],
+        gpupool_discover_supervisor_kubeconfig=kube["audit_supervisor_kubeconfig"]), may_fail=True)
+    if failed:
+        reason = re.search(r'"msg": "([^"]+)"', text)
+        if not reason or "there is no GPU pool to describe" not in reason.group(1):
+            raise SystemExit("demo: discover.yml failed: %s" % (reason.group(1) if reason else "see above"))
+        print("\n>> discovery: nothing to describe yet, nothing written: %s" % reason.group(1))
+        return None
+    print("\n>> discovered design %s:" % dest)
+    for line in design_summary(dest):
+        print(">>   " + line)
+    return dest
 
 
 def geometry(env):
@@ -268,6 +319,11 @@ def main():
         print("guest nodes that follow the power of their node VMs: %s" % ", ".join(node_vms))
         timed("simulators up", start)
 
+        banner(0, "first contact: preflight and discover on the example platform, before any converge")
+        start = time.monotonic()
+        first_contact(env, site, kube, report_dir / "discovered-before.yml")
+        timed("preflight + discover (first contact)", start)
+
         banner(2, "site.yml on examples/design.yml")
         start = time.monotonic()
         changed, _ = playbook("site.yml", env, site)
@@ -289,6 +345,9 @@ def main():
         off = geometry(env)
         if off:
             raise SystemExit("demo: MIG mode off the design after the converge on %s" % json.dumps(off))
+        print("\n>> the converged platform discovered (playbooks/discover.yml, the guest read too):")
+        if first_contact(env, site, kube, report_dir / "discovered-after.yml") is None:
+            raise SystemExit("demo: discovery of the converged platform found no GPU pool")
         timed("site.yml (no-op rerun)", start)
 
         banner(4, "audit: the pool matches the design")
