@@ -249,10 +249,6 @@ ARGUMENT_SPEC.update(auth_argument_spec())
 ARGUMENT_SPEC.update(request_argument_spec())
 
 
-class _NotYet(Exception):
-    """A try of the first_token step that may succeed later (the endpoint is not serving yet)."""
-
-
 class PoolReady(Info):
     """The replaced capacity of a pool, waited for step by step."""
 

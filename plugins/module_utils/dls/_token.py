@@ -19,10 +19,10 @@ def read_token(path):
     try:
         with open(path, "rb") as fh:
             digest = hashlib.sha256(fh.read().strip()).hexdigest()
-    except (IOError, OSError):
+    except OSError:
         return None, None
     try:
         with open(path + ".meta.json") as fh:
             return json.load(fh), digest
-    except (IOError, OSError, ValueError):
+    except (OSError, ValueError):
         return None, digest

@@ -81,8 +81,6 @@ class Plan:
     def __bool__(self):
         return bool(self.changes)
 
-    __nonzero__ = __bool__
-
     def __len__(self):
         return len(self.changes)
 

@@ -54,7 +54,7 @@ def load_design_file(path):
     try:
         with open(path, "rb") as handle:
             data = handle.read(DESIGN_FILE_MAX + 1)
-    except (IOError, OSError) as exc:
+    except OSError as exc:
         raise Failure("Unable to read design file %s: %s" % (path, _text(exc)))
     if len(data) > DESIGN_FILE_MAX:
         raise Failure("Unable to read design file %s: it is over the bound of %d bytes (1 MiB); a pool design "

@@ -48,7 +48,7 @@ class VsphereModule(AnsibleModule):
         self._rest = None
         spec = vsphere_argument_spec()
         spec.update(argument_spec)
-        # what a run changed so far, returned with any failure (see run_guarded)
+        # what a run changed so far, returned with any failure (the runner adds it to the result)
         self.partial = {}
         super(VsphereModule, self).__init__(argument_spec=spec, **kwargs)
         if not HAS_PYVMOMI:
@@ -94,21 +94,6 @@ class VsphereModule(AnsibleModule):
         if self._rest is not None:
             self._rest.close()
             self._rest = None
-
-    def run_guarded(self, func, what):
-        """Call ``func()``; any vSphere error that escapes it fails with ``self.partial``.
-
-        The last line of defence of the fault boundary: no traceback, the message names
-        ``what`` was being done, and the result carries what the run had changed so far.
-        """
-        try:
-            func()
-        except VsphereError as exc:
-            result = dict(self.partial)
-            msg = "Unable to %s: %s" % (what, exc)
-            if result.get("next_step"):
-                msg += "; %s" % result["next_step"]
-            self.fail_json(msg=msg, **result)
 
     def fail_vsphere(self, verb, obj, exc, **result):
         """fail_json(msg="Unable to <verb> <object>: <reason>"), logging out first."""

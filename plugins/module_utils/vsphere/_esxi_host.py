@@ -271,9 +271,6 @@ class HostOps:
         self.client.wait_for_task(host.obj.RebootHost_Task(force=False), timeout=timeout, what="reboot")
 
     # -- graphics and module options -----------------------------------------------------
-    def graphics_manager(self, host_obj):
-        return host_obj.configManager.graphicsManager
-
     def nvidia_module_options(self, host_obj):
         """The configured nvidia module option string; None when the module is absent."""
         try:
