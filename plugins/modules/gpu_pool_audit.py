@@ -268,7 +268,8 @@ import os
 from ansible.module_utils.basic import env_fallback
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit, _audit_esxi, _audit_guest, _audit_licensing
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_report, _audit_vks, _audit_vsphere
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive, for_vcenter
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import DesignError
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sError, request_argument_spec, request_timeout_error
@@ -340,7 +341,7 @@ def read_licensing(module, derived):
     if p["token_dir"]:
         path = os.path.join(p["token_dir"], "%s.tok" % derived["design"])
         meta, digest = read_token(path)
-        token_state, detail = _audit.token_state(meta, digest, datetime.datetime.now(datetime.timezone.utc).date(),
+        token_state, detail = _audit_licensing.token_state(meta, digest, datetime.datetime.now(datetime.timezone.utc).date(),
                                                  p["renew_before_days"], p["dls_host"], p["dls_port"])
         state["token"] = dict(path=path, state=token_state, detail=detail)
     if p["kubeconfig"]:
@@ -349,7 +350,7 @@ def read_licensing(module, derived):
         nodes = [dict(name=n.metadata.name, labels=dict(n.metadata.labels or {}),
                       capacity=dict((n.status.capacity or {}) if n.status else {}))
                  for n in _read(k8s, "the nodes", client.CoreV1Api(k8s.api).list_node).items]
-        state["gpu_nodes"] = _audit.gpu_node_names(derived, nodes)
+        state["gpu_nodes"] = _audit_licensing.gpu_node_names(derived, nodes)
     if p["prometheus_url"]:
         prom = PromClient(p["prometheus_url"], bearer_token=p["prometheus_bearer_token"],
                           validate_certs=p["prometheus_validate_certs"], ca_path=p["prometheus_ca_path"],
@@ -416,7 +417,7 @@ ARGUMENT_SPEC = dict(
     prometheus_validate_certs=dict(type="bool", default=True),
     prometheus_ca_path=dict(type="path"),
     prometheus_allow_plain_http=dict(type="bool", default=False),
-    license_metric=dict(type="str", default=_audit.LICENSE_METRIC),
+    license_metric=dict(type="str", default=_audit_licensing.LICENSE_METRIC),
     fail_on=dict(type="str", choices=["none", "error", "warning"], default="none"),
     vcenter=dict(type="str"),
     vcenter_results=dict(type="list", elements="dict"),
@@ -522,9 +523,9 @@ def audit_link(module, link, derived):
     p = module.params
     if link == "esxi":
         hosts, drs = read_esxi(module.client(), rest=module.open_rest_session)
-        return _audit.audit_esxi(derived, hosts, drs)
+        return _audit_esxi.audit_esxi(derived, hosts, drs)
     if link == "vsphere":
-        return _audit.audit_vsphere(derived, **read_vsphere(module, derived))
+        return _audit_vsphere.audit_vsphere(derived, **read_vsphere(module, derived))
     if link == "licensing":
         if p["kubeconfig"]:
             try:
@@ -532,17 +533,17 @@ def audit_link(module, link, derived):
             except ImportError:
                 module.fail_json(msg="The kubernetes Python library is required for the GPU nodes of the licensing link")
         state = read_licensing(module, derived)
-        return _audit.audit_licensing(derived, **state)
+        return _audit_licensing.audit_licensing(derived, **state)
     try:
         import kubernetes  # noqa: F401
     except ImportError:
         module.fail_json(msg="The kubernetes Python library is required for the %s link" % link)
     if link == "vks":
-        return _audit.audit_vks(derived, read_vks(dict(kubeconfig=p["supervisor_kubeconfig"], context=p["supervisor_context"],
+        return _audit_vks.audit_vks(derived, read_vks(dict(kubeconfig=p["supervisor_kubeconfig"], context=p["supervisor_context"],
                                                        request_timeout=p["request_timeout"]), derived),
                                 vm_classes=read_pool_classes(module, derived))
     k8s = k8s_client(p["kubeconfig"], p["context"], p["request_timeout"])
-    return _audit.audit_guest(derived, **read_guest(k8s, derived))
+    return _audit_guest.audit_guest(derived, **read_guest(k8s, derived))
 
 
 def audit_links(module, derived):
@@ -553,7 +554,7 @@ def audit_links(module, derived):
     if module.params["vcenter"] is not None and len(derived["vcenters"]) > 1:
         own = in_vcenter(module.params["vcenter"], own)
     audited += [link for link in audited_here if link not in audited]
-    return _audit.sort_findings(findings + own), [link for link in _audit.LINKS if link in audited]
+    return _audit_report.sort_findings(findings + own), [link for link in _audit.LINKS if link in audited]
 
 
 def audit_own_links(module, derived):
@@ -586,7 +587,7 @@ def finish(module, derived, findings, audited):
     if p["vcenter"] is not None:
         result["vcenter"] = p["vcenter"]
     if p["report"]:
-        text = _audit.render(derived["design"], findings, summary, audited, p["report_format"])
+        text = _audit_report.render(derived["design"], findings, summary, audited, p["report_format"])
         changed, diff = write_report(module, p["report"], text)
         result.update(changed=changed, report=p["report"])
         if module._diff and changed:

@@ -151,7 +151,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpupool.vcf.plugins.module_utils.dls._appliance import read_appliance, wait_answering
 from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import DlsClient, DlsError
 from ansible_collections.gpupool.vcf.plugins.module_utils.dls._token import read_token
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_licensing
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _nls_appliance as nls
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._licensing_inputs import nls_appliance_info_errors
@@ -191,7 +191,7 @@ class ApplianceReadiness(Info):
         token = None
         if p["token_path"]:
             meta, digest = read_token(p["token_path"])
-            state, detail = _audit.token_state(meta, digest, datetime.datetime.now(datetime.timezone.utc).date(),
+            state, detail = _audit_licensing.token_state(meta, digest, datetime.datetime.now(datetime.timezone.utc).date(),
                                                p["renew_before_days"], p["dls_host"], p["port"])
             token = dict(path=p["token_path"], state=state, detail=detail)
         return dict(read=read, waited=waited, token=token)
@@ -199,7 +199,7 @@ class ApplianceReadiness(Info):
     def result(self, live, plan):
         p, read, token = self.p, live["read"], live["token"]
         state = nls.appliance_state(read, p["expect_nodes"])
-        findings = [f for f in _audit.audit_licensing({}, dls=read, token=token, license_series=None,
+        findings = [f for f in _audit_licensing.audit_licensing({}, dls=read, token=token, license_series=None,
                                                       gpu_nodes=p["gpu_nodes"], renew_before_days=p["renew_before_days"])
                     if f["rule"] != "license_check_not_made"]
         out = dict(answered=read["stage"] != "login" or not read.get("error"), waited_seconds=int(live["waited"]),

@@ -5,14 +5,15 @@ centre in a screenshot), one line per tenant with a point per bucket. Chromium i
 
 Reports: the chargeback page (pods and vGPU VMs) the module renders from a report of known rows
 (pure/_chargeback.py, from Prometheus and vSphere answers made here), and the audit's HTML page
-(pure/_audit.py), which holds tables and no chart: it must render them, every finding a row.
+(pure/_audit_report.py), which holds tables and no chart: it must render them, every finding a row.
 The chargeback page a real module run writes is opened by tests/integration/test_gpu_usage_vgpu_vms.py.
 """
 import pathlib
 
 import pytest
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit, _chargeback
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _chargeback
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_report
 from tests.lib import browser
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -64,7 +65,7 @@ def audit_page(tmp_path):
     summary = dict(severity=dict(error=1, warning=1, info=0),
                    link=dict(host=dict(error=1, warning=0, info=0), guest=dict(error=0, warning=1, info=0)))
     path = tmp_path / "audit.html"
-    path.write_text(_audit.render("example", findings, summary, ["host", "guest"], "html"))
+    path.write_text(_audit_report.render("example", findings, summary, ["host", "guest"], "html"))
     return path
 
 

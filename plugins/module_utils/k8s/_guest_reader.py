@@ -22,7 +22,7 @@ try:
 except ImportError:  # pragma: no cover - ansible-core ships PyYAML
     HAS_YAML = False
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_guest
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import (
     DEFAULT_REQUEST_TIMEOUT, K8sClient, K8sError, read_pool, variable_plan)
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._k8s_objects import (
@@ -145,7 +145,7 @@ def _kueue(k8s, core, custom, policy, namespaces):
 
 def _kubeflow_culling(k8s, apps, policy):
     """Kubeflow's notebook controller as the role patches it: {kubeflow, exists, env of its container}."""
-    want = _audit.kubeflow_culling(policy)
+    want = _audit_guest.kubeflow_culling(policy)
     dep = _get(k8s, "Deployment %s/%s" % (want["namespace"], want["name"]), apps.read_namespaced_deployment,
                want["name"], want["namespace"])
     containers = [c for c in (dep.spec.template.spec.containers or []) if c.name == want["container"]] \
@@ -187,7 +187,7 @@ def read_guest(k8s, derived):
     core = client.CoreV1Api(k8s.api)
     sched = client.SchedulingV1Api(k8s.api)
     custom = client.CustomObjectsApi(k8s.api)
-    op, policy = _audit.guest_inputs(derived)
+    op, policy = _audit_guest.guest_inputs(derived)
     nodes = []
     for n in _read(k8s, "the nodes", core.list_node).items:
         nodes.append(dict(
@@ -255,7 +255,7 @@ def read_guest_design(k8s, derived):
     core = client.CoreV1Api(k8s.api)
     custom = client.CustomObjectsApi(k8s.api)
     sched = client.SchedulingV1Api(k8s.api)
-    _op, policy = _audit.guest_inputs(derived)
+    _op, policy = _audit_guest.guest_inputs(derived)
     pcs = dict((pc.metadata.name, dict(value=pc.value, preemptionPolicy=pc.preemption_policy,
                                        description=pc.description))
                for pc in _read(k8s, "the PriorityClasses", sched.list_priority_class).items)

@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client, dynamic
 from kubernetes.client.rest import ApiException
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_guest
 from tests.lib.ansible_run import run_playbook
 from tests.lib.paths import gpu_operator_chart, gpu_operator_chart_missing
 
@@ -109,10 +109,10 @@ def test_chart_cluster_policy_runs_the_designed_guest_driver_and_the_audit_agree
     metrics = {"exists": True, "data": dict(cm.data)}
     # the audit expects the ClusterPolicy and the ConfigMap from the same role inputs derive() would give
     derived = {"roles": {"gpu_operator": inputs()}}
-    assert _audit.audit_guest(derived, cluster_policy={"exists": True, "spec": spec},
+    assert _audit_guest.audit_guest(derived, cluster_policy={"exists": True, "spec": spec},
                               dcgm_metrics_config=metrics) == []
     other = inputs(gpu_operator_driver_version="550.54.14")
-    out = _audit.audit_guest({"roles": {"gpu_operator": other}}, cluster_policy={"exists": True, "spec": spec})
+    out = _audit_guest.audit_guest({"roles": {"gpu_operator": other}}, cluster_policy={"exists": True, "spec": spec})
     assert [f["rule"] for f in out] == ["cluster_policy_changed"]
     assert "driver.version 550.90.07 (design 550.54.14)" in out[0]["message"]
 
@@ -138,7 +138,7 @@ def test_mig_strategy_change_stops_and_lists_gpu_workloads_unless_allowed(instal
     cp = cluster_policy(k8s_api)
     assert cp["spec"]["mig"]["strategy"] == "single" and cp["metadata"]["generation"] == before
     # the audit names the same pending change
-    out = _audit.audit_guest({"roles": {"gpu_operator": inputs(gpu_operator_mig_strategy="none")}},
+    out = _audit_guest.audit_guest({"roles": {"gpu_operator": inputs(gpu_operator_mig_strategy="none")}},
                              cluster_policy={"exists": True, "spec": cp["spec"]})
     assert [f["rule"] for f in out] == ["mig_strategy_changed"]
     # on purpose: changed, and the audit is clean again
@@ -147,4 +147,4 @@ def test_mig_strategy_change_stops_and_lists_gpu_workloads_unless_allowed(instal
     assert run.rc == 0, (failed(run), run.stdout[-2000:])
     spec = cluster_policy(k8s_api)["spec"]
     assert spec["mig"]["strategy"] == "none"
-    assert _audit.audit_guest({"roles": {"gpu_operator": allowed}}, cluster_policy={"exists": True, "spec": spec}) == []
+    assert _audit_guest.audit_guest({"roles": {"gpu_operator": allowed}}, cluster_policy={"exists": True, "spec": spec}) == []

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from kubernetes import dynamic
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit as a
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_vks
 from ansible_collections.gpupool.vcf.plugins.modules.gpu_pool_audit import read_vks
 from tests.lib.ansible_run import run_module, run_playbook
 
@@ -71,7 +71,7 @@ def _converge(rig, namespace, expected):
 def test_each_class_shape_converges_and_audits_clean(k8s_rig, k8s_api, k8s_namespace):
     names = dict((cls, "c-" + cls.split("-")[-1].replace(".", "")) for cls in SHAPES)  # c-v310, c-v340, c-v370
     derived = _derived(k8s_namespace, list(names.values()))
-    expected = dict((c, pools) for c, _ns, pools in a._vks_expected(derived))
+    expected = dict((c, pools) for c, _ns, pools in _audit_vks._vks_expected(derived))
     for cls, cluster in names.items():
         _create(k8s_api, k8s_namespace, cluster, cls)
     first = _converge(k8s_rig, k8s_namespace, expected)
@@ -100,13 +100,13 @@ def test_each_class_shape_converges_and_audits_clean(k8s_rig, k8s_api, k8s_names
     for cluster in names.values():
         assert live[cluster]["machine_deployments"]["inference"]["taints"] == [TAINT]
         assert live[cluster]["machine_deployments"]["inference"]["lacks"] == {}
-    assert a.audit_vks(derived, live) == []
+    assert _audit_vks.audit_vks(derived, live) == []
     # a taint dropped by hand on the v3.1-era cluster: the audit sees it in that shape
     obj = _clusters(k8s_api).get(namespace=k8s_namespace, name=names["builtin-generic-v3.1.0"]).to_dict()
     inference = [md for md in obj["spec"]["topology"]["workers"]["machineDeployments"] if md["name"] == "inference"][0]
     inference["variables"]["overrides"] = [o for o in inference["variables"]["overrides"] if o["name"] != "nodePoolTaints"]
     _clusters(k8s_api).replace(namespace=k8s_namespace, body=obj)
-    out = a.audit_vks(derived, read_vks(_params(k8s_rig), derived))
+    out = _audit_vks.audit_vks(derived, read_vks(_params(k8s_rig), derived))
     assert [(f["rule"], f["object"]) for f in out] == [("node_pool_taints_changed", "node_pool c-v310/inference")]
 
 
@@ -122,7 +122,7 @@ def test_a_class_without_a_taint_variable_fails_before_any_change(k8s_rig, k8s_a
                 "type": "object", "additionalProperties": {"type": "string"}}}}]}})
     _create(k8s_api, k8s_namespace, "custom", "custom-labels-only", k8s_namespace)
     derived = _derived(k8s_namespace, ["custom"])
-    pools = a._vks_expected(derived)[0][2]
+    pools = _audit_vks._vks_expected(derived)[0][2]
     before = _overrides(k8s_api, k8s_namespace, "custom")
     args = {"namespace": k8s_namespace, "cluster_name": "custom", "node_pools": pools}
     for check in (True, False):
@@ -137,6 +137,6 @@ def test_a_class_without_a_taint_variable_fails_before_any_change(k8s_rig, k8s_a
     assert res.get("changed") is True, res
     assert _overrides(k8s_api, k8s_namespace, "custom")[0]["inference"]["nodeLabels"] == {"gpupool.vcf/workload": "inference"}
     # the audit says the same: the design's taints have no place in this class
-    out = a.audit_vks(derived, read_vks(_params(k8s_rig), derived))
+    out = _audit_vks.audit_vks(derived, read_vks(_params(k8s_rig), derived))
     assert [(f["rule"], f["object"]) for f in out] == [("node_pool_class_lacks", "node_pool custom/inference")]
     assert f"ClusterClass {k8s_namespace}/custom-labels-only has no variable for node taints" in out[0]["message"]

@@ -6,7 +6,8 @@ import pathlib
 import pytest
 import yaml
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit as a
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit, _audit_esxi, _audit_guest, _audit_report, _audit_vks, _audit_vsphere
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi, _namespace, _nvidia, _vm_class
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
 
 ROOT = pathlib.Path(__file__).resolve().parents[5]
@@ -62,21 +63,21 @@ def rules(findings):
 
 
 def test_every_rule_has_severity_and_doc():
-    for name, (sev, link, doc) in a.RULES.items():
-        assert sev in a.SEVERITIES and (link in a.LINKS or name == "link_not_audited") and doc
+    for name, (sev, link, doc) in _audit_report.RULES.items():
+        assert sev in _audit.SEVERITIES and (link in _audit.LINKS or name == "link_not_audited") and doc
 
 
 # --- esxi -----------------------------------------------------------------------------------------
 
 
 def test_esxi_clean(derived):
-    assert a.audit_esxi(derived, good_hosts(), good_drs()) == []
+    assert _audit_esxi.audit_esxi(derived, good_hosts(), good_drs()) == []
 
 
 def test_driver_mixed_and_off_design(derived):
     hosts = good_hosts()
     hosts[3]["driver"] = dict(version="550.54.10", full_version=OLD)
-    out = a.audit_esxi(derived, hosts, good_drs())
+    out = _audit_esxi.audit_esxi(derived, hosts, good_drs())
     assert rules(out) == [("driver_mixed", "cluster gpu-h100"), ("driver_off_design", "host esx-h100-04")]
     mixed = [f for f in out if f["rule"] == "driver_mixed"][0]
     assert "esx-h100-04" in mixed["message"] and OLD in mixed["message"] and mixed["severity"] == "error"
@@ -87,14 +88,14 @@ def test_driver_off_design_everywhere_is_not_mixed(derived):
     hosts = [h for h in good_hosts() if h["cluster"] == "gpu-l40s"]
     for h in hosts:
         h["driver"] = dict(version="550.54.10", full_version=OLD)
-    out = a.audit_esxi(derived, hosts, good_drs())
+    out = _audit_esxi.audit_esxi(derived, hosts, good_drs())
     assert [r for r, obj in rules(out) if r.startswith("driver")] == ["driver_off_design"] * 3
 
 
 def test_driver_missing_is_off_design(derived):
     hosts = good_hosts()
     hosts[0]["driver"] = dict(version=None, full_version=None, packages=[])
-    out = a.audit_esxi(derived, hosts, good_drs())
+    out = _audit_esxi.audit_esxi(derived, hosts, good_drs())
     assert ("driver_off_design", "host esx-h100-01") in rules(out)
     assert "none installed" in [f for f in out if f["rule"] == "driver_off_design"][0]["message"]
 
@@ -102,14 +103,14 @@ def test_driver_missing_is_off_design(derived):
 def test_short_design_version_matches_full_host_version(derived):
     d = copy.deepcopy(derived)
     d["roles"]["esxi_gpu_host"]["gpu-h100"]["esxi_gpu_host_driver_version"] = "550.90.05"
-    assert a.audit_esxi(d, good_hosts(), good_drs()) == []
+    assert _audit_esxi.audit_esxi(d, good_hosts(), good_drs()) == []
 
 
 def test_graphics_not_shared_direct(derived):
     hosts = good_hosts()
     hosts[0]["graphics"]["default_type"] = "shared"
     hosts[1]["graphics"]["device_types"]["0000:3b:00.0"] = "shared"
-    out = a.audit_esxi(derived, hosts, good_drs())
+    out = _audit_esxi.audit_esxi(derived, hosts, good_drs())
     assert rules(out) == [("graphics_not_shared_direct", "host esx-h100-01"),
                           ("graphics_not_shared_direct", "host esx-h100-02")]
     assert "0000:3b:00.0" in out[1]["message"]
@@ -118,7 +119,7 @@ def test_graphics_not_shared_direct(derived):
 def test_assignment_policy_off_design(derived):
     hosts = good_hosts()
     hosts[4]["graphics"]["assignment_policy"] = "spread"
-    out = a.audit_esxi(derived, hosts, good_drs())
+    out = _audit_esxi.audit_esxi(derived, hosts, good_drs())
     assert rules(out) == [("assignment_policy_off_design", "host esx-l40s-01")]
     assert out[0]["severity"] == "warning"
 
@@ -127,7 +128,7 @@ def test_scheduler_off_design(derived):
     hosts = good_hosts()
     want = derived["esxi"]["clusters"]["gpu-h100"]["rmpvmrl"]
     hosts[2]["nvidia_module_options"] = "NVreg_RegistryDwords=RmPVMRL=0x00030011"
-    out = a.audit_esxi(derived, hosts, good_drs())
+    out = _audit_esxi.audit_esxi(derived, hosts, good_drs())
     assert rules(out) == [("scheduler_off_design", "host esx-h100-03")]
     assert want in out[0]["fix"] and "fixed_share (RmPVMRL 0x00030011)" in out[0]["message"]
 
@@ -135,7 +136,7 @@ def test_scheduler_off_design(derived):
 def test_scheduler_undecodable_is_off_design(derived):
     hosts = good_hosts()
     hosts[0]["nvidia_module_options"] = "NVreg_RegistryDwords=RmPVMRL=0x12"
-    out = a.audit_esxi(derived, hosts, good_drs())
+    out = _audit_esxi.audit_esxi(derived, hosts, good_drs())
     assert rules(out) == [("scheduler_off_design", "host esx-h100-01")]
     assert "0x12" in out[0]["message"]
 
@@ -153,11 +154,11 @@ def test_rmpvmrl_is_read_by_the_nvidia_codec(derived):
         h["nvidia_module_options"] = "NVreg_RegistryDwords=RmPVMRL=17"
         h["scheduler"] = dict(policy="fixed_share", rmpvmrl="17")
     assert int("17", 16) != 0x11  # the old reading: 0x17, not a scheduler value at all
-    assert a._nvidia.get_scheduler("NVreg_RegistryDwords=RmPVMRL=17")["all"].canonical_value == 0x11
-    assert a.audit_esxi(d, hosts, good_drs()) == []
+    assert _nvidia.get_scheduler("NVreg_RegistryDwords=RmPVMRL=17")["all"].canonical_value == 0x11
+    assert _audit_esxi.audit_esxi(d, hosts, good_drs()) == []
     # the converge plans nothing for them either
-    want = a.esxi_role_inputs(d["roles"]["esxi_gpu_host"]["gpu-l40s"])
-    assert a._esxi.hosts_to_roll(l40s, **want) == {}
+    want = _audit_esxi.esxi_role_inputs(d["roles"]["esxi_gpu_host"]["gpu-l40s"])
+    assert _esxi.hosts_to_roll(l40s, **want) == {}
 
 
 @pytest.mark.parametrize("options", ["NVreg_RegistryDwords=RmPVMRL=0x00", "NVreg_RegistryDwords=RmPVMRL=0x00030003"])
@@ -173,10 +174,10 @@ def test_scheduler_values_the_converge_rewrites_are_reported(derived, options):
         if h["cluster"] == "gpu-h100":
             h["nvidia_module_options"] = options if h["name"] == "esx-h100-01" else options_for(
                 d["esxi"]["clusters"]["gpu-h100"])
-    out = a.audit_esxi(d, hosts, good_drs())
+    out = _audit_esxi.audit_esxi(d, hosts, good_drs())
     assert rules(out) == [("scheduler_off_design", "host esx-h100-01")]
     h100 = [h for h in hosts if h["cluster"] == "gpu-h100"]
-    assert sorted(a._esxi.hosts_to_roll(h100, **a.esxi_role_inputs(d["roles"]["esxi_gpu_host"]["gpu-h100"]))) == [
+    assert sorted(_esxi.hosts_to_roll(h100, **_audit_esxi.esxi_role_inputs(d["roles"]["esxi_gpu_host"]["gpu-h100"]))) == [
         "esx-h100-01"]
 
 
@@ -184,7 +185,7 @@ def test_host_in_maintenance_left_by_a_run_is_a_warning(derived):
     hosts = good_hosts()
     hosts[1]["maintenance_mode"] = True
     hosts[1]["maintenance_by_collection"] = "esxi_host_driver 2026-11-30T02:00:00Z"
-    out = a.audit_esxi(derived, hosts, good_drs())
+    out = _audit_esxi.audit_esxi(derived, hosts, good_drs())
     assert rules(out) == [("host_in_maintenance", "host esx-h100-02")]
     assert out[0]["severity"] == "warning" and "esxi_host_driver" in out[0]["message"]
 
@@ -192,9 +193,9 @@ def test_host_in_maintenance_left_by_a_run_is_a_warning(derived):
 def test_host_in_maintenance_by_an_administrator_is_information(derived):
     hosts = good_hosts()
     hosts[1]["maintenance_mode"] = True
-    out = a.audit_esxi(derived, hosts, good_drs())
+    out = _audit_esxi.audit_esxi(derived, hosts, good_drs())
     assert rules(out) == [("host_in_maintenance_by_admin", "host esx-h100-02")]
-    assert out[0]["severity"] == "info" and a.is_clean(out)
+    assert out[0]["severity"] == "info" and _audit.is_clean(out)
 
 
 def test_host_unreachable(derived):
@@ -202,7 +203,7 @@ def test_host_unreachable(derived):
     hosts[0]["connection_state"] = "notResponding"
     del hosts[0]["driver"]
     del hosts[0]["scheduler"]
-    assert rules(a.audit_esxi(derived, hosts, good_drs())) == [("host_unreachable", "host esx-h100-01")]
+    assert rules(_audit_esxi.audit_esxi(derived, hosts, good_drs())) == [("host_unreachable", "host esx-h100-01")]
 
 
 # one drift per (field, action) of the ESXi plan: (how to make it on host esx-h100-01, design change)
@@ -239,15 +240,15 @@ ESXI_DRIFTS = [
 
 
 def test_every_esxi_plan_field_has_a_rule_and_every_rule_a_source():
-    fields = dict(a._esxi.HOST_PLAN)
+    fields = dict(_esxi.HOST_PLAN)
     for field in fields:
-        assert (field in a.ESXI_RULE_BY_FIELD) != (field in a.ESXI_FIELDS_NOT_AUDITED), field
-    for field, rule in a.ESXI_RULE_BY_FIELD.items():
-        assert field in fields and a.RULES[rule][1] == "esxi" and a.RULES[rule][0] != "info", (field, rule)
-    esxi_rules = set(r for r, (sev, link, doc) in a.RULES.items() if link == "esxi")
-    assert esxi_rules == set(a.ESXI_RULE_BY_FIELD.values()) | set(a.ESXI_RULES_BESIDES_THE_PLAN)
+        assert (field in _audit_esxi.ESXI_RULE_BY_FIELD) != (field in _audit_esxi.ESXI_FIELDS_NOT_AUDITED), field
+    for field, rule in _audit_esxi.ESXI_RULE_BY_FIELD.items():
+        assert field in fields and _audit_report.RULES[rule][1] == "esxi" and _audit_report.RULES[rule][0] != "info", (field, rule)
+    esxi_rules = set(r for r, (sev, link, doc) in _audit_report.RULES.items() if link == "esxi")
+    assert esxi_rules == set(_audit_esxi.ESXI_RULE_BY_FIELD.values()) | set(_audit_esxi.ESXI_RULES_BESIDES_THE_PLAN)
     # every field the audit reports is made by a drift below, with each action the audit's inputs can reach
-    assert set(f for f, act, drift, design in ESXI_DRIFTS) == set(a.ESXI_RULE_BY_FIELD)
+    assert set(f for f, act, drift, design in ESXI_DRIFTS) == set(_audit_esxi.ESXI_RULE_BY_FIELD)
     for field, action, drift, design in ESXI_DRIFTS:
         assert action in fields[field]
 
@@ -265,13 +266,13 @@ def test_each_esxi_plan_item_is_reported_by_its_rule(derived, field, action, dri
             h["nvidia_module_options"] = options_for(summary)
     hosts[0].update(drift)
     h100 = [h for h in hosts if h["cluster"] == "gpu-h100"]
-    found, geometry = a.design_mig_geometry(d, "gpu-h100", want)
-    mig = a.mig_changes(geometry, h100) if found else None
-    plan = a._esxi.hosts_to_roll(h100, mig=mig, **a.esxi_role_inputs(want))
+    found, geometry = _audit_esxi.design_mig_geometry(d, "gpu-h100", want)
+    mig = _audit_esxi.mig_changes(geometry, h100) if found else None
+    plan = _esxi.hosts_to_roll(h100, mig=mig, **_audit_esxi.esxi_role_inputs(want))
     assert [(i["field"], i["action"]) for i in plan["esx-h100-01"]] == [(field, action)]
-    out = a.audit_esxi(d, hosts, good_drs())
+    out = _audit_esxi.audit_esxi(d, hosts, good_drs())
     mine = [f for f in out if f["object"] == "host esx-h100-01"]
-    assert [f["rule"] for f in mine] == [a.ESXI_RULE_BY_FIELD[field]]
+    assert [f["rule"] for f in mine] == [_audit_esxi.ESXI_RULE_BY_FIELD[field]]
     assert mine[0]["message"] and mine[0]["fix"]
     # the hosts the role would roll are the hosts the audit names, the others are clean on both sides
     named = sorted(set(f["object"][5:] for f in out if f["object"].startswith("host ") and f["severity"] != "info"))
@@ -313,14 +314,14 @@ def with_geometry(derived, geometry=None, cluster="gpu-h100"):
 
 
 def test_gpus_in_the_geometry_modes_are_clean(derived):
-    assert a.audit_esxi(with_geometry(derived), per_gpu_hosts(), good_drs()) == []
+    assert _audit_esxi.audit_esxi(with_geometry(derived), per_gpu_hosts(), good_drs()) == []
 
 
 def test_a_gpu_off_the_geometry_is_named_by_host_and_index(derived):
     hosts = per_gpu_hosts()
     hosts[0]["gpus"][3] = gpu(3, "multiInstanceGpu")      # esx-h100-01 GPU 3 in MIG mode, the design has none
     hosts[2]["gpus"][1] = gpu(1, "sameSize")              # esx-h100-03 GPU 1 without MIG, the design has it
-    out = a.audit_esxi(with_geometry(derived), hosts, good_drs())
+    out = _audit_esxi.audit_esxi(with_geometry(derived), hosts, good_drs())
     assert rules(out) == [("gpu_mig_off_design", "host esx-h100-01"), ("gpu_mig_off_design", "host esx-h100-03")]
     by = dict((f["object"], f) for f in out)
     assert "GPU 3 runs in MIG mode" in by["host esx-h100-01"]["message"]
@@ -329,16 +330,16 @@ def test_a_gpu_off_the_geometry_is_named_by_host_and_index(derived):
     assert all(f["severity"] == "error" and "esxi_gpu_host" in f["fix"] for f in out)
     # the same comparator as the role: the hosts it would roll for MIG are the hosts named
     h100 = [h for h in hosts if h["cluster"] == "gpu-h100"]
-    changes = a.mig_changes(GEOMETRY, h100)
+    changes = _audit_esxi.mig_changes(GEOMETRY, h100)
     assert changes["esx-h100-01"]["before"] == {3: "enabled"} and changes["esx-h100-01"]["after"] == {3: "disabled"}
     assert changes["esx-h100-03"]["after"] == {1: "enabled"}
-    want = a.esxi_role_inputs(derived["roles"]["esxi_gpu_host"]["gpu-h100"])
-    assert sorted(a._esxi.hosts_to_roll(h100, mig=changes, **want)) == ["esx-h100-01", "esx-h100-03"]
+    want = _audit_esxi.esxi_role_inputs(derived["roles"]["esxi_gpu_host"]["gpu-h100"])
+    assert sorted(_esxi.hosts_to_roll(h100, mig=changes, **want)) == ["esx-h100-01", "esx-h100-03"]
 
 
 def test_the_mig_rule_takes_a_mapping_geometry(derived):
     geometry = {"esx-h100-04": [0, 1, 2, 3]}
-    out = a.audit_esxi(with_geometry(derived, geometry), per_gpu_hosts(), good_drs())
+    out = _audit_esxi.audit_esxi(with_geometry(derived, geometry), per_gpu_hosts(), good_drs())
     assert rules(out) == [("gpu_mig_off_design", "host esx-h100-03"), ("gpu_mig_off_design", "host esx-h100-04")]
 
 
@@ -349,38 +350,38 @@ def test_the_mig_rule_skips_without_a_geometry_or_a_vgpu_mode(derived):
         c.pop("mig_geometry", None)
     for want in d["roles"]["esxi_gpu_host"].values():
         want.pop("esxi_gpu_host_mig_geometry", None)
-    assert a.audit_esxi(d, hosts, good_drs()) == []
+    assert _audit_esxi.audit_esxi(d, hosts, good_drs()) == []
     # a host on an API without vgpuMode (before 8.0.3) cannot be judged: only an info finding names it
     for h in hosts[:4]:
         h["gpus"][0]["vgpu_mode"] = None
-    out = a.audit_esxi(with_geometry(derived), hosts, good_drs())
-    assert rules(out) == [("gpu_mig_not_read", "cluster gpu-h100")] and a.is_clean(out)
+    out = _audit_esxi.audit_esxi(with_geometry(derived), hosts, good_drs())
+    assert rules(out) == [("gpu_mig_not_read", "cluster gpu-h100")] and _audit.is_clean(out)
     assert "esx-h100-01, esx-h100-02, esx-h100-03, esx-h100-04" in out[0]["message"] and out[0]["severity"] == "info"
     # without a geometry there is nothing to judge, so nothing to say
-    assert a.audit_esxi(d, hosts, good_drs()) == []
+    assert _audit_esxi.audit_esxi(d, hosts, good_drs()) == []
     # nor is a host that is not connected (host_unreachable names it)
     hosts = per_gpu_hosts([[0, 1, 2, 3]] * 4)
     hosts[0]["connection_state"] = "notResponding"
-    assert ("gpu_mig_off_design", "host esx-h100-01") not in rules(a.audit_esxi(with_geometry(derived), hosts, good_drs()))
+    assert ("gpu_mig_off_design", "host esx-h100-01") not in rules(_audit_esxi.audit_esxi(with_geometry(derived), hosts, good_drs()))
 
 
 def test_a_geometry_the_hosts_cannot_take_is_not_plannable(derived):
-    out = a.audit_esxi(with_geometry(derived, [[0]], cluster="gpu-l40s"), per_gpu_hosts(), good_drs())
+    out = _audit_esxi.audit_esxi(with_geometry(derived, [[0]], cluster="gpu-l40s"), per_gpu_hosts(), good_drs())
     assert rules(out) == [("host_not_plannable", "host esx-l40s-01")]
     assert "cannot run MIG" in out[0]["message"]
-    out = a.audit_esxi(with_geometry(derived, {"esx-h100-09": [0]}), per_gpu_hosts(), good_drs())
+    out = _audit_esxi.audit_esxi(with_geometry(derived, {"esx-h100-09": [0]}), per_gpu_hosts(), good_drs())
     assert rules(out) == [("host_not_plannable", "cluster gpu-h100")] and "esx-h100-09" in out[0]["message"]
-    out = a.audit_esxi(with_geometry(derived, [[], [], [0, 7], [0, 1]]), per_gpu_hosts(), good_drs())
+    out = _audit_esxi.audit_esxi(with_geometry(derived, [[], [], [0, 7], [0, 1]]), per_gpu_hosts(), good_drs())
     assert rules(out) == [("host_not_plannable", "host esx-h100-03")] and "no GPU with index 7" in out[0]["message"]
 
 
 def test_mig_rows_are_the_per_gpu_view():
     h = dict(gpus=[gpu(0, "multiInstanceGpu"), gpu(1, "mixedSize"), gpu(2, "none", model="L40S")])
-    assert a.mig_rows(h) == [dict(index=0, pci_id="0000:3b:00.0", current=True, pending=True, supported=True),
+    assert _audit_esxi.mig_rows(h) == [dict(index=0, pci_id="0000:3b:00.0", current=True, pending=True, supported=True),
                              dict(index=1, pci_id="0000:3c:00.0", current=False, pending=False, supported=True),
                              dict(index=2, pci_id="0000:3d:00.0", current=False, pending=False, supported=False)]
     h["gpus"][1]["vgpu_mode"] = None
-    assert a.mig_rows(h) is None
+    assert _audit_esxi.mig_rows(h) is None
 
 
 @pytest.mark.parametrize("mode,vms,why", [
@@ -394,7 +395,7 @@ def test_a_vgpu_on_a_gpu_of_the_wrong_kind_is_named(derived, mode, vms, why):
     hosts = per_gpu_hosts()
     host, index = (1, 2) if mode != "multiInstanceGpu" else (2, 0)
     hosts[host]["gpus"][index] = gpu(index, mode, vms)
-    out = a.audit_esxi(with_geometry(derived), hosts, good_drs())
+    out = _audit_esxi.audit_esxi(with_geometry(derived), hosts, good_drs())
     assert rules(out) == [("gpu_vgpu_mode_mismatch", "host %s gpu %d" % (hosts[host]["name"], index))]
     assert why in out[0]["message"] and "behind its back" in out[0]["message"]
     assert out[0]["severity"] == "error" and "nvidia-smi -i %d" % index in out[0]["fix"]
@@ -409,11 +410,11 @@ def test_vgpus_on_gpus_of_their_kind_are_clean(derived):
     hosts[1]["gpus"][2] = gpu(2, "mixedSize", [("a", ["nvidia_h100-20c"]), ("b", ["nvidia_h100-40c"])])
     hosts[1]["gpus"][3] = gpu(3, "sameSize", [("c", ["nvidia_h100-20c"]), ("d", ["nvidia_h100-20c"])])
     hosts[0]["gpus"][0]["vms"] = None  # VMs not read: nothing to judge
-    assert a.audit_esxi(with_geometry(derived), hosts, good_drs()) == []
+    assert _audit_esxi.audit_esxi(with_geometry(derived), hosts, good_drs()) == []
     # a host not connected: what vCenter keeps of it is stale, only host_unreachable names it
     hosts[1]["gpus"][0] = gpu(0, "sameSize", [("i-3", ["nvidia_h100-3-40c"])])
     hosts[1]["connection_state"] = "notResponding"
-    assert rules(a.audit_esxi(with_geometry(derived), hosts, good_drs())) == [("host_unreachable", "host esx-h100-02")]
+    assert rules(_audit_esxi.audit_esxi(with_geometry(derived), hosts, good_drs())) == [("host_unreachable", "host esx-h100-02")]
 
 
 def test_gpu_hosts_left_with_ssh_running_are_one_warning_naming_them(derived):
@@ -423,7 +424,7 @@ def test_gpu_hosts_left_with_ssh_running_are_one_warning_naming_them(derived):
     hosts[0]["ssh_service"] = "stopped"
     hosts[4]["ssh_service"] = "unknown"
     hosts[-1]["ssh_service"] = "running"  # a management host without GPUs is not the GPU pool's
-    out = a.audit_esxi(derived, hosts, good_drs())
+    out = _audit_esxi.audit_esxi(derived, hosts, good_drs())
     assert rules(out) == [("host_ssh_running", "cluster gpu-h100")]
     assert out[0]["severity"] == "warning" and "esx-h100-02, esx-h100-04" in out[0]["message"]
     assert "TSM-SSH" in out[0]["message"] + out[0]["fix"]
@@ -431,7 +432,7 @@ def test_gpu_hosts_left_with_ssh_running_are_one_warning_naming_them(derived):
 
 def test_cluster_missing_and_hosts_short(derived):
     hosts = [h for h in good_hosts() if h["cluster"] != "gpu-l40s"][:3]
-    out = a.audit_esxi(derived, hosts, good_drs())
+    out = _audit_esxi.audit_esxi(derived, hosts, good_drs())
     assert rules(out) == [("cluster_missing", "cluster gpu-l40s"), ("gpu_hosts_short", "cluster gpu-h100")]
 
 
@@ -441,7 +442,7 @@ def test_gpu_vm_not_pinned(derived):
     drs["gpu-h100"]["overrides"]["vm-2"]["enabled"] = False
     drs["gpu-h100"]["overrides"]["vm-3"]["behavior"] = "fullyAutomated"
     drs["gpu-h100"]["overrides"]["vm-4"]["behavior"] = "manual"
-    out = a.audit_esxi(derived, good_hosts(), drs)
+    out = _audit_esxi.audit_esxi(derived, good_hosts(), drs)
     assert rules(out) == [("gpu_vm_not_pinned", "vm vm-1"), ("gpu_vm_not_pinned", "vm vm-2"),
                           ("gpu_vm_not_pinned", "vm vm-3"), ("gpu_vm_pin_behavior", "vm vm-4")]
     by = dict((f["object"], f) for f in out)
@@ -452,13 +453,13 @@ def test_gpu_vm_not_pinned(derived):
 def test_drs_overrides_disabled(derived):
     drs = good_drs()
     drs["gpu-l40s"]["overrides_enabled"] = False
-    assert rules(a.audit_esxi(derived, good_hosts(), drs)) == [("drs_overrides_disabled", "cluster gpu-l40s")]
+    assert rules(_audit_esxi.audit_esxi(derived, good_hosts(), drs)) == [("drs_overrides_disabled", "cluster gpu-l40s")]
 
 
 def test_no_pinning_in_design_means_no_pinning_findings(derived):
     d = copy.deepcopy(derived)
     d["roles"]["drs_gpu_pinning"]["drs_gpu_pinning_clusters"] = []
-    assert a.audit_esxi(d, good_hosts(), {}) == []
+    assert _audit_esxi.audit_esxi(d, good_hosts(), {}) == []
 
 
 # --- vsphere ---------------------------------------------------------------------------------------
@@ -470,7 +471,7 @@ POLICIES = {"pol-vsan": "vSAN Default Storage Policy", "pol-gold": "Gold"}
 def namespace_info(n, extra_classes=("best-effort-small",)):
     """A namespace's Info as the vSphere API returns it, with what the role gave it from the design."""
     ids = dict((name, i) for i, name in POLICIES.items())
-    limits = dict((api, n["limits"][k]) for k, api in a._namespace.LIMITS if n["limits"][k] is not None)
+    limits = dict((api, n["limits"][k]) for k, api in _namespace.LIMITS if n["limits"][k] is not None)
     specs = []
     for spec in n["storage_policies"]:
         specs.append(dict(policy=ids[spec["policy"]], limit=spec["limit_mib"]) if spec["limit_mib"] else
@@ -485,46 +486,46 @@ def namespace_info(n, extra_classes=("best-effort-small",)):
 
 def good_vsphere(derived):
     """(VM classes, namespaces, storage policies) as gpu_pool_audit reads them when the role has run."""
-    classes = dict((c["name"], a._vm_class.normalize(dict(
+    classes = dict((c["name"], _vm_class.normalize(dict(
         cpu_count=c["cpu_count"], memory_MB=c["memory_mb"], memory_reservation=100, cpu_reservation=0,
         description=c["description"], devices={"vgpu_devices": [{"profile_name": p} for p in c["vgpu_profiles"]]})))
         for c in derived["vsphere"]["vm_classes"])
-    classes["best-effort-small"] = a._vm_class.normalize(dict(cpu_count=2, memory_MB=4096))
-    namespaces = dict((n["name"], a._namespace.normalize(namespace_info(n))) for n in derived["vsphere"]["namespaces"])
+    classes["best-effort-small"] = _vm_class.normalize(dict(cpu_count=2, memory_MB=4096))
+    namespaces = dict((n["name"], _namespace.normalize(namespace_info(n))) for n in derived["vsphere"]["namespaces"])
     return classes, namespaces, dict(POLICIES)
 
 
 def test_vsphere_clean(derived):
-    assert a.audit_vsphere(derived, *good_vsphere(derived)) == []
+    assert _audit_vsphere.audit_vsphere(derived, *good_vsphere(derived)) == []
 
 
 def test_vm_class_missing(derived):
     classes, namespaces, policies = good_vsphere(derived)
     del classes["gpu-training"]
-    assert rules(a.audit_vsphere(derived, classes, namespaces, policies)) == [("vm_class_missing", "vm_class gpu-training")]
+    assert rules(_audit_vsphere.audit_vsphere(derived, classes, namespaces, policies)) == [("vm_class_missing", "vm_class gpu-training")]
 
 
 def test_vm_class_profile_changed(derived):
     classes, namespaces, policies = good_vsphere(derived)
     classes["gpu-inference"]["vgpu_profiles"] = ["nvidia_h100-2-20c"]
-    out = a.audit_vsphere(derived, classes, namespaces, policies)
+    out = _audit_vsphere.audit_vsphere(derived, classes, namespaces, policies)
     assert rules(out) == [("vm_class_profile_changed", "vm_class gpu-inference")]
     assert "nvidia_h100-2-20c" in out[0]["message"] and "nvidia_h100-3-40c" in out[0]["message"]
 
 
 def test_vm_class_profile_compared_without_case_or_order(derived):
     classes, namespaces, policies = good_vsphere(derived)
-    classes["gpu-inference"] = a._vm_class.normalize(dict(
+    classes["gpu-inference"] = _vm_class.normalize(dict(
         cpu_count=8, memory_MB=65536, memory_reservation=100, description=classes["gpu-inference"]["description"],
         devices={"vgpu_devices": [{"profile_name": "NVIDIA_H100-3-40C"}]}))
-    assert a.audit_vsphere(derived, classes, namespaces, policies) == []
+    assert _audit_vsphere.audit_vsphere(derived, classes, namespaces, policies) == []
 
 
 def test_vm_class_size_changed(derived):
     classes, namespaces, policies = good_vsphere(derived)
     classes["gpu-notebooks"]["cpu_count"] = 2
     classes["gpu-notebooks"]["memory_reservation"] = 50
-    out = a.audit_vsphere(derived, classes, namespaces, policies)
+    out = _audit_vsphere.audit_vsphere(derived, classes, namespaces, policies)
     assert rules(out) == [("vm_class_size_changed", "vm_class gpu-notebooks")]
     assert out[0]["severity"] == "warning" and "vCPUs 2" in out[0]["message"]
     assert "memory reservation % 50 (design 100)" in out[0]["message"]
@@ -534,7 +535,7 @@ def test_namespace_missing_and_class_missing(derived):
     classes, namespaces, policies = good_vsphere(derived)
     del namespaces["research"]
     namespaces["team-vision"]["vm_classes"] = ["gpu-inference"]
-    out = a.audit_vsphere(derived, classes, namespaces, policies)
+    out = _audit_vsphere.audit_vsphere(derived, classes, namespaces, policies)
     assert rules(out) == [("namespace_class_missing", "namespace team-vision"),
                           ("namespace_missing", "namespace research")]
     msg = [f for f in out if f["rule"] == "namespace_class_missing"][0]["message"]
@@ -550,7 +551,7 @@ def test_namespace_limits_storage_access_description(derived):
     ns["access"] = [e for e in ns["access"] if e["subject"] != "search-leads"]
     ns["access"][0]["role"] = "VIEW"
     ns["description"] = "somebody's namespace"
-    out = a.audit_vsphere(derived, classes, namespaces, policies)
+    out = _audit_vsphere.audit_vsphere(derived, classes, namespaces, policies)
     assert rules(out) == [("namespace_access_changed", "namespace team-search"),
                           ("namespace_description_changed", "namespace team-search"),
                           ("namespace_limits_changed", "namespace team-search"),
@@ -563,7 +564,7 @@ def test_namespace_limits_storage_access_description(derived):
     namespaces = good_vsphere(derived)[1]
     namespaces["team-search"]["access"].append(dict(type="USER", domain="vsphere.local", subject="eve", role="EDIT"))
     namespaces["team-search"]["storage_policies"]["pol-gold"] = None
-    assert a.audit_vsphere(derived, classes, namespaces, policies) == []
+    assert _audit_vsphere.audit_vsphere(derived, classes, namespaces, policies) == []
 
 
 def test_namespace_purge_options_are_the_role_inputs(derived):
@@ -576,9 +577,9 @@ def test_namespace_purge_options_are_the_role_inputs(derived):
     # derive() has the role purge the GPU classes the design does not give a namespace
     assert ns["purge_gpu_vm_classes"] is True
     ns.update(purge_gpu_vm_classes=False)
-    assert a.audit_vsphere(d, classes, namespaces, policies) == []
+    assert _audit_vsphere.audit_vsphere(d, classes, namespaces, policies) == []
     ns.update(purge_access=True, purge_gpu_vm_classes=True)
-    out = a.audit_vsphere(d, classes, namespaces, policies)
+    out = _audit_vsphere.audit_vsphere(d, classes, namespaces, policies)
     assert rules(out) == [("namespace_access_changed", "namespace team-search"),
                           ("namespace_class_extra", "namespace team-search")]
     extra = [f for f in out if f["rule"] == "namespace_class_extra"][0]
@@ -589,10 +590,10 @@ def test_namespace_purge_options_are_the_role_inputs(derived):
 def test_storage_policies_not_judged_without_their_names(derived):
     classes, namespaces, policies = good_vsphere(derived)
     namespaces["team-search"]["storage_policies"] = {"pol-vsan": 1}
-    assert a.audit_vsphere(derived, classes, namespaces) == []
-    assert rules(a.audit_vsphere(derived, classes, namespaces, policies)) == [
+    assert _audit_vsphere.audit_vsphere(derived, classes, namespaces) == []
+    assert rules(_audit_vsphere.audit_vsphere(derived, classes, namespaces, policies)) == [
         ("namespace_storage_changed", "namespace team-search")]
-    out = a.audit_vsphere(derived, classes, namespaces, {"pol-other": "Other"})
+    out = _audit_vsphere.audit_vsphere(derived, classes, namespaces, {"pol-other": "Other"})
     assert set(rules(out)) == set(("namespace_storage_changed", "namespace %s" % n["name"])
                                   for n in derived["vsphere"]["namespaces"])
     assert "unknown storage policy vSAN Default Storage Policy" in out[0]["message"]
@@ -618,21 +619,21 @@ NAMESPACE_DRIFTS = [
 
 
 def test_every_vsphere_field_has_a_rule_and_every_rule_a_field():
-    assert set(a.VM_CLASS_RULE_BY_FIELD) == set(a._vm_class.FIELDS)
-    assert set(a.NAMESPACE_RULE_BY_FIELD) == set(a._namespace.FIELDS)
-    assert set(a._namespace.FIELDS) == set(a._namespace.empty("c")) - {"cluster"}
-    vsphere_rules = set(r for r, (sev, link, doc) in a.RULES.items() if link == "vsphere")
-    mapped = set(a.VM_CLASS_RULE_BY_FIELD.values()) | set(a.NAMESPACE_RULE_BY_FIELD.values())
+    assert set(_audit_vsphere.VM_CLASS_RULE_BY_FIELD) == set(_vm_class.FIELDS)
+    assert set(_audit_vsphere.NAMESPACE_RULE_BY_FIELD) == set(_namespace.FIELDS)
+    assert set(_namespace.FIELDS) == set(_namespace.empty("c")) - {"cluster"}
+    vsphere_rules = set(r for r, (sev, link, doc) in _audit_report.RULES.items() if link == "vsphere")
+    mapped = set(_audit_vsphere.VM_CLASS_RULE_BY_FIELD.values()) | set(_audit_vsphere.NAMESPACE_RULE_BY_FIELD.values())
     assert vsphere_rules == mapped | {"vm_class_missing", "namespace_missing", "namespace_class_extra"}
-    assert set(f for f, drift in VM_CLASS_DRIFTS) == set(a._vm_class.FIELDS)
-    assert set(f for f, drift in NAMESPACE_DRIFTS) == set(a._namespace.FIELDS)
+    assert set(f for f, drift in VM_CLASS_DRIFTS) == set(_vm_class.FIELDS)
+    assert set(f for f, drift in NAMESPACE_DRIFTS) == set(_namespace.FIELDS)
 
 
 def _module_vm_class_fields(want, have):
     """What vm_class plans with the role's options (its own calls: desired, merge, differs)."""
-    options = dict((k, want.get(k)) for k in a._vm_class.FIELDS)
+    options = dict((k, want.get(k)) for k in _vm_class.FIELDS)
     options["name"] = want["name"]
-    return a._vm_class.differs(have, a._vm_class.merge(have, a._vm_class.desired(options)))
+    return _vm_class.differs(have, _vm_class.merge(have, _vm_class.desired(options)))
 
 
 @pytest.mark.parametrize("field,drift", VM_CLASS_DRIFTS, ids=[d[0] for d in VM_CLASS_DRIFTS])
@@ -641,8 +642,8 @@ def test_each_vm_class_drift_is_planned_and_reported_alike(derived, field, drift
     classes["gpu-inference"].update(drift)
     want = [c for c in derived["vsphere"]["vm_classes"] if c["name"] == "gpu-inference"][0]
     planned = _module_vm_class_fields(want, classes["gpu-inference"])
-    out = a.audit_vsphere(derived, classes, namespaces, policies)
-    assert [f["rule"] for f in out] == [a.VM_CLASS_RULE_BY_FIELD[f] for f in planned]
+    out = _audit_vsphere.audit_vsphere(derived, classes, namespaces, policies)
+    assert [f["rule"] for f in out] == [_audit_vsphere.VM_CLASS_RULE_BY_FIELD[f] for f in planned]
     assert all(f["object"] == "vm_class gpu-inference" and f["fix"] for f in out)
     if field != "cpu_reservation":
         assert planned == [field]
@@ -651,13 +652,13 @@ def test_each_vm_class_drift_is_planned_and_reported_alike(derived, field, drift
 def _module_namespace_fields(want, have, policies):
     """What supervisor_namespace plans with the role's options (resolve, merge, differs)."""
     storage = want["storage_policies"]
-    ids = a._namespace.resolve([p["policy"] for p in storage], policies, "storage policy", "storage policies")
+    ids = _namespace.resolve([p["policy"] for p in storage], policies, "storage policy", "storage policies")
     options = dict(description=want["description"], vm_classes=want["vm_classes"],
-                   limits=a._namespace.check_limits(want["limits"]), access=a._namespace.check_access(want["access"]),
+                   limits=_namespace.check_limits(want["limits"]), access=_namespace.check_access(want["access"]),
                    storage_policies=[dict(policy=i, limit_mib=p["limit_mib"]) for i, p in zip(ids, storage)])
-    after = a._namespace.merge(have, options, purge_lists=want.get("purge_lists", False),
+    after = _namespace.merge(have, options, purge_lists=want.get("purge_lists", False),
                                purge_access=want.get("purge_access", False))
-    return a._namespace.differs(have, after)
+    return _namespace.differs(have, after)
 
 
 @pytest.mark.parametrize("field,drift", NAMESPACE_DRIFTS, ids=[d[0] for d in NAMESPACE_DRIFTS])
@@ -666,8 +667,8 @@ def test_each_namespace_drift_is_planned_and_reported_alike(derived, field, drif
     namespaces["team-search"].update(copy.deepcopy(drift))
     want = [n for n in derived["vsphere"]["namespaces"] if n["name"] == "team-search"][0]
     planned = _module_namespace_fields(want, namespaces["team-search"], policies)
-    out = a.audit_vsphere(derived, classes, namespaces, policies)
-    assert [f["rule"] for f in out] == [a.NAMESPACE_RULE_BY_FIELD[f] for f in planned]
+    out = _audit_vsphere.audit_vsphere(derived, classes, namespaces, policies)
+    assert [f["rule"] for f in out] == [_audit_vsphere.NAMESPACE_RULE_BY_FIELD[f] for f in planned]
     assert all(f["object"] == "namespace team-search" and f["fix"] for f in out)
     if field != "content_libraries":
         assert planned == [field]
@@ -685,14 +686,14 @@ def good_vks(derived):
 
 
 def test_vks_clean_and_rules(derived):
-    assert a.audit_vks(derived, good_vks(derived)) == []
+    assert _audit_vks.audit_vks(derived, good_vks(derived)) == []
     live = good_vks(derived)
     mds = live["gpu-workloads"]["machine_deployments"]
     del mds["notebooks"]
     mds["training"]["replicas"] = 1
-    assert rules(a.audit_vks(derived, live)) == [("node_pool_changed", "node_pool gpu-workloads/training"),
+    assert rules(_audit_vks.audit_vks(derived, live)) == [("node_pool_changed", "node_pool gpu-workloads/training"),
                                                  ("node_pool_missing", "node_pool gpu-workloads/notebooks")]
-    assert rules(a.audit_vks(derived, {})) == [("vks_cluster_missing", "vks_cluster gpu-workloads")]
+    assert rules(_audit_vks.audit_vks(derived, {})) == [("vks_cluster_missing", "vks_cluster gpu-workloads")]
 
 
 # --- guest -----------------------------------------------------------------------------------------
@@ -723,7 +724,7 @@ def good_guest(derived):
 
 
 def test_guest_clean(derived):
-    assert a.audit_guest(derived, **good_guest(derived)) == []
+    assert _audit_guest.audit_guest(derived, **good_guest(derived)) == []
 
 
 def test_gpu_node_untainted(derived):
@@ -731,7 +732,7 @@ def test_gpu_node_untainted(derived):
     live["nodes"][0]["taints"] = [t for t in live["nodes"][0]["taints"] if t["key"] != "nvidia.com/gpu"]
     live["nodes"].append(dict(name="stray-gpu", labels={"nvidia.com/gpu.present": "true"}, taints=[],
                               capacity={"nvidia.com/gpu": "1"}))
-    out = a.audit_guest(derived, **live)
+    out = _audit_guest.audit_guest(derived, **live)
     assert rules(out) == [("gpu_node_untainted", "node inference-0"), ("gpu_node_untainted", "node stray-gpu")]
     assert "nvidia.com/gpu=present:NoSchedule" in out[0]["message"] and "(pool inference)" in out[0]["message"]
 
@@ -739,13 +740,13 @@ def test_gpu_node_untainted(derived):
 def test_gpu_node_by_mig_capacity_only(derived):
     live = good_guest(derived)
     live["nodes"].append(dict(name="mig-0", labels={}, taints=[], capacity={"nvidia.com/mig-1g.10gb": "7"}))
-    assert rules(a.audit_guest(derived, **live)) == [("gpu_node_untainted", "node mig-0")]
+    assert rules(_audit_guest.audit_guest(derived, **live)) == [("gpu_node_untainted", "node mig-0")]
 
 
 def test_pool_taint_missing_is_untainted(derived):
     live = good_guest(derived)
     live["nodes"][1]["taints"] = [t for t in live["nodes"][1]["taints"] if t["key"] != "gpupool.vcf/pool"]
-    out = a.audit_guest(derived, **live)
+    out = _audit_guest.audit_guest(derived, **live)
     assert rules(out) == [("gpu_node_untainted", "node training-0")]
     assert "gpupool.vcf/pool=training:NoSchedule" in out[0]["message"]
 
@@ -754,7 +755,7 @@ def test_gpu_node_profile_label_missing(derived):
     live = good_guest(derived)
     del live["nodes"][2]["labels"]["nvidia.com/vgpu.profile"]
     live["nodes"][0]["labels"]["nvidia.com/vgpu.profile"] = "nvidia_h100-1-10c"
-    out = a.audit_guest(derived, **live)
+    out = _audit_guest.audit_guest(derived, **live)
     assert rules(out) == [("gpu_node_profile_label_missing", "node inference-0"),
                           ("gpu_node_profile_label_missing", "node notebooks-0")]
 
@@ -762,14 +763,14 @@ def test_gpu_node_profile_label_missing(derived):
 def test_node_pool_no_nodes(derived):
     live = good_guest(derived)
     live["nodes"] = [n for n in live["nodes"] if n["name"] != "training-0"]
-    assert rules(a.audit_guest(derived, **live)) == [("node_pool_no_nodes", "node_pool training")]
+    assert rules(_audit_guest.audit_guest(derived, **live)) == [("node_pool_no_nodes", "node_pool training")]
 
 
 def test_gpu_quota_missing_and_changed(derived):
     live = good_guest(derived)
     del live["resource_quotas"]["team-search"]["gpupool-gpus"]
     live["resource_quotas"]["research"]["gpupool-gpus"]["requests.nvidia.com/gpu"] = "99"
-    out = a.audit_guest(derived, **live)
+    out = _audit_guest.audit_guest(derived, **live)
     assert rules(out) == [("gpu_quota_changed", "resource_quota research/gpupool-gpus"),
                           ("gpu_quota_missing", "resource_quota team-search/gpupool-gpus")]
 
@@ -778,21 +779,21 @@ def test_guest_namespace_missing_reports_once(derived):
     live = good_guest(derived)
     live["namespaces"].remove("research")
     del live["resource_quotas"]["research"]
-    assert rules(a.audit_guest(derived, **live)) == [("guest_namespace_missing", "namespace research")]
+    assert rules(_audit_guest.audit_guest(derived, **live)) == [("guest_namespace_missing", "namespace research")]
 
 
 def test_priority_class_missing_and_changed(derived):
     live = good_guest(derived)
     del live["priority_classes"]["gpu-training"]
     live["priority_classes"]["gpu-notebook"]["preemptionPolicy"] = "PreemptLowerPriority"
-    assert rules(a.audit_guest(derived, **live)) == [("priority_class_changed", "priority_class gpu-notebook"),
+    assert rules(_audit_guest.audit_guest(derived, **live)) == [("priority_class_changed", "priority_class gpu-notebook"),
                                                      ("priority_class_missing", "priority_class gpu-training")]
 
 
 def test_licensing_secret_missing(derived):
     live = good_guest(derived)
     live["secrets"] = {"gpu-operator": []}
-    out = a.audit_guest(derived, **live)
+    out = _audit_guest.audit_guest(derived, **live)
     assert rules(out) == [("licensing_secret_missing", "secret gpu-operator/licensing-config")]
     assert out[0]["link"] == "guest"
 
@@ -802,38 +803,38 @@ def test_licensing_not_checked_when_nls_off(derived):
     d["roles"]["gpu_operator"]["gpu_operator_licensing_secret_name"] = ""
     live = good_guest(d)
     live["secrets"] = {}
-    assert a.audit_guest(d, **live) == []
+    assert _audit_guest.audit_guest(d, **live) == []
 
 
 def test_parts_not_read_are_not_judged(derived):
-    assert a.audit_guest(derived) == []
+    assert _audit_guest.audit_guest(derived) == []
 
 
 # --- results and reports ---------------------------------------------------------------------------
 
 
 def sample():
-    return a.sort_findings([
-        a.not_audited("guest", "no connection given", "give kubeconfig"),
-        a.finding("vm_class_missing", "vm_class x", "missing | <b>&", "create it"),
-        a.finding("host_in_maintenance", "host h", "in maintenance\nmode", "exit"),
+    return _audit_report.sort_findings([
+        _audit.not_audited("guest", "no connection given", "give kubeconfig"),
+        _audit_vsphere.finding("vm_class_missing", "vm_class x", "missing | <b>&", "create it"),
+        _audit_esxi.finding("host_in_maintenance", "host h", "in maintenance\nmode", "exit"),
     ])
 
 
 def test_sort_summary_clean_fail_on():
     f = sample()
     assert [x["rule"] for x in f] == ["host_in_maintenance", "vm_class_missing", "link_not_audited"]
-    s = a.summarize(f)
+    s = _audit.summarize(f)
     assert s["total"] == 3 and s["severity"] == {"error": 1, "warning": 1, "info": 1}
     assert s["link"]["guest"]["info"] == 1 and s["link"]["esxi"]["warning"] == 1
-    assert not a.is_clean(f) and a.is_clean([f[2]])
-    assert a.should_fail(f, "error") and a.should_fail(f, "warning") and not a.should_fail(f, "none")
-    assert not a.should_fail([f[0]], "error") and a.should_fail([f[0]], "warning")
+    assert not _audit.is_clean(f) and _audit.is_clean([f[2]])
+    assert _audit.should_fail(f, "error") and _audit.should_fail(f, "warning") and not _audit.should_fail(f, "none")
+    assert not _audit.should_fail([f[0]], "error") and _audit.should_fail([f[0]], "warning")
 
 
 def test_render_markdown_escapes_cells():
     f = sample()
-    text = a.render("pool", f, a.summarize(f), ["esxi", "vsphere"], "markdown")
+    text = _audit_report.render("pool", f, _audit.summarize(f), ["esxi", "vsphere"], "markdown")
     assert "| rule | severity | link | object | message | fix |" in text
     assert "missing \\| <b>&" in text and "in maintenance mode" in text
     row = [line for line in text.splitlines() if line.startswith("| vm_class_missing")][0]
@@ -842,35 +843,35 @@ def test_render_markdown_escapes_cells():
 
 def test_render_html_escapes():
     f = sample()
-    text = a.render("<pool>", f, a.summarize(f), ["esxi"], "html")
+    text = _audit_report.render("<pool>", f, _audit.summarize(f), ["esxi"], "html")
     assert "&lt;pool&gt;" in text and "missing | &lt;b&gt;&amp;" in text and "<b>" not in text
 
 
 def test_render_json_and_stable():
     f = sample()
-    one = a.render("pool", f, a.summarize(f), ["esxi"], "json")
+    one = _audit_report.render("pool", f, _audit.summarize(f), ["esxi"], "json")
     assert json.loads(one)["findings"][1]["rule"] == "vm_class_missing"
-    assert one == a.render("pool", f, a.summarize(f), ["esxi"], "json")
-    assert "No findings." in a.render("pool", [], a.summarize([]), [], "markdown")
+    assert one == _audit_report.render("pool", f, _audit.summarize(f), ["esxi"], "json")
+    assert "No findings." in _audit_report.render("pool", [], _audit.summarize([]), [], "markdown")
     with pytest.raises(ValueError):
-        a.render("pool", f, a.summarize(f), [], "pdf")
+        _audit_report.render("pool", f, _audit.summarize(f), [], "pdf")
 
 
 def test_licensing_secret_rotated_by_name_is_accepted(derived):
     live = good_guest(derived)
     live["secrets"] = {"gpu-operator": ["licensing-config-0123456789"]}
-    assert a.audit_guest(derived, **live) == []
+    assert _audit_guest.audit_guest(derived, **live) == []
     live["secrets"] = {"gpu-operator": ["licensing-config-old", "other"]}
-    assert rules(a.audit_guest(derived, **live)) == [("licensing_secret_missing", "secret gpu-operator/licensing-config")]
+    assert rules(_audit_guest.audit_guest(derived, **live)) == [("licensing_secret_missing", "secret gpu-operator/licensing-config")]
 
 
 def test_licensing_secret_named_by_cluster_policy(derived):
     live = good_guest(derived)
     live["secrets"] = {"gpu-operator": ["licensing-config-0123456789"]}
     live["licensing_secret_in_use"] = "licensing-config-0123456789"
-    assert a.audit_guest(derived, **live) == []
+    assert _audit_guest.audit_guest(derived, **live) == []
     live["licensing_secret_in_use"] = "licensing-config-abcdefabcd"
-    out = a.audit_guest(derived, **live)
+    out = _audit_guest.audit_guest(derived, **live)
     assert rules(out) == [("licensing_secret_missing", "secret gpu-operator/licensing-config-abcdefabcd")]
     assert "ClusterPolicy" in out[0]["message"]
 
@@ -927,13 +928,13 @@ def vks_live(derived):
 
 def test_vks_labels_and_taints(derived):
     live = vks_live(derived)
-    assert a.audit_vks(derived, live) == []
+    assert _audit_vks.audit_vks(derived, live) == []
     mds = live["gpu-workloads"]["machine_deployments"]
     mds["inference"]["taints"] = [t for t in mds["inference"]["taints"] if t["key"] != "nvidia.com/gpu"]
     del mds["notebooks"]["labels"]["nvidia.com/device-plugin.config"]
     mds["training"]["labels"]["extra"] = "x"
     mds["training"]["vm_class"] = "best-effort-large"
-    out = a.audit_vks(derived, live)
+    out = _audit_vks.audit_vks(derived, live)
     assert rules(out) == [("node_pool_changed", "node_pool gpu-workloads/training"),
                           ("node_pool_labels_changed", "node_pool gpu-workloads/notebooks"),
                           ("node_pool_labels_changed", "node_pool gpu-workloads/training"),
@@ -943,7 +944,7 @@ def test_vks_labels_and_taints(derived):
     # a field the class has no variable for is read as None: not judged
     for md in mds.values():
         md["labels"] = md["taints"] = None
-    assert rules(a.audit_vks(derived, live)) == [("node_pool_changed", "node_pool gpu-workloads/training")]
+    assert rules(_audit_vks.audit_vks(derived, live)) == [("node_pool_changed", "node_pool gpu-workloads/training")]
 
 
 CLASS_VARS = [
@@ -987,7 +988,7 @@ def test_class_ref_per_version():
 def full_guest(derived, secret="licensing-config-0123456789"):
     """A guest cluster as site.yml leaves it: what the roles write from derive()'s inputs."""
     live = good_guest(derived)
-    op, policy = a.guest_inputs(derived)
+    op, policy = _audit_guest.guest_inputs(derived)
     live["secrets"] = {"gpu-operator": [secret]}
     live["namespace_labels"] = dict((t["namespace"], objs.tenant_namespace_labels(t))
                                     for t in policy["gpu_scheduling_policy_tenants"])
@@ -1016,11 +1017,11 @@ def full_guest(derived, secret="licensing-config-0123456789"):
 
 
 def test_guest_full_clean(derived):
-    assert a.audit_guest(derived, **full_guest(derived)) == []
+    assert _audit_guest.audit_guest(derived, **full_guest(derived)) == []
 
 
 def test_time_slicing_config_as_the_role_writes_it(derived):
-    op, _policy = a.guest_inputs(derived)
+    op, _policy = _audit_guest.guest_inputs(derived)
     data = objs.device_plugin_configs(op)
     # a default entry besides the pools, the MIG strategy in each, replicas of the design's pool
     assert sorted(data) == ["default", "notebooks"]
@@ -1028,11 +1029,11 @@ def test_time_slicing_config_as_the_role_writes_it(derived):
     assert data["notebooks"]["sharing"]["timeSlicing"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 4}]
     live = full_guest(derived)
     live["device_plugin_config"]["data"]["notebooks"]["sharing"]["timeSlicing"]["resources"][0]["replicas"] = 2
-    out = a.audit_guest(derived, **live)
+    out = _audit_guest.audit_guest(derived, **live)
     assert rules(out) == [("time_slicing_config_changed", "config_map gpu-operator/gpupool-time-slicing")]
     assert "replicas 2 (design 4)" in out[0]["message"]
     live["device_plugin_config"] = dict(exists=False, data={})
-    assert rules(a.audit_guest(derived, **live)) == [
+    assert rules(_audit_guest.audit_guest(derived, **live)) == [
         ("time_slicing_config_missing", "config_map gpu-operator/gpupool-time-slicing")]
 
 
@@ -1043,7 +1044,7 @@ def test_cluster_policy_changed_and_missing(derived):
     spec["driver"]["repository"] = "registry.example.com/other"
     spec["devicePlugin"]["config"]["name"] = "someone-elses"
     spec["driver"]["licensingConfig"]["nlsEnabled"] = False
-    out = a.audit_guest(derived, **live)
+    out = _audit_guest.audit_guest(derived, **live)
     assert rules(out) == [("cluster_policy_changed", "cluster_policy cluster-policy"),
                           ("mig_strategy_changed", "cluster_policy cluster-policy")]
     assert "mig.strategy mixed (design single)" in [f for f in out if f["rule"] == "mig_strategy_changed"][0]["message"]
@@ -1055,15 +1056,15 @@ def test_cluster_policy_changed_and_missing(derived):
     live = full_guest(derived)
     live["cluster_policy"]["spec"]["driver"]["licensingConfig"]["secretName"] = "hand-made"
     live["secrets"]["gpu-operator"].append("hand-made")
-    out = a.audit_guest(derived, **live)
+    out = _audit_guest.audit_guest(derived, **live)
     assert rules(out) == [("cluster_policy_changed", "cluster_policy cluster-policy")]
     assert "secretName hand-made (design licensing-config-<hash>)" in out[0]["message"]
     live["cluster_policy"] = dict(exists=False, spec={})
-    assert rules(a.audit_guest(derived, **live)) == [("cluster_policy_missing", "cluster_policy cluster-policy")]
+    assert rules(_audit_guest.audit_guest(derived, **live)) == [("cluster_policy_missing", "cluster_policy cluster-policy")]
 
 
 def test_kueue_objects_as_the_role_writes_them(derived):
-    _op, policy = a.guest_inputs(derived)
+    _op, policy = _audit_guest.guest_inputs(derived)
     k = objs.kueue_objects(policy)
     name, cq = k["cluster_queues"][0]
     # the pool's tenants, the design's cohort and preemption
@@ -1080,14 +1081,14 @@ def test_kueue_objects_as_the_role_writes_them(derived):
     live["kueue"]["resource_flavors"]["gpupool-training"]["tolerations"] = []
     del live["kueue"]["local_queues"]["research"]
     live["kueue"]["local_queues"]["team-vision"]["training"]["clusterQueue"] = "other"
-    out = a.audit_guest(derived, **live)
+    out = _audit_guest.audit_guest(derived, **live)
     assert rules(out) == [("cluster_queue_changed", "cluster_queue gpupool-training"),
                           ("local_queue_changed", "local_queue team-vision/training"),
                           ("local_queue_missing", "local_queue research/training"),
                           ("resource_flavor_changed", "resource_flavor gpupool-training")]
     assert "nominalQuota 2 (design 8)" in [f for f in out if f["rule"] == "cluster_queue_changed"][0]["message"]
     live["kueue"] = dict(served=False)
-    assert rules(a.audit_guest(derived, **live)) == [("kueue_missing", "kueue kueue.x-k8s.io/v1beta2")]
+    assert rules(_audit_guest.audit_guest(derived, **live)) == [("kueue_missing", "kueue kueue.x-k8s.io/v1beta2")]
 
 
 def test_namespace_labels_culling_and_priority_description(derived):
@@ -1096,7 +1097,7 @@ def test_namespace_labels_culling_and_priority_description(derived):
     live["culling"]["schedule"] = "0 * * * *"
     live["culling"]["env"]["CULL_IDLE_MINUTES"] = "9999"
     live["priority_classes"]["gpu-training"]["description"] = "changed by hand"
-    out = a.audit_guest(derived, **live)
+    out = _audit_guest.audit_guest(derived, **live)
     assert rules(out) == [("guest_namespace_labels_changed", "namespace research"),
                           ("notebook_culling_changed", "cronjob gpupool-system/gpupool-notebook-culler"),
                           ("priority_class_changed", "priority_class gpu-training")]
@@ -1105,7 +1106,7 @@ def test_namespace_labels_culling_and_priority_description(derived):
     assert "set it back" in pc["fix"]
     live["culling"] = dict(exists=False)
     assert ("notebook_culling_missing", "cronjob gpupool-system/gpupool-notebook-culler") in rules(
-        a.audit_guest(derived, **live))
+        _audit_guest.audit_guest(derived, **live))
 
 
 def test_differences_looks_only_at_what_is_wanted():

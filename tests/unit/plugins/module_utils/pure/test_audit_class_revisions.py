@@ -6,7 +6,7 @@ import pathlib
 import pytest
 import yaml
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit as a
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit, _audit_vks, _audit_vsphere, _namespace
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _vm_class as vmc
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
 
@@ -31,12 +31,12 @@ def live_class(c, **over):
 
 def namespace(n, classes):
     ids = {"vSAN Default Storage Policy": "pol-vsan"}
-    return a._namespace.normalize({
+    return _namespace.normalize({
         "cluster": "domain-c9", "description": n["description"],
         "vm_service_spec": {"vm_classes": list(classes), "content_libraries": []},
         "storage_specs": [dict(policy=ids[s["policy"]], limit=s["limit_mib"]) if s["limit_mib"] else
                           dict(policy=ids[s["policy"]]) for s in n["storage_policies"]],
-        "resource_spec": dict((api, n["limits"][k]) for k, api in a._namespace.LIMITS if n["limits"][k] is not None),
+        "resource_spec": dict((api, n["limits"][k]) for k, api in _namespace.LIMITS if n["limits"][k] is not None),
         "access_list": [{"subject_type": e["type"], "domain": e["domain"], "subject": e["subject"], "role": e["role"]}
                         for e in n["access"]]})
 
@@ -79,8 +79,8 @@ def test_derive_turns_revisions_on_for_the_roles():
 def test_the_pool_on_its_base_class_is_clean():
     derived = design()
     classes, namespaces, policies = vsphere(derived)
-    assert a.audit_vsphere(derived, classes, namespaces, policies) == []
-    assert a.audit_vks(derived, node_pools(derived), vm_classes=classes) == []
+    assert _audit_vsphere.audit_vsphere(derived, classes, namespaces, policies) == []
+    assert _audit_vks.audit_vks(derived, node_pools(derived), vm_classes=classes) == []
 
 
 def test_a_changed_profile_is_judged_under_its_revision():
@@ -91,15 +91,15 @@ def test_a_changed_profile_is_judged_under_its_revision():
     new = vmc.revision_name(cls["name"], cls)
     old = live_class(dict(cls, vgpu_profiles=["nvidia_h100-3-40c"]))
     classes, namespaces, policies = vsphere(derived, {cls["name"]: new}, extra={cls["name"]: old})
-    assert a.class_names(a.role_inputs(derived, "supervisor_gpu_tenancy"), classes)[0][cls["name"]] == new
+    assert _audit_vsphere.class_names(_audit.role_inputs(derived, "supervisor_gpu_tenancy"), classes)[0][cls["name"]] == new
     # the old class still offered beside the new one (nodes use it): not a class the design lacks
     for name, ns in namespaces.items():
         if new in ns["vm_classes"]:
             ns["vm_classes"].append(cls["name"])
-    assert a.audit_vsphere(derived, classes, namespaces, policies) == []
-    assert a.audit_vks(derived, node_pools(derived, {cls["name"]: new}), vm_classes=classes) == []
+    assert _audit_vsphere.audit_vsphere(derived, classes, namespaces, policies) == []
+    assert _audit_vks.audit_vks(derived, node_pools(derived, {cls["name"]: new}), vm_classes=classes) == []
     # the pool still on the old class: the VKS link reports it
-    out = a.audit_vks(derived, node_pools(derived), vm_classes=classes)
+    out = _audit_vks.audit_vks(derived, node_pools(derived), vm_classes=classes)
     assert rules(out) == [("node_pool_changed", "node_pool gpu-workloads/inference")]
     assert new in out[0]["message"]
 
@@ -110,7 +110,7 @@ def test_a_family_without_the_design_shape_says_the_rollout_is_due():
     old = live_class(dict(cls, vgpu_profiles=["nvidia_h100-3-40c"]))
     classes, namespaces, policies = vsphere(derived)
     classes[cls["name"]] = old
-    out = [f for f in a.audit_vsphere(derived, classes, namespaces, policies) if f["object"].startswith("vm_class")]
+    out = [f for f in _audit_vsphere.audit_vsphere(derived, classes, namespaces, policies) if f["object"].startswith("vm_class")]
     assert rules(out) == [("vm_class_profile_changed", "vm_class %s" % cls["name"])]
     new = vmc.revision_name(cls["name"], cls)
     assert new in out[0]["message"] and "nvidia_h100-3-40c" in out[0]["message"] and "site.yml" in out[0]["fix"]
@@ -119,7 +119,7 @@ def test_a_family_without_the_design_shape_says_the_rollout_is_due():
     cls = inference_class(derived)
     classes, namespaces, policies = vsphere(derived)
     classes[cls["name"]] = live_class(dict(cls, cpu_count=8))
-    out = [f for f in a.audit_vsphere(derived, classes, namespaces, policies) if f["object"].startswith("vm_class")]
+    out = [f for f in _audit_vsphere.audit_vsphere(derived, classes, namespaces, policies) if f["object"].startswith("vm_class")]
     assert rules(out) == [("vm_class_size_changed", "vm_class %s" % cls["name"])]
 
 
@@ -128,12 +128,12 @@ def test_without_revisions_a_changed_class_is_edited_in_place():
     cls = inference_class(derived)
     classes, namespaces, policies = vsphere(derived)
     classes[cls["name"]]["vgpu_profiles"] = ["nvidia_h100-2-20c"]
-    out = a.audit_vsphere(derived, classes, namespaces, policies)
+    out = _audit_vsphere.audit_vsphere(derived, classes, namespaces, policies)
     assert rules(out) == [("vm_class_profile_changed", "vm_class %s" % cls["name"])]
     assert "site.yml" not in out[0]["fix"]
     # and a pool on a revision name is drift there
     new = vmc.revision_name(cls["name"], cls)
-    assert rules(a.audit_vks(derived, node_pools(derived, {cls["name"]: new}))) == [
+    assert rules(_audit_vks.audit_vks(derived, node_pools(derived, {cls["name"]: new}))) == [
         ("node_pool_changed", "node_pool gpu-workloads/inference")]
 
 
@@ -142,19 +142,19 @@ def test_vks_without_the_classes_read_accepts_the_base_or_the_designs_revision(o
     derived = design()
     cls = inference_class(derived)
     names = {cls["name"]: vmc.revision_name(cls["name"], cls)} if on_revision else {}
-    assert a.audit_vks(derived, node_pools(derived, names)) == []
+    assert _audit_vks.audit_vks(derived, node_pools(derived, names)) == []
     other = {cls["name"]: vmc.revision_name(cls["name"], dict(cls, cpu_count=99))}
-    assert rules(a.audit_vks(derived, node_pools(derived, other))) == [
+    assert rules(_audit_vks.audit_vks(derived, node_pools(derived, other))) == [
         ("node_pool_changed", "node_pool gpu-workloads/inference")]
 
 
 def test_the_audit_and_the_module_resolve_alike():
     """class_names is _vm_class.resolve over every class of the design: what vm_class would write."""
     derived = design(inference={"vgpu_profile": "nvidia_h100-4-40c", "per_card": 1})
-    tenancy = a.role_inputs(derived, "supervisor_gpu_tenancy")
+    tenancy = _audit.role_inputs(derived, "supervisor_gpu_tenancy")
     cls = inference_class(derived)
     classes = {cls["name"]: live_class(dict(cls, vgpu_profiles=["nvidia_h100-3-40c"]))}
-    names, superseded = a.class_names(tenancy, classes)
+    names, superseded = _audit_vsphere.class_names(tenancy, classes)
     want = vmc.desired(dict(dict((k, v) for k, v in cls.items() if k in vmc.FIELDS), name=cls["name"]))
     assert (names[cls["name"]], superseded[cls["name"]]) == vmc.resolve(cls["name"], want, classes)
     assert superseded[cls["name"]] == [cls["name"]]

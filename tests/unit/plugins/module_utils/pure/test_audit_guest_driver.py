@@ -6,7 +6,7 @@ import pathlib
 import pytest
 import yaml
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit as a
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_guest
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _k8s_objects as objs
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
 
@@ -17,13 +17,13 @@ SECRET = "licensing-config-0123456789"
 
 def live_policy(derived):
     """The ClusterPolicy spec a converge with derive()'s inputs leaves (the role's repair patch)."""
-    op, _policy = a.guest_inputs(derived)
+    op, _policy = _audit_guest.guest_inputs(derived)
     spec = objs.cluster_policy_spec(dict(op, gpu_operator_licensing_secret_name=SECRET))
     return {"exists": True, "spec": spec}
 
 
 def audit(derived, cp):
-    return [(f["rule"], f["object"]) for f in a.audit_guest(derived, cluster_policy=cp)], a.audit_guest(
+    return [(f["rule"], f["object"]) for f in _audit_guest.audit_guest(derived, cluster_policy=cp)], _audit_guest.audit_guest(
         derived, cluster_policy=cp)
 
 
@@ -65,7 +65,7 @@ def test_mig_strategy_drift_is_its_own_finding_and_names_the_leave(derived):
     assert "guest.allow_mig_strategy_change" in out[0]["fix"]
     allowed = copy.deepcopy(EXAMPLE)
     allowed["guest"]["allow_mig_strategy_change"] = True
-    out = a.audit_guest(derive(allowed), cluster_policy=cp)
+    out = _audit_guest.audit_guest(derive(allowed), cluster_policy=cp)
     assert [f["rule"] for f in out] == ["mig_strategy_changed"] and "allows the change" in out[0]["fix"]
 
 
@@ -78,30 +78,30 @@ def test_design_without_guest_driver_is_guest_driver_missing():
                                               "version": "570.124.06", "licensingConfig": {
                                                   "nlsEnabled": True, "secretName": SECRET}},
                                    "mig": {"strategy": "single"},
-                                   "dcgmExporter": objs.cluster_policy_spec(a.guest_inputs(derived)[0])["dcgmExporter"],
+                                   "dcgmExporter": objs.cluster_policy_spec(_audit_guest.guest_inputs(derived)[0])["dcgmExporter"],
                                    "devicePlugin": {"config": {"name": "gpupool-time-slicing", "default": "default"}}}}
     found, out = audit(derived, cp)
     assert found == [("guest_driver_missing", "design guest.driver")]
     assert "Add guest.driver to the design" in out[0]["message"] and "does not load in a vGPU VM" in out[0]["message"]
     # not read: not judged
-    assert a.audit_guest(derived) == []
+    assert _audit_guest.audit_guest(derived) == []
 
 
 def test_dcgm_metrics_config_as_the_role_writes_it(derived):
-    op, _policy = a.guest_inputs(derived)
+    op, _policy = _audit_guest.guest_inputs(derived)
     cm = objs.dcgm_metrics_config_map(op)
     live = {"exists": True, "data": dict(cm["data"])}
-    assert a.audit_guest(derived, dcgm_metrics_config=live) == []
+    assert _audit_guest.audit_guest(derived, dcgm_metrics_config=live) == []
     # the same fields and types with other comments and help texts: as written
     text = "\n".join("%s, %s, other words" % ft for ft in objs.dcgm_metrics_fields(cm["data"]["dcgm-metrics.csv"]))
-    assert a.audit_guest(derived, dcgm_metrics_config={"exists": True, "data": {"dcgm-metrics.csv": text}}) == []
+    assert _audit_guest.audit_guest(derived, dcgm_metrics_config={"exists": True, "data": {"dcgm-metrics.csv": text}}) == []
     dropped = "\n".join(line for line in cm["data"]["dcgm-metrics.csv"].splitlines()
                         if "PROF_SM_ACTIVE" not in line) + "\nDCGM_FI_DEV_POWER_USAGE, gauge, power\n"
-    out = a.audit_guest(derived, dcgm_metrics_config={"exists": True, "data": {"dcgm-metrics.csv": dropped}})
+    out = _audit_guest.audit_guest(derived, dcgm_metrics_config={"exists": True, "data": {"dcgm-metrics.csv": dropped}})
     assert [(f["rule"], f["object"], f["severity"]) for f in out] == [
         ("dcgm_metrics_config_changed", "config_map gpu-operator/gpupool-dcgm-metrics", "warning")]
     assert "missing DCGM_FI_PROF_SM_ACTIVE" in out[0]["message"] and "DCGM_FI_DEV_POWER_USAGE" in out[0]["message"]
-    out = a.audit_guest(derived, dcgm_metrics_config={"exists": False, "data": {}})
+    out = _audit_guest.audit_guest(derived, dcgm_metrics_config={"exists": False, "data": {}})
     assert [f["rule"] for f in out] == ["dcgm_metrics_config_missing"]
 
 

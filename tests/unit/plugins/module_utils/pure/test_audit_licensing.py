@@ -4,7 +4,7 @@ import pathlib
 
 import yaml
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit as a
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit, _audit_licensing, _audit_report
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
 
 ROOT = pathlib.Path(__file__).resolve().parents[5]
@@ -39,54 +39,54 @@ def healthy(**kw):
 
 def test_every_licensing_rule_is_documented_with_its_severity():
     docs = (ROOT / "docs" / "audit-rules.md").read_text()
-    for name, (severity, link, doc) in a.RULES.items():
+    for name, (severity, link, doc) in _audit_report.RULES.items():
         if link == "licensing":
             assert "| `%s` | licensing | %s |" % (name, severity) in docs, name
             assert doc
 
 
 def test_token_state_as_dls_client_token_renews():
-    assert a.token_state(None, None, TODAY, 30) == ("missing", {})
-    assert a.token_state(None, DIGEST, TODAY, 30) == ("unknown", {})
-    assert a.token_state(meta("2027-06-01", digest="cd" * 32), DIGEST, TODAY, 30)[0] == "unknown"
-    assert a.token_state(meta("not a date"), DIGEST, TODAY, 30)[0] == "unknown"
-    state, detail = a.token_state(meta("2027-06-01"), DIGEST, TODAY, 30, "dls.example.com", 443)
+    assert _audit_licensing.token_state(None, None, TODAY, 30) == ("missing", {})
+    assert _audit_licensing.token_state(None, DIGEST, TODAY, 30) == ("unknown", {})
+    assert _audit_licensing.token_state(meta("2027-06-01", digest="cd" * 32), DIGEST, TODAY, 30)[0] == "unknown"
+    assert _audit_licensing.token_state(meta("not a date"), DIGEST, TODAY, 30)[0] == "unknown"
+    state, detail = _audit_licensing.token_state(meta("2027-06-01"), DIGEST, TODAY, 30, "dls.example.com", 443)
     assert state == "valid" and detail["days_left"] == 183 and detail["expiry"] == "2027-06-01"
     # the margin: 30 days left is renewed by dls_client_token (days left <= renew_before_days)
-    assert a.token_state(meta("2026-12-30"), DIGEST, TODAY, 30)[0] == "expiring"
-    assert a.token_state(meta("2026-12-31"), DIGEST, TODAY, 30)[0] == "valid"
-    assert a.token_state(meta("2026-11-30"), DIGEST, TODAY, 0)[0] == "expiring"  # its last day
-    assert a.token_state(meta("2026-11-29"), DIGEST, TODAY, 0)[0] == "expired"
-    assert a.token_state(meta("2027-06-01"), DIGEST, TODAY, 30, "dls-2.example.com", 443)[0] == "other_appliance"
-    assert a.token_state(meta("2027-06-01"), DIGEST, TODAY, 30, "dls.example.com", 8443)[0] == "other_appliance"
+    assert _audit_licensing.token_state(meta("2026-12-30"), DIGEST, TODAY, 30)[0] == "expiring"
+    assert _audit_licensing.token_state(meta("2026-12-31"), DIGEST, TODAY, 30)[0] == "valid"
+    assert _audit_licensing.token_state(meta("2026-11-30"), DIGEST, TODAY, 0)[0] == "expiring"  # its last day
+    assert _audit_licensing.token_state(meta("2026-11-29"), DIGEST, TODAY, 0)[0] == "expired"
+    assert _audit_licensing.token_state(meta("2027-06-01"), DIGEST, TODAY, 30, "dls-2.example.com", 443)[0] == "other_appliance"
+    assert _audit_licensing.token_state(meta("2027-06-01"), DIGEST, TODAY, 30, "dls.example.com", 8443)[0] == "other_appliance"
 
 
 def test_healthy_licensing_is_clean():
-    assert a.audit_licensing(DERIVED, **healthy()) == []
+    assert _audit_licensing.audit_licensing(DERIVED, **healthy()) == []
 
 
 def test_appliance_unreachable_or_without_license_server():
-    out = a.audit_licensing(DERIVED, **healthy(dls=dict(where="dls.example.com:443", error="cannot reach "
+    out = _audit_licensing.audit_licensing(DERIVED, **healthy(dls=dict(where="dls.example.com:443", error="cannot reach "
                                                         "dls.example.com:443: connection refused", stage="login")))
     assert rules(out) == [("dls_unreachable", "dls dls.example.com:443")]
     assert out[0]["severity"] == "error" and out[0]["link"] == "licensing"
     assert "connection refused" in out[0]["message"] and "(login)" in out[0]["message"] and out[0]["fix"]
-    out = a.audit_licensing(DERIVED, **healthy(dls=dict(where="d:443", error="GET ...: answered 404 License server "
+    out = _audit_licensing.audit_licensing(DERIVED, **healthy(dls=dict(where="d:443", error="GET ...: answered 404 License server "
                                                         "not found", stage="license_server")))
     assert rules(out) == [("dls_license_server_missing", "dls d:443")]
     assert "NVIDIA Licensing Portal" in out[0]["fix"] and "no public API" in out[0]["fix"]
 
 
 def test_leases_against_gpu_nodes():
-    out = a.audit_licensing(DERIVED, **healthy(dls=dict(healthy()["dls"], leases=[{"id": 1}])))
+    out = _audit_licensing.audit_licensing(DERIVED, **healthy(dls=dict(healthy()["dls"], leases=[{"id": 1}])))
     assert rules(out) == [("leases_short", "dls dls.example.com:443")]
     assert "1 lease(s) for 2 GPU node(s)" in out[0]["message"]
     # more leases than nodes (other clients share the appliance) is not drift
-    assert a.audit_licensing(DERIVED, **healthy(dls=dict(healthy()["dls"], leases=[{}] * 5))) == []
+    assert _audit_licensing.audit_licensing(DERIVED, **healthy(dls=dict(healthy()["dls"], leases=[{}] * 5))) == []
     # no guest cluster: the design's replicas are the GPU nodes, the series' nodes are judged
-    replicas = a.design_gpu_nodes(DERIVED)
+    replicas = _audit_licensing.design_gpu_nodes(DERIVED)
     assert replicas == sum(p["replicas"] for c in DERIVED["vks"]["clusters"].values() for p in c["node_pools"])
-    out = a.audit_licensing(DERIVED, **healthy(gpu_nodes=None))
+    out = _audit_licensing.audit_licensing(DERIVED, **healthy(gpu_nodes=None))
     assert rules(out) == [("leases_short", "dls dls.example.com:443")]
     assert "%d GPU node(s) (the design's replicas" % replicas in out[0]["message"]
 
@@ -97,47 +97,47 @@ def test_token_findings():
                              ("expiring", "client_token_expiring", "warning"),
                              ("other_appliance", "client_token_other_appliance", "warning")):
         detail = dict(expiry="2026-12-01", days_left=1 if state != "expired" else -1, dls_host="x", port=443)
-        out = a.audit_licensing(DERIVED, renew_before_days=30,
+        out = _audit_licensing.audit_licensing(DERIVED, renew_before_days=30,
                                 **healthy(token=dict(path="/t/pool.tok", state=state, detail=detail)))
         assert rules(out) == [(rule, "client_token /t/pool.tok")], state
         assert out[0]["severity"] == sev and "site.yml" in out[0]["fix"]
-    out = a.audit_licensing(DERIVED, renew_before_days=30, **healthy(token=dict(
+    out = _audit_licensing.audit_licensing(DERIVED, renew_before_days=30, **healthy(token=dict(
         path="/t/pool.tok", state="expiring", detail=dict(expiry="2026-12-10", days_left=10))))
     assert "in 10 day(s), within the renewal margin of 30 days" in out[0]["message"]
 
 
 def test_node_license_status():
-    out = a.audit_licensing(DERIVED, **healthy(license_series=series(**{"gpu-1": ["1", "0"], "gpu-2": ["1"]})))
+    out = _audit_licensing.audit_licensing(DERIVED, **healthy(license_series=series(**{"gpu-1": ["1", "0"], "gpu-2": ["1"]})))
     assert rules(out) == [("gpu_node_unlicensed", "node gpu-1")]
     assert "1 of 2 vGPU(s) not licensed (DCGM_FI_DEV_VGPU_LICENSE_STATUS 0)" in out[0]["message"]
-    out = a.audit_licensing(DERIVED, **healthy(license_series=series(**{"gpu-1": ["1"]})))
+    out = _audit_licensing.audit_licensing(DERIVED, **healthy(license_series=series(**{"gpu-1": ["1"]})))
     assert rules(out) == [("gpu_node_license_unknown", "node gpu-2")] and out[0]["severity"] == "warning"
     # a value that does not parse is not licensed
-    out = a.audit_licensing(DERIVED, **healthy(license_series=series(**{"gpu-1": ["x"], "gpu-2": ["1"]})))
+    out = _audit_licensing.audit_licensing(DERIVED, **healthy(license_series=series(**{"gpu-1": ["x"], "gpu-2": ["1"]})))
     assert rules(out) == [("gpu_node_unlicensed", "node gpu-1")]
     # without the guest's nodes, the series' nodes are judged
-    out = a.audit_licensing(DERIVED, **healthy(gpu_nodes=None, dls=None,
+    out = _audit_licensing.audit_licensing(DERIVED, **healthy(gpu_nodes=None, dls=None,
                                                license_series=series(**{"gpu-7": ["0"], "gpu-8": ["1"]})))
     assert rules(out) == [("gpu_node_unlicensed", "node gpu-7")]
 
 
 def test_without_prometheus_the_check_was_not_made():
-    out = a.audit_licensing(DERIVED, **healthy(license_series=None, how_to_check="no prometheus_url given"))
+    out = _audit_licensing.audit_licensing(DERIVED, **healthy(license_series=None, how_to_check="no prometheus_url given"))
     assert rules(out) == [("license_check_not_made", "gpu_nodes")]
     f = out[0]
     assert f["severity"] == "info" and "no prometheus_url given" in f["message"]
     assert "prometheus_url" in f["fix"] and "DCGM_FI_DEV_VGPU_LICENSE_STATUS" in f["fix"]
-    assert a.is_clean(out)
+    assert _audit.is_clean(out)
 
 
 def test_parts_not_read_are_not_judged():
-    assert rules(a.audit_licensing(DERIVED, license_series=[], gpu_nodes=[])) == []
+    assert rules(_audit_licensing.audit_licensing(DERIVED, license_series=[], gpu_nodes=[])) == []
 
 
 def test_licensing_is_a_link_of_its_own():
-    assert a.LINKS == ("esxi", "vsphere", "licensing", "vks", "guest")
-    f = a.audit_licensing(DERIVED, **healthy(license_series=None))
-    assert a.summarize(f)["link"]["licensing"]["info"] == 1
-    assert a.gpu_node_names(DERIVED, [
+    assert _audit.LINKS == ("esxi", "vsphere", "licensing", "vks", "guest")
+    f = _audit_licensing.audit_licensing(DERIVED, **healthy(license_series=None))
+    assert _audit.summarize(f)["link"]["licensing"]["info"] == 1
+    assert _audit_licensing.gpu_node_names(DERIVED, [
         dict(name="gpu-1", labels={"gpupool.vcf/pool": "inference"}), dict(name="cpu-1", labels={}),
         dict(name="gpu-9", labels={}, capacity={"nvidia.com/gpu": "1"})]) == ["gpu-1", "gpu-9"]

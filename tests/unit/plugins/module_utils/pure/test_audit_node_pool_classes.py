@@ -7,7 +7,7 @@ import pathlib
 import pytest
 import yaml
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit as a
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_report, _audit_vks
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _cluster_class as cc
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
 
@@ -27,7 +27,7 @@ def written(derived, cls, drop_taints=False):
     """{cluster: machineDeployments} as vks_node_pool writes the design's pools on class ``cls``."""
     plan = cc.variable_plan(cls)
     out = {}
-    for name, _namespace, pools in a._vks_expected(derived):
+    for name, _namespace, pools in _audit_vks._vks_expected(derived):
         if drop_taints:
             pools = [dict(p, taints=None) for p in pools]
         out[name] = cc.plan_machine_deployments([], pools, plan, "node-pool")
@@ -44,7 +44,7 @@ def live(derived, plan, mds_by_cluster):
 def test_the_pools_vks_node_pool_writes_audit_clean(name):
     derived = copy.deepcopy(DERIVED)
     plan, mds = written(derived, CLASSES[name])
-    assert a.audit_vks(derived, live(derived, plan, mds)) == []
+    assert _audit_vks.audit_vks(derived, live(derived, plan, mds)) == []
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -52,7 +52,7 @@ def test_a_dropped_taint_is_found_in_each_shape(name):
     derived = copy.deepcopy(DERIVED)
     plan, mds = written(derived, CLASSES[name])
     cluster = sorted(mds)[0]
-    tainted = [p["name"] for c, _ns, pools in a._vks_expected(derived) if c == cluster for p in pools if p.get("taints")]
+    tainted = [p["name"] for c, _ns, pools in _audit_vks._vks_expected(derived) if c == cluster for p in pools if p.get("taints")]
     gpu = [md for md in mds[cluster] if md["name"] == tainted[0]][0]
     for ov in gpu["variables"]["overrides"]:
         if ov["name"] == plan["taints"]["variable"]:
@@ -60,7 +60,7 @@ def test_a_dropped_taint_is_found_in_each_shape(name):
                 ov["value"][plan["taints"]["property"]] = []
             else:
                 ov["value"] = []
-    out = a.audit_vks(derived, live(derived, plan, mds))
+    out = _audit_vks.audit_vks(derived, live(derived, plan, mds))
     assert rules(out) == [("node_pool_taints_changed", "node_pool %s/%s" % (cluster, gpu["name"]))]
 
 
@@ -70,8 +70,8 @@ def test_a_class_without_taints_is_a_finding_naming_it():
     bare["metadata"]["name"] = "custom-labels-only"
     bare["spec"]["variables"] = [v for v in bare["spec"]["variables"] if v["name"] != "nodePoolTaints"]
     plan, mds = written(derived, bare, drop_taints=True)
-    out = a.audit_vks(derived, live(derived, plan, mds))
-    gpu_pools = sorted((c, p["name"]) for c, _ns, pools in a._vks_expected(derived) for p in pools if p.get("taints"))
+    out = _audit_vks.audit_vks(derived, live(derived, plan, mds))
+    gpu_pools = sorted((c, p["name"]) for c, _ns, pools in _audit_vks._vks_expected(derived) for p in pools if p.get("taints"))
     assert gpu_pools and rules(out) == [("node_pool_class_lacks", "node_pool %s/%s" % x) for x in gpu_pools]
     assert "ClusterClass vmware-system-vks-public/custom-labels-only has no variable for node taints" in out[0]["message"]
-    assert a.RULES["node_pool_class_lacks"][:2] == ("error", "vks") and out[0]["fix"]
+    assert _audit_report.RULES["node_pool_class_lacks"][:2] == ("error", "vks") and out[0]["fix"]

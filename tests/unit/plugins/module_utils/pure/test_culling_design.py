@@ -8,7 +8,7 @@ import pathlib
 
 import yaml
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit as a
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_guest
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _k8s_objects as objs
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_schema import normalize
@@ -91,7 +91,7 @@ def test_cronjob_carries_the_pool_times():
 
 
 def _live(derived):
-    _op, policy = a.guest_inputs(derived)
+    _op, policy = _audit_guest.guest_inputs(derived)
     cj = objs.culling_cronjob(policy)
     return dict(exists=True, schedule=cj["schedule"], image=cj["image"], env=dict(cj["env"]))
 
@@ -99,10 +99,10 @@ def _live(derived):
 def test_audit_judges_the_design_timeout():
     derived = derive(design(mechanism="cronjob"))
     live = _live(derived)
-    assert a.audit_guest(derived, culling=live) == []
+    assert _audit_guest.audit_guest(derived, culling=live) == []
     # the CronJob as a design with other times wrote it: each pool's time is judged
     other = _live(derive(design(mechanism="cronjob", idle_minutes=30)))
-    out = a.audit_guest(derived, culling=other)
+    out = _audit_guest.audit_guest(derived, culling=other)
     assert [(f["rule"], f["object"]) for f in out] == [
         ("notebook_culling_changed", "cronjob gpupool-system/gpupool-notebook-culler")]
     assert "env.CULL_IDLE_MINUTES 30 (design 240)" in out[0]["message"]
@@ -110,10 +110,10 @@ def test_audit_judges_the_design_timeout():
     # an older CronJob without the pool times
     old = dict(live, env=dict((k, v) for k, v in live["env"].items() if k not in ("CULL_POOL_IDLE_MINUTES",
                                                                                   "POOL_LABEL")))
-    out = a.audit_guest(derived, culling=old)
+    out = _audit_guest.audit_guest(derived, culling=old)
     assert out and "CULL_POOL_IDLE_MINUTES unset" in out[0]["message"]
     # no culling in the design: nothing is expected
-    assert a.audit_guest(derive(design(mechanism="none")), culling=dict(exists=False)) == []
+    assert _audit_guest.audit_guest(derive(design(mechanism="none")), culling=dict(exists=False)) == []
 
 
 def test_culler_uses_the_pool_of_the_pods_node():
@@ -143,7 +143,7 @@ def test_kubeflow_culling_as_the_role_patches_it():
     import jinja2
     policy = objs.role_inputs("gpu_scheduling_policy", derive(design(mechanism="kubeflow", idle_minutes=90))
                               ["roles"]["gpu_scheduling_policy"])
-    want = a.kubeflow_culling(policy)
+    want = _audit_guest.kubeflow_culling(policy)
     assert (want["namespace"], want["name"], want["container"]) == ("kubeflow", "notebook-controller-deployment",
                                                                     "manager")
     assert want["env"] == {"ENABLE_CULLING": "true", "CULL_IDLE_TIME": "90", "IDLENESS_CHECK_PERIOD": "10"}
@@ -161,19 +161,19 @@ def test_kubeflow_culling_as_the_role_patches_it():
 
 def test_audit_judges_kubeflow_culling():
     derived = derive(design(mechanism="kubeflow", idle_minutes=90))
-    _op, policy = a.guest_inputs(derived)
-    want = a.kubeflow_culling(policy)
+    _op, policy = _audit_guest.guest_inputs(derived)
+    want = _audit_guest.kubeflow_culling(policy)
     live = dict(kubeflow=True, exists=True, env=dict(want["env"], OTHER="kept"))
-    assert a.audit_guest(derived, culling=live) == []
+    assert _audit_guest.audit_guest(derived, culling=live) == []
     live["env"]["CULL_IDLE_TIME"] = "1440"  # Kubeflow's own default
-    out = a.audit_guest(derived, culling=live)
+    out = _audit_guest.audit_guest(derived, culling=live)
     assert [(f["rule"], f["object"]) for f in out] == [
         ("notebook_culling_changed", "deployment kubeflow/notebook-controller-deployment")]
     assert "env.CULL_IDLE_TIME 1440 (design 90)" in out[0]["message"]
-    out = a.audit_guest(derived, culling=dict(kubeflow=True, exists=False))
+    out = _audit_guest.audit_guest(derived, culling=dict(kubeflow=True, exists=False))
     assert [(f["rule"], f["severity"]) for f in out] == [("notebook_culling_missing", "warning")]
     assert "cronjob" in out[0]["fix"]
     # with auto the role patches Kubeflow where its CRD is installed: the same expectation
     auto = derive(design(idle_minutes=90))
-    assert a.audit_guest(auto, culling=dict(kubeflow=True, exists=True, env=dict(want["env"]))) == []
-    assert a.kubeflow_culling(a.guest_inputs(derive(design(mechanism="cronjob")))[1]) is None
+    assert _audit_guest.audit_guest(auto, culling=dict(kubeflow=True, exists=True, env=dict(want["env"]))) == []
+    assert _audit_guest.kubeflow_culling(_audit_guest.guest_inputs(derive(design(mechanism="cronjob")))[1]) is None

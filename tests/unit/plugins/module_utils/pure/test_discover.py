@@ -8,7 +8,7 @@ import yaml
 
 import json
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_guest, _audit_vsphere
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _namespace as nsu
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _k8s_objects as _objects
@@ -99,7 +99,7 @@ def mig_hosts(cluster, geometry):
 def test_the_audit_of_the_vsphere_link_with_the_discovered_design_is_clean():
     want, found, _notes = discovered()
     _hosts, classes, namespaces, policies, _drs = live_of(want)
-    assert _audit.audit_vsphere(derive(found), classes, namespaces, policies) == []
+    assert _audit_vsphere.audit_vsphere(derive(found), classes, namespaces, policies) == []
 
 
 def test_descriptions_of_a_platform_built_by_hand_are_kept_and_the_audit_is_clean():
@@ -117,7 +117,7 @@ def test_descriptions_of_a_platform_built_by_hand_are_kept_and_the_audit_is_clea
     assert "description" not in by_class["gpu-notebooks"]  # the derived text: no key written
     assert found["vks_clusters"][0]["description"] == "made by the platform team"
     assert [t["description"] for t in found["tenants"] if t["name"] == tenant] == [""]
-    assert _audit.audit_vsphere(derive(found), classes, namespaces, policies) == []
+    assert _audit_vsphere.audit_vsphere(derive(found), classes, namespaces, policies) == []
 
 
 def test_mig_geometry_is_per_gpu_and_a_second_model_stays_in_its_cluster():
@@ -192,7 +192,7 @@ def test_the_vks_node_pools_read_back_derive_the_same_node_pools():
 
 def guest_live(derived):
     """read_guest_design's answer for a guest cluster the roles built from ``derived``."""
-    op, policy = _audit.guest_inputs(derived)
+    op, policy = _audit_guest.guest_inputs(derived)
     quotas = dict((t["namespace"], [dict(name=q["name"], hard=dict(q["hard"]), priority_class=q.get("priority_class"))
                                     for q in t["quotas"]]) for t in policy["gpu_scheduling_policy_tenants"])
     pcs = dict((pc["name"], dict(value=pc["value"], preemptionPolicy=pc["preemption_policy"],
@@ -207,7 +207,7 @@ def guest_live(derived):
 
 
 def guest_roles(derived):
-    op, policy = _audit.guest_inputs(derived)
+    op, policy = _audit_guest.guest_inputs(derived)
     policy = json.loads(json.dumps(policy))  # order of tenants, their quotas and a queue's namespaces aside
     for queue in policy["gpu_scheduling_policy_kueue_queues"]:
         queue["namespaces"] = sorted(queue["namespaces"])

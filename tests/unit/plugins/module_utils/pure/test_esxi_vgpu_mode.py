@@ -4,7 +4,8 @@ import copy
 
 import pytest
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit, _esxi
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_esxi, _audit_report
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_rules import validate
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._esxi import EsxiError
@@ -176,15 +177,15 @@ def test_audit_names_the_gpu_off_the_design_mode_with_the_rule():
              driver=dict(version=want["esxi_gpu_host_driver_version"].split("-")[0],
                          full_version=want["esxi_gpu_host_driver_version"]))
     want["esxi_gpu_host_scheduler"] = None
-    found = _audit.host_findings(h, want)
+    found = _audit_esxi.host_findings(h, want)
     assert [f["rule"] for f in found] == ["gpu_vgpu_mode_off_design"]
     assert B in found[0]["message"] and "same_size" in found[0]["message"] and A not in found[0]["message"]
     assert "vgpu_mode=mixed_size" in found[0]["fix"] and "powered-on" in found[0]["fix"]
-    rule = _audit.RULES["gpu_vgpu_mode_off_design"]
+    rule = _audit_report.RULES["gpu_vgpu_mode_off_design"]
     assert rule[0] == "error" and rule[1] == "esxi"
     # at the mode: clean; not managed by the design: not judged
     h["gpus"][1]["vgpu_mode"] = "mixedSize"
-    assert _audit.host_findings(h, want) == []
+    assert _audit_esxi.host_findings(h, want) == []
     h["gpus"][1]["vgpu_mode"] = "sameSize"
     want["esxi_gpu_host_vgpu_mode"] = ""
-    assert _audit.host_findings(h, want) == []
+    assert _audit_esxi.host_findings(h, want) == []

@@ -9,7 +9,7 @@ import yaml
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpupool.vcf.plugins.filter import k8s_objects as f
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit as a
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_guest
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _k8s_objects as objs
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
 
@@ -219,12 +219,12 @@ def live_kueue(policy_):
 
 
 def kueue_findings(derived, live):
-    return sorted((x["rule"], x["object"]) for x in a.audit_guest(derived, kueue=live))
+    return sorted((x["rule"], x["object"]) for x in _audit_guest.audit_guest(derived, kueue=live))
 
 
 def test_audit_two_gang_pools():
     derived = derive(two_gang_pools())
-    _op, p = a.guest_inputs(derived)
+    _op, p = _audit_guest.guest_inputs(derived)
     live = live_kueue(p)
     assert kueue_findings(derived, live) == []
     del live["cluster_queues"]["gpupool-finetune"]
@@ -232,7 +232,7 @@ def test_audit_two_gang_pools():
     live["cluster_queues"]["gpupool-training"]["cohortName"] = "elsewhere"
     live["cluster_queues"]["gpupool-training"]["preemption"]["withinClusterQueue"] = "Never"
     live["resource_flavors"]["gpupool-finetune"]["nodeLabels"] = {"gpupool.vcf/pool": "training"}
-    out = a.audit_guest(derived, kueue=live)
+    out = _audit_guest.audit_guest(derived, kueue=live)
     assert sorted((x["rule"], x["object"]) for x in out) == [
         ("cluster_queue_changed", "cluster_queue gpupool-training"),
         ("cluster_queue_missing", "cluster_queue gpupool-finetune"),
@@ -245,22 +245,22 @@ def test_audit_two_gang_pools():
 
 def test_audit_kueue_configuration():
     derived = derive(two_gang_pools(wait_for_pods_ready_timeout="15m"))
-    _op, p = a.guest_inputs(derived)
+    _op, p = _audit_guest.guest_inputs(derived)
     live = live_kueue(p)
     assert live["configuration"]["waitForPodsReady"]["timeout"] == "15m"
     assert kueue_findings(derived, live) == []
     live["configuration"]["waitForPodsReady"] = {"timeout": "10m"}
-    out = a.audit_guest(derived, kueue=live)
+    out = _audit_guest.audit_guest(derived, kueue=live)
     assert [(x["rule"], x["object"]) for x in out] == [("kueue_config_changed", "config_map kueue-system/"
                                                                                 "kueue-manager-config")]
     assert "waitForPodsReady.timeout 10m (design 15m)" in out[0]["message"]
     assert "waitForPodsReady.blockAdmission unset (design True)" in out[0]["message"]
     assert "reads it only when it starts" in out[0]["message"]
     live["configuration"] = None
-    out = a.audit_guest(derived, kueue=live)
+    out = _audit_guest.audit_guest(derived, kueue=live)
     assert [x["rule"] for x in out] == ["kueue_config_changed"] and "is missing" in out[0]["message"]
     live["configuration"] = "not: [yaml"
-    assert [x["rule"] for x in a.audit_guest(derived, kueue=live)] == ["kueue_config_changed"]
+    assert [x["rule"] for x in _audit_guest.audit_guest(derived, kueue=live)] == ["kueue_config_changed"]
     # not read: not judged
     del live["configuration"]
     assert kueue_findings(derived, live) == []

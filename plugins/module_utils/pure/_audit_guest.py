@@ -1,0 +1,470 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The guest link of the drift audit: the guest cluster's nodes and the objects the guest roles write, judged against the derived design (pure).
+
+Live state, as the module reads it: ``nodes``: ``[{"name", "labels": {}, "taints": [{"key", "value", "effect"}],
+"capacity": {}}]``; ``namespaces``: names; ``namespace_labels``: ``{name: labels}``;
+``resource_quotas``: ``{namespace: {quota name: hard dict}}``; ``secrets``: ``{namespace:
+[names]}`` (only the names asked for need be there); ``priority_classes``: ``{name: {"value",
+"preemptionPolicy", "description"}}``; ``cluster_policy``: ``{"exists", "spec"}``;
+``device_plugin_config``: ``{"exists", "data": {key: parsed YAML}}``; ``dcgm_metrics_config``:
+``{"exists", "data": {key: text}}``; ``kueue``: ``{"served",
+"resource_flavors": {name: spec}, "cluster_queues": {name: spec}, "local_queues": {namespace:
+{name: spec}}, "configuration": Kueue's parsed Configuration or None}``; ``culling``: ``{"exists", "schedule", "image", "env": {}}`` (the CronJob), or
+``{"kubeflow": True, "exists", "env": {}}`` (Kubeflow's notebook controller's container). What the guest
+roles write is built by ``_k8s_objects`` from the role inputs derive() gives them.
+
+:data:`RULES` is this link's rule table (severity, link, one line); ``_audit_report`` assembles
+every link's table into one.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+from collections import OrderedDict
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _k8s_objects as _objects
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit
+
+GPU_TAINT_KEY = "nvidia.com/gpu"
+PROFILE_LABEL = "nvidia.com/vgpu.profile"
+POOL_LABEL = "gpupool.vcf/pool"
+
+RULES = OrderedDict([
+    ("gpu_node_untainted", ("error", "guest", "Every GPU node carries the nvidia.com/gpu taint and its pool's "
+                                              "taints.")),
+    ("gpu_node_profile_label_missing", ("error", "guest", "Every GPU node of a pool carries the "
+                                                          "nvidia.com/vgpu.profile label of the pool's profile.")),
+    ("node_pool_no_nodes", ("warning", "guest", "A node pool with replicas has nodes in the guest cluster.")),
+    ("guest_namespace_missing", ("error", "guest", "Every tenant namespace exists in the guest cluster.")),
+    ("gpu_quota_missing", ("error", "guest", "Every tenant namespace has its GPU ResourceQuotas.")),
+    ("gpu_quota_changed", ("warning", "guest", "A GPU ResourceQuota has the design's limits.")),
+    ("priority_class_missing", ("error", "guest", "Every PriorityClass of the design exists.")),
+    ("priority_class_changed", ("warning", "guest", "A PriorityClass has the design's value and preemption "
+                                                    "policy (both immutable) and description.")),
+    ("guest_namespace_labels_changed", ("warning", "guest", "A tenant namespace carries the labels the "
+                                                            "gpu_scheduling_policy role sets (Kueue selects "
+                                                            "training tenants by them).")),
+    ("licensing_secret_missing", ("error", "guest", "The licensing Secret is in the GPU Operator namespace.")),
+    ("cluster_policy_missing", ("error", "guest", "The GPU Operator's ClusterPolicy exists.")),
+    ("cluster_policy_changed", ("error", "guest", "The ClusterPolicy has the driver (repository, image, version, "
+                                                  "pull Secrets), licensing Secret and device plugin configuration "
+                                                  "the gpu_operator role sets.")),
+    ("mig_strategy_changed", ("error", "guest", "The ClusterPolicy's mig.strategy is the design's (the gpu_operator "
+                                                "role changes a live one only with guest.allow_mig_strategy_change).")),
+    ("guest_driver_missing", ("error", "guest", "The design names the vGPU guest driver of a vGPU guest cluster (the "
+                                                "gpu_operator role refuses to install the operator without one).")),
+    ("time_slicing_config_missing", ("error", "guest", "The device plugin ConfigMap of the time-sliced pools "
+                                                       "exists.")),
+    ("time_slicing_config_changed", ("error", "guest", "The device plugin ConfigMap holds the configurations the "
+                                                       "gpu_operator role writes (MIG strategy, time-slicing "
+                                                       "replicas per pool).")),
+    ("dcgm_metrics_config_missing", ("warning", "guest", "The DCGM exporter metrics ConfigMap the gpu_operator "
+                                                         "role writes exists.")),
+    ("dcgm_metrics_config_changed", ("warning", "guest", "The DCGM exporter metrics ConfigMap lists the metrics "
+                                                         "the gpu_operator role writes (profiling counters, "
+                                                         "framebuffer, vGPU license status).")),
+    ("kueue_missing", ("error", "guest", "The guest cluster serves Kueue where the design gang-schedules training.")),
+    ("resource_flavor_missing", ("error", "guest", "Every gang-scheduled pool's Kueue ResourceFlavor exists.")),
+    ("resource_flavor_changed", ("warning", "guest", "The ResourceFlavor has the pool's node labels and "
+                                                     "tolerations.")),
+    ("cluster_queue_missing", ("error", "guest", "Every gang-scheduled pool's Kueue ClusterQueue exists.")),
+    ("cluster_queue_changed", ("error", "guest", "The ClusterQueue has the role's namespace selector, queueing "
+                                                 "strategy, preemption and the pool's size as nominal quota.")),
+    ("local_queue_missing", ("error", "guest", "Every tenant with quota on a gang-scheduled pool has its Kueue "
+                                               "LocalQueue.")),
+    ("local_queue_changed", ("error", "guest", "A LocalQueue points at the training ClusterQueue.")),
+    ("kueue_config_changed", ("error", "guest", "Kueue's configuration has waitForPodsReady (the design's timeout, "
+                                                "blockAdmission) where the design gang-schedules training.")),
+    ("notebook_culling_missing", ("warning", "guest", "The notebook culling CronJob exists (without Kubeflow).")),
+    ("notebook_culling_changed", ("warning", "guest", "The culling CronJob has the role's schedule, image and idle "
+                                                      "time.")),
+])
+
+
+def finding(rule, obj, message, fix, severity=None):
+    """A finding of a rule of this link's table."""
+    return _audit.finding(rule, obj, message, fix, RULES[rule], severity=severity)
+
+
+def _has_taint(node, taint):
+    for t in node.get("taints") or []:
+        if t.get("key") == taint["key"] and t.get("effect") == taint["effect"] and \
+                (taint.get("value") is None or t.get("value") == taint["value"]):
+            return True
+    return False
+
+
+def licensing_secret_matches(name, secret_name):
+    """The design's licensing Secret, or one nls_licensing made from it (``<secret_name>-<content hash>``)."""
+    return name == secret_name or re.match(r"^%s-[0-9a-f]{10}$" % re.escape(secret_name), name or "") is not None
+
+
+def guest_inputs(derived):
+    """(gpu_operator inputs, gpu_scheduling_policy inputs): the roles' defaults overridden by what
+    derive() gives them, the same variables site.yml passes to the roles."""
+    return (_objects.role_inputs("gpu_operator", _audit.role_inputs(derived, "gpu_operator")),
+            _objects.role_inputs("gpu_scheduling_policy", _audit.role_inputs(derived, "gpu_scheduling_policy")))
+
+
+def _diff_text(diffs):
+    return ", ".join("%s %s (design %s)" % (path, "unset" if have is None else have, want) for path, have, want in diffs)
+
+
+def audit_guest(derived, nodes=None, namespaces=None, resource_quotas=None, secrets=None,
+                priority_classes=None, licensing_secret_in_use=None, namespace_labels=None, cluster_policy=None,
+                device_plugin_config=None, kueue=None, culling=None, dcgm_metrics_config=None):
+    """Findings of the guest link: GPU nodes, tenant namespaces and quotas, PriorityClasses, the
+    licensing Secret, the ClusterPolicy, the device plugin ConfigMap, Kueue, notebook culling.
+
+    What the roles write is built from the inputs derive() gives them (``derived["roles"]``) by
+    ``_k8s_objects``; a part not read (None) is not judged. The licensing Secret is the one the
+    ClusterPolicy names when there is one, else any Secret named as the design says or
+    ``<secret_name>-<hash>`` (rotation by name).
+    """
+    out = []
+    op, policy = guest_inputs(derived)
+    _guest_nodes(out, derived, nodes)
+    tenants = policy.get("gpu_scheduling_policy_tenants") or []
+    missing_ns = set()
+    if namespaces is not None:
+        present = set(namespaces)
+        quotas = resource_quotas or {}
+        for tenant in tenants:
+            name = tenant["namespace"]
+            if name not in present:
+                missing_ns.add(name)
+                out.append(finding("guest_namespace_missing", "namespace %s" % name,
+                                   "tenant namespace %s does not exist in the guest cluster" % name,
+                                   "create it with its quotas (gpu_scheduling_policy role)"))
+                continue
+            if namespace_labels is not None:
+                have = namespace_labels.get(name) or {}
+                want = _objects.tenant_namespace_labels(tenant)
+                wrong = ["%s=%s (design %s)" % (k, have.get(k, "unset"), v) for k, v in sorted(want.items())
+                         if have.get(k) != v]
+                if wrong:
+                    out.append(finding(
+                        "guest_namespace_labels_changed", "namespace %s" % name,
+                        "tenant namespace %s: %s%s" % (name, ", ".join(wrong), (
+                            "; Kueue's ClusterQueue selects training tenants by gpupool.vcf/training=true"
+                            if tenant.get("training") and have.get("gpupool.vcf/training") != "true" else "")),
+                        "set the labels back (gpu_scheduling_policy role)"))
+            for q in tenant.get("quotas") or []:
+                _guest_quota(out, name, q, (quotas.get(name) or {}).get(q["name"]))
+    if priority_classes is not None:
+        for pc in policy.get("gpu_scheduling_policy_priority_classes") or []:
+            _priority_class(out, pc, priority_classes.get(pc["name"]))
+    # the Secret the design names (nls_licensing makes <name>-<hash> of it); none: licensing is not judged
+    secret_name = op.get("gpu_operator_licensing_secret_name") or None
+    ns = op["gpu_operator_namespace"]
+    cp_spec = (cluster_policy or {}).get("spec") if (cluster_policy or {}).get("exists") else None
+    if cp_spec is not None:
+        licensing_secret_in_use = ((cp_spec.get("driver") or {}).get("licensingConfig") or {}).get("secretName") or None
+    if secrets is not None and secret_name:
+        present = secrets.get(ns) or []
+        if licensing_secret_in_use:
+            missing = licensing_secret_in_use if licensing_secret_in_use not in present else None
+            what = "the ClusterPolicy names licensing Secret %s, which is not in namespace %s" % (missing, ns)
+        else:
+            found = [n for n in present if licensing_secret_matches(n, secret_name)]
+            missing = None if found else secret_name
+            what = "no licensing Secret %s (or %s-<hash>) is in namespace %s" % (missing, missing, ns)
+        if missing:
+            out.append(finding(
+                "licensing_secret_missing", "secret %s/%s" % (ns, missing),
+                "%s: guest vGPU drivers run unlicensed and are throttled" % what,
+                "create it from a DLS client configuration token (nls_licensing role)"))
+    if cluster_policy is not None:
+        refusal = _objects.missing_guest_driver(op)
+        if refusal:
+            out.append(finding("guest_driver_missing", "design guest.driver", refusal,
+                               "add guest.driver to the design and run site.yml (gpu_operator role)"))
+        _cluster_policy(out, op, cp_spec, secret_name)
+    if device_plugin_config is not None:
+        _device_plugin_config(out, op, device_plugin_config)
+    if dcgm_metrics_config is not None:
+        _dcgm_metrics_config(out, op, dcgm_metrics_config)
+    if kueue is not None:
+        _kueue(out, policy, kueue, missing_ns)
+    if culling is not None:
+        _culling(out, policy, culling)
+    return out
+
+
+def _guest_nodes(out, derived, nodes):
+    pools = _audit.design_pools(derived)
+    gpu_taint = {"key": GPU_TAINT_KEY, "value": "present", "effect": "NoSchedule"}
+    seen = dict((p, 0) for p in pools)
+    for node in sorted(nodes or [], key=lambda n: n["name"]):
+        if not _audit.is_gpu_node(node, pools):
+            continue
+        pool_name = (node.get("labels") or {}).get(POOL_LABEL)
+        pool = pools.get(pool_name)
+        if pool is not None:
+            seen[pool_name] += 1
+        wanted = list(pool.get("taints") or []) if pool is not None else [gpu_taint]
+        if not any(t["key"] == GPU_TAINT_KEY for t in wanted):
+            wanted.insert(0, gpu_taint)
+        missing = [t for t in wanted if not _has_taint(node, t)]
+        if missing:
+            out.append(finding(
+                "gpu_node_untainted", "node %s" % node["name"],
+                "GPU node %s%s lacks taint(s) %s: pods without the toleration land on it" % (
+                    node["name"], " (pool %s)" % pool_name if pool_name else "",
+                    ", ".join(_audit.taint_text(t) for t in missing)),
+                "set the taints on the node pool (vks_node_pool taints) so every node gets them; "
+                "kubectl taint nodes %s %s for this node now" % (node["name"], " ".join(
+                    _audit.taint_text(t) for t in missing))))
+        if pool is not None:
+            profile = pool["labels"].get(PROFILE_LABEL)
+            live = (node.get("labels") or {}).get(PROFILE_LABEL)
+            if profile and live != profile:
+                out.append(finding(
+                    "gpu_node_profile_label_missing", "node %s" % node["name"],
+                    "GPU node %s of pool %s has %s=%s, the pool's profile is %s" % (
+                        node["name"], pool_name, PROFILE_LABEL, live if live is not None else "(none)", profile),
+                    "set the node pool labels (vks_node_pool labels) to %s=%s" % (PROFILE_LABEL, profile)))
+    if nodes is not None:
+        for name, count in seen.items():
+            if not count and pools[name].get("replicas"):
+                out.append(finding(
+                    "node_pool_no_nodes", "node_pool %s" % name,
+                    "no node of the guest cluster has %s=%s; the design asks for %s" % (
+                        POOL_LABEL, name, pools[name]["replicas"]),
+                    "check the node pool on the Supervisor and its %s label" % POOL_LABEL))
+
+
+def _guest_quota(out, ns, q, have):
+    obj = "resource_quota %s/%s" % (ns, q["name"])
+    want = dict((k, str(v)) for k, v in (q.get("hard") or {}).items())
+    if have is None:
+        out.append(finding(
+            "gpu_quota_missing", obj,
+            "namespace %s has no ResourceQuota %s (%s): its GPU use is unbounded" % (
+                ns, q["name"], ", ".join("%s=%s" % kv for kv in sorted(want.items()))),
+            "create it (gpu_scheduling_policy role)"))
+        return
+    live = dict((k, str(v)) for k, v in (have or {}).items())
+    changed = ["%s=%s (design %s)" % (k, live.get(k, "unset"), v) for k, v in sorted(want.items()) if live.get(k) != v]
+    if changed:
+        out.append(finding("gpu_quota_changed", obj, "ResourceQuota %s/%s: %s" % (ns, q["name"], ", ".join(changed)),
+                           "set it back (gpu_scheduling_policy role)"))
+
+
+def _priority_class(out, pc, have):
+    name = pc["name"]
+    obj = "priority_class %s" % name
+    if have is None:
+        out.append(finding("priority_class_missing", obj, "PriorityClass %s does not exist" % name,
+                           "create it (gpu_scheduling_policy role)"))
+        return
+    fixed, diffs = [], []
+    if have.get("value") != pc.get("value"):
+        fixed.append("value %s (design %s)" % (have.get("value"), pc.get("value")))
+    if pc.get("preemption_policy") and have.get("preemptionPolicy") != pc["preemption_policy"]:
+        fixed.append("preemptionPolicy %s (design %s)" % (have.get("preemptionPolicy"), pc["preemption_policy"]))
+    if "description" in have and have.get("description") != pc.get("description", name):
+        diffs.append("description %r (design %r)" % (have.get("description"), pc.get("description", name)))
+    if fixed or diffs:
+        out.append(finding(
+            "priority_class_changed", obj, "PriorityClass %s: %s" % (name, ", ".join(fixed + diffs)),
+            "PriorityClass values are immutable: delete and recreate it (gpu_scheduling_policy role)" if fixed
+            else "set it back (gpu_scheduling_policy role)"))
+
+
+def _cluster_policy(out, op, spec, secret_prefix):
+    obj = "cluster_policy %s" % _objects.CLUSTER_POLICY
+    if spec is None:
+        out.append(finding(
+            "cluster_policy_missing", obj,
+            "the GPU Operator has no ClusterPolicy %s: no guest driver, device plugin or licensing" % (
+                _objects.CLUSTER_POLICY),
+            "install the GPU Operator chart (gpu_operator role)"))
+        return
+    diffs = []
+    for path, want in _objects.cluster_policy_fields(op):
+        have = spec
+        for key in path:
+            have = have.get(key) if isinstance(have, dict) else None
+        diffs += [(".".join(path), h, w) for _p, h, w in _objects.differences(want, have)]
+    secret = ((spec.get("driver") or {}).get("licensingConfig") or {}).get("secretName")
+    if secret_prefix and not licensing_secret_matches(secret, secret_prefix):
+        diffs.append(("driver.licensingConfig.secretName", secret, "%s-<hash>" % secret_prefix))
+    strategy = [d for d in diffs if d[0] == "mig.strategy"]
+    diffs = [d for d in diffs if d[0] != "mig.strategy"]
+    if strategy:
+        out.append(finding(
+            "mig_strategy_changed", obj, "ClusterPolicy %s: %s; the GPU resource every workload requests depends on "
+            "it (nvidia.com/gpu or nvidia.com/mig-<profile>)" % (_objects.CLUSTER_POLICY, _diff_text(strategy)),
+            "set it back (gpu_operator role) after checking the workloads that request GPUs: the role changes a live "
+            "mig.strategy only with guest.allow_mig_strategy_change true (gpu_operator_allow_mig_strategy_change)"
+            if not _objects.flag(op.get("gpu_operator_allow_mig_strategy_change")) else
+            "set it back (gpu_operator role; the design allows the change)"))
+    if diffs:
+        out.append(finding(
+            "cluster_policy_changed", obj, "ClusterPolicy %s: %s" % (_objects.CLUSTER_POLICY, _diff_text(diffs)),
+            "set it back (gpu_operator role; nls_licensing points it at the licensing Secret)"))
+
+
+def _dcgm_metrics_config(out, op, live):
+    want = _objects.dcgm_metrics_csv(op)
+    if want is None:
+        return
+    ns, name = op["gpu_operator_namespace"], op["gpu_operator_dcgm_metrics_config_name"]
+    obj = "config_map %s/%s" % (ns, name)
+    if not live.get("exists"):
+        out.append(finding(
+            "dcgm_metrics_config_missing", obj,
+            "the DCGM exporter metrics ConfigMap %s/%s is missing: the exporter exports its own list, without "
+            "the profiling counters the design's dashboards read" % (ns, name), "create it (gpu_operator role)"))
+        return
+    have = _objects.dcgm_metrics_fields((live.get("data") or {}).get(_objects.DCGM_METRICS_KEY))
+    wanted = _objects.dcgm_metrics_fields(want)
+    if have != wanted:
+        missing = [f for f, _t in wanted if f not in [h for h, _u in have]]
+        extra = [f for f, _t in have if f not in [w for w, _v in wanted]]
+        what = "; ".join(part for part in (
+            "missing %s" % ", ".join(missing) if missing else "",
+            "not the role's %s" % ", ".join(extra) if extra else "") if part) or "types or order differ"
+        out.append(finding("dcgm_metrics_config_changed", obj,
+                           "DCGM exporter metrics ConfigMap %s/%s: %s" % (ns, name, what),
+                           "set it back (gpu_operator role); the exporter reads it when its pods restart"))
+
+
+def _device_plugin_config(out, op, live):
+    want = _objects.device_plugin_configs(op)
+    if not want:
+        return
+    ns, name = op["gpu_operator_namespace"], op["gpu_operator_device_plugin_config_name"]
+    obj = "config_map %s/%s" % (ns, name)
+    if not live.get("exists"):
+        out.append(finding(
+            "time_slicing_config_missing", obj,
+            "the device plugin ConfigMap %s/%s is missing: time-sliced pools (%s) advertise one GPU per card" % (
+                ns, name, ", ".join(sorted(op["gpu_operator_time_slicing"]))),
+            "create it (gpu_operator role)"))
+        return
+    data = live.get("data") or {}
+    diffs = []
+    for key, config in sorted(want.items()):
+        if key not in data:
+            diffs.append((key, None, "a configuration"))
+            continue
+        diffs += [("%s: %s" % (key, p), h, w) for p, h, w in _objects.differences(config, data[key])]
+    if diffs:
+        out.append(finding("time_slicing_config_changed", obj,
+                           "device plugin ConfigMap %s/%s: %s" % (ns, name, _diff_text(diffs)),
+                           "set it back (gpu_operator role); the device plugin rereads it"))
+
+
+def _kueue(out, policy, live, missing_ns):
+    want = _objects.kueue_objects(policy)
+    if want is None:
+        return
+    if not live.get("served", True):
+        out.append(finding("kueue_missing", "kueue %s" % want["api_version"],
+                           "the guest cluster does not serve %s: training jobs are not gang-scheduled" % (
+                               want["api_version"]),
+                           "install Kueue in the guest cluster, then run the gpu_scheduling_policy role"))
+        return
+    checks = [("resource_flavor", "ResourceFlavor", name, spec, (live.get("resource_flavors") or {}).get(name))
+              for name, spec in want["resource_flavors"]]
+    checks += [("cluster_queue", "ClusterQueue", name, spec, (live.get("cluster_queues") or {}).get(name))
+               for name, spec in want["cluster_queues"]]
+    for ns, name, spec in want["local_queues"]:
+        if ns not in missing_ns:
+            checks.append(("local_queue", "LocalQueue", "%s/%s" % (ns, name), spec,
+                           ((live.get("local_queues") or {}).get(ns) or {}).get(name)))
+    for rule, kind, name, spec, have in checks:
+        obj = "%s %s" % (rule, name)
+        if have is None:
+            out.append(finding("%s_missing" % rule, obj, "Kueue %s %s does not exist: training jobs %s" % (
+                kind, name, "of its namespace wait unadmitted" if rule == "local_queue" else "are not admitted"),
+                "create it (gpu_scheduling_policy role)"))
+            continue
+        diffs = _objects.differences(spec, have)
+        if diffs:
+            out.append(finding("%s_changed" % rule, obj, "Kueue %s %s: %s" % (kind, name, _diff_text(diffs)),
+                               "set it back (gpu_scheduling_policy role)"))
+    _kueue_config(out, policy, live)
+
+
+def _kueue_config(out, policy, live):
+    """waitForPodsReady in Kueue's configuration (``live["configuration"]``: the parsed
+    Configuration, None where its ConfigMap or key is missing; absent: not read)."""
+    if "configuration" not in live or _objects.kueue_wait_for_pods_ready(policy) is None:
+        return
+    ns, name = policy["gpu_scheduling_policy_kueue_namespace"], policy["gpu_scheduling_policy_kueue_config_map"]
+    obj = "config_map %s/%s" % (ns, name)
+    config = live["configuration"]
+    restart = "; Kueue's controller reads it only when it starts (the role restarts it)"
+    if config is None:
+        out.append(finding("kueue_config_changed", obj,
+                           "Kueue's configuration %s/%s (key %s) is missing: waitForPodsReady cannot be set, gang "
+                           "jobs may start some of their pods and hold GPUs waiting for the rest" % (
+                               ns, name, policy["gpu_scheduling_policy_kueue_config_key"]),
+                           "install Kueue from its manifests or chart, or point the gpu_scheduling_policy role at "
+                           "its configuration (gpu_scheduling_policy_kueue_config_map)"))
+        return
+    try:
+        diffs = _objects.kueue_config_differences(policy, config)
+    except ValueError as exc:
+        diffs = [("configuration", "not a Kueue Configuration", str(exc))]
+    if diffs:
+        out.append(finding("kueue_config_changed", obj, "Kueue's configuration %s/%s: %s%s" % (
+            ns, name, _diff_text(diffs), restart), "set it (gpu_scheduling_policy role, which restarts Kueue)"))
+
+
+def kubeflow_culling(policy):
+    """What the role's culling tasks patch into Kubeflow's notebook controller (tasks/culling.yml):
+    {"namespace", "name", "container", "env"}; None when the role leaves Kubeflow alone."""
+    if policy.get("gpu_scheduling_policy_culling") not in ("auto", "kubeflow"):
+        return None
+    return {"namespace": policy["gpu_scheduling_policy_kubeflow_controller_namespace"],
+            "name": policy["gpu_scheduling_policy_kubeflow_controller_deployment"],
+            "container": policy["gpu_scheduling_policy_kubeflow_controller_container"],
+            "env": OrderedDict([("ENABLE_CULLING", "true"),
+                                ("CULL_IDLE_TIME", str(policy["gpu_scheduling_policy_culling_idle_minutes"])),
+                                ("IDLENESS_CHECK_PERIOD", str(policy["gpu_scheduling_policy_culling_check_minutes"]))])}
+
+
+def _kubeflow_culling(out, policy, live):
+    want = kubeflow_culling(policy)
+    if want is None:
+        return
+    obj = "deployment %s/%s" % (want["namespace"], want["name"])
+    if not live.get("exists"):
+        out.append(finding("notebook_culling_missing", obj,
+                           "Kubeflow's notebook controller %s/%s (container %s) is missing: nothing culls idle "
+                           "notebooks" % (want["namespace"], want["name"], want["container"]),
+                           "install Kubeflow's notebook controller, or set guest.culling.mechanism to cronjob"))
+        return
+    diffs = _objects.differences({"env": want["env"]}, {"env": live.get("env") or {}})
+    if diffs:
+        out.append(finding("notebook_culling_changed", obj, "Kubeflow's notebook controller %s/%s: %s" % (
+            want["namespace"], want["name"], _diff_text(diffs)), "set it back (gpu_scheduling_policy role)"))
+
+
+def _culling(out, policy, live):
+    if live.get("kubeflow"):
+        _kubeflow_culling(out, policy, live)
+        return
+    want = _objects.culling_cronjob(policy)
+    if want is None:
+        return
+    obj = "cronjob %s/%s" % (want["namespace"], want["name"])
+    if not live.get("exists"):
+        out.append(finding("notebook_culling_missing", obj,
+                           "the notebook culling CronJob %s/%s is missing: idle notebooks keep their GPUs" % (
+                               want["namespace"], want["name"]),
+                           "create it (gpu_scheduling_policy role)"))
+        return
+    diffs = _objects.differences({"schedule": want["schedule"], "image": want["image"], "env": want["env"]},
+                                 dict((k, live.get(k)) for k in ("schedule", "image", "env")))
+    if diffs:
+        out.append(finding("notebook_culling_changed", obj, "notebook culling CronJob %s/%s: %s" % (
+            want["namespace"], want["name"], _diff_text(diffs)), "set it back (gpu_scheduling_policy role)"))

@@ -1,0 +1,270 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The vsphere link of the drift audit: VM classes and Supervisor namespaces, judged against the derived design (pure).
+
+Live state, as the module reads it: ``vm_classes``: ``{id: normal form of _vm_class.normalize}``; ``namespaces``: ``{name:
+normal form of _namespace.normalize}`` (a name absent from the dict does not exist).
+
+:data:`RULES` is this link's rule table (severity, link, one line); ``_audit_report`` assembles
+every link's table into one.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from collections import OrderedDict
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _namespace, _vm_class
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit
+
+
+RULES = OrderedDict([
+    ("vm_class_missing", ("error", "vsphere", "Every pool's VM class exists.")),
+    ("vm_class_profile_changed", ("error", "vsphere", "A VM class carries the vGPU profiles of its pool.")),
+    ("vm_class_size_changed", ("warning", "vsphere", "A VM class has the design's vCPUs, memory and 100% memory "
+                                                     "reservation.")),
+    ("vm_class_description_changed", ("warning", "vsphere", "A VM class has the design's description.")),
+    ("namespace_missing", ("error", "vsphere", "Every platform and tenant namespace exists.")),
+    ("namespace_class_missing", ("error", "vsphere", "A namespace offers every VM class of its pools.")),
+    ("namespace_class_extra", ("error", "vsphere", "A namespace offers no GPU VM class the design does not give "
+                                                   "it (where the role purges them).")),
+    ("namespace_storage_changed", ("error", "vsphere", "A namespace has the design's storage policies and their "
+                                                       "limits.")),
+    ("namespace_limits_changed", ("warning", "vsphere", "A namespace has the design's CPU, memory and storage "
+                                                        "limits.")),
+    ("namespace_access_changed", ("error", "vsphere", "A namespace grants the design's access entries (and only "
+                                                      "them where the role purges access).")),
+    ("namespace_description_changed", ("warning", "vsphere", "A namespace has the design's description.")),
+    ("namespace_libraries_changed", ("warning", "vsphere", "A namespace has the content libraries the role "
+                                                           "gives it.")),
+])
+
+
+def finding(rule, obj, message, fix, severity=None):
+    """A finding of a rule of this link's table."""
+    return _audit.finding(rule, obj, message, fix, RULES[rule], severity=severity)
+
+
+# Each field the vm_class and supervisor_namespace modules compare, and the rule that reports it:
+# the audit plans each object with the modules' comparators (_vm_class / _namespace merge and differs)
+# and the supervisor_gpu_tenancy role's inputs.
+VM_CLASS_RULE_BY_FIELD = OrderedDict([
+    ("cpu_count", "vm_class_size_changed"),
+    ("memory_mb", "vm_class_size_changed"),
+    ("cpu_reservation", "vm_class_size_changed"),
+    ("memory_reservation", "vm_class_size_changed"),
+    ("description", "vm_class_description_changed"),
+    ("vgpu_profiles", "vm_class_profile_changed"),
+])
+NAMESPACE_RULE_BY_FIELD = OrderedDict([
+    ("description", "namespace_description_changed"),
+    ("vm_classes", "namespace_class_missing"),  # namespace_class_extra for the classes the plan removes
+    ("content_libraries", "namespace_libraries_changed"),
+    ("storage_policies", "namespace_storage_changed"),
+    ("limits", "namespace_limits_changed"),
+    ("access", "namespace_access_changed"),
+])
+_VM_CLASS_LABELS = dict(cpu_count="vCPUs", memory_mb="memory MB", cpu_reservation="CPU reservation %",
+                        memory_reservation="memory reservation %")
+# the role's options that are no fields of the object
+_VM_CLASS_OPTIONS = ("name", "cluster", "api_form", "state")
+_NAMESPACE_PURGES = ("purge_lists", "purge_access", "purge_gpu_vm_classes")
+
+
+def _desired_class(want):
+    """One class entry of the supervisor_gpu_tenancy role's inputs as vm_class takes it (_vm_class.desired)."""
+    params = dict((k, v) for k, v in want.items() if k in _vm_class.FIELDS)
+    params["name"] = want["name"]
+    return _vm_class.desired(params)
+
+
+def vm_class_plan(want, have):
+    """(after, changed fields) of one VM class of derive()'s ``vsphere.vm_classes``, as
+    vm_class plans it with the options supervisor_gpu_tenancy passes (None: missing)."""
+    after = _vm_class.merge(have, _desired_class(want))
+    return after, _vm_class.differs(have, after)
+
+
+def namespace_plan(want, have, storage_policies=None, gpu_classes=()):
+    """(after, changed fields) of one namespace of derive()'s ``vsphere.namespaces``, as
+    supervisor_namespace plans it with the options supervisor_gpu_tenancy passes (purge options
+    included). ``storage_policies``: {id: name} (None: storage policies not judged);
+    ``gpu_classes``: ids of the VM classes with a vGPU (purged with ``purge_gpu_vm_classes``)."""
+    options = dict((k, v) for k, v in want.items() if k not in _NAMESPACE_PURGES)
+    after = _namespace.merge(have, _namespace.wanted(options, storage_policies), purge_lists=bool(want.get("purge_lists")),
+                             purge_access=bool(want.get("purge_access")),
+                             purge_vm_classes=gpu_classes if want.get("purge_gpu_vm_classes") else None)
+    return after, _namespace.differs(have, after)
+
+
+def _words(value):
+    if isinstance(value, (list, tuple)):
+        return "[%s]" % ", ".join(_words(v) for v in value)
+    if isinstance(value, dict):
+        return "{%s}" % ", ".join("%s: %s" % (k, _words(v)) for k, v in sorted(value.items()))
+    return "none" if value is None else str(value)
+
+
+def _access_words(entries):
+    return ", ".join("%s %s@%s %s" % (a["type"], a["subject"], a["domain"], a["role"]) for a in entries) or "none"
+
+
+def _vm_class_findings(want, have, name, pool=None):
+    obj = "vm_class %s" % name
+    try:
+        after, fields = vm_class_plan(want, have)
+    except _vm_class.VmClassError as exc:
+        return [finding("vm_class_profile_changed", obj, "VM class %s cannot be planned: %s" % (name, exc),
+                        "fix the pool's VM class in the design")]
+    out = []
+    if "vgpu_profiles" in fields:
+        out.append(finding(
+            "vm_class_profile_changed", obj,
+            "VM class %s has vGPU profiles [%s], pool %s needs [%s]" % (
+                name, ", ".join(sorted(have.get("vgpu_profiles") or [])), pool,
+                ", ".join(after["vgpu_profiles"])),
+            "set its profiles back (vm_class, or the supervisor_gpu_tenancy role); node VMs created since "
+            "run the wrong profile and must be recreated"))
+    size = ["%s %s (design %s)" % (_VM_CLASS_LABELS[k], have.get(k), after[k]) for k in fields if k in _VM_CLASS_LABELS]
+    if size:
+        out.append(finding("vm_class_size_changed", obj, "VM class %s: %s" % (name, ", ".join(size)),
+                           "set the VM class back to the design (vm_class, or the supervisor_gpu_tenancy role)"))
+    if "description" in fields:
+        out.append(finding("vm_class_description_changed", obj, "VM class %s is described %r, the design says %r" % (
+            name, have.get("description"), after["description"]), "set it back (vm_class, or the "
+                                                                  "supervisor_gpu_tenancy role)"))
+    return out
+
+
+def _namespace_findings(want, have, storage_policies, gpu_classes):
+    name = want["name"]
+    obj = "namespace %s" % name
+    try:
+        after, fields = namespace_plan(want, have, storage_policies, gpu_classes)
+    except _namespace.NamespaceError as exc:
+        return [finding("namespace_storage_changed" if "storage policy" in str(exc) else "namespace_access_changed",
+                        obj, "namespace %s cannot be planned: %s" % (name, exc),
+                        "fix the namespace in the design or create what it names in vCenter")]
+    names = storage_policies or {}
+    fix = "set it back (supervisor_namespace, or the supervisor_gpu_tenancy role)"
+    out = []
+    for field in fields:
+        live, wanted = have.get(field), after[field]
+        if field == "vm_classes":
+            missing = [c for c in wanted if c not in live]
+            extra = [c for c in live if c not in wanted]
+            if missing:
+                out.append(finding("namespace_class_missing", obj, "namespace %s does not offer VM class(es) %s" % (
+                    name, ", ".join(missing)), "add them to the namespace (supervisor_namespace vm_classes, or the "
+                                               "supervisor_gpu_tenancy role)"))
+            if extra:
+                out.append(finding("namespace_class_extra", obj, "namespace %s offers GPU VM class(es) %s that the "
+                                   "design does not give it" % (name, ", ".join(extra)),
+                                   "remove them from the namespace (the supervisor_gpu_tenancy role)"))
+        elif field == "storage_policies":
+            out.append(finding("namespace_storage_changed", obj, "namespace %s has storage policies %s, the design "
+                               "says %s (limit MiB)" % (name, _words(dict((names.get(k, k), v) for k, v in live.items())),
+                                                        _words(dict((names.get(k, k), v) for k, v in wanted.items()))),
+                               fix))
+        elif field == "access":
+            out.append(finding("namespace_access_changed", obj, "namespace %s grants %s; after the role: %s" % (
+                name, _access_words(live), _access_words(wanted)), fix))
+        else:
+            out.append(finding(NAMESPACE_RULE_BY_FIELD[field], obj, "namespace %s %s is %s, the design says %s" % (
+                name, field.replace("_", " "), _words(live), _words(wanted)), fix))
+    return out
+
+
+def class_names(tenancy, vm_classes):
+    """({design name: the class it is used under}, {design name: [superseded classes]}) of the
+    supervisor_gpu_tenancy role's inputs ``tenancy`` against the live classes ``vm_classes`` ({id:
+    normal form}). Without class revisions every class is used under its design name; with them the
+    name is resolved as vm_class resolves it (the base name or ``<base>-r<hex>`` of the design's
+    shape, _vm_class.resolve) and the other classes of the family are superseded."""
+    names, superseded = {}, {}
+    revisions = bool(tenancy.get("supervisor_gpu_tenancy_class_revisions"))
+    for want in tenancy.get("supervisor_gpu_tenancy_vm_classes") or []:
+        base = want["name"]
+        if not revisions:
+            names[base], superseded[base] = base, []
+            continue
+        try:
+            names[base], superseded[base] = _vm_class.resolve(base, _desired_class(want), vm_classes or {})
+        except _vm_class.VmClassError:  # reported by the class's own findings
+            names[base], superseded[base] = base, []
+    return names, superseded
+
+
+def designed_class_names(tenancy):
+    """{design name: the names a node pool may use for it} when the live classes are not read: with
+    class revisions the base name and the revision of the design's shape, else the design name."""
+    out = {}
+    revisions = bool(tenancy.get("supervisor_gpu_tenancy_class_revisions"))
+    for want in tenancy.get("supervisor_gpu_tenancy_vm_classes") or []:
+        base = want["name"]
+        try:
+            out[base] = [base, _vm_class.revision_name(base, _desired_class(want))] if revisions else [base]
+        except _vm_class.VmClassError:
+            out[base] = [base]
+    return out
+
+
+def _superseded_finding(want, name, old, vm_classes, pool):
+    """The pool's class family has no class of the design's shape: the rollout to ``name`` is due."""
+    have = vm_classes[old[0]]
+    cpu, memory, profiles = _vm_class.shape(have)
+    rule = "vm_class_profile_changed" if profiles != _vm_class.shape(want)[2] else "vm_class_size_changed"
+    return finding(rule, "vm_class %s" % want["name"],
+                   "VM class %s of pool %s has %s vCPUs, %s MB, vGPU [%s]; the design's shape is the class %s, "
+                   "which does not exist yet (supervisor.vm_class_revisions)" % (
+                       ", ".join(old), pool, cpu, memory, ", ".join(profiles), name),
+                   "run site.yml: it creates %s, the namespaces get it, the node pools roll to it, and %s is "
+                   "deleted once no node uses it" % (name, ", ".join(old)))
+
+
+def audit_vsphere(derived, vm_classes, namespaces, storage_policies=None):
+    """Findings of the vSphere link: VM classes and namespaces, each planned by its module's
+    comparator with the supervisor_gpu_tenancy role's inputs.
+
+    ``storage_policies``: {policy id: name} (None: the namespaces' storage policies are not judged).
+    With class revisions each class is judged under the name vm_class resolves (class_names).
+    """
+    out = []
+    tenancy = _audit.role_inputs(derived, "supervisor_gpu_tenancy")
+    # the vSphere link's summary names each object's pool and kind, for the messages
+    vs = derived.get("vsphere") or {}
+    pool_of = dict((c["name"], c.get("pool")) for c in vs.get("vm_classes") or [])
+    kind_of = dict((n["name"], n.get("kind")) for n in vs.get("namespaces") or [])
+    vm_classes = vm_classes or {}
+    namespaces = namespaces or {}
+    names, superseded = class_names(tenancy, vm_classes)
+    for want in tenancy.get("supervisor_gpu_tenancy_vm_classes") or []:
+        base = want["name"]
+        name = names.get(base, base)
+        have = vm_classes.get(name)
+        old = [n for n in superseded.get(base) or [] if n in vm_classes]
+        if have is None and old:
+            out.append(_superseded_finding(want, name, old, vm_classes, pool_of.get(base)))
+            continue
+        if have is None:
+            out.append(finding("vm_class_missing", "vm_class %s" % name,
+                               "VM class %s of pool %s does not exist" % (name, pool_of.get(base)),
+                               "create it (vm_class, or the supervisor_gpu_tenancy role)"))
+            continue
+        out.extend(_vm_class_findings(dict(want, name=name), have, name, pool_of.get(base)))
+    # a superseded class stays in the namespaces while nodes use it: not a class the design lacks
+    kept = set(n for olds in superseded.values() for n in olds)
+    gpu_classes = [c for c in _vm_class.with_vgpu(vm_classes) if c not in kept]
+    for want in tenancy.get("supervisor_gpu_tenancy_namespaces") or []:
+        have = namespaces.get(want["name"])
+        if have is None:
+            out.append(finding("namespace_missing", "namespace %s" % want["name"],
+                               "%s namespace %s does not exist" % (kind_of.get(want["name"]) or "", want["name"]),
+                               "create it (supervisor_namespace, or the supervisor_gpu_tenancy role)"))
+            continue
+        if want.get("vm_classes") is not None:
+            want = dict(want, vm_classes=[names.get(c, c) for c in want["vm_classes"]])
+        out.extend(_namespace_findings(want, have, storage_policies, gpu_classes))
+    return out
