@@ -843,6 +843,25 @@ def driver_step(host, items, target, direct=True, hotmigrate=False, bundle=None)
                 stuck_vms=[v["name"] for v in stuck], refusal=refusal)
 
 
+def turn_steps(items, window, driver_action, reboot=True, vlcm_per_host=False):
+    """How the steps of a host's turn fit together, from its plan: ``mig`` (its MIG mode is rolled),
+    ``vlcm_host`` (vLCM remediates this host alone in its turn: per-host remediation asked and its driver
+    is off the image), ``config_reboot`` (the graphics step reboots the host itself: the roll reboots, no
+    driver step or vLCM remediation reboots it after, or the driver step is only a reboot owed and MIG mode
+    changes too, so one maintenance window takes the node VMs off once; in the window the roll opens for a
+    vGPU mode change, only for what needs a reboot), ``mig_with_config`` (MIG mode is set in that reboot's
+    window) and ``window_ends_here`` (the maintenance window the roll opens for a vGPU mode change ends
+    with the graphics step: no later step ends it)."""
+    mig = any(i.get("field") == "mig_mode" for i in items)
+    vlcm_host = bool(vlcm_per_host) and any(i.get("field") == "driver" for i in items)
+    empty = bool(window["empty_gpus"])
+    config_reboot = (bool(reboot) and not vlcm_host and (driver_action == "none" or (driver_action == "reboot" and mig))
+                     and (not empty or window["config_reboots"]))
+    window_ends_here = empty and not window["config_reboots"] and driver_action == "none" and not vlcm_host and not mig
+    return dict(mig=mig, vlcm_host=vlcm_host, config_reboot=config_reboot, mig_with_config=config_reboot and mig,
+                window_ends_here=window_ends_here)
+
+
 def host_turns(info, spec):
     """Each GPU host's turn in a roll of one cluster, planned once from one ``gpu_host_info`` read.
 
@@ -852,14 +871,15 @@ def host_turns(info, spec):
     consider (empty: every GPU host); ``mig``, {host: its MIG mode change (before, after, reason)} for the
     hosts whose MIG mode is rolled; ``driver``, whether the driver is compared (false when vLCM remediates
     the whole cluster); ``direct``, whether esxi_host_driver installs it (lifecycle direct); ``reboot``,
-    whether the roll reboots (``esxi_gpu_host_reboot``).
+    whether the roll reboots (``esxi_gpu_host_reboot``); ``vlcm_per_host``, whether vLCM remediates one
+    host at a time in its turn.
 
     Returns {host name: turn} for the hosts whose turn changes something, each turn a dict of ``changes``
     (the :func:`host_plan` items, the MIG item last; not ``items``, which Jinja reads as the dict method),
     ``reasons``, ``plan`` (:func:`plan_parts`),
     ``turn_window`` (:func:`turn_window`), ``needs_maintenance``, ``gpus_to_empty``, ``drain_vms`` (the
     node VMs whose guest nodes are drained first: :func:`vms_going_down` when the turn takes the host into
-    maintenance mode) and ``driver`` (:func:`driver_step`). The role decides order, drain, maintenance,
+    maintenance mode), ``driver`` (:func:`driver_step`) and ``steps`` (:func:`turn_steps`). The role decides order, drain, maintenance,
     reboot and verify from these; it recomputes none of them.
     """
     spec = spec or {}
@@ -877,12 +897,13 @@ def host_turns(info, spec):
             continue
         items = plans[host["name"]]
         window = turn_window(items, reboot)
+        step = driver_step(host, items, inputs["target"], direct, hotmigrate,
+                           role_vars.get("esxi_gpu_host_driver_bundle") or None)
         out[host["name"]] = dict(
             changes=items, reasons=reasons(items), plan=plan_parts(items), turn_window=window,
             needs_maintenance=window["maintenance"], gpus_to_empty=window["empty_gpus"],
             drain_vms=vms_going_down(host, hotmigrate) if window["maintenance"] else [],
-            driver=driver_step(host, items, inputs["target"], direct, hotmigrate,
-                               role_vars.get("esxi_gpu_host_driver_bundle") or None))
+            driver=step, steps=turn_steps(items, window, step["action"], reboot, _flag(spec.get("vlcm_per_host"))))
     return out
 
 

@@ -149,3 +149,40 @@ def test_one_host_plan_per_gpu_host(monkeypatch):
     turns = _esxi.host_turns(dict(hosts=hosts), dict(vars=ROLE))
     assert sorted(turns) == ["b", "c"]
     assert sorted(calls) == ["a", "b", "c"]
+
+
+def _steps(items, action="none", reboot=True, vlcm_per_host=False):
+    return _esxi.turn_steps(items, _esxi.turn_window(items, reboot), action, reboot, vlcm_per_host)
+
+
+UPGRADE = dict(field="driver", action="upgrade")
+OPTIONS = dict(field="nvidia_module_options", action="set")
+MIG = dict(field="mig_mode", action="set")
+MODE_IN_USE = dict(field="graphics.vgpu_mode", action="set", gpu=A, vms=["nb-0"], reason="vGPU mode")
+
+
+def test_turn_steps_the_graphics_step_reboots_only_where_no_later_step_does():
+    # scheduler alone: the graphics step reboots; with a driver change, the driver's reboot loads the options
+    assert _steps([OPTIONS])["config_reboot"] is True
+    assert _steps([UPGRADE, OPTIONS], "upgrade")["config_reboot"] is False
+    assert _steps([OPTIONS], reboot=False)["config_reboot"] is False
+    # a reboot owed and a MIG change: one window, the graphics step's reboot sets MIG mode too
+    owed = _steps([dict(field="reboot", action="reboot"), MIG], "reboot")
+    assert owed["config_reboot"] and owed["mig_with_config"] and owed["mig"]
+    assert _steps([dict(field="reboot", action="reboot")], "reboot")["config_reboot"] is False
+    # vLCM remediates this host in its turn: its reboot loads the options
+    vlcm = _steps([UPGRADE, OPTIONS], vlcm_per_host=True)
+    assert vlcm["vlcm_host"] and not vlcm["config_reboot"]
+    assert not _steps([OPTIONS], vlcm_per_host=True)["vlcm_host"]
+
+
+def test_turn_steps_the_window_of_a_vgpu_mode_change():
+    alone = _steps([MODE_IN_USE])
+    assert alone["window_ends_here"] and not alone["config_reboot"]
+    # options too: the graphics step's reboot ends the window
+    both = _steps([MODE_IN_USE, OPTIONS])
+    assert both["config_reboot"] and not both["window_ends_here"]
+    # a driver step or a MIG step later ends it
+    assert not _steps([MODE_IN_USE, UPGRADE], "upgrade")["window_ends_here"]
+    assert not _steps([MODE_IN_USE, MIG])["window_ends_here"]
+    assert _steps([])["window_ends_here"] is False
