@@ -27,9 +27,8 @@ __metaclass__ = type
 from collections import OrderedDict
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi, _nvidia
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit, _drs
 
-PINNED_BEHAVIORS = ("manual", "partiallyAutomated")
 
 RULES = OrderedDict([
     ("cluster_missing", ("error", "esxi", "Every GPU cluster of the design exists in vCenter.")),
@@ -97,15 +96,19 @@ ESXI_RULE_BY_FIELD = OrderedDict([
 ])
 # fields of the plan the audit cannot see, and why
 ESXI_FIELDS_NOT_AUDITED = {}
+# the rules of the drs_gpu_pinning plan (_drs.plan_pinning, by :func:`pinning_plan`): each override it
+# would add or edit, and when
+PINNING_RULE_BY_CHANGE = OrderedDict([
+    ("gpu_vm_not_pinned", "an override the plan adds, or edits from a disabled or an unpinning one"),
+    ("gpu_vm_pin_behavior", "an override the plan edits from the other pinning behavior"),
+])
 # the ESXi rules decided from more than one host's plan or outside it, and why
 ESXI_RULES_BESIDES_THE_PLAN = {
     "cluster_missing": "the role's gpu_host_info read of the cluster fails",
     "gpu_hosts_short": "hardware: the role cannot add hosts",
     "driver_mixed": "the driver items of the hosts of one cluster, summed up",
     "host_in_maintenance_by_admin": "information only: the role leaves an administrator's maintenance mode alone",
-    "drs_overrides_disabled": "the drs_gpu_pinning role",
-    "gpu_vm_not_pinned": "the drs_gpu_pinning role",
-    "gpu_vm_pin_behavior": "the drs_gpu_pinning role",
+    "drs_overrides_disabled": "the cluster's DRS settings, which the drs_gpu_pinning role does not change",
     "gpu_vgpu_mode_mismatch": "the read itself: a host refuses such a vGPU, so vCenter's view is inconsistent or "
                               "the GPU's mode changed behind its back",
     "gpu_mig_not_read": "information only: vSphere reports no vGPU mode there; the role reads MIG mode over SSH",
@@ -449,8 +452,7 @@ def audit_esxi(derived, hosts, drs=None):
     drs = drs or {}
     # the esxi link's summary (how many hosts the design counts on); the expectations are the roles' inputs
     clusters = (derived.get("esxi") or {}).get("clusters") or {}
-    pinning = dict((p["name"], p["behavior"])
-                   for p in _audit.role_inputs(derived, "drs_gpu_pinning").get("drs_gpu_pinning_clusters") or [])
+    pinning = pinning_inputs(derived)
     by_cluster = {}
     for h in hosts or []:
         by_cluster.setdefault(h.get("cluster"), []).append(h)
@@ -497,7 +499,33 @@ def audit_esxi(derived, hosts, drs=None):
     return out
 
 
-def _cluster_pinning(out, name, gpu_hosts, drs, behavior):
+def pinning_inputs(derived):
+    """Per cluster, :func:`_drs.plan_pinning`'s arguments as the drs_gpu_pinning role passes them
+    (derive's ``drs_gpu_pinning`` role inputs: each cluster's entry over the role's defaults)."""
+    role = _audit.role_inputs(derived, "drs_gpu_pinning")
+    out = OrderedDict()
+    for entry in role.get("drs_gpu_pinning_clusters") or []:
+        out[entry["name"]] = dict(
+            behavior=entry.get("behavior") or role.get("drs_gpu_pinning_behavior") or _drs.DEFAULT_BEHAVIOR,
+            names=entry.get("vms"), exclude=entry.get("exclude") or [],
+            purge_stale=entry.get("purge_stale", role.get("drs_gpu_pinning_purge_stale", False)))
+    return out
+
+
+def pinning_plan(gpu_hosts, drs, inputs):
+    """The drs_gpu_pinning module's plan of one cluster (:func:`_drs.plan_pinning`) from the audit's read:
+    the VMs holding a vGPU on its GPU hosts and the cluster's overrides. The audit reads no ownership
+    record, so the plan removes nothing (purge_stale only ever removes the collection's own overrides of
+    VMs without a vGPU: no GPU VM's drift)."""
+    vms = [dict(moid=vm["moid"], name=vm["name"], vgpu_profiles=list(vm.get("vgpu_profiles") or []))
+           for h in gpu_hosts for vm in h.get("vgpu_vms") or []]
+    overrides = [dict(moid=moid, behavior=o.get("behavior"), enabled=o.get("enabled"))
+                 for moid, o in sorted(((drs or {}).get("overrides") or {}).items())]
+    return _drs.plan_pinning(vms, overrides, owned=None, **inputs)
+
+
+def _cluster_pinning(out, name, gpu_hosts, drs, inputs):
+    """The pinning findings of one cluster: one per override the drs_gpu_pinning plan adds or edits."""
     if drs is None:
         return
     if drs.get("enabled") is False or drs.get("overrides_enabled") is False:
@@ -505,22 +533,28 @@ def _cluster_pinning(out, name, gpu_hosts, drs, behavior):
             "drs_overrides_disabled", "cluster %s" % name,
             "DRS or its per-VM overrides are disabled on cluster %s: the overrides of GPU VMs do not apply" % name,
             "enable DRS and VM overrides on the cluster"))
-    overrides = drs.get("overrides") or {}
-    for h in gpu_hosts:
-        for vm in h.get("vgpu_vms") or []:
-            have = overrides.get(vm.get("moid"))
-            obj = "vm %s" % vm["name"]
-            if have is None or have.get("enabled") is False or have.get("behavior") not in PINNED_BEHAVIORS:
-                state = "no DRS override" if have is None else (
-                    "a disabled DRS override" if have.get("enabled") is False else
-                    "a %s DRS override" % have.get("behavior"))
-                out.append(finding(
-                    "gpu_vm_not_pinned", obj,
-                    "VM %s holds a vGPU (%s) on host %s and has %s: DRS may try to move it" % (
-                        vm["name"], ", ".join(vm.get("vgpu_profiles") or []), h["name"], state),
-                    "pin it: drs_gpu_pinning cluster=%s behavior=%s" % (name, behavior)))
-            elif have.get("behavior") != behavior:
-                out.append(finding(
-                    "gpu_vm_pin_behavior", obj,
-                    "VM %s is pinned %s, the design says %s" % (vm["name"], have.get("behavior"), behavior),
-                    "drs_gpu_pinning cluster=%s behavior=%s" % (name, behavior)))
+    behavior = inputs["behavior"]
+    try:
+        plan = pinning_plan(gpu_hosts, drs, inputs)
+    except _drs.DrsPlanError as exc:
+        out.append(finding("gpu_vm_not_pinned", "cluster %s" % name,
+                           "the DRS pinning of cluster %s cannot be planned: %s" % (name, exc),
+                           "fix drs_gpu_pinning_clusters for cluster %s in the role inputs" % name))
+        return
+    where = dict((vm["moid"], (h["name"], vm)) for h in gpu_hosts for vm in h.get("vgpu_vms") or [])
+    for entry in plan.add + plan.edit:
+        host, vm = where[entry["moid"]]
+        was = entry.get("was")
+        if was in _drs.BEHAVIORS:
+            out.append(finding(
+                "gpu_vm_pin_behavior", "vm %s" % entry["name"],
+                "VM %s is pinned %s, the design says %s" % (entry["name"], was, behavior),
+                "drs_gpu_pinning cluster=%s behavior=%s" % (name, behavior)))
+            continue
+        state = "no DRS override" if "was" not in entry else (
+            "a disabled DRS override" if was == "disabled" else "a %s DRS override" % was)
+        out.append(finding(
+            "gpu_vm_not_pinned", "vm %s" % entry["name"],
+            "VM %s holds a vGPU (%s) on host %s and has %s: DRS may try to move it" % (
+                entry["name"], ", ".join(vm.get("vgpu_profiles") or []), host, state),
+            "pin it: drs_gpu_pinning cluster=%s behavior=%s" % (name, behavior)))
