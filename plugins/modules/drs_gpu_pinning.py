@@ -66,6 +66,15 @@ options:
         record, are never removed; they are listed in RV(kept_foreign).
     type: bool
     default: false
+  adopt:
+    description:
+      - Record as the collection's the override of every VM this run pins, one that already
+        matched (set by hand or by a release that kept no record) included, so that a later
+        O(purge_stale) may remove it.
+      - Without it, an override that already matches stays foreign; only those the run adds or
+        changes are recorded.
+    type: bool
+    default: false
   vm_host_rule:
     description:
       - Also keep the pinned VMs on the hosts that have an NVIDIA GPU, with a VM group, a host
@@ -183,6 +192,7 @@ ARGUMENT_SPEC = dict(
     vms=dict(type="list", elements="str"),
     exclude=dict(type="list", elements="str", default=[]),
     purge_stale=dict(type="bool", default=False),
+    adopt=dict(type="bool", default=False),
     vm_host_rule=dict(type="dict", options=dict(
         name=dict(type="str", required=True),
         vm_group=dict(type="str"),
@@ -237,7 +247,7 @@ class DrsPinning(Resource):
     def plan(self, live):
         p = self.p
         pinning = plan_pinning(live["vms"], live["overrides"], behavior=p["behavior"], names=p["vms"], exclude=p["exclude"],
-                               purge_stale=p["purge_stale"], owned=live["owned"])
+                               purge_stale=p["purge_stale"], owned=live["owned"], adopt=p["adopt"])
         rule = rule_options(p["vm_host_rule"])
         rule_plan = None
         before = dict(overrides=pinning.before, owned=pinning.owned_names(pinning.owned_before))

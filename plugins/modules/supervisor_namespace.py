@@ -124,6 +124,15 @@ options:
       - The C(supervisor_gpu_tenancy) role sets it for the namespaces the pool design derives.
     type: bool
     default: false
+  adopt:
+    description:
+      - A namespace is the collection's own when its description starts with C(gpupool ) (vCenter keeps
+        the description; a namespace has no custom attribute). A namespace made by hand keeps its
+        description, and so its owner, unless O(adopt) is set; then it gets O(description) (with the
+        mark, added when O(description) lacks it) and is the collection's from then on.
+      - A namespace the module creates, or one already marked, gets O(description) as given.
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -186,6 +195,7 @@ diff:
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _namespace as nsu
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _vm_class as vcu
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._ownership import description_after
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._vsphere_inputs import supervisor_namespace_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._namespace_api import NamespaceApi
@@ -220,6 +230,7 @@ ARGUMENT_SPEC = dict(
     purge_access=dict(type="bool", default=False),
     purge_lists=dict(type="bool", default=False),
     purge_gpu_vm_classes=dict(type="bool", default=False),
+    adopt=dict(type="bool", default=False),
 )
 
 
@@ -288,7 +299,10 @@ class Namespace(Resource):
     def wanted(self, live):
         """The options with names resolved to ids (None: leave alone)."""
         p = self.p
-        want = dict(description=p["description"], vm_classes=p["vm_classes"], limits=self.limits, access=self.access)
+        current = nsu.normalize(live["info"])
+        # the description's mark is the namespace's owner record: one made by hand changes owner only with adopt
+        description = description_after((current or {}).get("description"), p["description"], current is not None, p["adopt"])
+        want = dict(description=description, vm_classes=p["vm_classes"], limits=self.limits, access=self.access)
         if p["storage_policies"] is not None:
             ids = nsu.resolve([s["policy"] for s in p["storage_policies"]], live["policies"], "storage policy",
                               "storage policies")

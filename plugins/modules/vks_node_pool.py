@@ -114,6 +114,14 @@ options:
       - Other pools are kept and listed in RV(kept_foreign).
     type: bool
     default: false
+  adopt:
+    description:
+      - Record in the Cluster's C(gpupool.vcf/node-pools) annotation every pool O(node_pools) names
+        (one made by hand, once this run has made it as asked, included), so that a later O(purge)
+        may remove it.
+      - Without it, only the pools this module creates are recorded; a pool that was there stays foreign.
+    type: bool
+    default: false
   wait_rollout:
     description:
       - Wait until every named pool with a O(node_pools[].vm_class) runs on that class (see above). Each
@@ -247,6 +255,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._cluster_class im
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _rollout
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._rollout_api import GuestNodes
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Change, Failure, Plan, Resource
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._ownership import record_after
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._vks_api import GROUP, VksClusterApi
 
@@ -263,7 +272,8 @@ POOL_SPEC = dict(name=dict(type="str", required=True), replicas=dict(type="int")
                  **{"class": dict(type="str")})
 ARGUMENT_SPEC = dict(cluster_name=dict(type="str", required=True), namespace=dict(type="str", required=True),
                      node_pools=dict(type="list", elements="dict", required=True, options=POOL_SPEC),
-                     purge=dict(type="bool", default=False), retries=dict(type="int", default=5),
+                     purge=dict(type="bool", default=False), adopt=dict(type="bool", default=False),
+                     retries=dict(type="int", default=5),
                      wait_rollout=dict(type="bool", default=False), rollout_timeout=dict(type="int", default=1800),
                      rollout_poll=dict(type="int", default=5), guest_kubeconfig=dict(type="path"))
 ARGUMENT_SPEC.update(auth_argument_spec())
@@ -276,12 +286,13 @@ def owned_pools(annotations):
     return set(x.strip() for x in value.split(",") if x.strip())
 
 
-def plan_ownership(current, kept, names, owned, purge):
+def plan_ownership(current, kept, names, owned, purge, adopt=False):
     """Purge only what the record says this module created, and the record after the run.
 
     ``current``: the Cluster's machineDeployments; ``kept``: the list with the named pools
     created or updated and every other pool kept; ``names``: the pools named; ``owned``: the
-    record. Returns (new list, owned after, unnamed pools kept because they are not ours).
+    record; ``adopt``: the named pools are recorded too (they are as asked after the run).
+    Returns (new list, owned after, unnamed pools kept because they are not ours).
     """
     created = set(names) - set(md.get("name") for md in current)
     out = []
@@ -294,7 +305,7 @@ def plan_ownership(current, kept, names, owned, purge):
             foreign.append(name)
         out.append(md)
     present = set(md.get("name") for md in out)
-    return out, (set(owned) | created) & present, sorted(foreign)
+    return out, record_after(owned, present, created, names, adopt), sorted(foreign)
 
 
 def check_pools(pools, class_spec):
@@ -392,7 +403,8 @@ class NodePools(Resource):
         current = (obj["spec"]["topology"].get("workers") or {}).get("machineDeployments") or []
         new = plan_machine_deployments(current, pools, vplan, default_class, False, top_variables(obj))
         owned_before = owned_pools((obj.get("metadata") or {}).get("annotations"))
-        new, owned_after, kept_foreign = plan_ownership(current, new, [x["name"] for x in pools], owned_before, self.p["purge"])
+        new, owned_after, kept_foreign = plan_ownership(current, new, [x["name"] for x in pools], owned_before, self.p["purge"],
+                                                        adopt=self.p["adopt"])
         changes = []
         if current != new:
             changes.append(Change(self.name, "machineDeployments", current, new))

@@ -98,6 +98,16 @@ options:
         are not in use (RV(retirable)).
     type: bool
     default: false
+  adopt:
+    description:
+      - A class is the collection's own when its description starts with C(gpupool ) (vCenter keeps
+        the description; a VM class has no custom attribute); only such a class is ever retired. A
+        class made by hand keeps its description, and so its owner, unless O(adopt) is set; then it
+        gets O(description) (with the mark, added when O(description) lacks it), once the run has
+        made its shape as asked.
+      - A class the module creates, or one already marked, gets O(description) as given.
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -199,6 +209,7 @@ diff:
 """
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _vm_class as vmc
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._ownership import description_after
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._vsphere_inputs import vm_class_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import CREATE, DELETE, UPDATE, Change, Plan, Resource, compare
@@ -220,6 +231,7 @@ ARGUMENT_SPEC = dict(
     revisions=dict(type="bool", default=False),
     in_use=dict(type="list", elements="str"),
     retire=dict(type="bool", default=False),
+    adopt=dict(type="bool", default=False),
 )
 
 
@@ -284,7 +296,11 @@ class VmClass(Resource):
         if not self.present:
             changes = compare(self.name, current, None, vmc.FIELDS) if current is not None else []
             return Plan(changes, before=view(name, current), after=None)
-        after = vmc.merge(current, self.want)
+        want = dict(self.want)
+        # the description's mark is the class's owner record: a class made by hand changes owner only with adopt
+        want["description"] = description_after((current or {}).get("description"), want["description"], current is not None,
+                                                self.p["adopt"])
+        after = vmc.merge(current, want)
         action = CREATE if current is None else UPDATE
         changes = [Change(self.name, field, (current or {}).get(field), after[field], action)
                    for field in vmc.differs(current, after)]

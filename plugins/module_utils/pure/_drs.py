@@ -26,6 +26,8 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._ownership import record_after
+
 BEHAVIORS = ("manual", "partiallyAutomated")
 DEFAULT_BEHAVIOR = "partiallyAutomated"
 # custom attribute of the cluster that records the VMs whose override the collection set
@@ -133,7 +135,7 @@ def parse_record(value):
 
 
 def plan_pinning(vms, overrides, behavior=DEFAULT_BEHAVIOR, names=None, exclude=None, purge_stale=False,
-                 owned=None):
+                 owned=None, adopt=False):
     """Plan the overrides for one cluster.
 
     ``vms``: every VM of the cluster (see module docstring). ``overrides``: the cluster's
@@ -142,7 +144,8 @@ def plan_pinning(vms, overrides, behavior=DEFAULT_BEHAVIOR, names=None, exclude=
     moids of the VMs whose override the collection set (the record; None or empty when there
     is none). With ``purge_stale``, the owned overrides of VMs that hold no vGPU (and are not
     named in ``names``), and of VMs no longer in the cluster, are removed; an override the
-    collection did not set is never removed.
+    collection did not set is never removed. With ``adopt``, the override of every VM pinned
+    (one that already matched included) is recorded as the collection's.
     """
     if behavior not in BEHAVIORS:
         raise DrsPlanError("behavior %r is not one of %s" % (behavior, ", ".join(BEHAVIORS)))
@@ -190,20 +193,21 @@ def plan_pinning(vms, overrides, behavior=DEFAULT_BEHAVIOR, names=None, exclude=
             plan.remove.append(dict(moid=moid, name=name, behavior=have.get("behavior")))
             plan.before[name] = _view(have)
             plan.after[name] = None
-    _plan_record(plan, owned, current)
+    _plan_record(plan, owned, current, adopt)
     return plan
 
 
-def _plan_record(plan, owned, current):
+def _plan_record(plan, owned, current, adopt=False):
     """The record before and after the reconfigure.
 
     Kept: recorded VMs whose override is still there; added: every VM whose override the run
     adds or changes (the claim, written before the reconfigure so a failed write changes
-    nothing); dropped after the reconfigure: the overrides it removed.
+    nothing); dropped after the reconfigure: the overrides it removed. With ``adopt`` the claim
+    also holds every pinned VM (its override is there after the reconfigure).
     """
     plan.owned_before = set(owned)
     claimed = set(e["moid"] for e in plan.add) | set(e["moid"] for e in plan.edit)
-    plan.owned_claim = (plan.owned_before & set(current)) | claimed
+    plan.owned_claim = record_after(plan.owned_before, set(current) | claimed, claimed, plan.pinned_moids, adopt)
     plan.owned_after = plan.owned_claim - set(e["moid"] for e in plan.remove)
 
 
