@@ -20,6 +20,7 @@ from collections import OrderedDict
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _k8s_objects as _objects
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit, _audit_vsphere
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _cluster_class as _cc
 
 
 RULES = OrderedDict([
@@ -56,13 +57,105 @@ def _taint_set(taints):
     return sorted(_audit.taint_text(t) for t in taints or [])
 
 
+# the class the audit plans a read pool on: one place per field, so apply_pool writes each field where
+# read_pool reads it back (read_pool is apply_pool's inverse: a field's layout does not matter to its value)
+_PLACES = dict(vm_class="vmClass", labels=dict(variable="nodeLabels", property=None, form="map"),
+               taints=dict(variable="nodeTaints", property=None))
+
+
+def pool_plan(md, pool):
+    """vks_node_pool's plan of one node pool (``_cluster_class.plan_machine_deployments``) over the pool
+    as the audit read it (``md``: read_pool's form, None when the pool is missing), ``pool``: the role's
+    pool options. A field the read does not carry, or reads as None without a reason in ``lacks``, is not
+    asked for; one the class has no place for (its reason in ``lacks``) is. Returns ``(changes, refusal)``:
+    ``changes`` {field: (live, planned)} for replicas, vm_class, labels and taints, or the refusal's text
+    (PlanError: the class cannot hold what the pool asks for) with ``changes`` None."""
+    lacks = (md or {}).get("lacks") or {}
+    plan = dict(_cc.variable_plan([]), **{"class": (md or {}).get("class")})
+    plan["vm_class"] = _PLACES["vm_class"]
+    for field in ("labels", "taints"):
+        if md is None or (md.get(field) is not None and field not in lacks):
+            plan[field] = _PLACES[field]
+    want = dict(pool)
+    for field in ("replicas", "vm_class", "labels", "taints"):
+        if md is not None and (field not in md or md[field] is None and field not in lacks):
+            want[field] = None  # not read (None without the class's reason): not asked for
+    current = []
+    if md is not None:
+        current = [_cc.apply_pool(None, dict(name=pool["name"], replicas=md.get("replicas"), vm_class=md.get("vm_class"),
+                                             labels=md.get("labels"), taints=md.get("taints")), plan, "node-pool")]
+    try:
+        after = _cc.plan_machine_deployments(current, [want], plan, "node-pool")
+    except _cc.PlanError as exc:
+        reasons = [lacks[f] for f in ("labels", "taints") if pool.get(f) and lacks.get(f)]
+        return None, "; ".join(reasons) or str(exc)
+    new = _cc.read_pool(after[0], {}, plan)
+    old = _cc.read_pool(current[0], {}, plan) if current else dict((f, None) for f in new)
+    return OrderedDict((f, (old[f], new[f])) for f in ("replicas", "vm_class", "labels", "taints")
+                       if old[f] != new[f]), None
+
+
+def _resolved_class(md, pool, allowed):
+    """The VM class the role gives the pool: the live one where it is one of the names the design's class
+    resolves to (a class revision), else the first of them."""
+    names = allowed.get(pool["vm_class"], [pool["vm_class"]])
+    return ((md or {}).get("vm_class") if (md or {}).get("vm_class") in names else names[0]), names
+
+
+def _pool_findings(out, name, pool, md, allowed):
+    obj = "node_pool %s/%s" % (name, pool["name"])
+    names = None
+    if pool.get("vm_class") is not None:
+        resolved, names = _resolved_class(md, pool, allowed)
+        pool = dict(pool, vm_class=resolved)
+    if md is None:
+        out.append(finding("node_pool_missing", obj, "VKS cluster %s has no node pool %s" % (name, pool["name"]),
+                           "add it (vks_node_pool, or the vks_gpu_node_pools role)"))
+        return
+    changes, refusal = pool_plan(md, pool)
+    if refusal is not None:
+        out.append(finding(
+            "node_pool_class_lacks", obj, "node pool %s: %s" % (pool["name"], refusal),
+            "move the cluster to a ClusterClass with node labels and taints (builtin-generic), or "
+            "take them out of the pool's design; vks_node_pool refuses the pool until then"))
+        return
+    diffs = []
+    if "replicas" in changes:
+        diffs.append("replicas %s (design %s)" % changes["replicas"])
+    if "vm_class" in changes:
+        diffs.append("VM class %s (design %s)" % (changes["vm_class"][0], " or ".join(names)))
+    if diffs:
+        out.append(finding("node_pool_changed", obj, "node pool %s: %s" % (pool["name"], ", ".join(diffs)),
+                           "set it back (vks_node_pool, or the vks_gpu_node_pools role)"))
+    if "labels" in changes:
+        labels, want = changes["labels"][0] or {}, changes["labels"][1] or {}
+        wrong = ["%s=%s (design %s)" % (k, labels.get(k, "unset"), v) for k, v in sorted(want.items())
+                 if labels.get(k) != v]
+        wrong += ["%s=%s (not in the design)" % (k, labels[k]) for k in sorted(set(labels) - set(want))]
+        out.append(finding(
+            "node_pool_labels_changed", obj,
+            "node pool %s labels its nodes differently: %s" % (pool["name"], ", ".join(wrong)),
+            "set the node pool labels back (vks_node_pool labels, or the vks_gpu_node_pools role)"))
+    if "taints" in changes:
+        taints, want = changes["taints"][0] or [], changes["taints"][1] or []
+        out.append(finding(
+            "node_pool_taints_changed", obj,
+            "node pool %s taints its nodes with [%s], the design says [%s]: %s" % (
+                pool["name"], ", ".join(_taint_set(taints)), ", ".join(_taint_set(want)),
+                "pods without the toleration land on its GPUs" if len(taints) < len(want)
+                else "pods of the pool may not schedule" if _taint_set(taints) != _taint_set(want)
+                else "the same taints in another order, which vks_node_pool writes back"),
+            "set the node pool taints back (vks_node_pool taints, or the vks_gpu_node_pools role)"))
+
+
 def audit_vks(derived, clusters, vm_classes=None):
     """Findings of the VKS link: each cluster and its node pools (MachineDeployments).
 
-    A node pool's fields are read through the variables of its Cluster's ClusterClass (the same
-    plan vks_node_pool writes by); a field read as None is not judged. With class revisions a pool's
-    class is the one vm_class resolves against ``vm_classes`` (the live classes, {id: normal form});
-    without them read, the design's name or the revision of the design's shape."""
+    Each node pool is planned by vks_node_pool's own plan (:func:`pool_plan`) from the pool as read
+    through its ClusterClass's variables; a finding per field the plan changes, and the plan's refusal
+    where the class has no place for the pool's labels or taints. With class revisions a pool's class
+    is the one vm_class resolves against ``vm_classes`` (the live classes, {id: normal form}); without
+    them read, the design's name or the revision of the design's shape."""
     out = []
     clusters = clusters or {}
     tenancy = _audit.role_inputs(derived, "supervisor_gpu_tenancy")
@@ -79,48 +172,5 @@ def audit_vks(derived, clusters, vm_classes=None):
             continue
         mds = have.get("machine_deployments") or {}
         for pool in pools:
-            obj = "node_pool %s/%s" % (name, pool["name"])
-            md = mds.get(pool["name"])
-            if md is None:
-                out.append(finding("node_pool_missing", obj,
-                                   "VKS cluster %s has no node pool %s" % (name, pool["name"]),
-                                   "add it (vks_node_pool, or the vks_gpu_node_pools role)"))
-                continue
-            diffs = []
-            if md.get("replicas") is not None and pool.get("replicas") is not None and md["replicas"] != pool["replicas"]:
-                diffs.append("replicas %s (design %s)" % (md["replicas"], pool.get("replicas")))
-            if pool.get("vm_class") is not None and md.get("vm_class") not in allowed.get(pool["vm_class"],
-                                                                                          [pool["vm_class"]]):
-                diffs.append("VM class %s (design %s)" % (md.get("vm_class"), " or ".join(
-                    allowed.get(pool["vm_class"], [pool["vm_class"]]))))
-            if diffs:
-                out.append(finding("node_pool_changed", obj, "node pool %s: %s" % (pool["name"], ", ".join(diffs)),
-                                   "set it back (vks_node_pool, or the vks_gpu_node_pools role)"))
-            labels = md.get("labels")
-            if labels is not None and pool.get("labels") is not None:
-                want = dict((k, str(v)) for k, v in pool["labels"].items())
-                wrong = ["%s=%s (design %s)" % (k, labels.get(k, "unset"), v) for k, v in sorted(want.items())
-                         if labels.get(k) != v]
-                wrong += ["%s=%s (not in the design)" % (k, labels[k]) for k in sorted(set(labels) - set(want))]
-                if wrong:
-                    out.append(finding(
-                        "node_pool_labels_changed", obj,
-                        "node pool %s labels its nodes differently: %s" % (pool["name"], ", ".join(wrong)),
-                        "set the node pool labels back (vks_node_pool labels, or the vks_gpu_node_pools role)"))
-            taints = md.get("taints")
-            if taints is not None and pool.get("taints") is not None and _taint_set(taints) != _taint_set(pool["taints"]):
-                out.append(finding(
-                    "node_pool_taints_changed", obj,
-                    "node pool %s taints its nodes with [%s], the design says [%s]: %s" % (
-                        pool["name"], ", ".join(_taint_set(taints)), ", ".join(_taint_set(pool["taints"])),
-                        "pods without the toleration land on its GPUs" if len(taints) < len(pool["taints"])
-                        else "pods of the pool may not schedule"),
-                    "set the node pool taints back (vks_node_pool taints, or the vks_gpu_node_pools role)"))
-            lacking = [f for f in ("labels", "taints") if pool.get(f) and (md.get("lacks") or {}).get(f)]
-            if lacking:
-                out.append(finding(
-                    "node_pool_class_lacks", obj,
-                    "node pool %s: %s" % (pool["name"], "; ".join(md["lacks"][f] for f in lacking)),
-                    "move the cluster to a ClusterClass with node labels and taints (builtin-generic), or "
-                    "take them out of the pool's design; vks_node_pool refuses the pool until then"))
+            _pool_findings(out, name, pool, mds.get(pool["name"]), allowed)
     return out
