@@ -119,13 +119,9 @@ ESXI_RULES_BESIDES_THE_PLAN = {
 
 def esxi_role_inputs(want):
     """:func:`_esxi.host_plan`'s arguments from the esxi_gpu_host role's variables for one
-    cluster (``derived["roles"]["esxi_gpu_host"][cluster]``), as the role passes them on."""
-    return dict(target=want["esxi_gpu_host_driver_version"],
-                graphics_type=want.get("esxi_gpu_host_graphics_type") or None,
-                assignment_policy=want.get("esxi_gpu_host_assignment_policy") or None,
-                vgpu_mode=want.get("esxi_gpu_host_vgpu_mode") or None,
-                scheduler=want.get("esxi_gpu_host_scheduler") or None,
-                allow_downgrade=bool(want.get("esxi_gpu_host_allow_downgrade", False)))
+    cluster (``derived["roles"]["esxi_gpu_host"][cluster]``): the mapping the role's turns use
+    (:func:`_esxi.host_inputs`), so the audit plans each host as the roll does."""
+    return _esxi.host_inputs(want)
 
 
 def host_findings(h, want, mig=None):
