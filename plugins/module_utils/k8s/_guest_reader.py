@@ -23,8 +23,8 @@ except ImportError:  # pragma: no cover - ansible-core ships PyYAML
     HAS_YAML = False
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_guest
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import (
-    DEFAULT_REQUEST_TIMEOUT, K8sClient, K8sError, read_pool, variable_plan)
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import DEFAULT_REQUEST_TIMEOUT, K8sClient, K8sError
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._cluster_class import read_pool, variable_plan
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._k8s_objects import (
     CLUSTER_POLICY, culling_cronjob, kueue_objects, kueue_wait_for_pods_ready)
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._errors import ClientError
@@ -55,7 +55,7 @@ def read_vks(params, derived):
 
     The Cluster and its ClusterClass are read by the client layer vks_node_pool writes through
     (_vks_api), and each pool through the class's variables as that module writes them
-    (_k8s.variable_plan and its inverse read_pool). `params`: the connection options."""
+    (_cluster_class.variable_plan and its inverse read_pool). `params`: the connection options."""
     out = {}
     for name, want in ((derived.get("vks") or {}).get("clusters") or {}).items():
         what = "VKS cluster %s/%s" % (want["namespace"], name)

@@ -14,9 +14,6 @@ import os
 import socket
 import time
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._cluster_class import (  # noqa: F401 pylint: disable=unused-import
-    PlanError, apply_pool, class_ref, plan_machine_deployments, read_pool, variable_plan,
-)
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._errors import ClientError
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._retry import (
     ATTEMPTS, TRANSIENT_STATUS, backoff_delay, seconds, times,

@@ -13,7 +13,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient, K8sError, class_ref
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient, K8sError
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._cluster_class import class_ref
 
 GROUP = "cluster.x-k8s.io"
 VERSIONS = ("v1beta2", "v1beta1")

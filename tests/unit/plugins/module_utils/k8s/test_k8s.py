@@ -6,9 +6,8 @@ import pytest
 import urllib3
 from kubernetes.client.rest import ApiException
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import (
-    K8sClient, K8sError, PlanError, api_client, apply_pool, plan_machine_deployments,
-    request_timeout_error, to_k8s_error, variable_plan)
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient, K8sError, api_client, request_timeout_error, to_k8s_error
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._cluster_class import PlanError, apply_pool, plan_machine_deployments, variable_plan
 
 NODE_VAR = {"name": "node", "schema": {"openAPIV3Schema": {"type": "object", "properties": {
     "labels": {"type": "object", "additionalProperties": {"type": "string"}},

@@ -879,7 +879,7 @@ def test_licensing_secret_named_by_cluster_policy(derived):
 
 # --- Kubernetes: what the roles write, from the inputs derive() gives them ---------------------------
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s import _k8s  # noqa: E402
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _cluster_class  # noqa: E402
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _k8s_objects as objs  # noqa: E402
 
 
@@ -965,25 +965,25 @@ LEGACY_VARS = [
 @pytest.mark.parametrize("variables", [CLASS_VARS, LEGACY_VARS], ids=["node-object", "legacy-kv-list"])
 def test_read_pool_is_the_inverse_of_apply_pool(variables):
     """The audit reads a pool through the same variable plan vks_node_pool writes by."""
-    plan = _k8s.variable_plan(variables)
+    plan = _cluster_class.variable_plan(variables)
     pool = {"name": "gpu", "replicas": 2, "vm_class": "gpu-inference", "labels": {"a": "1", "b": "2"}}
     if plan["taints"]:
         pool["taints"] = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
-    md = _k8s.apply_pool(None, pool, plan, "node-pool")
-    got = _k8s.read_pool(md, {"vmClass": "best-effort-large"}, plan)
+    md = _cluster_class.apply_pool(None, pool, plan, "node-pool")
+    got = _cluster_class.read_pool(md, {"vmClass": "best-effort-large"}, plan)
     assert got["replicas"] == 2 and got["vm_class"] == "gpu-inference" and got["labels"] == pool["labels"]
     assert got["taints"] == (pool["taints"] if plan["taints"] else None)
     # without an override the Cluster's own variable applies
     md["variables"]["overrides"] = [o for o in md["variables"]["overrides"] if o["name"] != "vmClass"]
-    assert _k8s.read_pool(md, {"vmClass": "best-effort-large"}, plan)["vm_class"] == "best-effort-large"
+    assert _cluster_class.read_pool(md, {"vmClass": "best-effort-large"}, plan)["vm_class"] == "best-effort-large"
 
 
 def test_class_ref_per_version():
-    assert _k8s.class_ref({"spec": {"topology": {"classRef": {"name": "c", "namespace": "n"}}}}, "v1beta2", "x") == \
+    assert _cluster_class.class_ref({"spec": {"topology": {"classRef": {"name": "c", "namespace": "n"}}}}, "v1beta2", "x") == \
         {"name": "c", "namespace": "n"}
-    assert _k8s.class_ref({"spec": {"topology": {"class": "c"}}}, "v1beta1", "x") == {"name": "c", "namespace": "x"}
-    assert _k8s.class_ref({"spec": {"topology": {"class": "c"}}}, "v1beta2", "x") is None
-    assert _k8s.class_ref({"spec": {}}, "v1beta1", "x") is None
+    assert _cluster_class.class_ref({"spec": {"topology": {"class": "c"}}}, "v1beta1", "x") == {"name": "c", "namespace": "x"}
+    assert _cluster_class.class_ref({"spec": {"topology": {"class": "c"}}}, "v1beta2", "x") is None
+    assert _cluster_class.class_ref({"spec": {}}, "v1beta1", "x") is None
 
 
 def full_guest(derived, secret="licensing-config-0123456789"):
