@@ -2,10 +2,10 @@
 (not through the collection) - replicas, a name of their own, a label and a taint the collection would not
 write - come into the discovered design, which validates and derives those node pools back; the labels the
 design derives and the node pool lacks are named (a converge adds them)."""
-from kubernetes import dynamic
+from kubernetes import client, dynamic
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
-from tests.integration.test_gpu_pool_discover import FLEET as HAND_BUILT, build_by_hand
+from tests.integration.test_gpu_pool_discover import CLASSES, FLEET as HAND_BUILT, NAMESPACES, Rest, build_by_hand
 from tests.lib.ansible_run import run_module
 
 FLEET = HAND_BUILT  # the vsphere fixture starts the simulator with the module's FLEET
@@ -45,3 +45,35 @@ def test_the_node_pools_come_from_the_supervisor(vsphere, vsphere_env, k8s_rig, 
     [serving] = [np for np in cluster["node_pools"] if np["name"] == "serving"]
     assert serving["replicas"] == 2 and serving["labels"]["team"] == "x"
     assert [dict(t) for t in serving["taints"]] == [GPU_TAINT, OWN_TAINT]
+
+
+def test_the_tenant_quota_comes_from_the_guest(vsphere, vsphere_env, k8s_rig, k8s_api, k8s_namespace, tmp_path):
+    # a tenant namespace of its own on both sides (vSphere by REST, the guest by the Kubernetes client) with
+    # a ResourceQuota over the GPUs of its one pool: with kubeconfig the design holds that count, not a guess
+    rest = Rest(vsphere)
+    try:
+        if "serve-a100" not in [c.get("id") for c in rest.call("GET", CLASSES)]:
+            rest.close()
+            build_by_hand(vsphere)  # the module's simulator is shared: the first test may have built it
+            rest = Rest(vsphere)
+        moid = dict((c["cluster_name"], c["cluster"])
+                    for c in rest.call("GET", "/api/vcenter/namespace-management/clusters"))["ai-a100"]
+        policy = rest.call("GET", "/api/vcenter/storage/policies")[0]["policy"]
+        rest.call("POST", NAMESPACES, {
+            "cluster": moid, "namespace": k8s_namespace, "description": "quota team",
+            "vm_service_spec": {"vm_classes": ["serve-a100"]}, "storage_specs": [{"policy": policy}],
+            "resource_spec": {"cpu_limit": 1000},
+            "access_list": [{"subject_type": "GROUP", "domain": "vsphere.local", "subject": "q", "role": "EDIT"}]})
+    finally:
+        rest.close()
+    client.CoreV1Api(k8s_api).create_namespaced_resource_quota(k8s_namespace, {
+        "metadata": {"name": "gpus"}, "spec": {"hard": {"requests.nvidia.com/gpu": "3"}}})
+    res = run_module("gpupool.vcf.gpu_pool_discover", {
+        "dest": str(tmp_path / "design.yml"), "name": "hand-built", "kubeconfig": str(k8s_rig.kubeconfig)},
+        env=vsphere_env)[0]
+    assert not res.get("failed"), res.get("msg")
+    assert res["links_not_read"] == {}
+    [tenant] = [t for t in res["design"]["tenants"] if t["name"] == k8s_namespace]
+    assert tenant["gpu_quota"] == {"serve-a100": 3} and tenant["description"] == "quota team"
+    [i] = [n for n, t in enumerate(res["design"]["tenants"]) if t["name"] == k8s_namespace]
+    assert not [n for n in res["notes"] if n.startswith("tenants[%d].gpu_quota" % i)]
