@@ -110,12 +110,17 @@ def _enforce_calls(name):
 
 @pytest.mark.parametrize("name", MODULES)
 def test_every_module_runs_its_own_checks_from_its_link(name):
-    assert _enforce_calls(name) == [(name, name + "_errors")]
+    assert _enforce_calls(name) == [(name, name + "_errors")], (
+        "%s: main() calls enforce(module, %r, %s_errors) once, with %s_errors(params) imported from the "
+        "inputs file of its link (pure/_<link>_inputs.py)" % (name, name, name, name))
     own = CHECKS[name]
     assert callable(own), "%s has no %s_errors" % (name, name)
     # the checks are pure logic of the module's link, not of the shared machinery or the module itself
     assert own.__module__.startswith("ansible_collections.gpupool.vcf.plugins.module_utils.pure._"), own.__module__
     assert own.__module__ != _inputs.__name__
+
+
+def test_every_module_has_good_params_here():
     assert sorted(GOOD) == MODULES
 
 
