@@ -106,6 +106,17 @@ def _access(entries):
                          ("domain", a["domain"]), ("role", a["role"].upper())]) for a in entries]
 
 
+def adopts(d, entry):
+    """Whether an entry of the design (pool, tenant, VKS cluster, cluster) adopts: its own adopt, else the design's."""
+    own = entry.get("adopt")
+    return bool(d.get("adopt")) if own is None else bool(own)
+
+
+def _adopt(d, entry):
+    """The adopt key of a derived entry: present only when it adopts (what does not adopt is derived as before)."""
+    return [("adopt", True)] if adopts(d, entry) else []
+
+
 def _derive_vsphere(ctx):
     d = ctx.d
     vm_classes = []
@@ -121,7 +132,7 @@ def _derive_vsphere(ctx):
             ("cluster", pool["cluster"]),
             ("description", vm_class["description"] if vm_class["description"] is not None else
              "gpupool %s: %s, %d x %s" % (pool["name"], pool["shape"], pool["gpus_per_node"], pool["vgpu_profile"])),
-        ]))
+        ] + _adopt(d, pool)))
     namespaces = []
     storage = d["supervisor"]["storage_policy"]
     for vks in d["vks_clusters"]:
@@ -141,7 +152,7 @@ def _derive_vsphere(ctx):
             ("access", _access(vks["access"])),
             # the namespace offers exactly the GPU shapes of the design (classes without a vGPU stay)
             ("purge_gpu_vm_classes", True),
-        ]))
+        ] + _adopt(d, vks)))
     for tenant in d["tenants"]:
         classes = [ctx.pools[p]["vm_class"]["name"] for p, n in tenant["gpu_quota"].items() if n > 0]
         namespaces.append(OrderedDict([
@@ -155,8 +166,8 @@ def _derive_vsphere(ctx):
             ("limits", OrderedDict((k, tenant["limits"][k]) for k in ("cpu_mhz", "memory_mib", "storage_mib"))),
             ("access", _access(tenant["access"])),
             ("purge_gpu_vm_classes", True),
-        ]))
-    drs = [OrderedDict([("name", c["name"]), ("behavior", c["drs"]["behavior"])])
+        ] + _adopt(d, tenant)))
+    drs = [OrderedDict([("name", c["name"]), ("behavior", c["drs"]["behavior"])] + _adopt(d, c))
            for c in d["clusters"] if c["drs"]["pinning"]]
     return OrderedDict([("vm_classes", vm_classes), ("namespaces", namespaces), ("drs_pinning", drs)])
 
@@ -179,7 +190,7 @@ def _derive_vks(ctx):
             ]))
         clusters[vks["name"]] = OrderedDict([
             ("name", vks["name"]), ("namespace", vks["namespace"]), ("version", vks["version"]),
-            ("storage_class", vks["storage_class"]), ("node_pools", pools)])
+            ("storage_class", vks["storage_class"]), ("node_pools", pools)] + _adopt(d, vks))
     return OrderedDict([("clusters", clusters)])
 
 
@@ -291,6 +302,8 @@ def _vks_role(vks, revisions=False):
             ("labels", p["labels"]), ("taints", p["taints"]), ("gpu", True)]) for p in cluster["node_pools"]]),
         # with class revisions a pool whose class changed is rolled by Cluster API: wait until it is done
         ("vks_gpu_node_pools_wait_rollout", revisions),
+        # the pools made by hand are recorded as the collection's (vks_clusters[].adopt, else the design's adopt)
+        ("vks_gpu_node_pools_adopt", bool(cluster.get("adopt"))),
     ]) for cluster in vks["clusters"].values()]
 
 

@@ -126,6 +126,10 @@ DESIGN_SCHEMA = {
         "version": {"type": "int", "default": SCHEMA_VERSION, "choices": [SCHEMA_VERSION],
                     "description": "Schema version of the design."},
         "name": {"type": "str", "default": "gpupool", "max_len": NAME_MAX, "description": "Name of the design (labels, reports)."},
+        "adopt": {"type": "bool", "default": False,
+                  "description": "Make the objects that exist, made by hand, the collection's once they match (VM classes, "
+                                 "namespaces, node pools, DRS overrides); each pool, tenant, VKS cluster and cluster "
+                                 "may say otherwise. False - such objects stay foreign and no purge touches them."},
         "vcenter": {
             "type": "dict", "default": {},
             "description": "The vCenter endpoint. Credentials never go in the design.",
@@ -196,6 +200,8 @@ DESIGN_SCHEMA = {
                 "description": {"type": "str", "default": None, "max_len": TEXT_MAX,
                                 "description": "Description of the cluster's vSphere namespace; null - gpupool "
                                                "platform namespace of VKS cluster <name>."},
+                "adopt": {"type": "bool", "default": None,
+                          "description": "Adopt the cluster's node pools and its vSphere namespace; null - the design's adopt."},
                 "access": _ACCESS,
             },
         },
@@ -287,6 +293,8 @@ DESIGN_SCHEMA = {
                                                                  "here; null - no waiver."},
                     },
                 },
+                "adopt": {"type": "bool", "default": None,
+                          "description": "Adopt the DRS overrides of the cluster's vGPU VMs; null - the design's adopt."},
                 "drs": {
                     "type": "dict", "default": {}, "description": "DRS per-VM overrides for the vGPU VMs.",
                     "options": {
@@ -302,6 +310,8 @@ DESIGN_SCHEMA = {
             "description": "One pool per workload shape: a vGPU profile, a VM class and a node pool.",
             "options": {
                 "name": {"type": "str", "required": True, "max_len": NAME_MAX, "description": "Pool name (DNS label)."},
+                "adopt": {"type": "bool", "default": None,
+                          "description": "Adopt the pool's VM class; null - the design's adopt."},
                 "shape": {"type": "str", "required": True, "choices": ["inference", "training", "notebooks"],
                           "description": "Workload shape."},
                 "cluster": {"type": "str", "required": True, "max_len": NAME_MAX,
@@ -431,6 +441,8 @@ DESIGN_SCHEMA = {
                 "namespace": {"type": "str", "default": None, "max_len": NAME_MAX,
                               "description": "vSphere and guest namespace; null - the tenant name."},
                 "description": {"type": "str", "default": None, "max_len": TEXT_MAX, "description": "Description."},
+                "adopt": {"type": "bool", "default": None,
+                          "description": "Adopt the tenant's vSphere namespace; null - the design's adopt."},
                 "access": _ACCESS,
                 "gpu_quota": {"type": "map", "values": {"type": "int", "min": 0, "max": GPUS_MAX}, "default": {},
                               "max": 256,
