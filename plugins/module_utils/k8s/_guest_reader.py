@@ -197,13 +197,15 @@ def read_guest(k8s, derived):
     listed = _read(k8s, "the namespaces", core.list_namespace).items
     namespaces = [ns.metadata.name for ns in listed]
     labels = dict((ns.metadata.name, dict(ns.metadata.labels or {})) for ns in listed)
-    quotas = {}
+    quotas, scopes = {}, {}
     for tenant in policy.get("gpu_scheduling_policy_tenants") or []:
         ns = tenant["namespace"]
         if ns not in namespaces or ns in quotas:
             continue
-        quotas[ns] = dict((q.metadata.name, dict(q.spec.hard or {})) for q in _read(
-            k8s, "the ResourceQuotas of namespace %s" % ns, core.list_namespaced_resource_quota, ns).items)
+        listed = _read(k8s, "the ResourceQuotas of namespace %s" % ns, core.list_namespaced_resource_quota, ns).items
+        quotas[ns] = dict((q.metadata.name, dict(q.spec.hard or {})) for q in listed)
+        scopes[ns] = dict((q.metadata.name, k8s.api.sanitize_for_serialization(q.spec.scope_selector)
+                           if q.spec.scope_selector is not None else None) for q in listed)
     secrets = {}
     op_ns = op["gpu_operator_namespace"]
     if op.get("gpu_operator_licensing_secret_name"):
@@ -227,9 +229,10 @@ def read_guest(k8s, derived):
             if op_ns in namespaces else None
         dcgm = dict(exists=found is not None, data=dict(found.data or {}) if found is not None else {})
     pcs = dict((pc.metadata.name, dict(value=pc.value, preemptionPolicy=pc.preemption_policy,
-                                       description=pc.description))
+                                       description=pc.description, globalDefault=bool(pc.global_default)))
                for pc in _read(k8s, "the PriorityClasses", sched.list_priority_class).items)
-    return dict(nodes=nodes, namespaces=namespaces, namespace_labels=labels, resource_quotas=quotas, secrets=secrets,
+    return dict(nodes=nodes, namespaces=namespaces, namespace_labels=labels, resource_quotas=quotas,
+                resource_quota_scopes=scopes, secrets=secrets,
                 priority_classes=pcs, cluster_policy=cluster_policy, device_plugin_config=config,
                 dcgm_metrics_config=dcgm,
                 kueue=_kueue(k8s, core, custom, policy, namespaces),

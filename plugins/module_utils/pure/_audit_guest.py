@@ -5,9 +5,11 @@
 
 Live state, as the module reads it: ``nodes``: ``[{"name", "labels": {}, "taints": [{"key", "value", "effect"}],
 "capacity": {}}]``; ``namespaces``: names; ``namespace_labels``: ``{name: labels}``;
-``resource_quotas``: ``{namespace: {quota name: hard dict}}``; ``secrets``: ``{namespace:
+``resource_quotas``: ``{namespace: {quota name: hard dict}}``; ``resource_quota_scopes``: ``{namespace:
+{quota name: scopeSelector or None}}``; ``secrets``: ``{namespace:
 [names]}`` (only the names asked for need be there); ``priority_classes``: ``{name: {"value",
-"preemptionPolicy", "description"}}``; ``cluster_policy``: ``{"exists", "spec"}``;
+"preemptionPolicy", "description", "globalDefault"}}`` (the PriorityClasses, Namespaces and ResourceQuotas
+are judged by their plans in ``_guest_plan``, as guest_objects converges them); ``cluster_policy``: ``{"exists", "spec"}``;
 ``device_plugin_config``: ``{"exists", "data": {key: parsed YAML}}``; ``dcgm_metrics_config``:
 ``{"exists", "data": {key: text}}``; ``kueue``: ``{"served",
 "resource_flavors": {name: spec}, "cluster_queues": {name: spec}, "local_queues": {namespace:
@@ -28,6 +30,7 @@ from collections import OrderedDict
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _k8s_objects as _objects
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _guest_plan
 
 GPU_TAINT_KEY = "nvidia.com/gpu"
 PROFILE_LABEL = "nvidia.com/vgpu.profile"
@@ -116,7 +119,7 @@ def _diff_text(diffs):
 
 def audit_guest(derived, nodes=None, namespaces=None, resource_quotas=None, secrets=None,
                 priority_classes=None, licensing_secret_in_use=None, namespace_labels=None, cluster_policy=None,
-                device_plugin_config=None, kueue=None, culling=None, dcgm_metrics_config=None):
+                device_plugin_config=None, kueue=None, culling=None, dcgm_metrics_config=None, resource_quota_scopes=None):
     """Findings of the guest link: GPU nodes, tenant namespaces and quotas, PriorityClasses, the
     licensing Secret, the ClusterPolicy, the device plugin ConfigMap, Kueue, notebook culling.
 
@@ -128,36 +131,8 @@ def audit_guest(derived, nodes=None, namespaces=None, resource_quotas=None, secr
     out = []
     op, policy = guest_inputs(derived)
     _guest_nodes(out, derived, nodes)
-    tenants = policy.get("gpu_scheduling_policy_tenants") or []
-    missing_ns = set()
-    if namespaces is not None:
-        present = set(namespaces)
-        quotas = resource_quotas or {}
-        for tenant in tenants:
-            name = tenant["namespace"]
-            if name not in present:
-                missing_ns.add(name)
-                out.append(finding("guest_namespace_missing", "namespace %s" % name,
-                                   "tenant namespace %s does not exist in the guest cluster" % name,
-                                   "create it with its quotas (gpu_scheduling_policy role)"))
-                continue
-            if namespace_labels is not None:
-                have = namespace_labels.get(name) or {}
-                want = _objects.tenant_namespace_labels(tenant)
-                wrong = ["%s=%s (design %s)" % (k, have.get(k, "unset"), v) for k, v in sorted(want.items())
-                         if have.get(k) != v]
-                if wrong:
-                    out.append(finding(
-                        "guest_namespace_labels_changed", "namespace %s" % name,
-                        "tenant namespace %s: %s%s" % (name, ", ".join(wrong), (
-                            "; Kueue's ClusterQueue selects training tenants by gpupool.vcf/training=true"
-                            if tenant.get("training") and have.get("gpupool.vcf/training") != "true" else "")),
-                        "set the labels back (gpu_scheduling_policy role)"))
-            for q in tenant.get("quotas") or []:
-                _guest_quota(out, name, q, (quotas.get(name) or {}).get(q["name"]))
-    if priority_classes is not None:
-        for pc in policy.get("gpu_scheduling_policy_priority_classes") or []:
-            _priority_class(out, pc, priority_classes.get(pc["name"]))
+    missing_ns = _scheduling_objects(out, policy, namespaces, namespace_labels, resource_quotas,
+                                     resource_quota_scopes, priority_classes)
     # the Secret the design names (nls_licensing makes <name>-<hash> of it); none: licensing is not judged
     secret_name = op.get("gpu_operator_licensing_secret_name") or None
     ns = op["gpu_operator_namespace"]
@@ -238,42 +213,120 @@ def _guest_nodes(out, derived, nodes):
                     "check the node pool on the Supervisor and its %s label" % POOL_LABEL))
 
 
-def _guest_quota(out, ns, q, have):
-    obj = "resource_quota %s/%s" % (ns, q["name"])
-    want = dict((k, str(v)) for k, v in (q.get("hard") or {}).items())
-    if have is None:
-        out.append(finding(
-            "gpu_quota_missing", obj,
-            "namespace %s has no ResourceQuota %s (%s): its GPU use is unbounded" % (
-                ns, q["name"], ", ".join("%s=%s" % kv for kv in sorted(want.items()))),
-            "create it (gpu_scheduling_policy role)"))
-        return
-    live = dict((k, str(v)) for k, v in (have or {}).items())
-    changed = ["%s=%s (design %s)" % (k, live.get(k, "unset"), v) for k, v in sorted(want.items()) if live.get(k) != v]
-    if changed:
-        out.append(finding("gpu_quota_changed", obj, "ResourceQuota %s/%s: %s" % (ns, q["name"], ", ".join(changed)),
-                           "set it back (gpu_scheduling_policy role)"))
+def scheduling_objects(policy):
+    """The PriorityClasses, tenant Namespaces and ResourceQuotas the gpu_scheduling_policy role writes
+    with its inputs `policy` (the manifests guest_objects converges to)."""
+    return _guest_plan.wanted_objects(
+        policy.get("gpu_scheduling_policy_priority_classes") or [], policy.get("gpu_scheduling_policy_tenants") or [],
+        policy.get("gpu_scheduling_policy_quota_name") or "gpu-quota",
+        policy.get("gpu_scheduling_policy_gpu_resource") or "nvidia.com/gpu",
+        policy.get("gpu_scheduling_policy_mig_resources") or [])
 
 
-def _priority_class(out, pc, have):
-    name = pc["name"]
+def live_guest_objects(objects):
+    """audit_guest's ``namespaces``, ``namespace_labels``, ``resource_quotas``, ``resource_quota_scopes`` and
+    ``priority_classes`` from live objects ``{(kind, namespace, name): object}`` (as guest_objects reads them)."""
+    out = dict(namespaces=[], namespace_labels={}, resource_quotas={}, resource_quota_scopes={}, priority_classes={})
+    for (kind, ns, name), obj in sorted(objects.items()):
+        if kind == "Namespace":
+            out["namespaces"].append(name)
+            out["namespace_labels"][name] = dict((obj.get("metadata") or {}).get("labels") or {})
+        elif kind == "ResourceQuota":
+            spec = obj.get("spec") or {}
+            out["resource_quotas"].setdefault(ns, {})[name] = dict(spec.get("hard") or {})
+            out["resource_quota_scopes"].setdefault(ns, {})[name] = spec.get("scopeSelector")
+        elif kind == "PriorityClass":
+            out["priority_classes"][name] = dict((k, obj.get(k)) for k in (
+                "value", "preemptionPolicy", "description", "globalDefault"))
+    return out
+
+
+def _live(obj, **fields):
+    meta = dict(obj["metadata"])
+    out = dict(apiVersion=obj["apiVersion"], kind=obj["kind"], metadata=meta)
+    out.update(fields)
+    return out
+
+
+def _scheduling_objects(out, policy, namespaces, namespace_labels, quotas, scopes, classes):
+    """Findings of the PriorityClasses, tenant Namespaces and ResourceQuotas: one where the object's plan
+    (``_guest_plan``) has a change. A part not read (None) is not judged; the quotas of a missing
+    namespace are part of its one finding. Returns the missing namespaces."""
+    missing_ns = set()
+    found_classes = []
+    for want in scheduling_objects(policy):
+        kind, ns, name = _guest_plan.key(want)
+        if kind == "PriorityClass":
+            if classes is not None:
+                have = classes.get(name)
+                live = None if have is None else _live(want, **dict(
+                    (k, have.get(k, want[k])) for k in ("value", "preemptionPolicy", "description", "globalDefault")))
+                found_classes += _priority_class(want, _guest_plan.plan(live, want))
+        elif namespaces is None or ns in missing_ns:
+            continue
+        elif kind == "Namespace":
+            if name not in namespaces:
+                missing_ns.add(name)
+            labels = want["metadata"]["labels"] if namespace_labels is None else (namespace_labels.get(name) or {})
+            live = None if name not in namespaces else _live(want, metadata=dict(name=name, labels=labels))
+            out += _namespace(want, _guest_plan.plan(live, want))
+        else:
+            have = (quotas or {}).get(ns, {}).get(name)
+            spec = dict(hard=have, scopeSelector=want["spec"].get("scopeSelector") if scopes is None else (
+                scopes.get(ns) or {}).get(name))
+            live = None if have is None else _live(want, spec=spec)
+            out += _guest_quota(want, _guest_plan.plan(live, want))
+    out += found_classes
+    return missing_ns
+
+
+def _namespace(want, changes):
+    name = want["metadata"]["name"]
+    obj = "namespace %s" % name
+    if not changes:
+        return []
+    if changes[0].action == "create":
+        return [finding("guest_namespace_missing", obj, "tenant namespace %s does not exist in the guest cluster" % name,
+                        "create it with its quotas (gpu_scheduling_policy role)")]
+    wrong = ["%s=%s (design %s)" % (c.field[len("metadata.labels."):], "unset" if c.before is None else c.before, c.after)
+             for c in changes]
+    training = [c for c in changes if c.field == "metadata.labels.gpupool.vcf/training" and c.after == "true"]
+    return [finding("guest_namespace_labels_changed", obj, "tenant namespace %s: %s%s" % (name, ", ".join(wrong), (
+        "; Kueue's ClusterQueue selects training tenants by gpupool.vcf/training=true" if training else "")),
+        "set the labels back (gpu_scheduling_policy role)")]
+
+
+def _guest_quota(want, changes):
+    ns, name = want["metadata"]["namespace"], want["metadata"]["name"]
+    obj = "resource_quota %s/%s" % (ns, name)
+    if not changes:
+        return []
+    if changes[0].action == "create":
+        return [finding("gpu_quota_missing", obj, "namespace %s has no ResourceQuota %s (%s): its GPU use is unbounded" % (
+            ns, name, ", ".join("%s=%s" % kv for kv in sorted(want["spec"]["hard"].items()))),
+            "create it (gpu_scheduling_policy role)")]
+    text = ["%s=%s (design %s)" % (c.field[len("spec.hard."):], "unset" if c.before is None else c.before, c.after)
+            if c.field.startswith("spec.hard.") else "%s %s (design %s)" % (c.field, c.before, c.after) for c in changes]
+    replace = any(c.action == _guest_plan.REPLACE for c in changes)
+    return [finding("gpu_quota_changed", obj, "ResourceQuota %s/%s: %s" % (ns, name, ", ".join(text)),
+                    "its scope is immutable: delete and recreate it (gpu_scheduling_policy role)" if replace
+                    else "set it back (gpu_scheduling_policy role)")]
+
+
+def _priority_class(want, changes):
+    name = want["metadata"]["name"]
     obj = "priority_class %s" % name
-    if have is None:
-        out.append(finding("priority_class_missing", obj, "PriorityClass %s does not exist" % name,
-                           "create it (gpu_scheduling_policy role)"))
-        return
-    fixed, diffs = [], []
-    if have.get("value") != pc.get("value"):
-        fixed.append("value %s (design %s)" % (have.get("value"), pc.get("value")))
-    if pc.get("preemption_policy") and have.get("preemptionPolicy") != pc["preemption_policy"]:
-        fixed.append("preemptionPolicy %s (design %s)" % (have.get("preemptionPolicy"), pc["preemption_policy"]))
-    if "description" in have and have.get("description") != pc.get("description", name):
-        diffs.append("description %r (design %r)" % (have.get("description"), pc.get("description", name)))
-    if fixed or diffs:
-        out.append(finding(
-            "priority_class_changed", obj, "PriorityClass %s: %s" % (name, ", ".join(fixed + diffs)),
-            "PriorityClass values are immutable: delete and recreate it (gpu_scheduling_policy role)" if fixed
-            else "set it back (gpu_scheduling_policy role)"))
+    if not changes:
+        return []
+    if changes[0].action == "create":
+        return [finding("priority_class_missing", obj, "PriorityClass %s does not exist" % name,
+                        "create it (gpu_scheduling_policy role)")]
+    text = ["%s %r (design %r)" % (c.field, c.before, c.after) if c.field == "description"
+            else "%s %s (design %s)" % (c.field, c.before, c.after) for c in changes]
+    replace = any(c.action == _guest_plan.REPLACE for c in changes)
+    return [finding("priority_class_changed", obj, "PriorityClass %s: %s" % (name, ", ".join(text)),
+                    "PriorityClass values are immutable: delete and recreate it (gpu_scheduling_policy role)" if replace
+                    else "set it back (gpu_scheduling_policy role)")]
 
 
 def _cluster_policy(out, op, spec, secret_prefix):

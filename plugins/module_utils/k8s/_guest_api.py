@@ -1,0 +1,68 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The guest objects of the gpu_scheduling_policy role, read and written (client layer: knows nothing of Ansible).
+
+PriorityClasses, Namespaces and ResourceQuotas through the fault boundary of ``_k8s.K8sClient``:
+one list per kind (``read``), and writes that carry a precondition so that a repeat cannot apply
+twice - a patch names the resourceVersion it was planned from, a delete its uid and resourceVersion.
+Creates go once (``call_once``). Errors are ``K8sError``.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient
+
+
+class GuestObjectsApi:
+    """The PriorityClasses, Namespaces and ResourceQuotas of one guest cluster (the client is made
+    from the auth options, or given)."""
+
+    def __init__(self, params=None, k8s=None):
+        self.k8s = k8s if k8s is not None else K8sClient(params)
+        from kubernetes import client
+        self.core = client.CoreV1Api(self.k8s.api)
+        self.sched = client.SchedulingV1Api(self.k8s.api)
+
+    def _items(self, fn):
+        return self.k8s.api.sanitize_for_serialization(self.k8s.call(fn)).get("items") or []
+
+    def read(self, kinds):
+        """{(kind, namespace, name): object} of every object of `kinds`, one list per kind."""
+        lists = {"PriorityClass": self.sched.list_priority_class, "Namespace": self.core.list_namespace,
+                 "ResourceQuota": self.core.list_resource_quota_for_all_namespaces}
+        out = {}
+        for kind in kinds:
+            for obj in self._items(lists[kind]):
+                meta = obj.get("metadata") or {}
+                obj.setdefault("kind", kind)
+                out[(kind, meta.get("namespace") or "", meta["name"])] = obj
+        return out
+
+    def create(self, obj):
+        kind, ns = obj["kind"], obj["metadata"].get("namespace")
+        if kind == "PriorityClass":
+            return self.k8s.call_once(self.sched.create_priority_class, obj)
+        if kind == "Namespace":
+            return self.k8s.call_once(self.core.create_namespace, obj)
+        return self.k8s.call_once(self.core.create_namespaced_resource_quota, ns, obj)
+
+    def patch(self, kind, name, namespace, resource_version, body):
+        """A merge patch of `body` that the server refuses (409) when the object changed since it was read."""
+        body = dict(body, metadata=dict(body.get("metadata") or {}, resourceVersion=resource_version))
+        if kind == "PriorityClass":
+            return self.k8s.call(self.sched.patch_priority_class, name, body)
+        if kind == "Namespace":
+            return self.k8s.call(self.core.patch_namespace, name, body)
+        return self.k8s.call(self.core.patch_namespaced_resource_quota, name, namespace, body)
+
+    def delete(self, kind, name, namespace, uid, resource_version):
+        body = {"preconditions": {"uid": uid, "resourceVersion": resource_version}}
+        if kind == "PriorityClass":
+            return self.k8s.call(self.sched.delete_priority_class, name, body=body)
+        return self.k8s.call(self.core.delete_namespaced_resource_quota, name, namespace, body=body)
+
+
+__all__ = ["GuestObjectsApi"]

@@ -1,0 +1,242 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: guest_objects
+short_description: The PriorityClasses, tenant Namespaces and GPU ResourceQuotas of a guest cluster
+version_added: 0.3.0
+description:
+  - Builds the objects the C(gpu_scheduling_policy) role keeps (the PriorityClasses, each tenant's Namespace with
+    its labels and its ResourceQuotas) from its inputs, reads them (one list per kind), plans each object field by
+    field with the plan the drift audit (M(gpupool.vcf.gpu_pool_audit)) reports from, and makes exactly the
+    changes of the plan.
+  - Only what the collection sets is compared; labels, annotations and limits set by others stay.
+  - An object this module creates carries the label C(app.kubernetes.io/managed-by=gpupool.vcf). An object
+    whose immutable field differs (a PriorityClass C(value) or C(preemptionPolicy), a ResourceQuota's
+    C(scopeSelector)) is deleted and created again (action C(replace)) only when it carries that label; one
+    created by others is refused, and nothing of the run is changed.
+  - Updates are merge patches that carry the resourceVersion they were planned from (a concurrent change makes
+    the server refuse them; a rerun plans again); deletes carry the object's uid and resourceVersion.
+author:
+  - gpupool.vcf developers (@gpupool)
+extends_documentation_fragment:
+  - gpupool.vcf.k8s_auth
+  - gpupool.vcf.attributes
+options:
+  priority_classes:
+    description: The PriorityClasses.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      name:
+        description: PriorityClass name.
+        type: str
+        required: true
+      value:
+        description: Its priority (immutable).
+        type: int
+        required: true
+      preemption_policy:
+        description: V(Never) or V(PreemptLowerPriority) (immutable).
+        type: str
+        default: Never
+        choices: [Never, PreemptLowerPriority]
+      description:
+        description: Its description (default its name).
+        type: str
+  tenants:
+    description:
+      - The tenants, as C(gpu_scheduling_policy_tenants) gives them - C(namespace), optionally C(labels),
+        C(training), and C(quotas) (each C(name), C(hard), optionally C(priority_class)), or without C(quotas)
+        C(gpus) and C(mig) (counts per MIG resource) for one quota named O(quota_name).
+    type: list
+    elements: dict
+    default: []
+  quota_name:
+    description: The ResourceQuota of a tenant without C(quotas).
+    type: str
+    default: gpu-quota
+  gpu_resource:
+    description: The GPU resource of that quota (C(requests.<resource>)).
+    type: str
+    default: nvidia.com/gpu
+  mig_resources:
+    description: The MIG resources of that quota (each C(requests.<resource>), 0 unless the tenant's C(mig) gives one).
+    type: list
+    elements: str
+    default: []
+  kinds:
+    description:
+      - The kinds this run reads and converges (the others of the inputs are left alone), so that a play can
+        write them in separate steps.
+    type: list
+    elements: str
+    choices: [PriorityClass, Namespace, ResourceQuota]
+    default: [PriorityClass, Namespace, ResourceQuota]
+  request_timeout:
+    description: Seconds each API request may take.
+    type: int
+    default: 30
+"""
+
+EXAMPLES = r"""
+- name: PriorityClasses, tenant namespaces and their GPU quotas
+  gpupool.vcf.guest_objects:
+    kubeconfig: /etc/gpupool/guest.kubeconfig
+    priority_classes:
+      - {name: gpu-inference, value: 1000000, preemption_policy: PreemptLowerPriority}
+      - {name: gpu-training, value: 100000}
+    tenants:
+      - namespace: team-a
+        training: true
+        quotas:
+          - {name: gpupool-gpus, hard: {requests.nvidia.com/gpu: 4}}
+          - {name: gpupool-gpu-training, hard: {requests.nvidia.com/gpu: 4}, priority_class: gpu-training}
+  register: objects
+"""
+
+RETURN = r"""
+changes:
+  description:
+    - The plan, one entry per field, with C(object) (C(priority_class <name>), C(namespace <name>),
+      C(resource_quota <namespace>/<name>)), C(field), C(before), C(after) and C(action) (C(create),
+      C(update), C(replace)). Check mode returns the same.
+  returned: always
+  type: list
+  elements: dict
+objects:
+  description: The objects that change, in the order they are written (as C(object) of RV(changes)).
+  returned: always
+  type: list
+  elements: str
+names:
+  description: The same objects by name (C(<namespace>/<name>) for a ResourceQuota).
+  returned: always
+  type: list
+  elements: str
+  sample: [gpu-training, team-a, team-a/gpupool-gpus]
+"""
+
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+try:
+    import kubernetes  # noqa: F401  pylint: disable=unused-import
+    K8S_IMPORT_ERROR = None
+except ImportError:
+    K8S_IMPORT_ERROR = traceback.format_exc()
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_api import GuestObjectsApi
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import auth_argument_spec, request_argument_spec
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _guest_plan as gp
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import CREATE, Failure, Plan, Resource
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
+
+ARGUMENT_SPEC = dict(
+    priority_classes=dict(type="list", elements="dict", default=[], options=dict(
+        name=dict(type="str", required=True),
+        value=dict(type="int", required=True),
+        preemption_policy=dict(type="str", default="Never", choices=["Never", "PreemptLowerPriority"]),
+        description=dict(type="str"))),
+    tenants=dict(type="list", elements="dict", default=[]),
+    quota_name=dict(type="str", default="gpu-quota"),
+    gpu_resource=dict(type="str", default="nvidia.com/gpu"),
+    mig_resources=dict(type="list", elements="str", default=[]),
+    kinds=dict(type="list", elements="str", choices=list(gp.KINDS), default=list(gp.KINDS)),
+)
+ARGUMENT_SPEC.update(auth_argument_spec())
+ARGUMENT_SPEC.update(request_argument_spec())
+
+
+class GuestObjects(Resource):
+    refusals = (ValueError, KeyError, TypeError)
+
+    def __init__(self, module, api_class=None):
+        super(GuestObjects, self).__init__("the guest objects")
+        self.p = module.params
+        self.api_class = api_class or GuestObjectsApi
+        self.api = None
+
+    def wanted(self):
+        for index, tenant in enumerate(self.p["tenants"]):
+            if not isinstance(tenant, dict) or not tenant.get("namespace"):
+                raise ValueError("tenants[%d] must be a mapping with a namespace, not %r" % (index, tenant))
+        return [obj for obj in gp.wanted_objects(self.p["priority_classes"], self.p["tenants"], self.p["quota_name"],
+                                                 self.p["gpu_resource"], self.p["mig_resources"])
+                if obj["kind"] in self.p["kinds"]]
+
+    def read(self):
+        self.api = self.api_class(self.p)
+        return self.api.read([k for k in gp.KINDS if k in self.p["kinds"]])
+
+    def plan(self, live):
+        changes, before, after = [], {}, {}
+        for obj in self.wanted():
+            have = live.get(gp.key(obj))
+            mine = gp.plan(have, obj)
+            if mine:
+                name = gp.object_name(obj)
+                before[name] = None if have is None else dict((c.field, c.before) for c in mine)
+                after[name] = mine[0].after if have is None else dict((c.field, c.after) for c in mine)
+            changes += mine
+        return Plan(changes, before=before, after=after, live=live)
+
+    def apply(self, plan):
+        live = plan.facts["live"]
+        for obj in self.wanted():
+            mine = [c for c in plan if c.object == gp.object_name(obj)]
+            if not mine:
+                continue
+            kind, ns, name = gp.key(obj)
+            have = live.get(gp.key(obj))
+            with self.doing("write", mine[0].object):
+                if mine[0].action == CREATE:
+                    self.api.create(mine[0].after)
+                elif any(c.action == gp.REPLACE for c in mine):
+                    meta = have["metadata"]
+                    self.api.delete(kind, name, ns or None, meta.get("uid"), meta.get("resourceVersion"))
+                    self.api.create(gp.created(obj))
+                else:
+                    self.api.patch(kind, name, ns or None, have["metadata"].get("resourceVersion"),
+                                   gp.patch_body(obj, mine))
+            self.partial.setdefault("written", []).append(mine[0].object)
+
+    def result(self, live, plan):
+        for change in plan:
+            if change.action == gp.REPLACE and not gp.owned(live.get(self._key(change.object))):
+                raise Failure("Unable to replace %s: %s is immutable and the object was not created by this collection "
+                              "(no label app.kubernetes.io/managed-by=gpupool.vcf); delete it by hand, or set the "
+                              "input back to %r. Nothing was changed." % (change.object, change.field, change.before),
+                              changes=plan.to_list())
+        objects, names = [], []
+        for obj in self.wanted():
+            if any(c.object == gp.object_name(obj) for c in plan):
+                objects.append(gp.object_name(obj))
+                names.append(gp.object_name(obj).split(" ", 1)[1])
+        return dict(changes=plan.to_list(), objects=objects, names=names)
+
+    def _key(self, object_name):
+        for obj in self.wanted():
+            if gp.object_name(obj) == object_name:
+                return gp.key(obj)
+        return None
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    if K8S_IMPORT_ERROR:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=K8S_IMPORT_ERROR)
+    Runner(module, GuestObjects(module)).run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpupool.vcf developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The plans of the guest objects (PriorityClass, tenant Namespace, ResourceQuota): field-level
+changes, immutable fields planned as a replace, what is left alone; and a property over generated
+live/wanted pairs: the audit has a finding for an object exactly when its plan has a change (the
+quotas of a missing namespace are part of the namespace's finding)."""
+
+import copy
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_guest
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _guest_plan as gp
+
+settings.register_profile("gpupool-guest-plan", max_examples=200, derandomize=True, database=None, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+
+PC = {"name": "gpu-training", "value": 100000, "preemption_policy": "Never", "description": "training"}
+TENANT = {"namespace": "team-a", "training": True, "labels": {"cost-center": "42"},
+          "quotas": [{"name": "gpupool-gpus", "hard": {"requests.nvidia.com/gpu": "4"}},
+                     {"name": "gpupool-gpu-training", "hard": {"requests.nvidia.com/gpu": 2},
+                      "priority_class": "gpu-training"}]}
+
+
+def live_of(wanted, **extra):
+    """`wanted` as the API server returns it: defaults and others' labels added, resourceVersion set."""
+    out = copy.deepcopy(wanted)
+    out["metadata"].update(resourceVersion="7", uid="u-1")
+    out["metadata"]["labels"]["someone.else/label"] = "x"
+    out.update(extra)
+    return out
+
+
+def test_created_objects_carry_the_collection_label_existing_ones_are_not_relabelled():
+    ns = gp.wanted_objects([], [TENANT])[0]
+    [change] = gp.plan(None, ns)
+    assert change.action == "create" and change.after["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gpupool.vcf"
+    live = live_of(ns)
+    assert gp.plan(live, ns) == []  # no managed-by label added to a namespace that existed
+    assert not gp.owned(live) and gp.owned(change.after)
+
+
+def test_priority_class_value_and_preemption_plan_a_replace_description_an_update():
+    want = gp.priority_class(PC)
+    live = live_of(want, value=5, preemptionPolicy="PreemptLowerPriority", description="old")
+    changes = gp.plan(live, want)
+    assert [(c.field, c.before, c.after, c.action) for c in changes] == [
+        ("value", 5, 100000, "replace"), ("preemptionPolicy", "PreemptLowerPriority", "Never", "replace"),
+        ("description", "old", "training", "update")]
+    assert gp.patch_body(want, changes) == {"description": "training"}
+    assert gp.plan(live_of(want), want) == []
+
+
+def test_namespace_labels_of_the_collection_only():
+    ns = gp.wanted_objects([], [TENANT])[0]
+    live = live_of(ns)
+    live["metadata"]["labels"].update({"gpupool.vcf/training": "false", "cost-center": "7"})
+    changes = gp.plan(live, ns)
+    assert [(c.field, c.before, c.after) for c in changes] == [
+        ("metadata.labels.cost-center", "7", "42"), ("metadata.labels.gpupool.vcf/training", "false", "true")]
+    assert gp.patch_body(ns, changes) == {"metadata": {"labels": {"cost-center": "42", "gpupool.vcf/training": "true"}}}
+
+
+def test_quota_limits_as_text_others_limits_stay_scope_is_a_replace():
+    quotas = gp.resource_quotas(TENANT)
+    assert [q["metadata"]["name"] for q in quotas] == ["gpupool-gpus", "gpupool-gpu-training"]
+    scoped = quotas[1]
+    live = live_of(scoped)
+    live["spec"]["hard"]["pods"] = "10"
+    assert gp.plan(live, scoped) == []
+    live["spec"]["hard"]["requests.nvidia.com/gpu"] = "3"
+    del live["spec"]["scopeSelector"]
+    changes = gp.plan(live, scoped)
+    assert [(c.field, c.before, c.after, c.action) for c in changes] == [
+        ("spec.hard.requests.nvidia.com/gpu", "3", "2", "update"),
+        ("spec.scopeSelector", None, scoped["spec"]["scopeSelector"], "replace")]
+    assert gp.patch_body(scoped, changes) == {"spec": {"hard": {"requests.nvidia.com/gpu": "2"}}}
+
+
+def test_default_quota_of_a_tenant_without_quotas():
+    [q] = gp.resource_quotas({"namespace": "t", "gpus": 3, "mig": {"nvidia.com/mig-1g.10gb": 2}}, "gpu-quota",
+                             "nvidia.com/gpu", ["nvidia.com/mig-1g.10gb", "nvidia.com/mig-2g.20gb"])
+    assert q["spec"]["hard"] == {"requests.nvidia.com/gpu": "3", "requests.nvidia.com/mig-1g.10gb": "2",
+                                 "requests.nvidia.com/mig-2g.20gb": "0"}
+
+
+# -- finding iff change --------------------------------------------------------------------------
+
+LABEL = st.sampled_from(["true", "false", "x", None])
+QUANTITY = st.sampled_from(["0", "1", "2", "4", None])
+
+
+@st.composite
+def pairs(draw):
+    """A design (one class, one tenant with two quotas) and a live cluster drawn around it."""
+    pc = {"name": "gpu-training", "value": draw(st.sampled_from([1000, 100000])),
+          "preemption_policy": draw(st.sampled_from(["Never", "PreemptLowerPriority"])),
+          "description": draw(st.sampled_from(["training", "other"]))}
+    tenant = {"namespace": "team-a", "training": draw(st.booleans()),
+              "quotas": [{"name": "gpupool-gpus", "hard": {"requests.nvidia.com/gpu": draw(st.sampled_from(["2", "4"]))}},
+                         {"name": "gpupool-gpu-training", "hard": {"requests.nvidia.com/gpu": "2"},
+                          "priority_class": "gpu-training"}]}
+    live = {}
+    for obj in gp.wanted_objects([pc], [tenant]):
+        if draw(st.integers(0, 4)) == 0:
+            continue  # absent
+        have = copy.deepcopy(obj)
+        if obj["kind"] == "PriorityClass":
+            have["value"] = draw(st.sampled_from([1000, 100000]))
+            have["preemptionPolicy"] = draw(st.sampled_from(["Never", "PreemptLowerPriority"]))
+            have["description"] = draw(st.sampled_from(["training", "other", None]))
+        elif obj["kind"] == "Namespace":
+            for k in ("gpupool.vcf/tenant", "gpupool.vcf/training"):
+                value = draw(LABEL)
+                if value is None:
+                    have["metadata"]["labels"].pop(k)
+                else:
+                    have["metadata"]["labels"][k] = value
+        else:
+            value = draw(QUANTITY)
+            have["spec"]["hard"] = {} if value is None else {"requests.nvidia.com/gpu": value}
+            if draw(st.booleans()):
+                have["spec"].pop("scopeSelector", None)
+        live[gp.key(obj)] = have
+    return pc, tenant, live
+
+
+@settings(settings.get_profile("gpupool-guest-plan"))
+@given(pairs())
+def test_a_finding_exactly_where_the_plan_has_a_change(pair):
+    pc, tenant, live = pair
+    planned = set()
+    for obj in gp.wanted_objects([pc], [tenant]):
+        if gp.plan(live.get(gp.key(obj)), obj):
+            # the quotas of a namespace to be created are part of its one finding
+            absent = obj["kind"] == "ResourceQuota" and ("Namespace", "", tenant["namespace"]) not in live
+            planned.add("namespace %s" % tenant["namespace"] if absent else gp.object_name(obj))
+    derived = {"roles": {"gpu_scheduling_policy": {"gpu_scheduling_policy_priority_classes": [pc],
+                                                   "gpu_scheduling_policy_tenants": [tenant]}}}
+    findings = _audit_guest.audit_guest(derived, **_audit_guest.live_guest_objects(live))
+    assert set(f["object"] for f in findings) == planned
