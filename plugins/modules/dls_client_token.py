@@ -148,7 +148,6 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._licensing_inputs import dls_client_token_errors
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import request_timeout_error
 from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import DlsClient
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Change, Failure, Plan, Resource
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._files import SECRET_MODE, atomic_write
@@ -201,8 +200,6 @@ class ClientToken(Resource):
 
     def check(self):
         p = self.p
-        if request_timeout_error(p["request_timeout"]):
-            raise Failure(request_timeout_error(p["request_timeout"]))
         if p["expiry_days"] < 1 or p["renew_before_days"] < 0 or p["renew_before_days"] >= p["expiry_days"]:
             raise Failure("expiry_days must be 1 or more and renew_before_days between 0 and expiry_days - 1")
         if os.path.isdir(self.dest) or not os.path.isdir(os.path.dirname(os.path.abspath(self.dest))):
