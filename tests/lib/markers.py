@@ -90,6 +90,7 @@ MARKER_TABLE = (
     ("unit/plugins/modules/test_runner_modules.py", ("collection", "esxi", "vsphere", "vks", "guest", "licensing")),
     ("*audit*", ("design",)),
     ("unit/plugins/module_utils/pure/test_audit.py", ("esxi", "vsphere", "vks", "guest")),
+    ("unit/plugins/module_utils/pure/test_audit_plans_property.py", ("esxi", "vsphere", "vks")),
     ("*/test_bad_inputs.py", ("design", "esxi", "vsphere", "vks", "guest", "licensing")),
     ("*_chain.py", ("esxi", "vsphere", "vks", "guest", "licensing")),
     ("*/test_drift_catalogue.py", ("esxi", "vsphere", "vks", "guest", "licensing")),
@@ -100,6 +101,7 @@ MARKER_TABLE = (
     ("*/test_gpu_pool_audit_class_reads.py", ("vks", "vsphere")),
     ("*/test_gpu_pool_audit_vcenters.py", ("vsphere",)),
     ("*/test_fidelity.py", ("collection",)),
+    ("*/test_capture.py", ("collection",)),
     # what the test needs: the vSphere simulator (sim), the Kubernetes rig (k8s)
     ("integration/test_awx_runner_chain.py", ("sim",)),
     ("integration/test_bad_inputs.py", ("sim",)),
