@@ -1,0 +1,164 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The redaction of a capture (pure: no I/O).
+
+A capture is the record of what the readers got from a live platform (docs/capture.md). Before it
+leaves the platform, :func:`redact` walks it and takes out what must not travel:
+
+- values of keys that hold secrets (passwords, tokens, keys, certificates, thumbprints, kubeconfig
+  data such as ``certificate-authority-data``), and every value of a Kubernetes Secret's ``data`` and
+  ``stringData``;
+- the ``kubectl.kubernetes.io/last-applied-configuration`` annotation (a copy of the object as it was
+  applied, secrets included);
+- in any text: PEM blocks, bearer tokens, IPv4 and IPv6 addresses, the host part of URLs, and the
+  host names given (the vCenter's, the DLS appliance's).
+
+The names of hosts and objects stay (they are the test data) unless a pseudonym map is given
+(:func:`pseudonyms`): then each name in it is replaced, as a whole value or a mapping key, by a stable
+pseudonym, the same on every capture of the same platform with the same salt.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import hashlib
+import re
+
+FORMAT_VERSION = 1
+REDACTED = "<redacted>"
+REDACTED_IP = "<redacted-ip>"
+REDACTED_HOST = "<redacted-host>"
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+# key names (lower case, "-" as "_") whose values are secrets whatever they hold
+SECRET_KEYS = frozenset((
+    "password", "passwd", "token", "access_token", "refresh_token", "bearer_token", "api_key", "apikey",
+    "secret", "client_secret", "private_key", "client_key", "client_key_data", "client_certificate_data",
+    "certificate_authority_data", "certificate", "certificates", "ca_cert", "ca_data", "tls_crt", "tls_key",
+    "thumbprint", "ssl_thumbprint", "kubeconfig", "session_id", "authorization", "cookie", "license_token",
+))
+SECRET_SUFFIXES = ("_password", "_token", "_secret", "_key_data", "_certificate_data", "_thumbprint", "_pem")
+
+PEM_RE = re.compile(r"-----BEGIN [A-Z0-9 ]+-----.*?-----END [A-Z0-9 ]+-----", re.S)
+PEM_OPEN_RE = re.compile(r"-----BEGIN [A-Z0-9 ]+-----.*", re.S)  # a block cut short: all that follows
+BEARER_RE = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]+")
+URL_RE = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)(?:[^/@\s]*@)?(\[[0-9a-f:.]+\]|[^/:\s?#\]]+)")
+IPV4_RE = re.compile(r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?:/\d{1,2})?(?![\w.])")
+IPV6_RE = re.compile(r"(?<![\w:.])[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?:%\w+)?(?:/\d{1,3})?(?![\w:.])")
+
+
+def _norm_key(key):
+    return str(key).strip().lower().replace("-", "_").replace(".", "_")
+
+
+def is_secret_key(key):
+    """Whether the values of a mapping key are secrets (by its name alone)."""
+    k = _norm_key(key)
+    return k in SECRET_KEYS or k.endswith(SECRET_SUFFIXES)
+
+
+def _ipv6(match):
+    text = match.group(0)
+    # a time-like run (two colons, no "::") is not taken for an address
+    if ("::" not in text and text.count(":") < 3) or not re.search("[0-9A-Fa-f]", text):
+        return text
+    return REDACTED_IP
+
+
+def redact_text(text, hosts=()):
+    """``text`` with PEM blocks, bearer tokens, addresses, the host part of URLs and the ``hosts`` given
+    (whole words, case-insensitive) replaced."""
+    text = PEM_RE.sub(REDACTED, text)
+    text = PEM_OPEN_RE.sub(REDACTED, text)
+    text = BEARER_RE.sub(lambda m: "%s %s" % (m.group(1), REDACTED), text)
+    text = URL_RE.sub(lambda m: m.group(1) + REDACTED_HOST, text)
+    for host in sorted((h for h in hosts if h), key=len, reverse=True):
+        text = re.sub(r"(?i)(?<![\w.-])%s(?![\w-])" % re.escape(host), REDACTED_HOST, text)
+    text = IPV4_RE.sub(REDACTED_IP, text)
+    return IPV6_RE.sub(_ipv6, text)
+
+
+def pseudonym(name, salt=""):
+    """The stable pseudonym of one name: ``n-`` and 10 hex digits of a salted SHA-256."""
+    return "n-" + hashlib.sha256(("%s\0%s" % (salt, name)).encode("utf-8")).hexdigest()[:10]
+
+
+def pseudonyms(names, salt=""):
+    """{name: pseudonym} for the names given (empty ones left out)."""
+    return dict((n, pseudonym(n, salt)) for n in names if n)
+
+
+def _is_secret_object(value):
+    return isinstance(value, dict) and value.get("kind") == "Secret" and (
+        "data" in value or "stringData" in value)
+
+
+def redact(record, hosts=(), names=None):
+    """A redacted copy of ``record`` (dicts, lists, text, numbers, booleans, None).
+
+    ``hosts``: host names to take out of every text (the vCenter's, the DLS appliance's); ``names``:
+    {name: pseudonym} applied to whole text values and mapping keys (after the other redactions)."""
+    hosts = tuple(hosts or ())
+    names = names or {}
+
+    def text(value):
+        value = redact_text(value, hosts)
+        return names.get(value, value)
+
+    def walk(value):
+        if isinstance(value, dict):
+            out = {}
+            secret_object = _is_secret_object(value)
+            for key, item in value.items():
+                new_key = text(key) if isinstance(key, str) else key
+                if is_secret_key(key) and item not in (None, "", [], {}):
+                    out[new_key] = REDACTED
+                elif secret_object and key in ("data", "stringData") and isinstance(item, dict):
+                    out[new_key] = dict((k, REDACTED) for k in item)
+                elif key == "annotations" and isinstance(item, dict):
+                    out[new_key] = dict((text(k), REDACTED if k == LAST_APPLIED else walk(v)) for k, v in item.items())
+                elif key == LAST_APPLIED:
+                    out[new_key] = REDACTED
+                else:
+                    out[new_key] = walk(item)
+            return out
+        if isinstance(value, (list, tuple)):
+            return [walk(v) for v in value]
+        if isinstance(value, str):
+            return text(value)
+        return value
+
+    return walk(record)
+
+
+def leaks(record, hosts=()):
+    """The texts in ``record`` that still hold an address, a PEM block, a bearer token or one of ``hosts``
+    (a check before writing; [] for a clean record)."""
+    found = []
+
+    def walk(value):
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(key)
+                walk(item)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                walk(item)
+        elif isinstance(value, str) and redact_text(value, hosts) != value:
+            found.append(value)
+
+    walk(record)
+    return found
+
+
+def envelope(sections, redact_names, salt=""):
+    """The record as written: its format version, whether names were replaced, and the sections."""
+    out = dict(format_version=FORMAT_VERSION, names_redacted=bool(redact_names))
+    out.update(sections)
+    return out
+
+
+__all__ = ["FORMAT_VERSION", "LAST_APPLIED", "REDACTED", "REDACTED_HOST", "REDACTED_IP", "envelope", "is_secret_key",
+           "leaks", "pseudonym", "pseudonyms", "redact", "redact_text"]
