@@ -606,7 +606,7 @@ VM_CLASS_DRIFTS = [
     ("memory_mb", dict(memory_mb=1024)),
     ("cpu_reservation", dict(cpu_reservation=50)),  # the design leaves it alone: no plan, no finding
     ("memory_reservation", dict(memory_reservation=0)),
-    ("description", dict(description="")),
+    ("description", dict(description="gpupool edited by hand")),  # still marked: the collection's, set back
     ("vgpu_profiles", dict(vgpu_profiles=["nvidia_h100-1-10c"])),
 ]
 NAMESPACE_DRIFTS = [
@@ -625,7 +625,7 @@ def test_every_vsphere_field_has_a_rule_and_every_rule_a_field():
     assert set(_namespace.FIELDS) == set(_namespace.empty("c")) - {"cluster"}
     vsphere_rules = set(r for r, (sev, link, doc) in _audit_report.RULES.items() if link == "vsphere")
     mapped = set(_audit_vsphere.VM_CLASS_RULE_BY_FIELD.values()) | set(_audit_vsphere.NAMESPACE_RULE_BY_FIELD.values())
-    assert vsphere_rules == mapped | {"vm_class_missing", "namespace_missing", "namespace_class_extra"}
+    assert vsphere_rules == mapped | {"vm_class_missing", "namespace_missing", "namespace_class_extra", "object_not_owned"}
     assert set(f for f, drift in VM_CLASS_DRIFTS) == set(_vm_class.FIELDS)
     assert set(f for f, drift in NAMESPACE_DRIFTS) == set(_namespace.FIELDS)
 
@@ -1116,3 +1116,17 @@ def test_differences_looks_only_at_what_is_wanted():
     assert objs.differences({"a": [1, 2]}, {"a": [1]}) == [("a", [1], [1, 2])]
     assert objs.differences({"e": True}, {"e": "true"}) == []
     assert objs.differences({"e": True}, {}) == [("e", None, True)]
+
+
+def test_vks_node_pools_are_judged_by_vks_node_pools_plan(derived):
+    """Where the hand comparison and vks_node_pool's plan would differ, the plan decides: taints in another
+    order are written back (a finding), and a pool its class cannot hold is refused whole (that alone)."""
+    live = vks_live(derived)
+    mds = live["gpu-workloads"]["machine_deployments"]
+    mds["inference"]["taints"] = mds["inference"]["taints"][::-1]
+    mds["training"].update(replicas=7, taints=None, lacks={"taints": "ClusterClass c has no variable for node taints"})
+    out = _audit_vks.audit_vks(derived, live)
+    assert rules(out) == [("node_pool_class_lacks", "node_pool gpu-workloads/training"),
+                          ("node_pool_taints_changed", "node_pool gpu-workloads/inference")]
+    assert "another order" in [f for f in out if f["rule"] == "node_pool_taints_changed"][0]["message"]
+    assert "no variable for node taints" in [f for f in out if f["rule"] == "node_pool_class_lacks"][0]["message"]
