@@ -4,7 +4,8 @@ H100), two Supervisor namespaces made before (the VKS cluster's and a tenant's, 
 taint the collection would not write (the Kubernetes client, on the rig as the Supervisor).
 
 Then, as a new operator would: discover the design (no write on the platform); fill in the driver bundle
-discovery cannot know and preflight with it (no write; the bundle is on a datastore vCenter lacks: named); the audit of the esxi, vsphere and vks links with it is clean;
+discovery cannot know and preflight with it (no write; the bundle is on a datastore vCenter lacks: named); the
+audit of the esxi, vsphere and vks links with it is clean;
 site.yml --check with it predicts no change; one field changed in the discovered design (the tenant's CPU limit)
 and site.yml changes that namespace and nothing else of the platform."""
 import pytest

@@ -1,7 +1,8 @@
 """gpu_pool_discover with the Supervisor's kubeconfig: the node pools of a VKS cluster made on the rig by hand
 (not through the collection) - replicas, a name of their own, a label and a taint the collection would not
 write - come into the discovered design, which validates and derives those node pools back; the labels the
-design derives and the node pool lacks are named (a converge adds them)."""
+design derives and the node pool lacks are named (a converge adds them). With the guest cluster's kubeconfig a
+tenant's GPU quota is read from its ResourceQuota."""
 from kubernetes import client, dynamic
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
