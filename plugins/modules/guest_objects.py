@@ -137,6 +137,8 @@ except ImportError:
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_api import GuestObjectsApi
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import auth_argument_spec, request_argument_spec
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _guest_plan as gp
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._guest_inputs import guest_objects_errors
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import CREATE, Failure, Plan, Resource
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
@@ -233,6 +235,7 @@ class GuestObjects(Resource):
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    enforce(module, "guest_objects", guest_objects_errors)
     if K8S_IMPORT_ERROR:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=K8S_IMPORT_ERROR)
     Runner(module, GuestObjects(module)).run()

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""The option checks of the Kubernetes-side modules (vks_node_pool, guest_node_drain): pure, each
+"""The option checks of the Kubernetes-side modules (vks_node_pool, guest_node_drain, guest_objects): pure, each
 ``<module>_errors(params)`` returns sentences naming the option, what it holds and what is accepted; the
 module passes its function to ``_inputs.enforce`` (the shared checks and the failure message are there).
 """
@@ -13,13 +13,17 @@ from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names import (
+    dns_subdomain_problem,
     label_key_problem,
     label_value_problem,
+    priority_name_problem,
+    priority_value_problem,
 )
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import (
     dns_label_errors,
     empty_errors,
     labels_errors,
+    list_item_errors,
     range_errors,
 )
 
@@ -66,4 +70,34 @@ def guest_node_drain_errors(params):
     for index, name in enumerate(params.get("protected_priority_classes") or []):
         if not str(name or "").strip():
             out.append("protected_priority_classes[%d] is empty; give PriorityClass names" % index)
+    return out
+
+
+def guest_objects_errors(params):
+    out = empty_errors(params, ("quota_name", "gpu_resource")) + list_item_errors(params, "mig_resources")
+    names = []
+    for index, entry in enumerate(params.get("priority_classes") or []):
+        where = "priority_classes[%d]" % index
+        name = entry.get("name")
+        problem = dns_subdomain_problem(name) or priority_name_problem(name)
+        if problem:
+            out.append("%s.name %r is not a PriorityClass name Kubernetes accepts: %s" % (where, name, problem))
+        elif name in names:
+            out.append("%s.name %r is given twice; PriorityClass names must be unique" % (where, name))
+        names.append(name)
+        problem = priority_value_problem(entry.get("value"))
+        if problem:
+            out.append("%s.value: %s" % (where, problem))
+    namespaces = []
+    for index, tenant in enumerate(params.get("tenants") or []):
+        where = "tenants[%d]" % index
+        if not isinstance(tenant, dict) or tenant.get("namespace") is None:
+            out.append("%s needs a namespace (the tenant's namespace name)" % where)
+            continue
+        namespace = tenant["namespace"]
+        out += dns_label_errors(namespace, "%s.namespace" % where, "namespace name")
+        if namespace in namespaces:
+            out.append("%s.namespace %r is given twice; each tenant needs its own" % (where, namespace))
+        namespaces.append(namespace)
+        out += labels_errors(tenant.get("labels"), "%s.labels" % where)
     return out

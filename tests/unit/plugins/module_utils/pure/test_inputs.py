@@ -64,6 +64,11 @@ GOOD = {
                                            labels={"gpupool.vcf/pool": "inference"},
                                            taints=[dict(key="nvidia.com/gpu", value="present", effect="NoSchedule")],
                                            **{"class": None})]),
+    "guest_objects": dict(priority_classes=[dict(name="gpu-inference", value=100000, preemption_policy="Never",
+                                                 description=None)],
+                          tenants=[dict(namespace="team-a", gpus=2, labels={"gpupool.vcf/tenant": "team-a"})],
+                          quota_name="gpu-quota", gpu_resource="nvidia.com/gpu", mig_resources=[],
+                          kinds=["PriorityClass", "Namespace", "ResourceQuota"], request_timeout=30),
     "guest_node_drain": dict(state="drained", vms=[dict(name="node-1", uuid=None)], owner="host-roll/esx-1",
                              owners=None, protected_priority_classes=["gpu-inference"], force=False, timeout=600,
                              request_timeout=30),
@@ -335,6 +340,24 @@ def test_enforce_names_an_aliased_option_once():
     module = Module()
     _inputs.enforce(module, "dls_client_token", CHECKS["dls_client_token"])
     assert module.failed["invalid_input"] == ["request_timeout must be a whole number of seconds, 1 or more, not 0"]
+
+
+def test_guest_objects():
+    assert errors("guest_objects", quota_name="") == ["quota_name must not be empty"]
+    pcs = [dict(name="system-gpu", value=1), dict(name="Bad_Name", value=1), dict(name="ok", value=2 ** 31),
+           dict(name="ok", value=1)]
+    found = errors("guest_objects", priority_classes=pcs)
+    assert found[0].startswith("priority_classes[0].name 'system-gpu' is not a PriorityClass name Kubernetes accepts: "
+                               "names starting with system-")
+    assert found[1].startswith("priority_classes[1].name 'Bad_Name' is not a PriorityClass name")
+    assert found[2].startswith("priority_classes[2].value: 2147483648 is above")
+    assert found[3] == "priority_classes[3].name 'ok' is given twice; PriorityClass names must be unique"
+    tenants = [dict(gpus=1), dict(namespace="Team_A"), dict(namespace="b"), dict(namespace="b", labels={"bad key!": "x"})]
+    found = errors("guest_objects", tenants=tenants)
+    assert found[0] == "tenants[0] needs a namespace (the tenant's namespace name)"
+    assert found[1].startswith("tenants[1].namespace 'Team_A' is not a DNS label")
+    assert found[2] == "tenants[3].namespace 'b' is given twice; each tenant needs its own"
+    assert found[3].startswith("tenants[3].labels key 'bad key!' is not a Kubernetes label key") and len(found) == 4
 
 
 def test_nls_appliance_deploy():
