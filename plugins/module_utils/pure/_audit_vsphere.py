@@ -16,7 +16,7 @@ __metaclass__ = type
 
 from collections import OrderedDict
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _namespace, _vm_class
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _namespace, _ownership, _vm_class
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit
 
 
@@ -39,6 +39,9 @@ RULES = OrderedDict([
     ("namespace_description_changed", ("warning", "vsphere", "A namespace has the design's description.")),
     ("namespace_libraries_changed", ("warning", "vsphere", "A namespace has the content libraries the role "
                                                            "gives it.")),
+    # information: the object serves the design, but no purge, retirement or revision of the collection touches it
+    ("object_not_owned", ("info", "vsphere", "A VM class or namespace in scope is the collection's own (its "
+                                             "description carries the gpupool mark).")),
 ])
 
 
@@ -80,10 +83,18 @@ def _desired_class(want):
     return _vm_class.desired(params)
 
 
+def _owned_description(want, have):
+    """The description the module writes (None: left alone): a foreign object keeps its own unless adopted."""
+    return _ownership.description_after((have or {}).get("description"), want.get("description"), have is not None,
+                                        bool(want.get("adopt")))
+
+
 def vm_class_plan(want, have):
     """(after, changed fields) of one VM class of derive()'s ``vsphere.vm_classes``, as
     vm_class plans it with the options supervisor_gpu_tenancy passes (None: missing)."""
-    after = _vm_class.merge(have, _desired_class(want))
+    desired = _desired_class(want)
+    desired["description"] = _owned_description(want, have)
+    after = _vm_class.merge(have, desired)
     return after, _vm_class.differs(have, after)
 
 
@@ -93,6 +104,7 @@ def namespace_plan(want, have, storage_policies=None, gpu_classes=()):
     included). ``storage_policies``: {id: name} (None: storage policies not judged);
     ``gpu_classes``: ids of the VM classes with a vGPU (purged with ``purge_gpu_vm_classes``)."""
     options = dict((k, v) for k, v in want.items() if k not in _NAMESPACE_PURGES)
+    options["description"] = _owned_description(want, have)
     after = _namespace.merge(have, _namespace.wanted(options, storage_policies), purge_lists=bool(want.get("purge_lists")),
                              purge_access=bool(want.get("purge_access")),
                              purge_vm_classes=gpu_classes if want.get("purge_gpu_vm_classes") else None)
@@ -254,6 +266,7 @@ def audit_vsphere(derived, vm_classes, namespaces, storage_policies=None):
                                "create it (vm_class, or the supervisor_gpu_tenancy role)"))
             continue
         out.extend(_vm_class_findings(dict(want, name=name), have, name, pool_of.get(base)))
+        out.extend(not_owned_findings("vm_class", name, have, "pools[].adopt", want.get("adopt")))
     # a superseded class stays in the namespaces while nodes use it: not a class the design lacks
     kept = set(n for olds in superseded.values() for n in olds)
     gpu_classes = [c for c in _vm_class.with_vgpu(vm_classes) if c not in kept]
@@ -267,4 +280,19 @@ def audit_vsphere(derived, vm_classes, namespaces, storage_policies=None):
         if want.get("vm_classes") is not None:
             want = dict(want, vm_classes=[names.get(c, c) for c in want["vm_classes"]])
         out.extend(_namespace_findings(want, have, storage_policies, gpu_classes))
+        out.extend(not_owned_findings("namespace", want["name"], have,
+                                      "tenants[].adopt" if kind_of.get(want["name"]) == "tenant" else "vks_clusters[].adopt",
+                                      want.get("adopt")))
     return out
+
+
+def not_owned_findings(kind, name, have, key, adopting):
+    """``object_not_owned`` for a VM class or namespace whose description lacks the mark (made by hand),
+    where the design adopts it: what site.yml will record as the collection's."""
+    if not adopting or _ownership.marked((have or {}).get("description")):
+        return []
+    return [finding("object_not_owned", "%s %s" % (kind, name),
+                    "%s %s was made by hand (its description %r lacks the mark %r): until it is adopted no purge, "
+                    "retirement or revision touches it" % (kind.replace("_", " "), name, (have or {}).get("description") or "",
+                                                           _ownership.OWNER_MARK),
+                    "run site.yml: the design sets adopt: true (%s), which records it as the collection's" % key)]

@@ -67,11 +67,14 @@ def description_after(current, wanted, exists, adopt=False):
 
     ``current``: the live description; ``wanted``: the one asked for (None: not asked);
     ``exists``: whether the object is there before the run. A new object gets what is asked; one
-    the collection owns too. One made by hand keeps its description (and so its owner) unless
-    ``adopt``, which gives it what is asked with the mark.
+    the collection owns too (with ``adopt`` the mark is kept, so a rerun is unchanged). One made by
+    hand keeps its description (and so its owner) unless ``adopt``, which gives it what is asked
+    with the mark.
     """
-    if not exists or marked(current):
+    if not exists:
         return wanted
+    if marked(current):
+        return with_mark(wanted) if adopt and wanted is not None else wanted
     if adopt:
         return with_mark(wanted if wanted is not None else current)
     if wanted is not None and marked(wanted):

@@ -606,7 +606,7 @@ VM_CLASS_DRIFTS = [
     ("memory_mb", dict(memory_mb=1024)),
     ("cpu_reservation", dict(cpu_reservation=50)),  # the design leaves it alone: no plan, no finding
     ("memory_reservation", dict(memory_reservation=0)),
-    ("description", dict(description="")),
+    ("description", dict(description="gpupool edited by hand")),  # still marked: the collection's, set back
     ("vgpu_profiles", dict(vgpu_profiles=["nvidia_h100-1-10c"])),
 ]
 NAMESPACE_DRIFTS = [
@@ -625,7 +625,7 @@ def test_every_vsphere_field_has_a_rule_and_every_rule_a_field():
     assert set(_namespace.FIELDS) == set(_namespace.empty("c")) - {"cluster"}
     vsphere_rules = set(r for r, (sev, link, doc) in _audit_report.RULES.items() if link == "vsphere")
     mapped = set(_audit_vsphere.VM_CLASS_RULE_BY_FIELD.values()) | set(_audit_vsphere.NAMESPACE_RULE_BY_FIELD.values())
-    assert vsphere_rules == mapped | {"vm_class_missing", "namespace_missing", "namespace_class_extra"}
+    assert vsphere_rules == mapped | {"vm_class_missing", "namespace_missing", "namespace_class_extra", "object_not_owned"}
     assert set(f for f, drift in VM_CLASS_DRIFTS) == set(_vm_class.FIELDS)
     assert set(f for f, drift in NAMESPACE_DRIFTS) == set(_namespace.FIELDS)
 

@@ -82,3 +82,40 @@ def test_drs_adopt_leaves_other_overrides_foreign():
     plan = plan_pinning(VMS, overrides, adopt=True, purge_stale=True)
     assert plan.owned_after == {"vm-1", "vm-2"}
     assert plan.kept_foreign == ["web"] and not plan.remove
+
+
+def test_adopted_description_keeps_its_mark_on_a_rerun():
+    first = own.description_after("team a", "team a", exists=True, adopt=True)
+    assert first == "gpupool team a"
+    assert own.description_after(first, "team a", exists=True, adopt=True) == first
+
+
+def _vsphere(adopt):
+    from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_vsphere
+    want_class = dict(name="gpu-a", cpu_count=8, memory_mb=8192, memory_reservation=100, vgpu_profiles=["nvidia_h100-1-10c"],
+                      description="gpupool a: inference, 1 x nvidia_h100-1-10c")
+    want_ns = dict(name="team-a", description="gpupool tenant a", vm_classes=["gpu-a"])
+    if adopt:
+        want_class["adopt"] = want_ns["adopt"] = True
+    derived = dict(roles=dict(supervisor_gpu_tenancy=dict(supervisor_gpu_tenancy_vm_classes=[want_class],
+                                                          supervisor_gpu_tenancy_namespaces=[want_ns])),
+                   vsphere=dict(vm_classes=[dict(want_class, pool="a")], namespaces=[dict(want_ns, kind="tenant")]))
+    classes = {"gpu-a": dict(cpu_count=8, memory_mb=8192, cpu_reservation=0, memory_reservation=100,
+                             description="made by hand", vgpu_profiles=["nvidia_h100-1-10c"])}
+    namespaces = {"team-a": dict(cluster="domain-c1", description="made by hand", vm_classes=["gpu-a"], content_libraries=[],
+                                 storage_policies={}, limits={}, access=[])}
+    return _audit_vsphere.audit_vsphere(derived, classes, namespaces)
+
+
+def test_audit_of_hand_made_objects_without_adopt_is_clean_and_leaves_their_description():
+    assert _vsphere(adopt=False) == []
+
+
+def test_audit_names_the_hand_made_objects_a_design_adopts():
+    out = _vsphere(adopt=True)
+    rules = sorted((f["rule"], f["object"], f["severity"]) for f in out)
+    assert ("object_not_owned", "vm_class gpu-a", "info") in rules
+    assert ("object_not_owned", "namespace team-a", "info") in rules
+    # and the description the adoption writes, as the modules plan it
+    assert ("vm_class_description_changed", "vm_class gpu-a", "warning") in rules
+    assert all("adopt" in f["fix"] for f in out if f["rule"] == "object_not_owned")
