@@ -322,7 +322,7 @@ def main():
         banner(0, "first contact: preflight and discover on the example platform, before any converge")
         start = time.monotonic()
         first_contact(env, site, kube, report_dir / "discovered-before.yml")
-        timed("preflight + discover (first contact)", start)
+        timed("preflight + discover", start)
 
         banner(2, "site.yml on examples/design.yml")
         start = time.monotonic()
