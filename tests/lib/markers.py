@@ -110,6 +110,7 @@ MARKER_TABLE = (
     ("integration/test_esxi_*", ("sim",)),
     ("integration/test_fault_suite.py", ("sim",)),
     ("integration/*gpu_pool_discover*", ("sim",)),
+    ("integration/test_gpu_pool_capture.py", ("sim", "collection")),
     ("integration/test_preflight*", ("sim",)),
     ("integration/test_gpu_capacity.py", ("sim",)),
     ("integration/test_gpu_host_info*", ("sim",)),

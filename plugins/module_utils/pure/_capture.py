@@ -26,6 +26,8 @@ __metaclass__ = type
 import hashlib
 import re
 
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import empty_errors, list_item_errors
+
 FORMAT_VERSION = 1
 REDACTED = "<redacted>"
 REDACTED_IP = "<redacted-ip>"
@@ -153,12 +155,39 @@ def leaks(record, hosts=()):
     return found
 
 
-def envelope(sections, redact_names, salt=""):
+def envelope(sections, redact_names):
     """The record as written: its format version, whether names were replaced, and the sections."""
     out = dict(format_version=FORMAT_VERSION, names_redacted=bool(redact_names))
     out.update(sections)
     return out
 
 
-__all__ = ["FORMAT_VERSION", "LAST_APPLIED", "REDACTED", "REDACTED_HOST", "REDACTED_IP", "envelope", "is_secret_key",
+def gpu_pool_capture_errors(params):
+    """The option checks of gpu_pool_capture (enforce runs them before anything is read)."""
+    return (empty_errors(params, ("dest", "supervisor_kubeconfig", "kubeconfig"))
+            + list_item_errors(params, "clusters") + list_item_errors(params, "redact_hosts"))
+
+
+def names_of(sections):
+    """The names a capture holds (hosts, clusters, VMs, namespaces, VM classes, VKS clusters and their node
+    pools): what ``redact_names`` maps to pseudonyms."""
+    vs = sections.get("vsphere") or {}
+    out = set()
+    for host in vs.get("hosts") or []:
+        out.update((host.get("name"), host.get("cluster")))
+        for vm in host.get("vgpu_vms") or []:
+            out.add(vm.get("name"))
+    out.update(vs.get("drs") or {})
+    out.update(vs.get("namespaces") or {})
+    out.update(vs.get("vm_classes") or {})
+    out.update((vs.get("cluster_names") or {}).values())
+    for name, cluster in (sections.get("vks") or {}).items():
+        out.add(name)
+        out.update((cluster or {}).get("machine_deployments") or {})
+    out.update(((sections.get("guest") or {}).get("resource_quotas") or {}))
+    return sorted(n for n in out if isinstance(n, str) and n)
+
+
+__all__ = ["FORMAT_VERSION", "LAST_APPLIED", "REDACTED", "REDACTED_HOST", "REDACTED_IP", "envelope", "gpu_pool_capture_errors",
+           "is_secret_key", "names_of",
            "leaks", "pseudonym", "pseudonyms", "redact", "redact_text"]

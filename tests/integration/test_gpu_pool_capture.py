@@ -1,0 +1,54 @@
+"""gpu_pool_capture against the vSphere simulator (the example fleet): the record holds what the readers got
+(hosts with graphics, module options, driver packages, per-GPU MIG and vGPU mode; VM classes; namespaces),
+carries its format version, is written with mode 0600, holds no address of the vCenter and no secret, keeps the
+names unless redact_names, sends no write to the platform, and an existing file is refused without force."""
+import json
+
+from tests.integration.test_gpu_pool_discover import changing
+from tests.lib.ansible_run import run_module
+
+
+def capture(env, dest, **args):
+    return run_module("gpupool.vcf.gpu_pool_capture", dict(dest=str(dest), **args), env=env)[0]
+
+
+def test_capture_records_the_readers_answers_redacted(vsphere, vsphere_env, tmp_path):
+    dest = tmp_path / "capture.json"
+    before = vsphere.stats()
+    res = capture(vsphere_env, dest, redact_hosts=["dls01.example"])
+    assert not res.get("failed"), res.get("msg")
+    assert changing(before, vsphere.stats()) == {}
+    assert res["changed"] is True and oct(dest.stat().st_mode & 0o777) == "0o600"
+    text = dest.read_text()
+    record = json.loads(text)
+    assert record["format_version"] == 1 and record["names_redacted"] is False
+    assert res["sections"] == ["vsphere"] and res["counts"]["hosts"] == len(record["vsphere"]["hosts"]) > 0
+    hosts = record["vsphere"]["hosts"]
+    gpu_hosts = [h for h in hosts if h["gpu_count"]]
+    assert gpu_hosts and all(h["name"] for h in gpu_hosts)  # the names are the test data
+    assert all("graphics" in h and "gpus" in h for h in gpu_hosts)
+    assert any((h.get("driver") or {}).get("packages") for h in gpu_hosts)
+    assert all("mig" in g for h in gpu_hosts for g in h["gpus"])
+    assert set(record["vsphere"]) >= {"drs", "vm_classes", "namespaces", "storage_policies", "cluster_names"}
+    # the vCenter's address is nowhere; nor a password
+    assert vsphere.host not in text and vsphere_env["VMWARE_PASSWORD"] not in text
+
+    # check mode predicts, writes nothing; an existing file is refused without force
+    again = capture(vsphere_env, dest)
+    assert again.get("failed") and "it exists; give force: true" in again["msg"] and dest.read_text() == text
+    forced = capture(vsphere_env, dest, force=True)
+    assert not forced.get("failed"), forced.get("msg")
+    assert forced["changed"] is False and dest.read_text() == text
+
+
+def test_redact_names_maps_every_name_to_a_stable_pseudonym(vsphere, vsphere_env, tmp_path):
+    plain = capture(vsphere_env, tmp_path / "plain.json")
+    assert not plain.get("failed"), plain.get("msg")
+    names = [h["name"] for h in json.loads((tmp_path / "plain.json").read_text())["vsphere"]["hosts"]]
+    one = capture(vsphere_env, tmp_path / "one.json", redact_names=True, salt="s")
+    two = capture(vsphere_env, tmp_path / "two.json", redact_names=True, salt="s")
+    assert not one.get("failed") and not two.get("failed"), (one.get("msg"), two.get("msg"))
+    text = (tmp_path / "one.json").read_text()
+    assert text == (tmp_path / "two.json").read_text()
+    assert json.loads(text)["names_redacted"] is True
+    assert not [n for n in names if '"%s"' % n in text]
