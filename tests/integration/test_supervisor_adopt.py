@@ -48,8 +48,8 @@ CASES = [("gpupool.vcf.vm_class", CLASS, CLASSES + "/gpu-hand"), ("gpupool.vcf.s
 
 
 @pytest.mark.parametrize("module,args,path", CASES, ids=["vm_class", "namespace"])
-def test_hand_made_object_stays_foreign_without_adopt_and_becomes_own_with_it(vsphere, vsphere_env, hand_made, module, args,
-                                                                                 path):
+def test_hand_made_object_stays_foreign_without_adopt_and_becomes_own_with_it(
+        vsphere, vsphere_env, hand_made, module, args, path):
     res, _play = run_module(module, args, env=vsphere_env)
     assert not res.get("failed"), res.get("msg")
     assert res["changed"] is False and described(vsphere, path) == "made by hand"
