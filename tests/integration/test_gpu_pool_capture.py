@@ -52,3 +52,43 @@ def test_redact_names_maps_every_name_to_a_stable_pseudonym(vsphere, vsphere_env
     assert text == (tmp_path / "two.json").read_text()
     assert json.loads(text)["names_redacted"] is True
     assert not [n for n in names if '"%s"' % n in text]
+
+
+def _without_ids(value):
+    """A gpu_host_info answer without what a fresh simulator numbers anew (managed object ids, VM uuids)."""
+    if isinstance(value, dict):
+        return dict((k, _without_ids(v)) for k, v in value.items() if k not in ("moid", "uuid"))
+    if isinstance(value, list):
+        return [_without_ids(v) for v in value]
+    return value
+
+
+def _differences(a, b, path=""):
+    """The paths where two answers differ (a readable failure instead of two long dumps)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [d for k in sorted(set(a) | set(b), key=str) for d in _differences(a.get(k), b.get(k), "%s.%s" % (path, k))]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in _differences(x, y, "%s[%d]" % (path, i))]
+    return [] if a == b else ["%s: %r != %r" % (path, a, b)]
+
+
+def test_a_capture_played_back_gives_the_same_inventory(vsphere, vsphere_env, tmp_path):
+    import capture_playback
+    import vsphere_sim
+
+    dest = tmp_path / "capture.json"
+    res = capture(vsphere_env, dest)
+    assert not res.get("failed"), res.get("msg")
+    record = capture_playback.load(dest)
+    # the example platform is one the fleet plays back in full, but for the REST objects made after the start
+    assert [line for line in capture_playback.unplayed(record) if not line.endswith("made after the start)")] == []
+    taken = run_module("gpupool.vcf.gpu_host_info", {}, env=vsphere_env)[0]
+    assert not taken.get("failed"), taken.get("msg")
+    played = vsphere_sim.start_from_capture(dest)
+    try:
+        again = run_module("gpupool.vcf.gpu_host_info", {}, env=dict(played.env))[0]
+    finally:
+        played.stop()
+    assert not again.get("failed"), again.get("msg")
+    assert _differences(_without_ids(again["hosts"]), _without_ids(taken["hosts"])) == []
+    assert _differences(_without_ids(again["clusters"]), _without_ids(taken["clusters"])) == []

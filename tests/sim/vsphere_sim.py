@@ -286,6 +286,14 @@ def start(fleet: dict | str | os.PathLike, port: int = 0, reboot_seconds: float 
 MIG_BACKED = re.compile(r"-\d+-\d+c(me)?$", re.IGNORECASE)
 
 
+def start_from_capture(capture: str | os.PathLike, **kwargs) -> VsphereSim:
+    """Start the simulator in the shape of a capture (docs/capture.md): its fleet built from the capture's
+    vSphere section by capture_playback; ``kwargs`` as for start()."""
+    import capture_playback
+
+    return start(capture_playback.fleet_from_capture(capture_playback.load(capture)), **kwargs)
+
+
 def mig_backed(profile: str) -> bool:
     """Whether a vGPU profile is MIG-backed (nvidia_h100-3-40c, grid_a100d-1-10cme), by its name."""
     return bool(MIG_BACKED.search(profile or ""))
