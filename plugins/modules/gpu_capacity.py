@@ -204,7 +204,8 @@ import time
 
 from ansible.module_utils.basic import env_fallback
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import DEFAULT_REQUEST_TIMEOUT, K8sClient, K8sError
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import DEFAULT_REQUEST_TIMEOUT, K8sClient
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._node_reader import read_pending
 from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromClient, PromError
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _capacity_live
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
@@ -278,29 +279,10 @@ class Capacity(Info):
         return dict(results=results, start=start, end=end, window=window)
 
     def read_guest(self):
-        from kubernetes import client
         p = self.module.params
         with self.doing("use", "kubeconfig %s" % p["kubeconfig"]):
             k8s = K8sClient(dict(kubeconfig=p["kubeconfig"], context=p["context"]), p["request_timeout"])
-        core = client.CoreV1Api(k8s.api)
-        custom = client.CustomObjectsApi(k8s.api)
-        with self.doing("list", "the Pending pods of the guest cluster"):
-            pods = k8s.call(core.list_pod_for_all_namespaces, field_selector="status.phase=Pending")
-        pods = k8s.api.sanitize_for_serialization(pods).get("items") or []
-        kueue = None
-        for version in KUEUE_VERSIONS:
-            try:
-                with self.doing("list", "the Kueue Workloads of the guest cluster"):
-                    workloads = k8s.call(custom.list_cluster_custom_object, KUEUE_GROUP, version, "workloads")
-            except K8sError as exc:
-                if exc.status == 404:
-                    continue
-                raise
-            with self.doing("list", "the Kueue LocalQueues of the guest cluster"):
-                queues = k8s.call(custom.list_cluster_custom_object, KUEUE_GROUP, version, "localqueues")
-            kueue = dict(workloads=workloads.get("items") or [], local_queues=queues.get("items") or [])
-            break
-        return dict(pods=pods, kueue=kueue)
+        return read_pending(k8s, KUEUE_GROUP, KUEUE_VERSIONS, self.doing)
 
     def result(self, live, plan):
         p = self.module.params

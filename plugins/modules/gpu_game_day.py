@@ -162,16 +162,10 @@ lost:
 """
 
 import time
-import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-try:
-    import kubernetes  # noqa: F401  pylint: disable=unused-import
-    K8S_IMPORT_ERROR = None
-except ImportError:
-    kubernetes = None
-    K8S_IMPORT_ERROR = traceback.format_exc()
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._library import K8S_IMPORT_ERROR
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._game_day_api import GameDayApi
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import (
@@ -221,7 +215,7 @@ class GameDay(Resource):
 
     def read(self):
         p = self.p
-        if kubernetes is None:
+        if K8S_IMPORT_ERROR:
             raise Failure(missing_required_lib("kubernetes"), exception=K8S_IMPORT_ERROR)
         if request_timeout_error(p["request_timeout"]):
             raise Failure(request_timeout_error(p["request_timeout"]))

@@ -285,53 +285,15 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.runner import _files
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_inputs import gpu_pool_audit_errors
-from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import DlsClient, DlsError
+from ansible_collections.gpupool.vcf.plugins.module_utils.dls._reader import (  # noqa: F401 pylint: disable=unused-import
+    lease_list, read_dls)
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._library import HAS_KUBERNETES
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._node_reader import read_nodes
 from ansible_collections.gpupool.vcf.plugins.module_utils.dls._token import read_token
 from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromClient, PromError
 
 
-# --- the licensing link's readers ----------------------------------------------------------------
-
-
-def read_dls(p):
-    """What the appliance answers, step by step: {where, error, stage, license_server, leases}; the first
-    failing step is ``stage`` with its error (login, user, service_instance, license_server, leases)."""
-    out = dict(where="%s:%d" % (p["dls_host"], p["dls_port"]), error=None, stage=None, license_server=None,
-               leases=None)
-    client = DlsClient(p["dls_host"], p["dls_port"], p["dls_username"], p["dls_password"], p["dls_validate_certs"],
-                       p["dls_ca_file"], p["request_timeout"])
-    stage = "login"
-    try:
-        client.login()
-        stage = "user"
-        me = client.call("GET", "/auth/v1/user/me")
-        stage = "service_instance"
-        client.call("GET", "/service_instance_manager/v1/service-instance")
-        stage = "license_server"
-        scope = me.get("userScope") or {}
-        org, vg, ls = me.get("orgName"), scope.get("virtualGroupId"), scope.get("licenseServerId")
-        if not (org and vg is not None and ls):
-            raise DlsError("the user has no license server in its scope (orgName, virtualGroupId, licenseServerId)")
-        server = client.call("GET", "/admin/v1/org/%s/virtual-groups/%s/license-servers/%s" % (org, vg, ls))
-        if not (server.get("licenseServer") or {}).get("scopeReference"):
-            raise DlsError("license server %s has no scope reference (is it installed on the service instance?)" % ls)
-        out["license_server"] = ls
-        stage = "leases"
-        answer = client.call("GET", "/admin/v1/org/%s/virtual-groups/%s/leases/all?license_server_ids=%s" % (org, vg, ls))
-        out["leases"] = lease_list(answer)
-    except DlsError as exc:
-        out.update(error=to_native(exc), stage=stage)
-    return out
-
-
-def lease_list(answer):
-    """The leases of a leases/all answer: a list, or the list under its ``leases`` key."""
-    if isinstance(answer, list):
-        return answer
-    leases = (answer or {}).get("leases") if isinstance(answer, dict) else None
-    if not isinstance(leases, list):
-        raise DlsError("leases/all answered without a list of leases")
-    return leases
+# --- the licensing link's reader ------------------------------------------------------------------
 
 
 def read_licensing(module, derived):
@@ -341,15 +303,12 @@ def read_licensing(module, derived):
     if p["token_dir"]:
         path = os.path.join(p["token_dir"], "%s.tok" % derived["design"])
         meta, digest = read_token(path)
-        token_state, detail = _audit_licensing.token_state(meta, digest, datetime.datetime.now(datetime.timezone.utc).date(),
-                                                 p["renew_before_days"], p["dls_host"], p["dls_port"])
+        today = datetime.datetime.now(datetime.timezone.utc).date()
+        token_state, detail = _audit_licensing.token_state(meta, digest, today, p["renew_before_days"], p["dls_host"],
+                                                           p["dls_port"])
         state["token"] = dict(path=path, state=token_state, detail=detail)
     if p["kubeconfig"]:
-        from kubernetes import client
-        k8s = k8s_client(p["kubeconfig"], p["context"], p["request_timeout"])
-        nodes = [dict(name=n.metadata.name, labels=dict(n.metadata.labels or {}),
-                      capacity=dict((n.status.capacity or {}) if n.status else {}))
-                 for n in _read(k8s, "the nodes", client.CoreV1Api(k8s.api).list_node).items]
+        nodes = read_nodes(k8s_client(p["kubeconfig"], p["context"], p["request_timeout"]), _read)
         state["gpu_nodes"] = _audit_licensing.gpu_node_names(derived, nodes)
     if p["prometheus_url"]:
         prom = PromClient(p["prometheus_url"], bearer_token=p["prometheus_bearer_token"],
@@ -527,21 +486,16 @@ def audit_link(module, link, derived):
     if link == "vsphere":
         return _audit_vsphere.audit_vsphere(derived, **read_vsphere(module, derived))
     if link == "licensing":
-        if p["kubeconfig"]:
-            try:
-                import kubernetes  # noqa: F401
-            except ImportError:
-                module.fail_json(msg="The kubernetes Python library is required for the GPU nodes of the licensing link")
+        if p["kubeconfig"] and not HAS_KUBERNETES:
+            module.fail_json(msg="The kubernetes Python library is required for the GPU nodes of the licensing link")
         state = read_licensing(module, derived)
         return _audit_licensing.audit_licensing(derived, **state)
-    try:
-        import kubernetes  # noqa: F401
-    except ImportError:
+    if not HAS_KUBERNETES:
         module.fail_json(msg="The kubernetes Python library is required for the %s link" % link)
     if link == "vks":
-        return _audit_vks.audit_vks(derived, read_vks(dict(kubeconfig=p["supervisor_kubeconfig"], context=p["supervisor_context"],
-                                                       request_timeout=p["request_timeout"]), derived),
-                                vm_classes=read_pool_classes(module, derived))
+        supervisor = dict(kubeconfig=p["supervisor_kubeconfig"], context=p["supervisor_context"],
+                          request_timeout=p["request_timeout"])
+        return _audit_vks.audit_vks(derived, read_vks(supervisor, derived), vm_classes=read_pool_classes(module, derived))
     k8s = k8s_client(p["kubeconfig"], p["context"], p["request_timeout"])
     return _audit_guest.audit_guest(derived, **read_guest(k8s, derived))
 

@@ -139,6 +139,7 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_reader import (
     LinkError, k8s_client, read_guest_design, read_vks)
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sError, request_argument_spec, request_timeout_error
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._library import K8S_IMPORT_ERROR
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _discover
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import DesignError
@@ -228,9 +229,7 @@ class DiscoveredDesign(Resource):
 
     @staticmethod
     def kubernetes_library():
-        try:
-            import kubernetes  # noqa: F401 pylint: disable=unused-import
-        except ImportError:
+        if K8S_IMPORT_ERROR:
             raise Failure("The kubernetes Python library is required for supervisor_kubeconfig and kubeconfig. "
                           "Nothing was written.")
 

@@ -154,7 +154,9 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._namespace_api import NamespaceApi
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vlcm_api import VlcmApi
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError, vim
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient, K8sError
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sError
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._library import HAS_KUBERNETES
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._node_reader import read_crd_names
 from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import DlsClient, DlsError
 from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromClient, PromError
 
@@ -272,17 +274,6 @@ def read_vks(params, derived):
     return dict(lacking=lacking)
 
 
-def read_guest(params):
-    """{crds: [names]} of the guest cluster, or {error}."""
-    from kubernetes import client as kube
-    try:
-        k8s = K8sClient(dict(kubeconfig=params["kubeconfig"], context=params["context"]), params["request_timeout"])
-        crds = k8s.call(kube.ApiextensionsV1Api(k8s.api).list_custom_resource_definition)
-    except K8sError as exc:
-        return dict(error=str(exc))
-    return dict(crds=sorted(c.metadata.name for c in crds.items or []))
-
-
 def read_licensing(params):
     """{dls: None or what failed, prometheus: None or what failed}."""
     p = params
@@ -337,14 +328,12 @@ class Preflight(Info):
             with self.doing("read", "the vSphere links"):
                 live["vsphere"] = read_vsphere(self.module, derived)
         if p["supervisor_kubeconfig"] or p["kubeconfig"]:
-            try:
-                import kubernetes  # noqa: F401 pylint: disable=unused-import
-            except ImportError:
+            if not HAS_KUBERNETES:
                 raise Failure("The kubernetes Python library is required for the vks and guest links")
         if p["supervisor_kubeconfig"]:
             live["vks"] = read_vks(p, derived)
         if p["kubeconfig"]:
-            live["guest"] = read_guest(p)
+            live["guest"] = read_crd_names(p)
         if p["dls_host"]:
             live["licensing"] = read_licensing(p)
         return dict(derived=derived, live=live)

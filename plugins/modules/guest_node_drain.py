@@ -200,16 +200,10 @@ seconds:
 """
 
 import time
-import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-try:
-    import kubernetes  # noqa: F401  pylint: disable=unused-import
-    K8S_IMPORT_ERROR = None
-except ImportError:
-    kubernetes = None
-    K8S_IMPORT_ERROR = traceback.format_exc()
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._library import K8S_IMPORT_ERROR
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._drain_api import CORDONED_BY, DrainApi, DrainError
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import (
@@ -275,7 +269,7 @@ class GuestNodes(Resource):
         return self.p["owners"] if self.p["owners"] is not None else [self.p["owner"]]
 
     def read(self):
-        if kubernetes is None:
+        if K8S_IMPORT_ERROR:
             raise Failure(missing_required_lib("kubernetes"), exception=K8S_IMPORT_ERROR)
         if request_timeout_error(self.p["request_timeout"]):
             raise Failure(request_timeout_error(self.p["request_timeout"]))

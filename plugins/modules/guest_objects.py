@@ -124,15 +124,9 @@ names:
   sample: [gpu-training, team-a, team-a/gpupool-gpus]
 """
 
-import traceback
-
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-try:
-    import kubernetes  # noqa: F401  pylint: disable=unused-import
-    K8S_IMPORT_ERROR = None
-except ImportError:
-    K8S_IMPORT_ERROR = traceback.format_exc()
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._library import K8S_IMPORT_ERROR
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_api import GuestObjectsApi
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import auth_argument_spec, request_argument_spec

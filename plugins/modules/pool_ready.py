@@ -192,18 +192,12 @@ markdown:
 """
 
 import time
-import traceback
 import uuid
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.urls import open_url
 
-try:
-    import kubernetes  # noqa: F401  pylint: disable=unused-import
-    K8S_IMPORT_ERROR = None
-except ImportError:
-    kubernetes = None
-    K8S_IMPORT_ERROR = traceback.format_exc()
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._library import K8S_IMPORT_ERROR
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import (
     K8sError, auth_argument_spec, request_argument_spec, request_timeout_error,
@@ -352,7 +346,7 @@ class PoolReady(Info):
 
     def read(self):
         p = self.p
-        if kubernetes is None:
+        if K8S_IMPORT_ERROR:
             raise Failure(missing_required_lib("kubernetes"), exception=K8S_IMPORT_ERROR)
         if request_timeout_error(p["request_timeout"]):
             raise Failure(request_timeout_error(p["request_timeout"]))

@@ -234,17 +234,11 @@ diff:
 
 import copy
 import time
-import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-try:
-    import kubernetes
-    K8S_IMPORT_ERROR = None
-except ImportError:
-    kubernetes = None
-    K8S_IMPORT_ERROR = traceback.format_exc()
-HAS_K8S = kubernetes is not None
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._library import K8S_IMPORT_ERROR
+HAS_K8S = K8S_IMPORT_ERROR is None
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._guest_inputs import vks_node_pool_errors

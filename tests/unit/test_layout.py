@@ -2,7 +2,8 @@
 ``pure`` (logic without I/O), ``vsphere``, ``k8s``, ``dls`` and ``prometheus`` (one client layer per backend)
 and ``runner`` (the Ansible-aware layer over the clients). Pure logic imports no I/O,
 module_utils imports no module or filter, the clients do not import each other, and
-tests/unit mirrors plugins/."""
+tests/unit mirrors plugins/. A module reaches an SDK (pyVmomi, the kubernetes client, HTTP libraries) only
+through module_utils, never by importing it."""
 import ast
 import pathlib
 
@@ -18,15 +19,18 @@ IO_PACKAGES = ("socket", "ssl", "http", "urllib", "requests", "pyVmomi", "pyVim"
                "threading", "concurrent", "ansible.module_utils.basic", "os")
 
 FILES = sorted("%s/%s" % (p.parent.name, p.stem) for p in MODULE_UTILS.glob("*/_*.py"))
+MODULES = sorted(p.stem for p in (ROOT / "plugins" / "modules").glob("*.py") if p.name != "__init__.py")
+SDK_PACKAGES = ("pyVmomi", "pyVim", "kubernetes", "requests", "urllib3", "http.client")
 
 
 def room(name):
     return name.split("/")[0]
 
 
-def imports(name):
-    """Every module name the file ``room/name`` imports (``mu:<room>/<name>`` for the collection's module_utils)."""
-    tree = ast.parse((MODULE_UTILS / (name + ".py")).read_text())
+def imports(name, folder=MODULE_UTILS):
+    """Every module name the file ``room/name`` imports (``mu:<room>/<name>`` for the collection's module_utils),
+    at the top and inside functions alike."""
+    tree = ast.parse((folder / (name + ".py")).read_text())
     out = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -77,6 +81,18 @@ def test_clients_do_not_import_each_other(name):
     assert runner == [], "%s is a client but imports the runner %s" % (name, runner)
 
 
+def sdk_imports(found):
+    """The SDK packages among imported names (``http.client`` itself, ``http`` alone not)."""
+    return sorted(i for i in found if any(i == sdk or i.startswith(sdk + ".") for sdk in SDK_PACKAGES))
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_modules_import_no_sdk(name):
+    bad = sdk_imports(imports(name, ROOT / "plugins" / "modules"))
+    assert bad == [], ("module %s imports the SDK %s directly; read or write through its room in module_utils "
+                       "(k8s/_library.K8S_IMPORT_ERROR says whether the kubernetes library is there)" % (name, bad))
+
+
 def test_unit_tests_mirror_plugins():
     """Every unit test of module_utils sits in the folder of the room it tests."""
     tests = ROOT / "tests" / "unit" / "plugins" / "module_utils"
@@ -90,6 +106,9 @@ def test_the_rule_can_fail():
     assert "mu:vsphere/_vsphere" in imports("vsphere/_esxi_host")
     assert "pyVmomi" in imports("vsphere/_vsphere")
     assert "mu:pure/_esxi" in imports("vsphere/_esxi_host")
+    assert sdk_imports(imports("k8s/_node_reader")) == ["kubernetes"]
+    assert sdk_imports(imports("dls/_nls")) == ["http.client"]
+    assert sdk_imports({"http", "requests.adapters", "kubernetes_asyncio"}) == ["requests.adapters"]
 
 
 def test_test_file_names_are_unique():

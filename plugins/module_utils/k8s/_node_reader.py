@@ -1,0 +1,62 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Small reads of a guest cluster for the modules that need one list and no more (client layer: knows
+nothing of Ansible): the nodes as plain data (the audit's licensing link), the Pending pods and the Kueue
+queues (gpu_capacity), the CustomResourceDefinitions (preflight's guest link). Each goes through the fault
+boundary of ``_k8s.K8sClient``."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import contextlib
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient, K8sError
+
+
+def read_nodes(k8s, read):
+    """[{name, labels, capacity}] of every node; ``read(k8s, what, fn)`` is the caller's reader (the
+    audit's ``_read`` raises its LinkError naming what could not be read)."""
+    from kubernetes import client
+    return [dict(name=n.metadata.name, labels=dict(n.metadata.labels or {}),
+                 capacity=dict((n.status.capacity or {}) if n.status else {}))
+            for n in read(k8s, "the nodes", client.CoreV1Api(k8s.api).list_node).items]
+
+
+def read_pending(k8s, kueue_group, kueue_versions, doing=None):
+    """{pods: [Pending pods as dicts], kueue: {workloads, local_queues} or None} of a guest cluster; the
+    first Kueue version the API serves is read (404 on every version is no Kueue). ``doing(verb, what)`` is
+    the caller's context for each step (the runner names the failing one)."""
+    from kubernetes import client
+    doing = doing or (lambda verb, what: contextlib.nullcontext())
+    core = client.CoreV1Api(k8s.api)
+    custom = client.CustomObjectsApi(k8s.api)
+    with doing("list", "the Pending pods of the guest cluster"):
+        pods = k8s.call(core.list_pod_for_all_namespaces, field_selector="status.phase=Pending")
+    pods = k8s.api.sanitize_for_serialization(pods).get("items") or []
+    kueue = None
+    for version in kueue_versions:
+        try:
+            with doing("list", "the Kueue Workloads of the guest cluster"):
+                workloads = k8s.call(custom.list_cluster_custom_object, kueue_group, version, "workloads")
+        except K8sError as exc:
+            if exc.status == 404:
+                continue
+            raise
+        with doing("list", "the Kueue LocalQueues of the guest cluster"):
+            queues = k8s.call(custom.list_cluster_custom_object, kueue_group, version, "localqueues")
+        kueue = dict(workloads=workloads.get("items") or [], local_queues=queues.get("items") or [])
+        break
+    return dict(pods=pods, kueue=kueue)
+
+
+def read_crd_names(params):
+    """{crds: [names]} of the guest cluster of ``params`` (kubeconfig, context, request_timeout), or {error}."""
+    from kubernetes import client
+    try:
+        k8s = K8sClient(dict(kubeconfig=params["kubeconfig"], context=params["context"]), params["request_timeout"])
+        crds = k8s.call(client.ApiextensionsV1Api(k8s.api).list_custom_resource_definition)
+    except K8sError as exc:
+        return dict(error=str(exc))
+    return dict(crds=sorted(c.metadata.name for c in crds.items or []))
