@@ -122,6 +122,10 @@ table:
   returned: always
   type: list
   elements: str
+html:
+  description: The same table and the missing privileges as one HTML page (no timestamps), for a report file.
+  returned: always
+  type: str
 missing_privileges:
   description: The privileges the account lacks, each with the link that needs it, the objects and what it is for.
   returned: always
@@ -342,8 +346,10 @@ class Preflight(Info):
         derived, state = live["derived"], live["live"]
         links = _preflight.judge(derived, state)
         version = (state.get("vsphere") or {}).get("api_version")
+        missing = _preflight.missing_list(derived, state)
         return dict(links=links, go=_preflight.is_go(links), table=_preflight.text_table(links),
-                    missing_privileges=_preflight.missing_list(derived, state), api_version=version,
+                    html=_preflight.html_report(derived["design"], links, missing, version),
+                    missing_privileges=missing, api_version=version,
                     api_features=_preflight.api_features(version) if version else {})
 
 

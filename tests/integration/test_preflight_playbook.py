@@ -66,3 +66,18 @@ def test_missing_cluster_and_storage_policy_are_no_go(vsphere, tmp_path):
     failed = run.result()
     assert failed.get("failed") and "no-go: esxi, vsphere" in failed["msg"]
     assert writes(stats) == ([], [])
+
+
+def test_html_report_written_before_the_verdict(vsphere, tmp_path):
+    design = yaml.safe_load((ROOT / "examples" / "design.yml").read_text())
+    design["supervisor"]["storage_policy"] = "gold-encrypted"
+    report = tmp_path / "preflight.html"
+    run, stats = preflight(vsphere, tmp_path, design=design, gpupool_preflight_report=str(report))
+    assert run.rc != 0  # no-go, and the report is there to read
+    res = run.result("Read every link, change nothing")
+    page = report.read_text()
+    assert page == res["html"] and page.startswith("<!DOCTYPE html>")
+    assert "Result: no-go: vsphere." in page
+    assert "storage policy &#x27;gold-encrypted&#x27; of the design&#x27;s namespaces is not in vCenter" in page
+    assert "<tr class=\"go\"><td>esxi</td><td>go</td>" in page
+    assert writes(stats) == ([], [])

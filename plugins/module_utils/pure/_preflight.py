@@ -28,6 +28,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import html
+
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._direct_path import MIN_API as DIRECT_PATH_SINCE
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._vm_class import CONFIG_SPEC_SINCE, api_version_tuple
 
@@ -344,6 +346,37 @@ def text_table(links):
     return lines
 
 
+def html_report(design_name, links, missing, api_version):
+    """The go / no-go table as one HTML page (no timestamps: an unchanged platform gives the same page):
+    one row per link with its status and reasons, then the missing privileges with the link that needs each."""
+    def esc(value):
+        return html.escape("" if value is None else str(value), quote=True)
+    rows = []
+    for link in LINKS:
+        entry = links.get(link)
+        if entry is None:
+            continue
+        reasons = "".join("<li>%s</li>" % esc(r) for r in entry["reasons"])
+        rows.append("<tr class=\"%s\"><td>%s</td><td>%s</td><td>%s</td></tr>" % (
+            esc(entry["status"].replace(" ", "-")), esc(link), esc(entry["status"]),
+            "<ul>%s</ul>" % reasons if reasons else ""))
+    privs = "".join("<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>" % (
+        esc(m["link"]), esc(m["privilege"]), esc(", ".join(m["objects"])), esc(m["what"])) for m in missing)
+    verdict = "go" if is_go(links) else "no-go: %s" % ", ".join(k for k in LINKS if (links.get(k) or {}).get("go") is False)
+    return "\n".join([
+        "<!DOCTYPE html>",
+        "<html><head><meta charset=\"utf-8\"><title>GPU pool preflight: %s</title>" % esc(design_name),
+        "<style>table{border-collapse:collapse}td,th{border:1px solid #999;padding:2px 6px;vertical-align:top}"
+        "tr.no-go{background:#fdd}tr.not-checked{background:#eee}</style></head><body>",
+        "<h1>GPU pool preflight: %s</h1>" % esc(design_name),
+        "<p>Result: %s. vCenter API version: %s.</p>" % (esc(verdict), esc(api_version or "not read")),
+        "<table><tr><th>link</th><th>status</th><th>reasons</th></tr>\n%s\n</table>" % "\n".join(rows),
+        "<h2>Missing privileges</h2>",
+        ("<table><tr><th>link</th><th>privilege</th><th>objects</th><th>what for</th></tr>\n%s\n</table>" % privs)
+        if privs else "<p>None.</p>",
+        "</body></html>", ""])
+
+
 __all__ = ["FEATURES", "KUEUE_CRDS", "LINKS", "NOT_CHECKED", "PRIVILEGES", "ROOT_LABEL", "VGPU_MODE_SINCE",
-           "api_features", "cluster_label", "host_label", "is_go", "judge", "missing_list", "missing_privileges",
+           "api_features", "cluster_label", "host_label", "html_report", "is_go", "judge", "missing_list", "missing_privileges",
            "scope_objects", "supervisor_clusters", "text_table", "wanted_privileges"]

@@ -1,5 +1,6 @@
 """Unit tests of the preflight's judgements (pure/_preflight.py)."""
 import copy
+import html.parser as html_parser
 import pathlib
 
 import yaml
@@ -188,3 +189,52 @@ def test_text_table():
     assert lines[1].split() == ["esxi", "go"]
     assert lines[2].split() == ["vsphere", "no-go"]
     assert "VirtualMachineClasses.Manage on vCenter root folder" in lines[3]
+
+
+class _Page(html_parser.HTMLParser):
+    """The rows of every table of an HTML page, each a list of cell texts."""
+
+    def __init__(self):
+        html_parser.HTMLParser.__init__(self)
+        self.rows, self._cell = [], None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "tr":
+            self.rows.append(dict(attrs=dict(attrs), cells=[]))
+        elif tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self.rows[-1]["cells"].append(" ".join(self._cell))
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell is not None and data.strip():
+            self._cell.append(data.strip())
+
+
+def test_html_report_rows_and_missing_privileges():
+    granted = all_granted()
+    granted["host esx-h100-02"]["Host.Config.Patch"] = False
+    live = platform(privileges=granted)
+    links = pf.judge(DERIVED, live)
+    text = pf.html_report("lab <1>", links, pf.missing_list(DERIVED, live), "8.0.3.0")
+    assert text == pf.html_report("lab <1>", links, pf.missing_list(DERIVED, live), "8.0.3.0")  # no timestamps
+    assert "<title>GPU pool preflight: lab &lt;1&gt;</title>" in text and "lab <1>" not in text
+    assert "Result: no-go: esxi." in text
+    page = _Page()
+    page.feed(text)
+    rows = [r["cells"] for r in page.rows]
+    assert rows[0] == ["link", "status", "reasons"]
+    esxi = [r for r in page.rows if r["cells"][0] == "esxi"][0]
+    assert esxi["attrs"]["class"] == "no-go" and esxi["cells"][1] == "no-go"
+    assert "Host.Config.Patch on host esx-h100-02" in esxi["cells"][2]
+    assert [r for r in page.rows if r["cells"][0] == "guest"][0]["attrs"]["class"] == "not-checked"
+    assert ["esxi", "Host.Config.Patch", "host esx-h100-02", "the NVIDIA host driver (InstallHostPatchV2_Task)"] in rows
+
+
+def test_html_report_go_without_missing_privileges():
+    links = pf.judge(DERIVED, platform())
+    text = pf.html_report(DERIVED["design"], links, [], None)
+    assert "Result: go. vCenter API version: not read." in text and "<p>None.</p>" in text
