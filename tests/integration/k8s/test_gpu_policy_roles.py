@@ -144,6 +144,14 @@ def test_converge_rerun_check_and_diff(converged, k8s_api):
     assert done <= predicted
     assert predicted - done <= {"gpupool.vcf.gpu_operator : Namespace of the release"}
     # (kubernetes.core.k8s gives before/after for updates, not creations: see the rotation test)
+    # the PriorityClasses, tenant namespaces and quotas: check mode's plan is the converge's, field by field
+    guest = [n for n, _r in converged["converge"].tasks if n.endswith((
+        ": PriorityClasses for inference, training and notebooks", ": Tenant namespaces",
+        ": GPU quotas given per tenant, or one per tenant namespace"))]
+    assert len(guest) == 3, guest
+    for name in guest:
+        assert dict(converged["check"].tasks)[name]["changes"] == dict(converged["converge"].tasks)[name]["changes"]
+        assert dict(converged["again"].tasks)[name]["changes"] == []
 
 
 def test_priority_classes_and_quota_objects(converged, k8s_api):
