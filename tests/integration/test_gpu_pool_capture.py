@@ -3,6 +3,7 @@
 carries its format version, is written with mode 0600, holds no address of the vCenter and no secret, keeps the
 names unless redact_names, sends no write to the platform, and an existing file is refused without force."""
 import json
+import pathlib
 
 from tests.integration.test_gpu_pool_discover import changing
 from tests.lib.ansible_run import run_module
@@ -72,23 +73,38 @@ def _differences(a, b, path=""):
     return [] if a == b else ["%s: %r != %r" % (path, a, b)]
 
 
-def test_a_capture_played_back_gives_the_same_inventory(vsphere, vsphere_env, tmp_path):
+SHIPPED = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "captures" / "example.json"
+
+
+def test_the_shipped_capture_is_current_and_played_back_gives_the_same_inventory_and_design(vsphere, vsphere_env,
+                                                                                               tmp_path):
     import capture_playback
     import vsphere_sim
 
+    # the shipped capture is what a capture of the example fleet gives today (else: tests/tools/capture_example.py)
     dest = tmp_path / "capture.json"
     res = capture(vsphere_env, dest)
     assert not res.get("failed"), res.get("msg")
-    record = capture_playback.load(dest)
-    # the example platform is one the fleet plays back in full, but for the REST objects made after the start
-    assert [line for line in capture_playback.unplayed(record) if not line.endswith("made after the start)")] == []
+    shipped = capture_playback.load(SHIPPED)
+    assert _differences(_without_ids(capture_playback.load(dest)), _without_ids(shipped)) == []
+    # the example fleet is one the simulator plays back in full
+    assert capture_playback.unplayed(shipped) == []
     taken = run_module("gpupool.vcf.gpu_host_info", {}, env=vsphere_env)[0]
     assert not taken.get("failed"), taken.get("msg")
-    played = vsphere_sim.start_from_capture(dest)
+    for side in ("taken", "played"):
+        (tmp_path / side).mkdir()
+    found = run_module("gpupool.vcf.gpu_pool_discover", dict(dest=str(tmp_path / "taken" / "d.yml")), env=vsphere_env)[0]
+    played = vsphere_sim.start_from_capture(SHIPPED)
     try:
         again = run_module("gpupool.vcf.gpu_host_info", {}, env=dict(played.env))[0]
+        refound = run_module("gpupool.vcf.gpu_pool_discover", dict(dest=str(tmp_path / "played" / "d.yml")),
+                             env=dict(played.env))[0]
     finally:
         played.stop()
     assert not again.get("failed"), again.get("msg")
     assert _differences(_without_ids(again["hosts"]), _without_ids(taken["hosts"])) == []
     assert _differences(_without_ids(again["clusters"]), _without_ids(taken["clusters"])) == []
+    # the same discovered design (or the same refusal, on a fleet with no VM classes yet)
+    def same(result):
+        return result.get("failed"), (result.get("msg") or "").replace("/played/", "/taken/"), result.get("design")
+    assert same(refound) == same(found)
