@@ -111,3 +111,21 @@ def test_leaks_names_what_is_left_and_a_redacted_record_has_none():
 def test_envelope_carries_the_format_version():
     out = cap.envelope({"vsphere": {}}, redact_names=False)
     assert out == {"format_version": cap.FORMAT_VERSION, "names_redacted": False, "vsphere": {}}
+
+
+def test_names_of_collects_the_names_redact_names_replaces():
+    sections = {"vsphere": {"hosts": [{"name": "esx-01", "cluster": "gpu-h100", "vgpu_vms": [{"name": "vm-a"}]},
+                                      {"name": "esx-02", "cluster": None}],
+                            "drs": {"gpu-h100": {}}, "namespaces": {"team-x": {}}, "vm_classes": {"serve-h100": {}},
+                            "cluster_names": {"domain-c8": "gpu-h100"}},
+                "vks": {"platform": {"machine_deployments": {"inference": {}}}},
+                "guest": {"resource_quotas": {"team-x-guest": []}}}
+    assert cap.names_of(sections) == ["esx-01", "esx-02", "gpu-h100", "inference", "platform", "serve-h100",
+                                      "team-x", "team-x-guest", "vm-a"]
+
+
+def test_option_checks():
+    good = {"dest": "/c.json", "supervisor_kubeconfig": None, "kubeconfig": None, "clusters": None, "redact_hosts": []}
+    assert cap.gpu_pool_capture_errors(good) == []
+    assert cap.gpu_pool_capture_errors(dict(good, dest="")) != []
+    assert cap.gpu_pool_capture_errors(dict(good, redact_hosts=["dls", ""])) != []
