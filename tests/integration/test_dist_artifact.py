@@ -28,8 +28,9 @@ BINARY_MAGIC = (b"\x7fELF", b"MZ", b"\xcf\xfa\xed\xfe", b"\xfe\xed\xfa\xcf")
 
 def _run(args, cwd, env, timeout=300):
     proc = subprocess.run(args, cwd=str(cwd), env=env, capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, "%s failed (rc %d):\n%s\n%s" % (" ".join(map(str, args)), proc.returncode,
-                                                               proc.stdout[-3000:], proc.stderr[-3000:])
+    command = " ".join(map(str, args))
+    assert proc.returncode == 0, "%s failed (rc %d):\n%s\n%s" % (command, proc.returncode, proc.stdout[-3000:],
+                                                                 proc.stderr[-3000:])
     return proc
 
 
