@@ -192,7 +192,7 @@ class ApplianceReadiness(Info):
         if p["token_path"]:
             meta, digest = read_token(p["token_path"])
             state, detail = _audit_licensing.token_state(meta, digest, datetime.datetime.now(datetime.timezone.utc).date(),
-                                               p["renew_before_days"], p["dls_host"], p["port"])
+                                                         p["renew_before_days"], p["dls_host"], p["port"])
             token = dict(path=p["token_path"], state=state, detail=detail)
         return dict(read=read, waited=waited, token=token)
 
@@ -200,7 +200,7 @@ class ApplianceReadiness(Info):
         p, read, token = self.p, live["read"], live["token"]
         state = nls.appliance_state(read, p["expect_nodes"])
         findings = [f for f in _audit_licensing.audit_licensing({}, dls=read, token=token, license_series=None,
-                                                      gpu_nodes=p["gpu_nodes"], renew_before_days=p["renew_before_days"])
+                                                                gpu_nodes=p["gpu_nodes"], renew_before_days=p["renew_before_days"])
                     if f["rule"] != "license_check_not_made"]
         out = dict(answered=read["stage"] != "login" or not read.get("error"), waited_seconds=int(live["waited"]),
                    ready=state["ready"], license_server_installed=state["license_server_installed"],

@@ -77,7 +77,7 @@ SHIPPED = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "captures" 
 
 
 def test_the_shipped_capture_is_current_and_played_back_gives_the_same_inventory_and_design(vsphere, vsphere_env,
-                                                                                               tmp_path):
+                                                                                            tmp_path):
     import capture_playback
     import vsphere_sim
 
@@ -104,6 +104,7 @@ def test_the_shipped_capture_is_current_and_played_back_gives_the_same_inventory
     assert not again.get("failed"), again.get("msg")
     assert _differences(_without_ids(again["hosts"]), _without_ids(taken["hosts"])) == []
     assert _differences(_without_ids(again["clusters"]), _without_ids(taken["clusters"])) == []
+
     # the same discovered design (or the same refusal, on a fleet with no VM classes yet)
     def same(result):
         return result.get("failed"), (result.get("msg") or "").replace("/played/", "/taken/"), result.get("design")

@@ -78,7 +78,6 @@ def summarize(findings):
     return OrderedDict([("total", len(findings)), ("severity", by_severity), ("link", by_link)])
 
 
-
 def is_clean(findings):
     """No error and no warning (info findings, such as a link not audited, do not count)."""
     return not any(f["severity"] in ("error", "warning") for f in findings)

@@ -110,7 +110,7 @@ def test_chart_cluster_policy_runs_the_designed_guest_driver_and_the_audit_agree
     # the audit expects the ClusterPolicy and the ConfigMap from the same role inputs derive() would give
     derived = {"roles": {"gpu_operator": inputs()}}
     assert _audit_guest.audit_guest(derived, cluster_policy={"exists": True, "spec": spec},
-                              dcgm_metrics_config=metrics) == []
+                                    dcgm_metrics_config=metrics) == []
     other = inputs(gpu_operator_driver_version="550.54.14")
     out = _audit_guest.audit_guest({"roles": {"gpu_operator": other}}, cluster_policy={"exists": True, "spec": spec})
     assert [f["rule"] for f in out] == ["cluster_policy_changed"]
@@ -139,7 +139,7 @@ def test_mig_strategy_change_stops_and_lists_gpu_workloads_unless_allowed(instal
     assert cp["spec"]["mig"]["strategy"] == "single" and cp["metadata"]["generation"] == before
     # the audit names the same pending change
     out = _audit_guest.audit_guest({"roles": {"gpu_operator": inputs(gpu_operator_mig_strategy="none")}},
-                             cluster_policy={"exists": True, "spec": cp["spec"]})
+                                   cluster_policy={"exists": True, "spec": cp["spec"]})
     assert [f["rule"] for f in out] == ["mig_strategy_changed"]
     # on purpose: changed, and the audit is clean again
     allowed = inputs(gpu_operator_mig_strategy="none", gpu_operator_allow_mig_strategy_change=True)

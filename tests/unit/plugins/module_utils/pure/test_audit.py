@@ -379,8 +379,8 @@ def test_a_geometry_the_hosts_cannot_take_is_not_plannable(derived):
 def test_mig_rows_are_the_per_gpu_view():
     h = dict(gpus=[gpu(0, "multiInstanceGpu"), gpu(1, "mixedSize"), gpu(2, "none", model="L40S")])
     assert _audit_esxi.mig_rows(h) == [dict(index=0, pci_id="0000:3b:00.0", current=True, pending=True, supported=True),
-                             dict(index=1, pci_id="0000:3c:00.0", current=False, pending=False, supported=True),
-                             dict(index=2, pci_id="0000:3d:00.0", current=False, pending=False, supported=False)]
+                                       dict(index=1, pci_id="0000:3c:00.0", current=False, pending=False, supported=True),
+                                       dict(index=2, pci_id="0000:3d:00.0", current=False, pending=False, supported=False)]
     h["gpus"][1]["vgpu_mode"] = None
     assert _audit_esxi.mig_rows(h) is None
 
@@ -658,7 +658,7 @@ def _module_namespace_fields(want, have, policies):
                    limits=_namespace.check_limits(want["limits"]), access=_namespace.check_access(want["access"]),
                    storage_policies=[dict(policy=i, limit_mib=p["limit_mib"]) for i, p in zip(ids, storage)])
     after = _namespace.merge(have, options, purge_lists=want.get("purge_lists", False),
-                               purge_access=want.get("purge_access", False))
+                             purge_access=want.get("purge_access", False))
     return _namespace.differs(have, after)
 
 
@@ -693,7 +693,7 @@ def test_vks_clean_and_rules(derived):
     del mds["notebooks"]
     mds["training"]["replicas"] = 1
     assert rules(_audit_vks.audit_vks(derived, live)) == [("node_pool_changed", "node_pool gpu-workloads/training"),
-                                                 ("node_pool_missing", "node_pool gpu-workloads/notebooks")]
+                                                          ("node_pool_missing", "node_pool gpu-workloads/notebooks")]
     assert rules(_audit_vks.audit_vks(derived, {})) == [("vks_cluster_missing", "vks_cluster gpu-workloads")]
 
 
@@ -788,7 +788,7 @@ def test_priority_class_missing_and_changed(derived):
     del live["priority_classes"]["gpu-training"]
     live["priority_classes"]["gpu-notebook"]["preemptionPolicy"] = "PreemptLowerPriority"
     assert rules(_audit_guest.audit_guest(derived, **live)) == [("priority_class_changed", "priority_class gpu-notebook"),
-                                                     ("priority_class_missing", "priority_class gpu-training")]
+                                                                ("priority_class_missing", "priority_class gpu-training")]
 
 
 def test_licensing_secret_missing(derived):

@@ -67,12 +67,12 @@ def test_healthy_licensing_is_clean():
 
 def test_appliance_unreachable_or_without_license_server():
     out = _audit_licensing.audit_licensing(DERIVED, **healthy(dls=dict(where="dls.example.com:443", error="cannot reach "
-                                                        "dls.example.com:443: connection refused", stage="login")))
+                                                                       "dls.example.com:443: connection refused", stage="login")))
     assert rules(out) == [("dls_unreachable", "dls dls.example.com:443")]
     assert out[0]["severity"] == "error" and out[0]["link"] == "licensing"
     assert "connection refused" in out[0]["message"] and "(login)" in out[0]["message"] and out[0]["fix"]
     out = _audit_licensing.audit_licensing(DERIVED, **healthy(dls=dict(where="d:443", error="GET ...: answered 404 License server "
-                                                        "not found", stage="license_server")))
+                                                                       "not found", stage="license_server")))
     assert rules(out) == [("dls_license_server_missing", "dls d:443")]
     assert "NVIDIA Licensing Portal" in out[0]["fix"] and "no public API" in out[0]["fix"]
 
@@ -98,7 +98,7 @@ def test_token_findings():
                              ("other_appliance", "client_token_other_appliance", "warning")):
         detail = dict(expiry="2026-12-01", days_left=1 if state != "expired" else -1, dls_host="x", port=443)
         out = _audit_licensing.audit_licensing(DERIVED, renew_before_days=30,
-                                **healthy(token=dict(path="/t/pool.tok", state=state, detail=detail)))
+                                               **healthy(token=dict(path="/t/pool.tok", state=state, detail=detail)))
         assert rules(out) == [(rule, "client_token /t/pool.tok")], state
         assert out[0]["severity"] == sev and "site.yml" in out[0]["fix"]
     out = _audit_licensing.audit_licensing(DERIVED, renew_before_days=30, **healthy(token=dict(
@@ -117,7 +117,7 @@ def test_node_license_status():
     assert rules(out) == [("gpu_node_unlicensed", "node gpu-1")]
     # without the guest's nodes, the series' nodes are judged
     out = _audit_licensing.audit_licensing(DERIVED, **healthy(gpu_nodes=None, dls=None,
-                                               license_series=series(**{"gpu-7": ["0"], "gpu-8": ["1"]})))
+                                                              license_series=series(**{"gpu-7": ["0"], "gpu-8": ["1"]})))
     assert rules(out) == [("gpu_node_unlicensed", "node gpu-7")]
 
 
