@@ -42,7 +42,7 @@ class EsxiError(ValueError):
 # the plan of one host: what the per-host roll would do, item by item
 # ---------------------------------------------------------------------------------------
 
-# field -> the actions the roll takes on it (each has an audit rule in _audit.ESXI_RULE_BY_FIELD)
+# field -> the actions the roll takes on it (each has an audit rule in _audit_esxi.ESXI_RULE_BY_FIELD)
 HOST_PLAN = (
     ("connection", ("unreachable",)),
     ("read", ("unreadable",)),

@@ -1,0 +1,43 @@
+"""docs/audit-rules.md's Rules table names every rule of RULES (every link's table, assembled by
+_audit_report) with its link and severity, and no rule that does not exist."""
+import pathlib
+import re
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_report
+
+ROOT = pathlib.Path(__file__).resolve().parents[5]
+
+
+def documented():
+    """{rule: (link, severities)} from the rows of the Rules table (a row may name several rules)."""
+    text = (ROOT / "docs" / "audit-rules.md").read_text()
+    table = text.split("\n## Rules\n", 1)[1].split("\n## ", 1)[0]
+    out = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 4 or not cells[0].startswith("`"):
+            continue
+        rules = re.findall(r"`([a-z0-9_]+)`", cells[0])
+        severities = [s.strip() for s in cells[2].split(",")]
+        for i, rule in enumerate(rules):
+            out[rule] = (cells[1], severities[min(i, len(severities) - 1)])
+    return out
+
+
+def test_every_rule_is_in_the_table_with_its_link_and_severity():
+    docs = documented()
+    wrong = []
+    for name, (severity, link, _doc) in _audit_report.RULES.items():
+        want = (link or "any", severity)
+        if docs.get(name) != want:
+            wrong.append("%s: table says %s, RULES says %s" % (name, docs.get(name), want))
+    assert wrong == []
+
+
+def test_the_table_names_no_rule_that_does_not_exist():
+    assert sorted(set(documented()) - set(_audit_report.RULES)) == []
+
+
+def test_the_table_parser_reads_combined_rows():
+    docs = documented()
+    assert docs["resource_flavor_missing"][1] == "error" and docs["resource_flavor_changed"][1] == "warning"
