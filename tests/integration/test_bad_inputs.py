@@ -219,6 +219,9 @@ VSPHERE_CASES += [
     ("discover-empty-dest", "gpu_pool_discover", dict(dest=""), ["dest must not be empty"]),
     ("discover-empty-cluster-name", "gpu_pool_discover", dict(dest="/nonexistent/discovered.yml", clusters=["gpu-h100", ""]),
      ["clusters must not hold empty names (item 1)"]),
+    ("capture-empty-dest", "gpu_pool_capture", dict(dest=""), ["dest must not be empty"]),
+    ("capture-empty-redact-host", "gpu_pool_capture", dict(dest="/nonexistent/capture.json", redact_hosts=["vc-01", ""]),
+     ["redact_hosts must not hold empty names (item 1)"]),
 ]
 
 STUB_CASES = [
@@ -267,6 +270,12 @@ STUB_CASES = [
     ("ready-prometheus-not-http", "pool_ready", dict(nodes=["n-1"], prometheus_url="prom:9090"), ["prometheus_url", "http://"]),
     ("ready-min-nodes-0", "pool_ready", dict(node_selector={"pool": "a"}, min_nodes=0), ["min_nodes", "1 or more"]),
     ("game-day-grace-0", "gpu_game_day", dict(cluster_queue="gpupool-training", grace_period=0), ["grace_period", "never force"]),
+    ("guest-objects-priority-value-2e9", "guest_objects",
+     dict(priority_classes=[dict(name="gpu-inference", value=2000000000)]), ["priority_classes[0].value"]),
+    ("guest-objects-tenant-twice", "guest_objects", dict(tenants=[dict(namespace="team-a"), dict(namespace="team-a")]),
+     ["tenants[1].namespace 'team-a' is given twice"]),
+    ("guest-objects-system-priority-class", "guest_objects", dict(priority_classes=[dict(name="system-gpu", value=10)]),
+     ["priority_classes[0].name 'system-gpu'"]),
     ("game-day-only-not-a-job", "gpu_game_day", dict(cluster_queue="gpupool-training", only=["gang-a"]), ["only[0]", "namespace/name"]),
 ]
 
