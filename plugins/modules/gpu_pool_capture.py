@@ -153,7 +153,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive im
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import DesignError
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import CREATE, UPDATE, Change, Failure, Plan, Resource
-from ansible_collections.gpupool.vcf.plugins.module_utils.runner._files import SECRET_MODE, atomic_write, read_text
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._files import SECRET_MODE, atomic_write, replaced_text
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._pool_reader import read_esxi, read_platform
@@ -228,12 +228,7 @@ class Capture(Resource):
         if left:
             raise Failure("Unable to write capture file %s: %d text(s) still look like an address or a secret after "
                           "the redaction; nothing was written." % (self.path, len(left)))
-        before = None
-        if os.path.exists(self.path):
-            if not p["force"]:
-                raise Failure("Unable to write capture file %s: it exists; give force: true to replace it, or "
-                              "another dest. Nothing was written." % self.path)
-            before = read_text(self.path)
+        before = replaced_text(self.path, p["force"], "capture file %s" % self.path)
         text = self.text = json.dumps(record, indent=1, sort_keys=True) + "\n"
         return dict(record=record, sections=sections, before=before, text=text, unread=unread)
 

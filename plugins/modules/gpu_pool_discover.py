@@ -146,7 +146,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_inputs import gpu_pool_discover_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import CREATE, UPDATE, Change, Failure, Plan, Resource
-from ansible_collections.gpupool.vcf.plugins.module_utils.runner._files import REPORT_MODE, atomic_write, read_text
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._files import REPORT_MODE, atomic_write, replaced_text
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._pool_reader import read_esxi, read_platform
@@ -207,12 +207,7 @@ class DiscoveredDesign(Resource):
         if self.module.params["kubeconfig"]:
             self.read_link("guest", unread, self.read_guest, design, notes)
         self.validated(design)
-        before = None
-        if os.path.exists(self.path):
-            if not self.module.params["force"]:
-                raise Failure("Unable to write design file %s: it exists; give force: true to replace it, or "
-                              "another dest. Nothing was written." % self.path, design=design)
-            before = read_text(self.path)
+        before = replaced_text(self.path, self.module.params["force"], "design file %s" % self.path, design=design)
         header = HEADER + ["Links not read (the keys they hold are the vSphere side's choices, with their comments):"
                            ] * bool(unread) + ["  %s: %s" % (link, why) for link, why in sorted(unread.items())]
         return dict(design=design, notes=notes, before=before, unread=unread,

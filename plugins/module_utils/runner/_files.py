@@ -22,6 +22,8 @@ __metaclass__ = type
 import os
 import tempfile
 
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure
+
 SECRET_MODE = 0o600
 REPORT_MODE = 0o644
 
@@ -56,6 +58,17 @@ def read_text(path):
         return None
     with open(path, newline="", encoding="utf-8") as fh:
         return fh.read()
+
+
+def replaced_text(path, force, what, **result):
+    """The text of the file a module is about to write (``what``: "design file <path>"), None when there is
+    none yet; a Failure (with ``result``) when it exists and ``force`` was not given, before anything is written."""
+    if not os.path.exists(path):
+        return None
+    if not force:
+        raise Failure("Unable to write %s: it exists; give force: true to replace it, or another dest. "
+                      "Nothing was written." % what, **result)
+    return read_text(path)
 
 
 def write_report(module, path, text, mode=REPORT_MODE):
