@@ -5,6 +5,8 @@
         sim.env["VMWARE_PORT"], sim.stats(), sim.host_state("esx-h100-01")
 
 Needs the binary built by `make sim-build` (<repo>/.sim/bin/vspheresim).
+A fleet's ``accounts`` add restricted users (README there, "Accounts and privileges");
+``sim.env_as(user, password)`` is the connection of one of them.
 Standard library plus PyYAML only.
 """
 
@@ -203,6 +205,10 @@ class VsphereSim:
 
     def clear_soap_faults(self) -> None:
         self._call("DELETE", "/_sim/soap_faults")
+
+    def env_as(self, user: str, password: str) -> dict[str, str]:
+        """The connection variables (``env``) for another account of the fleet (its ``accounts`` key)."""
+        return dict(self.env, VMWARE_USER=user, VMWARE_PASSWORD=password)
 
     # --- lifecycle -------------------------------------------------------
     def stop(self) -> None:

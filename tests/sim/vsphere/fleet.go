@@ -14,6 +14,7 @@ type fleetFile struct {
 	Datacenter string         `yaml:"datacenter"`
 	Clusters   []fleetCluster `yaml:"clusters"`
 	VMs        []fleetVM      `yaml:"vms"`
+	Accounts   []fleetAccount `yaml:"accounts"` // restricted accounts (accounts.go)
 }
 
 type fleetCluster struct {

@@ -25,8 +25,15 @@ import (
 // not enough: the method's target is re-pointed at a small ops object kept in
 // the registry (one per target) that implements the method.
 func dispatch(ctx *simulator.Context, m *simulator.Method) (mo.Reference, types.BaseMethodFault) {
+	if fault := refusal(ctx, m); fault != nil {
+		return nil, fault
+	}
 	var ops mo.Reference
 	switch m.Name {
+	case "HasPrivilegeOnEntities", "HasPrivilegeOnEntity", "HasUserPrivilegeOnEntities", "FetchUserPrivilegeOnEntities":
+		if mgr, ok := ctx.Map.Get(m.This).(*simulator.AuthorizationManager); ok {
+			ops = opsFor(ctx, m.This, func(self types.ManagedObjectReference) mo.Reference { return &authzOps{Self: self, mgr: mgr} })
+		}
 	case "RebootHost_Task", "EnterMaintenanceMode_Task", "ExitMaintenanceMode_Task", "ReconnectHost_Task":
 		if h, ok := ctx.Map.Get(m.This).(*simulator.HostSystem); ok {
 			ops = opsFor(ctx, m.This, func(self types.ManagedObjectReference) mo.Reference { return &hostOps{Self: self, host: h} })

@@ -114,6 +114,10 @@ func run(fleetPath, listen, stateDir, envFile, username, password string, reboot
 		return err
 	}
 
+	if err := setupAccounts(reg, fleet.Accounts, username, password); err != nil {
+		return err
+	}
+
 	if sshAuthorizedKeys != "" {
 		if err := startSSH(reg, sshAuthorizedKeys); err != nil {
 			return fmt.Errorf("ssh: %w", err)

@@ -41,6 +41,7 @@ import (
 	"sync"
 
 	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vim25/types"
 )
 
 const (
@@ -126,14 +127,48 @@ func (e *restExt) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case p == libraryPath || strings.HasPrefix(p, libraryPath+"/") || p == localLibPath:
 		e.library(w, r, p)
 	case p == vmClassesPath || strings.HasPrefix(p, vmClassesPath+"/"):
+		// VM classes: VirtualMachineClasses.Manage on the vCenter (README.md, "Accounts and privileges")
+		if r.Method != http.MethodGet && restRefusal(w, r, e.reg, rootFolder(e.reg), "VirtualMachineClasses.Manage") {
+			return
+		}
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		e.vmClasses(w, r, strings.TrimPrefix(strings.TrimPrefix(p, vmClassesPath), "/"))
 	default:
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		e.namespacesAPI(w, r, strings.Split(strings.TrimPrefix(strings.TrimPrefix(p, namespacesPath), "/"), "/"))
+		route := strings.Split(strings.TrimPrefix(strings.TrimPrefix(p, namespacesPath), "/"), "/")
+		// namespaces: Namespaces.Manage on the cluster of the Supervisor (README.md, "Accounts and privileges")
+		if r.Method != http.MethodGet {
+			if cluster := e.namespaceCluster(r, route[0]); cluster != "" &&
+				restRefusal(w, r, e.reg, types.ManagedObjectReference{Type: "ClusterComputeResource", Value: cluster}, "Namespaces.Manage") {
+				return
+			}
+		}
+		e.namespacesAPI(w, r, route)
 	}
+}
+
+// namespaceCluster is the cluster (moid) a namespace write is about: the namespace's own, or
+// for a create the body's cluster (v2: its supervisor, whose id here is its cluster's). The
+// body is read and put back for the handler.
+func (e *restExt) namespaceCluster(r *http.Request, name string) string {
+	if ns, ok := e.namespaces[name]; ok && name != "" && name != "v2" {
+		c, _ := ns["cluster"].(string)
+		return c
+	}
+	if r.Body == nil {
+		return ""
+	}
+	data, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(data))
+	var spec map[string]any
+	_ = json.Unmarshal(data, &spec)
+	if c, ok := spec["cluster"].(string); ok {
+		return c
+	}
+	c, _ := spec["supervisor"].(string)
+	return c
 }
 
 // ---- content libraries (through vcsim's /rest API) ----------------------------------

@@ -449,6 +449,17 @@ func (v *vlcmAPI) clusterAPI(w http.ResponseWriter, r *http.Request, moid string
 	img := v.image(moid, name)
 	rest = rest[1:]
 	q := r.URL.Query()
+	if r.Method != http.MethodGet {
+		// Lifecycle Manager image privileges (README.md, "Accounts and privileges"): editing the
+		// desired image needs Image Write, remediating the cluster's hosts Image Remediation Write
+		privilege := "VcIntegrity.lifecycleSoftwareSpecification.Write"
+		if len(rest) == 0 && q.Get("action") == "apply" {
+			privilege = "VcIntegrity.lifecycleSoftwareRemediation.Write"
+		}
+		if restRefusal(w, r, sim.reg, types.ManagedObjectReference{Type: "ClusterComputeResource", Value: moid}, privilege) {
+			return
+		}
+	}
 	switch {
 	case len(rest) == 0 && r.Method == http.MethodGet:
 		vlcmJSON(w, http.StatusOK, softwareView(img))
