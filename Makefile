@@ -9,7 +9,8 @@ COLL_DIR := $(COLL_ROOT)/ansible_collections/gpupool/vcf
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/$(COLL_ROOT)
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/$(SIM_DIR)/bin:$(PATH)
 
-.PHONY: help venv collection test unit check integration sanity lint demo bench clean sim-build sim-up sim-down molecule browser dist
+.PHONY: help venv collection test unit check integration sanity lint demo bench clean sim-build sim-up sim-down molecule browser dist \
+  importer importer-venv
 
 help:
 	@echo "make test   - create the venv, build the simulators, run every test"
@@ -59,7 +60,7 @@ check: venv collection
 integration: venv collection sim-build browser
 	$(PY) -m pytest $(PYTEST_ARGS) tests/integration
 
-test: venv collection sim-build browser
+test: venv collection sim-build browser importer-venv
 	$(PY) -m pytest $(PYTEST_ARGS) tests/unit tests/integration
 	$(MAKE) --no-print-directory molecule sanity lint
 
@@ -116,6 +117,22 @@ demo: venv collection sim-build
 # .build/dist (tests/integration/test_dist_artifact.py installs one and uses it from there)
 dist: venv
 	$(VENV)/bin/ansible-galaxy collection build --force --output-path .build/dist .
+
+# Galaxy's importer (galaxy-importer, what galaxy.ansible.com and Automation Hub run on an upload) in a
+# venv of its own: it brings its own ansible-core and ansible-lint, which must not clash with .venv's
+# pins. The version is in the stamp's name, so a new pin makes a new venv. `make importer` runs it on a
+# freshly built tarball (tests/integration/test_dist_artifact.py, offline, without a container engine).
+IMPORTER_VENV := .build/importer-venv
+GALAXY_IMPORTER_VERSION := 0.4.44
+importer-venv: $(IMPORTER_VENV)/.stamp-$(GALAXY_IMPORTER_VERSION)
+$(IMPORTER_VENV)/.stamp-$(GALAXY_IMPORTER_VERSION):
+	rm -rf $(IMPORTER_VENV)
+	$(PYTHON) -m venv $(IMPORTER_VENV) || python3 -m venv $(IMPORTER_VENV)
+	$(IMPORTER_VENV)/bin/python -m pip install -q "galaxy-importer==$(GALAXY_IMPORTER_VERSION)"
+	touch $@
+
+importer: venv collection importer-venv
+	$(PY) -m pytest -q tests/integration/test_dist_artifact.py -k galaxy_importer
 
 clean:
 	rm -rf .build $(SIM_DIR) .pytest_cache

@@ -108,3 +108,92 @@ def test_every_playbook_resolves_by_its_fqcn(installed):
     inventory.write_text("localhost ansible_connection=local\n")
     for name in playbooks:
         _run([VENV_BIN / "ansible-playbook", "-i", inventory, "--syntax-check", "gpupool.vcf." + name], work, env)
+
+
+# Galaxy's importer as an upload meets it. Automation Hub's checks are on (at least one tag of its
+# list, a version of 1.0.0 or more, a changelog); ansible-doc and ansible-lint run as Galaxy runs them
+# (lint offline, production profile, in the extracted artifact). Its ansible-test step is off: the
+# importer runs it only as `ansible-test sanity --docker`, which needs a container engine; `make
+# sanity` runs the same sanity tests from a venv.
+IMPORTER_CONFIG = """[galaxy-importer]
+LOG_LEVEL_MAIN = INFO
+RUN_ANSIBLE_TEST = False
+RUN_ANSIBLE_DOC = True
+RUN_ANSIBLE_LINT = True
+OFFLINE_ANSIBLE_LINT = True
+CHECK_CHANGELOG = True
+CHECK_REQUIRED_TAGS = True
+REQUIRE_V1_OR_GREATER = %(v1)s
+TMP_ROOT_DIR = %(tmp)s
+ANSIBLE_LOCAL_TMP = %(tmp)s/ansible-tmp
+"""
+IMPORTER_VENV = ROOT / ".build" / "importer-venv"
+# Galaxy's import environment has ansible-core alone, no other collection, so ansible-lint cannot
+# resolve the modules of another collection: a warning Galaxy gives every collection that has
+# dependencies, which the collection cannot fix. Accepted for the collections galaxy.yml declares, and
+# for awx.awx, whose modules only the AWX example (examples/awx) calls: that playbook configures the
+# controller with AWX's own collection, no dependency of this one.
+NOT_A_DEPENDENCY = {"awx.awx": "examples/awx/"}
+
+
+def _importer_warnings(output, dependencies):
+    """The importer's WARNING and ERROR lines, less the unresolved modules of the collections it has
+    no copy of (dependencies and NOT_A_DEPENDENCY); returns (left, accepted)."""
+    left, accepted = [], []
+    for line in output.splitlines():
+        if not line.startswith(("WARNING:", "ERROR:")):
+            continue
+        if "syntax-check[unknown-module]" in line and "couldn't resolve module/action '" in line:
+            fqcn = line.split("couldn't resolve module/action '", 1)[1].split("'", 1)[0]
+            coll = ".".join(fqcn.split(".")[:2])
+            path = line.split(":", 2)[1].strip()
+            if coll in dependencies or (coll in NOT_A_DEPENDENCY and path.startswith(NOT_A_DEPENDENCY[coll])):
+                accepted.append((coll, path))
+                continue
+        left.append(line)
+    return left, accepted
+
+
+def test_galaxy_importer_accepts_the_tarball(installed):
+    tarball, work = installed[0], installed[3]
+    _run(["make", "--no-print-directory", "-C", ROOT, "importer-venv"], ROOT, dict(os.environ), timeout=600)
+    imp = work / "importer"
+    (imp / "tmp" / "ansible-tmp").mkdir(parents=True)
+    galaxy = yaml.safe_load((ROOT / "galaxy.yml").read_text())
+    v1 = int(galaxy["version"].split(".")[0]) >= 1
+    (imp / "galaxy-importer.cfg").write_text(IMPORTER_CONFIG % {"tmp": imp / "tmp", "v1": v1})
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "GALAXY_IMPORTER_", "VIRTUAL_ENV"))}
+    env.update(PATH="%s:/usr/bin:/bin" % (IMPORTER_VENV / "bin"), HOME=str(imp / "tmp"),
+               ANSIBLE_HOME=str(imp / "tmp" / "ansible-home"), GALAXY_IMPORTER_CONFIG=str(imp / "galaxy-importer.cfg"))
+    proc = _run([IMPORTER_VENV / "bin" / "python", "-m", "galaxy_importer.main", tarball], imp, env, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert "Importer processing completed successfully" in out, out[-3000:]
+    left, accepted = _importer_warnings(out, set(galaxy.get("dependencies") or {}))
+    assert left == [], "the importer warns:\n%s" % "\n".join(left)
+    installed_there = subprocess.run([IMPORTER_VENV / "bin" / "ansible-galaxy", "collection", "list", "--format", "json"],
+                                     env=env, capture_output=True, text=True, check=False, cwd=str(imp))
+    listed = json.loads(installed_there.stdout or "{}")
+    present = {name for path in listed.values() for name in path}
+    # an accepted warning is one about a collection the importer really has no copy of
+    assert not {coll for coll, _ in accepted} & present, (accepted, present)
+
+    result = json.loads((imp / "importer_result.json").read_text())
+    meta = result["metadata"]
+    assert (meta["namespace"], meta["name"], meta["version"]) == ("gpupool", "vcf", galaxy["version"])
+    assert result["requires_ansible"] == yaml.safe_load((ROOT / "meta" / "runtime.yml").read_text())["requires_ansible"]
+    contents = {(c["content_type"], c["name"]) for c in result["contents"]}
+    for module in (ROOT / "plugins" / "modules").glob("*.py"):
+        if module.stem != "__init__":
+            assert ("module", module.stem) in contents, module.stem
+    for role in (ROOT / "roles").iterdir():
+        assert ("role", role.name) in contents, role.name
+    docs = {(c["content_type"], c["content_name"]): c for c in result["docs_blob"]["contents"]}
+    for (kind, name), doc in docs.items():
+        if kind == "module":
+            assert (doc["doc_strings"] or {}).get("doc", {}).get("short_description"), name
+            assert (doc["doc_strings"] or {}).get("examples"), "%s: no EXAMPLES for Galaxy's page" % name
+        if kind == "role":
+            assert doc.get("readme_html"), "role %s has no README for Galaxy's page" % name
+    guides = {f["name"] for f in result["docs_blob"]["documentation_files"]}
+    assert {"design.md", "audit-rules.md"} <= guides, guides
+    assert result["docs_blob"]["collection_readme"]["html"]
