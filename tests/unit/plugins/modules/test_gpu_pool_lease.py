@@ -5,7 +5,10 @@ import pytest
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _lease
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.modules import gpu_pool_lease
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError
 from tests.lib.fake_module import Exited, FakeModule
+from tests.lib.module_contract import missing_keys, shows
+from tests.lib.module_main import VSPHERE, run_main
 
 NOW = 1767607200  # 2026-01-05T10:00:00Z
 
@@ -149,3 +152,94 @@ def test_default_holder_is_the_awx_job_or_the_controller_process(store, monkeypa
     assert out["holder"] == "awx-job-4711"
     monkeypatch.delenv("JOB_ID")
     assert "@" in gpu_pool_lease.default_holder() and gpu_pool_lease.default_holder() != gpu_pool_lease.default_holder()
+
+
+
+# -- through main(): the arguments parsed by AnsibleModule, the clock of the run frozen --------
+
+PASSWORD = "vc-pw-never-shown"
+HELD = {"holder": "run-a", "start": "2026-01-05T10:00:00Z", "expiry": "2026-01-05T13:00:00Z"}  # the default ttl
+PAIR = {"gpu-h100": HELD, "gpu-l40s": HELD}
+
+
+@pytest.fixture
+def main_clock(monkeypatch):
+    """The clock and sleep PoolLease takes by default, for every run through main()."""
+    clock = Clock()
+    monkeypatch.setattr(gpu_pool_lease.PoolLease.__init__, "__defaults__", (clock.sleep, clock))
+    return clock
+
+
+def lease(check_mode=False, diff=False, **params):
+    args = dict(VSPHERE, password=PASSWORD, clusters=["gpu-h100", "gpu-l40s"], holder="run-a")
+    args.update(params)
+    return run_main(gpu_pool_lease, args, check_mode=check_mode, diff=diff)
+
+
+def without_requests(result):
+    return dict((k, v) for k, v in result.items() if k != "requests")
+
+
+def test_main_check_mode_predicts_the_take_and_diff_shows_the_records(store, main_clock):
+    check = lease(check_mode=True, diff=True)
+    assert store.records == {"gpu-h100": "", "gpu-l40s": ""} and check["requests"]["writes"] == 0
+    real = lease(diff=True)
+    assert without_requests(real) == without_requests(check) and real["changed"] is True
+    assert real["requests"] == {"reads": 2, "writes": 2, "waited": 0.0}  # a read, a write per cluster, the read-back
+    assert real["diff"] == dict(before={"gpu-h100": None, "gpu-l40s": None}, after=PAIR)
+    assert [(x["cluster"], x["action"]) for x in real["leases"]] == [("gpu-h100", "take"), ("gpu-l40s", "take")]
+    assert _lease.parse_lease(store.records["gpu-l40s"])["holder"] == "run-a"
+    assert missing_keys(real, gpu_pool_lease, "always") == []
+    # a rerun of the holder renews its lease (a lease is kept by being written again), and says so
+    again = lease(diff=True)
+    assert [x["action"] for x in again["leases"]] == ["renew", "renew"] and again["diff"] == dict(before=PAIR, after=PAIR)
+    assert shows([check, real, again], PASSWORD) == []
+
+
+def test_main_release_is_predicted_then_idempotent(store, main_clock):
+    lease()
+    check = lease(check_mode=True, diff=True, state="released")
+    assert _lease.parse_lease(store.records["gpu-h100"])["holder"] == "run-a"
+    real = lease(diff=True, state="released")
+    assert without_requests(real) == without_requests(check) and real["changed"] is True
+    assert real["diff"] == dict(before=PAIR, after={"gpu-h100": None, "gpu-l40s": None})
+    assert store.records == {"gpu-h100": "", "gpu-l40s": ""}
+    again = lease(state="released")
+    assert again["changed"] is False and again["requests"]["writes"] == 0
+    assert [x["action"] for x in again["leases"]] == ["none", "none"]
+
+
+def test_main_another_runs_lease_is_refused_naming_its_holder(store, main_clock):
+    lease()
+    before = dict(store.records)
+    res = lease(holder="run-b")
+    assert res["failed"] is True and "changed" not in res
+    assert res["msg"].startswith("Unable to take the run lease of GPU clusters gpu-h100, gpu-l40s: GPU cluster gpu-h100 "
+                                 "is leased by run run-a")
+    assert store.records == before
+
+
+def test_main_bad_input_is_refused_before_vcenter_is_read(store, main_clock, monkeypatch):
+    opened = []
+    monkeypatch.setattr(gpu_pool_lease, "ClusterLeases", lambda *a, **k: opened.append(a))
+    res = lease(clusters=["gpu-h100", ""], wait=-5)
+    assert res["failed"] is True and res["msg"].startswith("Invalid input for gpu_pool_lease: ")
+    assert "clusters must not hold empty names (item 1)" in res["invalid_input"] and len(res["invalid_input"]) == 2
+    res = lease(state="taken")
+    assert res["failed"] is True and "value of state must be one of: acquired, released, got: taken" in res["msg"]
+    res = run_main(gpu_pool_lease, dict(VSPHERE, holder="run-a"))
+    assert res["failed"] is True and res["msg"] == "missing required arguments: clusters"
+    assert opened == [] and shows(res, PASSWORD) == []
+
+
+def test_main_a_failed_write_names_the_cluster_and_what_was_written(store, main_clock):
+    def refuse(cluster):
+        if cluster == "gpu-l40s":
+            raise VsphereError("SetField refused: NoPermission")
+
+    store.on_write = refuse  # gpu-l40s is written after gpu-h100: the first write stands
+    res = lease()
+    assert res["failed"] is True and res["changed"] is True and res["written"] == ["gpu-h100"]
+    assert res["msg"].startswith("Unable to write the run lease of GPU cluster gpu-l40s: SetField refused: NoPermission")
+    assert _lease.parse_lease(store.records["gpu-h100"])["holder"] == "run-a"
+    assert shows(res, PASSWORD) == []
