@@ -202,6 +202,8 @@ class Capture(Resource):
 
     def read(self):
         p = self.module.params
+        # an existing file without force is refused before anything is read
+        before = replaced_text(self.path, p["force"], "capture file %s" % self.path)
         with self.doing("read", "the GPU hosts"):
             hosts, drs = read_esxi(self.module.client(), rest=self.module.open_rest_session)
         with self.doing("read", "the VM classes and namespaces"):
@@ -228,7 +230,6 @@ class Capture(Resource):
         if left:
             raise Failure("Unable to write capture file %s: %d text(s) still look like an address or a secret after "
                           "the redaction; nothing was written." % (self.path, len(left)))
-        before = replaced_text(self.path, p["force"], "capture file %s" % self.path)
         text = self.text = json.dumps(record, indent=1, sort_keys=True) + "\n"
         return dict(record=record, sections=sections, before=before, text=text, unread=unread)
 

@@ -190,6 +190,8 @@ class DiscoveredDesign(Resource):
         self.path = os.path.abspath(module.params["dest"])
 
     def read(self):
+        # an existing file without force is refused before anything is read
+        before = replaced_text(self.path, self.module.params["force"], "design file %s" % self.path)
         with self.doing("read", "the GPU hosts"):
             hosts, drs = read_esxi(self.module.client(), rest=self.module.open_rest_session)
         with self.doing("read", "the VM classes and namespaces"):
@@ -207,7 +209,6 @@ class DiscoveredDesign(Resource):
         if self.module.params["kubeconfig"]:
             self.read_link("guest", unread, self.read_guest, design, notes)
         self.validated(design)
-        before = replaced_text(self.path, self.module.params["force"], "design file %s" % self.path, design=design)
         header = HEADER + ["Links not read (the keys they hold are the vSphere side's choices, with their comments):"
                            ] * bool(unread) + ["  %s: %s" % (link, why) for link, why in sorted(unread.items())]
         return dict(design=design, notes=notes, before=before, unread=unread,
