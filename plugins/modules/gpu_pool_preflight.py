@@ -53,8 +53,20 @@ options:
   vcenter:
     description:
       - The vCenter of a design that names several (its C(vcenters) key) that the vSphere connection of this
-        task reaches; its clusters only are checked. By default the whole design.
+        task reaches; its clusters only are checked (and, where it holds the Supervisor, the namespaces). By
+        default the whole design. The result names it (RV(vcenter)), so that O(vcenter_results) can merge it.
+      - playbooks/preflight.yml runs one such task per vCenter, in parallel, each with its own connection.
     type: str
+  vcenter_results:
+    description:
+      - The results of the O(vcenter) tasks of every vCenter of the design (registered; a skipped or failed
+        one counts as not checked or no-go), merged into this task's C(esxi) and C(vsphere) links, table,
+        missing privileges and report. A link is no-go where any vCenter's is; with several vCenters each
+        reason and missing privilege names its vCenter. With it this task reads no vSphere link itself and
+        needs no vSphere connection; it reads the other links as usual. With O(vcenter) too, only that
+        vCenter's result is expected.
+    type: list
+    elements: dict
   kubeconfig:
     description:
       - Kubeconfig of the guest (VKS) cluster, for the C(guest) link. Falls back to E(K8S_AUTH_KUBECONFIG).
@@ -127,13 +139,26 @@ html:
   returned: always
   type: str
 missing_privileges:
-  description: The privileges the account lacks, each with the link that needs it, the objects and what it is for.
+  description:
+    - The privileges the account lacks, each with the link that needs it, the objects and what it is for; with
+      O(vcenter_results) each also names its C(vcenter).
   returned: always
   type: list
   elements: dict
   sample: [{link: esxi, privilege: Host.Config.Patch, objects: [host esx-01], what: the NVIDIA host driver}]
+vcenter:
+  description: The vCenter this task checked (O(vcenter)); null for the whole design.
+  returned: always
+  type: str
+api_versions:
+  description: With O(vcenter_results) - the API version of each vCenter that answered.
+  returned: when O(vcenter_results) is given
+  type: dict
+  sample: {west: 8.0.3.0, east: 9.0.0.0}
 api_version:
-  description: The vCenter's API version (null without a vSphere connection).
+  description:
+    - The vCenter's API version (null without a vSphere connection); with O(vcenter_results) that of the
+      vCenter holding the Supervisor (else of the first that answered).
   returned: always
   type: str
   sample: 8.0.3.0
@@ -155,6 +180,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Fail
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._design_input import given_design
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._authz_api import AuthzApi
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._namespace_api import NamespaceApi
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vlcm_api import VlcmApi
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError, vim
@@ -168,6 +194,7 @@ ARGUMENT_SPEC = dict(
     design=dict(type="dict"),
     design_file=dict(type="path"),
     vcenter=dict(type="str"),
+    vcenter_results=dict(type="list", elements="dict"),
     kubeconfig=dict(type="path", fallback=(env_fallback, ["K8S_AUTH_KUBECONFIG"])),
     context=dict(type="str", fallback=(env_fallback, ["K8S_AUTH_CONTEXT"])),
     supervisor_kubeconfig=dict(type="path"),
@@ -196,14 +223,15 @@ def read_vsphere(module, derived):
     host_names = dict((h.moid, h["name"]) for h in client.retrieve({vim.HostSystem: ["name"]}))
     by_cluster = dict((name, sorted(host_names.get(ref._moId, ref._moId) for ref in c.get("host") or []))
                       for name, c in clusters.items())
-    refs = {_preflight.ROOT_LABEL: client.content.rootFolder}
+    authz = AuthzApi(client)
+    refs = {_preflight.ROOT_LABEL: authz.root_folder()}
     for name, c in clusters.items():
         refs[_preflight.cluster_label(name)] = c.obj
         for ref in c.get("host") or []:
             refs[_preflight.host_label(host_names.get(ref._moId, ref._moId))] = ref
-    live = dict(api_version=client.content.about.apiVersion, clusters=by_cluster,
+    live = dict(api_version=authz.api_version(), clusters=by_cluster,
                 datastores=[d["name"] for d in client.retrieve({vim.Datastore: ["name"]})],
-                privileges=privileges(client, refs, _preflight.wanted_privileges(derived, by_cluster)))
+                privileges=authz.session_privileges(refs, _preflight.wanted_privileges(derived, by_cluster)))
     rest = module.rest_client()
     api = NamespaceApi(rest)
     try:
@@ -232,24 +260,6 @@ def read_image(api, component):
     except VsphereError as exc:
         return dict(error=str(exc))
     return dict(image_managed=True, versions=sorted(set(v for versions in offered.values() for v in versions)))
-
-
-def privileges(client, refs, wanted):
-    """{object label: {privilege: granted}} for this session, in one HasPrivilegeOnEntities call."""
-    labels = [label for label in wanted if label in refs]
-    if not labels:
-        return {}
-    ids = sorted(set(p for label in labels for p in wanted[label]))
-    session = client.content.sessionManager.currentSession.key
-    answer = client.content.authorizationManager.HasPrivilegeOnEntities(
-        entity=[refs[label] for label in labels], sessionId=session, privId=ids)
-    label_of = dict((refs[label]._moId, label) for label in labels)
-    out = {}
-    for item in answer or []:
-        label = label_of.get(item.entity._moId)
-        if label is not None:
-            out[label] = dict((a.privId, bool(a.isGranted)) for a in item.privAvailability or [])
-    return out
 
 
 def read_vks(params, derived):
@@ -328,7 +338,7 @@ class Preflight(Info):
         p = self.module.params
         derived = self.derived()
         live = {}
-        if p["hostname"]:
+        if p["vcenter_results"] is None and p["hostname"]:
             with self.doing("read", "the vSphere links"):
                 live["vsphere"] = read_vsphere(self.module, derived)
         if p["supervisor_kubeconfig"] or p["kubeconfig"]:
@@ -343,14 +353,44 @@ class Preflight(Info):
         return dict(derived=derived, live=live)
 
     def result(self, live, plan):
+        p = self.module.params
         derived, state = live["derived"], live["live"]
         links = _preflight.judge(derived, state)
         version = (state.get("vsphere") or {}).get("api_version")
         missing = _preflight.missing_list(derived, state)
-        return dict(links=links, go=_preflight.is_go(links), table=_preflight.text_table(links),
-                    html=_preflight.html_report(derived["design"], links, missing, version),
-                    missing_privileges=missing, api_version=version,
-                    api_features=_preflight.api_features(version) if version else {})
+        out = dict(vcenter=p["vcenter"])
+        if p["vcenter_results"] is not None:
+            merged = _preflight.merge_vcenters(self.vcenter_results(derived))
+            links.update(merged["links"])
+            missing, versions = merged["missing"], merged["api_versions"]
+            out["api_versions"] = versions
+            first = [v["name"] for v in derived["vcenters"].values() if v["supervisor"] and v["name"] in versions]
+            version = versions.get(first[0]) if first else next((versions[n] for n in derived["vcenters"] if n in versions), None)
+        out.update(links=links, go=_preflight.is_go(links), table=_preflight.text_table(links),
+                   html=_preflight.html_report(derived["design"], links, missing, version),
+                   missing_privileges=missing, api_version=version,
+                   api_features=_preflight.api_features(version) if version else {})
+        return out
+
+    def vcenter_results(self, derived):
+        """[(vCenter, its task's result)] in design order: each vCenter of the design once; a vCenter
+        without a result is not checked, a result of a vCenter the design does not name is refused."""
+        given = {}
+        for res in self.module.params["vcenter_results"]:
+            name = res.get("vcenter") or (res.get("invocation") or {}).get("module_args", {}).get("vcenter")
+            if name is None and len(derived["vcenters"]) == 1 and not res.get("skipped"):
+                name = next(iter(derived["vcenters"]))
+            if name is None:
+                if res.get("skipped"):
+                    continue
+                raise Failure("Invalid input for gpu_pool_preflight: a result of vcenter_results names no vCenter "
+                              "(give each task its vcenter). Nothing was judged.")
+            if name not in derived["vcenters"]:
+                raise Failure("Invalid input for gpu_pool_preflight: vcenter_results holds vCenter %r, which is not "
+                              "in the design (its vCenters: %s)." % (name, ", ".join(derived["vcenters"])))
+            given[name] = res
+        names = [self.module.params["vcenter"]] if self.module.params["vcenter"] else list(derived["vcenters"])
+        return [(name, given.get(name, dict(skipped=True))) for name in names]
 
 
 def main():

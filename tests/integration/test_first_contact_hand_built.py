@@ -4,17 +4,26 @@ H100), two Supervisor namespaces made before (the VKS cluster's and a tenant's, 
 taint the collection would not write (the Kubernetes client, on the rig as the Supervisor).
 
 Then, as a new operator would: discover the design (no write on the platform); fill in the driver bundle
-discovery cannot know and preflight with it (no write; the bundle is on a datastore vCenter lacks: named); the
-audit of the esxi, vsphere and vks links with it is clean;
+discovery cannot know and preflight with it (no write; the bundle is on a datastore vCenter lacks: named), then
+as the operator's own restricted account (no write; the privilege it lacks is named too); the audit of the esxi,
+vsphere and vks links with it is clean;
 site.yml --check with it predicts no change; one field changed in the discovered design (the tenant's CPU limit)
-and site.yml changes that namespace and nothing else of the platform."""
+and site.yml changes that namespace and nothing else of the platform.
+
+Preflight with restricted accounts (the simulator's fleet accounts, tests/sim/vsphere README "Accounts and
+privileges"): each missing privilege named with its link and objects, zero writes, the refusal of the change
+itself; and over a design of two vCenters, each row naming its vCenter."""
 import pytest
 import yaml
+import vsphere_sim
 from k8s_fixtures import k8s_api, k8s_namespace, k8s_rig, k8s_rig_instance  # noqa: F401 pylint: disable=unused-import
 from kubernetes import dynamic
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names import node_pool_labels
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._preflight import PRIVILEGES
 from tests.integration.test_gpu_pool_discover import CLASSES, NAMESPACES, Rest, changing
+from tests.integration.test_multi_vcenter_chain import EAST, WEST
+from tests.integration.test_multi_vcenter_chain import design as two_vcenter_design
 from tests.lib.ansible_run import run_module, run_playbook
 from tests.lib.paths import ROOT
 
@@ -36,8 +45,12 @@ FLEET = {
         {"name": "mgmt", "hosts": [{"prefix": "mgmt-", "count": 1}]},
     ],
     "vms": [],
+    # the operator's account: every privilege the preflight asks, but the host patches, on the whole vCenter
+    "accounts": [{"user": "gpu-ops@vsphere.local", "password": "Ops-Passw0rd", "on": ["root"], "role": {
+        "name": "gpu-operator", "privileges": sorted(set(p for _link, p, _scope, _what in PRIVILEGES) - {"Host.Config.Patch"})}}],
 }
 SITE = ROOT / "playbooks" / "site.yml"
+PREFLIGHT = ROOT / "playbooks" / "preflight.yml"
 CAPI = "cluster.x-k8s.io"
 OWN_TAINT = {"key": "dedicated", "value": "serving", "effect": "NoSchedule"}
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
@@ -151,6 +164,21 @@ def test_first_contact_with_a_hand_built_platform(vsphere, hand_built):
     assert sorted(r.split(":")[0] for r in esxi["reasons"]) == ["cluster ai-a100", "cluster ai-h100", "cluster ai-l40s"]
     assert all("[gpu-depot]" in r and "datastore gpu-depot" in r for r in esxi["reasons"]), esxi
 
+    # the same preflight as the operator's own account, which lacks the host patches: still no write; the
+    # missing bundles and the missing privilege (every GPU host) are named, the vsphere link is go
+    ops = dict(env, VMWARE_USER="gpu-ops@vsphere.local", VMWARE_PASSWORD="Ops-Passw0rd")
+    pre, sent = writes(vsphere, lambda: run_module("gpupool.vcf.gpu_pool_preflight", {
+        "design_file": str(dest), "supervisor_kubeconfig": kubeconfig}, env=ops)[0])
+    assert sent == {}, sent
+    hosts = ["host %s" % h for h in ("a100-01", "a100-02", "a100-03", "h100-01", "h100-02", "h100-03", "l40s-01", "l40s-02")]
+    assert pre["missing_privileges"] == [dict(link="esxi", privilege="Host.Config.Patch", objects=hosts,
+                                              what="the NVIDIA host driver (InstallHostPatchV2_Task)")]
+    esxi = pre["links"]["esxi"]
+    assert esxi["go"] is False and pre["links"]["vsphere"]["go"] is True
+    assert [r for r in esxi["reasons"] if "datastore gpu-depot" in r] == [r for r in esxi["reasons"][:3]]
+    assert esxi["reasons"][3:] == ["the account lacks privilege Host.Config.Patch on host a100-01, host a100-02, "
+                                   "host a100-03 and 5 more (the NVIDIA host driver (InstallHostPatchV2_Task))"]
+
     # the audit of the links discovered is clean
     audit = run_module("gpupool.vcf.gpu_pool_audit", {
         "design_file": str(dest), "links": ["esxi", "vsphere", "vks"], "supervisor_kubeconfig": kubeconfig},
@@ -183,3 +211,105 @@ def test_first_contact_with_a_hand_built_platform(vsphere, hand_built):
         assert rest.call("GET", NAMESPACES + "/team-x")["resource_spec"]["cpu_limit"] == 30000
     finally:
         rest.close()
+
+
+EXAMPLE_FLEET = yaml.safe_load((ROOT / "examples" / "fleet.yml").read_text())
+for _vm in EXAMPLE_FLEET.get("vms") or []:  # YAML 1.1 reads power: on / off as booleans
+    if isinstance(_vm.get("power"), bool):
+        _vm["power"] = "on" if _vm["power"] else "off"
+EXAMPLE_DESIGN = ROOT / "examples" / "design.yml"
+ALL_ASKED = sorted(set(p for _link, p, _scope, _what in PRIVILEGES))
+# the example's H100 hosts' operator: maintenance, graphics and module options, DRS overrides and the
+# cluster's attributes, on cluster gpu-h100 only
+H100_OPS = ["Host.Config.Maintenance", "Host.Config.Settings", "Host.Inventory.EditCluster", "Global.SetCustomField"]
+
+
+def with_accounts(fleet, *accounts):
+    out = dict(fleet)
+    out["accounts"] = [{"user": user, "password": "Passw0rd-" + user.split("@")[0], "on": on,
+                        "role": {"name": "role-" + user.split("@")[0], "privileges": privileges}}
+                       for user, privileges, on in accounts]
+    return out
+
+
+def as_user(sim, user):
+    return sim.env_as(user, "Passw0rd-" + user.split("@")[0])
+
+
+def test_preflight_names_each_missing_privilege_and_the_refusal_is_vcenters():
+    fleet = with_accounts(EXAMPLE_FLEET, ("h100-ops@vsphere.local", H100_OPS, ["gpu-h100"]),
+                          ("gpu-admin@vsphere.local", ALL_ASKED, ["root"]))
+    with vsphere_sim.start(fleet) as sim:
+        # every privilege id the preflight asks is one vCenter defines: the role holding all of them was taken
+        full, sent = writes(sim, lambda: run_module("gpupool.vcf.gpu_pool_preflight", {
+            "design_file": str(EXAMPLE_DESIGN)}, env=as_user(sim, "gpu-admin@vsphere.local"))[0])
+        assert not full.get("failed"), full.get("msg")
+        assert full["go"] is True and full["missing_privileges"] == [] and sent == {}
+
+        pre, sent = writes(sim, lambda: run_module("gpupool.vcf.gpu_pool_preflight", {
+            "design_file": str(EXAMPLE_DESIGN)}, env=as_user(sim, "h100-ops@vsphere.local"))[0])
+        assert sent == {}, sent
+        assert pre["go"] is False
+        assert pre["links"]["esxi"]["go"] is False and pre["links"]["vsphere"]["go"] is False
+        l40s = ["host esx-l40s-0%d" % i for i in (1, 2, 3)]
+        h100 = ["host esx-h100-0%d" % i for i in (1, 2, 3, 4)]
+        assert [(m["link"], m["privilege"], m["objects"]) for m in pre["missing_privileges"]] == [
+            ("esxi", "Host.Config.Settings", l40s),
+            ("esxi", "Host.Config.Maintenance", l40s),
+            ("esxi", "Host.Config.Patch", h100 + l40s),
+            ("esxi", "Host.Inventory.EditCluster", ["cluster gpu-l40s"]),
+            ("esxi", "Global.SetCustomField", ["cluster gpu-l40s"]),
+            ("esxi", "Global.ManageCustomFields", ["vCenter root folder"]),
+            ("vsphere", "VirtualMachineClasses.Manage", ["vCenter root folder"]),
+            ("vsphere", "Namespaces.Manage", ["cluster gpu-h100"])]
+        assert ("the account lacks privilege Namespaces.Manage on cluster gpu-h100 (vSphere Namespaces (VM classes, "
+                "storage, limits, access))") in pre["links"]["vsphere"]["reasons"]
+
+        # and vCenter refuses the change itself, naming the privilege; where the role holds it, it is made
+        refused = run_module("gpupool.vcf.esxi_gpu_config", {"host": "esx-l40s-01", "assignment_policy": "performance"},
+                             env=as_user(sim, "h100-ops@vsphere.local"))[0]
+        assert refused.get("failed") and "NoPermission" in refused["msg"], refused
+        assert "Host.Config.Settings" in refused["msg"], refused["msg"]
+        assert sim.host_state("esx-l40s-01")["graphics"]["policy"] == "consolidation"
+        done = run_module("gpupool.vcf.esxi_gpu_config", {"host": "esx-h100-01", "assignment_policy": "consolidation"},
+                          env=as_user(sim, "h100-ops@vsphere.local"))[0]
+        assert not done.get("failed") and done["changed"] is True, done.get("msg")
+        assert sim.host_state("esx-h100-01")["graphics"]["policy"] == "consolidation"
+
+    # a privilege id vCenter does not define (the vLCM image's is ...Specification.Write) is refused
+    bad = with_accounts(EXAMPLE_FLEET, ("x@vsphere.local", ["VcIntegrity.lifecycleSoftwareSpecification.Modify"], []))
+    with pytest.raises(vsphere_sim.SimulatorError, match="privilege id that vCenter does not define"):
+        vsphere_sim.start(bad).stop()
+
+
+def test_preflight_over_two_vcenters_names_the_vcenter_of_each_row(tmp_path):
+    west_ops = ["Host.Config.Maintenance", "Host.Config.Settings", "Host.Inventory.EditCluster",
+                "Global.SetCustomField", "Global.ManageCustomFields"]
+    design = two_vcenter_design()
+    path = tmp_path / "design.yml"
+    path.write_text(yaml.safe_dump(design))
+    with vsphere_sim.start(EAST) as east, vsphere_sim.start(with_accounts(
+            WEST, ("west-ops@vsphere.local", west_ops, ["root"]))) as west:
+        env = {"VMWARE_HOST": "", "VMWARE_USER": "", "VMWARE_PASSWORD": "", "K8S_AUTH_KUBECONFIG": "", "PROMETHEUS_URL": ""}
+        for name, sim, user in (("VC_EAST", east, east.user), ("VC_WEST", west, "west-ops@vsphere.local")):
+            conn = sim.env if user == sim.user else as_user(sim, user)
+            env.update({"GPUPOOL_VCENTER_%s_HOST" % name: sim.host, "GPUPOOL_VCENTER_%s_PORT" % name: str(sim.port),
+                        "GPUPOOL_VCENTER_%s_USER" % name: conn["VMWARE_USER"],
+                        "GPUPOOL_VCENTER_%s_PASSWORD" % name: conn["VMWARE_PASSWORD"],
+                        "GPUPOOL_VCENTER_%s_CA_FILE" % name: sim.ca_file})
+        before = (east.stats(), west.stats())
+        run = run_playbook(PREFLIGHT, env=env, extra_vars={"preflight_design_file": str(path)})
+        assert changing(before[0], east.stats()) == {} and changing(before[1], west.stats()) == {}
+        assert run.rc != 0, run.stdout[-3000:]
+        res = run.result("Read every link, change nothing")
+        assert res["api_versions"] == {"vc-east": "8.0.3.0", "vc-west": "8.0.3.0"}
+        west_hosts = "host esx-west-01, host esx-west-02, host esx-west-03"
+        assert res["links"]["esxi"] == dict(go=False, status="no-go", reasons=[
+            "vCenter vc-west: the account lacks privilege Host.Config.Patch on %s (the NVIDIA host driver "
+            "(InstallHostPatchV2_Task))" % west_hosts])
+        assert res["links"]["vsphere"] == dict(go=True, status="go", reasons=[])
+        assert res["missing_privileges"] == [dict(vcenter="vc-west", link="esxi", privilege="Host.Config.Patch",
+                                                  objects=west_hosts.split(", "),
+                                                  what="the NVIDIA host driver (InstallHostPatchV2_Task)")]
+        assert any("vCenter vc-west: the account lacks" in line for line in res["table"])
+        assert "no-go: esxi" in run.result()["msg"]

@@ -53,22 +53,30 @@ FEATURES = (
 
 # The privileges each link needs on the objects it changes, by the call that changes them. Privilege ids
 # and the calls that need them: vSphere Security guide, "Defined Privileges" (Host configuration, Host
-# inventory, vSphere Lifecycle Manager, Namespaces, VM classes) and the Web Services API reference
-# ("Required privileges" of each method).
+# inventory, Global, Namespaces, VM classes) and the Web Services API reference ("Required privileges" of
+# each method); the vLCM image ones: vSphere Lifecycle Manager documentation, "vSphere Lifecycle Manager
+# Privileges for Using Images" (Lifecycle Manager: Image Privileges - Write; Image Remediation Privileges -
+# Write), whose ids a vCenter lists as VcIntegrity.lifecycleSoftwareSpecification.Write and
+# VcIntegrity.lifecycleSoftwareRemediation.Write in its Admin role.
 # (link, privilege id, scope, what it is for); scope: the objects it is asked on -
 #   gpu_hosts: every host of the design's GPU clusters; gpu_clusters: each GPU cluster;
 #   vlcm_clusters: each GPU cluster whose lifecycle is vlcm; supervisor_clusters: each cluster whose
-#   Supervisor holds the design's namespaces; root: the vCenter's root folder.
+#   Supervisor holds the design's namespaces; root: the vCenter's root folder; gpu_root: the root folder
+#   where the vCenter holds GPU clusters of the design; vm_class_root: the root folder where the design
+#   has VM classes on this vCenter (the Supervisor's).
 PRIVILEGES = (
     ("esxi", "Host.Config.Settings", "gpu_hosts",
      "graphics (UpdateGraphicsConfig) and the nvidia module options (UpdateModuleOptionString)"),
     ("esxi", "Host.Config.Maintenance", "gpu_hosts", "maintenance mode and reboot (EnterMaintenanceMode_Task, RebootHost_Task)"),
     ("esxi", "Host.Config.Patch", "gpu_hosts", "the NVIDIA host driver (InstallHostPatchV2_Task)"),
     ("esxi", "Host.Inventory.EditCluster", "gpu_clusters", "per-VM DRS overrides (ReconfigureComputeResource_Task)"),
-    ("esxi", "VcIntegrity.lifecycleSoftwareSpecification.Modify", "vlcm_clusters",
+    ("esxi", "Global.SetCustomField", "gpu_clusters",
+     "the run lease and the record of the DRS overrides, custom attributes of the cluster (SetField)"),
+    ("esxi", "Global.ManageCustomFields", "gpu_root", "the definitions of those custom attributes (AddCustomFieldDef)"),
+    ("esxi", "VcIntegrity.lifecycleSoftwareSpecification.Write", "vlcm_clusters",
      "the NVIDIA component in the cluster's desired image"),
-    ("esxi", "VcIntegrity.lifecycleSoftwareRemediation.Remediate", "vlcm_clusters", "remediation of the cluster's hosts"),
-    ("vsphere", "VirtualMachineClasses.Manage", "root", "VM classes with vGPU profiles"),
+    ("esxi", "VcIntegrity.lifecycleSoftwareRemediation.Write", "vlcm_clusters", "remediation of the cluster's hosts"),
+    ("vsphere", "VirtualMachineClasses.Manage", "vm_class_root", "VM classes with vGPU profiles"),
     ("vsphere", "Namespaces.Manage", "supervisor_clusters", "vSphere Namespaces (VM classes, storage, limits, access)"),
 )
 
@@ -121,6 +129,10 @@ def scope_objects(derived, scope, clusters):
     gpu = _gpu_clusters(derived)
     if scope == "root":
         return [ROOT_LABEL]
+    if scope == "gpu_root":
+        return [ROOT_LABEL] if any(name in (clusters or {}) for name in gpu) else []
+    if scope == "vm_class_root":
+        return [ROOT_LABEL] if (derived.get("vsphere") or {}).get("vm_classes") else []
     if scope == "gpu_hosts":
         return [host_label(h) for name in gpu for h in sorted((clusters or {}).get(name) or [])]
     if scope == "gpu_clusters":
@@ -327,6 +339,54 @@ def missing_list(derived, live):
             for link, priv, objs, what in missing_privileges(derived, vs.get("clusters"), vs.get("privileges"))]
 
 
+VSPHERE_LINKS = ("esxi", "vsphere")
+
+
+def _vcenter_links(name, result, several):
+    """{link: {go, status, reasons}} of the vSphere links of one vCenter's preflight result (registered): a
+    failed or skipped task makes them no-go or not checked; with ``several`` each reason names the vCenter."""
+    prefix = "vCenter %s: " % name if several else ""
+    if result.get("failed"):
+        entry = dict(go=False, status="no-go", reasons=[prefix + "its preflight failed: %s" % result.get("msg")])
+        return dict((link, dict(entry)) for link in VSPHERE_LINKS)
+    links = result.get("links") or {}
+    out = {}
+    for link in VSPHERE_LINKS:
+        entry = links.get(link)
+        if result.get("skipped") or entry is None:
+            entry = dict(go=None, status="not checked", reasons=[NOT_CHECKED[link]])
+        out[link] = dict(go=entry["go"], status=entry["status"], reasons=[prefix + r for r in entry["reasons"]])
+    return out
+
+
+def merge_vcenters(results):
+    """One view of the vSphere links from the preflight of each vCenter: ``results`` [(vCenter name, its
+    task's result)] in design order. Returns {links, missing, api_versions}: a link is no-go where any
+    vCenter's is, not checked where one was not checked (and none is no-go), else go; with several vCenters
+    each reason and each missing privilege names its vCenter."""
+    several = len(results) > 1
+    per = [(name, _vcenter_links(name, result, several), result) for name, result in results]
+    links = {}
+    for link in VSPHERE_LINKS:
+        states = [entry[link]["go"] for _name, entry, _result in per]
+        reasons = [r for _name, entry, _result in per for r in entry[link]["reasons"]]
+        if False in states:
+            go, status = False, "no-go"
+            reasons = [r for _name, entry, _result in per if entry[link]["go"] is not True for r in entry[link]["reasons"]]
+        elif None in states or not states:
+            go, status = None, "not checked"
+            reasons = [r for _name, entry, _result in per if entry[link]["go"] is None for r in entry[link]["reasons"]]
+        else:
+            go, status = True, "go"
+        links[link] = dict(go=go, status=status, reasons=reasons)
+    missing = []
+    for name, _entry, result in per:
+        for m in result.get("missing_privileges") or []:
+            missing.append(dict(m, vcenter=name))
+    versions = dict((name, result.get("api_version")) for name, _entry, result in per if result.get("api_version"))
+    return dict(links=links, missing=missing, api_versions=versions)
+
+
 def is_go(links):
     """No link is no-go (links not checked do not stop it)."""
     return all(v["go"] is not False for v in links.values())
@@ -360,7 +420,9 @@ def html_report(design_name, links, missing, api_version):
         rows.append("<tr class=\"%s\"><td>%s</td><td>%s</td><td>%s</td></tr>" % (
             esc(entry["status"].replace(" ", "-")), esc(link), esc(entry["status"]),
             "<ul>%s</ul>" % reasons if reasons else ""))
-    privs = "".join("<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>" % (
+    by_vcenter = any(m.get("vcenter") for m in missing)
+    privs = "".join("<tr>%s<td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>" % (
+        "<td>%s</td>" % esc(m.get("vcenter")) if by_vcenter else "",
         esc(m["link"]), esc(m["privilege"]), esc(", ".join(m["objects"])), esc(m["what"])) for m in missing)
     verdict = "go" if is_go(links) else "no-go: %s" % ", ".join(k for k in LINKS if (links.get(k) or {}).get("go") is False)
     return "\n".join([
@@ -372,11 +434,12 @@ def html_report(design_name, links, missing, api_version):
         "<p>Result: %s. vCenter API version: %s.</p>" % (esc(verdict), esc(api_version or "not read")),
         "<table><tr><th>link</th><th>status</th><th>reasons</th></tr>\n%s\n</table>" % "\n".join(rows),
         "<h2>Missing privileges</h2>",
-        ("<table><tr><th>link</th><th>privilege</th><th>objects</th><th>what for</th></tr>\n%s\n</table>" % privs)
+        ("<table><tr>%s<th>link</th><th>privilege</th><th>objects</th><th>what for</th></tr>\n%s\n</table>" % ("<th>vCenter</th>" if by_vcenter else "", privs))
         if privs else "<p>None.</p>",
         "</body></html>", ""])
 
 
 __all__ = ["FEATURES", "KUEUE_CRDS", "LINKS", "NOT_CHECKED", "PRIVILEGES", "ROOT_LABEL", "VGPU_MODE_SINCE",
-           "api_features", "cluster_label", "host_label", "html_report", "is_go", "judge", "missing_list", "missing_privileges",
+           "VSPHERE_LINKS", "api_features", "cluster_label", "host_label", "html_report", "is_go", "judge", "merge_vcenters",
+           "missing_list", "missing_privileges",
            "scope_objects", "supervisor_clusters", "text_table", "wanted_privileges"]

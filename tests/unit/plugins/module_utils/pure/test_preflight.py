@@ -64,13 +64,15 @@ def test_missing_privilege_named_with_its_link_and_objects():
 
 def test_privileges_asked_on_the_right_objects():
     wanted = pf.wanted_privileges(DERIVED, CLUSTERS)
-    assert wanted[pf.ROOT_LABEL] == ["VirtualMachineClasses.Manage"]
+    assert wanted[pf.ROOT_LABEL] == ["Global.ManageCustomFields", "VirtualMachineClasses.Manage"]
     assert wanted["host esx-l40s-03"] == ["Host.Config.Settings", "Host.Config.Maintenance", "Host.Config.Patch"]
-    assert wanted["cluster gpu-h100"] == ["Host.Inventory.EditCluster", "Namespaces.Manage"]
-    assert wanted["cluster gpu-l40s"] == ["Host.Inventory.EditCluster"]  # no namespace, no vlcm lifecycle
+    assert wanted["cluster gpu-h100"] == ["Host.Inventory.EditCluster", "Global.SetCustomField", "Namespaces.Manage"]
+    # no namespace, no vlcm lifecycle
+    assert wanted["cluster gpu-l40s"] == ["Host.Inventory.EditCluster", "Global.SetCustomField"]
     vlcm = copy.deepcopy(DERIVED)
     vlcm["esxi"]["clusters"]["gpu-l40s"]["lifecycle"] = "vlcm"
-    assert "VcIntegrity.lifecycleSoftwareSpecification.Modify" in pf.wanted_privileges(vlcm, CLUSTERS)["cluster gpu-l40s"]
+    assert pf.wanted_privileges(vlcm, CLUSTERS)["cluster gpu-l40s"][2:] == [
+        "VcIntegrity.lifecycleSoftwareSpecification.Write", "VcIntegrity.lifecycleSoftwareRemediation.Write"]
 
 
 def test_many_objects_shortened():
@@ -238,3 +240,43 @@ def test_html_report_go_without_missing_privileges():
     links = pf.judge(DERIVED, platform())
     text = pf.html_report(DERIVED["design"], links, [], None)
     assert "Result: go. vCenter API version: not read." in text and "<p>None.</p>" in text
+
+
+def vcenter_result(esxi=(True, []), vsphere=(True, []), missing=(), version="8.0.3.0"):
+    def entry(go, reasons):
+        return dict(go=go, status={True: "go", False: "no-go", None: "not checked"}[go], reasons=list(reasons))
+    return dict(links=dict(esxi=entry(*esxi), vsphere=entry(*vsphere)), missing_privileges=list(missing),
+                api_version=version, changed=False)
+
+
+def test_merge_of_one_vcenter_keeps_its_reasons_as_they_are():
+    merged = pf.merge_vcenters([("vc", vcenter_result(esxi=(False, ["cluster x of the design is not in vCenter"])))])
+    assert merged["links"]["esxi"] == dict(go=False, status="no-go", reasons=["cluster x of the design is not in vCenter"])
+    assert merged["links"]["vsphere"] == dict(go=True, status="go", reasons=[])
+    assert merged["api_versions"] == {"vc": "8.0.3.0"}
+
+
+def test_merge_names_the_vcenter_of_each_reason_and_missing_privilege():
+    lack = dict(link="esxi", privilege="Host.Config.Patch", objects=["host esx-02"], what="the driver")
+    west = vcenter_result()
+    east = vcenter_result(esxi=(False, ["the account lacks privilege Host.Config.Patch on host esx-02 (the driver)"]),
+                          missing=[lack], version="9.0.0.0")
+    merged = pf.merge_vcenters([("west", west), ("east", east)])
+    assert merged["links"]["esxi"] == dict(go=False, status="no-go", reasons=[
+        "vCenter east: the account lacks privilege Host.Config.Patch on host esx-02 (the driver)"])
+    assert merged["links"]["vsphere"]["go"] is True
+    assert merged["missing"] == [dict(lack, vcenter="east")]
+    assert merged["api_versions"] == {"west": "8.0.3.0", "east": "9.0.0.0"}
+    assert pf.text_table(merged["links"])[2].split() == (
+        "- vCenter east: the account lacks privilege Host.Config.Patch on host esx-02 (the driver)").split()
+    page = pf.html_report("d", merged["links"], merged["missing"], "8.0.3.0")
+    assert "<th>vCenter</th>" in page and "<td>east</td><td>esxi</td><td>Host.Config.Patch</td>" in page
+
+
+def test_merge_a_vcenter_not_checked_or_failed():
+    skipped = pf.merge_vcenters([("west", vcenter_result()), ("east", dict(skipped=True))])
+    assert skipped["links"]["esxi"] == dict(go=None, status="not checked", reasons=["vCenter east: " + pf.NOT_CHECKED["esxi"]])
+    failed = pf.merge_vcenters([("west", dict(skipped=True)), ("east", dict(failed=True, msg="Unable to log in"))])
+    assert failed["links"]["vsphere"] == dict(go=False, status="no-go", reasons=[
+        "vCenter west: " + pf.NOT_CHECKED["vsphere"], "vCenter east: its preflight failed: Unable to log in"])
+    assert failed["api_versions"] == {} and failed["missing"] == []
