@@ -10,7 +10,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/$(COLL_ROOT)
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/$(SIM_DIR)/bin:$(PATH)
 
 .PHONY: help venv collection test unit check integration sanity lint demo bench clean sim-build sim-up sim-down molecule browser dist \
-  importer importer-venv
+  importer importer-venv docs docs-venv docs-lint
 
 help:
 	@echo "make test   - create the venv, build the simulators, run every test"
@@ -60,9 +60,9 @@ check: venv collection
 integration: venv collection sim-build browser
 	$(PY) -m pytest $(PYTEST_ARGS) tests/integration
 
-test: venv collection sim-build browser importer-venv
+test: venv collection sim-build browser importer-venv docs-venv
 	$(PY) -m pytest $(PYTEST_ARGS) tests/unit tests/integration
-	$(MAKE) --no-print-directory molecule sanity lint
+	$(MAKE) --no-print-directory molecule sanity lint docs-lint
 
 # site.yml through molecule (converge, idempotence, verify) against simulators started here
 # (vSphere; the Kubernetes rig as Supervisor and guest cluster, with the platform's VKS cluster;
@@ -133,6 +133,34 @@ $(IMPORTER_VENV)/.stamp-$(GALAXY_IMPORTER_VERSION):
 
 importer: venv collection importer-venv
 	$(PY) -m pytest -q tests/integration/test_dist_artifact.py -k galaxy_importer
+
+# the documentation site: antsibull-docs writes a page per module, filter and role from the collection
+# (the checkout, through .build/collections; kubernetes.core and the other collections from .venv), the
+# guides of docs/ and the examples they link to beside it, Sphinx builds the HTML in .build/docs/html
+# (warnings are errors). Its tools are in a venv of their own (docs/site/requirements.txt).
+DOCS_VENV := .build/docs-venv
+DOCS_SRC := .build/docs/rst
+DOCS_ENV = PATH=$(CURDIR)/$(DOCS_VENV)/bin:$$PATH \
+  ANSIBLE_COLLECTIONS_PATH=$(CURDIR)/$(COLL_ROOT):$$($(PY) -c 'import ansible, os; print(os.path.dirname(os.path.dirname(ansible.__file__)))')
+docs-venv: $(DOCS_VENV)/.stamp
+$(DOCS_VENV)/.stamp: docs/site/requirements.txt requirements-dev.txt
+	rm -rf $(DOCS_VENV)
+	$(PYTHON) -m venv $(DOCS_VENV) || python3 -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/python -m pip install -q -r docs/site/requirements.txt "$$(grep -E '^ansible-core' requirements-dev.txt)"
+	touch $@
+
+docs: venv collection docs-venv
+	rm -rf .build/docs && mkdir -p -m 700 $(DOCS_SRC)/collection
+	$(DOCS_ENV) antsibull-docs --config-file docs/site/antsibull-docs.cfg collection --use-current --squash-hierarchy \
+	  --fail-on-error --dest-dir $(DOCS_SRC)/collection gpupool.vcf
+	mkdir -p $(DOCS_SRC)/guides && cp docs/*.md $(DOCS_SRC)/guides/ && cp -r examples $(DOCS_SRC)/examples
+	cp docs/site/index.rst docs/site/ansible-docs.rst $(DOCS_SRC)/
+	$(DOCS_ENV) sphinx-build -q -b html -c docs/site -W --keep-going $(DOCS_SRC) .build/docs/html
+	@echo "docs: .build/docs/html/index.html"
+
+# the plugins' and roles' documentation as antsibull-docs judges it (markup, references, schema)
+docs-lint: venv collection docs-venv
+	$(DOCS_ENV) antsibull-docs lint-collection-docs --plugin-docs .
 
 clean:
 	rm -rf .build $(SIM_DIR) .pytest_cache

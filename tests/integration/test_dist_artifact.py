@@ -1,12 +1,14 @@
 """The built collection, as users get it: `ansible-galaxy collection build`, then
 `ansible-galaxy collection install` of the tarball into an empty collections path, and every
-plugin, role and playbook used from that installed copy only (the checkout on no path).
+plugin, role and playbook used from that installed copy only (the checkout on no path); Galaxy's
+importer on the same tarball; the documentation site (`make docs`) opened in headless Chromium.
 
 The tarball must hold no build output (venvs, simulator builds, caches), no compiled binary
 and nothing over SIZE_BOUND: the collection is Python, YAML and docs, about 1 MiB compressed
 today; the bound leaves room to grow and catches a stray build output (a Go simulator binary
 alone is over 30 MiB).
 """
+import ast
 import json
 import os
 import pathlib
@@ -16,6 +18,8 @@ import tarfile
 
 import pytest
 import yaml
+
+from tests.lib import browser
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 VENV_BIN = pathlib.Path(sys.executable).parent
@@ -197,3 +201,92 @@ def test_galaxy_importer_accepts_the_tarball(installed):
     guides = {f["name"] for f in result["docs_blob"]["documentation_files"]}
     assert {"design.md", "audit-rules.md"} <= guides, guides
     assert result["docs_blob"]["collection_readme"]["html"]
+
+
+# what Chromium reports of a page of the documentation site: its heading, the code blocks drawn
+# (with their section), the words of the page and its links
+SITE_PAGE = """
+const main = document.querySelector('[role=main]') || document.body;
+const drawn = (e) => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
+return {
+  h1: (main.querySelector('h1') || {textContent: ''}).textContent.replace(/\\s+/g, ' ').trim(),
+  blocks: Array.from(main.querySelectorAll('pre')).map((p) => ({
+    drawn: drawn(p), text: p.textContent, section: (p.closest('section') || {id: ''}).id})),
+  text: main.innerText,
+  links: Array.from(document.querySelectorAll('a[href]')).map((a) => a.getAttribute('href')),
+  tables: main.querySelectorAll('table').length,
+};
+"""
+
+
+def _module_options(path):
+    """The top-level option names of a module's own DOCUMENTATION."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and [t.id for t in node.targets if isinstance(t, ast.Name)] == ["DOCUMENTATION"]:
+            return sorted((yaml.safe_load(node.value.value).get("options") or {}))
+    raise AssertionError("%s has no DOCUMENTATION" % path)
+
+
+def _fences(markdown):
+    """The fenced code blocks of a markdown guide."""
+    return sum(1 for line in markdown.splitlines() if line.lstrip().startswith("```")) // 2
+
+
+def test_documentation_site_renders_every_module_role_and_guide():
+    _run(["make", "--no-print-directory", "docs"], ROOT, dict(os.environ), timeout=900)
+    html = ROOT / ".build" / "docs" / "html"
+    modules = sorted(p for p in (ROOT / "plugins" / "modules").glob("*.py") if p.stem != "__init__")
+    roles = sorted(p.name for p in (ROOT / "roles").iterdir() if p.is_dir())
+    guides = sorted((ROOT / "docs").glob("*.md"))
+    pages = {"index.html": None}
+    pages.update(("collection/%s_module.html" % m.stem, ("module", m)) for m in modules)
+    pages.update(("collection/%s_role.html" % r, ("role", r)) for r in roles)
+    pages.update(("guides/%s.html" % g.stem, ("guide", g)) for g in guides)
+    missing = sorted(p for p in pages if not (html / p).is_file())
+    assert missing == [], "pages the site lacks: %s" % missing
+    seen = {}
+    drv = browser.driver()
+    try:
+        for page in pages:
+            drv.get((html / page).as_uri())
+            seen[page] = drv.execute_script(SITE_PAGE)
+    finally:
+        drv.quit()
+    broken = set()
+    for page, got in seen.items():
+        for href in got["links"]:
+            target = href.split("#")[0]
+            if target and "://" not in target and not target.startswith("mailto:"):
+                if not ((html / page).parent / target).resolve().exists():
+                    broken.add((page, href))
+        kind = pages[page]
+        if kind is None:
+            continue
+        assert all(b["drawn"] for b in got["blocks"]), "%s: a code block is not drawn" % page
+        if kind[0] == "module":
+            name = "gpupool.vcf." + kind[1].stem
+            assert got["h1"].startswith(name + " module"), (page, got["h1"])
+            examples = [b["text"] for b in got["blocks"] if b["section"] == "examples"]
+            assert examples and name in "".join(examples), "%s: its EXAMPLES are not on the page" % page
+            absent = [o for o in _module_options(kind[1]) if o not in got["text"]]
+            assert absent == [], "%s: options not on the page: %s" % (page, absent)
+        elif kind[0] == "role":
+            assert got["h1"].startswith("gpupool.vcf.%s role" % kind[1]), (page, got["h1"])
+            specs = yaml.safe_load((ROOT / "roles" / kind[1] / "meta" / "argument_specs.yml").read_text())["argument_specs"]
+            for entry, spec in specs.items():
+                absent = [o for o in spec.get("options", {}) if o not in got["text"]]
+                assert absent == [], "%s: entry point %s lacks %s" % (page, entry, absent)
+        else:
+            source = kind[1].read_text()
+            title = source.splitlines()[0].lstrip("# ").strip()
+            assert got["h1"].replace("\uf0c1", "").strip() == title, (page, got["h1"], title)
+            assert len(got["blocks"]) == _fences(source), "%s: %d code blocks drawn, %d in %s" % (
+                page, len(got["blocks"]), _fences(source), kind[1].name)
+    assert broken == set(), "links to pages the site lacks: %s" % sorted(broken)[:20]
+    index = seen["index.html"]["links"]
+    for g in guides:
+        assert "guides/%s.html" % g.stem in index, "the start page does not link the guide %s" % g.name
+    assert "collection/index.html" in index
+    # the design reference with its field tables and examples
+    design = seen["guides/design.html"]
+    assert design["tables"] >= 1 and design["blocks"], "the design reference lost its tables or examples"
