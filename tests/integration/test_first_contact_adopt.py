@@ -36,7 +36,8 @@ def vsphere_objects(sim, namespaces):
         spaces = {}
         for name in namespaces:
             ns = rest.call("GET", "%s/%s" % (NAMESPACES, name))
-            spaces[name] = (ns.get("description") or "", sorted((ns.get("vm_service_spec") or {}).get("vm_classes") or []))
+            offered = (ns.get("vm_service_spec") or {}).get("vm_classes") or []
+            spaces[name] = (ns.get("description") or "", sorted(offered))
         return classes, spaces
     finally:
         rest.close()
@@ -60,7 +61,8 @@ def site(env, extra):
 
 
 def test_adopt_then_purge_removes_only_what_was_adopted_or_created(vsphere, hand_built):  # noqa: F811
-    env, kubeconfig, tmp, platform = hand_built["env"], hand_built["kubeconfig"], hand_built["tmp"], hand_built["namespace"]
+    env, kubeconfig, tmp = hand_built["env"], hand_built["kubeconfig"], hand_built["tmp"]
+    platform = hand_built["namespace"]
     # two objects made by hand that no design will name: a VM class without a vGPU, a CPU node pool
     rest = Rest(vsphere)
     try:

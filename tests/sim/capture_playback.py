@@ -53,7 +53,8 @@ def _host(rec: dict) -> dict:
         host["driver_version"] = driver["full_version"]
     graphics = rec.get("graphics") or {}
     if graphics.get("default_type"):
-        host["graphics"] = {"default": _esxi.GRAPHICS_API_BY_WORD.get(graphics["default_type"], graphics["default_type"]),
+        default = graphics["default_type"]
+        host["graphics"] = {"default": _esxi.GRAPHICS_API_BY_WORD.get(default, default),
                             "policy": graphics.get("assignment_policy")}
     if isinstance(rec.get("nvidia_module_options"), str) and rec["nvidia_module_options"]:
         host["nvidia_options"] = rec["nvidia_module_options"]
