@@ -127,32 +127,52 @@ def vm_class_vgpu_profiles(classes, namespaces=None, gpu_models=None):
     return sorted(out)
 
 
+def _changes(name, items):
+    """A host's plan as the role hands it back (the to_dict form of its changes) read as _plan.Change."""
+    if not isinstance(items, list):
+        raise AnsibleFilterError("%s: the host's plan items must be a list, not %r" % (name, items))
+    try:
+        return _esxi.as_changes(items)
+    except ValueError as exc:
+        raise AnsibleFilterError("%s: %s" % (name, exc))
+
+
+def _plan_out(items):
+    """A host's plan as it crosses into Jinja: each change's to_dict."""
+    return [c.to_dict() for c in items]
+
+
+def _turn_out(turn):
+    """A host's turn (_esxi.host_turns) with its changes in their to_dict form."""
+    return dict(turn, changes=_plan_out(turn["changes"]),
+                plan=dict((part, _plan_out(items)) for part, items in turn["plan"].items()))
+
+
 def esxi_host_drain_vms(info, host, items, reboot=True):
     """The node VMs whose guest nodes a host's turn must drain first ([] when its turn keeps it out of
     maintenance mode, or vCenter migrates its vGPU VMs)."""
     record = [h for h in (info or {}).get("hosts") or [] if h.get("name") == host]
     if not record:
         raise AnsibleFilterError("host %s is not in the gpu_host_info result" % host)
-    if not _esxi.needs_maintenance(items, bool(reboot)):
+    if not _esxi.needs_maintenance(_changes("esxi_host_drain_vms", items), bool(reboot)):
         return []
     return _esxi.vms_going_down(record[0], bool((info or {}).get("vgpu_hotmigrate")))
 
 
 def esxi_turn_window(items, reboot=True):
     """How a host's turn goes through maintenance mode (_esxi.turn_window of its plan items)."""
-    if not isinstance(items, list):
-        raise AnsibleFilterError("esxi_turn_window: the host's plan items must be a list, not %r" % (items,))
-    return _esxi.turn_window(items, bool(reboot))
+    return _esxi.turn_window(_changes("esxi_turn_window", items), bool(reboot))
 
 
 def esxi_hosts_to_roll(hosts, target, graphics_type=None, assignment_policy=None, scheduler=None,
                        allow_downgrade=False, only=None, always=False, driver=True, mig=None, vgpu_mode=None):
     try:
-        return _esxi.hosts_to_roll(hosts, target, graphics_type or None, assignment_policy or None,
-                                   scheduler or None, bool(allow_downgrade), only or None, bool(always), bool(driver),
-                                   mig or None, vgpu_mode=vgpu_mode or None)
+        plans = _esxi.hosts_to_roll(hosts, target, graphics_type or None, assignment_policy or None,
+                                    scheduler or None, bool(allow_downgrade), only or None, bool(always), bool(driver),
+                                    mig or None, vgpu_mode=vgpu_mode or None)
     except _esxi.EsxiError as exc:
         raise AnsibleFilterError(str(exc))
+    return dict((name, _plan_out(items)) for name, items in plans.items())
 
 
 def esxi_host_turns(info, spec):
@@ -164,9 +184,10 @@ def esxi_host_turns(info, spec):
         raise AnsibleFilterError("esxi_host_turns: the input must be the result of gpupool.vcf.gpu_host_info, "
                                  "with its hosts list")
     try:
-        return _esxi.host_turns(info, spec)
+        turns = _esxi.host_turns(info, spec)
     except _esxi.EsxiError as exc:
         raise AnsibleFilterError(str(exc))
+    return dict((name, _turn_out(turn)) for name, turn in turns.items())
 
 
 class FilterModule(object):

@@ -130,19 +130,19 @@ def host_findings(h, want, mig=None):
     items = _esxi.host_plan(h, driver=True, **esxi_role_inputs(want))
     if mig is not None:
         if mig.get("refused"):
-            items.append(_esxi.plan_item("plan", None, None, "refused", mig["refused"]))
+            items.append(_esxi.refusal_change(h["name"], mig["refused"]))
         else:
-            items.append(_esxi.plan_item("mig_mode", mig["before"], mig["after"], "set", mig["reason"]))
+            items.append(_esxi.mig_change(h["name"], mig["before"], mig["after"], mig["reason"]))
     by_rule = OrderedDict()
     for item in items:
-        rule = ESXI_RULE_BY_FIELD.get(item["field"])
+        rule = ESXI_RULE_BY_FIELD.get(item.field)
         if rule is not None:
             by_rule.setdefault(rule, []).append(item)
     out = []
     for rule, group in by_rule.items():
         message, fix = _ESXI_TEXT[rule](h, want, group)
         out.append(finding(rule, "host %s" % h["name"], message, fix))
-    if h.get("maintenance_mode") and not any(i["field"] == "maintenance_mode" for i in items):
+    if h.get("maintenance_mode") and not any(i.field == "maintenance_mode" for i in items):
         out.append(finding(
             "host_in_maintenance_by_admin", "host %s" % h["name"],
             "host %s is in maintenance mode (not by this collection): its GPUs serve no VM" % h["name"],
@@ -151,7 +151,7 @@ def host_findings(h, want, mig=None):
 
 
 def _reasons_text(group):
-    return "; ".join(i["reason"] for i in group)
+    return "; ".join(_esxi.reasons(group))
 
 
 def _text_unreachable(h, want, group):
@@ -162,9 +162,9 @@ def _text_unreachable(h, want, group):
 def _text_driver(h, want, group):
     item = group[0]
     message = "host %s runs NVIDIA driver %s, the design pins %s" % (
-        h["name"], item["live"] or "(none installed)", want["esxi_gpu_host_driver_version"])
-    if item["action"] == "refused":
-        message += " (%s)" % item["reason"]
+        h["name"], item.before or "(none installed)", want["esxi_gpu_host_driver_version"])
+    if item.action == "refused":
+        message += " (%s)" % item.reason
     if want.get("esxi_gpu_host_lifecycle") == "vlcm":
         fix = "remediate cluster %s against its vLCM image with %s (esxi_gpu_host role, vlcm_component)" % (
             h.get("cluster"), want["esxi_gpu_host_driver_version"])
@@ -186,13 +186,13 @@ def _text_graphics(h, want, group):
 
 
 def _text_policy(h, want, group):
-    return ("host %s places vGPUs by %s, the design says %s" % (h["name"], group[0]["live"], group[0]["wanted"]),
-            "set the assignment policy to %s (esxi_gpu_host role, esxi_gpu_config)" % group[0]["wanted"])
+    return ("host %s places vGPUs by %s, the design says %s" % (h["name"], group[0].before, group[0].after),
+            "set the assignment policy to %s (esxi_gpu_host role, esxi_gpu_config)" % group[0].after)
 
 
 def _text_vgpu_mode(h, want, group):
     wanted = want.get("esxi_gpu_host_vgpu_mode")
-    gpus = ", ".join("%s (%s)" % (i.get("gpu"), i["live"]) for i in group)
+    gpus = ", ".join("%s (%s)" % (i.detail("gpu"), i.before) for i in group)
     return ("host %s has GPUs off the design's vGPU mode %s: %s" % (h["name"], wanted, gpus),
             "set vGPU mode %s on them (esxi_gpu_host role, esxi_gpu_config vgpu_mode=%s) while no powered-on VM "
             "holds a vGPU on them: power the host's vGPU VMs off first, or roll the host through maintenance "
@@ -221,9 +221,9 @@ def _text_scheduler(h, want, group):
     item = group[0]
     scheduler = want.get("esxi_gpu_host_scheduler") or {}
     wanted, rmpvmrl = scheduler.get("policy"), _design_rmpvmrl(scheduler)
-    if item["field"] == "nvidia_module_options" and item["action"] == "set":
+    if item.field == "nvidia_module_options" and item.action == "set":
         message = "host %s vGPU scheduler is %s, the design says %s (RmPVMRL %s)" % (
-            h["name"], _scheduler_words(item["live"]), wanted, rmpvmrl)
+            h["name"], _scheduler_words(item.before), wanted, rmpvmrl)
     else:
         message = "host %s vGPU scheduler cannot be set to %s: %s" % (h["name"], wanted, _reasons_text(group))
     return message, ("set the nvidia module option NVreg_RegistryDwords=RmPVMRL=%s (esxi_gpu_host role, "
@@ -236,17 +236,17 @@ def _text_reboot(h, want, group):
 
 
 def _text_maintenance(h, want, group):
-    return ("host %s was %s: its GPUs serve no VM" % (h["name"], group[0]["reason"]),
+    return ("host %s was %s: its GPUs serve no VM" % (h["name"], group[0].reason),
             "rerun the esxi_gpu_host role: it finishes the host's turn and exits maintenance mode")
 
 
 def _text_vms_off(h, want, group):
-    return ("host %s: %s" % (h["name"], group[0]["reason"]),
+    return ("host %s: %s" % (h["name"], group[0].reason),
             "rerun the esxi_gpu_host role: it powers them on")
 
 
 def _text_mig(h, want, group):
-    return ("host %s: %s" % (h["name"], group[0]["reason"]),
+    return ("host %s: %s" % (h["name"], group[0].reason),
             "rerun the esxi_gpu_host role: it sets MIG GPU by GPU from the design's geometry (nvidia-smi -i <index> "
             "-mig 1|0, SSH started only while needed), then resets the GPUs or reboots the host")
 

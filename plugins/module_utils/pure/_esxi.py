@@ -32,6 +32,7 @@ import re
 import shlex
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _nvidia
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Change
 
 
 class EsxiError(ValueError):
@@ -63,13 +64,20 @@ HOST_PLAN = (
 )
 
 
-def plan_item(field, live, wanted, action, reason, **extra):
-    """One step of a host's plan: what (``field``), from (``live``) what to (``wanted``), how
-    (``action``, one of :data:`HOST_PLAN`'s), and in words (``reason``); ``extra`` names the
-    part (``gpu``: a PCI address)."""
-    item = dict(field=field, live=live, wanted=wanted, action=action, reason=reason)
-    item.update(extra)
-    return item
+def host_object(name):
+    """The ``object`` of every change of a host's plan: ``host <name>`` (the audit's finding object too)."""
+    return "host %s" % name
+
+
+def as_changes(items):
+    """A host's plan as :class:`Change` objects: Changes are kept, their ``to_dict`` form (what a filter
+    returned to Jinja and the role hands back) is read back."""
+    return [Change.from_dict(i) for i in items or []]
+
+
+# A host's plan is a list of _plan.Change: ``object`` "host <name>", ``field`` and ``action`` one of
+# HOST_PLAN's, ``before`` (live) -> ``after`` (wanted), ``reason`` in words, and the part as a detail
+# (``gpu``: a PCI address; ``vms``: the VMs on that GPU, for a vGPU mode change).
 
 
 # ---------------------------------------------------------------------------------------
@@ -338,8 +346,8 @@ def vgpu_modes_of(gpus):
                 if g.get("vgpu_mode") is not None)
 
 
-def vgpu_mode_changes(current_modes, gpu_pci_ids, vgpu_mode):
-    """(desired {pci: mode word}, [plan item]): the vGPU mode ``vgpu_mode`` (same_size / mixed_size) on
+def vgpu_mode_changes(current_modes, gpu_pci_ids, vgpu_mode, obj=None):
+    """(desired {pci: mode word}, [Change] of ``obj``): the vGPU mode ``vgpu_mode`` (same_size / mixed_size) on
     every NVIDIA GPU of ``gpu_pci_ids`` that is not in MIG mode.
 
     ``current_modes``: {pci: mode word} as the host reads it now (:func:`vgpu_mode_word`). A GPU in MIG
@@ -356,19 +364,19 @@ def vgpu_mode_changes(current_modes, gpu_pci_ids, vgpu_mode):
         live = desired.get(pci)
         if live is None or live == VGPU_MODE_MIG or live == vgpu_mode:
             continue
-        items.append(plan_item("graphics.vgpu_mode", live, vgpu_mode, "set",
-                               "GPU %s vGPU mode %s -> %s" % (pci, live, vgpu_mode), gpu=pci))
+        items.append(Change(obj, "graphics.vgpu_mode", live, vgpu_mode, "set",
+                            "GPU %s vGPU mode %s -> %s" % (pci, live, vgpu_mode), gpu=pci))
         desired[pci] = vgpu_mode
     return desired, items
 
 
-def graphics_changes(current, gpu_pci_ids, graphics_type=None, assignment_policy=None, vgpu_mode=None):
-    """The graphics configuration to write and the plan items that get there.
+def graphics_changes(current, gpu_pci_ids, graphics_type=None, assignment_policy=None, vgpu_mode=None, obj=None):
+    """The graphics configuration to write and the changes (of ``obj``, a host) that get there.
 
     ``current``: dict(default_type, assignment_policy, device_types {pci: type}) in the
     collection's words (shared_direct / shared), as ``gpu_host_info`` returns it (None: unread),
     with ``vgpu_modes`` {pci: mode word} (:func:`vgpu_mode_changes`) where ``vgpu_mode`` is asked.
-    Returns (desired dict in the same words, [plan item]) (see :func:`plan_item`); only the
+    Returns (desired dict in the same words, [:class:`Change`]); only the
     NVIDIA GPUs in ``gpu_pci_ids`` and the options given are compared. With ``vgpu_mode`` the
     desired dict has ``vgpu_modes`` too: the mode of every GPU after the change.
     """
@@ -382,25 +390,26 @@ def graphics_changes(current, gpu_pci_ids, graphics_type=None, assignment_policy
         if graphics_type not in GRAPHICS_WORDS:
             raise EsxiError("Invalid graphics_type %r: one of %s" % (graphics_type, ", ".join(GRAPHICS_WORDS)))
         if desired["default_type"] != graphics_type:
-            items.append(plan_item("graphics.default_type", desired["default_type"], graphics_type, "set",
-                                   "host default graphics type %s -> %s" % (desired["default_type"], graphics_type)))
+            items.append(Change(obj, "graphics.default_type", desired["default_type"], graphics_type, "set",
+                                "host default graphics type %s -> %s" % (desired["default_type"], graphics_type)))
             desired["default_type"] = graphics_type
         for pci in gpu_pci_ids:
             if desired["device_types"].get(pci) != graphics_type:
-                items.append(plan_item("graphics.device_type", desired["device_types"].get(pci), graphics_type, "set",
-                                       "GPU %s graphics type %s -> %s" % (pci, desired["device_types"].get(pci),
-                                                                          graphics_type), gpu=pci))
+                items.append(Change(obj, "graphics.device_type", desired["device_types"].get(pci), graphics_type, "set",
+                                    "GPU %s graphics type %s -> %s" % (pci, desired["device_types"].get(pci),
+                                                                       graphics_type), gpu=pci))
                 desired["device_types"][pci] = graphics_type
     if assignment_policy is not None:
         if assignment_policy not in ASSIGNMENT_POLICIES:
             raise EsxiError("Invalid assignment_policy %r: one of %s"
                             % (assignment_policy, ", ".join(ASSIGNMENT_POLICIES)))
         if desired["assignment_policy"] != assignment_policy:
-            items.append(plan_item("graphics.assignment_policy", desired["assignment_policy"], assignment_policy, "set",
-                                   "assignment policy %s -> %s" % (desired["assignment_policy"], assignment_policy)))
+            items.append(Change(obj, "graphics.assignment_policy", desired["assignment_policy"], assignment_policy,
+                                "set", "assignment policy %s -> %s"
+                                % (desired["assignment_policy"], assignment_policy)))
             desired["assignment_policy"] = assignment_policy
     if vgpu_mode is not None:
-        desired["vgpu_modes"], mode_items = vgpu_mode_changes(current.get("vgpu_modes"), gpu_pci_ids, vgpu_mode)
+        desired["vgpu_modes"], mode_items = vgpu_mode_changes(current.get("vgpu_modes"), gpu_pci_ids, vgpu_mode, obj)
         items.extend(mode_items)
     return desired, items
 
@@ -408,7 +417,7 @@ def graphics_changes(current, gpu_pci_ids, graphics_type=None, assignment_policy
 def graphics_plan(current, gpu_pci_ids, graphics_type=None, assignment_policy=None, vgpu_mode=None):
     """(desired graphics dict, list of change descriptions): :func:`graphics_changes` in words."""
     desired, items = graphics_changes(current, gpu_pci_ids, graphics_type, assignment_policy, vgpu_mode)
-    return desired, [i["reason"] for i in items]
+    return desired, reasons(items)
 
 
 def vim_graphics_type(word):
@@ -532,50 +541,51 @@ def host_changes(host, target, graphics_type=None, assignment_policy=None, sched
 
     ``host`` is one entry of gpu_host_info's ``hosts`` read with ``driver`` and
     ``scheduler`` gathered (``vms`` too when fixed share is asked). Returns the host's plan, a
-    list of :func:`plan_item` dicts; empty means the host is at the design and its turn would
+    list of :class:`Change` of ``host <name>``; empty means the host is at the design and its turn would
     change nothing. Anything this cannot judge from the data (a host not connected, a read
     error, no nvidia module, a downgrade, fixed share next to running vGPUs, a driver
     installed but not loaded) is an item too, so the per-host modules decide and report it.
     ``driver=False`` leaves the driver out (vLCM's remediation owns it).
     """
-    items = []
+    items, obj = [], host_object(host.get("name"))
     if host.get("connection_state") != "connected":
-        return [plan_item("connection", host.get("connection_state"), "connected", "unreachable",
-                          "host is %s" % host.get("connection_state"))]
+        return [Change(obj, "connection", host.get("connection_state"), "connected", "unreachable",
+                       "host is %s" % host.get("connection_state"))]
     if host.get("errors"):
-        return [plan_item("read", list(host["errors"]), None, "unreadable",
-                          "read errors: %s" % "; ".join(str(e) for e in host["errors"]))]
+        return [Change(obj, "read", list(host["errors"]), None, "unreadable",
+                       "read errors: %s" % "; ".join(str(e) for e in host["errors"]))]
     if driver:
         info = host.get("driver") or {}
         installed = info.get("full_version") or info.get("version")
         try:
             plan = driver_plan(installed, target, allow_downgrade)
         except EsxiError as exc:
-            return [plan_item("driver", installed, target, "refused", "driver: %s" % exc)]
+            return [Change(obj, "driver", installed, target, "refused", "driver: %s" % exc)]
         if plan != "none":
-            items.append(plan_item("driver", installed, parse_driver_version(target).text, plan,
-                                   "driver %s -> %s (%s)" % (info.get("version"), parse_driver_version(target).short,
-                                                             plan)))
+            items.append(Change(obj, "driver", installed, parse_driver_version(target).text, plan,
+                                "driver %s -> %s (%s)" % (info.get("version"), parse_driver_version(target).short,
+                                                          plan)))
     if not host.get("vgpu_profiles"):
-        items.append(plan_item("vgpu_profiles", [], "offered", "reboot", "no vGPU profiles offered (driver not loaded)"))
+        items.append(Change(obj, "vgpu_profiles", [], "offered", "reboot",
+                            "no vGPU profiles offered (driver not loaded)"))
     pcis = sorted(g["pci_id"] for g in host.get("gpus") or [])
     if graphics_type is not None or assignment_policy is not None or vgpu_mode is not None:
         if host.get("graphics") is None:
-            items.append(plan_item("graphics", None, graphics_type, "unread", "graphics configuration not read"))
+            items.append(Change(obj, "graphics", None, graphics_type, "unread", "graphics configuration not read"))
         else:
             current = dict(host["graphics"], vgpu_modes=vgpu_modes_of(host.get("gpus")))
-            items.extend(with_gpu_vms(graphics_changes(current, pcis, graphics_type, assignment_policy, vgpu_mode)[1],
-                                      host.get("gpus")))
-    items.extend(_scheduler_items(host, _normalized_scheduler(scheduler), pcis))
+            changes = graphics_changes(current, pcis, graphics_type, assignment_policy, vgpu_mode, obj)[1]
+            items.extend(with_gpu_vms(changes, host.get("gpus")))
+    items.extend(_scheduler_items(host, _normalized_scheduler(scheduler), pcis, obj))
     for reason in host.get("reboot_pending") or []:
-        items.append(plan_item("reboot", "pending", "done", "reboot", reason))
+        items.append(Change(obj, "reboot", "pending", "done", "reboot", reason))
     if host.get("maintenance_by_collection") and host.get("maintenance_mode"):
-        items.append(plan_item("maintenance_mode", True, False, "exit",
-                               "left in maintenance mode by an earlier run (%s)" % host["maintenance_by_collection"]))
+        items.append(Change(obj, "maintenance_mode", True, False, "exit",
+                            "left in maintenance mode by an earlier run (%s)" % host["maintenance_by_collection"]))
     left_off = vms_left_off(host)
     if left_off:
-        items.append(plan_item("vms_powered_off", left_off, [], "power_on",
-                               "VMs an earlier run powered off and did not power on: %s" % ", ".join(left_off)))
+        items.append(Change(obj, "vms_powered_off", left_off, [], "power_on",
+                            "VMs an earlier run powered off and did not power on: %s" % ", ".join(left_off)))
     return items
 
 
@@ -596,13 +606,12 @@ def with_gpu_vms(items, gpus):
     the GPU may be in use). A GPU that carries VMs says so in the item's reason. Other items are kept."""
     by_pci = dict((g.get("pci_id"), g) for g in gpus or [])
     out = []
-    for item in items:
-        if item.get("field") == "graphics.vgpu_mode" and item.get("gpu") is not None:
-            vms = (by_pci.get(item["gpu"]) or {}).get("vms")
+    for item in as_changes(items):
+        if item.field == "graphics.vgpu_mode" and item.detail("gpu") is not None:
+            vms = (by_pci.get(item.detail("gpu")) or {}).get("vms")
             names = None if vms is None else [v.get("name") if isinstance(v, dict) else v for v in vms]
-            item = dict(item, vms=names)
-            if names:
-                item["reason"] = "%s (carries VMs %s)" % (item["reason"], ", ".join(str(n) for n in names))
+            reason = "%s (carries VMs %s)" % (item.reason, ", ".join(str(n) for n in names)) if names else None
+            item = item.but(reason, vms=names)
         out.append(item)
     return out
 
@@ -612,8 +621,8 @@ def gpus_to_empty(items):
     them (``vms`` listed, or not read): the host refuses that change under a powered-on vGPU VM, so the
     roll empties them first (guest nodes drained, maintenance mode, the node VMs powered off or moved). A
     GPU read as empty changes in place; so does every GPU of an item without ``vms`` (not judged per GPU)."""
-    return sorted(set(i["gpu"] for i in items or [] if i.get("field") == "graphics.vgpu_mode"
-                      and i.get("action") == "set" and "vms" in i and (i["vms"] is None or i["vms"])))
+    return sorted(set(i.detail("gpu") for i in as_changes(items) if i.field == "graphics.vgpu_mode"
+                      and i.action == "set" and "vms" in i.details and (i.detail("vms") is None or i.detail("vms"))))
 
 
 def needs_maintenance(items, reboot=True):
@@ -621,8 +630,8 @@ def needs_maintenance(items, reboot=True):
     powered-on vGPU VMs vCenter cannot migrate go down with it: the test for draining their guest nodes.
     Graphics changes alone do not (they apply to VMs powered on later), except a vGPU mode change of a GPU
     in use (:func:`gpus_to_empty`)."""
-    for item in items or []:
-        key = (item.get("field"), item.get("action"))
+    for item in as_changes(items):
+        key = (item.field, item.action)
         if key in _MAINTENANCE_ALWAYS or (reboot and key in _MAINTENANCE_IF_REBOOT):
             return True
     return bool(gpus_to_empty(items))
@@ -638,12 +647,11 @@ def turn_window(items, reboot=True):
     the host through its own reboot path when the roll reboots (new nvidia module options, a reboot owed,
     a MIG mode change), which ends that maintenance mode itself).
     """
+    items = as_changes(items)
     empty = gpus_to_empty(items)
     return dict(maintenance=needs_maintenance(items, reboot), empty_gpus=empty,
-                vgpu_modes=[i["reason"] for i in items or [] if i.get("field") == "graphics.vgpu_mode"
-                            and i.get("gpu") in empty],
-                config_reboots=bool(reboot) and any((i.get("field"), i.get("action")) in _CONFIG_REBOOTS
-                                                    for i in items or []))
+                vgpu_modes=[i.reason for i in items if i.field == "graphics.vgpu_mode" and i.detail("gpu") in empty],
+                config_reboots=bool(reboot) and any((i.field, i.action) in _CONFIG_REBOOTS for i in items))
 
 
 def vms_going_down(host, hotmigrate):
@@ -688,45 +696,56 @@ def vms_left_off(host):
     return [off[m] or m for m in recorded if m in off]
 
 
-def _scheduler_items(host, scheduler, pcis):
+def _scheduler_items(host, scheduler, pcis, obj):
     if scheduler is None:
         return []
     if "nvidia_module_options" not in host:
-        return [plan_item("nvidia_module_options", None, None, "unread", "nvidia module options not available")]
+        return [Change(obj, "nvidia_module_options", None, None, "unread", "nvidia module options not available")]
     policies = [scheduler.get("policy")] + [e.get("policy") for e in scheduler.get("per_gpu") or []]
     running_vgpus = [v for v in host.get("vgpu_vms") or [] if v.get("power_state") == "poweredOn"]
     if "fixed_share" in policies and running_vgpus:
-        return [plan_item("scheduler", len(running_vgpus), "fixed_share", "refused",
-                          "fixed share asked with %d powered-on vGPU VMs (checked per GPU by esxi_gpu_config)"
-                          % len(running_vgpus))]
+        return [Change(obj, "scheduler", len(running_vgpus), "fixed_share", "refused",
+                       "fixed share asked with %d powered-on vGPU VMs (checked per GPU by esxi_gpu_config)"
+                       % len(running_vgpus))]
     options = host.get("nvidia_module_options")
     try:
         new, changed = scheduler_plan(options, scheduler, pcis)
     except EsxiError as exc:
-        return [plan_item("nvidia_module_options", options, None, "refused", str(exc))]
+        return [Change(obj, "nvidia_module_options", options, None, "refused", str(exc))]
     if not changed:
         return []
-    return [plan_item("nvidia_module_options", options, new, "set", "nvidia module options %r -> %r" % (options, new))]
+    return [Change(obj, "nvidia_module_options", options, new, "set",
+                   "nvidia module options %r -> %r" % (options, new))]
 
 
 def host_plan(host, target, graphics_type=None, assignment_policy=None, scheduler=None, allow_downgrade=False,
               driver=True, vgpu_mode=None):
-    """:func:`host_changes`, with a refusal (settings that cannot be applied to this host) as an item."""
+    """:func:`host_changes`, with a refusal (settings that cannot be applied to this host) as a change."""
     try:
         return host_changes(host, target, graphics_type, assignment_policy, scheduler, allow_downgrade, driver,
                             vgpu_mode=vgpu_mode)
     except EsxiError as exc:
-        return [plan_item("plan", None, None, "refused", str(exc))]
+        return [refusal_change(host.get("name"), str(exc))]
+
+
+def refusal_change(name, reason):
+    """The change that says a host's plan cannot be made (field ``plan``, action ``refused``)."""
+    return Change(host_object(name), "plan", None, None, "refused", reason)
+
+
+def mig_change(name, before, after, reason):
+    """The host MIG mode change of a host's plan (field ``mig_mode``, action ``set``)."""
+    return Change(host_object(name), "mig_mode", before, after, "set", reason)
 
 
 def reasons(items):
-    """The plan items in words (one line each), for messages."""
-    return [i["reason"] for i in items]
+    """The changes of a plan in words (one line each), for messages."""
+    return [i.reason for i in as_changes(items)]
 
 
 def hosts_to_roll(hosts, target, graphics_type=None, assignment_policy=None, scheduler=None,
                   allow_downgrade=False, only=None, always=False, driver=True, mig=None, vgpu_mode=None):
-    """{host name: plan items} for the GPU hosts whose turn would change something.
+    """{host name: [Change]} for the GPU hosts whose turn would change something.
 
     ``only`` limits the hosts (names); ``always`` (host MIG mode to set without a read of it)
     makes every selected GPU host take its turn. ``mig``: {host name: {"before": ..., "after": ...,
@@ -741,10 +760,10 @@ def hosts_to_roll(hosts, target, graphics_type=None, assignment_policy=None, sch
                           vgpu_mode=vgpu_mode)
         if (mig or {}).get(host["name"]):
             change = mig[host["name"]]
-            items.append(plan_item("mig_mode", change.get("before"), change.get("after"), "set", change.get("reason")))
+            items.append(mig_change(host["name"], change.get("before"), change.get("after"), change.get("reason")))
         elif always:
-            items.append(plan_item("mig_mode", None, None, "set",
-                                   "host MIG mode cannot be read: every host takes its turn"))
+            items.append(mig_change(host["name"], None, None,
+                                    "host MIG mode cannot be read: every host takes its turn"))
         if items:
             out[host["name"]] = items
     return out
@@ -797,8 +816,8 @@ def plan_parts(items):
     left). Every part is listed, empty when it changes nothing."""
     by_field = dict((field, part) for part, fields in _PLAN_PARTS for field in fields)
     out = dict((part, []) for part, _fields in _PLAN_PARTS)
-    for item in items:
-        out[by_field.get(item.get("field"), "host")].append(item)
+    for item in as_changes(items):
+        out[by_field.get(item.field, "host")].append(item)
     return out
 
 
@@ -820,11 +839,12 @@ def driver_step(host, items, target, direct=True, hotmigrate=False, bundle=None)
         return dict(action="none", previous_version=target, maintenance_mode=in_mm, stuck_vms=[], refusal=None)
     installed = (host.get("driver") or {}).get("version")
     action, refusal = "none", None
-    fields = dict((i.get("field"), i.get("action")) for i in items)
+    items = as_changes(items)
+    fields = dict((i.field, i.action) for i in items)
     if "connection" in fields or "read" in fields or fields.get("driver") == "refused":
         # the module reads the host first and stops there, or refuses the version
         action = "refused"
-        refusal = "; ".join(i["reason"] for i in items if i.get("field") in ("connection", "read", "driver"))
+        refusal = "; ".join(i.reason for i in items if i.field in ("connection", "read", "driver"))
     elif fields.get("driver") in _DRIVER_INSTALLS:
         action = fields["driver"]
         try:
@@ -852,8 +872,9 @@ def turn_steps(items, window, driver_action, reboot=True, vlcm_per_host=False):
     vGPU mode change, only for what needs a reboot), ``mig_with_config`` (MIG mode is set in that reboot's
     window) and ``window_ends_here`` (the maintenance window the roll opens for a vGPU mode change ends
     with the graphics step: no later step ends it)."""
-    mig = any(i.get("field") == "mig_mode" for i in items)
-    vlcm_host = bool(vlcm_per_host) and any(i.get("field") == "driver" for i in items)
+    items = as_changes(items)
+    mig = any(i.field == "mig_mode" for i in items)
+    vlcm_host = bool(vlcm_per_host) and any(i.field == "driver" for i in items)
     empty = bool(window["empty_gpus"])
     config_reboot = (bool(reboot) and not vlcm_host and (driver_action == "none" or (driver_action == "reboot" and mig))
                      and (not empty or window["config_reboots"]))

@@ -17,7 +17,9 @@ check mode and turns every error into one failure with the partial state.
 
 A :class:`Change` is one field of one object: ``object``, ``field``, ``before``, ``after``
 and ``action`` (``create``, ``update``, ``delete`` or a verb of the link, such as
-``import`` or ``remediate``). The audit can report the same changes as findings.
+``import`` or ``remediate``), optionally in words (``reason``) and with details that name the
+part of the object it is about (for a host: ``gpu``, a PCI address; ``vms``, the VMs on it).
+The audit reports the same changes as findings.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -32,19 +34,57 @@ DELETE = "delete"
 
 
 class Change:
-    """One field of one object that differs from what is wanted, and what is done about it."""
+    """One field of one object that differs from what is wanted, and what is done about it.
 
-    __slots__ = ("object", "field", "before", "after", "action")
+    ``reason``: the change in words, for messages (None: the module words it itself); ``details``:
+    keyword values that name the part of the object (``gpu="0000:3b:00.0"``) or what goes with the change
+    (``vms``). Two changes are equal when every one of these is; the hash is of ``object``, ``field``,
+    ``action`` and the details' names, so equal changes hash alike whatever values they carry.
+    :meth:`to_dict` is the form that crosses into Jinja and module results (``reason`` and each detail a
+    key only where set); :meth:`from_dict` reads it back.
+    """
 
-    def __init__(self, obj, field, before, after, action=UPDATE):
+    __slots__ = ("object", "field", "before", "after", "action", "reason", "details")
+    KEYS = ("object", "field", "before", "after", "action", "reason")
+
+    def __init__(self, obj, field, before, after, action=UPDATE, reason=None, **details):
         self.object = obj
         self.field = field
         self.before = before
         self.after = after
         self.action = action
+        self.reason = reason
+        self.details = details
+
+    def detail(self, name, default=None):
+        """One of the details (``gpu``, ``vms`` ...), ``default`` when the change has none of that name."""
+        return self.details.get(name, default)
+
+    def but(self, reason=None, **details):
+        """A copy with ``details`` added or replaced (and ``reason`` when given)."""
+        merged = dict(self.details)
+        merged.update(details)
+        return Change(self.object, self.field, self.before, self.after, self.action,
+                      self.reason if reason is None else reason, **merged)
 
     def to_dict(self):
-        return dict(object=self.object, field=self.field, before=self.before, after=self.after, action=self.action)
+        out = dict(object=self.object, field=self.field, before=self.before, after=self.after, action=self.action)
+        if self.reason is not None:
+            out["reason"] = self.reason
+        for key, value in self.details.items():
+            out.setdefault(key, value)
+        return out
+
+    @classmethod
+    def from_dict(cls, data):
+        """A change from its :meth:`to_dict` form (a Change is returned as it is)."""
+        if isinstance(data, Change):
+            return data
+        if not isinstance(data, dict) or "field" not in data:
+            raise ValueError("a change is a mapping with at least a field, not %r" % (data,))
+        details = dict((k, v) for k, v in data.items() if k not in cls.KEYS)
+        return cls(data.get("object"), data["field"], data.get("before"), data.get("after"),
+                   data.get("action") or UPDATE, data.get("reason"), **details)
 
     def __eq__(self, other):
         return isinstance(other, Change) and self.to_dict() == other.to_dict()
@@ -53,10 +93,11 @@ class Change:
         return not self == other
 
     def __hash__(self):
-        return hash((self.object, self.field, self.action))
+        return hash((self.object, self.field, self.action, tuple(sorted(self.details))))
 
     def __repr__(self):
-        return "Change(%r, %r, %r -> %r, %s)" % (self.object, self.field, self.before, self.after, self.action)
+        return "Change(%r, %r, %r -> %r, %s%s)" % (self.object, self.field, self.before, self.after, self.action,
+                                                   "".join(", %s=%r" % kv for kv in sorted(self.details.items())))
 
 
 class Plan:

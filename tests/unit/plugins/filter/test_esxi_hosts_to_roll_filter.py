@@ -19,9 +19,11 @@ def test_hosts_with_their_plan_items():
              host("c", reboot_pending=["reboot pending on the host (staged software not running)"])]
     todo = esxi.esxi_hosts_to_roll(hosts, FULL, "shared_direct", "performance", {"policy": "best_effort"})
     assert sorted(todo) == ["b", "c"]
-    assert [(i["field"], i["action"], i["wanted"]) for i in todo["b"]] == [("driver", "upgrade", FULL)]
+    assert [(i["field"], i["action"], i["after"]) for i in todo["b"]] == [("driver", "upgrade", FULL)]
     assert todo["c"][0]["reason"] == "reboot pending on the host (staged software not running)"
-    assert set(todo["b"][0]) == {"field", "live", "wanted", "action", "reason"}
+    # a change of _plan's one type, in its to_dict form (what crosses into Jinja)
+    assert set(todo["b"][0]) == {"object", "field", "before", "after", "action", "reason"}
+    assert todo["b"][0]["object"] == "host b"
     # empty role variables mean "leave it alone"
     assert esxi.esxi_hosts_to_roll([host("a", graphics=None)], FULL, "", "", {}) == {}
 

@@ -270,7 +270,7 @@ def test_each_esxi_plan_item_is_reported_by_its_rule(derived, field, action, dri
     found, geometry = _audit_esxi.design_mig_geometry(d, "gpu-h100", want)
     mig = _audit_esxi.mig_changes(geometry, h100) if found else None
     plan = _esxi.hosts_to_roll(h100, mig=mig, **_audit_esxi.esxi_role_inputs(want))
-    assert [(i["field"], i["action"]) for i in plan["esx-h100-01"]] == [(field, action)]
+    assert [(i.field, i.action) for i in plan["esx-h100-01"]] == [(field, action)]
     out = _audit_esxi.audit_esxi(d, hosts, good_drs())
     mine = [f for f in out if f["object"] == "host esx-h100-01"]
     assert [f["rule"] for f in mine] == [_audit_esxi.ESXI_RULE_BY_FIELD[field]]

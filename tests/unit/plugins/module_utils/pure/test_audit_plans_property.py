@@ -127,9 +127,10 @@ def test_a_gpu_host_has_a_finding_exactly_where_its_host_plan_has_an_item(drifts
             h.update(maintenance_mode=True, maintenance_by_collection="esxi_gpu_host")
     found = objects(_audit_esxi.audit_esxi(DERIVED, hosts, None), HOST_RULES)
     want = _audit.role_inputs(DERIVED, "esxi_gpu_host")
-    planned = set("host %s" % h["name"] for h in hosts
-                  if any(i["field"] in _audit_esxi.ESXI_RULE_BY_FIELD
-                         for i in _esxi.host_plan(h, driver=True, **_audit_esxi.esxi_role_inputs(want[h["cluster"]]))))
+    # the findings' objects are the objects of the plan's changes (one plan type: _plan.Change)
+    planned = set(i.object for h in hosts
+                  for i in _esxi.host_plan(h, driver=True, **_audit_esxi.esxi_role_inputs(want[h["cluster"]]))
+                  if i.field in _audit_esxi.ESXI_RULE_BY_FIELD)
     assert found == planned
 
 

@@ -3,6 +3,7 @@ import pytest
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._esxi import EsxiError
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Change
 
 FULL = "550.90.05-1OEM.800.1.0.20613240"
 
@@ -219,26 +220,30 @@ def test_each_difference_is_a_reason():
 def test_plan_items_are_structured():
     items = _esxi.host_changes(_host(version="550.54.10", options=""), NEW_FULL, "shared_direct", "consolidation",
                                EQUAL3)
-    assert [(i["field"], i["action"]) for i in items] == [
+    assert [(i.field, i.action) for i in items] == [
         ("driver", "upgrade"), ("graphics.assignment_policy", "set"), ("nvidia_module_options", "set")]
     driver = items[0]
-    assert driver["live"] == NEW_FULL.replace("550.90.05", "550.54.10") and driver["wanted"] == NEW_FULL
-    assert items[1]["live"] == "performance" and items[1]["wanted"] == "consolidation"
-    assert items[2]["live"] == "" and items[2]["wanted"] == "NVreg_RegistryDwords=RmPVMRL=0x00030001"
+    assert driver.before == NEW_FULL.replace("550.90.05", "550.54.10") and driver.after == NEW_FULL
+    assert items[1].before == "performance" and items[1].after == "consolidation"
+    assert items[2].before == "" and items[2].after == "NVreg_RegistryDwords=RmPVMRL=0x00030001"
     graphics = _host()["graphics"]
     graphics["device_types"]["0000:5e:00.0"] = "shared"
     item = _esxi.host_changes(_host(graphics=graphics), "550.90.05", "shared_direct")[0]
-    assert item == dict(field="graphics.device_type", live="shared", wanted="shared_direct", action="set",
-                        reason="GPU 0000:5e:00.0 graphics type shared -> shared_direct", gpu="0000:5e:00.0")
+    assert item == Change("host esx-01", "graphics.device_type", "shared", "shared_direct", "set",
+                          "GPU 0000:5e:00.0 graphics type shared -> shared_direct", gpu="0000:5e:00.0")
+    assert item.to_dict() == {"object": "host esx-01", "field": "graphics.device_type", "before": "shared",
+                              "after": "shared_direct", "action": "set", "gpu": "0000:5e:00.0",
+                              "reason": "GPU 0000:5e:00.0 graphics type shared -> shared_direct"}
+    assert Change.from_dict(item.to_dict()) == item
     known = dict(_esxi.HOST_PLAN)
     for i in items + [item]:
-        assert i["action"] in known[i["field"]]
+        assert i.action in known[i.field]
 
 
 def test_what_cannot_be_judged_rolls_the_host():
     assert _reasons(_host(connection_state="notResponding"), "550.90.05") == ["host is notResponding"]
     assert "downgrade" in _reasons(_host(version="560.28.03"), "550.90.05")[0]
-    assert _esxi.host_changes(_host(version="560.28.03"), "550.90.05")[0]["action"] == "refused"
+    assert _esxi.host_changes(_host(version="560.28.03"), "550.90.05")[0].action == "refused"
     no_module = _host()
     del no_module["nvidia_module_options"]
     assert _reasons(no_module, "550.90.05", None, None, EQUAL3) == ["nvidia module options not available"]
@@ -251,10 +256,10 @@ def test_what_cannot_be_judged_rolls_the_host():
     # options that cannot be merged are refused as an item of the plan, not an exception
     bad = _esxi.host_plan(_host(options="NVreg_RegistryDwords=RmPVMRL=0x11;RmPVMRL=0x01"), "550.90.05", None, None,
                           EQUAL3)
-    assert [(i["field"], i["action"]) for i in bad] == [("nvidia_module_options", "refused")]
-    assert "RmPVMRL" in bad[0]["reason"]
+    assert [(i.field, i.action) for i in bad] == [("nvidia_module_options", "refused")]
+    assert "RmPVMRL" in bad[0].reason
     refused = _esxi.host_plan(_host(), "550.90.05", "vsga")
-    assert [(i["field"], i["action"]) for i in refused] == [("plan", "refused")] and "vsga" in refused[0]["reason"]
+    assert [(i.field, i.action) for i in refused] == [("plan", "refused")] and "vsga" in refused[0].reason
 
 
 def test_hosts_to_roll_only_and_always():
@@ -262,7 +267,7 @@ def test_hosts_to_roll_only_and_always():
     assert sorted(_esxi.hosts_to_roll(hosts, "550.90.05")) == ["b", "c"]
     assert sorted(_esxi.hosts_to_roll(hosts, "550.90.05", only=["a", "b"])) == ["b"]
     assert sorted(_esxi.hosts_to_roll(hosts, "550.90.05", always=True)) == ["a", "b", "c"]
-    assert [i["field"] for i in _esxi.hosts_to_roll(hosts, "550.90.05", always=True)["a"]] == ["mig_mode"]
+    assert [i.field for i in _esxi.hosts_to_roll(hosts, "550.90.05", always=True)["a"]] == ["mig_mode"]
 
 
 def test_vlcm_lifecycle_leaves_the_driver_out():
@@ -280,7 +285,9 @@ def test_version_gate_reads_versions_as_driver_versions():
 
 
 def test_needs_maintenance_only_for_steps_that_take_the_host_down():
-    item = _esxi.plan_item
+    def item(field, before, after, action, reason):
+        return Change("host a", field, before, after, action, reason)
+
     graphics = [item("graphics.default_type", "shared", "shared_direct", "set", "graphics")]
     options = [item("nvidia_module_options", None, "RmPVMRL=0x1", "set", "scheduler")]
     assert _esxi.needs_maintenance(graphics) is False

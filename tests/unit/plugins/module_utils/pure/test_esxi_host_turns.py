@@ -55,9 +55,9 @@ def test_turns_only_for_hosts_that_change_with_plan_window_and_driver_step():
     turns = _esxi.host_turns(info, dict(vars=ROLE, target=FULL))
     assert sorted(turns) == ["b"]
     b = turns["b"]
-    assert [(i["field"], i["action"]) for i in b["changes"]] == [("driver", "upgrade")]
+    assert [(i.field, i.action) for i in b["changes"]] == [("driver", "upgrade")]
     assert b["reasons"] == ["driver 535.183.04 -> 550.90.05 (upgrade)"]
-    assert [i["action"] for i in b["plan"]["driver"]] == ["upgrade"]
+    assert [i.action for i in b["plan"]["driver"]] == ["upgrade"]
     assert b["plan"]["graphics"] == b["plan"]["mig"] == b["plan"]["scheduler"] == b["plan"]["vgpu_mode"] == []
     assert b["needs_maintenance"] is True and b["gpus_to_empty"] == [] and b["turn_window"]["maintenance"] is True
     assert b["drain_vms"] == [{"name": "node-1", "uuid": "u-node-1"}]
@@ -83,8 +83,8 @@ def test_turns_are_the_same_plan_as_hosts_to_roll_and_the_audit_mapping():
 def test_mig_change_is_the_last_item_and_takes_maintenance():
     mig = {"a": dict(before={A: False}, after={A: True}, reason="MIG mode: GPU 0 disabled -> enabled")}
     turn = _esxi.host_turns(dict(hosts=[host("a", vms=["n"])]), dict(vars=ROLE, mig=mig))["a"]
-    assert [i["field"] for i in turn["changes"]] == ["mig_mode"]
-    assert turn["plan"]["mig"][0]["wanted"] == {A: True}
+    assert [i.field for i in turn["changes"]] == ["mig_mode"]
+    assert turn["plan"]["mig"][0].after == {A: True}
     assert turn["needs_maintenance"] and turn["turn_window"]["config_reboots"]
     assert turn["driver"]["action"] == "none" and turn["driver"]["stuck_vms"] == []
 
@@ -93,7 +93,7 @@ def test_vgpu_mode_change_of_a_gpu_in_use_empties_it():
     role = dict(ROLE, esxi_gpu_host_vgpu_mode="mixed_size")
     turn = _esxi.host_turns(dict(hosts=[host("a", vms=["nb-0"])]), dict(vars=role))["a"]
     assert turn["gpus_to_empty"] == [A] and turn["needs_maintenance"]
-    assert [i["gpu"] for i in turn["plan"]["vgpu_mode"]] == [A, B]
+    assert [i.detail("gpu") for i in turn["plan"]["vgpu_mode"]] == [A, B]
     assert turn["drain_vms"] == [{"name": "nb-0", "uuid": "u-nb-0"}]
 
 

@@ -38,7 +38,7 @@ def test_a_host_whose_mig_mode_differs_takes_its_turn_in_maintenance_mode():
             "vgpu_profiles": ["x"]}
     mig = {"a": {"before": {"0": "disabled"}, "after": "enabled", "reason": "MIG mode disabled -> enabled on GPU 0"}}
     items = _esxi.hosts_to_roll([host], "550.90.05", mig=mig)["a"]
-    assert [(i["field"], i["action"], i["reason"]) for i in items] == [
+    assert [(i.field, i.action, i.reason) for i in items] == [
         ("mig_mode", "set", "MIG mode disabled -> enabled on GPU 0")]
     assert _esxi.needs_maintenance(items, reboot=False)
     assert _esxi.hosts_to_roll([host], "550.90.05", mig={}) == {}

@@ -5,6 +5,7 @@ import copy
 import pytest
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Change
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_esxi, _audit_report
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_rules import validate
@@ -38,9 +39,9 @@ def test_mixed_size_asked_changes_the_same_size_gpus_and_leaves_mig_alone():
     cur = current(**{A: "same_size", B: "mixed_size", C: "multi_instance_gpu"})
     desired, items = _esxi.graphics_changes(cur, [A, B, C], vgpu_mode="mixed_size")
     assert desired["vgpu_modes"] == {A: "mixed_size", B: "mixed_size", C: "multi_instance_gpu"}
-    assert [(i["field"], i["gpu"], i["live"], i["wanted"], i["action"]) for i in items] == \
+    assert [(i.field, i.detail("gpu"), i.before, i.after, i.action) for i in items] == \
         [("graphics.vgpu_mode", A, "same_size", "mixed_size", "set")]
-    assert items[0]["reason"] == "GPU %s vGPU mode same_size -> mixed_size" % A
+    assert items[0].reason == "GPU %s vGPU mode same_size -> mixed_size" % A
     # the other graphics settings are untouched
     assert desired["device_types"] == GRAPHICS["device_types"]
     assert desired["default_type"] == "shared_direct" and desired["assignment_policy"] == "performance"
@@ -50,7 +51,7 @@ def test_same_size_asked():
     desired, items = _esxi.graphics_changes(current(**{A: "mixed_size", B: "same_size"}), [A, B],
                                             vgpu_mode="same_size")
     assert desired["vgpu_modes"] == {A: "same_size", B: "same_size"}
-    assert [i["gpu"] for i in items] == [A]
+    assert [i.detail("gpu") for i in items] == [A]
 
 
 def test_at_the_mode_nothing_changes():
@@ -67,14 +68,14 @@ def test_not_asked_is_left_alone():
 def test_a_gpu_without_a_reported_mode_is_not_judged():
     # before API 8.0.3 graphicsInfo has no vgpuMode: the GPU is not in vgpu_modes
     desired, items = _esxi.graphics_changes(current(**{A: "same_size"}), [A, B], vgpu_mode="mixed_size")
-    assert [i["gpu"] for i in items] == [A]
+    assert [i.detail("gpu") for i in items] == [A]
     assert B not in desired["vgpu_modes"]
 
 
 def test_only_the_given_gpus_are_compared():
     _desired, items = _esxi.graphics_changes(current(**{A: "same_size", B: "same_size"}), [B],
                                              vgpu_mode="mixed_size")
-    assert [i["gpu"] for i in items] == [B]
+    assert [i.detail("gpu") for i in items] == [B]
 
 
 def test_invalid_mode_is_refused():
@@ -106,17 +107,18 @@ def test_the_roll_plans_the_same_items_as_the_module():
     items = _esxi.host_changes(host, "550.90.05", driver=False, vgpu_mode="mixed_size")
     _desired, module_items = _esxi.graphics_changes(
         dict(host["graphics"], vgpu_modes={A: "same_size", B: "mixed_size", C: "multi_instance_gpu"}),
-        [A, B, C], vgpu_mode="mixed_size")
-    # the roll's items are the module's, with the VMs on each GPU (not listed in this read: None)
-    assert [dict((k, v) for k, v in i.items() if k != "vms") for i in items] == module_items
-    assert [(i["field"], i["gpu"], i["vms"]) for i in items] == [("graphics.vgpu_mode", A, None)]
+        [A, B, C], vgpu_mode="mixed_size", obj=_esxi.host_object(host["name"]))
+    # the roll's changes are the module's, with the VMs on each GPU (not listed in this read: None)
+    assert [Change(i.object, i.field, i.before, i.after, i.action, i.reason, gpu=i.detail("gpu"))
+            for i in items] == module_items
+    assert [(i.field, i.detail("gpu"), i.detail("vms")) for i in items] == [("graphics.vgpu_mode", A, None)]
 
 
 def test_hosts_to_roll_names_the_host_off_the_mode_only():
     hosts = [host_record("sameSize", "sameSize"), dict(host_record("mixedSize", "mixedSize"), name="esx-l40s-02")]
     todo = _esxi.hosts_to_roll(hosts, "550.90.05", driver=False, vgpu_mode="mixed_size")
     assert sorted(todo) == ["esx-l40s-01"]
-    assert [i["gpu"] for i in todo["esx-l40s-01"]] == [A, B]
+    assert [i.detail("gpu") for i in todo["esx-l40s-01"]] == [A, B]
     assert _esxi.hosts_to_roll(hosts, "550.90.05", driver=False) == {}
 
 
@@ -125,7 +127,7 @@ def test_a_vgpu_mode_change_of_an_empty_gpu_takes_no_maintenance():
     host = host_record("sameSize")
     host["gpus"][0]["vms"] = []
     items = _esxi.host_changes(host, "550.90.05", driver=False, vgpu_mode="mixed_size")
-    assert [i["gpu"] for i in items] == [A]
+    assert [i.detail("gpu") for i in items] == [A]
     assert not _esxi.needs_maintenance(items)
 
 

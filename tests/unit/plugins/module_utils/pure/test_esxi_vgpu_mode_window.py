@@ -31,12 +31,12 @@ def plan(record, vgpu_mode="same_size"):
 def test_a_vgpu_mode_only_change_of_a_gpu_in_use_yields_the_drain_window():
     record = host(("mixedSize", "sameSize"), ([VM], []))
     items = plan(record)
-    assert [(i["field"], i["gpu"], i["live"], i["wanted"], i["vms"]) for i in items] == [
+    assert [(i.field, i.detail("gpu"), i.before, i.after, i.detail("vms")) for i in items] == [
         ("graphics.vgpu_mode", A, "mixed_size", "same_size", ["notebooks-0"])]
-    assert items[0]["reason"] == "GPU %s vGPU mode mixed_size -> same_size (carries VMs notebooks-0)" % A
+    assert items[0].reason == "GPU %s vGPU mode mixed_size -> same_size (carries VMs notebooks-0)" % A
     assert _esxi.gpus_to_empty(items) == [A]
     assert _esxi.needs_maintenance(items, reboot=False) is True
-    assert _esxi.turn_window(items) == dict(maintenance=True, empty_gpus=[A], vgpu_modes=[items[0]["reason"]],
+    assert _esxi.turn_window(items) == dict(maintenance=True, empty_gpus=[A], vgpu_modes=[items[0].reason],
                                             config_reboots=False)
     # the role's filters: the node VM's guest node is drained, the host taken through maintenance mode
     info = dict(hosts=[record], vgpu_hotmigrate=False)
@@ -60,8 +60,8 @@ def test_no_change_yields_nothing():
 def test_an_empty_gpu_changes_in_place():
     record = host(("sameSize", "mixedSize"), ([VM], []))
     items = plan(record)
-    assert [(i["gpu"], i["vms"]) for i in items] == [(B, [])]
-    assert items[0]["reason"] == "GPU %s vGPU mode mixed_size -> same_size" % B
+    assert [(i.detail("gpu"), i.detail("vms")) for i in items] == [(B, [])]
+    assert items[0].reason == "GPU %s vGPU mode mixed_size -> same_size" % B
     window = _esxi.turn_window(items)
     assert window["empty_gpus"] == [] and window["maintenance"] is False
     assert esxi_host_drain_vms(dict(hosts=[record]), "esx-l40s-01", items) == []
@@ -83,12 +83,12 @@ def test_the_graphics_step_reboots_in_the_window_only_for_what_needs_a_reboot():
     record = host(("mixedSize", "sameSize"), ([VM], []), nvidia_module_options="")
     with_options = _esxi.host_plan(record, "550.90.05", vgpu_mode="same_size",
                                    scheduler={"policy": "equal_share", "time_slice_ms": 3})
-    assert [i["field"] for i in with_options] == ["graphics.vgpu_mode", "nvidia_module_options"]
+    assert [i.field for i in with_options] == ["graphics.vgpu_mode", "nvidia_module_options"]
     assert _esxi.turn_window(with_options)["config_reboots"] is True
     assert _esxi.turn_window(with_options, reboot=False)["config_reboots"] is False
     owed = plan(dict(record, reboot_pending=["reboot pending on the host (staged software not running)"]))
     assert _esxi.turn_window(owed)["config_reboots"] is True
-    mig = plan(record) + [_esxi.plan_item("mig_mode", None, None, "set", "MIG mode disabled -> enabled on GPU 1")]
+    mig = plan(record) + [_esxi.mig_change("esx-l40s-01", None, None, "MIG mode disabled -> enabled on GPU 1")]
     assert _esxi.turn_window(mig)["config_reboots"] is True
     assert _esxi.turn_window(plan(record))["config_reboots"] is False
 
@@ -100,7 +100,7 @@ def test_a_window_left_by_a_failed_run_resumes():
                   vms_powered_off_by_collection=["vm-7"],
                   vgpu_vms=[dict(name="notebooks-0", uuid="u-n", moid="vm-7", power_state="poweredOff")])
     items = plan(record)
-    assert [(i["field"], i["action"]) for i in items] == [
+    assert [(i.field, i.action) for i in items] == [
         ("graphics.vgpu_mode", "set"), ("maintenance_mode", "exit"), ("vms_powered_off", "power_on")]
     # the GPU is empty now: changed in place, then the host leaves maintenance mode and the VM is powered on
     assert _esxi.gpus_to_empty(items) == []
