@@ -136,7 +136,9 @@ plan:
   returned: always
   type: str
 running_version:
-  description: Version of the nvidia kernel module running on the host when it was read (null when none).
+  description:
+    - Version of the nvidia kernel module running on the host after the run, as the host reports it (null when
+      none); in check mode, the short version it would run once the planned reboot is done.
   returned: always
   type: str
 pending:
@@ -297,6 +299,7 @@ class HostDriver(Resource):
                    maintenance_mode=live["in_mm"], powered_off_vms=[], steps=[], component=self.p["component"])
         if plan:
             out.update(version=plan.after["version"], full_version=None, rebooted=action in REBOOTS,
+                       running_version=plan.after["running_version"],
                        maintenance_mode=plan.after["maintenance_mode"], powered_off_vms=[v["name"] for v in live["stuck"]])
         return out
 
@@ -356,6 +359,7 @@ class HostDriver(Resource):
             self.staged = target.short
         elif live["pending"]:
             self.staged = live["installed"]
+        self.partial.update(self.left())  # a failed reboot reports the driver staged and not running
         back = self.timed("reboot", "reboot", self.ops.reboot_and_wait, self.ops.refresh(host), self.p["reboot_timeout"])
         host.props.update(back.props)
         now, now_full = self.timed("verify", "verify the NVIDIA driver on", self.ops.installed_driver, host.obj)

@@ -219,7 +219,8 @@ def check_bundle_matches(bundle, target):
     """Refuse a bundle whose file name names another driver version than the target."""
     named = version_from_bundle(bundle)
     if named is not None and parse_driver_version(named).numbers != parse_driver_version(target).numbers:
-        raise EsxiError("bundle %s holds NVIDIA driver %s, not the target %s" % (bundle, named, target))
+        raise EsxiError("bundle %s holds NVIDIA driver %s, not the target %s"
+                        % (bundle, named, parse_driver_version(target).text))
     return named
 
 
