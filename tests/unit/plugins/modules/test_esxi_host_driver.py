@@ -142,7 +142,8 @@ def test_check_mode_predicts_the_upgrade_and_the_rerun_changes_nothing(host):
     real = run(diff=True)
     assert without_timings(real) == without_timings(check)
     assert [c[0] for c in changes(host)] == ["enter", "install", "reboot", "exit"]
-    assert host.calls[1] == ("install", "bundle", "/vmfs/volumes/datastore1/drivers/NVD-AIE-800_%s%s.zip" % (NEW, BUILD))
+    location = "/vmfs/volumes/datastore1/drivers/NVD-AIE-800_%s%s.zip" % (NEW, BUILD)
+    assert host.calls[1] == ("install", "bundle", location)
     assert [s["step"] for s in real["steps"]] == ["enter_maintenance_mode", "install", "reboot", "verify",
                                                   "exit_maintenance_mode"]
     assert real["running_version"] == NEW + BUILD and real["maintenance_mode"] is False and not host.in_mm
@@ -172,7 +173,8 @@ def test_bad_input_is_refused_before_any_call(host):
     res = run(version="latest")
     assert res["failed"] is True and "Invalid NVIDIA driver version 'latest'" in res["msg"]
     res = run(bundle="[datastore1] drivers/NVD-AIE-800_%s%s.zip" % (OLD, BUILD))
-    assert res["failed"] is True and res["msg"].endswith("holds NVIDIA driver %s%s, not the target %s" % (OLD, BUILD, NEW))
+    assert res["failed"] is True
+    assert res["msg"].endswith("holds NVIDIA driver %s%s, not the target %s" % (OLD, BUILD, NEW))
     res = run(version="535.183.04")
     assert res["failed"] is True and "allow_downgrade" in res["msg"]
     res = run(evacuate_timeout="soon")
