@@ -9,17 +9,17 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 module: guest_objects
-short_description: The PriorityClasses, tenant Namespaces and GPU ResourceQuotas of a guest cluster
+short_description: The PriorityClasses, tenant Namespaces, GPU ResourceQuotas and Kueue queues of a guest cluster
 version_added: 0.3.0
 description:
   - Builds the objects the C(gpu_scheduling_policy) role keeps (the PriorityClasses, each tenant's Namespace with
-    its labels and its ResourceQuotas) from its inputs, reads them (one list per kind), plans each object field by
-    field with the plan the drift audit (M(gpupool.vcf.gpu_pool_audit)) reports from, and makes exactly the
-    changes of the plan.
+    its labels and its ResourceQuotas, Kueue's ResourceFlavors, ClusterQueues and LocalQueues) from its inputs,
+    reads them (one list per kind), plans each object field by field with the plan the drift audit
+    (M(gpupool.vcf.gpu_pool_audit)) reports from, and makes exactly the changes of the plan.
   - Only what the collection sets is compared; labels, annotations and limits set by others stay.
   - An object this module creates carries the label C(app.kubernetes.io/managed-by=gpupool.vcf). An object
     whose immutable field differs (a PriorityClass C(value) or C(preemptionPolicy), a ResourceQuota's
-    C(scopeSelector)) is deleted and created again (action C(replace)) only when it carries that label; one
+    C(scopeSelector), a LocalQueue's C(clusterQueue)) is deleted and created again (action C(replace)) only when it carries that label; one
     created by others is refused, and nothing of the run is changed.
   - Updates are merge patches that carry the resourceVersion they were planned from (a concurrent change makes
     the server refuse them; a rerun plans again); deletes carry the object's uid and resourceVersion.
@@ -72,14 +72,25 @@ options:
     type: list
     elements: str
     default: []
+  kueue:
+    description:
+      - The Kueue inputs of the C(gpu_scheduling_policy) role by their variable names (C(gpu_scheduling_policy_kueue),
+        C(gpu_scheduling_policy_kueue_api_version), C(gpu_scheduling_policy_kueue_queues),
+        C(gpu_scheduling_policy_kueue_cohort), C(gpu_scheduling_policy_kueue_preemption),
+        C(gpu_scheduling_policy_tenants), the C(gpu_scheduling_policy_training_*) inputs); the role's defaults
+        stand for those not given. A ResourceFlavor and a ClusterQueue per training queue and its LocalQueue in
+        each of the queue's tenants are built from them, as the audit builds them.
+      - Empty (the default) - no Kueue object is read or written.
+    type: dict
+    default: {}
   kinds:
     description:
       - The kinds this run reads and converges (the others of the inputs are left alone), so that a play can
-        write them in separate steps.
+        write them in separate steps. A Kueue kind is read only when the inputs want an object of it.
     type: list
     elements: str
-    choices: [PriorityClass, Namespace, ResourceQuota]
-    default: [PriorityClass, Namespace, ResourceQuota]
+    choices: [PriorityClass, Namespace, ResourceQuota, ResourceFlavor, ClusterQueue, LocalQueue]
+    default: [PriorityClass, Namespace, ResourceQuota, ResourceFlavor, ClusterQueue, LocalQueue]
   request_timeout:
     description: Seconds each API request may take.
     type: int
@@ -100,13 +111,24 @@ EXAMPLES = r"""
           - {name: gpupool-gpus, hard: {requests.nvidia.com/gpu: 4}}
           - {name: gpupool-gpu-training, hard: {requests.nvidia.com/gpu: 4}, priority_class: gpu-training}
   register: objects
+
+- name: Kueue's training queue over a MIG pool, a LocalQueue in each training tenant
+  gpupool.vcf.guest_objects:
+    kubeconfig: /etc/gpupool/guest.kubeconfig
+    kinds: [ResourceFlavor, ClusterQueue, LocalQueue]
+    kueue:
+      gpu_scheduling_policy_tenants:
+        - {namespace: team-a, training: true}
+      gpu_scheduling_policy_training_node_labels: {gpupool.vcf/pool: gpu-a100-mig}
+      gpu_scheduling_policy_training_resources: {nvidia.com/mig-1g.10gb: 14}
 """
 
 RETURN = r"""
 changes:
   description:
     - The plan, one entry per field, with C(object) (C(priority_class <name>), C(namespace <name>),
-      C(resource_quota <namespace>/<name>)), C(field), C(before), C(after) and C(action) (C(create),
+      C(resource_quota <namespace>/<name>), C(resource_flavor <name>), C(cluster_queue <name>),
+      C(local_queue <namespace>/<name>)), C(field), C(before), C(after) and C(action) (C(create),
       C(update), C(replace)). Check mode returns the same.
   returned: always
   type: list
@@ -117,7 +139,7 @@ objects:
   type: list
   elements: str
 names:
-  description: The same objects by name (C(<namespace>/<name>) for a ResourceQuota).
+  description: The same objects by name (C(<namespace>/<name>) for a ResourceQuota or LocalQueue).
   returned: always
   type: list
   elements: str
@@ -147,6 +169,7 @@ ARGUMENT_SPEC = dict(
     quota_name=dict(type="str", default="gpu-quota"),
     gpu_resource=dict(type="str", default="nvidia.com/gpu"),
     mig_resources=dict(type="list", elements="str", default=[]),
+    kueue=dict(type="dict", default={}),
     kinds=dict(type="list", elements="str", choices=list(gp.KINDS), default=list(gp.KINDS)),
 )
 ARGUMENT_SPEC.update(auth_argument_spec())
@@ -166,13 +189,21 @@ class GuestObjects(Resource):
         for index, tenant in enumerate(self.p["tenants"]):
             if not isinstance(tenant, dict) or not tenant.get("namespace"):
                 raise ValueError("tenants[%d] must be a mapping with a namespace, not %r" % (index, tenant))
+        unknown = sorted(k for k in self.p["kueue"] if not str(k).startswith("gpu_scheduling_policy_"))
+        if unknown:
+            raise ValueError("kueue takes the gpu_scheduling_policy role's inputs by their names, not %s" % (
+                ", ".join(unknown)))
         return [obj for obj in gp.wanted_objects(self.p["priority_classes"], self.p["tenants"], self.p["quota_name"],
-                                                 self.p["gpu_resource"], self.p["mig_resources"])
+                                                 self.p["gpu_resource"], self.p["mig_resources"], self.p["kueue"])
                 if obj["kind"] in self.p["kinds"]]
 
     def read(self):
-        self.api = self.api_class(self.p)
-        return self.api.read([k for k in gp.KINDS if k in self.p["kinds"]])
+        wanted = self.wanted()
+        # a custom kind (Kueue's) at the API version of its manifests, read only when an object of it is wanted
+        versions = dict((obj["kind"], obj["apiVersion"]) for obj in wanted if obj["kind"] in gp.KUEUE_KINDS)
+        self.api = self.api_class(self.p, versions=versions)
+        return self.api.read([k for k in gp.KINDS if k in self.p["kinds"] and (
+            k not in gp.KUEUE_KINDS or k in versions)])
 
     def plan(self, live):
         changes, before, after = [], {}, {}

@@ -3,7 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The guest objects of the gpu_scheduling_policy role, read and written (client layer: knows nothing of Ansible).
 
-PriorityClasses, Namespaces and ResourceQuotas through the fault boundary of ``_k8s.K8sClient``:
+PriorityClasses, Namespaces, ResourceQuotas and Kueue's ResourceFlavors, ClusterQueues and LocalQueues
+(custom resources, through the dynamic client at the API version the caller names) through the fault
+boundary of ``_k8s.K8sClient``:
 one list per kind (``read``), and writes that carry a precondition so that a repeat cannot apply
 twice - a patch names the resourceVersion it was planned from, a delete its uid and resourceVersion.
 Creates go once (``call_once``). Errors are ``K8sError``.
@@ -16,15 +18,26 @@ __metaclass__ = type
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient
 
 
-class GuestObjectsApi:
-    """The PriorityClasses, Namespaces and ResourceQuotas of one guest cluster (the client is made
-    from the auth options, or given)."""
+MERGE_PATCH = "application/merge-patch+json"
 
-    def __init__(self, params=None, k8s=None):
+
+class GuestObjectsApi:
+    """The guest objects of one guest cluster (the client is made from the auth options, or given);
+    `versions`: the API version of each custom kind ({"ClusterQueue": "kueue.x-k8s.io/v1beta2", ...})."""
+
+    def __init__(self, params=None, k8s=None, versions=None):
         self.k8s = k8s if k8s is not None else K8sClient(params)
         from kubernetes import client
         self.core = client.CoreV1Api(self.k8s.api)
         self.sched = client.SchedulingV1Api(self.k8s.api)
+        self.versions = dict(versions or {})
+        self._resources = {}
+
+    def _custom(self, kind):
+        """The dynamic resource of a custom kind (K8sError of kind ``not_served`` when the server lacks it)."""
+        if kind not in self._resources:
+            self._resources[kind] = self.k8s.resource(self.versions[kind], kind)
+        return self._resources[kind]
 
     def _items(self, fn):
         return self.k8s.api.sanitize_for_serialization(self.k8s.call(fn)).get("items") or []
@@ -35,7 +48,12 @@ class GuestObjectsApi:
                  "ResourceQuota": self.core.list_resource_quota_for_all_namespaces}
         out = {}
         for kind in kinds:
-            for obj in self._items(lists[kind]):
+            if kind in self.versions:
+                resource = self._custom(kind)
+                items = (self.k8s.call(resource.get).to_dict().get("items") or [])
+            else:
+                items = self._items(lists[kind])
+            for obj in items:
                 meta = obj.get("metadata") or {}
                 obj.setdefault("kind", kind)
                 out[(kind, meta.get("namespace") or "", meta["name"])] = obj
@@ -43,6 +61,8 @@ class GuestObjectsApi:
 
     def create(self, obj):
         kind, ns = obj["kind"], obj["metadata"].get("namespace")
+        if kind in self.versions:
+            return self.k8s.call_once(self._custom(kind).create, body=obj, namespace=ns)
         if kind == "PriorityClass":
             return self.k8s.call_once(self.sched.create_priority_class, obj)
         if kind == "Namespace":
@@ -52,6 +72,9 @@ class GuestObjectsApi:
     def patch(self, kind, name, namespace, resource_version, body):
         """A merge patch of `body` that the server refuses (409) when the object changed since it was read."""
         body = dict(body, metadata=dict(body.get("metadata") or {}, resourceVersion=resource_version))
+        if kind in self.versions:
+            return self.k8s.call(self._custom(kind).patch, body=body, name=name, namespace=namespace,
+                                 content_type=MERGE_PATCH)
         if kind == "PriorityClass":
             return self.k8s.call(self.sched.patch_priority_class, name, body)
         if kind == "Namespace":
@@ -60,6 +83,8 @@ class GuestObjectsApi:
 
     def delete(self, kind, name, namespace, uid, resource_version):
         body = {"preconditions": {"uid": uid, "resourceVersion": resource_version}}
+        if kind in self.versions:
+            return self.k8s.call(self._custom(kind).delete, name=name, namespace=namespace, body=body)
         if kind == "PriorityClass":
             return self.k8s.call(self.sched.delete_priority_class, name, body=body)
         return self.k8s.call(self.core.delete_namespaced_resource_quota, name, namespace, body=body)

@@ -224,9 +224,11 @@ def scheduling_objects(policy):
 
 
 def live_guest_objects(objects):
-    """audit_guest's ``namespaces``, ``namespace_labels``, ``resource_quotas``, ``resource_quota_scopes`` and
-    ``priority_classes`` from live objects ``{(kind, namespace, name): object}`` (as guest_objects reads them)."""
-    out = dict(namespaces=[], namespace_labels={}, resource_quotas={}, resource_quota_scopes={}, priority_classes={})
+    """audit_guest's ``namespaces``, ``namespace_labels``, ``resource_quotas``, ``resource_quota_scopes``,
+    ``priority_classes`` and ``kueue`` (its objects) from live objects ``{(kind, namespace, name): object}`` (as
+    guest_objects reads them)."""
+    out = dict(namespaces=[], namespace_labels={}, resource_quotas={}, resource_quota_scopes={}, priority_classes={},
+               kueue=dict(served=True, resource_flavors={}, cluster_queues={}, local_queues={}))
     for (kind, ns, name), obj in sorted(objects.items()):
         if kind == "Namespace":
             out["namespaces"].append(name)
@@ -238,6 +240,11 @@ def live_guest_objects(objects):
         elif kind == "PriorityClass":
             out["priority_classes"][name] = dict((k, obj.get(k)) for k in (
                 "value", "preemptionPolicy", "description", "globalDefault"))
+        elif kind == "LocalQueue":
+            out["kueue"]["local_queues"].setdefault(ns, {})[name] = dict(obj.get("spec") or {})
+        elif kind in ("ResourceFlavor", "ClusterQueue"):
+            out["kueue"]["resource_flavors" if kind == "ResourceFlavor" else "cluster_queues"][name] = dict(
+                obj.get("spec") or {})
     return out
 
 
@@ -414,35 +421,47 @@ def _device_plugin_config(out, op, live):
                            "set it back (gpu_operator role); the device plugin rereads it"))
 
 
+def kueue_objects(policy):
+    """The ResourceFlavors, ClusterQueues and LocalQueues the gpu_scheduling_policy role writes with its
+    inputs `policy` (the manifests guest_objects converges to)."""
+    return _guest_plan.kueue_objects(policy)
+
+
 def _kueue(out, policy, live, missing_ns):
-    want = _objects.kueue_objects(policy)
-    if want is None:
+    """Findings of the Kueue objects: one where the object's plan (``_guest_plan``) has a change; a
+    LocalQueue of a missing namespace is part of the namespace's finding."""
+    want = kueue_objects(policy)
+    if not want:
         return
+    api_version = want[0]["apiVersion"]
     if not live.get("served", True):
-        out.append(finding("kueue_missing", "kueue %s" % want["api_version"],
-                           "the guest cluster does not serve %s: training jobs are not gang-scheduled" % (
-                               want["api_version"]),
+        out.append(finding("kueue_missing", "kueue %s" % api_version,
+                           "the guest cluster does not serve %s: training jobs are not gang-scheduled" % api_version,
                            "install Kueue in the guest cluster, then run the gpu_scheduling_policy role"))
         return
-    checks = [("resource_flavor", "ResourceFlavor", name, spec, (live.get("resource_flavors") or {}).get(name))
-              for name, spec in want["resource_flavors"]]
-    checks += [("cluster_queue", "ClusterQueue", name, spec, (live.get("cluster_queues") or {}).get(name))
-               for name, spec in want["cluster_queues"]]
-    for ns, name, spec in want["local_queues"]:
-        if ns not in missing_ns:
-            checks.append(("local_queue", "LocalQueue", "%s/%s" % (ns, name), spec,
-                           ((live.get("local_queues") or {}).get(ns) or {}).get(name)))
-    for rule, kind, name, spec, have in checks:
-        obj = "%s %s" % (rule, name)
-        if have is None:
-            out.append(finding("%s_missing" % rule, obj, "Kueue %s %s does not exist: training jobs %s" % (
-                kind, name, "of its namespace wait unadmitted" if rule == "local_queue" else "are not admitted"),
-                "create it (gpu_scheduling_policy role)"))
+    for obj in want:
+        kind, ns, name = _guest_plan.key(obj)
+        rule = _guest_plan.SNAKE[kind]
+        if kind == "LocalQueue":
+            if ns in missing_ns:
+                continue
+            have = ((live.get("local_queues") or {}).get(ns) or {}).get(name)
+        else:
+            have = (live.get({"ResourceFlavor": "resource_flavors", "ClusterQueue": "cluster_queues"}[kind]) or {}).get(name)
+        changes = _guest_plan.plan(None if have is None else _live(obj, spec=have), obj)
+        if not changes:
             continue
-        diffs = _objects.differences(spec, have)
-        if diffs:
-            out.append(finding("%s_changed" % rule, obj, "Kueue %s %s: %s" % (kind, name, _diff_text(diffs)),
-                               "set it back (gpu_scheduling_policy role)"))
+        label = "%s/%s" % (ns, name) if ns else name
+        if changes[0].action == "create":
+            out.append(finding("%s_missing" % rule, _guest_plan.object_name(obj), "Kueue %s %s does not exist: training "
+                               "jobs %s" % (kind, label, "of its namespace wait unadmitted" if kind == "LocalQueue"
+                                            else "are not admitted"), "create it (gpu_scheduling_policy role)"))
+            continue
+        replace = any(c.action == _guest_plan.REPLACE for c in changes)
+        diffs = [(path, h, w) for c in changes for path, h, w in _objects.differences(c.after, c.before, c.field[len("spec."):])]
+        out.append(finding("%s_changed" % rule, _guest_plan.object_name(obj), "Kueue %s %s: %s" % (
+            kind, label, _diff_text(diffs)), "its clusterQueue is immutable: delete and recreate it "
+            "(gpu_scheduling_policy role)" if replace else "set it back (gpu_scheduling_policy role)"))
     _kueue_config(out, policy, live)
 
 

@@ -2,7 +2,8 @@
 # Copyright: gpupool.vcf contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """One plan per guest object: the manifests the gpu_scheduling_policy role writes (PriorityClasses,
-tenant Namespaces, ResourceQuotas) and ``plan(live, wanted)`` for each, a list of ``_plan.Change``
+tenant Namespaces, ResourceQuotas, Kueue's ResourceFlavors, ClusterQueues and LocalQueues) and
+``plan(live, wanted)`` for each, a list of ``_plan.Change``
 (pure: no I/O). The guest_objects module converges from these plans and the audit reports them,
 so ``--check`` of a guest object and its audit are one computation.
 
@@ -22,7 +23,10 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import CREA
 
 REPLACE = "replace"  # an immutable field differs: delete and create again
 PRIORITY_API = "scheduling.k8s.io/v1"
-KINDS = ("PriorityClass", "Namespace", "ResourceQuota")
+KUEUE_KINDS = ("ResourceFlavor", "ClusterQueue", "LocalQueue")
+KINDS = ("PriorityClass", "Namespace", "ResourceQuota") + KUEUE_KINDS
+SNAKE = {"PriorityClass": "priority_class", "ResourceQuota": "resource_quota", "Namespace": "namespace",
+         "ResourceFlavor": "resource_flavor", "ClusterQueue": "cluster_queue", "LocalQueue": "local_queue"}
 
 
 def owned(obj):
@@ -34,7 +38,7 @@ def owned(obj):
 def object_name(obj):
     """``<kind in snake case> [<namespace>/]<name>``, the name the audit's findings carry."""
     meta = obj.get("metadata") or {}
-    kind = {"PriorityClass": "priority_class", "ResourceQuota": "resource_quota", "Namespace": "namespace"}[obj["kind"]]
+    kind = SNAKE[obj["kind"]]
     return "%s %s%s" % (kind, "%s/" % meta["namespace"] if meta.get("namespace") else "", meta["name"])
 
 
@@ -79,15 +83,26 @@ def resource_quotas(tenant, quota_name="gpu-quota", gpu_resource="nvidia.com/gpu
     return out
 
 
+def kueue_objects(policy):
+    """The ResourceFlavors, then the ClusterQueues, then the LocalQueues the role writes with its
+    Kueue inputs `policy` (its variables, the role's defaults for those not given); [] when it writes
+    none. ValueError for inputs the builder refuses."""
+    manifests = _objects.kueue_manifests(_objects.role_inputs("gpu_scheduling_policy", policy))
+    if manifests is None:
+        return []
+    return manifests["resource_flavors"] + manifests["cluster_queues"] + manifests["local_queues"]
+
+
 def wanted_objects(priority_classes, tenants, quota_name="gpu-quota", gpu_resource="nvidia.com/gpu",
-                   mig_resources=()):
+                   mig_resources=(), kueue=None):
     """Every object, in the order they are written (classes, then per tenant its Namespace, then its
-    quotas). A tenant Namespace is wanted without the collection's label; plan() adds it to a create."""
+    quotas, then the Kueue objects of the role's Kueue inputs `kueue`). A tenant Namespace is wanted
+    without the collection's label; plan() adds it to a create."""
     out = [priority_class(pc) for pc in priority_classes]
     for tenant in tenants:
         out.append(_objects.tenant_namespace(tenant))
         out += resource_quotas(tenant, quota_name, gpu_resource, mig_resources)
-    return out
+    return out + (kueue_objects(kueue) if kueue else [])
 
 
 # -- plans ---------------------------------------------------------------------------------------
@@ -144,7 +159,21 @@ def plan_resource_quota(live, wanted):
     return out
 
 
-PLANS = {"PriorityClass": plan_priority_class, "Namespace": plan_namespace, "ResourceQuota": plan_resource_quota}
+def plan_kueue(live, wanted):
+    """Each field of ``spec`` the collection sets, compared on what it sets (mappings key by key,
+    lists item by item, scalars as text: Kueue's defaults and others' keys stay). A LocalQueue's
+    ``clusterQueue`` is immutable (a change is a ``replace``); the others are updated in place."""
+    if live is None:
+        return _create(wanted)
+    obj = object_name(wanted)
+    spec = live.get("spec") or {}
+    action = REPLACE if wanted["kind"] == "LocalQueue" else UPDATE
+    return [Change(obj, "spec.%s" % field, spec.get(field), value, action)
+            for field, value in wanted["spec"].items() if _objects.differences(value, spec.get(field))]
+
+
+PLANS = {"PriorityClass": plan_priority_class, "Namespace": plan_namespace, "ResourceQuota": plan_resource_quota,
+         "ResourceFlavor": plan_kueue, "ClusterQueue": plan_kueue, "LocalQueue": plan_kueue}
 
 
 def plan(live, wanted):
@@ -168,6 +197,8 @@ def patch_body(wanted, changes):
             body.setdefault("metadata", {}).setdefault("labels", {})[change.field[len("metadata.labels."):]] = change.after
         elif change.field.startswith("spec.hard."):
             body.setdefault("spec", {}).setdefault("hard", {})[change.field[len("spec.hard."):]] = change.after
+        elif change.field.startswith("spec."):
+            body.setdefault("spec", {})[change.field[len("spec."):]] = change.after
         else:
             body[change.field] = wanted[change.field]
     return body
@@ -178,5 +209,6 @@ def created(wanted):
     return _create(wanted)[0].after
 
 
-__all__ = ["KINDS", "REPLACE", "builtin_priority_classes", "created", "key", "object_name", "owned", "patch_body",
-           "plan", "plan_namespace", "plan_priority_class", "plan_resource_quota", "priority_class", "resource_quotas", "wanted_objects"]
+__all__ = ["KINDS", "KUEUE_KINDS", "REPLACE", "builtin_priority_classes", "created", "key", "kueue_objects",
+           "object_name", "owned", "patch_body", "plan", "plan_kueue", "plan_namespace", "plan_priority_class",
+           "plan_resource_quota", "priority_class", "resource_quotas", "wanted_objects"]

@@ -128,7 +128,7 @@ def _failed(run):
     return [(name, res.get("msg")) for name, res in run.tasks if res.get("failed")]
 
 
-def test_converge_rerun_check_and_diff(converged, k8s_api):
+def test_converge_rerun_check_and_diff(converged, k8s_rig, k8s_api):
     for mode, run in converged.items():
         assert run.rc == 0, (mode, _failed(run), run.stdout[-2000:], run.stderr[-2000:])
     assert converged["check"].stats["changed"] > 0
@@ -144,11 +144,13 @@ def test_converge_rerun_check_and_diff(converged, k8s_api):
     assert done <= predicted
     assert predicted - done <= {"gpupool.vcf.gpu_operator : Namespace of the release"}
     # (kubernetes.core.k8s gives before/after for updates, not creations: see the rotation test)
-    # the PriorityClasses, tenant namespaces and quotas: check mode's plan is the converge's, field by field
+    # the PriorityClasses, tenant namespaces, quotas and Kueue objects: check mode's plan is the converge's,
+    # field by field
     guest = [n for n, _r in converged["converge"].tasks if n.endswith((
         ": PriorityClasses for inference, training and notebooks", ": Tenant namespaces",
-        ": GPU quotas given per tenant, or one per tenant namespace"))]
-    assert len(guest) == 3, guest
+        ": GPU quotas given per tenant, or one per tenant namespace",
+        ": Kueue ResourceFlavor, ClusterQueue and LocalQueues of each training pool"))]
+    assert len(guest) == (4 if k8s_rig.kueue else 3), guest
     for name in guest:
         assert dict(converged["check"].tasks)[name]["changes"] == dict(converged["converge"].tasks)[name]["changes"]
         assert dict(converged["again"].tasks)[name]["changes"] == []

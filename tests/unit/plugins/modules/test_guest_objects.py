@@ -1,19 +1,18 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) gpupool.vcf developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""guest_objects through main() with a fake client layer: check mode predicts the first run's changes
-exactly, the run makes exactly those writes (with their preconditions), a second run changes nothing,
-an immutable field of an object the collection created is a delete and create, and one of an object
-it did not create is refused before any write."""
+"""guest_objects through main() (``run_main``: AnsibleModule parses the arguments) with a fake client
+layer: check mode predicts the first run's changes exactly, the run makes exactly those writes (with
+their preconditions), a second run changes nothing, an immutable field of an object the collection
+created is a delete and create, and one of an object it did not create is refused before any write;
+the same for Kueue's ResourceFlavors, ClusterQueues and LocalQueues."""
 import copy
-import json
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.common.text.converters import to_bytes
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sError
 from ansible_collections.gpupool.vcf.plugins.modules import guest_objects
+from tests.lib.module_main import run_main
 
 TENANTS = [{"namespace": "team-a", "training": True,
             "quotas": [{"name": "gpupool-gpus", "hard": {"requests.nvidia.com/gpu": 4}},
@@ -23,15 +22,28 @@ TENANTS = [{"namespace": "team-a", "training": True,
 CLASSES = [{"name": "gpu-training", "value": 100000, "description": "training"}]
 
 
+def merge_patch(target, patch):
+    """RFC 7386, as the API server applies a merge patch: mappings merged, None removes, the rest replaced."""
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            merge_patch(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
 class FakeApi:
     """GuestObjectsApi over a dict of live objects; every write is recorded and applied as the server
     would, refusing a stale resourceVersion or uid."""
 
     store = {}
     calls = []
+    versions = None
 
-    def __init__(self, params):
+    def __init__(self, params, versions=None):
         assert params["kubeconfig"] == "/k"
+        FakeApi.versions = versions
 
     def read(self, kinds):
         FakeApi.calls.append(("read", tuple(kinds)))
@@ -46,7 +58,7 @@ class FakeApi:
         FakeApi.calls.append(("create",) + key)
         if key in FakeApi.store:
             raise K8sError("409 AlreadyExists", status=409)
-        if key[0] == "ResourceQuota" and ("Namespace", "", key[1]) not in FakeApi.store:
+        if key[1] and ("Namespace", "", key[1]) not in FakeApi.store:
             raise K8sError("404 namespace %s not found" % key[1], status=404)
         obj = copy.deepcopy(obj)
         obj["metadata"].update(resourceVersion="1", uid="uid-%s" % key[2])
@@ -58,12 +70,7 @@ class FakeApi:
         live = FakeApi.store[key]
         if live["metadata"]["resourceVersion"] != version:
             raise K8sError("409 Conflict", status=409)
-        for part, value in body.items():
-            if isinstance(value, dict):
-                for sub, inner in value.items():
-                    live.setdefault(part, {}).setdefault(sub, {}).update(inner)
-            else:
-                live[part] = value
+        merge_patch(live, body)
         live["metadata"]["resourceVersion"] = str(int(version) + 1)
 
     def delete(self, kind, name, ns, uid, version):
@@ -81,73 +88,147 @@ def api(monkeypatch):
     return FakeApi
 
 
-def run(monkeypatch, check=False, **params):
-    args = dict(kubeconfig="/k", priority_classes=CLASSES, tenants=TENANTS, _ansible_check_mode=check,
-                _ansible_diff=True)
+def run(check=False, **params):
+    args = dict(kubeconfig="/k", priority_classes=CLASSES, tenants=TENANTS)
     args.update(params)
-    monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args})))
-    monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy", raising=False)
-    with pytest.raises(SystemExit):
-        guest_objects.main()
+    return run_main(guest_objects, args, check_mode=check, diff=True, sessions=False)
 
 
-def result(capsys):
-    return json.loads(capsys.readouterr().out)
-
-
-def test_check_predicts_the_first_run_and_a_second_run_changes_nothing(api, monkeypatch, capsys):
-    run(monkeypatch, check=True)
-    predicted = result(capsys)
+def test_check_predicts_the_first_run_and_a_second_run_changes_nothing(api):
+    predicted = run(check=True)
     assert predicted["changed"] and [c for c in api.calls if c[0] != "read"] == []
     assert predicted["names"] == ["gpu-training", "team-a", "team-a/gpupool-gpus", "team-a/gpupool-gpu-training",
                                   "team-b", "team-b/gpu-quota"]
-    run(monkeypatch)
-    first = result(capsys)
+    first = run()
     assert first["changes"] == predicted["changes"] and first["changed"]
     assert [c[0] for c in api.calls if c[0] != "read"] == ["create"] * 6
     ns = api.store[("Namespace", "", "team-a")]
     assert ns["metadata"]["labels"] == {"gpupool.vcf/tenant": "true", "gpupool.vcf/training": "true",
                                         "app.kubernetes.io/managed-by": "gpupool.vcf"}
     assert api.store[("ResourceQuota", "team-b", "gpu-quota")]["spec"] == {"hard": {"requests.nvidia.com/gpu": "1"}}
-    run(monkeypatch)
-    again = result(capsys)
+    again = run()
     assert not again["changed"] and again["changes"] == []
 
 
-def test_drift_is_patched_field_by_field_with_the_resource_version(api, monkeypatch, capsys):
-    run(monkeypatch)
-    capsys.readouterr()
+def test_drift_is_patched_field_by_field_with_the_resource_version(api):
+    run()
     api.store[("ResourceQuota", "team-a", "gpupool-gpus")]["spec"]["hard"].update({"requests.nvidia.com/gpu": "40",
                                                                                    "pods": "10"})
     api.store[("Namespace", "", "team-a")]["metadata"]["labels"]["gpupool.vcf/training"] = "false"
     api.calls = []
-    run(monkeypatch, check=True)
-    predicted = result(capsys)
+    predicted = run(check=True)
     assert [(c["object"], c["field"], c["before"], c["after"]) for c in predicted["changes"]] == [
         ("namespace team-a", "metadata.labels.gpupool.vcf/training", "false", "true"),
         ("resource_quota team-a/gpupool-gpus", "spec.hard.requests.nvidia.com/gpu", "40", "4")]
-    run(monkeypatch)
-    assert result(capsys)["changes"] == predicted["changes"]
+    assert run()["changes"] == predicted["changes"]
     assert [c for c in api.calls if c[0] == "patch"] == [
         ("patch", "Namespace", "", "team-a", {"metadata": {"labels": {"gpupool.vcf/training": "true"}}}),
         ("patch", "ResourceQuota", "team-a", "gpupool-gpus", {"spec": {"hard": {"requests.nvidia.com/gpu": "4"}}})]
     assert api.store[("ResourceQuota", "team-a", "gpupool-gpus")]["spec"]["hard"]["pods"] == "10"  # not ours
 
 
-def test_immutable_value_replaces_only_what_the_collection_created(api, monkeypatch, capsys):
-    run(monkeypatch)
-    capsys.readouterr()
+def test_immutable_value_replaces_only_what_the_collection_created(api):
+    run()
     classes = [dict(CLASSES[0], value=200000)]
     api.calls = []
-    run(monkeypatch, priority_classes=classes, kinds=["PriorityClass"])
-    out = result(capsys)
+    out = run(priority_classes=classes, kinds=["PriorityClass"])
     assert out["changes"][0]["action"] == "replace"
     assert [c[0] for c in api.calls] == ["read", "delete", "create"]
     assert api.store[("PriorityClass", "", "gpu-training")]["value"] == 200000
     # one made by hand (no managed-by label) is refused before any write
     del api.store[("PriorityClass", "", "gpu-training")]["metadata"]["labels"]
     api.calls = []
-    run(monkeypatch, priority_classes=CLASSES, kinds=["PriorityClass"])
-    out = result(capsys)
+    out = run(priority_classes=CLASSES, kinds=["PriorityClass"])
     assert out["failed"] and "not created by this collection" in out["msg"] and "Nothing was changed" in out["msg"]
     assert [c[0] for c in api.calls] == ["read"]
+
+
+# -- Kueue ---------------------------------------------------------------------------------------
+
+KV = "kueue.x-k8s.io/v1beta2"
+KUEUE = {"gpu_scheduling_policy_tenants": TENANTS,
+         "gpu_scheduling_policy_training_node_labels": {"gpupool.vcf/pool": "gpu-a100-mig"},
+         "gpu_scheduling_policy_training_resources": {"nvidia.com/mig-1g.10gb": 14}}
+
+
+def kueue_run(check=False, **params):
+    args = dict(priority_classes=[], tenants=[], kinds=["ResourceFlavor", "ClusterQueue", "LocalQueue"], kueue=KUEUE)
+    args.update(params)
+    return run(check=check, **args)
+
+
+def test_kueue_objects_check_predicts_the_run_and_a_rerun_changes_nothing(api):
+    run(kinds=["Namespace"])  # the tenants' namespaces
+    api.calls = []
+    predicted = kueue_run(check=True)
+    assert predicted["changed"] and [c[0] for c in api.calls] == ["read"]
+    assert api.calls[0] == ("read", ("ResourceFlavor", "ClusterQueue", "LocalQueue"))
+    assert FakeApi.versions == {"ResourceFlavor": KV, "ClusterQueue": KV, "LocalQueue": KV}
+    assert predicted["objects"] == ["resource_flavor gpu-training", "cluster_queue gpu-training",
+                                    "local_queue team-a/training"]  # team-a is the one training tenant
+    first = kueue_run()
+    assert first["changes"] == predicted["changes"]
+    assert [c[0] for c in api.calls if c[0] != "read"] == ["create"] * 3
+    cq = api.store[("ClusterQueue", "", "gpu-training")]
+    assert cq["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "gpupool.vcf"}
+    assert cq["spec"]["namespaceSelector"] == {"matchLabels": {"gpupool.vcf/training": "true"}}
+    assert cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"] == [
+        {"name": "nvidia.com/mig-1g.10gb", "nominalQuota": "14"}]
+    assert api.store[("LocalQueue", "team-a", "training")]["spec"] == {"clusterQueue": "gpu-training"}
+    again = kueue_run()
+    assert not again["changed"] and again["changes"] == []
+
+
+def test_kueue_drift_patches_only_the_changed_spec_fields_kueue_defaults_stay(api):
+    run(kinds=["Namespace"])
+    kueue_run()
+    cq = api.store[("ClusterQueue", "", "gpu-training")]
+    cq["spec"]["queueingStrategy"] = "BestEffortFIFO"
+    cq["spec"]["preemption"]["withinClusterQueue"] = "LowerPriority"
+    cq["spec"]["fairSharing"] = {"weight": "1"}  # Kueue's or someone's: not the collection's
+    api.store[("ResourceFlavor", "", "gpu-training")]["spec"]["nodeLabels"]["other/label"] = "x"
+    api.calls = []
+    predicted = kueue_run(check=True)
+    assert [(c["object"], c["field"], c["action"]) for c in predicted["changes"]] == [
+        ("cluster_queue gpu-training", "spec.queueingStrategy", "update"),
+        ("cluster_queue gpu-training", "spec.preemption", "update")]
+    done = kueue_run()
+    assert done["changes"] == predicted["changes"] and not done.get("failed")
+    [patch] = [c for c in api.calls if c[0] == "patch"]
+    assert patch[:4] == ("patch", "ClusterQueue", "", "gpu-training")
+    assert patch[4] == {"spec": {"queueingStrategy": "StrictFIFO", "preemption": {
+        "withinClusterQueue": "Never", "reclaimWithinCohort": "Never", "borrowWithinCohort": {"policy": "Never"}}}}
+    assert api.store[("ClusterQueue", "", "gpu-training")]["spec"]["fairSharing"] == {"weight": "1"}
+    assert kueue_run()["changes"] == []
+
+
+def test_local_queue_cluster_queue_is_immutable_replaced_only_when_the_collection_made_it(api):
+    run(kinds=["Namespace"])
+    kueue_run()
+    moved = dict(KUEUE, gpu_scheduling_policy_training_cluster_queue="gpu-training-2")
+    api.calls = []
+    out = kueue_run(kueue=moved, kinds=["LocalQueue"])
+    assert [(c["field"], c["before"], c["after"], c["action"]) for c in out["changes"]] == [
+        ("spec.clusterQueue", "gpu-training", "gpu-training-2", "replace")]
+    assert [c[0] for c in api.calls] == ["read", "delete", "create"]
+    assert api.store[("LocalQueue", "team-a", "training")]["spec"] == {"clusterQueue": "gpu-training-2"}
+    del api.store[("LocalQueue", "team-a", "training")]["metadata"]["labels"]
+    api.calls = []
+    out = kueue_run(kinds=["LocalQueue"])
+    assert out["failed"] and "not created by this collection" in out["msg"]
+    assert [c[0] for c in api.calls] == ["read"]
+
+
+def test_local_queue_in_a_namespace_the_run_creates_is_planned_as_a_create(api):
+    out = run(check=True, priority_classes=[], kinds=["Namespace", "LocalQueue"], kueue=KUEUE)
+    assert out["objects"] == ["namespace team-a", "namespace team-b", "local_queue team-a/training"]
+    assert [c[0] for c in api.calls] == ["read"]
+    assert run(priority_classes=[], kinds=["Namespace", "LocalQueue"], kueue=KUEUE)["changes"] == out["changes"]
+    assert ("LocalQueue", "team-a", "training") in api.store
+
+
+def test_bad_kueue_inputs_are_refused_before_any_read(api):
+    out = kueue_run(kueue={"kueue_queues": []})
+    assert out["failed"] and "gpu_scheduling_policy role's inputs" in out["msg"] and api.calls == []
+    out = kueue_run(kueue=dict(KUEUE, gpu_scheduling_policy_kueue_preemption={"within_cluster_queue": "Always"}))
+    assert out["failed"] and "within_cluster_queue must be one of" in out["msg"] and api.calls == []

@@ -1,10 +1,11 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) gpupool.vcf developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The plans of the guest objects (PriorityClass, tenant Namespace, ResourceQuota): field-level
-changes, immutable fields planned as a replace, what is left alone; and a property over generated
-live/wanted pairs: the audit has a finding for an object exactly when its plan has a change (the
-quotas of a missing namespace are part of the namespace's finding)."""
+"""The plans of the guest objects (PriorityClass, tenant Namespace, ResourceQuota, Kueue's ResourceFlavor,
+ClusterQueue and LocalQueue): field-level changes, immutable fields planned as a replace, what is left
+alone; and a property over generated live/wanted pairs: the audit has a finding for an object exactly
+when its plan has a change (the quotas and LocalQueue of a missing namespace are part of the
+namespace's finding)."""
 
 import copy
 
@@ -86,6 +87,39 @@ def test_default_quota_of_a_tenant_without_quotas():
                                  "requests.nvidia.com/mig-2g.20gb": "0"}
 
 
+KUEUE = {"gpu_scheduling_policy_tenants": [TENANT],
+         "gpu_scheduling_policy_training_node_labels": {"gpupool.vcf/pool": "gpu-a100-mig"},
+         "gpu_scheduling_policy_training_resources": {"nvidia.com/mig-1g.10gb": 14}}
+
+
+def test_kueue_objects_are_the_role_builders_manifests_in_write_order():
+    objs = gp.kueue_objects(KUEUE)
+    assert [gp.object_name(o) for o in objs] == ["resource_flavor gpu-training", "cluster_queue gpu-training",
+                                                 "local_queue team-a/training"]
+    assert gp.kueue_objects(dict(KUEUE, gpu_scheduling_policy_kueue=False)) == []
+    assert [o["kind"] for o in gp.wanted_objects([], [], kueue=KUEUE)] == ["ResourceFlavor", "ClusterQueue", "LocalQueue"]
+
+
+def test_kueue_plan_compares_only_what_the_collection_sets():
+    rf, cq, lq = gp.kueue_objects(KUEUE)
+    live = live_of(cq)
+    live["spec"]["fairSharing"] = {"weight": "1"}  # not the collection's
+    live["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 14  # the same, as a number
+    assert gp.plan(live, cq) == []
+    live["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "7"
+    live["spec"]["stopPolicy"] = "Hold"
+    changes = gp.plan(live, cq)
+    assert [(c.field, c.action) for c in changes] == [("spec.stopPolicy", "update"), ("spec.resourceGroups", "update")]
+    assert gp.patch_body(cq, changes) == {"spec": {"stopPolicy": "None", "resourceGroups": cq["spec"]["resourceGroups"]}}
+    live = live_of(rf)
+    live["spec"]["nodeLabels"]["other/label"] = "x"
+    assert gp.plan(live, rf) == []
+    live = live_of(lq, spec={"clusterQueue": "elsewhere"})
+    [change] = gp.plan(live, lq)
+    assert (change.field, change.before, change.after, change.action) == (
+        "spec.clusterQueue", "elsewhere", "gpu-training", "replace")
+
+
 # -- finding iff change --------------------------------------------------------------------------
 
 LABEL = st.sampled_from(["true", "false", "x", None])
@@ -102,12 +136,25 @@ def pairs(draw):
               "quotas": [{"name": "gpupool-gpus", "hard": {"requests.nvidia.com/gpu": draw(st.sampled_from(["2", "4"]))}},
                          {"name": "gpupool-gpu-training", "hard": {"requests.nvidia.com/gpu": "2"},
                           "priority_class": "gpu-training"}]}
+    kueue = {"gpu_scheduling_policy_tenants": [tenant],
+             "gpu_scheduling_policy_training_node_labels": {"gpupool.vcf/pool": "gpu-a100-mig"},
+             "gpu_scheduling_policy_training_resources": {"nvidia.com/mig-1g.10gb": draw(st.sampled_from([7, 14]))}}
     live = {}
-    for obj in gp.wanted_objects([pc], [tenant]):
+    for obj in gp.wanted_objects([pc], [tenant], kueue=kueue):
         if draw(st.integers(0, 4)) == 0:
             continue  # absent
         have = copy.deepcopy(obj)
-        if obj["kind"] == "PriorityClass":
+        if obj["kind"] == "ResourceFlavor":
+            have["spec"]["nodeLabels"] = {"gpupool.vcf/pool": draw(st.sampled_from(["gpu-a100-mig", "other"]))}
+        elif obj["kind"] == "ClusterQueue":
+            have["spec"]["queueingStrategy"] = draw(st.sampled_from(["StrictFIFO", "BestEffortFIFO"]))
+            have["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = draw(
+                st.sampled_from(["7", "14"]))
+            if draw(st.booleans()):
+                have["spec"].pop("stopPolicy")
+        elif obj["kind"] == "LocalQueue":
+            have["spec"]["clusterQueue"] = draw(st.sampled_from(["gpu-training", "other"]))
+        elif obj["kind"] == "PriorityClass":
             have["value"] = draw(st.sampled_from([1000, 100000]))
             have["preemptionPolicy"] = draw(st.sampled_from(["Never", "PreemptLowerPriority"]))
             have["description"] = draw(st.sampled_from(["training", "other", None]))
@@ -124,20 +171,19 @@ def pairs(draw):
             if draw(st.booleans()):
                 have["spec"].pop("scopeSelector", None)
         live[gp.key(obj)] = have
-    return pc, tenant, live
+    return pc, tenant, kueue, live
 
 
 @settings(settings.get_profile("gpupool-guest-plan"))
 @given(pairs())
 def test_a_finding_exactly_where_the_plan_has_a_change(pair):
-    pc, tenant, live = pair
+    pc, tenant, kueue, live = pair
     planned = set()
-    for obj in gp.wanted_objects([pc], [tenant]):
+    for obj in gp.wanted_objects([pc], [tenant], kueue=kueue):
         if gp.plan(live.get(gp.key(obj)), obj):
-            # the quotas of a namespace to be created are part of its one finding
-            absent = obj["kind"] == "ResourceQuota" and ("Namespace", "", tenant["namespace"]) not in live
+            # the quotas and LocalQueue of a namespace to be created are part of its one finding
+            absent = obj["kind"] in ("ResourceQuota", "LocalQueue") and ("Namespace", "", tenant["namespace"]) not in live
             planned.add("namespace %s" % tenant["namespace"] if absent else gp.object_name(obj))
-    derived = {"roles": {"gpu_scheduling_policy": {"gpu_scheduling_policy_priority_classes": [pc],
-                                                   "gpu_scheduling_policy_tenants": [tenant]}}}
+    derived = {"roles": {"gpu_scheduling_policy": dict(kueue, gpu_scheduling_policy_priority_classes=[pc])}}
     findings = _audit_guest.audit_guest(derived, **_audit_guest.live_guest_objects(live))
     assert set(f["object"] for f in findings) == planned
