@@ -19,7 +19,9 @@ description:
     Supervisor namespace, the storage policies and the Supervisor clusters.
   - C(vks) - with O(supervisor_kubeconfig), the node pools of each VKS cluster the discovered design names.
   - C(guest) - with O(kubeconfig), the PriorityClasses, the tenants' ResourceQuotas, the Kueue ClusterQueues, the
-    ClusterPolicy and the notebook culling.
+    ClusterPolicy and the notebook culling as discovery reads them, and under C(objects) the tenant namespaces,
+    PriorityClasses, ResourceQuotas and Kueue objects whole, as C(guest_objects) reads them (labels, so the
+    collection's ownership mark, included; the API server's own metadata and the status left out).
   - Redacted before it is written (pure logic, docs/capture.md) - no passwords, tokens, certificates, PEM blocks,
     kubeconfig data, Secret data, last-applied annotations, IP addresses or URL hosts; the vCenter's host name
     (O(hostname)) and O(redact_hosts) are taken out of every text. The names of hosts and objects stay unless
@@ -142,15 +144,17 @@ import os
 from ansible.module_utils.basic import missing_required_lib
 from ansible.module_utils.common.text.converters import to_native
 
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_api import GuestObjectsApi
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_reader import (
     LinkError, k8s_client, read_guest_design, read_vks)
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._library import K8S_IMPORT_ERROR
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sError, request_argument_spec, request_timeout_error
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _capture
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_guest, _capture
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _discover
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._capture import gpu_pool_capture_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import DesignError
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._guest_plan import KINDS, KUEUE_KINDS
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import CREATE, UPDATE, Change, Failure, Plan, Resource
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._files import SECRET_MODE, atomic_write, replaced_text
@@ -184,6 +188,7 @@ def counts(sections):
         out["priority_classes"] = len(guest.get("priority_classes") or {})
         out["resource_quotas"] = sum(len(q) for q in (guest.get("resource_quotas") or {}).values())
         out["cluster_queues"] = len(guest.get("kueue") or {})
+        out["guest_objects"] = len(guest.get("objects") or [])
     return out
 
 
@@ -219,8 +224,7 @@ class Capture(Resource):
                     kubeconfig=p["supervisor_kubeconfig"], context=p["supervisor_context"],
                     request_timeout=p["request_timeout"]), derived))
             if p["kubeconfig"]:
-                self.read_link("guest", sections, unread, lambda: read_guest_design(
-                    k8s_client(p["kubeconfig"], p["context"], p["request_timeout"]), derived))
+                self.read_link("guest", sections, unread, lambda: self.read_guest(derived))
         # plain data (enumerations and dates as text) before it is redacted
         sections = json.loads(json.dumps(sections, default=str))
         names = _capture.pseudonyms(_capture.names_of(sections), p["salt"]) if p["redact_names"] else None
@@ -243,6 +247,25 @@ class Capture(Resource):
         except DesignError as exc:
             raise Failure("Unable to read the Kubernetes links: the platform's discovered design does not validate: %s"
                           % exc)
+
+    def read_guest(self, derived):
+        """What discovery reads of the guest cluster, and under ``objects`` the guest objects as the guest_objects
+        module reads them (labels included: the collection's ownership mark), of the tenants' namespaces, the GPU
+        Operator's and the culling's."""
+        p = self.module.params
+        k8s = k8s_client(p["kubeconfig"], p["context"], p["request_timeout"])
+        out = read_guest_design(k8s, derived)
+        operator, policy = _audit_guest.guest_inputs(derived)
+        version = policy["gpu_scheduling_policy_kueue_api_version"]
+        versions = dict((kind, version) for kind in KUEUE_KINDS)
+        api = GuestObjectsApi(k8s=k8s, versions=versions)
+        objects = api.read([k for k in KINDS if k not in KUEUE_KINDS])
+        if out.get("kueue") is not None:  # Kueue served
+            objects.update(api.read(list(KUEUE_KINDS)))
+        out["objects"] = _capture.guest_objects(
+            objects, [t["namespace"] for t in policy.get("gpu_scheduling_policy_tenants") or []]
+            + [operator["gpu_operator_namespace"], policy["gpu_scheduling_policy_culling_namespace"]], versions)
+        return out
 
     @staticmethod
     def read_link(link, sections, unread, read):

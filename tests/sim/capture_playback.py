@@ -13,8 +13,10 @@ what it makes to a running vSphere simulator and Kubernetes rig.
 - The Kubernetes part (:func:`supervisor_objects`, :func:`guest_objects`): on the Supervisor, each VKS cluster's
   namespace and Cluster with one machineDeployment per node pool, written through the ClusterClass's variables as
   vks_node_pool writes them (_cluster_class.apply_pool, the inverse of the reader's read_pool); in the guest, the
-  PriorityClasses (not the system ones), the tenants' namespaces and ResourceQuotas (scoped to their
-  PriorityClass), the Kueue ClusterQueues, the ClusterPolicy (where its CRD is installed) and the culling CronJob.
+  objects the capture holds whole (``guest.objects``: namespaces with their labels, PriorityClasses,
+  ResourceQuotas, Kueue's ResourceFlavors, ClusterQueues and LocalQueues, ownership labels included), the
+  ClusterPolicy (where its CRD is installed) and the culling CronJob; a capture without ``guest.objects`` gets
+  the PriorityClasses, quotas and ClusterQueues made from what discovery read.
 
 :func:`unplayed` names what a capture holds that playback leaves out, so a test can say so instead of passing on a
 narrower platform.
@@ -210,18 +212,9 @@ def _quota(namespace, quota):
             "spec": spec}
 
 
-def guest_objects(record: dict, cluster_policy_served: bool = True) -> list[dict]:
-    """The guest cluster's objects of the capture's ``guest`` section, in an order the API accepts (namespaces
-    before what lives in them). The ClusterPolicy only with ``cluster_policy_served`` (its CRD installed)."""
-    guest = record.get("guest") or {}
-    policy = _audit_guest.guest_inputs(derived_of(record))[1]
-    out, namespaces = [], []
-
-    def namespace(name):
-        if name not in namespaces:
-            namespaces.append(name)
-            out.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-
+def _discovered_guest_objects(guest, policy, namespace):
+    """PriorityClasses, quotas and ClusterQueues made from what discovery reads (no labels, no LocalQueues)."""
+    out = []
     for name in sorted(guest.get("priority_classes") or {}):
         if name.startswith("system-"):
             continue  # the API server's own
@@ -238,6 +231,29 @@ def guest_objects(record: dict, cluster_policy_served: bool = True) -> list[dict
     for name in sorted(guest.get("kueue") or {}):
         out.append({"apiVersion": api_version, "kind": "ClusterQueue", "metadata": {"name": name},
                     "spec": copy.deepcopy(guest["kueue"][name])})
+    return out
+
+
+def guest_objects(record: dict, cluster_policy_served: bool = True) -> list[dict]:
+    """The guest cluster's objects of the capture's ``guest`` section, in an order the API accepts (namespaces
+    before what lives in them). The ClusterPolicy only with ``cluster_policy_served`` (its CRD installed)."""
+    guest = record.get("guest") or {}
+    policy = _audit_guest.guest_inputs(derived_of(record))[1]
+    out, namespaces = [], []
+
+    def namespace(name):
+        if name not in namespaces:
+            namespaces.append(name)
+            out.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+    if guest.get("objects") is not None:
+        # whole, as the guest_objects reader read them: labels (the ownership mark) and LocalQueues included
+        for obj in guest["objects"]:
+            if obj["kind"] == "Namespace":
+                namespaces.append(obj["metadata"]["name"])
+            out.append(copy.deepcopy(obj))
+    else:  # a capture from before the objects were recorded: made from what discovery reads
+        out += _discovered_guest_objects(guest, policy, namespace)
     if guest.get("cluster_policy") is not None and cluster_policy_served:
         out.append({"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": CLUSTER_POLICY},
                     "spec": copy.deepcopy(guest["cluster_policy"])})

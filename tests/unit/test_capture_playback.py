@@ -93,8 +93,20 @@ def test_node_pools_read_back_as_captured(record):
         capture_playback.supervisor_objects(wrong, plans, "v1", VARIABLES)
 
 
-def test_guest_objects(record):
+def test_guest_objects_are_played_whole_with_their_labels(record):
     guest = record["guest"]
+    objs = capture_playback.guest_objects(record)
+    assert objs[:len(guest["objects"])] == guest["objects"]
+    mine = [o for o in guest["objects"] if o["metadata"].get("labels", {}).get("app.kubernetes.io/managed-by")]
+    assert set(o["kind"] for o in mine) >= {"Namespace", "PriorityClass", "ResourceQuota", "ClusterQueue"}
+    assert "LocalQueue" in [o["kind"] for o in objs]
+    rest = [(o["kind"], o["metadata"].get("namespace")) for o in objs[len(guest["objects"]):]]
+    assert rest == [("ClusterPolicy", None), ("CronJob", "gpupool-system")]
+
+
+def test_guest_objects_of_a_capture_without_them(record):
+    guest = record["guest"]
+    del guest["objects"]
     objs = capture_playback.guest_objects(record)
     kinds = [(o["kind"], o["metadata"]["name"]) for o in objs]
     assert sorted(n for k, n in kinds if k == "PriorityClass") == sorted(

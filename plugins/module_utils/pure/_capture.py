@@ -168,6 +168,41 @@ def gpu_pool_capture_errors(params):
             + list_item_errors(params, "clusters") + list_item_errors(params, "redact_hosts"))
 
 
+# what the API server sets on an object (its identity and history, not its content): left out of a capture, so a
+# played-back object is made anew
+SERVER_METADATA = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "selfLink",
+                   "deletionTimestamp", "deletionGracePeriodSeconds")
+GUEST_KIND_ORDER = ("Namespace", "PriorityClass", "ResourceQuota", "ResourceFlavor", "ClusterQueue", "LocalQueue")
+# the items of a list of a built-in kind do not say their kind and version
+CORE_VERSIONS = {"Namespace": "v1", "PriorityClass": "scheduling.k8s.io/v1", "ResourceQuota": "v1"}
+
+
+def guest_objects(objects, namespaces, versions=None):
+    """The guest objects a capture keeps of the guest_objects reader's answer (``{(kind, namespace, name): object}``,
+    one list per kind): the tenant ``namespaces`` (with their labels), the PriorityClasses but the API server's own
+    (``system-``), the ResourceQuotas and LocalQueues of the tenant namespaces, every ResourceFlavor and
+    ClusterQueue; whole, labels (the collection's ownership mark) and annotations kept, without the server's
+    metadata and the status. A list in the order the kinds can be made again (namespaces first). ``versions``:
+    {kind: apiVersion} of the custom kinds read, for items that do not say it."""
+    namespaces = set(namespaces)
+    versions = dict(CORE_VERSIONS, **(versions or {}))
+    out = []
+    for (kind, namespace, name), obj in objects.items():
+        keep = {"Namespace": name in namespaces, "PriorityClass": not name.startswith("system-"),
+                "ResourceQuota": namespace in namespaces, "LocalQueue": namespace in namespaces}.get(
+                    kind, kind in GUEST_KIND_ORDER)
+        if not keep:
+            continue
+        obj = dict((k, v) for k, v in obj.items() if k != "status")
+        obj["kind"] = kind
+        obj["apiVersion"] = obj.get("apiVersion") or versions.get(kind)
+        obj["metadata"] = dict((k, v) for k, v in (obj.get("metadata") or {}).items()
+                               if k not in SERVER_METADATA and v not in (None, {}, []))
+        out.append(obj)
+    return sorted(out, key=lambda o: (GUEST_KIND_ORDER.index(o["kind"]), o["metadata"].get("namespace") or "",
+                                      o["metadata"]["name"]))
+
+
 def names_of(sections):
     """The names a capture holds (hosts, clusters, VMs, namespaces, VM classes, VKS clusters and their node
     pools): what ``redact_names`` maps to pseudonyms."""
@@ -188,6 +223,6 @@ def names_of(sections):
     return sorted(n for n in out if isinstance(n, str) and n)
 
 
-__all__ = ["FORMAT_VERSION", "LAST_APPLIED", "REDACTED", "REDACTED_HOST", "REDACTED_IP", "envelope", "gpu_pool_capture_errors",
-           "is_secret_key", "names_of",
+__all__ = ["FORMAT_VERSION", "GUEST_KIND_ORDER", "LAST_APPLIED", "REDACTED", "REDACTED_HOST", "REDACTED_IP",
+           "SERVER_METADATA", "envelope", "gpu_pool_capture_errors", "guest_objects", "is_secret_key", "names_of",
            "leaks", "pseudonym", "pseudonyms", "redact", "redact_text"]

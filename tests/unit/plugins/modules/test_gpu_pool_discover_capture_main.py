@@ -44,7 +44,19 @@ class Readers:
         self.calls.append("guest")
         if "guest" in self.broken:
             raise LinkError("could not read the PriorityClasses: Forbidden")
-        return self.record.get("guest") or {}
+        return dict((k, v) for k, v in (self.record.get("guest") or {}).items() if k != "objects")
+
+    def guest_objects_api(self, k8s=None, versions=None):
+        """The guest_objects reader: {(kind, namespace, name): object} of the kinds asked, one list per kind."""
+        readers = self
+
+        class Api:
+            @staticmethod
+            def read(kinds):
+                readers.calls.append("guest objects")
+                return dict(((o["kind"], o["metadata"].get("namespace") or "", o["metadata"]["name"]), o)
+                            for o in readers.record["guest"]["objects"] if o["kind"] in kinds)
+        return Api()
 
 
 def fakes(monkeypatch, module):
@@ -53,6 +65,8 @@ def fakes(monkeypatch, module):
         for name in ("read_esxi", "read_platform", "read_vks", "read_guest_design"):
             monkeypatch.setattr(module, name, getattr(fake, name))
         monkeypatch.setattr(module, "k8s_client", lambda *args: "guest client")
+        if hasattr(module, "GuestObjectsApi"):
+            monkeypatch.setattr(module, "GuestObjectsApi", fake.guest_objects_api)
         return fake
     return make
 
@@ -94,9 +108,11 @@ def test_capture_a_link_that_cannot_be_read_is_named_and_the_rest_is_written(rea
     res = run(dest, supervisor_kubeconfig=str(tmp_path / "sv.kubeconfig"), kubeconfig=str(tmp_path / "g.kubeconfig"))
     assert not res.get("failed"), res.get("msg")
     assert sorted(res["links_not_read"]) == ["vks"] and "Connection refused" in res["links_not_read"]["vks"]
-    assert res["sections"] == ["guest", "vsphere"] and fake.calls == ["esxi", "platform", "vks", "guest"]
+    assert res["sections"] == ["guest", "vsphere"]
+    assert fake.calls == ["esxi", "platform", "vks", "guest", "guest objects", "guest objects"]
     record = json.loads(dest.read_text())
     assert "vks" not in record and "guest" in record
+    assert record["guest"]["objects"] == fake.record["guest"]["objects"] and res["counts"]["guest_objects"] > 0
     assert oct(dest.stat().st_mode & 0o777) == "0o600" and PASSWORD not in dest.read_text()
 
 

@@ -1,0 +1,50 @@
+"""The guest objects a capture keeps (pure/_capture.guest_objects): the tenant namespaces with their labels, the
+PriorityClasses but the system ones, the quotas and LocalQueues of the tenant namespaces, the Kueue objects; the API
+server's metadata and the status left out, the kind and version said, in the order they can be made again."""
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _capture as cap
+
+MINE = {"app.kubernetes.io/managed-by": "gpupool.vcf"}
+SERVER = {"uid": "0a1b", "resourceVersion": "42", "creationTimestamp": "2026-01-01T00:00:00Z", "generation": 3,
+          "managedFields": [{"manager": "x"}]}
+
+
+def obj(name, namespace=None, **fields):
+    meta = dict(SERVER, name=name, labels=dict(MINE))
+    if namespace:
+        meta["namespace"] = namespace
+    return dict(fields, metadata=meta, status={"phase": "Active"})
+
+
+LIVE = {
+    ("Namespace", "", "team-a"): obj("team-a", spec={"finalizers": ["kubernetes"]}),
+    ("Namespace", "", "kube-system"): obj("kube-system"),
+    ("PriorityClass", "", "gpu-training"): obj("gpu-training", value=50000),
+    ("PriorityClass", "", "system-node-critical"): obj("system-node-critical", value=2000001000),
+    ("ResourceQuota", "team-a", "gpupool-gpus"): obj("gpupool-gpus", "team-a", spec={"hard": {"requests.nvidia.com/gpu": "4"}}),
+    ("ResourceQuota", "kube-system", "pods"): obj("pods", "kube-system", spec={"hard": {"pods": "10"}}),
+    ("ClusterQueue", "", "gpupool-training"): obj("gpupool-training", spec={"cohortName": "gpupool"},
+                                                  apiVersion="kueue.x-k8s.io/v1beta2"),
+    ("LocalQueue", "team-a", "training"): obj("training", "team-a", spec={"clusterQueue": "gpupool-training"}),
+    ("LocalQueue", "elsewhere", "training"): obj("training", "elsewhere", spec={"clusterQueue": "gpupool-training"}),
+    ("ResourceFlavor", "", "gpupool-training"): obj("gpupool-training", spec={}),
+}
+
+
+def test_what_is_kept_and_in_which_order():
+    out = cap.guest_objects(LIVE, ["team-a"], {"ResourceFlavor": "kueue.x-k8s.io/v1beta2",
+                                                 "LocalQueue": "kueue.x-k8s.io/v1beta2"})
+    assert [(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) for o in out] == [
+        ("Namespace", None, "team-a"), ("PriorityClass", None, "gpu-training"),
+        ("ResourceQuota", "team-a", "gpupool-gpus"), ("ResourceFlavor", None, "gpupool-training"),
+        ("ClusterQueue", None, "gpupool-training"), ("LocalQueue", "team-a", "training")]
+    assert [o["apiVersion"] for o in out] == ["v1", "scheduling.k8s.io/v1", "v1"] + ["kueue.x-k8s.io/v1beta2"] * 3
+    for o in out:
+        assert "status" not in o and not set(SERVER) & set(o["metadata"])
+        assert o["metadata"]["labels"] == MINE  # the ownership mark travels
+    assert out[0]["spec"] == {"finalizers": ["kubernetes"]} and out[1]["value"] == 50000
+
+
+def test_the_live_answer_is_left_as_it_was():
+    before = repr(LIVE)
+    cap.guest_objects(LIVE, ["team-a"])
+    assert repr(LIVE) == before
