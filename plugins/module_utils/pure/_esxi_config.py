@@ -1,0 +1,209 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What esxi_gpu_config decides about a host, from what it read (pure: no I/O, no Ansible).
+
+* The read in the collection's words: :func:`graphics_view` (a GraphicsConfig), :func:`vgpu_modes_view`
+  (``config.graphicsInfo``), :func:`direct_path_modes_view` (direct-path-devices' ``current_mode``).
+* The vGPU mode: :func:`busy_gpus` (refused on a GPU that carries powered-on vGPU VMs),
+  :func:`rest_modes`, :func:`other_graphics_changed`, :func:`vgpu_mode_changed`, :func:`predict_impacts`
+  (the direct-path-devices answer, predicted), :func:`vgpu_mode_refusal` (the message of a refused change).
+* The scheduler option: :func:`scheduler_option`, :func:`needs_profiles`.
+* Host MIG mode: :func:`host_mig_plan`, :func:`mig_change` and :func:`mig_reason` (in words),
+  :func:`mig_words`.
+* The plan's changes of one host: :func:`host_changes` (``_plan.Change``).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _direct_path, _esxi
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._esxi import GRAPHICS_WORD_BY_API as VIM_TO_WORD
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Change, Failure
+
+
+def graphics_view(cfg):
+    """A host's GraphicsConfig (``hostDefaultGraphicsType``, ``sharedPassthruAssignmentPolicy``,
+    ``deviceType``) in the collection's words: dict(default_type, assignment_policy, device_types {pci: type});
+    None when it was not read."""
+    if cfg is None:
+        return None
+    return dict(
+        default_type=VIM_TO_WORD.get(cfg.hostDefaultGraphicsType, cfg.hostDefaultGraphicsType),
+        assignment_policy=cfg.sharedPassthruAssignmentPolicy,
+        device_types=dict((d.deviceId, VIM_TO_WORD.get(d.graphicsType, d.graphicsType)) for d in cfg.deviceType or []),
+    )
+
+
+def vgpu_modes_view(host, pcis):
+    """{pci: vGPU mode word} of the host's NVIDIA GPUs (``config.graphicsInfo[].vgpuMode``); a GPU whose mode
+    the API does not report is left out."""
+    infos = dict((i.pciId, i) for i in host.get("config.graphicsInfo") or [])
+    modes = dict((pci, _esxi.vgpu_mode_word(getattr(infos.get(pci), "vgpuMode", None))) for pci in pcis)
+    return dict((pci, mode) for pci, mode in modes.items() if mode is not None)
+
+
+def vgpu_mode_refusal(host, exc):
+    """The message of a graphics change the host refused while its vGPU mode was to change: which GPUs were
+    left in which mode, and what lets the change through."""
+    before = (host["current"] or {}).get("vgpu_modes") or {}
+    wanted = host["desired"].get("vgpu_modes") or {}
+    left = ["%s (left %s, asked %s)" % (pci, before.get(pci), mode) for pci, mode in sorted(wanted.items())
+            if before.get(pci) != mode]
+    return ("Unable to set the vGPU mode of the GPUs of host %s: %s. Its graphics configuration was not "
+            "changed by the refused call; GPUs left in their mode: %s. The vGPU mode of a GPU changes only while "
+            "no powered-on VM holds a "
+            "vGPU on it: power off the host's vGPU VMs (or roll the host through maintenance mode with the "
+            "esxi_gpu_host role, esxi_gpu_host_power_off_vgpu_vms) and rerun" % (host["name"], exc, ", ".join(left)))
+
+
+def busy_gpus(item, desired):
+    """Refuse (before any change, in check mode too) a vGPU mode change on a GPU that carries powered-on vGPU
+    VMs: the host would refuse it."""
+    before = (item["current"] or {}).get("vgpu_modes") or {}
+    busy = ["GPU %s (VMs %s; left %s, asked %s)" % (pci, ", ".join(item["vms_on_gpu"][pci]), before.get(pci), mode)
+            for pci, mode in sorted((desired.get("vgpu_modes") or {}).items())
+            if before.get(pci) != mode and (item.get("vms_on_gpu") or {}).get(pci)]
+    if busy:
+        raise _esxi.EsxiError(
+            "host %s keeps the vGPU mode of its GPUs that carry powered-on vGPU VMs (the mode changes only while no "
+            "powered-on VM holds a vGPU on the GPU): %s. Power off the "
+            "host's vGPU VMs (or roll the host through maintenance mode with the esxi_gpu_host role, "
+            "esxi_gpu_host_power_off_vgpu_vms) and rerun" % (item["name"], "; ".join(busy)))
+
+
+def vgpu_mode_changed(host):
+    before = (host["current"] or {}).get("vgpu_modes") or {}
+    return any(before.get(pci) != mode for pci, mode in (host["desired"].get("vgpu_modes") or {}).items())
+
+
+def direct_path_modes_view(soap_modes, devices, pcis):
+    """{pci: vGPU mode word} with the mode of each GPU as direct-path-devices reads it (``current_mode``); a GPU
+    in MIG mode (``multi_instance_gpu`` in the hosts' retrieval) or one the API does not list in a vGPU mode keeps
+    what the retrieval read."""
+    out = dict(soap_modes)
+    for pci in pcis:
+        word = _direct_path.WORD_BY_REST_MODE.get((devices.get(pci) or {}).get("current_mode"))
+        if word is not None and out.get(pci) != _esxi.VGPU_MODE_MIG:
+            out[pci] = word
+    return out
+
+
+def rest_modes(current, desired):
+    """{pci: vGPU mode word} of the GPUs whose mode changes (sent through direct-path-devices)."""
+    before = (current or {}).get("vgpu_modes") or {}
+    return dict((pci, mode) for pci, mode in sorted((desired.get("vgpu_modes") or {}).items())
+                if before.get(pci) != mode)
+
+
+def other_graphics_changed(current, desired):
+    """Whether anything but the vGPU modes changes in the graphics configuration (UpdateGraphicsConfig)."""
+    def rest(view):
+        return dict((k, v) for k, v in (view or {}).items() if k != "vgpu_modes")
+    return rest(current) != rest(desired)
+
+
+def scheduler_option(sched):
+    """The scheduler option, None when it sets nothing; its input errors first, whatever the hosts."""
+    if sched is not None and sched.get("policy") is None and not sched.get("per_gpu") \
+            and sched.get("time_slice_ms") is None:
+        sched = None
+    if sched is not None and sched.get("time_slice_ms") is not None and sched.get("policy") is None:
+        raise Failure("scheduler.time_slice_ms needs scheduler.policy")
+    try:
+        _esxi.validate_scheduler(sched)
+    except _esxi.EsxiError as exc:
+        raise Failure("Invalid scheduler: %s" % exc)
+    return sched
+
+
+def needs_profiles(sched):
+    """Whether the scheduler asks for fixed share somewhere (refused next to mixed vGPU sizes)."""
+    return "fixed_share" in [sched.get("policy")] + [e.get("policy") for e in sched.get("per_gpu") or []]
+
+
+def host_changes(name, host):
+    """The plan's changes of one host: its graphics, its module options, a reboot owed."""
+    out = []
+    if host["graphics_changed"]:
+        out.append(Change(name, "graphics", host["current"], host["desired"]))
+    if host["opt_changed"]:
+        out.append(Change(name, "nvidia_module_options", host["options"], host["new_options"]))
+    if host["reboot_owed"]:
+        out.append(Change(name, "reboot", host["pending"], [], "reboot"))
+    if host["mig_changed"]:
+        out.append(Change(name, "mig_mode", mig_words(host["mig"]["before"]), mig_words(host["mig"]["after"])))
+    if host["left_off"]:
+        out.append(Change(name, "vms_powered_off", [v["name"] for v in host["left_off"]], [], "power_on"))
+    return out
+
+
+def mig_words(modes):
+    """{index: enabled|disabled} with the indexes as text, as the result shows them."""
+    return dict((str(i), _esxi.mig_word(on)) for i, on in sorted(modes.items()))
+
+
+def gpu_list(indexes):
+    return ", ".join(str(i) for i in sorted(indexes)) or "none"
+
+
+def mig_change(mig):
+    """What a host's MIG plan changes, in words ("disabled -> enabled on GPU 2, 3 and ...")."""
+    parts = []
+    if mig["enable_all"]:
+        parts.append("disabled -> enabled on GPU %s" % gpu_list(mig["enable_all"]))
+    if mig["disable_all"]:
+        parts.append("enabled -> disabled on GPU %s" % gpu_list(mig["disable_all"]))
+    if not parts:  # only a reset owed: nvidia-smi set it earlier, it runs after a reboot
+        parts.append("pending on GPU %s" % gpu_list(mig["reset"]))
+    return " and ".join(parts)
+
+
+def mig_reason(mig):
+    """The MIG change of a host and how it is made, in words."""
+    return "MIG mode %s: maintenance mode, nvidia-smi, a reboot if a GPU keeps it pending, read back before " \
+           "the host leaves maintenance mode" % mig_change(mig)
+
+
+def host_mig_plan(rows, geometry_indexes=None, enabled=None, gpu_indexes=None):
+    """What the GPUs of a host (:func:`_esxi.parse_mig_query` rows, from the API or nvidia-smi) need:
+    {enable, disable, set, reset, before, after, enable_all, disable_all}. ``geometry_indexes``: the GPUs
+    the design's MIG geometry puts in MIG mode on this host (None: no geometry, then ``enabled`` and
+    ``gpu_indexes``, the mig_mode and mig_gpu_indexes options, decide); :class:`_esxi.EsxiError` when it
+    cannot be made."""
+    if geometry_indexes is not None:
+        mig = _esxi.mig_geometry_plan(rows, geometry_indexes)
+    else:
+        mig = _esxi.mig_plan(rows, enabled, gpu_indexes)
+        mig["enable"], mig["disable"] = (mig["set"], []) if enabled else ([], mig["set"])
+        mig["after"] = dict((i, enabled) for i in mig["before"])
+    mig["set"] = sorted(mig["enable"] + mig["disable"])
+    # every GPU whose mode changes (set now, or set earlier and pending), by direction
+    changing = set(mig["set"]) | set(mig["reset"])
+    mig["enable_all"] = sorted(i for i in changing if mig["after"].get(i))
+    mig["disable_all"] = sorted(i for i in changing if not mig["after"].get(i))
+    return mig
+
+
+def predict_impacts(item, desired):
+    """{pci: impacts} the direct-path-devices configure of each GPU whose vGPU mode changes would have
+    (:func:`_direct_path.predict_impacts` from the host's Info, ``item["devices"]``); a mode the device cannot
+    take, or a change that needs maintenance mode on a host that is not in it, is refused
+    (:class:`_esxi.EsxiError`) before any change."""
+    impacts = {}
+    for pci, word in rest_modes(item["current"], desired).items():
+        try:
+            impacts[pci] = _direct_path.predict_impacts((item.get("devices") or {}).get(pci), word)
+        except _direct_path.DirectPathError as exc:
+            raise _esxi.EsxiError("GPU %s: %s" % (pci, exc))
+    refusal = _direct_path.maintenance_refusal(item["name"], impacts,
+                                               bool(item["host"].get("runtime.inMaintenanceMode")))
+    if refusal:
+        raise _esxi.EsxiError(refusal)
+    return impacts
+
+
+__all__ = ["busy_gpus", "direct_path_modes_view", "gpu_list", "graphics_view", "host_changes", "host_mig_plan",
+           "mig_change", "mig_reason", "mig_words", "needs_profiles", "other_graphics_changed", "predict_impacts",
+           "rest_modes", "scheduler_option", "vgpu_mode_changed", "vgpu_mode_refusal", "vgpu_modes_view"]
