@@ -10,7 +10,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/$(COLL_ROOT)
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/$(SIM_DIR)/bin:$(PATH)
 
 .PHONY: help venv collection test unit check integration sanity lint demo bench clean sim-build sim-up sim-down molecule browser dist \
-  importer importer-venv docs docs-venv docs-lint
+  importer importer-venv docs docs-venv docs-lint changelog-lint
 
 help:
 	@echo "make test   - create the venv, build the simulators, run every test"
@@ -62,7 +62,7 @@ integration: venv collection sim-build browser
 
 test: venv collection sim-build browser importer-venv docs-venv
 	$(PY) -m pytest $(PYTEST_ARGS) tests/unit tests/integration
-	$(MAKE) --no-print-directory molecule sanity lint docs-lint
+	$(MAKE) --no-print-directory molecule sanity lint docs-lint changelog-lint
 
 # site.yml through molecule (converge, idempotence, verify) against simulators started here
 # (vSphere; the Kubernetes rig as Supervisor and guest cluster, with the platform's VKS cluster;
@@ -161,6 +161,12 @@ docs: venv collection docs-venv
 # the plugins' and roles' documentation as antsibull-docs judges it (markup, references, schema)
 docs-lint: venv collection docs-venv
 	$(DOCS_ENV) antsibull-docs lint-collection-docs --plugin-docs .
+
+# the changelog fragments and changelogs/changelog.yaml as `antsibull-changelog release` reads them
+# (docs/releasing.md)
+changelog-lint: venv
+	$(VENV)/bin/antsibull-changelog lint
+	$(VENV)/bin/antsibull-changelog lint-changelog-yaml changelogs/changelog.yaml
 
 clean:
 	rm -rf .build $(SIM_DIR) .pytest_cache

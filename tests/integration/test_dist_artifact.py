@@ -290,3 +290,27 @@ def test_documentation_site_renders_every_module_role_and_guide():
     # the design reference with its field tables and examples
     design = seen["guides/design.html"]
     assert design["tables"] >= 1 and design["blocks"], "the design reference lost its tables or examples"
+
+
+def test_signed_manifest_verifies_as_ansible_galaxy_checks_it(installed):
+    """docs/releasing.md's signature: a detached, ASCII-armoured GPG signature of the tarball's
+    MANIFEST.json (what Galaxy NG and Automation Hub store beside a version), checked by
+    `ansible-galaxy collection verify` against the installed copy; a signature of anything else fails."""
+    tarball, env, work = installed[0], dict(installed[2]), installed[3]
+    sign = work / "sign"
+    (sign / "gnupg").mkdir(parents=True, mode=0o700)
+    env["GNUPGHOME"] = str(sign / "gnupg")
+    _run(["gpg", "--batch", "--passphrase", "", "--quick-generate-key", "gpupool.vcf release check <release@example.com>",
+          "ed25519", "sign", "1d"], sign, env)
+    with tarfile.open(str(tarball)) as tar:
+        (sign / "MANIFEST.json").write_bytes(tar.extractfile("MANIFEST.json").read())
+    _run(["gpg", "--batch", "--yes", "--detach-sign", "--armor", "--output", "MANIFEST.json.asc", "MANIFEST.json"], sign, env)
+    _run(["gpg", "--batch", "--yes", "--export", "--output", "pubring.gpg"], sign, env)
+    verify = [VENV_BIN / "ansible-galaxy", "collection", "verify", "--offline", "gpupool.vcf", "--keyring", sign / "pubring.gpg",
+              "--signature"]
+    _run(verify + [(sign / "MANIFEST.json.asc").as_uri()], sign, env)
+    (sign / "other.json").write_text("{}")
+    _run(["gpg", "--batch", "--yes", "--detach-sign", "--armor", "--output", "other.asc", "other.json"], sign, env)
+    wrong = subprocess.run(verify + [(sign / "other.asc").as_uri()], cwd=str(sign), env=env, capture_output=True,
+                           text=True, timeout=300, check=False)
+    assert wrong.returncode != 0 and "Signature verification failed" in wrong.stdout + wrong.stderr, wrong
