@@ -17,7 +17,9 @@ description:
   - C(vsphere) - the GPU hosts as C(gpu_host_info) reads them (graphics configuration, nvidia module options,
     driver packages, per-GPU MIG and vGPU mode, vGPU VMs), the DRS state of each cluster, the VM classes, every
     Supervisor namespace, the storage policies and the Supervisor clusters.
-  - C(vks) - with O(supervisor_kubeconfig), the node pools of each VKS cluster the discovered design names.
+  - C(vks) - with O(supervisor_kubeconfig), the node pools of each VKS cluster the discovered design names, and
+    under C(topology) the rest of its topology (ClusterClass, Kubernetes release, control plane replicas, the
+    Cluster's variables).
   - C(guest) - with O(kubeconfig), the PriorityClasses, the tenants' ResourceQuotas, the Kueue ClusterQueues, the
     ClusterPolicy and the notebook culling as discovery reads them, and under C(objects) the tenant namespaces,
     PriorityClasses, ResourceQuotas and Kueue objects whole, as C(guest_objects) reads them (labels, so the
@@ -148,6 +150,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_api import 
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_reader import (
     LinkError, k8s_client, read_guest_design, read_vks)
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._library import K8S_IMPORT_ERROR
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._vks_api import VksClusterApi
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sError, request_argument_spec, request_timeout_error
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_guest, _capture
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _discover
@@ -220,9 +223,7 @@ class Capture(Resource):
             if K8S_IMPORT_ERROR:
                 raise Failure(missing_required_lib("kubernetes") + " Nothing was written.", exception=K8S_IMPORT_ERROR)
             if p["supervisor_kubeconfig"]:
-                self.read_link("vks", sections, unread, lambda: read_vks(dict(
-                    kubeconfig=p["supervisor_kubeconfig"], context=p["supervisor_context"],
-                    request_timeout=p["request_timeout"]), derived))
+                self.read_link("vks", sections, unread, lambda: self.read_supervisor(derived))
             if p["kubeconfig"]:
                 self.read_link("guest", sections, unread, lambda: self.read_guest(derived))
         # plain data (enumerations and dates as text) before it is redacted
@@ -247,6 +248,21 @@ class Capture(Resource):
         except DesignError as exc:
             raise Failure("Unable to read the Kubernetes links: the platform's discovered design does not validate: %s"
                           % exc)
+
+    def read_supervisor(self, derived):
+        """The node pools of each VKS cluster as discovery reads them, and under ``topology`` the rest of the
+        Cluster's topology (its ClusterClass, release, control plane replicas and variables)."""
+        p = self.module.params
+        params = dict(kubeconfig=p["supervisor_kubeconfig"], context=p["supervisor_context"],
+                      request_timeout=p["request_timeout"])
+        out = read_vks(params, derived)
+        for name, cluster in out.items():
+            try:
+                version, obj, ref = VksClusterApi(params, cluster["namespace"], name).read_cluster()
+            except K8sError as exc:
+                raise LinkError("could not read VKS cluster %s/%s: %s" % (cluster["namespace"], name, exc))
+            cluster["topology"] = _capture.topology_of(version, obj, ref)
+        return out
 
     def read_guest(self, derived):
         """What discovery reads of the guest cluster, and under ``objects`` the guest objects as the guest_objects

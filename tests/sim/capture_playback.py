@@ -190,16 +190,21 @@ def supervisor_objects(record: dict, plans: dict, version: str, class_variables:
                                  % (name, md_name, cls, ", ".join(sorted(plans)) or "none"))
             ref = ref or cls
             plan, md_class = plans[cls]
-            mds.append(apply_pool(None, pool, plan, md_class, top_vars=class_variables))
-        ref = ref or sorted(plans)[0]
+            top = dict((v["name"], v["value"]) for v in (cluster.get("topology") or {}).get("variables") or []) \
+                if (cluster.get("topology") or {}).get("variables") is not None else class_variables
+            mds.append(apply_pool(None, pool, plan, md_class, top_vars=top))
+        recorded = cluster.get("topology") or {}
+        ref = recorded.get("cluster_class") or ref or sorted(plans)[0]
         ns, cc = ref.split("/", 1)
+        variables = [dict(v) for v in recorded["variables"]] if recorded.get("variables") is not None else [
+            {"name": k, "value": v} for k, v in sorted(class_variables.items())]
         out.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": cluster["namespace"]}})
         out.append({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
                     "metadata": {"name": name, "namespace": cluster["namespace"]},
-                    "spec": {"topology": {"classRef": {"name": cc, "namespace": ns}, "version": version,
-                                          "controlPlane": {"replicas": 1}, "workers": {"machineDeployments": mds},
-                                          "variables": [{"name": k, "value": v}
-                                                        for k, v in sorted(class_variables.items())]}}})
+                    "spec": {"topology": {"classRef": {"name": cc, "namespace": ns},
+                                          "version": recorded.get("version") or version,
+                                          "controlPlane": {"replicas": recorded.get("control_plane_replicas") or 1},
+                                          "workers": {"machineDeployments": mds}, "variables": variables}}})
     return out
 
 

@@ -81,11 +81,22 @@ def test_node_pools_read_back_as_captured(record):
         captured = record["vks"][cluster["metadata"]["name"]]
         assert cluster["metadata"]["namespace"] == captured["namespace"]
         topology = cluster["spec"]["topology"]
-        assert top_variables(cluster) == VARIABLES
+        recorded = captured["topology"]
+        assert top_variables(cluster) == dict((v["name"], v["value"]) for v in recorded["variables"])
+        assert (topology["version"], topology["controlPlane"]["replicas"]) == (
+            recorded["version"], recorded["control_plane_replicas"])
+        assert "%s/%s" % (topology["classRef"]["namespace"], topology["classRef"]["name"]) == recorded["cluster_class"]
         for md in topology["workers"]["machineDeployments"]:
             want = captured["machine_deployments"][md["name"]]
             plan = plans[want["class"]][0]
             assert read_pool(md, top_variables(cluster), plan) == want
+    # a capture that does not record the topology: the release and variables given
+    bare = copy.deepcopy(record)
+    for cluster in bare["vks"].values():
+        del cluster["topology"]
+    objs = capture_playback.supervisor_objects(bare, plans, "v1.33.1", VARIABLES)
+    assert [(top_variables(o), o["spec"]["topology"]["version"]) for o in objs if o["kind"] == "Cluster"] == [
+        (VARIABLES, "v1.33.1")] * len(record["vks"])
     wrong = copy.deepcopy(record)
     for pool in next(iter(wrong["vks"].values()))["machine_deployments"].values():
         pool["class"] = "elsewhere/no-such-class"

@@ -203,6 +203,19 @@ def guest_objects(objects, namespaces, versions=None):
                                       o["metadata"]["name"]))
 
 
+def topology_of(version, cluster, class_ref):
+    """What a capture keeps of a VKS Cluster besides its node pools (read_vks has those): the Cluster API version it
+    was read in, its ClusterClass (``namespace/name``), its Kubernetes release, the control plane's replicas and the
+    Cluster's topology variables; None without a managed topology."""
+    if cluster is None or class_ref is None:
+        return None
+    topology = (cluster.get("spec") or {}).get("topology") or {}
+    return dict(api_version=version, cluster_class="%s/%s" % (class_ref["namespace"], class_ref["name"]),
+                version=topology.get("version"),
+                control_plane_replicas=(topology.get("controlPlane") or {}).get("replicas"),
+                variables=[dict(name=v.get("name"), value=v.get("value")) for v in topology.get("variables") or []])
+
+
 def names_of(sections):
     """The names a capture holds (hosts, clusters, VMs, namespaces, VM classes, VKS clusters and their node
     pools): what ``redact_names`` maps to pseudonyms."""
@@ -225,4 +238,5 @@ def names_of(sections):
 
 __all__ = ["FORMAT_VERSION", "GUEST_KIND_ORDER", "LAST_APPLIED", "REDACTED", "REDACTED_HOST", "REDACTED_IP",
            "SERVER_METADATA", "envelope", "gpu_pool_capture_errors", "guest_objects", "is_secret_key", "names_of",
+           "topology_of",
            "leaks", "pseudonym", "pseudonyms", "redact", "redact_text"]

@@ -46,6 +46,21 @@ class Readers:
             raise LinkError("could not read the PriorityClasses: Forbidden")
         return dict((k, v) for k, v in (self.record.get("guest") or {}).items() if k != "objects")
 
+    def vks_cluster_api(self, params, namespace, name):
+        """The VKS cluster client: read_cluster() answers the recorded topology."""
+        topology = self.record["vks"][name]["topology"]
+
+        class Api:
+            @staticmethod
+            def read_cluster():
+                ns, cc = topology["cluster_class"].split("/")
+                obj = {"metadata": {"name": name, "namespace": namespace}, "spec": {"topology": {
+                    "classRef": {"name": cc, "namespace": ns}, "version": topology["version"],
+                    "controlPlane": {"replicas": topology["control_plane_replicas"]},
+                    "variables": topology["variables"]}}}
+                return topology["api_version"], obj, {"name": cc, "namespace": ns}
+        return Api()
+
     def guest_objects_api(self, k8s=None, versions=None):
         """The guest_objects reader: {(kind, namespace, name): object} of the kinds asked, one list per kind."""
         readers = self
@@ -67,6 +82,7 @@ def fakes(monkeypatch, module):
         monkeypatch.setattr(module, "k8s_client", lambda *args: "guest client")
         if hasattr(module, "GuestObjectsApi"):
             monkeypatch.setattr(module, "GuestObjectsApi", fake.guest_objects_api)
+            monkeypatch.setattr(module, "VksClusterApi", fake.vks_cluster_api)
         return fake
     return make
 
@@ -114,6 +130,16 @@ def test_capture_a_link_that_cannot_be_read_is_named_and_the_rest_is_written(rea
     assert "vks" not in record and "guest" in record
     assert record["guest"]["objects"] == fake.record["guest"]["objects"] and res["counts"]["guest_objects"] > 0
     assert oct(dest.stat().st_mode & 0o777) == "0o600" and PASSWORD not in dest.read_text()
+
+
+def test_capture_records_the_vks_topology_and_the_guest_objects(readers, tmp_path):
+    fake = readers()
+    dest = tmp_path / "capture.json"
+    res = run(dest, supervisor_kubeconfig=str(tmp_path / "sv"), kubeconfig=str(tmp_path / "g"))
+    assert not res.get("failed"), res.get("msg")
+    assert res["links_not_read"] == {} and res["sections"] == ["guest", "vks", "vsphere"]
+    record = json.loads(dest.read_text())
+    assert record["vks"] == fake.record["vks"] and record["guest"] == fake.record["guest"]
 
 
 def test_capture_check_mode_writes_nothing(readers, tmp_path):

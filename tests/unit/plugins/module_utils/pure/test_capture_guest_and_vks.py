@@ -1,6 +1,7 @@
-"""The guest objects a capture keeps (pure/_capture.guest_objects): the tenant namespaces with their labels, the
-PriorityClasses but the system ones, the quotas and LocalQueues of the tenant namespaces, the Kueue objects; the API
-server's metadata and the status left out, the kind and version said, in the order they can be made again."""
+"""What a capture keeps of the guest objects and of a VKS Cluster (pure/_capture). Guest objects: the tenant
+namespaces with their labels, the PriorityClasses but the system ones, the quotas and LocalQueues of the tenant
+namespaces, the Kueue objects; the API server's metadata and the status left out, the kind and version said, in the
+order they can be made again. A Cluster: its ClusterClass, release, control plane replicas and variables."""
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _capture as cap
 
 MINE = {"app.kubernetes.io/managed-by": "gpupool.vcf"}
@@ -48,3 +49,16 @@ def test_the_live_answer_is_left_as_it_was():
     before = repr(LIVE)
     cap.guest_objects(LIVE, ["team-a"])
     assert repr(LIVE) == before
+
+
+def test_topology_of_a_cluster():
+    cluster = {"metadata": dict(SERVER, name="gpu-workloads"), "spec": {"topology": {
+        "classRef": {"name": "builtin-generic-v3.4.0"}, "version": "v1.35.5+vmware.1-vkr.1",
+        "controlPlane": {"replicas": 3}, "workers": {"machineDeployments": [{"name": "inference"}]},
+        "variables": [{"name": "vmClass", "value": "best-effort-large"}, {"name": "node", "value": {"labels": {}}}]}}}
+    ref = {"name": "builtin-generic-v3.4.0", "namespace": "vmware-system-vks-public"}
+    assert cap.topology_of("v1beta2", cluster, ref) == {
+        "api_version": "v1beta2", "cluster_class": "vmware-system-vks-public/builtin-generic-v3.4.0",
+        "version": "v1.35.5+vmware.1-vkr.1", "control_plane_replicas": 3,
+        "variables": [{"name": "vmClass", "value": "best-effort-large"}, {"name": "node", "value": {"labels": {}}}]}
+    assert cap.topology_of(None, None, None) is None and cap.topology_of("v1beta2", cluster, None) is None
