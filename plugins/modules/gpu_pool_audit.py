@@ -262,96 +262,26 @@ vcenter:
   sample: vc-west
 """
 
-import datetime
 import os
 
 from ansible.module_utils.basic import env_fallback
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit, _audit_esxi, _audit_guest, _audit_licensing
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_report, _audit_vks, _audit_vsphere
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive, for_vcenter
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit, _audit_licensing, _audit_report
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_scope as scope
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import DesignError
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sError, request_argument_spec, request_timeout_error
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_reader import (  # noqa: F401 - read_vks: tests import it here
-    LinkError, k8s_client, read_guest, read_vks, _read)
-# the paths and VsphereNotFound are not used here: the audit's unit tests read them from this module
-from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._pool_reader import (  # noqa: F401 pylint: disable=unused-import
-    POLICIES_PATH, VM_CLASSES_PATH, read_esxi, read_pool_classes, read_vsphere)
-from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import (  # noqa: F401 pylint: disable=unused-import
-    VsphereError, VsphereNotFound)
-from ansible_collections.gpupool.vcf.plugins.module_utils.runner._design_input import module_design
-from ansible_collections.gpupool.vcf.plugins.module_utils.runner import _files
-from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_inputs import gpu_pool_audit_errors
-from ansible_collections.gpupool.vcf.plugins.module_utils.dls._reader import (  # noqa: F401 pylint: disable=unused-import
-    lease_list, read_dls)
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._library import HAS_KUBERNETES
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._node_reader import read_nodes
-from ansible_collections.gpupool.vcf.plugins.module_utils.dls._token import read_token
-from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromClient, PromError
-
-
-# --- the licensing link's reader ------------------------------------------------------------------
-
-
-def read_licensing(module, derived):
-    """The licensing link's live state: the appliance, the kept token, the license series and the GPU nodes."""
-    p = module.params
-    state = dict(dls=read_dls(p), renew_before_days=p["renew_before_days"], metric=p["license_metric"])
-    if p["token_dir"]:
-        path = os.path.join(p["token_dir"], "%s.tok" % derived["design"])
-        meta, digest = read_token(path)
-        today = datetime.datetime.now(datetime.timezone.utc).date()
-        token_state, detail = _audit_licensing.token_state(meta, digest, today, p["renew_before_days"], p["dls_host"],
-                                                           p["dls_port"])
-        state["token"] = dict(path=path, state=token_state, detail=detail)
-    if p["kubeconfig"]:
-        nodes = read_nodes(k8s_client(p["kubeconfig"], p["context"], p["request_timeout"]), _read)
-        state["gpu_nodes"] = _audit_licensing.gpu_node_names(derived, nodes)
-    if p["prometheus_url"]:
-        prom = PromClient(p["prometheus_url"], bearer_token=p["prometheus_bearer_token"],
-                          validate_certs=p["prometheus_validate_certs"], ca_path=p["prometheus_ca_path"],
-                          allow_plain_http=p["prometheus_allow_plain_http"],
-                          plain_http_option="prometheus_allow_plain_http",
-                          timeout=p["request_timeout"])
-        try:
-            state["license_series"] = prom.query(p["license_metric"])
-        except PromError as exc:
-            raise LinkError("could not read the license status from Prometheus %s: %s" % (p["prometheus_url"], exc))
-    else:
-        state["how_to_check"] = "no prometheus_url given"
-    return state
-
-
-def licensing_input_errors(p):
-    """Bad licensing options, before anything is read."""
-    out = []
-    if not 1 <= p["dls_port"] <= 65535:
-        out.append("dls_port must be from 1 to 65535, not %s" % p["dls_port"])
-    if p["renew_before_days"] < 0:
-        out.append("renew_before_days must be 0 or more, not %s" % p["renew_before_days"])
-    url = p["prometheus_url"]
-    if url and not (url.startswith("http://") or url.startswith("https://")):
-        out.append("prometheus_url must be an http:// or https:// URL, not %r" % (url,))
-    if p["dls_host"] and not (p["dls_username"] and p["dls_password"]):
-        out.append("dls_host needs dls_username and dls_password")
-    return out
-
-
-# --- the module -----------------------------------------------------------------------------------
-
-
-def write_report(module, path, text):
-    """(changed, diff) of writing the report; check mode predicts only."""
-    path = os.path.abspath(path)  # the report option is type=path: user and variables already expanded
-    try:
-        changed, before = _files.write_report(module, path, text)
-    except (IOError, OSError) as exc:
-        module.fail_json(msg="Unable to write report %s: %s" % (path, to_native(exc)))
-    return changed, dict(before=before or "", after=text, before_header=path, after_header=path)
-
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure, Info
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_reader import read_vks  # noqa: F401 - tests import it here
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import request_argument_spec, request_timeout_error
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner import _files
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._audit_read import read_link
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._design_input import given_design
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
 
 ARGUMENT_SPEC = dict(
     design=dict(type="dict"),
@@ -382,184 +312,81 @@ ARGUMENT_SPEC = dict(
     vcenter_results=dict(type="list", elements="dict"),
     **request_argument_spec()
 )
-HOW = dict(esxi="give the vSphere connection (hostname, username, password or VMWARE_HOST...)",
-           vsphere="give the vSphere connection (hostname, username, password or VMWARE_HOST...)",
-           licensing="give dls_host, dls_username and dls_password (site.yml's gpupool_dls_* variables)",
-           vks="give supervisor_kubeconfig (the Supervisor's kubeconfig)",
-           guest="give kubeconfig (the guest cluster's kubeconfig, or K8S_AUTH_KUBECONFIG)")
 
 
-def derived_inputs(module):
-    """The design's derived inputs, the same the roles take; a design with errors fails with its findings."""
-    p = module.params
-    if request_timeout_error(p["request_timeout"]):
-        module.fail_json(msg=request_timeout_error(p["request_timeout"]))
-    errors = licensing_input_errors(p)
-    if errors:
-        module.fail_json(msg="Invalid input for gpu_pool_audit: %s. Nothing was read." % "; ".join(errors),
-                         invalid_input=errors)
-    design = module_design(module, normalized=False)
-    try:
-        return derive(design)
-    except DesignError as exc:
-        module.fail_json(msg="The design has errors; fix them first (gpu_pool_design): %s" % exc,
-                         findings=[f.to_dict() for f in exc.findings])
+class PoolAudit(Info):
+    """Read-only: read every link the run covers, judge each (the findings), write the report when asked."""
 
+    def __init__(self, module):
+        Info.__init__(self, "the GPU pool")
+        self.module = module
+        self.derived = None
 
-VSPHERE_LINKS = ("esxi", "vsphere")
-
-
-def vcenter_inputs(module, derived):
-    """``derived`` narrowed to the vCenter O(vcenter) names (the whole design without it); an unknown
-    name, or O(links) beyond that vCenter's, fails before anything is read."""
-    p = module.params
-    if p["vcenter"] is not None and p["vcenter_results"] is not None:
-        module.fail_json(msg="Invalid input for gpu_pool_audit: vcenter and vcenter_results are mutually exclusive "
-                             "(one task per vCenter, then one that merges them). Nothing was read.")
-    if p["vcenter"] is None:
-        return derived
-    names = list(derived["vcenters"])
-    if p["vcenter"] not in names:
-        module.fail_json(msg="Invalid input for gpu_pool_audit: vCenter %r is not in the design (its vCenters: %s). "
-                             "Nothing was read." % (p["vcenter"], ", ".join(names)))
-    own = VSPHERE_LINKS if derived["vcenters"][p["vcenter"]]["supervisor"] else VSPHERE_LINKS[:1]
-    beyond = [link for link in p["links"] or [] if link not in VSPHERE_LINKS]
-    if beyond:
-        module.fail_json(msg="Invalid input for gpu_pool_audit: with vcenter, links may name only esxi and vsphere, "
-                             "not %s (audit them in the task that merges vcenter_results). Nothing was read."
-                             % ", ".join(beyond))
-    if p["links"] is None:
-        p["links"] = list(own)
-    return for_vcenter(derived, p["vcenter"])
-
-
-def in_vcenter(name, findings):
-    """The findings of one vCenter, each naming it."""
-    return [dict(f, object="vcenter %s: %s" % (name, f["object"]), vcenter=name) for f in findings]
-
-
-def merged_vcenter_results(module):
-    """(findings, audited links) of the O(vcenter_results)."""
-    findings, audited = [], []
-    for i, res in enumerate(module.params["vcenter_results"] or []):
-        if res.get("skipped"):
-            continue
-        if res.get("failed"):
-            module.fail_json(msg="Unable to merge the audit of every vCenter: vcenter_results[%d] failed: %s; "
-                                 "nothing was written" % (i, res.get("msg") or "no message"))
-        if not isinstance(res.get("findings"), list) or not res.get("vcenter"):
-            module.fail_json(msg="Invalid input for gpu_pool_audit: vcenter_results[%d] is not the result of a "
-                                 "gpu_pool_audit task with vcenter (%s). Nothing was read."
-                             % (i, res.get("msg") or "no findings and no vcenter"))
-        findings += res["findings"]
-        audited += [link for link in res.get("audited") or [] if link not in audited]
-    return findings, audited
-
-
-def links_to_audit(module):
-    """[(link, connected)] of the links asked (all by default); a link asked for without its connection fails.
-    With O(vcenter_results) the vSphere links are left to the vCenters' tasks and ``[]`` asks for none."""
-    p = module.params
-    connection = dict(esxi=bool(p["hostname"]), vsphere=bool(p["hostname"]), licensing=bool(p["dls_host"]),
-                      vks=bool(p["supervisor_kubeconfig"]), guest=bool(p["kubeconfig"]))
-    asked = p["links"]
-    if p["vcenter_results"] is not None:
-        asked = [link for link in (_audit.LINKS if asked is None else asked) if link not in VSPHERE_LINKS]
-        lacking = [link for link in p["links"] or [] if not connection[link] and link not in VSPHERE_LINKS]
-        if lacking:
-            module.fail_json(msg="Unable to audit link(s) %s: no connection; %s" % (
-                ", ".join(lacking), "; ".join(HOW[link] for link in lacking)))
-        return [(link, connection[link]) for link in _audit.LINKS if link in asked]
-    lacking = [link for link in asked or [] if not connection[link]]
-    if lacking:
-        module.fail_json(msg="Unable to audit link(s) %s: no connection; %s" % (
-            ", ".join(lacking), "; ".join(HOW[link] for link in lacking)))
-    return [(link, connection[link]) for link in _audit.LINKS if (link in asked if asked else True)]
-
-
-def audit_link(module, link, derived):
-    """The findings of one link: its live state read, judged by the link's comparator."""
-    p = module.params
-    if link == "esxi":
-        hosts, drs = read_esxi(module.client(), rest=module.open_rest_session)
-        return _audit_esxi.audit_esxi(derived, hosts, drs)
-    if link == "vsphere":
-        return _audit_vsphere.audit_vsphere(derived, **read_vsphere(module, derived))
-    if link == "licensing":
-        if p["kubeconfig"] and not HAS_KUBERNETES:
-            module.fail_json(msg="The kubernetes Python library is required for the GPU nodes of the licensing link")
-        state = read_licensing(module, derived)
-        return _audit_licensing.audit_licensing(derived, **state)
-    if not HAS_KUBERNETES:
-        module.fail_json(msg="The kubernetes Python library is required for the %s link" % link)
-    if link == "vks":
-        supervisor = dict(kubeconfig=p["supervisor_kubeconfig"], context=p["supervisor_context"],
-                          request_timeout=p["request_timeout"])
-        return _audit_vks.audit_vks(derived, read_vks(supervisor, derived), vm_classes=read_pool_classes(module, derived))
-    k8s = k8s_client(p["kubeconfig"], p["context"], p["request_timeout"])
-    return _audit_guest.audit_guest(derived, **read_guest(k8s, derived))
-
-
-def audit_links(module, derived):
-    """(findings, audited links); a link without its connection is a not_audited finding. With O(vcenter)
-    each finding names the vCenter; with O(vcenter_results) the vCenters' findings are merged in."""
-    findings, audited = merged_vcenter_results(module)
-    own, audited_here = audit_own_links(module, derived)
-    if module.params["vcenter"] is not None and len(derived["vcenters"]) > 1:
-        own = in_vcenter(module.params["vcenter"], own)
-    audited += [link for link in audited_here if link not in audited]
-    return _audit_report.sort_findings(findings + own), [link for link in _audit.LINKS if link in audited]
-
-
-def audit_own_links(module, derived):
-    """(findings, audited links) of the links this task reads."""
-    findings, audited = [], []
-    for link, connected in links_to_audit(module):
-        if not connected:
-            findings.append(_audit.not_audited(link, "no connection given", HOW[link]))
-            continue
-        where = link if module.params["vcenter"] is None else "%s of vCenter %s" % (link, module.params["vcenter"])
+    def read(self):
+        """The derived design (narrowed to O(vcenter)) and each covered link's live state; bad input and a design
+        with errors are refused before anything is read."""
+        p = self.module.params
+        errors = scope.licensing_input_errors(p)
+        if request_timeout_error(p["request_timeout"]):
+            raise Failure(request_timeout_error(p["request_timeout"]))
+        if errors:
+            raise Failure("Invalid input for gpu_pool_audit: %s. Nothing was read." % "; ".join(errors),
+                          invalid_input=errors)
         try:
-            findings += audit_link(module, link, derived)
-        except VsphereError as exc:
-            module.fail_vsphere("audit link", where, exc)
-        except (LinkError, K8sError) as exc:
-            module.fail_json(msg="Unable to audit link %s: %s; nothing was written" % (where, exc))
-        except Exception as exc:  # kubeconfig errors, API errors of the kubernetes client
-            if link in ("vks", "guest", "licensing"):
-                module.fail_json(msg="Unable to audit link %s: %s" % (link, to_native(exc)))
-            raise
-        audited.append(link)
-    return findings, audited
+            derived = derive(given_design(p))
+        except DesignError as exc:
+            raise Failure("The design has errors; fix them first (gpu_pool_design): %s" % exc,
+                          findings=[f.to_dict() for f in exc.findings])
+        self.derived, asked = scope.vcenter_scope(p, derived)
+        merged = scope.merged_vcenter_results(p["vcenter_results"])
+        links = scope.links_to_audit(p, asked)
+        live = dict(links=links, merged=merged, state={})
+        for link, connected in links:
+            if connected:
+                where = link if p["vcenter"] is None else "%s of vCenter %s" % (link, p["vcenter"])
+                with self.doing("audit link", where):
+                    live["state"][link] = read_link(self.module, link, self.derived)
+        return live
 
+    def result(self, live, plan):
+        findings, audited = scope.judge(self.derived, live["state"], live["links"], self.module.params["vcenter"],
+                                        live["merged"])
+        out = dict(findings=findings, summary=_audit.summarize(findings), clean=_audit.is_clean(findings),
+                   audited=audited)
+        if self.module.params["vcenter"] is not None:
+            out["vcenter"] = self.module.params["vcenter"]
+        return out
 
-def finish(module, derived, findings, audited):
-    """The result, the report file when asked (the only change), and fail_on."""
-    p = module.params
-    summary = _audit.summarize(findings)
-    result = dict(changed=False, findings=findings, summary=summary, clean=_audit.is_clean(findings), audited=audited)
-    if p["vcenter"] is not None:
-        result["vcenter"] = p["vcenter"]
-    if p["report"]:
-        text = _audit_report.render(derived["design"], findings, summary, audited, p["report_format"])
-        changed, diff = write_report(module, p["report"], text)
-        result.update(changed=changed, report=p["report"])
-        if module._diff and changed:
-            result["diff"] = diff
-    if _audit.should_fail(findings, p["fail_on"]):
-        counts = summary["severity"]
-        module.fail_json(msg="The audit found %d error(s) and %d warning(s) (fail_on=%s)" % (
-            counts["error"], counts["warning"], p["fail_on"]), **result)
-    module.exit_json(**result)
+    def next_step(self, exc):
+        if self.step and self.step[0] == "audit link" and not isinstance(exc, VsphereError):
+            return "nothing was written"
+        return None
+
+    def finish(self, result):
+        """The report file when asked (the only change; check mode predicts it), then fail_on."""
+        p, out = self.module.params, {}
+        if p["report"]:
+            text = _audit_report.render(self.derived["design"], result["findings"], result["summary"],
+                                        result["audited"], p["report_format"])
+            path = os.path.abspath(p["report"])  # type=path: user and variables already expanded
+            try:
+                changed, before = _files.write_report(self.module, path, text)
+            except (IOError, OSError) as exc:
+                raise Failure("Unable to write report %s: %s" % (path, to_native(exc)))
+            out.update(changed=changed, report=p["report"])
+            if self.module._diff and changed:  # pylint: disable=protected-access
+                out["diff"] = dict(before=before or "", after=text, before_header=path, after_header=path)
+        message = scope.fail_on_message(result["findings"], p["fail_on"])
+        if message:
+            raise Failure(message, **dict(result, **out))
+        return out
 
 
 def main():
     module = VsphereModule(argument_spec=ARGUMENT_SPEC, mutually_exclusive=[("design", "design_file")],
                            required_one_of=[("design", "design_file")], supports_check_mode=True)
     enforce(module, "gpu_pool_audit", gpu_pool_audit_errors)
-    derived = vcenter_inputs(module, derived_inputs(module))
-    findings, audited = audit_links(module, derived)
-    finish(module, derived, findings, audited)
+    Runner(module, PoolAudit(module)).run()
 
 
 if __name__ == "__main__":

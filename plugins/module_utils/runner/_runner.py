@@ -15,6 +15,11 @@ change and the run is not in check mode, ``apply(plan)`` (see ``_plan.Resource``
 is ``changed`` (whether the plan holds a change: check mode predicts exactly what a real run
 reports), the resource's own keys, ``diff`` with ``--diff``, and whatever ``apply`` returns.
 
+A read-only resource that writes a file of its own (the audit's report) and may fail on what it
+found has a ``finish(result)``: called last, in check mode too, with the whole result; it returns
+more result keys (``changed``, ``diff`` of its file: its writer predicts in check mode) or raises
+``_plan.Failure`` with the result to fail the run after it.
+
 Every error ends in ``fail_json``, never in a traceback:
 
 * a client error (``_errors.ClientError``, the base of every client room's errors: ``VsphereError``,
@@ -91,6 +96,10 @@ class Runner:
             self.planned = dict((k, v) for k, v in result.items() if k != "changed")  # what was attempted
             result.update(resource.apply(plan) or {})
             self._add_diff(result, live, plan)  # apply may learn what the plan could not (plan.after)
+        finish = getattr(resource, "finish", None)
+        if finish is not None:  # what a read-only resource writes and judges from the whole result
+            self._phase(resource.verb)
+            result.update(finish(result) or {})
         return result
 
     def _add_diff(self, result, live, plan):

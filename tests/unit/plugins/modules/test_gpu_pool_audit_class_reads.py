@@ -6,7 +6,8 @@ import pathlib
 import yaml
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
-from ansible_collections.gpupool.vcf.plugins.modules import gpu_pool_audit as audit
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere import _pool_reader as audit
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereNotFound
 from tests.lib.fake_module import FakeModule
 
 ROOT = pathlib.Path(__file__).resolve().parents[4]
@@ -32,7 +33,7 @@ class Rest:
                      "devices": {"vgpu_devices": [{"profile_name": "nvidia_h100-3-40c"}]}}]
         if path == audit.POLICIES_PATH:
             return []
-        raise audit.VsphereNotFound(path)
+        raise VsphereNotFound(path)
 
 
 class Module(FakeModule):

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
-from ansible_collections.gpupool.vcf.plugins.modules import gpu_pool_audit as audit
-from tests.lib.fake_module import Exited, FakeModule
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_scope as audit
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure
 
 ROOT = pathlib.Path(__file__).resolve().parents[4]
 
@@ -34,32 +34,30 @@ def params(**kw):
 
 
 def failure(fn, *args):
-    with pytest.raises(Exited) as exc:
+    with pytest.raises(Failure) as exc:
         fn(*args)
-    assert exc.value.result.get("failed") is not False
-    return exc.value.result["msg"]
+    return exc.value.msg
 
 
 def test_one_vcenter_narrows_the_design_and_picks_its_links():
     derived = derived_two()
-    module = FakeModule(params(vcenter="vc-west"))
-    west = audit.vcenter_inputs(module, derived)
+    west, links = audit.vcenter_scope(params(vcenter="vc-west"), derived)
     assert list(west["roles"]["esxi_gpu_host"]) == ["gpu-l40s-west"]
-    assert module.params["links"] == ["esxi"]  # no Supervisor there: no vsphere link
-    module = FakeModule(params(vcenter="vc-east"))
-    east = audit.vcenter_inputs(module, derived)
+    assert links == ["esxi"]  # no Supervisor there: no vsphere link
+    east, links = audit.vcenter_scope(params(vcenter="vc-east"), derived)
     assert list(east["roles"]["esxi_gpu_host"]) == ["gpu-h100", "gpu-l40s"]
-    assert module.params["links"] == ["esxi", "vsphere"]
-    assert audit.vcenter_inputs(FakeModule(params()), derived) is derived
+    assert links == ["esxi", "vsphere"]
+    assert audit.vcenter_scope(params(vcenter="vc-east", links=["esxi"]), derived)[1] == ["esxi"]
+    assert audit.vcenter_scope(params(), derived) == (derived, None)
 
 
 def test_bad_vcenter_inputs_fail_before_anything_is_read():
     derived = derived_two()
-    msg = failure(audit.vcenter_inputs, FakeModule(params(vcenter="vc-wset")), derived)
+    msg = failure(audit.vcenter_scope, params(vcenter="vc-wset"), derived)
     assert "vCenter 'vc-wset' is not in the design (its vCenters: vc-east, vc-west)" in msg and "Nothing was read" in msg
-    msg = failure(audit.vcenter_inputs, FakeModule(params(vcenter="vc-east", links=["esxi", "guest"])), derived)
+    msg = failure(audit.vcenter_scope, params(vcenter="vc-east", links=["esxi", "guest"]), derived)
     assert "links may name only esxi and vsphere, not guest" in msg
-    msg = failure(audit.vcenter_inputs, FakeModule(params(vcenter="vc-east", vcenter_results=[])), derived)
+    msg = failure(audit.vcenter_scope, params(vcenter="vc-east", vcenter_results=[]), derived)
     assert "mutually exclusive" in msg
 
 
@@ -74,20 +72,19 @@ def test_findings_of_a_vcenter_name_it():
 def test_merge_takes_findings_skips_the_unasked_and_refuses_a_failed_vcenter():
     east = {"vcenter": "vc-east", "audited": ["esxi", "vsphere"], "findings": [{"object": "a"}]}
     west = {"vcenter": "vc-west", "audited": ["esxi"], "findings": [{"object": "b"}]}
-    module = FakeModule(params(vcenter_results=[east, {"skipped": True}, west]))
-    assert audit.merged_vcenter_results(module) == ([{"object": "a"}, {"object": "b"}], ["esxi", "vsphere"])
+    results = [east, {"skipped": True}, west]
+    assert audit.merged_vcenter_results(results) == ([{"object": "a"}, {"object": "b"}], ["esxi", "vsphere"])
     refused = {"failed": True, "msg": "Unable to audit link esxi of vCenter vc-west: refused"}
-    module = FakeModule(params(vcenter_results=[east, refused]))
-    msg = failure(audit.merged_vcenter_results, module)
+    msg = failure(audit.merged_vcenter_results, [east, refused])
     assert "vcenter_results[1] failed: Unable to audit link esxi of vCenter vc-west: refused" in msg
-    msg = failure(audit.merged_vcenter_results, FakeModule(params(vcenter_results=[{"changed": False}])))
+    msg = failure(audit.merged_vcenter_results, [{"changed": False}])
     assert "is not the result of a gpu_pool_audit task with vcenter" in msg
 
 
 def test_merging_task_reads_no_vsphere_link_and_an_empty_list_asks_for_none():
-    module = FakeModule(params(vcenter_results=[], links=[], hostname="vc.example.com", kubeconfig="/k"))
-    assert audit.links_to_audit(module) == []
-    module = FakeModule(params(vcenter_results=[], hostname="vc.example.com", kubeconfig="/k"))
-    assert audit.links_to_audit(module) == [("licensing", False), ("vks", False), ("guest", True)]
-    module = FakeModule(params(vcenter_results=[], links=["esxi", "guest"]))
-    assert "Unable to audit link(s) guest: no connection" in failure(audit.links_to_audit, module)
+    p = params(vcenter_results=[], links=[], hostname="vc.example.com", kubeconfig="/k")
+    assert audit.links_to_audit(p, p["links"]) == []
+    p = params(vcenter_results=[], hostname="vc.example.com", kubeconfig="/k")
+    assert audit.links_to_audit(p, None) == [("licensing", False), ("vks", False), ("guest", True)]
+    p = params(vcenter_results=[], links=["esxi", "guest"])
+    assert "Unable to audit link(s) guest: no connection" in failure(audit.links_to_audit, p, p["links"])
