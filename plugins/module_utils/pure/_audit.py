@@ -10,7 +10,9 @@ tables into the one catalogue ``RULES``, orders the findings and renders the rep
 here does I/O, so every rule is unit-tested with hand-made states.
 
 A finding is a dict: ``rule``, ``severity`` (error | warning | info), ``link``, ``object``,
-``message``, ``fix``. A rule table maps each rule to ``(severity, link, one line)``.
+``message``, ``fix``. A rule table maps each rule to ``(severity, link, one line)`` or
+``(severity, link, one line, fix)``: the fix a finding of the rule gets when its call gives none (a
+call gives its own where the fix names the object or depends on what was found).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -25,15 +27,24 @@ POOL_LABEL = "gpupool.vcf/pool"
 
 # the rules of no one link
 RULES = OrderedDict([
-    ("link_not_audited", ("info", None, "A link that was not audited says so.")),
+    ("link_not_audited", ("info", None, "A link that was not audited says so.",
+                          "give the link's connection options")),
 ])
 
 
 def finding(rule, obj, message, fix, entry, severity=None, link=None):
-    """A finding of ``rule``, whose row of its link's rule table is ``entry`` (severity, link, line)."""
-    sev, rule_link, _doc = entry
+    """A finding of ``rule``, whose row of its link's rule table is ``entry`` (severity, link, line[, fix]);
+    ``fix`` None takes the row's fix."""
+    sev, rule_link = entry[0], entry[1]
+    if fix is None:
+        fix = table_fix(entry)
     return OrderedDict([("rule", rule), ("severity", severity or sev), ("link", link or rule_link),
                         ("object", obj), ("message", message), ("fix", fix)])
+
+
+def table_fix(entry):
+    """The fix of a rule table's row, None for a row without one."""
+    return entry[3] if len(entry) > 3 else None
 
 
 def not_audited(link, reason, fix):

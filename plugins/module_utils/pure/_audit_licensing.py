@@ -6,8 +6,8 @@
 Live state, as the module reads it: ``dls``: the appliance's state as the module reads it; ``token``: the client configuration token's
 metadata; ``license_series`` / ``metric``: the GPU nodes' license status from Prometheus.
 
-:data:`RULES` is this link's rule table (severity, link, one line); ``_audit_report`` assembles
-every link's table into one.
+:data:`RULES` is this link's rule table (severity, link, one line, fix); ``_audit_report`` assembles
+every link's table into one. A finding takes its rule's fix unless it names one of its own.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -21,30 +21,44 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._pool_ready impor
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit
 
 
+_SITE = ("run site.yml (its licensing link composes a new token with dls_client_token and rotates the licensing "
+         "Secret)")
 RULES = OrderedDict([
     ("dls_unreachable", ("error", "licensing", "The DLS appliance answers (login, service instance, license "
-                                               "server, leases).")),
+                                               "server, leases).",
+                         "check that the appliance VM runs and its service is up, the network path from the auditing "
+                         "host and the credentials (gpupool_dls_*)")),
     ("dls_license_server_missing", ("error", "licensing", "The appliance's service instance has a license server "
-                                                          "installed in the user's scope.")),
-    ("leases_short", ("error", "licensing", "The appliance holds at least one lease per GPU node.")),
+                                                          "installed in the user's scope.",
+                                    "install the license server file from the NVIDIA Licensing Portal on the "
+                                    "appliance (a manual step in the appliance's web interface: the portal has no "
+                                    "public API), then run site.yml")),
+    ("leases_short", ("error", "licensing", "The appliance holds at least one lease per GPU node.",
+                      "check the nodes' license status (nvidia-smi -q in the driver pod), that they reach the "
+                      "appliance on its leasing port, and the licenses left on the license server")),
     ("client_token_missing", ("error", "licensing", "The client configuration token dls_client_token keeps "
-                                                    "exists with its metadata.")),
-    ("client_token_expired", ("error", "licensing", "The client configuration token has not expired.")),
+                                                    "exists with its metadata.", _SITE)),
+    ("client_token_expired", ("error", "licensing", "The client configuration token has not expired.", _SITE)),
     ("client_token_expiring", ("warning", "licensing", "The client configuration token is valid beyond the "
-                                                       "renewal margin (renew_before_days).")),
+                                                       "renewal margin (renew_before_days).", _SITE)),
     ("client_token_other_appliance", ("warning", "licensing", "The client configuration token was made for this "
-                                                              "appliance (host and port).")),
+                                                              "appliance (host and port).", _SITE)),
     ("gpu_node_unlicensed", ("error", "licensing", "Every vGPU of every GPU node is licensed (the DCGM exporter's "
-                                                   "vGPU license status is 1).")),
+                                                   "vGPU license status is 1).",
+                             "check the licensing Secret in the ClusterPolicy, the node's reach to the DLS appliance, "
+                             "and nvidia-smi -q in the node's driver pod")),
     ("gpu_node_license_unknown", ("warning", "licensing", "Every GPU node has license status series in "
-                                                          "Prometheus.")),
+                                                          "Prometheus.",
+                                  "check the DCGM exporter pod on the node (GPU Operator dcgmExporter) and that "
+                                  "Prometheus scrapes it")),
     ("license_check_not_made", ("info", "licensing", "Without Prometheus the GPU nodes' licenses are not "
-                                                     "checked, and the finding says so.")),
+                                                     "checked, and the finding says so.",
+                                "give prometheus_url (the Prometheus that scrapes the GPU Operator's DCGM exporter)")),
 ])
 
 
-def finding(rule, obj, message, fix, severity=None):
-    """A finding of a rule of this link's table."""
+def finding(rule, obj, message, fix=None, severity=None):
+    """A finding of a rule of this link's table (``fix`` None: the table's)."""
     return _audit.finding(rule, obj, message, fix, RULES[rule], severity=severity)
 
 
@@ -104,44 +118,34 @@ def audit_licensing(derived, dls=None, token=None, license_series=None, gpu_node
         obj = "dls %s" % dls["where"]
         if dls.get("error") and dls.get("stage") == "license_server":
             out.append(finding("dls_license_server_missing", obj, "the DLS appliance %s has no license server the "
-                               "client token can name: %s" % (dls["where"], dls["error"]),
-                               "install the license server file from the NVIDIA Licensing Portal on the appliance "
-                               "(a manual step in the appliance's web interface: the portal has no public API), "
-                               "then run site.yml"))
+                               "client token can name: %s" % (dls["where"], dls["error"])))
         elif dls.get("error"):
             out.append(finding("dls_unreachable", obj, "the DLS appliance %s does not answer (%s): %s; GPU nodes cannot "
                                "renew their leases and a node that restarts stays unlicensed" % (
-                                   dls["where"], dls.get("stage") or "login", dls["error"]),
-                               "check that the appliance VM runs and its service is up, the network path from the "
-                               "auditing host and the credentials (gpupool_dls_*)"))
+                                   dls["where"], dls.get("stage") or "login", dls["error"])))
         elif dls.get("leases") is not None and len(dls["leases"]) < expected:
             out.append(finding("leases_short", obj, "the DLS appliance %s holds %d lease(s) for %d GPU node(s)%s: "
                                "at least %d node(s) hold no license" % (
                                    dls["where"], len(dls["leases"]), expected,
                                    "" if gpu_nodes is not None else " (the design's replicas; no guest cluster given)",
-                                   expected - len(dls["leases"])),
-                               "check the nodes' license status (nvidia-smi -q in the driver pod), that they reach "
-                               "the appliance on its leasing port, and the licenses left on the license server"))
+                                   expected - len(dls["leases"]))))
     if token is not None:
         state, detail = token.get("state"), token.get("detail") or {}
         obj = "client_token %s" % token["path"]
-        site = "run site.yml (its licensing link composes a new token with dls_client_token and rotates the " \
-               "licensing Secret)"
         if state in ("missing", "unknown"):
             out.append(finding("client_token_missing", obj, "no client configuration token %s at %s" % (
-                "with its metadata (%s.meta.json)" % token["path"] if state == "unknown" else "file", token["path"]),
-                site))
+                "with its metadata (%s.meta.json)" % token["path"] if state == "unknown" else "file", token["path"])))
         elif state == "expired":
             out.append(finding("client_token_expired", obj, "the client configuration token at %s expired on %s: "
-                               "drivers that start now get no license" % (token["path"], detail["expiry"]), site))
+                               "drivers that start now get no license" % (token["path"], detail["expiry"])))
         elif state == "expiring":
             out.append(finding("client_token_expiring", obj, "the client configuration token at %s expires on %s, "
                                "in %d day(s), within the renewal margin of %d days" % (
-                                   token["path"], detail["expiry"], detail["days_left"], renew_before_days), site))
+                                   token["path"], detail["expiry"], detail["days_left"], renew_before_days)))
         elif state == "other_appliance":
             out.append(finding("client_token_other_appliance", obj, "the client configuration token at %s was made "
                                "for DLS %s:%s, not the audited appliance" % (
-                                   token["path"], detail.get("dls_host"), detail.get("port")), site))
+                                   token["path"], detail.get("dls_host"), detail.get("port"))))
     if license_series is None:
         out.append(finding("license_check_not_made", "gpu_nodes", "the GPU nodes' licenses were not checked: %s" % (
             how_to_check or "no Prometheus given"),
@@ -155,16 +159,12 @@ def audit_licensing(derived, dls=None, token=None, license_series=None, gpu_node
         if not got:
             out.append(finding("gpu_node_license_unknown", "node %s" % name,
                                "GPU node %s has no %s series in Prometheus: its license status is unknown" % (
-                                   name, metric),
-                               "check the DCGM exporter pod on the node (GPU Operator dcgmExporter) and that "
-                               "Prometheus scrapes it"))
+                                   name, metric)))
             continue
         bad = [v for v in got if v != LICENSED]
         if bad:
             out.append(finding("gpu_node_unlicensed", "node %s" % name,
                                "GPU node %s: %d of %d vGPU(s) not licensed (%s %s); unlicensed vGPUs run "
                                "degraded" % (name, len(bad), len(got), metric,
-                                             ", ".join(sorted(set("%g" % v for v in bad)))),
-                               "check the licensing Secret in the ClusterPolicy, the node's reach to the DLS "
-                               "appliance, and nvidia-smi -q in the node's driver pod"))
+                                             ", ".join(sorted(set("%g" % v for v in bad))))))
     return out

@@ -4,8 +4,9 @@
 """The drift audit's catalogue of rules and its report (pure).
 
 :data:`RULES` is the one table of every rule (severity, link, one line), assembled from the
-per-link tables in link order; :func:`sort_findings` orders findings by it and :func:`render`
-writes the report.
+per-link tables in link order, and :data:`FIXES` the fix of each rule whose table row gives one
+(the fix its findings carry unless the finding names a more specific one); :func:`sort_findings`
+orders findings by the rules and :func:`render` writes the report.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -20,9 +21,13 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_esx
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_vks, _audit_vsphere
 
 RULES = OrderedDict()
+FIXES = OrderedDict()
 for _table in (_audit_esxi.RULES, _audit_vsphere.RULES, _audit_vks.RULES, _audit_guest.RULES, _audit_licensing.RULES,
                _audit.RULES):
-    RULES.update(_table)
+    for _rule, _entry in _table.items():
+        RULES[_rule] = tuple(_entry[:3])
+        if _audit.table_fix(_entry) is not None:
+            FIXES[_rule] = _audit.table_fix(_entry)
 SEVERITIES = _audit.SEVERITIES
 
 

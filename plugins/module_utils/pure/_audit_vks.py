@@ -8,8 +8,8 @@ Live state, as the module reads it: ``clusters``: ``{name: {"namespace", "machin
 ClusterClass's variables; None where the class has no variable, the reason in ``lacks``) or the
 name absent when the Cluster does not exist.
 
-:data:`RULES` is this link's rule table (severity, link, one line); ``_audit_report`` assembles
-every link's table into one.
+:data:`RULES` is this link's rule table (severity, link, one line, fix); ``_audit_report`` assembles
+every link's table into one. A finding takes its rule's fix unless it names one of its own.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -24,21 +24,30 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _cluster_c
 
 
 RULES = OrderedDict([
-    ("vks_cluster_missing", ("error", "vks", "Every VKS cluster of the design exists on the Supervisor.")),
-    ("node_pool_missing", ("error", "vks", "Every GPU pool has its node pool in its VKS cluster.")),
+    ("vks_cluster_missing", ("error", "vks", "Every VKS cluster of the design exists on the Supervisor.",
+                             "create the cluster, or fix vks_clusters in the design")),
+    ("node_pool_missing", ("error", "vks", "Every GPU pool has its node pool in its VKS cluster.",
+                           "add it (vks_node_pool, or the vks_gpu_node_pools role)")),
     ("node_pool_changed", ("warning", "vks", "A node pool has the design's replicas and VM class (the vmClass "
-                                             "variable its ClusterClass defines).")),
+                                             "variable its ClusterClass defines).",
+                           "set it back (vks_node_pool, or the vks_gpu_node_pools role)")),
     ("node_pool_labels_changed", ("error", "vks", "A node pool labels its nodes as the design says (the labels "
-                                                  "variable of its ClusterClass).")),
+                                                  "variable of its ClusterClass).",
+                                  "set the node pool labels back (vks_node_pool labels, or the vks_gpu_node_pools "
+                                  "role)")),
     ("node_pool_taints_changed", ("error", "vks", "A node pool taints its nodes as the design says (the taints "
-                                                  "variable of its ClusterClass).")),
+                                                  "variable of its ClusterClass).",
+                                  "set the node pool taints back (vks_node_pool taints, or the vks_gpu_node_pools "
+                                  "role)")),
     ("node_pool_class_lacks", ("error", "vks", "A node pool's ClusterClass has one variable for each of the node "
-                                               "labels and taints the design gives the pool.")),
+                                               "labels and taints the design gives the pool.",
+                               "move the cluster to a ClusterClass with node labels and taints (builtin-generic), or "
+                               "take them out of the pool's design; vks_node_pool refuses the pool until then")),
 ])
 
 
-def finding(rule, obj, message, fix, severity=None):
-    """A finding of a rule of this link's table."""
+def finding(rule, obj, message, fix=None, severity=None):
+    """A finding of a rule of this link's table (``fix`` None: the table's)."""
     return _audit.finding(rule, obj, message, fix, RULES[rule], severity=severity)
 
 
@@ -109,15 +118,11 @@ def _pool_findings(out, name, pool, md, allowed):
         resolved, names = _resolved_class(md, pool, allowed)
         pool = dict(pool, vm_class=resolved)
     if md is None:
-        out.append(finding("node_pool_missing", obj, "VKS cluster %s has no node pool %s" % (name, pool["name"]),
-                           "add it (vks_node_pool, or the vks_gpu_node_pools role)"))
+        out.append(finding("node_pool_missing", obj, "VKS cluster %s has no node pool %s" % (name, pool["name"])))
         return
     changes, refusal = pool_plan(md, pool)
     if refusal is not None:
-        out.append(finding(
-            "node_pool_class_lacks", obj, "node pool %s: %s" % (pool["name"], refusal),
-            "move the cluster to a ClusterClass with node labels and taints (builtin-generic), or "
-            "take them out of the pool's design; vks_node_pool refuses the pool until then"))
+        out.append(finding("node_pool_class_lacks", obj, "node pool %s: %s" % (pool["name"], refusal)))
         return
     diffs = []
     if "replicas" in changes:
@@ -125,8 +130,7 @@ def _pool_findings(out, name, pool, md, allowed):
     if "vm_class" in changes:
         diffs.append("VM class %s (design %s)" % (changes["vm_class"][0], " or ".join(names)))
     if diffs:
-        out.append(finding("node_pool_changed", obj, "node pool %s: %s" % (pool["name"], ", ".join(diffs)),
-                           "set it back (vks_node_pool, or the vks_gpu_node_pools role)"))
+        out.append(finding("node_pool_changed", obj, "node pool %s: %s" % (pool["name"], ", ".join(diffs))))
     if "labels" in changes:
         labels, want = changes["labels"][0] or {}, changes["labels"][1] or {}
         wrong = ["%s=%s (design %s)" % (k, labels.get(k, "unset"), v) for k, v in sorted(want.items())
@@ -134,8 +138,7 @@ def _pool_findings(out, name, pool, md, allowed):
         wrong += ["%s=%s (not in the design)" % (k, labels[k]) for k in sorted(set(labels) - set(want))]
         out.append(finding(
             "node_pool_labels_changed", obj,
-            "node pool %s labels its nodes differently: %s" % (pool["name"], ", ".join(wrong)),
-            "set the node pool labels back (vks_node_pool labels, or the vks_gpu_node_pools role)"))
+            "node pool %s labels its nodes differently: %s" % (pool["name"], ", ".join(wrong))))
     if "taints" in changes:
         taints, want = changes["taints"][0] or [], changes["taints"][1] or []
         out.append(finding(
@@ -144,8 +147,7 @@ def _pool_findings(out, name, pool, md, allowed):
                 pool["name"], ", ".join(_taint_set(taints)), ", ".join(_taint_set(want)),
                 "pods without the toleration land on its GPUs" if len(taints) < len(want)
                 else "pods of the pool may not schedule" if _taint_set(taints) != _taint_set(want)
-                else "the same taints in another order, which vks_node_pool writes back"),
-            "set the node pool taints back (vks_node_pool taints, or the vks_gpu_node_pools role)"))
+                else "the same taints in another order, which vks_node_pool writes back")))
 
 
 def audit_vks(derived, clusters, vm_classes=None):
@@ -167,8 +169,7 @@ def audit_vks(derived, clusters, vm_classes=None):
         have = clusters.get(name)
         if have is None:
             out.append(finding("vks_cluster_missing", "vks_cluster %s" % name,
-                               "VKS cluster %s is not in namespace %s" % (name, namespace),
-                               "create the cluster, or fix vks_clusters in the design"))
+                               "VKS cluster %s is not in namespace %s" % (name, namespace)))
             continue
         mds = have.get("machine_deployments") or {}
         for pool in pools:

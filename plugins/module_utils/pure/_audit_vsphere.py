@@ -6,8 +6,8 @@
 Live state, as the module reads it: ``vm_classes``: ``{id: normal form of _vm_class.normalize}``; ``namespaces``: ``{name:
 normal form of _namespace.normalize}`` (a name absent from the dict does not exist).
 
-:data:`RULES` is this link's rule table (severity, link, one line); ``_audit_report`` assembles
-every link's table into one.
+:data:`RULES` is this link's rule table (severity, link, one line, fix); ``_audit_report`` assembles
+every link's table into one. A finding takes its rule's fix unless it names one of its own.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -20,33 +20,45 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _namespace
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit
 
 
+_CLASS_FIX = "set it back (vm_class, or the supervisor_gpu_tenancy role)"
+_NAMESPACE_FIX = "set it back (supervisor_namespace, or the supervisor_gpu_tenancy role)"
 RULES = OrderedDict([
-    ("vm_class_missing", ("error", "vsphere", "Every pool's VM class exists.")),
-    ("vm_class_profile_changed", ("error", "vsphere", "A VM class carries the vGPU profiles of its pool.")),
+    ("vm_class_missing", ("error", "vsphere", "Every pool's VM class exists.",
+                          "create it (vm_class, or the supervisor_gpu_tenancy role)")),
+    ("vm_class_profile_changed", ("error", "vsphere", "A VM class carries the vGPU profiles of its pool.",
+                                  "set its profiles back (vm_class, or the supervisor_gpu_tenancy role); node VMs "
+                                  "created since run the wrong profile and must be recreated")),
     ("vm_class_size_changed", ("warning", "vsphere", "A VM class has the design's vCPUs, memory and 100% memory "
-                                                     "reservation.")),
-    ("vm_class_description_changed", ("warning", "vsphere", "A VM class has the design's description.")),
-    ("namespace_missing", ("error", "vsphere", "Every platform and tenant namespace exists.")),
-    ("namespace_class_missing", ("error", "vsphere", "A namespace offers every VM class of its pools.")),
+                                                     "reservation.",
+                               "set the VM class back to the design (vm_class, or the supervisor_gpu_tenancy role)")),
+    ("vm_class_description_changed", ("warning", "vsphere", "A VM class has the design's description.", _CLASS_FIX)),
+    ("namespace_missing", ("error", "vsphere", "Every platform and tenant namespace exists.",
+                           "create it (supervisor_namespace, or the supervisor_gpu_tenancy role)")),
+    ("namespace_class_missing", ("error", "vsphere", "A namespace offers every VM class of its pools.",
+                                 "add them to the namespace (supervisor_namespace vm_classes, or the "
+                                 "supervisor_gpu_tenancy role)")),
     ("namespace_class_extra", ("error", "vsphere", "A namespace offers no GPU VM class the design does not give "
-                                                   "it (where the role purges them).")),
+                                                   "it (where the role purges them).",
+                               "remove them from the namespace (the supervisor_gpu_tenancy role)")),
     ("namespace_storage_changed", ("error", "vsphere", "A namespace has the design's storage policies and their "
-                                                       "limits.")),
+                                                       "limits.", _NAMESPACE_FIX)),
     ("namespace_limits_changed", ("warning", "vsphere", "A namespace has the design's CPU, memory and storage "
-                                                        "limits.")),
+                                                        "limits.", _NAMESPACE_FIX)),
     ("namespace_access_changed", ("error", "vsphere", "A namespace grants the design's access entries (and only "
-                                                      "them where the role purges access).")),
-    ("namespace_description_changed", ("warning", "vsphere", "A namespace has the design's description.")),
+                                                      "them where the role purges access).", _NAMESPACE_FIX)),
+    ("namespace_description_changed", ("warning", "vsphere", "A namespace has the design's description.",
+                                       _NAMESPACE_FIX)),
     ("namespace_libraries_changed", ("warning", "vsphere", "A namespace has the content libraries the role "
-                                                           "gives it.")),
+                                                           "gives it.", _NAMESPACE_FIX)),
     # information: the object serves the design, but no purge, retirement or revision of the collection touches it
     ("object_not_owned", ("info", "vsphere", "A VM class or namespace in scope is the collection's own (its "
-                                             "description carries the gpupool mark).")),
+                                             "description carries the gpupool mark).",
+                          "run site.yml with adopt: true in the design, which records it as the collection's")),
 ])
 
 
-def finding(rule, obj, message, fix, severity=None):
-    """A finding of a rule of this link's table."""
+def finding(rule, obj, message, fix=None, severity=None):
+    """A finding of a rule of this link's table (``fix`` None: the table's)."""
     return _audit.finding(rule, obj, message, fix, RULES[rule], severity=severity)
 
 
@@ -136,17 +148,13 @@ def _vm_class_findings(want, have, name, pool=None):
             "vm_class_profile_changed", obj,
             "VM class %s has vGPU profiles [%s], pool %s needs [%s]" % (
                 name, ", ".join(sorted(have.get("vgpu_profiles") or [])), pool,
-                ", ".join(after["vgpu_profiles"])),
-            "set its profiles back (vm_class, or the supervisor_gpu_tenancy role); node VMs created since "
-            "run the wrong profile and must be recreated"))
+                ", ".join(after["vgpu_profiles"]))))
     size = ["%s %s (design %s)" % (_VM_CLASS_LABELS[k], have.get(k), after[k]) for k in fields if k in _VM_CLASS_LABELS]
     if size:
-        out.append(finding("vm_class_size_changed", obj, "VM class %s: %s" % (name, ", ".join(size)),
-                           "set the VM class back to the design (vm_class, or the supervisor_gpu_tenancy role)"))
+        out.append(finding("vm_class_size_changed", obj, "VM class %s: %s" % (name, ", ".join(size))))
     if "description" in fields:
         out.append(finding("vm_class_description_changed", obj, "VM class %s is described %r, the design says %r" % (
-            name, have.get("description"), after["description"]), "set it back (vm_class, or the "
-                                                                  "supervisor_gpu_tenancy role)"))
+            name, have.get("description"), after["description"])))
     return out
 
 
@@ -160,7 +168,6 @@ def _namespace_findings(want, have, storage_policies, gpu_classes):
                         obj, "namespace %s cannot be planned: %s" % (name, exc),
                         "fix the namespace in the design or create what it names in vCenter")]
     names = storage_policies or {}
-    fix = "set it back (supervisor_namespace, or the supervisor_gpu_tenancy role)"
     out = []
     for field in fields:
         live, wanted = have.get(field), after[field]
@@ -169,23 +176,20 @@ def _namespace_findings(want, have, storage_policies, gpu_classes):
             extra = [c for c in live if c not in wanted]
             if missing:
                 out.append(finding("namespace_class_missing", obj, "namespace %s does not offer VM class(es) %s" % (
-                    name, ", ".join(missing)), "add them to the namespace (supervisor_namespace vm_classes, or the "
-                                               "supervisor_gpu_tenancy role)"))
+                    name, ", ".join(missing))))
             if extra:
                 out.append(finding("namespace_class_extra", obj, "namespace %s offers GPU VM class(es) %s that the "
-                                   "design does not give it" % (name, ", ".join(extra)),
-                                   "remove them from the namespace (the supervisor_gpu_tenancy role)"))
+                                   "design does not give it" % (name, ", ".join(extra))))
         elif field == "storage_policies":
             out.append(finding("namespace_storage_changed", obj, "namespace %s has storage policies %s, the design "
                                "says %s (limit MiB)" % (name, _words(dict((names.get(k, k), v) for k, v in live.items())),
-                                                        _words(dict((names.get(k, k), v) for k, v in wanted.items()))),
-                               fix))
+                                                        _words(dict((names.get(k, k), v) for k, v in wanted.items())))))
         elif field == "access":
             out.append(finding("namespace_access_changed", obj, "namespace %s grants %s; after the role: %s" % (
-                name, _access_words(live), _access_words(wanted)), fix))
+                name, _access_words(live), _access_words(wanted))))
         else:
             out.append(finding(NAMESPACE_RULE_BY_FIELD[field], obj, "namespace %s %s is %s, the design says %s" % (
-                name, field.replace("_", " "), _words(live), _words(wanted)), fix))
+                name, field.replace("_", " "), _words(live), _words(wanted))))
     return out
 
 
@@ -262,8 +266,7 @@ def audit_vsphere(derived, vm_classes, namespaces, storage_policies=None):
             continue
         if have is None:
             out.append(finding("vm_class_missing", "vm_class %s" % name,
-                               "VM class %s of pool %s does not exist" % (name, pool_of.get(base)),
-                               "create it (vm_class, or the supervisor_gpu_tenancy role)"))
+                               "VM class %s of pool %s does not exist" % (name, pool_of.get(base))))
             continue
         out.extend(_vm_class_findings(dict(want, name=name), have, name, pool_of.get(base)))
         out.extend(not_owned_findings("vm_class", name, have, "pools[].adopt", want.get("adopt")))
@@ -274,8 +277,7 @@ def audit_vsphere(derived, vm_classes, namespaces, storage_policies=None):
         have = namespaces.get(want["name"])
         if have is None:
             out.append(finding("namespace_missing", "namespace %s" % want["name"],
-                               "%s namespace %s does not exist" % (kind_of.get(want["name"]) or "", want["name"]),
-                               "create it (supervisor_namespace, or the supervisor_gpu_tenancy role)"))
+                               "%s namespace %s does not exist" % (kind_of.get(want["name"]) or "", want["name"])))
             continue
         if want.get("vm_classes") is not None:
             want = dict(want, vm_classes=[names.get(c, c) for c in want["vm_classes"]])

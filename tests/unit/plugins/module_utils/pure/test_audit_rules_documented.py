@@ -1,5 +1,6 @@
 """docs/audit-rules.md's Rules table names every rule of RULES (every link's table, assembled by
-_audit_report) with its link and severity, and no rule that does not exist."""
+_audit_report) with its link and severity, and no rule that does not exist; a rule whose table row gives
+its fix (FIXES) has that fix as its repair in the docs."""
 import pathlib
 import re
 
@@ -8,13 +9,19 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_rep
 ROOT = pathlib.Path(__file__).resolve().parents[5]
 
 
-def documented():
-    """{rule: (link, severities)} from the rows of the Rules table (a row may name several rules)."""
+def rows():
+    """The cells of each row of the Rules table (``\\|`` inside a cell kept as ``|``)."""
     text = (ROOT / "docs" / "audit-rules.md").read_text()
     table = text.split("\n## Rules\n", 1)[1].split("\n## ", 1)[0]
-    out = {}
     for line in table.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        cells = [c.strip().replace("\0", "|") for c in line.strip().replace("\\|", "\0").strip("|").split("|")]
+        yield cells
+
+
+def documented():
+    """{rule: (link, severities)} from the rows of the Rules table (a row may name several rules)."""
+    out = {}
+    for cells in rows():
         if len(cells) < 4 or not cells[0].startswith("`"):
             continue
         rules = re.findall(r"`([a-z0-9_]+)`", cells[0])
@@ -27,7 +34,7 @@ def documented():
 def test_every_rule_is_in_the_table_with_its_link_and_severity():
     docs = documented()
     wrong = []
-    for name, (severity, link, _doc) in _audit_report.RULES.items():
+    for name, (severity, link, _doc) in _audit_report.RULES.items():  # the catalogue: (severity, link, line)
         want = (link or "any", severity)
         if docs.get(name) != want:
             wrong.append("%s: table says %s, RULES says %s" % (name, docs.get(name), want))
@@ -41,3 +48,14 @@ def test_the_table_names_no_rule_that_does_not_exist():
 def test_the_table_parser_reads_combined_rows():
     docs = documented()
     assert docs["resource_flavor_missing"][1] == "error" and docs["resource_flavor_changed"][1] == "warning"
+
+
+def test_the_repair_of_a_rule_with_a_table_fix_is_that_fix():
+    repairs = dict((re.findall(r"`([a-z0-9_]+)`", cells[0])[0], cells[4]) for cells in rows()
+                   if len(cells) == 5 and cells[0].startswith("`") and len(re.findall(r"`([a-z0-9_]+)`", cells[0])) == 1)
+    wrong = ["%s: docs say %r, the table %r" % (rule, repairs.get(rule), fix) for rule, fix in _audit_report.FIXES.items()
+             if repairs.get(rule) != fix]
+    assert wrong == []
+    # every rule of the vsphere, vks and licensing links gives its fix in its table
+    assert [r for r, (_s, link, _d) in _audit_report.RULES.items()
+            if link in ("vsphere", "vks", "licensing") and r not in _audit_report.FIXES] == []
