@@ -4,9 +4,10 @@
 """The vks link of the drift audit: VKS clusters and their node pools, judged against the derived design (pure).
 
 Live state, as the module reads it: ``clusters``: ``{name: {"namespace", "machine_deployments": {name: {"replicas", "vm_class",
-"labels", "taints", "lacks"}}}}`` (each pool as ``_cluster_class.read_pool`` reads it through its
+"labels", "taints", "lacks"}}, "owned": [pool names]}}`` (each pool as ``_cluster_class.read_pool`` reads it through its
 ClusterClass's variables; None where the class has no variable, the reason in ``lacks``) or the
-name absent when the Cluster does not exist.
+name absent when the Cluster does not exist. ``owned``: the pools the Cluster's ``gpupool.vcf/node-pools``
+annotation records (absent: the record was not read, and ownership is not judged).
 
 :data:`RULES` is this link's rule table (severity, link, one line, fix); ``_audit_report`` assembles
 every link's table into one. A finding takes its rule's fix unless it names one of its own.
@@ -19,7 +20,7 @@ __metaclass__ = type
 from collections import OrderedDict
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _k8s_objects as _objects
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit, _audit_vsphere
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit, _audit_vsphere, _ownership
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _cluster_class as _cc
 
 
@@ -60,6 +61,30 @@ def _vks_expected(derived):
         out.append((entry["vks_gpu_node_pools_cluster_name"], entry.get("vks_gpu_node_pools_namespace"),
                     _objects.node_pools(inputs)))
     return out
+
+
+def _adopting(derived):
+    """{VKS cluster: whether the vks_gpu_node_pools role adopts its pools} (the role input derive() gives)."""
+    return dict((entry["vks_gpu_node_pools_cluster_name"], bool(entry.get("vks_gpu_node_pools_adopt")))
+                for entry in (derived.get("roles") or {}).get("vks_gpu_node_pools") or [])
+
+
+def not_owned_findings(cluster, pools, owned, adopting):
+    """``object_not_owned`` (info, vks link) for each node pool of ``pools`` (those of the design that exist
+    as designed) that the Cluster's record ``owned`` (the pool names of its gpupool.vcf/node-pools annotation;
+    None: the record was not read, nothing is judged) does not hold: made by hand, no purge of the collection
+    touches it until it is adopted."""
+    if owned is None:
+        return []
+    how = ("run site.yml: the design sets adopt: true (vks_clusters[].adopt), which records it as the collection's"
+           if adopting else "set adopt: true for the VKS cluster in the design (vks_clusters[].adopt) and run "
+           "site.yml: it records the pool as the collection's")
+    return [_audit.finding("object_not_owned", "node_pool %s/%s" % (cluster, name),
+                           "node pool %s of VKS cluster %s matches the design but is not the collection's own (the "
+                           "Cluster's gpupool.vcf/node-pools annotation does not record it): until it is adopted no "
+                           "purge touches it" % (name, cluster), how, _audit_vsphere.RULES["object_not_owned"],
+                           link="vks")
+            for name in _ownership.not_owned(pools, owned)]
 
 
 def _taint_set(taints):
@@ -165,6 +190,7 @@ def audit_vks(derived, clusters, vm_classes=None):
         allowed = dict((k, [v]) for k, v in _audit_vsphere.class_names(tenancy, vm_classes)[0].items())
     else:
         allowed = _audit_vsphere.designed_class_names(tenancy)
+    adopting = _adopting(derived)
     for name, namespace, pools in _vks_expected(derived):
         have = clusters.get(name)
         if have is None:
@@ -172,6 +198,12 @@ def audit_vks(derived, clusters, vm_classes=None):
                                "VKS cluster %s is not in namespace %s" % (name, namespace)))
             continue
         mds = have.get("machine_deployments") or {}
+        as_designed = []
         for pool in pools:
-            _pool_findings(out, name, pool, mds.get(pool["name"]), allowed)
+            found = []
+            _pool_findings(found, name, pool, mds.get(pool["name"]), allowed)
+            out += found
+            if not found:
+                as_designed.append(pool["name"])
+        out += not_owned_findings(name, as_designed, have.get("owned"), adopting.get(name, False))
     return out

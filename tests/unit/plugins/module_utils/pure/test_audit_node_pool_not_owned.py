@@ -1,0 +1,59 @@
+"""object_not_owned for VKS node pools: a pool that exists as designed but that its Cluster's record
+(gpupool.vcf/node-pools) does not hold is an info finding on the vks link, saying that adopt: true makes
+it the collection's; a recorded pool, a pool that drifted (its own finding) and a Cluster whose record was
+not read give none."""
+import copy
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit, _audit_vks
+from tests.unit.plugins.module_utils.pure.test_audit_node_pool_classes import CLASSES, DERIVED, live, written
+
+
+def state(derived, owned):
+    plan, mds = written(derived, CLASSES["builtin-generic-v3.1.0"])
+    clusters = live(derived, plan, mds)
+    for name in clusters:
+        if owned is not None:
+            clusters[name]["owned"] = list(owned(name, mds[name]))
+    return clusters, mds
+
+
+def not_owned(findings):
+    return sorted(f["object"] for f in findings if f["rule"] == "object_not_owned")
+
+
+def test_a_pool_as_designed_that_the_record_lacks_is_named_with_the_way_to_adopt_it():
+    derived = copy.deepcopy(DERIVED)
+    clusters, mds = state(derived, lambda name, pools: [p["name"] for p in pools][1:])
+    out = _audit_vks.audit_vks(derived, clusters)
+    cluster = sorted(mds)[0]
+    first = mds[cluster][0]["name"]
+    assert not_owned(out) == ["node_pool %s/%s" % (cluster, first)]
+    [f] = out
+    assert f["severity"] == "info" and f["link"] == "vks" and "adopt: true" in f["fix"]
+    assert "set adopt: true for the VKS cluster" in f["fix"] and _audit.is_clean(out)
+    entry = derived["roles"]["vks_gpu_node_pools"][0]
+    entry["vks_gpu_node_pools_adopt"] = True
+    [f] = _audit_vks.audit_vks(derived, clusters)
+    assert f["fix"].startswith("run site.yml: the design sets adopt: true (vks_clusters[].adopt)")
+
+
+def test_recorded_pools_drifted_pools_and_an_unread_record_give_none():
+    derived = copy.deepcopy(DERIVED)
+    clusters, mds = state(derived, lambda name, pools: [p["name"] for p in pools])
+    assert _audit_vks.audit_vks(derived, clusters) == []
+    clusters, mds = state(derived, None)
+    assert _audit_vks.audit_vks(derived, clusters) == []
+    clusters, mds = state(derived, lambda name, pools: [])
+    cluster = sorted(mds)[0]
+    first = mds[cluster][0]["name"]
+    clusters[cluster]["machine_deployments"][first]["replicas"] = 99
+    out = _audit_vks.audit_vks(derived, clusters)
+    assert ("node_pool_changed", "node_pool %s/%s" % (cluster, first)) in [(f["rule"], f["object"]) for f in out]
+    assert "node_pool %s/%s" % (cluster, first) not in not_owned(out)
+    assert len(not_owned(out)) == len(mds[cluster]) - 1
+
+
+def test_the_not_owned_helper_sorts_and_judges_nothing_without_the_record():
+    assert _audit_vks.not_owned_findings("c", ["b", "a"], None, False) == []
+    out = _audit_vks.not_owned_findings("c", ["b", "a"], ["b"], False)
+    assert [f["object"] for f in out] == ["node_pool c/a"]
