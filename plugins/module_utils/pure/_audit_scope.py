@@ -16,7 +16,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit, _audit_esxi, _audit_guest, _audit_licensing
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_report, _audit_vks, _audit_vsphere
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_ownership, _audit_report, _audit_vks
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_vsphere
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import for_vcenter
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure
 
@@ -27,8 +28,17 @@ HOW = dict(esxi="give the vSphere connection (hostname, username, password or VM
            licensing="give dls_host, dls_username and dls_password (site.yml's gpupool_dls_* variables)",
            vks="give supervisor_kubeconfig (the Supervisor's kubeconfig)",
            guest="give kubeconfig (the guest cluster's kubeconfig, or K8S_AUTH_KUBECONFIG)")
+
+
+def audit_esxi(derived, hosts, drs=None, records=None):
+    """The esxi link's findings: the hosts and DRS pinning, and the pinning overrides not the collection's own
+    (``records``: each cluster's pinning record, None when not read)."""
+    return (_audit_esxi.audit_esxi(derived, hosts, drs)
+            + _audit_ownership.drs_not_owned_findings(derived, hosts, drs, records))
+
+
 # each link's judge: findings from the derived design and the link's live state (the reader's keywords)
-JUDGES = dict(esxi=_audit_esxi.audit_esxi, vsphere=_audit_vsphere.audit_vsphere, licensing=_audit_licensing.audit_licensing,
+JUDGES = dict(esxi=audit_esxi, vsphere=_audit_vsphere.audit_vsphere, licensing=_audit_licensing.audit_licensing,
               vks=_audit_vks.audit_vks, guest=_audit_guest.audit_guest)
 
 
@@ -145,5 +155,5 @@ def fail_on_message(findings, fail_on):
     return "The audit found %d error(s) and %d warning(s) (fail_on=%s)" % (counts["error"], counts["warning"], fail_on)
 
 
-__all__ = ["HOW", "JUDGES", "VSPHERE_LINKS", "connections", "fail_on_message", "in_vcenter", "judge",
+__all__ = ["HOW", "JUDGES", "VSPHERE_LINKS", "audit_esxi", "connections", "fail_on_message", "in_vcenter", "judge",
            "licensing_input_errors", "links_to_audit", "merged_vcenter_results", "vcenter_scope"]

@@ -52,8 +52,9 @@ RULES = OrderedDict([
                                                            "gives it.", _NAMESPACE_FIX)),
     # information: the object serves the design, but no purge, retirement or revision of the collection touches it
     ("object_not_owned", ("info", "vsphere", "A VM class or namespace in scope is the collection's own (its "
-                                             "description carries the gpupool mark); so is a VKS node pool as "
-                                             "designed (its Cluster's record names it, vks link).",
+                                             "description carries the gpupool mark); so are a VKS node pool and a "
+                                             "GPU VM's DRS override as designed (their record names them: vks and "
+                                             "esxi links).",
                           "run site.yml with adopt: true in the design, which records it as the collection's")),
 ])
 

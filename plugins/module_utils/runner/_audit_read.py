@@ -31,6 +31,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._node_reader impor
 from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromClient, PromError
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._pool_reader import read_esxi, read_pool_classes
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._pool_reader import read_vsphere
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._drs_records import read_pinning_records
 
 K8S_LINKS = ("vks", "guest", "licensing")
 
@@ -71,7 +72,7 @@ def _read_link(module, link, derived):
     p = module.params
     if link == "esxi":
         hosts, drs = read_esxi(module.client(), rest=module.open_rest_session)
-        return dict(hosts=hosts, drs=drs)
+        return dict(hosts=hosts, drs=drs, records=read_pinning_records(module.client()))
     if link == "vsphere":
         return read_vsphere(module, derived)
     if link == "licensing":

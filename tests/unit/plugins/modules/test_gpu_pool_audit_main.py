@@ -25,6 +25,7 @@ class Platform:
         classes, namespaces, policies = good_vsphere(copy.deepcopy(DERIVED))
         self.vsphere = dict(vm_classes=classes, namespaces=namespaces, storage_policies=policies)
         self.esxi = (good_hosts(), good_drs())
+        self.records = dict((name, set(c["overrides"])) for name, c in good_drs().items())  # every override ours
         self.fail = {}
         self.reads = []
 
@@ -40,6 +41,7 @@ def platform(monkeypatch):
     state = Platform()
     monkeypatch.setattr(_audit_read, "read_esxi", lambda client, rest=None: state.read("esxi", state.esxi))
     monkeypatch.setattr(_audit_read, "read_vsphere", lambda module, derived: state.read("vsphere", state.vsphere))
+    monkeypatch.setattr(_audit_read, "read_pinning_records", lambda client: state.read("records", state.records))
     monkeypatch.setattr(_audit_read, "k8s_client", lambda *args: "guest session")
     monkeypatch.setattr(_audit_read, "read_guest", lambda k8s, derived: state.read("guest", {}))
     return state
@@ -59,7 +61,7 @@ def test_a_clean_audit_reports_no_finding_and_changes_nothing(platform):
     res = run(links=["esxi", "vsphere"])
     assert not res.get("failed"), res
     assert res["findings"] == [] and res["clean"] is True and res["changed"] is False
-    assert res["audited"] == ["esxi", "vsphere"] and platform.reads == ["esxi", "vsphere"]
+    assert res["audited"] == ["esxi", "vsphere"] and platform.reads == ["esxi", "records", "vsphere"]
     assert res["summary"]["total"] == 0 and res["summary"]["link"]["vsphere"] == dict(error=0, warning=0, info=0)
     assert missing_keys(res, gpu_pool_audit, "always") == []
 
@@ -92,7 +94,7 @@ def test_a_link_that_cannot_be_read_fails_naming_it_and_writes_no_report(platfor
     platform.fail["vsphere"] = VsphereError("503 Service Unavailable")
     res = run(report=str(report))
     assert res["failed"] and res["msg"] == "Unable to audit link vsphere: 503 Service Unavailable", res
-    assert "findings" not in res and not report.exists() and platform.reads == ["esxi", "vsphere"]
+    assert "findings" not in res and not report.exists() and platform.reads == ["esxi", "records", "vsphere"]
     del platform.fail["vsphere"]
     platform.fail["guest"] = LinkError("could not read the nodes: the API server answered 401 Unauthorized")
     res = run(links=["guest"], kubeconfig="/nonexistent/kubeconfig", report=str(report))
@@ -101,7 +103,7 @@ def test_a_link_that_cannot_be_read_fails_naming_it_and_writes_no_report(platfor
     assert not report.exists()
     res = run(links=["vks"])
     assert res["failed"] and res["msg"].startswith("Unable to audit link(s) vks: no connection; give supervisor_kubeconfig")
-    assert platform.reads == ["esxi", "vsphere", "guest"]  # refused before anything was read
+    assert platform.reads == ["esxi", "records", "vsphere", "guest"]  # refused before anything was read
 
 
 def test_check_mode_predicts_the_real_run_and_writes_nothing(platform, tmp_path):
