@@ -6,7 +6,8 @@
 A GPU VM whose DRS override is as the design wants it (the drs_gpu_pinning plan neither adds nor edits
 it) but that the cluster's record (custom attribute ``gpupool.vcf.drs-pinned``, read by
 ``vsphere/_drs_records``) does not hold was pinned by hand: no purge of the collection touches it until
-``adopt: true`` records it.
+``adopt: true`` records it. As for VM classes and namespaces, judged only where the design adopts (the
+findings name what site.yml will record).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -24,15 +25,15 @@ def _adopting(derived):
 
 
 def drs_not_owned_findings(derived, hosts, drs=None, records=None):
-    """``object_not_owned`` (info, esxi link) per GPU VM pinned as designed whose override the cluster's
-    record does not hold. ``records``: {cluster: set of VM moids} (None: not read, nothing judged)."""
+    """``object_not_owned`` (info, esxi link) per GPU VM pinned as designed whose override the record of a
+    cluster the design adopts does not hold. ``records``: {cluster: set of VM moids} (None: not read, nothing judged)."""
     if records is None:
         return []
     out = []
     adopting = _adopting(derived)
     for name, inputs in _audit_esxi.pinning_inputs(derived).items():
         state = (drs or {}).get(name)
-        if state is None or name not in records:
+        if state is None or name not in records or not adopting.get(name):
             continue
         gpu_hosts = [h for h in hosts or [] if h.get("cluster") == name and h.get("gpu_count")]
         try:
@@ -41,9 +42,7 @@ def drs_not_owned_findings(derived, hosts, drs=None, records=None):
             continue
         changed = set(x["moid"] for x in plan.add + plan.edit)
         as_designed = [m for m in plan.pinned_moids if m not in changed]
-        how = ("run site.yml: the design sets adopt: true (clusters[].adopt), which records it as the collection's"
-               if adopting.get(name) else "set adopt: true for the cluster in the design (clusters[].adopt) and run "
-               "site.yml: it records the override as the collection's")
+        how = "run site.yml: the design sets adopt: true (clusters[].adopt), which records it as the collection's"
         for moid in _ownership.not_owned(as_designed, records[name]):
             vm = plan.names.get(moid, moid)
             out.append(_audit.finding(

@@ -73,12 +73,11 @@ def not_owned_findings(cluster, pools, owned, adopting):
     """``object_not_owned`` (info, vks link) for each node pool of ``pools`` (those of the design that exist
     as designed) that the Cluster's record ``owned`` (the pool names of its gpupool.vcf/node-pools annotation;
     None: the record was not read, nothing is judged) does not hold: made by hand, no purge of the collection
-    touches it until it is adopted."""
-    if owned is None:
+    touches it until it is adopted. Judged, as for VM classes and namespaces, only where the design adopts
+    (``adopting``): the findings name what site.yml will record."""
+    if owned is None or not adopting:
         return []
-    how = ("run site.yml: the design sets adopt: true (vks_clusters[].adopt), which records it as the collection's"
-           if adopting else "set adopt: true for the VKS cluster in the design (vks_clusters[].adopt) and run "
-           "site.yml: it records the pool as the collection's")
+    how = "run site.yml: the design sets adopt: true (vks_clusters[].adopt), which records it as the collection's"
     return [_audit.finding("object_not_owned", "node_pool %s/%s" % (cluster, name),
                            "node pool %s of VKS cluster %s matches the design but is not the collection's own (the "
                            "Cluster's gpupool.vcf/node-pools annotation does not record it): until it is adopted no "

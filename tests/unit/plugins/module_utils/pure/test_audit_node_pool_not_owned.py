@@ -1,7 +1,7 @@
 """object_not_owned for VKS node pools: a pool that exists as designed but that its Cluster's record
-(gpupool.vcf/node-pools) does not hold is an info finding on the vks link, saying that adopt: true makes
-it the collection's; a recorded pool, a pool that drifted (its own finding) and a Cluster whose record was
-not read give none."""
+(gpupool.vcf/node-pools) does not hold is, where the design adopts the VKS cluster, an info finding on the vks
+link saying site.yml records it; a cluster not adopted, a recorded pool, a pool that drifted (its own finding)
+and a Cluster whose record was not read give none."""
 import copy
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit, _audit_vks
@@ -24,21 +24,22 @@ def not_owned(findings):
 def test_a_pool_as_designed_that_the_record_lacks_is_named_with_the_way_to_adopt_it():
     derived = copy.deepcopy(DERIVED)
     clusters, mds = state(derived, lambda name, pools: [p["name"] for p in pools][1:])
+    assert _audit_vks.audit_vks(derived, clusters) == []  # not adopted
+    for entry in derived["roles"]["vks_gpu_node_pools"]:
+        entry["vks_gpu_node_pools_adopt"] = True
     out = _audit_vks.audit_vks(derived, clusters)
     cluster = sorted(mds)[0]
     first = mds[cluster][0]["name"]
     assert not_owned(out) == ["node_pool %s/%s" % (cluster, first)]
     [f] = out
-    assert f["severity"] == "info" and f["link"] == "vks" and "adopt: true" in f["fix"]
-    assert "set adopt: true for the VKS cluster" in f["fix"] and _audit.is_clean(out)
-    entry = derived["roles"]["vks_gpu_node_pools"][0]
-    entry["vks_gpu_node_pools_adopt"] = True
-    [f] = _audit_vks.audit_vks(derived, clusters)
+    assert f["severity"] == "info" and f["link"] == "vks" and _audit.is_clean(out)
     assert f["fix"].startswith("run site.yml: the design sets adopt: true (vks_clusters[].adopt)")
 
 
 def test_recorded_pools_drifted_pools_and_an_unread_record_give_none():
     derived = copy.deepcopy(DERIVED)
+    for entry in derived["roles"]["vks_gpu_node_pools"]:
+        entry["vks_gpu_node_pools_adopt"] = True
     clusters, mds = state(derived, lambda name, pools: [p["name"] for p in pools])
     assert _audit_vks.audit_vks(derived, clusters) == []
     clusters, mds = state(derived, None)
@@ -54,6 +55,7 @@ def test_recorded_pools_drifted_pools_and_an_unread_record_give_none():
 
 
 def test_the_not_owned_helper_sorts_and_judges_nothing_without_the_record():
-    assert _audit_vks.not_owned_findings("c", ["b", "a"], None, False) == []
-    out = _audit_vks.not_owned_findings("c", ["b", "a"], ["b"], False)
+    assert _audit_vks.not_owned_findings("c", ["b", "a"], None, True) == []
+    assert _audit_vks.not_owned_findings("c", ["b", "a"], ["b"], False) == []
+    out = _audit_vks.not_owned_findings("c", ["b", "a"], ["b"], True)
     assert [f["object"] for f in out] == ["node_pool c/a"]
