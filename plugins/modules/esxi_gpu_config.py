@@ -318,9 +318,8 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _direct_pa
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._direct_path_api import DirectPathApi
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._esxi_host import gpu_pci_ids
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._esxi_config import (
-    busy_gpus, direct_path_modes_view, graphics_view, host_changes, host_mig_plan, mig_change, mig_reason, mig_words,
-    needs_profiles, other_graphics_changed, predict_impacts, rest_modes, scheduler_option, vgpu_mode_changed,
-    vgpu_mode_refusal, vgpu_modes_view,
+    direct_path_modes_view, graphics_view, host_changes, host_error, host_mig_plan, mig_change, mig_reason, mig_words,
+    needs_profiles, plan_host, scheduler_option, vgpu_mode_changed, vgpu_mode_refusal, vgpu_modes_view,
 )
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_config_api import GpuConfigApi, LOCKDOWN_ON, SSH_SERVICE, ssh_running
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
@@ -549,53 +548,13 @@ class GpuConfig(Resource):
         return mig
 
     def plan_host(self, item):
-        """(the host's plan, None), or (None, what stops it)."""
-        p, sched, name = self.p, self.sched, item["name"]
-        options = new_options = None
-        opt_changed = False
+        """(the host's plan, None), or (None, what stops it): its MIG plan here (the module's options and
+        geometry), the rest by :func:`_esxi_config.plan_host`."""
         try:
             mig = self.plan_mig(item)
-            desired, changes = _esxi.graphics_plan(item["current"], item["pcis"], p["graphics_type"], p["assignment_policy"],
-                                                   p["vgpu_mode"])
-            graphics_changed = bool(changes)
-            if p["vgpu_mode"] is not None:
-                if item.get("error") is not None:
-                    raise item["error"]
-                busy_gpus(item, desired)
-                if self.direct is not None:
-                    item["impacts"] = predict_impacts(item, desired)
-            if sched is not None:
-                if item.get("error") is not None:
-                    raise item["error"]
-                options = item["options"]
-                if options is None:
-                    raise _esxi.EsxiError("the nvidia kernel module is not on the host: install the NVIDIA host driver first")
-                new_options, opt_changed = _esxi.scheduler_plan(options, sched, item["pcis"], item.get("profiles"))
-                if opt_changed:
-                    changes.append("nvidia module options %r -> %r" % (options, new_options))
-            if mig is not None and (mig["set"] or mig["reset"]):
-                changes.append("MIG mode %s" % mig_change(mig))
         except (_esxi.EsxiError, VsphereError) as exc:
-            text = str(exc)
-            return None, text if p["host"] or text.startswith("host %s " % name) else "host %s: %s" % (name, text)
-        if item.get("state_error") is not None:
-            return None, "host %s: %s" % (name, item["state_error"])
-        host = item["host"]
-        pending = _esxi.pending_reboot(host.get("summary.rebootRequired"), host.get("runtime.bootTime"), item["state"])
-        if pending and p["reboot"]:
-            changes.append("reboot owed since an earlier run: %s" % "; ".join(pending))
-        left_off = item.get("left_off") or []
-        if left_off:
-            changes.append("power on the VMs an earlier reboot powered off: %s" % ", ".join(v["name"] for v in left_off))
-        impacts = item.get("impacts")
-        return dict(host=host, name=name, current=item["current"], desired=desired, changes=changes, pending=pending,
-                    impacts=impacts, rest_modes=rest_modes(item["current"], desired) if impacts is not None else {},
-                    soap_graphics=graphics_changed and (impacts is None or other_graphics_changed(item["current"], desired)),
-                    options=options, new_options=new_options, graphics_changed=graphics_changed, opt_changed=opt_changed,
-                    reboot_owed=bool(pending and p["reboot"]), left_off=left_off, stuck=[],
-                    mig=mig, mig_changed=bool(mig and (mig["set"] or mig["reset"])), ssh_running=item.get("ssh_running"),
-                    mig_rows=item.get("mig_rows") or [],
-                    options_changed=new_options is not None and new_options != (options or "")), None
+            return None, host_error(item["name"], exc, bool(self.p["host"]))
+        return plan_host(item, self.p, self.sched, mig, self.direct is not None)
 
     def check_reboot(self, hosts):
         """With reboot: the powered-on vGPU VMs of each host to reboot (read now, before any change) are

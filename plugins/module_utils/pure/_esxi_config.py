@@ -11,7 +11,8 @@
 * The scheduler option: :func:`scheduler_option`, :func:`needs_profiles`.
 * Host MIG mode: :func:`host_mig_plan`, :func:`mig_change` and :func:`mig_reason` (in words),
   :func:`mig_words`.
-* The plan's changes of one host: :func:`host_changes` (``_plan.Change``).
+* One host's plan: :func:`plan_host` (graphics, vGPU mode, scheduler, MIG, a reboot owed, VMs left off),
+  :func:`host_error` (what stops it), and its changes as ``_plan.Change``: :func:`host_changes`.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -204,6 +205,71 @@ def predict_impacts(item, desired):
     return impacts
 
 
-__all__ = ["busy_gpus", "direct_path_modes_view", "gpu_list", "graphics_view", "host_changes", "host_mig_plan",
-           "mig_change", "mig_reason", "mig_words", "needs_profiles", "other_graphics_changed", "predict_impacts",
-           "rest_modes", "scheduler_option", "vgpu_mode_changed", "vgpu_mode_refusal", "vgpu_modes_view"]
+def host_error(name, exc, one_host):
+    """What stops the plan of host ``name`` in words: the error as it is for the one host asked (or when it
+    names the host already), else prefixed with the host's name."""
+    text = str(exc)
+    return text if one_host or text.startswith("host %s " % name) else "host %s: %s" % (name, text)
+
+
+def plan_host(item, params, sched, mig, direct):
+    """(the host's plan, None), or (None, what stops it), from what esxi_gpu_config read of the host (``item``:
+    its record of the module's read, with ``error`` / ``state_error`` for a part that could not be read),
+    the module's ``params``, the checked scheduler option ``sched`` (:func:`scheduler_option`), the host's
+    MIG plan ``mig`` (:func:`host_mig_plan`, None when MIG is not managed) and whether the vGPU mode goes
+    through direct-path-devices (``direct``: the impacts are predicted, :func:`predict_impacts`).
+
+    The plan is a dict: ``current`` / ``desired`` graphics, ``changes`` (in words), ``options`` /
+    ``new_options``, ``pending`` (the reboot owed), what the steps send (``rest_modes``, ``soap_graphics``)
+    and the flags the apply and the result read (``graphics_changed``, ``options_changed``, ``reboot_owed``,
+    ``mig_changed`` ...)."""
+    p, name = params, item["name"]
+    options = new_options = None
+    opt_changed = False
+    try:
+        desired, changes = _esxi.graphics_plan(item["current"], item["pcis"], p["graphics_type"],
+                                               p["assignment_policy"], p["vgpu_mode"])
+        graphics_changed = bool(changes)
+        if (p["vgpu_mode"] is not None or sched is not None) and item.get("error") is not None:
+            return None, host_error(name, item["error"], bool(p["host"]))
+        if p["vgpu_mode"] is not None:
+            busy_gpus(item, desired)
+            if direct:
+                item["impacts"] = predict_impacts(item, desired)
+        if sched is not None:
+            options = item["options"]
+            if options is None:
+                raise _esxi.EsxiError("the nvidia kernel module is not on the host: install the NVIDIA host driver "
+                                      "first")
+            new_options, opt_changed = _esxi.scheduler_plan(options, sched, item["pcis"], item.get("profiles"))
+            if opt_changed:
+                changes.append("nvidia module options %r -> %r" % (options, new_options))
+        if mig is not None and (mig["set"] or mig["reset"]):
+            changes.append("MIG mode %s" % mig_change(mig))
+    except _esxi.EsxiError as exc:
+        return None, host_error(name, exc, bool(p["host"]))
+    if item.get("state_error") is not None:
+        return None, "host %s: %s" % (name, item["state_error"])
+    host = item["host"]
+    pending = _esxi.pending_reboot(host.get("summary.rebootRequired"), host.get("runtime.bootTime"), item["state"])
+    if pending and p["reboot"]:
+        changes.append("reboot owed since an earlier run: %s" % "; ".join(pending))
+    left_off = item.get("left_off") or []
+    if left_off:
+        changes.append("power on the VMs an earlier reboot powered off: %s" % ", ".join(v["name"] for v in left_off))
+    impacts = item.get("impacts")
+    return dict(host=host, name=name, current=item["current"], desired=desired, changes=changes, pending=pending,
+                impacts=impacts, rest_modes=rest_modes(item["current"], desired) if impacts is not None else {},
+                soap_graphics=graphics_changed and (impacts is None
+                                                    or other_graphics_changed(item["current"], desired)),
+                options=options, new_options=new_options, graphics_changed=graphics_changed,
+                opt_changed=opt_changed, reboot_owed=bool(pending and p["reboot"]), left_off=left_off, stuck=[],
+                mig=mig, mig_changed=bool(mig and (mig["set"] or mig["reset"])),
+                ssh_running=item.get("ssh_running"), mig_rows=item.get("mig_rows") or [],
+                options_changed=new_options is not None and new_options != (options or "")), None
+
+
+__all__ = ["busy_gpus", "direct_path_modes_view", "gpu_list", "graphics_view", "host_changes", "host_error",
+           "host_mig_plan", "mig_change", "mig_reason", "mig_words", "needs_profiles", "other_graphics_changed",
+           "plan_host", "predict_impacts", "rest_modes", "scheduler_option", "vgpu_mode_changed",
+           "vgpu_mode_refusal", "vgpu_modes_view"]
