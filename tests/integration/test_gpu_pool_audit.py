@@ -193,3 +193,41 @@ def test_guest_untainted_gpu_node_and_missing_licensing_secret(k8s_rig, k8s_api,
     res = audit(args)
     assert not rules(res, "licensing_secret_missing")
     assert not rules(res, "gpu_node_untainted")
+
+
+def test_hand_pinned_gpu_vms_are_named_until_adopted(vsphere, vsphere_env):
+    """Where the design adopts cluster gpu-h100, GPU VMs an administrator pinned by hand (pyvmomi) are as
+    designed but not the collection's own: object_not_owned names each; once drs_gpu_pinning adopts them
+    (the cluster's gpupool.vcf.drs-pinned record) the audit names none. Without adopt nothing is named."""
+    from tests.integration.test_drs_ownership import Vc
+    design = yaml.safe_load(pathlib.Path(DESIGN_FILE).read_text())
+    adopting = copy.deepcopy(design)
+    [h100] = [c for c in adopting["clusters"] if c["name"] == "gpu-h100"]
+    h100["adopt"] = True
+    args = {"design": adopting, "links": ["esxi"]}
+    before = audit(args, env=no_k8s(vsphere_env))
+    assert not before.get("failed"), before.get("msg")
+    unpinned = sorted(obj.split(" ", 1)[1] for rule, obj in rules(before, "gpu_vm_not_pinned"))
+    vc = Vc(vsphere)
+    try:
+        gpu_h100 = [vm.name for host in vc.cluster("gpu-h100").host for vm in host.vm]
+        hand = [name for name in unpinned if name in gpu_h100]
+        assert hand, "the example fleet should have unpinned GPU VMs on gpu-h100: %s" % unpinned
+        for name in hand:
+            vc.set_override("gpu-h100", name, "partiallyAutomated")
+        res = audit(args, env=no_k8s(vsphere_env))
+        named = sorted(obj for rule, obj in rules(res, "object_not_owned"))
+        assert named == sorted("vm %s" % name for name in hand), res["findings"]
+        assert not [obj for rule, obj in rules(res, "gpu_vm_not_pinned") if obj.split(" ", 1)[1] in hand]
+        assert all(f["link"] == "esxi" and f["severity"] == "info" and "adopt: true" in f["fix"]
+                   for f in res["findings"] if f["rule"] == "object_not_owned")
+        plain = audit({"design": design, "links": ["esxi"]}, env=no_k8s(vsphere_env))
+        assert rules(plain, "object_not_owned") == []  # not adopted: not named
+        pinned, _play = run_module("gpupool.vcf.drs_gpu_pinning", {"cluster": "gpu-h100", "adopt": True},
+                                   env=vsphere_env)
+        assert not pinned.get("failed"), pinned.get("msg")
+        assert set(hand) <= set(pinned["owned"])
+        after = audit(args, env=no_k8s(vsphere_env))
+        assert rules(after, "object_not_owned") == [], after["findings"]
+    finally:
+        vc.close()
