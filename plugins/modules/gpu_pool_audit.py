@@ -58,6 +58,9 @@ description:
     them (the role inputs site.yml passes), with the roles' defaults for inputs the design leaves out.
   - A link whose connection is not given is not audited, and an C(info) finding
     (C(link_not_audited)) says so.
+  - Where the design adopts (C(adopt)), an C(info) finding (C(object_not_owned)) names each object in scope that
+    is as designed but not yet the collection's own - a VM class or namespace without the gpupool mark, a GPU
+    VM's DRS override the cluster's C(gpupool.vcf.drs-pinned) record lacks - which site.yml will record.
   - The module only reads. It reports C(changed) only when it writes or updates the report file,
     and only when the file's content differs; in check mode it predicts that and writes nothing.
 author:
