@@ -137,6 +137,10 @@ def test_bad_input_is_refused_before_vcenter_is_read(image, site, tmp_path):
     assert res["failed"] is True and "value of restart_priority must be one of: " in res["msg"]
     res = run(image, nodes=[dict(ovf_properties={})])
     assert res["failed"] is True and "missing required arguments: name found in nodes" in res["msg"]
+    res = run(image, nodes=PAIR + [dict(name="dls-1")], datastore="")
+    assert res["failed"] is True and res["msg"].startswith("Invalid input for nls_appliance_deploy: ")
+    assert res["invalid_input"] == ["datastore must not be empty", "nodes must list 1 node or 2 (the HA pair), not 3",
+                                    "nodes[2].name 'dls-1' is given twice; the nodes need two names"]
     text = tmp_path / "appliance.txt"
     text.write_text("not an image")
     res = run(str(text))

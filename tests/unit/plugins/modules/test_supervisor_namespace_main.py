@@ -92,6 +92,10 @@ def test_bad_input_is_refused_before_any_request(namespaces):
     assert res["failed"] is True and res["msg"] == "parameters are mutually exclusive: cluster|supervisor"
     res = run(name="team-b", cluster="gpu-h100", access=[dict(ALICE, role="ROOT")])
     assert res["failed"] is True and "value of role must be one of: " in res["msg"] and "got: ROOT" in res["msg"]
+    res = run(name="team-b", cluster="gpu-h100", storage_policies=[dict(policy="gold", limit_mib=-1)],
+              access=[dict(ALICE, subject="")])
+    assert res["failed"] is True and res["msg"].startswith("Invalid input for supervisor_namespace: ")
+    assert [e.split(" ")[0] for e in res["invalid_input"]] == ["storage_policies[0].limit_mib", "access[0].subject"]
     res = run(name="Team_B", cluster="gpu-h100")
     assert res["failed"] is True and "Team_B" in res["msg"] and "DNS" in res["msg"]
     assert Namespaces.reads == 0 and namespaces.calls == []
