@@ -143,6 +143,7 @@ MARKER_TABLE = (
     ("integration/test_no_secret_leak.py", ("k8s",)),
     ("integration/test_site_chain.py", ("k8s",)),
     ("integration/test_first_contact_hand_built.py", ("sim", "k8s", "design")),
+    ("integration/test_first_contact_adopt.py", ("sim", "k8s", "vsphere", "vks")),
     ("integration/test_site_class_revision.py", ("k8s",)),
     ("integration/k8s/test_[!d]*", ("k8s",)),
     ("integration/k8s/test_drain_*", ("k8s",)),
