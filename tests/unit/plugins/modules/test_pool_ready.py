@@ -5,7 +5,7 @@ bounds a step to a second on purpose."""
 import io
 
 import pytest
-from ansible.module_utils.common import warnings
+from ansible.module_utils import basic
 from kubernetes.client.rest import ApiException
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromError
@@ -67,7 +67,6 @@ def guest(monkeypatch):
     monkeypatch.setattr(pool_ready, "PoolReadyApi", pool_ready_api(cluster))
     monkeypatch.setattr(pool_ready, "PromClient", FakeProm)
     monkeypatch.setattr(pool_ready, "open_url", fake_open_url)
-    warnings._global_warnings.clear()  # pylint: disable=protected-access
     return cluster
 
 
@@ -167,11 +166,12 @@ def test_a_prometheus_error_fails_naming_the_wait_and_what_was_reached(guest):
     assert PROM_TOKEN not in result["msg"]
 
 
-def test_a_probe_pod_that_cannot_be_removed_is_a_warning(guest):
+def test_a_probe_pod_that_cannot_be_removed_is_a_warning(guest, monkeypatch):
+    said = []
+    monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, text: said.append(text))
     guest.fail["delete_namespaced_pod"] = ApiException(status=403, reason="Forbidden")
     result = run_main(pool_ready, args())
     assert not result.get("failed"), result.get("msg")
-    said = warnings.get_warning_messages()
     assert len(said) == 1 and said[0].startswith("the probe pod default/pool-ready-probe-"), said
     assert "was not removed" in said[0]
 
