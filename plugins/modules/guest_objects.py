@@ -17,7 +17,8 @@ description:
     reads them (one list per kind), plans each object field by field with the plan the drift audit
     (M(gpupool.vcf.gpu_pool_audit)) reports from, and makes exactly the changes of the plan.
   - Only what the collection sets is compared; labels, annotations and limits set by others stay.
-  - An object this module creates carries the label C(app.kubernetes.io/managed-by=gpupool.vcf). An object
+  - An object this module creates carries the label C(app.kubernetes.io/managed-by=gpupool.vcf), the collection's
+    record of what it owns; one that existed without it gets it only with O(adopt). An object
     whose immutable field differs (a PriorityClass C(value) or C(preemptionPolicy), a ResourceQuota's
     C(scopeSelector), a LocalQueue's C(clusterQueue)) is deleted and created again (action C(replace)) only when it carries that label; one
     created by others is refused, and nothing of the run is changed.
@@ -83,6 +84,14 @@ options:
       - Empty (the default) - no Kueue object is read or written.
     type: dict
     default: {}
+  adopt:
+    description:
+      - Record the objects in scope that exist without the label C(app.kubernetes.io/managed-by=gpupool.vcf) (made
+        by hand or before the collection) as the collection's - each gets the label, a change the plan shows
+        (field C(metadata.labels.app.kubernetes.io/managed-by)), after the changes its plan makes.
+      - Without it nothing changes owner. Adoption does not allow a C(replace) of an object made by hand.
+    type: bool
+    default: false
   kinds:
     description:
       - The kinds this run reads and converges (the others of the inputs are left alone), so that a play can
@@ -138,6 +147,11 @@ objects:
   returned: always
   type: list
   elements: str
+adopted:
+  description: The objects this run records as the collection's (O(adopt)), as C(object) of RV(changes).
+  returned: always
+  type: list
+  elements: str
 names:
   description: The same objects by name (C(<namespace>/<name>) for a ResourceQuota or LocalQueue).
   returned: always
@@ -170,6 +184,7 @@ ARGUMENT_SPEC = dict(
     gpu_resource=dict(type="str", default="nvidia.com/gpu"),
     mig_resources=dict(type="list", elements="str", default=[]),
     kueue=dict(type="dict", default={}),
+    adopt=dict(type="bool", default=False),
     kinds=dict(type="list", elements="str", choices=list(gp.KINDS), default=list(gp.KINDS)),
 )
 ARGUMENT_SPEC.update(auth_argument_spec())
@@ -209,7 +224,7 @@ class GuestObjects(Resource):
         changes, before, after = [], {}, {}
         for obj in self.wanted():
             have = live.get(gp.key(obj))
-            mine = gp.plan(have, obj)
+            mine = gp.plan(have, obj, adopt=self.p["adopt"])
             if mine:
                 name = gp.object_name(obj)
                 before[name] = None if have is None else dict((c.field, c.before) for c in mine)
@@ -249,7 +264,8 @@ class GuestObjects(Resource):
             if any(c.object == gp.object_name(obj) for c in plan):
                 objects.append(gp.object_name(obj))
                 names.append(gp.object_name(obj).split(" ", 1)[1])
-        return dict(changes=plan.to_list(), objects=objects, names=names)
+        adopted = [name for name in objects if gp.adopting([c for c in plan if c.object == name])]
+        return dict(changes=plan.to_list(), objects=objects, names=names, adopted=adopted)
 
     def _key(self, object_name):
         for obj in self.wanted():

@@ -93,6 +93,29 @@ def finding(rule, obj, message, fix, severity=None):
     return _audit.finding(rule, obj, message, fix, RULES[rule], severity=severity)
 
 
+# object_not_owned is one rule of the catalogue (its row is the vsphere link's); a guest object's finding of it
+# carries this link
+NOT_OWNED = ("info", "guest", "A guest object in scope is the collection's own (it carries the label "
+                              "app.kubernetes.io/managed-by=gpupool.vcf).")
+
+
+def _not_owned(want, changes):
+    """``object_not_owned`` where the object's plan adopts it (the design adopts; the object lacks the label)."""
+    if not _guest_plan.adopting(changes):
+        return []
+    name = _guest_plan.object_name(want)
+    return [_audit.finding("object_not_owned", name, "%s was made by hand (it lacks the label "
+                           "app.kubernetes.io/managed-by=gpupool.vcf): until it is adopted the collection never "
+                           "replaces it" % name, "run site.yml: the design sets adopt: true, which labels it as the "
+                           "collection's (gpu_scheduling_policy role)", NOT_OWNED)]
+
+
+def _split(changes):
+    """(the changes of the object's fields, those of its ownership record)."""
+    return ([c for c in changes if c.field != _guest_plan.OWNER_FIELD],
+            [c for c in changes if c.field == _guest_plan.OWNER_FIELD])
+
+
 def _has_taint(node, taint):
     for t in node.get("taints") or []:
         if t.get("key") == taint["key"] and t.get("effect") == taint["effect"] and \
@@ -119,7 +142,8 @@ def _diff_text(diffs):
 
 def audit_guest(derived, nodes=None, namespaces=None, resource_quotas=None, secrets=None,
                 priority_classes=None, licensing_secret_in_use=None, namespace_labels=None, cluster_policy=None,
-                device_plugin_config=None, kueue=None, culling=None, dcgm_metrics_config=None, resource_quota_scopes=None):
+                device_plugin_config=None, kueue=None, culling=None, dcgm_metrics_config=None, resource_quota_scopes=None,
+                object_labels=None):
     """Findings of the guest link: GPU nodes, tenant namespaces and quotas, PriorityClasses, the
     licensing Secret, the ClusterPolicy, the device plugin ConfigMap, Kueue, notebook culling.
 
@@ -127,12 +151,17 @@ def audit_guest(derived, nodes=None, namespaces=None, resource_quotas=None, secr
     ``_k8s_objects``; a part not read (None) is not judged. The licensing Secret is the one the
     ClusterPolicy names when there is one, else any Secret named as the design says or
     ``<secret_name>-<hash>`` (rotation by name).
+
+    Where the role adopts (``gpu_scheduling_policy_adopt``, from the design's ``adopt``), an object in scope
+    without the collection's label is ``object_not_owned`` (info): namespaces judged from
+    ``namespace_labels``, the other objects from ``object_labels`` ({object name as findings name it:
+    labels}; None: not read, not judged).
     """
     out = []
     op, policy = guest_inputs(derived)
     _guest_nodes(out, derived, nodes)
     missing_ns = _scheduling_objects(out, policy, namespaces, namespace_labels, resource_quotas,
-                                     resource_quota_scopes, priority_classes)
+                                     resource_quota_scopes, priority_classes, object_labels)
     # the Secret the design names (nls_licensing makes <name>-<hash> of it); none: licensing is not judged
     secret_name = op.get("gpu_operator_licensing_secret_name") or None
     ns = op["gpu_operator_namespace"]
@@ -164,7 +193,7 @@ def audit_guest(derived, nodes=None, namespaces=None, resource_quotas=None, secr
     if dcgm_metrics_config is not None:
         _dcgm_metrics_config(out, op, dcgm_metrics_config)
     if kueue is not None:
-        _kueue(out, policy, kueue, missing_ns)
+        _kueue(out, policy, kueue, missing_ns, object_labels)
     if culling is not None:
         _culling(out, policy, culling)
     return out
@@ -225,11 +254,12 @@ def scheduling_objects(policy):
 
 def live_guest_objects(objects):
     """audit_guest's ``namespaces``, ``namespace_labels``, ``resource_quotas``, ``resource_quota_scopes``,
-    ``priority_classes`` and ``kueue`` (its objects) from live objects ``{(kind, namespace, name): object}`` (as
+    ``priority_classes``, ``kueue`` (its objects) and ``object_labels`` from live objects ``{(kind, namespace, name): object}`` (as
     guest_objects reads them)."""
     out = dict(namespaces=[], namespace_labels={}, resource_quotas={}, resource_quota_scopes={}, priority_classes={},
-               kueue=dict(served=True, resource_flavors={}, cluster_queues={}, local_queues={}))
+               kueue=dict(served=True, resource_flavors={}, cluster_queues={}, local_queues={}), object_labels={})
     for (kind, ns, name), obj in sorted(objects.items()):
+        out["object_labels"][_guest_plan.object_name(obj)] = dict((obj.get("metadata") or {}).get("labels") or {})
         if kind == "Namespace":
             out["namespaces"].append(name)
             out["namespace_labels"][name] = dict((obj.get("metadata") or {}).get("labels") or {})
@@ -248,41 +278,54 @@ def live_guest_objects(objects):
     return out
 
 
-def _live(obj, **fields):
+def _live(obj, labels=None, **fields):
+    """A live object as the plans read it, built from what the audit read: the wanted metadata, with
+    `labels` where they were read (else the collection's: ownership not judged)."""
     meta = dict(obj["metadata"])
+    meta["labels"] = dict(_objects.MANAGED_BY) if labels is None else dict(labels)
     out = dict(apiVersion=obj["apiVersion"], kind=obj["kind"], metadata=meta)
     out.update(fields)
     return out
 
 
-def _scheduling_objects(out, policy, namespaces, namespace_labels, quotas, scopes, classes):
+def _labels(object_labels, want):
+    """The labels read of the object `want` names; None where they were not read."""
+    return None if object_labels is None else object_labels.get(_guest_plan.object_name(want)) or {}
+
+
+def _scheduling_objects(out, policy, namespaces, namespace_labels, quotas, scopes, classes, object_labels=None):
     """Findings of the PriorityClasses, tenant Namespaces and ResourceQuotas: one where the object's plan
-    (``_guest_plan``) has a change. A part not read (None) is not judged; the quotas of a missing
-    namespace are part of its one finding. Returns the missing namespaces."""
+    (``_guest_plan``, with the role's adopt) has a change. A part not read (None) is not judged; the quotas
+    of a missing namespace are part of its one finding. Returns the missing namespaces."""
     missing_ns = set()
     found_classes = []
+    adopt = _objects.flag(policy.get("gpu_scheduling_policy_adopt"))
     for want in scheduling_objects(policy):
         kind, ns, name = _guest_plan.key(want)
         if kind == "PriorityClass":
             if classes is not None:
                 have = classes.get(name)
-                live = None if have is None else _live(want, **dict(
+                live = None if have is None else _live(want, _labels(object_labels, want), **dict(
                     (k, have.get(k, want[k])) for k in ("value", "preemptionPolicy", "description", "globalDefault")))
-                found_classes += _priority_class(want, _guest_plan.plan(live, want))
+                fields, owner = _split(_guest_plan.plan(live, want, adopt))
+                found_classes += _priority_class(want, fields) + _not_owned(want, owner)
         elif namespaces is None or ns in missing_ns:
             continue
         elif kind == "Namespace":
             if name not in namespaces:
                 missing_ns.add(name)
-            labels = want["metadata"]["labels"] if namespace_labels is None else (namespace_labels.get(name) or {})
-            live = None if name not in namespaces else _live(want, metadata=dict(name=name, labels=labels))
-            out += _namespace(want, _guest_plan.plan(live, want))
+            labels = dict(want["metadata"]["labels"], **_objects.MANAGED_BY) if namespace_labels is None else (
+                namespace_labels.get(name) or {})
+            live = None if name not in namespaces else _live(want, labels, metadata=dict(name=name, labels=labels))
+            fields, owner = _split(_guest_plan.plan(live, want, adopt))
+            out += _namespace(want, fields) + _not_owned(want, owner)
         else:
             have = (quotas or {}).get(ns, {}).get(name)
             spec = dict(hard=have, scopeSelector=want["spec"].get("scopeSelector") if scopes is None else (
                 scopes.get(ns) or {}).get(name))
-            live = None if have is None else _live(want, spec=spec)
-            out += _guest_quota(want, _guest_plan.plan(live, want))
+            live = None if have is None else _live(want, _labels(object_labels, want), spec=spec)
+            fields, owner = _split(_guest_plan.plan(live, want, adopt))
+            out += _guest_quota(want, fields) + _not_owned(want, owner)
     out += found_classes
     return missing_ns
 
@@ -427,7 +470,7 @@ def kueue_objects(policy):
     return _guest_plan.kueue_objects(policy)
 
 
-def _kueue(out, policy, live, missing_ns):
+def _kueue(out, policy, live, missing_ns, object_labels=None):
     """Findings of the Kueue objects: one where the object's plan (``_guest_plan``) has a change; a
     LocalQueue of a missing namespace is part of the namespace's finding."""
     want = kueue_objects(policy)
@@ -448,7 +491,9 @@ def _kueue(out, policy, live, missing_ns):
             have = ((live.get("local_queues") or {}).get(ns) or {}).get(name)
         else:
             have = (live.get({"ResourceFlavor": "resource_flavors", "ClusterQueue": "cluster_queues"}[kind]) or {}).get(name)
-        changes = _guest_plan.plan(None if have is None else _live(obj, spec=have), obj)
+        changes, owner = _split(_guest_plan.plan(None if have is None else _live(
+            obj, _labels(object_labels, obj), spec=have), obj, _objects.flag(policy.get("gpu_scheduling_policy_adopt"))))
+        out += _not_owned(obj, owner)
         if not changes:
             continue
         label = "%s/%s" % (ns, name) if ns else name

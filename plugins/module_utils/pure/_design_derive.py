@@ -435,7 +435,7 @@ def _policy_role(ctx):
             (k, kueue["preemption"][k]) for k in ("within_cluster_queue", "reclaim_within_cohort"))),
         ("gpu_scheduling_policy_kueue_wait_for_pods_ready_timeout",
          kueue["wait_for_pods_ready_timeout"] if gang else ""),
-    ] + list(_culling(d).items()))
+    ] + list(_culling(d).items()) + ([("gpu_scheduling_policy_adopt", True)] if d.get("adopt") else []))
 
 
 def derive(design):

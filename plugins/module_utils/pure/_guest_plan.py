@@ -10,8 +10,9 @@ so ``--check`` of a guest object and its audit are one computation.
 A live object is the API's own form (camelCase, as ``sanitize_for_serialization`` gives it), None
 when it does not exist. Only what the collection sets is compared; what the API server adds
 (defaults, status, managed fields) and labels or annotations of others are left alone. The
-collection's label (``app.kubernetes.io/managed-by``) is set when an object is created, never on
-one that existed: only what carries it may be deleted or replaced.
+collection's label (``app.kubernetes.io/managed-by``, its ownership record for Kubernetes objects) is
+set when an object is created, and on one that existed only with ``adopt`` (a change the plan shows):
+without it nothing changes owner, and only what carries it may be deleted or replaced.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -22,6 +23,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _k8s_objec
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import CREATE, UPDATE, Change
 
 REPLACE = "replace"  # an immutable field differs: delete and create again
+OWNER_FIELD = "metadata.labels.%s" % list(_objects.MANAGED_BY)[0]
 PRIORITY_API = "scheduling.k8s.io/v1"
 KUEUE_KINDS = ("ResourceFlavor", "ClusterQueue", "LocalQueue")
 KINDS = ("PriorityClass", "Namespace", "ResourceQuota") + KUEUE_KINDS
@@ -139,8 +141,10 @@ def plan_namespace(live, wanted):
     if live is None:
         return _create(wanted)
     have = (live.get("metadata") or {}).get("labels") or {}
+    # the collection's label is its ownership record: set by a create or by adopt (plan()), never as a label
     return [Change(object_name(wanted), "metadata.labels.%s" % key, have.get(key), value, UPDATE)
-            for key, value in sorted(wanted["metadata"]["labels"].items()) if _text(have.get(key)) != value]
+            for key, value in sorted(wanted["metadata"]["labels"].items())
+            if key not in _objects.MANAGED_BY and _text(have.get(key)) != value]
 
 
 def plan_resource_quota(live, wanted):
@@ -176,9 +180,20 @@ PLANS = {"PriorityClass": plan_priority_class, "Namespace": plan_namespace, "Res
          "ResourceFlavor": plan_kueue, "ClusterQueue": plan_kueue, "LocalQueue": plan_kueue}
 
 
-def plan(live, wanted):
-    """The changes from `live` (None: absent) to `wanted`, by the plan of its kind."""
-    return PLANS[wanted["kind"]](live, wanted)
+def plan(live, wanted, adopt=False):
+    """The changes from `live` (None: absent) to `wanted`, by the plan of its kind; with `adopt`, an
+    object that exists without the collection's label gets it (one more ``update``: it is recorded as
+    the collection's, after the changes its plan makes)."""
+    changes = PLANS[wanted["kind"]](live, wanted)
+    if adopt and live is not None and not owned(live):
+        have = ((live.get("metadata") or {}).get("labels") or {}).get(list(_objects.MANAGED_BY)[0])
+        changes.append(Change(object_name(wanted), OWNER_FIELD, have, list(_objects.MANAGED_BY.values())[0], UPDATE))
+    return changes
+
+
+def adopting(changes):
+    """Whether `changes` (one object's plan) record the object as the collection's (adopt)."""
+    return any(c.field == OWNER_FIELD and c.action == UPDATE for c in changes)
 
 
 def key(obj):
@@ -209,6 +224,6 @@ def created(wanted):
     return _create(wanted)[0].after
 
 
-__all__ = ["KINDS", "KUEUE_KINDS", "REPLACE", "builtin_priority_classes", "created", "key", "kueue_objects",
+__all__ = ["KINDS", "KUEUE_KINDS", "OWNER_FIELD", "REPLACE", "adopting", "builtin_priority_classes", "created", "key", "kueue_objects",
            "object_name", "owned", "patch_body", "plan", "plan_kueue", "plan_namespace", "plan_priority_class",
            "plan_resource_quota", "priority_class", "resource_quotas", "wanted_objects"]

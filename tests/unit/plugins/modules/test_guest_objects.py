@@ -232,3 +232,47 @@ def test_bad_kueue_inputs_are_refused_before_any_read(api):
     assert out["failed"] and "gpu_scheduling_policy role's inputs" in out["msg"] and api.calls == []
     out = kueue_run(kueue=dict(KUEUE, gpu_scheduling_policy_kueue_preemption={"within_cluster_queue": "Always"}))
     assert out["failed"] and "within_cluster_queue must be one of" in out["msg"] and api.calls == []
+
+
+# -- adopt ---------------------------------------------------------------------------------------
+
+def test_adopt_labels_objects_made_by_hand_a_change_check_mode_shows_without_it_nothing_changes_owner(api):
+    run(kinds=["Namespace"])
+    run()
+    kueue_run()
+    for key in [("PriorityClass", "", "gpu-training"), ("ResourceQuota", "team-a", "gpupool-gpus"),
+                ("Namespace", "", "team-b"), ("ClusterQueue", "", "gpu-training")]:
+        del api.store[key]["metadata"]["labels"]["app.kubernetes.io/managed-by"]
+    assert run()["changes"] == [] and kueue_run()["changes"] == []  # without adopt: nothing changes owner
+    api.calls = []
+    predicted = run(check=True, adopt=True)
+    assert [(c["object"], c["field"], c["before"], c["after"]) for c in predicted["changes"]] == [
+        ("priority_class gpu-training", "metadata.labels.app.kubernetes.io/managed-by", None, "gpupool.vcf"),
+        ("resource_quota team-a/gpupool-gpus", "metadata.labels.app.kubernetes.io/managed-by", None, "gpupool.vcf"),
+        ("namespace team-b", "metadata.labels.app.kubernetes.io/managed-by", None, "gpupool.vcf")]
+    assert predicted["adopted"] == ["priority_class gpu-training", "resource_quota team-a/gpupool-gpus",
+                                    "namespace team-b"]
+    assert [c[0] for c in api.calls] == ["read"]
+    done = run(adopt=True)
+    assert done["changes"] == predicted["changes"] and done["adopted"] == predicted["adopted"]
+    assert [c[4] for c in api.calls if c[0] == "patch"] == [
+        {"metadata": {"labels": {"app.kubernetes.io/managed-by": "gpupool.vcf"}}}] * 3
+    assert api.store[("ResourceQuota", "team-a", "gpupool-gpus")]["spec"]["hard"] == {"requests.nvidia.com/gpu": "4"}
+    assert run(adopt=True)["changes"] == []
+    assert kueue_run(adopt=True)["adopted"] == ["cluster_queue gpu-training"]
+    assert kueue_run(adopt=True)["changes"] == []
+
+
+def test_adopt_with_drift_patches_the_fields_and_the_label_in_one_patch(api):
+    run()
+    key = ("ResourceQuota", "team-b", "gpu-quota")
+    api.store[key]["metadata"]["labels"] = {"someone/else": "x"}
+    api.store[key]["spec"]["hard"]["requests.nvidia.com/gpu"] = "9"
+    api.calls = []
+    out = run(adopt=True, kinds=["ResourceQuota"])
+    assert [c["field"] for c in out["changes"]] == ["spec.hard.requests.nvidia.com/gpu",
+                                                   "metadata.labels.app.kubernetes.io/managed-by"]
+    [patch] = [c for c in api.calls if c[0] == "patch"]
+    assert patch[4] == {"spec": {"hard": {"requests.nvidia.com/gpu": "1"}},
+                        "metadata": {"labels": {"app.kubernetes.io/managed-by": "gpupool.vcf"}}}
+    assert api.store[key]["metadata"]["labels"] == {"someone/else": "x", "app.kubernetes.io/managed-by": "gpupool.vcf"}

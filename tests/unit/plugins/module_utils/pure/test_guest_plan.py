@@ -120,6 +120,30 @@ def test_kueue_plan_compares_only_what_the_collection_sets():
         "spec.clusterQueue", "elsewhere", "gpu-training", "replace")
 
 
+def test_adopt_records_an_object_made_by_hand_without_it_nothing_changes_owner():
+    ns = gp.wanted_objects([], [TENANT])[0]
+    live = live_of(ns)
+    live["metadata"]["labels"]["app.kubernetes.io/managed-by"] = "someone-else"
+    assert gp.plan(live, ns) == []
+    [change] = gp.plan(live, ns, adopt=True)
+    assert (change.field, change.before, change.after, change.action) == (
+        "metadata.labels.app.kubernetes.io/managed-by", "someone-else", "gpupool.vcf", "update")
+    assert gp.adopting([change]) and gp.patch_body(ns, [change]) == {
+        "metadata": {"labels": {"app.kubernetes.io/managed-by": "gpupool.vcf"}}}
+    owned = live_of(ns)
+    owned["metadata"]["labels"].update(gp.created(ns)["metadata"]["labels"])
+    assert gp.plan(owned, ns, adopt=True) == []  # already the collection's
+    assert gp.plan(None, ns, adopt=True)[0].action == "create"
+    # a design's tenant labels may name the collection: that is not a label change, ownership is adopt's
+    assert gp.plan(live, _objects_with_label(ns)) == []
+
+
+def _objects_with_label(ns):
+    out = copy.deepcopy(ns)
+    out["metadata"]["labels"]["app.kubernetes.io/managed-by"] = "gpupool.vcf"
+    return out
+
+
 # -- finding iff change --------------------------------------------------------------------------
 
 LABEL = st.sampled_from(["true", "false", "x", None])
@@ -170,20 +194,29 @@ def pairs(draw):
             have["spec"]["hard"] = {} if value is None else {"requests.nvidia.com/gpu": value}
             if draw(st.booleans()):
                 have["spec"].pop("scopeSelector", None)
+        if draw(st.booleans()):  # made by hand, or before the collection labelled what it made
+            have["metadata"]["labels"].pop("app.kubernetes.io/managed-by", None)
         live[gp.key(obj)] = have
-    return pc, tenant, kueue, live
+    return pc, tenant, kueue, draw(st.booleans()), live
 
 
 @settings(settings.get_profile("gpupool-guest-plan"))
 @given(pairs())
 def test_a_finding_exactly_where_the_plan_has_a_change(pair):
-    pc, tenant, kueue, live = pair
+    pc, tenant, kueue, adopt, live = pair
     planned = set()
     for obj in gp.wanted_objects([pc], [tenant], kueue=kueue):
-        if gp.plan(live.get(gp.key(obj)), obj):
+        if gp.plan(live.get(gp.key(obj)), obj, adopt):
             # the quotas and LocalQueue of a namespace to be created are part of its one finding
             absent = obj["kind"] in ("ResourceQuota", "LocalQueue") and ("Namespace", "", tenant["namespace"]) not in live
             planned.add("namespace %s" % tenant["namespace"] if absent else gp.object_name(obj))
-    derived = {"roles": {"gpu_scheduling_policy": dict(kueue, gpu_scheduling_policy_priority_classes=[pc])}}
+    derived = {"roles": {"gpu_scheduling_policy": dict(kueue, gpu_scheduling_policy_priority_classes=[pc],
+                                                       gpu_scheduling_policy_adopt=adopt)}}
     findings = _audit_guest.audit_guest(derived, **_audit_guest.live_guest_objects(live))
     assert set(f["object"] for f in findings) == planned
+    # an object made by hand is object_not_owned (info) exactly where the plan adopts it
+    assert set(f["object"] for f in findings if f["rule"] == "object_not_owned") == set(
+        gp.object_name(o) for o in gp.wanted_objects([pc], [tenant], kueue=kueue)
+        if gp.adopting(gp.plan(live.get(gp.key(o)), o, adopt)) and not (
+            o["kind"] in ("ResourceQuota", "LocalQueue") and ("Namespace", "", tenant["namespace"]) not in live))
+    assert all(f["severity"] == "info" and f["link"] == "guest" for f in findings if f["rule"] == "object_not_owned")
