@@ -277,7 +277,6 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_inputs import gpu_pool_audit_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure, Info
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_reader import read_vks  # noqa: F401 - tests import it here
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import request_argument_spec, request_timeout_error
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner import _files

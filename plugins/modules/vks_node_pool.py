@@ -249,13 +249,13 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._cluster_class im
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _rollout
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._rollout_api import GuestNodes
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Change, Failure, Plan, Resource
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._ownership import record_after
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._ownership import (
+    NODE_POOLS_ANNOTATION, owned_node_pools, record_after)
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._vks_api import GROUP, VksClusterApi
 
 VKS_CLASS_NAMESPACE = "vmware-system-vks-public"
-# annotation of the Cluster: the node pools this module created (names, sorted, comma-separated)
-OWNED_ANNOTATION = "gpupool.vcf/node-pools"
+OWNED_ANNOTATION = NODE_POOLS_ANNOTATION
 UPDATE_VERB = "update the node pools of"
 
 TAINT_SPEC = dict(key=dict(type="str", required=True, no_log=False), value=dict(type="str"),
@@ -274,10 +274,7 @@ ARGUMENT_SPEC.update(auth_argument_spec())
 ARGUMENT_SPEC.update(request_argument_spec())
 
 
-def owned_pools(annotations):
-    """The pool names the Cluster's annotation records (an empty set without one)."""
-    value = (annotations or {}).get(OWNED_ANNOTATION) or ""
-    return set(x.strip() for x in value.split(",") if x.strip())
+owned_pools = owned_node_pools
 
 
 def plan_ownership(current, kept, names, owned, purge, adopt=False):

@@ -22,12 +22,13 @@ try:
 except ImportError:  # pragma: no cover - ansible-core ships PyYAML
     HAS_YAML = False
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_guest
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_guest, _guest_plan
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import DEFAULT_REQUEST_TIMEOUT, K8sClient, K8sError
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._cluster_class import read_pool, variable_plan
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._k8s_objects import (
     CLUSTER_POLICY, culling_cronjob, kueue_objects, kueue_wait_for_pods_ready)
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._errors import ClientError
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._ownership import owned_node_pools
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._vks_api import VksClusterApi
 
 
@@ -78,7 +79,9 @@ def read_vks(params, derived):
         mds = {}
         for md in (topology.get("workers") or {}).get("machineDeployments") or []:
             mds[md.get("name")] = read_pool(md, top_vars, plan)
-        out[name] = dict(namespace=want["namespace"], machine_deployments=mds)
+        # the pools the Cluster's record holds as the collection's (object_not_owned where the design adopts)
+        owned = sorted(owned_node_pools((obj.get("metadata") or {}).get("annotations")))
+        out[name] = dict(namespace=want["namespace"], machine_deployments=mds, owned=owned)
     return out
 
 
@@ -101,11 +104,21 @@ def _yaml_data(data):
     return out
 
 
-def _kueue(k8s, core, custom, policy, namespaces):
+def _labelled(labels, kind, obj, namespace=None):
+    """Record ``obj``'s labels in ``labels`` under the name the audit's findings give it; ``obj`` as read."""
+    meta = obj.get("metadata") or {}
+    name = _guest_plan.object_name(dict(kind=kind, metadata=dict(name=meta.get("name"), namespace=namespace)))
+    labels[name] = dict(meta.get("labels") or {})
+    return obj
+
+
+def _kueue(k8s, core, custom, policy, namespaces, labels=None):
     """Kueue objects the gpu_scheduling_policy role writes: {served, resource_flavors,
     cluster_queues, local_queues: {namespace: {name: spec}}, configuration}; None when the role
     writes none. ``configuration`` (Kueue's parsed Configuration, None where its ConfigMap or key
-    is missing) only when the role sets waitForPodsReady."""
+    is missing) only when the role sets waitForPodsReady. ``labels``: each object's labels are added to it
+    under the name the audit's findings give the object."""
+    labels = {} if labels is None else labels
     want = kueue_objects(policy)
     if want is None:
         return None
@@ -121,19 +134,19 @@ def _kueue(k8s, core, custom, policy, namespaces):
             if i == 0 and ("could not find the requested resource" in str(exc) or "page not found" in str(exc).lower()):
                 return dict(served=False)
         if found is not None:
-            out["resource_flavors"][flavor] = found.get("spec") or {}
+            out["resource_flavors"][flavor] = _labelled(labels, "ResourceFlavor", found).get("spec") or {}
     for cq, _spec in want["cluster_queues"]:
         found = _get(k8s, "Kueue ClusterQueue %s" % cq, custom.get_cluster_custom_object, group, version,
                      "clusterqueues", cq)
         if found is not None:
-            out["cluster_queues"][cq] = found.get("spec") or {}
+            out["cluster_queues"][cq] = _labelled(labels, "ClusterQueue", found).get("spec") or {}
     for ns, name, _spec in want["local_queues"]:
         if ns not in namespaces:
             continue
         found = _get(k8s, "Kueue LocalQueue %s/%s" % (ns, name), custom.get_namespaced_custom_object, group,
                      version, ns, "localqueues", name)
         if found is not None:
-            out["local_queues"].setdefault(ns, {})[name] = found.get("spec") or {}
+            out["local_queues"].setdefault(ns, {})[name] = _labelled(labels, "LocalQueue", found, ns).get("spec") or {}
     if kueue_wait_for_pods_ready(policy) is not None:
         ns, name = policy["gpu_scheduling_policy_kueue_namespace"], policy["gpu_scheduling_policy_kueue_config_map"]
         found = _get(k8s, "ConfigMap %s/%s" % (ns, name), core.read_namespaced_config_map, name, ns) \
@@ -197,13 +210,15 @@ def read_guest(k8s, derived):
     listed = _read(k8s, "the namespaces", core.list_namespace).items
     namespaces = [ns.metadata.name for ns in listed]
     labels = dict((ns.metadata.name, dict(ns.metadata.labels or {})) for ns in listed)
-    quotas, scopes = {}, {}
+    quotas, scopes, object_labels = {}, {}, {}
     for tenant in policy.get("gpu_scheduling_policy_tenants") or []:
         ns = tenant["namespace"]
         if ns not in namespaces or ns in quotas:
             continue
         listed = _read(k8s, "the ResourceQuotas of namespace %s" % ns, core.list_namespaced_resource_quota, ns).items
         quotas[ns] = dict((q.metadata.name, dict(q.spec.hard or {})) for q in listed)
+        for q in listed:
+            _labelled(object_labels, "ResourceQuota", dict(metadata=dict(name=q.metadata.name, labels=q.metadata.labels)), ns)
         scopes[ns] = dict((q.metadata.name, k8s.api.sanitize_for_serialization(q.spec.scope_selector)
                            if q.spec.scope_selector is not None else None) for q in listed)
     secrets = {}
@@ -228,14 +243,18 @@ def read_guest(k8s, derived):
         found = _get(k8s, "ConfigMap %s/%s" % (op_ns, name), core.read_namespaced_config_map, name, op_ns) \
             if op_ns in namespaces else None
         dcgm = dict(exists=found is not None, data=dict(found.data or {}) if found is not None else {})
+    listed = _read(k8s, "the PriorityClasses", sched.list_priority_class).items
     pcs = dict((pc.metadata.name, dict(value=pc.value, preemptionPolicy=pc.preemption_policy,
                                        description=pc.description, globalDefault=bool(pc.global_default)))
-               for pc in _read(k8s, "the PriorityClasses", sched.list_priority_class).items)
+               for pc in listed)
+    for pc in listed:
+        _labelled(object_labels, "PriorityClass", dict(metadata=dict(name=pc.metadata.name, labels=pc.metadata.labels)))
+    kueue = _kueue(k8s, core, custom, policy, namespaces, object_labels)
     return dict(nodes=nodes, namespaces=namespaces, namespace_labels=labels, resource_quotas=quotas,
                 resource_quota_scopes=scopes, secrets=secrets,
                 priority_classes=pcs, cluster_policy=cluster_policy, device_plugin_config=config,
                 dcgm_metrics_config=dcgm,
-                kueue=_kueue(k8s, core, custom, policy, namespaces),
+                kueue=kueue, object_labels=object_labels,
                 culling=_culling(k8s, custom, client.BatchV1Api(k8s.api), policy, namespaces, client.AppsV1Api(k8s.api)))
 
 

@@ -24,6 +24,8 @@ __metaclass__ = type
 
 # the start of the description of a VM class or namespace the collection owns
 OWNER_MARK = "gpupool "
+# annotation of a VKS Cluster: the node pools the collection made or adopted (names, sorted, comma-separated)
+NODE_POOLS_ANNOTATION = "gpupool.vcf/node-pools"
 
 
 def record_after(owned, present, claimed=(), wanted=(), adopt=False):
@@ -91,3 +93,9 @@ def finding_rows(kind, names, where, fix):
 
 
 __all__ = ["OWNER_MARK", "adopted", "description_after", "finding_rows", "marked", "not_owned", "record_after", "with_mark"]
+
+
+def owned_node_pools(annotations):
+    """The node pool names a VKS Cluster's annotations record as the collection's (an empty set without one)."""
+    value = (annotations or {}).get(NODE_POOLS_ANNOTATION) or ""
+    return set(x.strip() for x in value.split(",") if x.strip())

@@ -10,7 +10,7 @@ from __future__ import annotations
 from kubernetes import dynamic
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_vks
-from ansible_collections.gpupool.vcf.plugins.modules.gpu_pool_audit import read_vks
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_reader import read_vks
 from tests.lib.ansible_run import run_module, run_playbook
 
 CAPI = "cluster.x-k8s.io"
@@ -108,6 +108,20 @@ def test_each_class_shape_converges_and_audits_clean(k8s_rig, k8s_api, k8s_names
     _clusters(k8s_api).replace(namespace=k8s_namespace, body=obj)
     out = _audit_vks.audit_vks(derived, read_vks(_params(k8s_rig), derived))
     assert [(f["rule"], f["object"]) for f in out] == [("node_pool_taints_changed", "node_pool c-v310/inference")]
+    # the Clusters' records hold the pools vks_node_pool made; where the design adopts, a pool the record
+    # lacks (the annotation emptied by hand on c-v370) is named object_not_owned, and only there
+    assert all(live[c]["owned"] == ["cpu", "inference"] for c in names.values()), live
+    obj = _clusters(k8s_api).get(namespace=k8s_namespace, name=names["builtin-generic-v3.7.0"]).to_dict()
+    obj["metadata"]["annotations"]["gpupool.vcf/node-pools"] = "cpu"
+    _clusters(k8s_api).replace(namespace=k8s_namespace, body=obj)
+    live = read_vks(_params(k8s_rig), derived)
+    assert live[names["builtin-generic-v3.7.0"]]["owned"] == ["cpu"]
+    assert not [f for f in _audit_vks.audit_vks(derived, live) if f["rule"] == "object_not_owned"]
+    for entry in derived["roles"]["vks_gpu_node_pools"]:
+        entry["vks_gpu_node_pools_adopt"] = True
+    out = _audit_vks.audit_vks(derived, live)
+    assert [(f["rule"], f["object"], f["severity"]) for f in out if f["rule"] == "object_not_owned"] == [
+        ("object_not_owned", "node_pool c-v370/inference", "info")]
 
 
 def test_a_class_without_a_taint_variable_fails_before_any_change(k8s_rig, k8s_api, k8s_namespace):
