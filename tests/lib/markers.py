@@ -102,6 +102,7 @@ MARKER_TABLE = (
     ("*/test_gpu_pool_audit_vcenters.py", ("vsphere",)),
     ("*/test_fidelity.py", ("collection",)),
     ("*/test_capture.py", ("collection",)),
+    ("unit/plugins/modules/test_gpu_pool_capture_main.py", ("collection",)),
     # what the test needs: the vSphere simulator (sim), the Kubernetes rig (k8s)
     ("integration/test_awx_runner_chain.py", ("sim",)),
     ("integration/test_bad_inputs.py", ("sim",)),

@@ -1,5 +1,5 @@
-"""gpu_pool_capture and gpu_pool_discover through main(): the arguments parsed by AnsibleModule, the readers
-replaced by fakes that answer what the shipped capture of the example platform holds
+"""gpu_pool_capture through main() (gpu_pool_discover's file uses the same fakes): the arguments parsed by
+AnsibleModule, the readers replaced by fakes that answer what the shipped capture of the example platform holds
 (tests/fixtures/captures/example.json). For each: an existing file without force is refused before anything is
 read; a Kubernetes link that cannot be read is named (and, for discover, in the file's header) and the rest is
 written; check mode writes nothing; the file holds no password."""
@@ -7,10 +7,9 @@ import json
 import pathlib
 
 import pytest
-import yaml
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_reader import LinkError
-from ansible_collections.gpupool.vcf.plugins.modules import gpu_pool_capture, gpu_pool_discover
+from ansible_collections.gpupool.vcf.plugins.modules import gpu_pool_capture
 from tests.lib.module_main import VSPHERE, run_main
 
 SHIPPED = pathlib.Path(__file__).resolve().parents[3] / "fixtures" / "captures" / "example.json"
@@ -92,18 +91,10 @@ def readers(monkeypatch):
     return fakes(monkeypatch, gpu_pool_capture)
 
 
-@pytest.fixture
-def discover_readers(monkeypatch):
-    return fakes(monkeypatch, gpu_pool_discover)
-
-
 def run(dest, check_mode=False, **params):
     return run_main(gpu_pool_capture, dict(VSPHERE, password=PASSWORD, dest=str(dest), **params), check_mode=check_mode)
 
 
-def discover(dest, check_mode=False, **params):
-    return run_main(gpu_pool_discover, dict(VSPHERE, password=PASSWORD, dest=str(dest), **params),
-                    check_mode=check_mode)
 
 
 def test_capture_an_existing_file_without_force_is_refused_before_anything_is_read(readers, tmp_path):
@@ -150,40 +141,3 @@ def test_capture_check_mode_writes_nothing(readers, tmp_path):
     assert res["changed"] is True and res["dest"] == str(dest) and res["sections"] == ["vsphere"]
     assert fake.calls == ["esxi", "platform"] and not dest.exists()
     assert res["counts"]["hosts"] == len(fake.record["vsphere"]["hosts"])
-
-
-def test_discover_an_existing_file_without_force_is_refused_before_anything_is_read(discover_readers, tmp_path):
-    fake = discover_readers()
-    dest = tmp_path / "design.yml"
-    dest.write_text("kept: true\n")
-    res = discover(dest, supervisor_kubeconfig=str(tmp_path / "k"))
-    assert res["failed"] and "it exists; give force: true" in res["msg"] and "Nothing was written" in res["msg"]
-    assert fake.calls == [] and dest.read_text() == "kept: true\n"
-    forced = discover(dest, force=True)
-    assert not forced.get("failed"), forced.get("msg")
-    assert forced["changed"] is True and yaml.safe_load(dest.read_text()) == forced["design"]
-
-
-def test_discover_a_link_that_cannot_be_read_is_named_and_the_design_written_from_the_rest(discover_readers, tmp_path):
-    fake = discover_readers(broken=["guest"])
-    dest = tmp_path / "design.yml"
-    res = discover(dest, supervisor_kubeconfig=str(tmp_path / "sv"), kubeconfig=str(tmp_path / "g"))
-    assert not res.get("failed"), res.get("msg")
-    assert sorted(res["links_not_read"]) == ["guest"] and "Forbidden" in res["links_not_read"]["guest"]
-    assert fake.calls == ["esxi", "platform", "vks", "guest"]
-    text = dest.read_text()
-    assert "Links not read" in text and "guest: could not read the PriorityClasses: Forbidden" in text
-    assert yaml.safe_load(text) == res["design"] and "guest" not in res["design"]
-    # the Supervisor was read: the node pools are in the design
-    assert any((p.get("node_pool") or {}).get("vks_cluster") for p in res["design"]["pools"])
-    assert PASSWORD not in text
-
-
-def test_discover_check_mode_writes_nothing(discover_readers, tmp_path):
-    fake = discover_readers()
-    dest = tmp_path / "design.yml"
-    res = discover(dest, check_mode=True)
-    assert not res.get("failed"), res.get("msg")
-    assert res["changed"] is True and res["links_not_read"] == {} and not dest.exists()
-    assert fake.calls == ["esxi", "platform"] and res["design"]["clusters"]
-    assert pathlib.Path(res["dest"]) == dest
