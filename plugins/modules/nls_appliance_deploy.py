@@ -145,8 +145,8 @@ ovf:
   returned: success
   type: dict
 uploaded_bytes:
-  description: Bytes of disks uploaded by the run.
-  returned: when a node was imported
+  description: Bytes of disks uploaded by the run (0 when it imported nothing, for instance a run that only powers a node on).
+  returned: when the run makes a change
   type: int
 """
 

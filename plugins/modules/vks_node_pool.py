@@ -228,7 +228,7 @@ rollout_seconds:
   type: float
 diff:
   description: C(before) and C(after) of the Cluster's machineDeployments and of the pools its annotation records (C(owned)), with C(--diff).
-  returned: changed and diff mode
+  returned: in diff mode (before equal to after when nothing changes)
   type: dict
 """
 
