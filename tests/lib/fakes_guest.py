@@ -12,6 +12,7 @@ from kubernetes.client.rest import ApiException
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._drain_api import DrainApi
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._pool_ready_api import PoolReadyApi
+from tests.lib.clock import Clock
 
 WRITES = ("patch_node", "create_namespaced_pod", "delete_namespaced_pod", "create_namespaced_pod_eviction")
 
@@ -198,19 +199,6 @@ class _NoKueue:
     @staticmethod
     def get():
         raise ApiException(status=404, reason="Not Found")
-
-
-class Clock:
-    """The clients' clock: a sleep moves it on at once (a wait that is never reached costs no time)."""
-
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.now += seconds
 
 
 def drain_api(cluster):

@@ -8,6 +8,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import 
 from ansible_collections.gpupool.vcf.plugins.modules import gpu_game_day
 from tests.lib.fake_module import Exited
 from tests.lib.fake_module import FakeModule as Module
+from tests.lib.clock import Clock
 
 CQ = "gpupool-training"
 
@@ -31,19 +32,6 @@ def _pod(name, phase="Running"):
                          "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "uid": "job-uid",
                                               "controller": True}]},
             "status": {"phase": phase}}
-
-
-class Clock:
-    def __init__(self):
-        self.now = 100.0
-        self.slept = []
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.slept.append(seconds)
-        self.now += seconds
 
 
 class FakeApi:
@@ -98,7 +86,7 @@ def test_requeued_and_admitted_again_counts_as_back(fake):
         (_job(), _workload(), [_pod("gang-a-3")]),  # admitted again, one pod up
         (_job(), _workload(), [_pod("gang-a-3"), _pod("gang-a-4")]),
     ]
-    clock = Clock()
+    clock = Clock(100.0)
     result = run(dict(recovery_timeout=60, poll_interval=2.0, grace_period=30), clock)
     assert not result.get("failed"), result.get("msg")
     assert fake.deleted == [("team-a", "gang-a-1", "uid-gang-a-1", 30), ("team-a", "gang-a-2", "uid-gang-a-2", 30)]
@@ -111,7 +99,7 @@ def test_requeued_and_admitted_again_counts_as_back(fake):
 
 def test_the_bound_is_kept_and_the_job_named(fake):
     fake.looks = [(_job(), _workload(), [_pod("gang-a-3"), _pod("gang-a-4", phase="Pending")])]
-    clock = Clock()
+    clock = Clock(100.0)
     result = run(dict(recovery_timeout=5, poll_interval=2.0), clock)
     assert result["failed"] and "team-a/gang-a (not recovered: not Running again within 5 s: 1 of 2 pods Running)" \
         in result["msg"]
@@ -121,7 +109,7 @@ def test_the_bound_is_kept_and_the_job_named(fake):
 
 def test_check_mode_kills_nothing(fake):
     fake.looks = []
-    result = run(dict(jobs=3), Clock(), check_mode=True)
+    result = run(dict(jobs=3), Clock(100.0), check_mode=True)
     assert fake.deleted == [] and result["changed"] is True and result["jobs"] == []
     assert result["would_kill"] == [dict(namespace="team-a", job="gang-a", workload="job-gang-a-x1",
                                          local_queue="training", kill=["gang-a-1", "gang-a-2"])]

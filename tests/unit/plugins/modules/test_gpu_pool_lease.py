@@ -9,21 +9,9 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere impor
 from tests.lib.fake_module import Exited, FakeModule
 from tests.lib.module_contract import missing_keys, shows
 from tests.lib.module_main import VSPHERE, run_main
+from tests.lib.clock import Clock
 
 NOW = 1767607200  # 2026-01-05T10:00:00Z
-
-
-class Clock:
-    def __init__(self, now=NOW):
-        self.now = float(now)
-        self.sleeps = []
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 class Store:
@@ -66,7 +54,7 @@ def run(holder, clock, check_mode=False, **params):
 
 
 def test_second_run_refused_naming_the_holder_while_the_first_holds(store):
-    clock = Clock()
+    clock = Clock(NOW)
     first = run("run-a", clock)
     assert first["changed"] and not first.get("failed")
     assert [(x["cluster"], x["action"]) for x in first["leases"]] == [("gpu-h100", "take"), ("gpu-l40s", "take")]
@@ -82,7 +70,7 @@ def test_second_run_refused_naming_the_holder_while_the_first_holds(store):
 
 
 def test_taken_over_after_expiry_and_renewed_by_its_holder(store):
-    clock = Clock()
+    clock = Clock(NOW)
     run("run-a", clock)
     clock.now += 600  # the expiry
     took = run("run-b", clock)
@@ -95,34 +83,34 @@ def test_taken_over_after_expiry_and_renewed_by_its_holder(store):
 
 
 def test_wait_reads_again_until_the_other_lease_expires(store):
-    clock = Clock()
+    clock = Clock(NOW)
     run("run-a", clock)
     waited = run("run-b", clock, wait=3600)
     assert not waited.get("failed") and [x["action"] for x in waited["leases"]] == ["take_over", "take_over"]
-    assert sum(clock.sleeps) == 600 and max(clock.sleeps) <= 30
+    assert sum(clock.slept) == 600 and max(clock.slept) <= 30
     assert waited["requests"]["waited"] == 600
 
 
 def test_wait_shorter_than_the_lease_ends_refused(store):
-    clock = Clock()
+    clock = Clock(NOW)
     run("run-a", clock)
     out = run("run-b", clock, wait=45)
-    assert out["failed"] and "leased by run run-a" in out["msg"] and sum(clock.sleeps) == 45
+    assert out["failed"] and "leased by run run-a" in out["msg"] and sum(clock.slept) == 45
 
 
 def test_check_mode_takes_none_and_reports_the_holder(store):
-    clock = Clock()
+    clock = Clock(NOW)
     free = run("run-a", clock, check_mode=True)
     assert store.records == {"gpu-h100": "", "gpu-l40s": ""}
     assert free["requests"]["writes"] == 0 and [x["action"] for x in free["leases"]] == ["take", "take"]
     run("run-a", clock)
     held = run("run-b", clock, check_mode=True, wait=3600)
-    assert not held.get("failed") and clock.sleeps == []  # no wait in check mode
+    assert not held.get("failed") and clock.slept == []  # no wait in check mode
     assert held["held_by_others"]["gpu-l40s"]["holder"] == "run-a"
 
 
 def test_parallel_writer_wins_and_this_run_is_refused(store):
-    clock = Clock()
+    clock = Clock(NOW)
 
     def parallel(cluster):
         if cluster == "gpu-l40s":
@@ -135,7 +123,7 @@ def test_parallel_writer_wins_and_this_run_is_refused(store):
 
 
 def test_release_own_and_refuse_anothers(store):
-    clock = Clock()
+    clock = Clock(NOW)
     run("run-a", clock)
     refused = run("run-b", clock, state="released")
     assert refused["failed"] and "only its own" in refused["msg"]
@@ -148,11 +136,10 @@ def test_release_own_and_refuse_anothers(store):
 
 def test_default_holder_is_the_awx_job_or_the_controller_process(store, monkeypatch):
     monkeypatch.setenv("JOB_ID", "4711")
-    out = run(None, Clock())
+    out = run(None, Clock(NOW))
     assert out["holder"] == "awx-job-4711"
     monkeypatch.delenv("JOB_ID")
     assert "@" in gpu_pool_lease.default_holder() and gpu_pool_lease.default_holder() != gpu_pool_lease.default_holder()
-
 
 
 # -- through main(): the arguments parsed by AnsibleModule, the clock of the run frozen --------
@@ -165,7 +152,7 @@ PAIR = {"gpu-h100": HELD, "gpu-l40s": HELD}
 @pytest.fixture
 def main_clock(monkeypatch):
     """The clock and sleep PoolLease takes by default, for every run through main()."""
-    clock = Clock()
+    clock = Clock(NOW)
     monkeypatch.setattr(gpu_pool_lease.PoolLease.__init__, "__defaults__", (clock.sleep, clock))
     return clock
 

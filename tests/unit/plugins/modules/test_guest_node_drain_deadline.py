@@ -14,19 +14,9 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import 
 from ansible_collections.gpupool.vcf.plugins.modules import guest_node_drain
 from tests.lib.fake_module import Exited
 from tests.lib.fake_module import FakeModule as Module
+from tests.lib.clock import Clock
 
 NODES = ("tkc-gpu-1", "tkc-gpu-2")
-
-
-class Clock(object):
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, s):
-        self.now += s
 
 
 class Guest(object):

@@ -3,19 +3,7 @@ import pytest
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.dls._appliance import lease_list, read_appliance, wait_answering
 from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import DlsError
-
-
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-        self.sleeps = []
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.sleeps.append(seconds)
-        self.now += seconds
+from tests.lib.clock import Clock
 
 
 class Client:
@@ -42,7 +30,7 @@ def test_wait_answering_waits_out_a_booting_appliance():
     clock = Clock()
     client = Client([DlsError("refused", kind="refused")] * 3)
     waited = wait_answering(client, 120, sleep=clock.sleep, clock=clock)
-    assert client.logins == 4 and waited == pytest.approx(sum(clock.sleeps)) and len(clock.sleeps) == 3
+    assert client.logins == 4 and waited == pytest.approx(sum(clock.slept)) and len(clock.slept) == 3
 
 
 def test_wait_answering_is_bounded():
@@ -60,7 +48,7 @@ def test_wait_answering_does_not_wait_out_wrong_credentials_or_zero():
                        clock=clock)
     with pytest.raises(DlsError, match="^refused$"):
         wait_answering(Client([DlsError("refused", kind="refused")]), 0, sleep=clock.sleep, clock=clock)
-    assert clock.sleeps == []
+    assert clock.slept == []
 
 
 ME = {"name": "dls_admin", "orgName": "org", "userScope": {"virtualGroupId": 3, "licenseServerId": "ls"}}

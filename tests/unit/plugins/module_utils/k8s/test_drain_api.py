@@ -7,21 +7,9 @@ from kubernetes.client.rest import ApiException
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._drain_api import DrainApi, DrainError
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient
+from tests.lib.clock import Clock
 
 POD = {"namespace": "apps", "name": "llm-0"}
-
-
-class Clock(object):
-    def __init__(self):
-        self.now = 0.0
-        self.slept = []
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, s):
-        self.slept.append(s)
-        self.now += s
 
 
 class Api(object):

@@ -7,6 +7,7 @@ import pytest
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._drain_api import (CORDONED_BOOT, CORDONED_BY, DrainApi,
                                                                                  DrainError, boot_of, stale_ready)
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient
+from tests.lib.clock import Clock
 
 T0, T1 = "2026-11-30T10:00:00Z", "2026-11-30T10:05:00Z"
 
@@ -17,17 +18,6 @@ def node(ready="True", since=T0, boot="b-1", record=None, unschedulable=False):
             "spec": {"unschedulable": unschedulable},
             "status": {"nodeInfo": {"bootID": boot},
                        "conditions": [{"type": "Ready", "status": ready, "lastTransitionTime": since}]}}
-
-
-class Clock(object):
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, s):
-        self.now += s
 
 
 class Api(object):

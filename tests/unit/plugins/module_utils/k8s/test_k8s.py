@@ -8,6 +8,7 @@ from kubernetes.client.rest import ApiException
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient, K8sError, api_client, request_timeout_error, to_k8s_error
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._cluster_class import PlanError, apply_pool, plan_machine_deployments, variable_plan
+from tests.lib.clock import Clock
 
 NODE_VAR = {"name": "node", "schema": {"openAPIV3Schema": {"type": "object", "properties": {
     "labels": {"type": "object", "additionalProperties": {"type": "string"}},
@@ -233,18 +234,6 @@ def test_every_request_gets_the_timeout(tmp_path):
 
 
 # --- a change is sent again only when it provably did not reach the server ---------------------
-
-class Clock(object):
-    def __init__(self):
-        self.now = 0.0
-        self.slept = []
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, s):
-        self.slept.append(s)
-        self.now += s
 
 
 def timed_client(**kw):

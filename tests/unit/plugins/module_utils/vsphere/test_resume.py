@@ -10,6 +10,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere impor
     VsphereTaskError,
     wait,
 )
+from tests.lib.clock import Clock
 
 BOOT = datetime.datetime(2026, 11, 30, 2, 0, tzinfo=datetime.timezone.utc)
 LATER = BOOT + datetime.timedelta(minutes=20)
@@ -83,17 +84,6 @@ def test_backoff_doubles_to_the_bound_with_jitter():
     assert [next(delays) for _i in range(6)] == [1.0, 2.0, 4.0, 8.0, 8.0, 8.0]
     low = backoff_delays(1.0, 8.0, rand=lambda: 0.0)
     assert [next(low) for _i in range(3)] == [0.5, 1.0, 2.0]
-
-
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.now += seconds
 
 
 def test_wait_outlasts_transient_errors_and_returns_the_value():

@@ -31,6 +31,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere impor
     vim,
 )
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere_rest import VsphereRestClient, VsphereRestError
+from tests.lib.clock import Clock
 
 NOW = datetime(2026, 12, 2, 6, 0, 0, tzinfo=UTC)
 TASK = "/api/cis/tasks/task-7"
@@ -110,19 +111,6 @@ class Session:
 
     def delete(self, url, **kwargs):
         return response(204)
-
-
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-        self.slept = []
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.slept.append(seconds)
-        self.now += seconds
 
 
 def rest(*answers, timeout=60, login_status=201):
