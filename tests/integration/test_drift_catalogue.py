@@ -301,7 +301,7 @@ def drifts(sim, vc, kube, derived):
          [("resource_flavor_changed", "resource_flavor gpupool-training")], [(r"ResourceFlavor", "gpupool-training")]),
         ("LocalQueue deleted", lambda: kube.custom.delete_namespaced_custom_object(
             KUEUE[0], KUEUE[1], "team-vision", "localqueues", "training"),
-         [("local_queue_missing", "local_queue team-vision/training")], [(r"LocalQueue in each", "team-vision")]),
+         [("local_queue_missing", "local_queue team-vision/training")], [(r"LocalQueues of each", "team-vision")]),
         ("time-slicing replicas changed", lambda: kube.core.patch_namespaced_config_map(
             time_sliced, "gpu-operator", {"data": {"notebooks": yaml.safe_dump({
                 "version": "v1", "flags": {"migStrategy": "single"}, "sharing": {"timeSlicing": {
