@@ -25,7 +25,7 @@ import copy
 import json
 import os
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_guest, _discover, _esxi
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_guest, _discover, _esxi, _ownership
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _namespace as nsu
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _vm_class as vmc
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._cluster_class import apply_pool
@@ -199,8 +199,10 @@ def supervisor_objects(record: dict, plans: dict, version: str, class_variables:
         variables = [dict(v) for v in recorded["variables"]] if recorded.get("variables") is not None else [
             {"name": k, "value": v} for k, v in sorted(class_variables.items())]
         out.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": cluster["namespace"]}})
-        out.append({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
-                    "metadata": {"name": name, "namespace": cluster["namespace"]},
+        meta = {"name": name, "namespace": cluster["namespace"]}
+        if cluster.get("owned"):  # the collection's record of the pools it made or adopted
+            meta["annotations"] = {_ownership.NODE_POOLS_ANNOTATION: ",".join(sorted(cluster["owned"]))}
+        out.append({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": meta,
                     "spec": {"topology": {"classRef": {"name": cc, "namespace": ns},
                                           "version": recorded.get("version") or version,
                                           "controlPlane": {"replicas": recorded.get("control_plane_replicas") or 1},
