@@ -255,7 +255,6 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import 
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._vks_api import GROUP, VksClusterApi
 
 VKS_CLASS_NAMESPACE = "vmware-system-vks-public"
-OWNED_ANNOTATION = NODE_POOLS_ANNOTATION
 UPDATE_VERB = "update the node pools of"
 
 TAINT_SPEC = dict(key=dict(type="str", required=True, no_log=False), value=dict(type="str"),
@@ -272,9 +271,6 @@ ARGUMENT_SPEC = dict(cluster_name=dict(type="str", required=True), namespace=dic
                      rollout_poll=dict(type="int", default=5), guest_kubeconfig=dict(type="path"))
 ARGUMENT_SPEC.update(auth_argument_spec())
 ARGUMENT_SPEC.update(request_argument_spec())
-
-
-owned_pools = owned_node_pools
 
 
 def plan_ownership(current, kept, names, owned, purge, adopt=False):
@@ -316,11 +312,11 @@ def updated_body(obj, new, owned_after):
     body["spec"]["topology"].setdefault("workers", {})
     body["spec"]["topology"]["workers"]["machineDeployments"] = new
     body["metadata"].pop("managedFields", None)
-    if owned_after != owned_pools(obj["metadata"].get("annotations")):
+    if owned_after != owned_node_pools(obj["metadata"].get("annotations")):
         annotations = dict(body["metadata"].get("annotations") or {})
-        annotations[OWNED_ANNOTATION] = ",".join(sorted(owned_after))
+        annotations[NODE_POOLS_ANNOTATION] = ",".join(sorted(owned_after))
         if not owned_after:
-            del annotations[OWNED_ANNOTATION]
+            del annotations[NODE_POOLS_ANNOTATION]
         body["metadata"]["annotations"] = annotations
     return body
 
@@ -393,14 +389,14 @@ class NodePools(Resource):
         pools, default_class = check_pools(self.p["node_pools"], cc_spec)
         current = (obj["spec"]["topology"].get("workers") or {}).get("machineDeployments") or []
         new = plan_machine_deployments(current, pools, vplan, default_class, False, top_variables(obj))
-        owned_before = owned_pools((obj.get("metadata") or {}).get("annotations"))
+        owned_before = owned_node_pools((obj.get("metadata") or {}).get("annotations"))
         new, owned_after, kept_foreign = plan_ownership(current, new, [x["name"] for x in pools], owned_before, self.p["purge"],
                                                         adopt=self.p["adopt"])
         changes = []
         if current != new:
             changes.append(Change(self.name, "machineDeployments", current, new))
         if owned_after != owned_before:
-            changes.append(Change(self.name, "annotations/" + OWNED_ANNOTATION, sorted(owned_before), sorted(owned_after)))
+            changes.append(Change(self.name, "annotations/" + NODE_POOLS_ANNOTATION, sorted(owned_before), sorted(owned_after)))
         return Plan(changes, before={"machineDeployments": current, "owned": sorted(owned_before)},
                     after={"machineDeployments": new, "owned": sorted(owned_after)},
                     version=live["version"], obj=obj, vplan=vplan, kept_foreign=kept_foreign, owned_after=owned_after)

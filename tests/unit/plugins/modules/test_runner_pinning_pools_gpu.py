@@ -6,6 +6,7 @@ import copy
 import pytest
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sError
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _ownership
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError
 from ansible_collections.gpupool.vcf.plugins.modules import drs_gpu_pinning, esxi_gpu_config, vks_node_pool
@@ -206,7 +207,7 @@ def test_node_pool_check_mode_is_a_dry_run_then_created_recorded_and_kept(vks):
     real = pools(GPU, diff=True)
     assert check == real and real["changed"] and real["owned"] == ["inference"]
     assert real["diff"]["before"] == {"machineDeployments": [CPU], "owned": []}
-    assert vks.obj["metadata"]["annotations"] == {vks_node_pool.OWNED_ANNOTATION: "inference"}
+    assert vks.obj["metadata"]["annotations"] == {_ownership.NODE_POOLS_ANNOTATION: "inference"}
     assert pools(GPU)["changed"] is False and vks.puts == [True, False]
     res = pools(GPU, purge=True)
     assert res["changed"] is False and res["kept_foreign"] == ["cpu"]

@@ -1,5 +1,6 @@
 """vks_node_pool: purge removes only the node pools the module created (pure part)."""
-from ansible_collections.gpupool.vcf.plugins.modules.vks_node_pool import OWNED_ANNOTATION, owned_pools, plan_ownership
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._ownership import NODE_POOLS_ANNOTATION, owned_node_pools
+from ansible_collections.gpupool.vcf.plugins.modules.vks_node_pool import plan_ownership
 
 
 def md(name):
@@ -7,9 +8,9 @@ def md(name):
 
 
 def test_annotation_parsed_leniently():
-    assert owned_pools({OWNED_ANNOTATION: " a, b ,,c"}) == {"a", "b", "c"}
-    assert owned_pools({}) == set() and owned_pools(None) == set()
-    assert owned_pools({OWNED_ANNOTATION: ""}) == set()
+    assert owned_node_pools({NODE_POOLS_ANNOTATION: " a, b ,,c"}) == {"a", "b", "c"}
+    assert owned_node_pools({}) == set() and owned_node_pools(None) == set()
+    assert owned_node_pools({NODE_POOLS_ANNOTATION: ""}) == set()
 
 
 def test_created_pools_are_recorded_existing_ones_are_not():
