@@ -175,7 +175,7 @@ def test_first_contact_with_a_hand_built_platform(vsphere, hand_built):
                                               what="the NVIDIA host driver (InstallHostPatchV2_Task)")]
     esxi = pre["links"]["esxi"]
     assert esxi["go"] is False and pre["links"]["vsphere"]["go"] is True
-    assert [r for r in esxi["reasons"] if "datastore gpu-depot" in r] == [r for r in esxi["reasons"][:3]]
+    assert [r for r in esxi["reasons"] if "datastore gpu-depot" in r] == list(esxi["reasons"][:3])
     assert esxi["reasons"][3:] == ["the account lacks privilege Host.Config.Patch on host a100-01, host a100-02, "
                                    "host a100-03 and 5 more (the NVIDIA host driver (InstallHostPatchV2_Task))"]
 

@@ -33,8 +33,8 @@ HOSTS = [host("esx-h100-01", [("inference-1", "nvidia_h100-3-40c"), ("inference-
 PENDING = {"metadata": {"name": "infer-7", "namespace": "team-a"},
            "spec": {"nodeSelector": {"gpupool.vcf/pool": "inference"},
                     "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]},
-           "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
-                                                           "reason": "Unschedulable"}]}}
+           "status": {"phase": "Pending",
+                      "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}}
 
 
 class Fakes:
@@ -189,6 +189,6 @@ def test_the_knee_is_computed_with_prometheus_and_no_secret_is_in_the_result(fak
     result = run_main(gpu_capacity, args(prometheus_url=PROM, prometheus_token=PROM_TOKEN))
     assert not result.get("failed"), result.get("msg")
     assert result["knee"] is not None
-    assert set(k for k, _ in fakes.prom_queries) == {"query", "query_range"}
+    assert set(q[0] for q in fakes.prom_queries) == {"query", "query_range"}
     assert fakes.prom_made[0]["bearer_token"] == PROM_TOKEN and fakes.prom_made[0]["url"] == PROM
     assert leaked(result, [PROM_TOKEN, VSPHERE["password"]]) == []

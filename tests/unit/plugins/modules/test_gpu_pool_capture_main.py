@@ -95,8 +95,6 @@ def run(dest, check_mode=False, **params):
     return run_main(gpu_pool_capture, dict(VSPHERE, password=PASSWORD, dest=str(dest), **params), check_mode=check_mode)
 
 
-
-
 def test_capture_an_existing_file_without_force_is_refused_before_anything_is_read(readers, tmp_path):
     fake = readers()
     dest = tmp_path / "capture.json"

@@ -270,8 +270,8 @@ def test_adopt_with_drift_patches_the_fields_and_the_label_in_one_patch(api):
     api.store[key]["spec"]["hard"]["requests.nvidia.com/gpu"] = "9"
     api.calls = []
     out = run(adopt=True, kinds=["ResourceQuota"])
-    assert [c["field"] for c in out["changes"]] == ["spec.hard.requests.nvidia.com/gpu",
-                                                   "metadata.labels.app.kubernetes.io/managed-by"]
+    assert [c["field"] for c in out["changes"]] == [
+        "spec.hard.requests.nvidia.com/gpu", "metadata.labels.app.kubernetes.io/managed-by"]
     [patch] = [c for c in api.calls if c[0] == "patch"]
     assert patch[4] == {"spec": {"hard": {"requests.nvidia.com/gpu": "1"}},
                         "metadata": {"labels": {"app.kubernetes.io/managed-by": "gpupool.vcf"}}}

@@ -63,10 +63,10 @@ class Site:
         self._call("reconfigure", rule_name)
         if plan["rule"]:
             Site.cluster["rules"][rule_name] = dict(key=7, kind="anti-affinity", enabled=True, vms=plan["rule"][2])
-        for _, vm in plan["das"]:
-            Site.cluster["das"][vm] = restart_priority
-        for _, vm in plan["drs"]:
-            Site.cluster["drs"][vm] = dict(behavior=drs_behavior, enabled=True)
+        for das in plan["das"]:
+            Site.cluster["das"][das[1]] = restart_priority
+        for drs in plan["drs"]:
+            Site.cluster["drs"][drs[1]] = dict(behavior=drs_behavior, enabled=True)
 
 
 @pytest.fixture(scope="module")

@@ -98,7 +98,7 @@ def test_a_ready_appliance_is_reported_the_same_in_check_mode(appliance, tmp_pat
 
 
 def test_an_unhealthy_node_an_expiring_token_and_a_missing_license_server_are_problems(appliance, tmp_path):
-    path, _ = token_file(tmp_path, 10)
+    path = token_file(tmp_path, 10)[0]
     appliance.answers[INSTANCE]["high_availability_config"]["config"]["nodeList"][1]["status"] = "DEGRADED"
     res = run(token_path=path)
     assert res["ready"] is False and res["problems"] == ["HA node dls-2.example.com (SECONDARY, n-2) is DEGRADED"]

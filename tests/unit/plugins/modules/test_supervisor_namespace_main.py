@@ -66,7 +66,7 @@ def test_check_mode_predicts_the_create_and_the_rerun_changes_nothing(namespaces
 
 def test_an_access_change_is_one_put_and_the_diff_shows_the_role(namespaces):
     run(**TEAM)
-    view = dict(TEAM, access=[dict(ALICE, role="VIEW")])
+    view = {**TEAM, "access": [dict(ALICE, role="VIEW")]}
     check = run(check_mode=True, diff=True, **view)
     assert len(namespaces.calls) == 1
     real = run(diff=True, **view)
@@ -110,13 +110,13 @@ def test_bad_input_is_refused_before_any_request(namespaces):
 def test_a_failed_request_names_the_namespace_and_what_was_attempted(namespaces):
     run(**TEAM)
     Namespaces.fail = "update"
-    res = run(**dict(TEAM, description="gpupool tenant a, bigger", vm_classes=["gpu-small", "gpu-big"]))
+    res = run(**{**TEAM, "description": "gpupool tenant a, bigger", "vm_classes": ["gpu-small", "gpu-big"]})
     assert res["failed"] is True and "changed" not in res
     assert res["msg"] == "Unable to update namespace team-a: HTTP 500 internal error"
     assert res["changed_fields"] == ["description", "vm_classes"]
     assert sorted(res["namespace"]["vm_classes"]) == ["gpu-big", "gpu-small"]
     assert namespaces.calls == [("create", "team-a", False)]  # the update was refused: nothing written
     Namespaces.fail = "access"
-    res = run(**dict(TEAM, access=[dict(ALICE, role="OWNER")]))
+    res = run(**{**TEAM, "access": [dict(ALICE, role="OWNER")]})
     assert res["msg"] == "Unable to update namespace team-a: HTTP 403 forbidden" and res["changed_fields"] == ["access"]
     assert shows(res, PASSWORD) == []

@@ -33,8 +33,8 @@ LIVE = {
 
 
 def test_what_is_kept_and_in_which_order():
-    out = cap.guest_objects(LIVE, ["team-a"], {"ResourceFlavor": "kueue.x-k8s.io/v1beta2",
-                                                 "LocalQueue": "kueue.x-k8s.io/v1beta2"})
+    versions = {"ResourceFlavor": "kueue.x-k8s.io/v1beta2", "LocalQueue": "kueue.x-k8s.io/v1beta2"}
+    out = cap.guest_objects(LIVE, ["team-a"], versions)
     assert [(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) for o in out] == [
         ("Namespace", None, "team-a"), ("PriorityClass", None, "gpu-training"),
         ("ResourceQuota", "team-a", "gpupool-gpus"), ("ResourceFlavor", None, "gpupool-training"),
