@@ -2,11 +2,14 @@
 fail_json raise Exited with the result, the sessions are placeholders the fake client layers ignore."""
 
 
-class Exited(Exception):
-    """exit_json or fail_json was called; ``result`` is what the module returned."""
+class Exited(SystemExit):
+    """exit_json or fail_json was called; ``result`` is what the module returned.
+
+    A SystemExit, as AnsibleModule's own exit (``sys.exit``) is: a module's ``except Exception`` cannot catch
+    it, so a test sees a module that goes on after it has exited, or swallows its own exit, fail."""
 
     def __init__(self, result):
-        super(Exited, self).__init__(result)
+        super(Exited, self).__init__(1 if (result or {}).get("failed") else 0)
         self.result = result
 
 
