@@ -19,7 +19,11 @@ description:
     for clusters on first use) - compact JSON with the C(holder) (the run id), its C(start) and its
     C(expiry) (UTC, C(YYYY-MM-DDTHH:MM:SSZ)).
   - O(state=acquired) takes a free lease, renews the run's own (a new expiry O(ttl) seconds from
-    now) and takes over the lease of another run that has expired. The lease of another run that
+    now) and takes over the lease of another run that has expired.
+  - The run's own lease is renewed only when less than 90% of O(ttl) is left (or more than O(ttl), when a
+    shorter one is asked); otherwise it is left as it is (action V(none), C(changed=false)), so a rerun by the
+    same holder within the first tenth of the ttl writes nothing. After every call the lease has at least 90% of
+    O(ttl) left. Check mode predicts the same. The lease of another run that
     has not expired is refused before any change, naming the holder, its start and its expiry;
     with O(wait) the module first waits up to that many seconds for it to be released or to expire.
     One refused cluster refuses them all.
@@ -103,8 +107,8 @@ holder:
   sample: awx-job-4711
 leases:
   description:
-    - Per cluster - the C(action) (V(take), V(renew), V(take_over), V(release), V(none) or, in check
-      mode, V(refuse) for another run's lease), the lease C(before) and C(after) (holder, start and
+    - Per cluster - the C(action) (V(take), V(renew), V(take_over), V(release), V(none) - nothing to release, or
+      the run's own lease with at least 90% of O(ttl) left - or, in check mode, V(refuse) for another run's lease), the lease C(before) and C(after) (holder, start and
       expiry, or null for none) and the C(reason) in words.
   returned: always
   type: list

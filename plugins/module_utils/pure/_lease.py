@@ -10,8 +10,9 @@ JSON ``{"expiry": "<UTC>", "holder": "<run id>", "start": "<UTC>"}`` (times as
 ``YYYY-MM-DDTHH:MM:SSZ``); an empty value is no lease.
 
 :func:`decide` says, per cluster, what a run does with the record it read: take a free lease,
-renew its own, take over another run's expired one, refuse another run's lease that has not
-expired, release its own, or leave the record alone (check mode, nothing to release). A refusal
+renew its own when less than 90 % of the ttl is left, take over another run's expired one, refuse another
+run's lease that has not expired, release its own, or leave the record alone (check mode, nothing to release,
+its own lease with enough time left). A refusal
 names the holder, its start and its expiry and how to go on.
 """
 
@@ -31,6 +32,12 @@ LEASE_FIELD = "gpupool.vcf.run-lease"
 # waits are each 1800 s. Three hours cover the longest with an hour to spare.
 DEFAULT_TTL = 10800
 MIN_TTL = 60
+
+# A run's own lease is renewed only when less than this share of the ttl asked is left (or more than the
+# whole ttl: a shorter ttl asked). A rerun within the first tenth of the ttl after a write leaves the
+# record alone (changed false); after any call the lease still has at least 90 % of the ttl, which with
+# the default (9720 s) outlasts the longest single module call (7200 s).
+RENEW_BELOW_PERCENT = 90
 
 TAKE = "take"
 RENEW = "renew"
@@ -128,8 +135,8 @@ def decide(cluster, lease, holder, now, state=ACQUIRED, ttl=DEFAULT_TTL, check_m
     Returns {"cluster", "action", "before", "after", "write", "reason"}: ``after`` is the lease the
     record holds afterwards (None: no lease), ``write`` whether the record is written, ``reason`` a
     sentence (the refusal's for ``refuse``). ``state`` ``acquired``: take a free (or unreadable)
-    lease, renew the run's own, take over another's that has expired (its expiry is at or before
-    ``now``), refuse another's that has not; ``released``: clear the run's own, leave no lease alone,
+    lease, renew the run's own (see :func:`needs_renewal`; else ``none``: the record is left as it is),
+    take over another's that has expired (its expiry is at or before ``now``), refuse another's that has not; ``released``: clear the run's own, leave no lease alone,
     refuse another's. In check mode nothing is written and nothing refused: the decision says what a
     real run would do and who holds the lease.
     """
@@ -143,14 +150,23 @@ def decide(cluster, lease, holder, now, state=ACQUIRED, ttl=DEFAULT_TTL, check_m
     expired = other and lease["expiry"] <= now
     if state == ACQUIRED:
         fresh = dict(holder=holder, start=now, expiry=now + ttl)
-        if not other:
-            own = bool(lease) and "unreadable" not in lease
-            action = RENEW if own else TAKE
-            if own:
-                fresh["start"] = lease["start"]
-            reason = ("renews its lease until %s" % stamp(fresh["expiry"]) if own
-                      else "takes the free lease until %s" % stamp(fresh["expiry"]))
-            out = dict(action=action, after=fresh, reason=reason)
+        own = not other and bool(lease) and "unreadable" not in lease
+        if own and not needs_renewal(lease, now, ttl):
+            out = dict(action=NONE, after=lease, reason=(
+                "holds its lease until %s (%d s left, at least %d %% of the ttl of %d s): not renewed"
+                % (stamp(lease["expiry"]), lease["expiry"] - now, RENEW_BELOW_PERCENT, ttl)))
+        elif own:
+            fresh["start"] = lease["start"]
+            left = lease["expiry"] - now
+            if left <= 0:
+                why = "it had expired"
+            elif left > ttl:
+                why = "%d s were left, more than the ttl of %d s" % (left, ttl)
+            else:
+                why = "%d s were left, under %d %% of the ttl of %d s" % (left, RENEW_BELOW_PERCENT, ttl)
+            out = dict(action=RENEW, after=fresh, reason="renews its lease until %s (%s)" % (stamp(fresh["expiry"]), why))
+        elif not other:
+            out = dict(action=TAKE, after=fresh, reason="takes the free lease until %s" % stamp(fresh["expiry"]))
         elif expired:
             out = dict(action=TAKE_OVER, after=fresh,
                        reason="takes over the lease of run %s, expired at %s" % (lease["holder"], stamp(lease["expiry"])))
@@ -171,6 +187,14 @@ def decide(cluster, lease, holder, now, state=ACQUIRED, ttl=DEFAULT_TTL, check_m
     if check_mode and out["action"] == REFUSE:
         out["reason"] = "check mode: %s" % out["reason"]
     return out
+
+
+def needs_renewal(lease, now, ttl):
+    """Whether the run's own ``lease`` is written again at ``now`` for ``ttl``: when less than
+    RENEW_BELOW_PERCENT % of ``ttl`` is left (expired included), or more than ``ttl`` (a shorter ttl is
+    asked than the one it was written with). Else a rerun leaves it alone."""
+    left = lease["expiry"] - now
+    return left * 100 < ttl * RENEW_BELOW_PERCENT or left > ttl
 
 
 def decide_all(leases, holder, now, state=ACQUIRED, ttl=DEFAULT_TTL, check_mode=False):
@@ -204,5 +228,5 @@ def validate_holder(holder):
 
 
 __all__ = ["ACQUIRED", "DEFAULT_TTL", "LEASE_FIELD", "LeaseError", "MIN_TTL", "NONE", "REFUSE", "RELEASE", "RELEASED",
-           "RENEW", "TAKE", "TAKE_OVER", "decide", "decide_all", "format_lease", "parse_lease", "parse_stamp",
-           "refusal", "run_id", "stamp", "validate_holder", "view", "wait_left"]
+           "RENEW", "RENEW_BELOW_PERCENT", "TAKE", "TAKE_OVER", "decide", "decide_all", "format_lease", "needs_renewal",
+           "parse_lease", "parse_stamp", "refusal", "run_id", "stamp", "validate_holder", "view", "wait_left"]

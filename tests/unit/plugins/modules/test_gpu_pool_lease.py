@@ -177,10 +177,30 @@ def test_main_check_mode_predicts_the_take_and_diff_shows_the_records(store, mai
     assert [(x["cluster"], x["action"]) for x in real["leases"]] == [("gpu-h100", "take"), ("gpu-l40s", "take")]
     assert _lease.parse_lease(store.records["gpu-l40s"])["holder"] == "run-a"
     assert missing_keys(real, gpu_pool_lease, "always") == []
-    # a rerun of the holder renews its lease (a lease is kept by being written again), and says so
+    # a rerun of the holder at once leaves its lease alone (all of the ttl left): nothing written, not changed
+    predicted = lease(check_mode=True, diff=True)
     again = lease(diff=True)
-    assert [x["action"] for x in again["leases"]] == ["renew", "renew"] and again["diff"] == dict(before=PAIR, after=PAIR)
-    assert shows([check, real, again], PASSWORD) == []
+    assert without_requests(again) == without_requests(predicted) and again["changed"] is False
+    assert [x["action"] for x in again["leases"]] == ["none", "none"] and again["diff"] == dict(before=PAIR, after=PAIR)
+    assert again["requests"] == {"reads": 1, "writes": 0, "waited": 0.0}  # no write, so no read-back
+    assert _lease.parse_lease(store.records["gpu-h100"]) == _lease.parse_lease(_lease.format_lease(
+        dict(holder="run-a", start=NOW, expiry=NOW + _lease.DEFAULT_TTL)))
+    assert shows([check, real, predicted, again], PASSWORD) == []
+
+
+def test_main_rerun_renews_once_under_90_percent_of_the_ttl_is_left(store, main_clock):
+    lease()
+    main_clock.now += _lease.DEFAULT_TTL // 10  # 1080 s on: 90 % left, still not renewed
+    kept = lease()
+    assert kept["changed"] is False and [x["action"] for x in kept["leases"]] == ["none", "none"]
+    main_clock.now += 1  # under 90 % left
+    predicted = lease(check_mode=True)
+    renewed = lease(diff=True)
+    assert renewed["changed"] is True and predicted["changed"] is True
+    assert [x["action"] for x in renewed["leases"]] == ["renew", "renew"] == [x["action"] for x in predicted["leases"]]
+    assert renewed["diff"]["after"]["gpu-h100"] == {"holder": "run-a", "start": "2026-01-05T10:00:00Z",
+                                                    "expiry": "2026-01-05T13:18:01Z"}
+    assert renewed["requests"]["writes"] == 2
 
 
 def test_main_release_is_predicted_then_idempotent(store, main_clock):

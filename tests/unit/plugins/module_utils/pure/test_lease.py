@@ -52,6 +52,31 @@ def test_own_lease_is_renewed_keeping_its_start():
     assert d["after"] == lease(ME, NOW - 100, NOW + 600)
 
 
+def test_own_lease_with_at_least_90_percent_of_the_ttl_left_is_left_alone():
+    for left in (540, 599, 600):  # 90 % of the ttl of 600 s, more, the whole ttl
+        d = _lease.decide("gpu-h100", lease(ME, NOW - 10, NOW + left), ME, NOW, ttl=600)
+        assert d["action"] == _lease.NONE and not d["write"], left
+        assert d["after"] == d["before"] == lease(ME, NOW - 10, NOW + left)
+        assert "not renewed" in d["reason"] and "90 %" in d["reason"]
+        predicted = _lease.decide("gpu-h100", lease(ME, NOW - 10, NOW + left), ME, NOW, ttl=600, check_mode=True)
+        assert predicted["action"] == _lease.NONE and predicted["after"] == d["after"]
+
+
+def test_own_lease_is_renewed_under_90_percent_left_or_above_the_ttl_asked():
+    under = _lease.decide("gpu-h100", lease(ME, NOW - 61, NOW + 539), ME, NOW, ttl=600)
+    assert under["action"] == _lease.RENEW and under["write"] and under["after"] == lease(ME, NOW - 61, NOW + 600)
+    assert "539 s were left, under 90 %" in under["reason"]
+    # a lease written with the default ttl, a call with a shorter one: it is written with the shorter expiry
+    shorter = _lease.decide("gpu-h100", lease(ME, NOW, NOW + _lease.DEFAULT_TTL), ME, NOW, ttl=600)
+    assert shorter["action"] == _lease.RENEW and shorter["after"]["expiry"] == NOW + 600
+    assert "more than the ttl of 600 s" in shorter["reason"]
+    # a longer ttl asked than the lease has left (under 90 % of it): renewed to the longer one
+    longer = _lease.decide("gpu-h100", lease(ME, NOW, NOW + 600), ME, NOW, ttl=900)
+    assert longer["action"] == _lease.RENEW and longer["after"]["expiry"] == NOW + 900
+    assert _lease.needs_renewal(lease(ME, NOW, NOW + 540), NOW, 600) is False
+    assert _lease.needs_renewal(lease(ME, NOW, NOW + 539), NOW, 600) is True
+
+
 def test_own_expired_lease_is_renewed_too():
     d = _lease.decide("gpu-h100", lease(ME, NOW - 1000, NOW - 1), ME, NOW, ttl=600)
     assert d["action"] == _lease.RENEW and d["after"]["expiry"] == NOW + 600
