@@ -316,12 +316,12 @@ diff:
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._esxi_shell import EsxiShell, ShellError
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _direct_path, _esxi
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._direct_path_api import DirectPathApi
-from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._esxi_host import gpu_pci_ids
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._esxi_config import (
-    direct_path_modes_view, graphics_view, host_changes, host_error, host_mig_plan, mig_change, mig_reason, mig_words,
-    needs_profiles, plan_host, scheduler_option, vgpu_mode_changed, vgpu_mode_refusal, vgpu_modes_view,
+    host_changes, host_error, host_mig_plan, mig_change, mig_reason, mig_words, needs_profiles, plan_host,
+    scheduler_option, vgpu_mode_changed, vgpu_mode_refusal,
 )
-from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_config_api import GpuConfigApi, LOCKDOWN_ON, SSH_SERVICE, ssh_running
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_config_api import GpuConfigApi, LOCKDOWN_ON, SSH_SERVICE
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_config_reader import GpuHosts
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._esxi_inputs import esxi_gpu_config_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure, Plan, Resource
@@ -374,89 +374,46 @@ class GpuConfig(Resource):
         Resource.__init__(self, "host %s" % self.p["host"] if self.p["host"] else "cluster %s" % self.p["cluster"])
         self.module = module
         self.sched = None
-        self.api = None
+        self.hosts = None
         self.shell = EsxiShell(self.p["ssh"])
         self.mig = None if self.p["mig_mode"] is None else self.p["mig_mode"] == "enabled"
         # {host name: GPU indexes in MIG mode} resolved from mig_geometry (None: no geometry managed)
         self.geometry = None
         self.mig_managed = self.mig is not None or self.p["mig_geometry"] is not None
         self.ssh_user = (self.p["ssh"] or {}).get("user") or "root"
-        # the direct-path-devices API of vSphere 9.1+ (None: the vGPU mode goes through UpdateGraphicsConfig)
-        self.direct = None
 
     def read(self):
-        """Every host with what the plan needs of it; a host's read error is kept for the plan's message."""
+        """Every host with what the plan needs of it (:class:`GpuHosts`); a host's read error is kept for the
+        plan's message."""
         p = self.p
         self.sched = scheduler_option(p["scheduler"])
         if p["reboot"] and not p["host"]:
             raise Failure("reboot is only allowed with host (hosts of a cluster are rebooted one at a time by the esxi_gpu_host role)")
-        self.api = GpuConfigApi(self.module.client())
-        if p["vgpu_mode"] is not None and _direct_path.offers_direct_path(self.api.api_version()):
+        api = GpuConfigApi(self.module.client())
+        direct = None
+        if p["vgpu_mode"] is not None and _direct_path.offers_direct_path(api.api_version()):
             # vSphere 9.1+: the vGPU mode of each GPU through direct-path-devices (one GET per host)
-            self.direct = DirectPathApi(self.module.rest_client())
+            direct = DirectPathApi(self.module.rest_client())
+        self.hosts = GpuHosts(api, direct)
         with self.doing("read the GPU configuration of"):
-            hosts = self.api.hosts(host=p["host"], cluster=p["cluster"])
-            graphics = self.api.graphics_configs(hosts)
+            live = self.hosts.read(host=p["host"], cluster=p["cluster"], vgpu_mode=p["vgpu_mode"] is not None,
+                                   scheduler=self.sched is not None,
+                                   profiles=self.sched is not None and needs_profiles(self.sched),
+                                   left_off=p["reboot"], mig=self.mig_managed)
             if p["mig_geometry"] is not None:
-                self.geometry = self.resolve_geometry(hosts)
-        return [self.read_host(h, graphics) for h in hosts]
+                self.geometry = self.resolve_geometry(self.hosts.geometry_names(live, bool(p["host"])))
+        return live
 
-    def resolve_geometry(self, hosts):
+    def resolve_geometry(self, names):
         """mig_geometry as {host name: GPU indexes}, positions over the GPU hosts of the cluster in name
         order (with host, the host's cluster); a bad geometry stops the run before any change."""
-        if self.p["host"]:
-            names = self.api.gpu_host_names(hosts[0]) if hosts else []
-            where = "the GPU hosts of the cluster of host %s" % self.p["host"]
-        else:
-            names = sorted(h["name"] for h in hosts if gpu_pci_ids(h.get("hardware.pciDevice")))
-            where = "the GPU hosts of cluster %s" % self.p["cluster"]
+        where = "the GPU hosts of %s" % ("the cluster of host %s" % self.p["host"] if self.p["host"]
+                                         else "cluster %s" % self.p["cluster"])
         try:
             return _esxi.mig_geometry_for(self.p["mig_geometry"], names)
         except _esxi.EsxiError as exc:
             raise Failure("Invalid mig_geometry for %s (%s): %s. Nothing was changed." % (
                 where, ", ".join(names) or "none", exc))
-
-    def read_host(self, host, graphics):
-        pcis = gpu_pci_ids(host.get("hardware.pciDevice"))
-        out = dict(host=host, name=host["name"], pcis=pcis, connected=str(host.get("runtime.connectionState")) == "connected")
-        if not pcis or not out["connected"]:
-            return out
-        out["current"] = graphics_view(graphics.get(host["configManager.graphicsManager"]._moId))
-        if self.p["vgpu_mode"] is not None and out["current"] is not None:
-            # the mode each GPU runs now, as vCenter reads it (multiInstanceGpu on a GPU in MIG mode)
-            out["current"]["vgpu_modes"] = vgpu_modes_view(host, pcis)
-            try:
-                out["vms_on_gpu"] = self.api.vms_by_gpu(host)
-                if self.direct is not None:
-                    out["devices"] = self.direct.devices(host.obj._moId)
-                    out["current"]["vgpu_modes"] = direct_path_modes_view(out["current"]["vgpu_modes"], out["devices"], pcis)
-            except VsphereError as exc:
-                out["error"] = exc
-        try:
-            if self.sched is not None:
-                out["options"] = self.api.nvidia_module_options(host)
-                if out["options"] is not None and needs_profiles(self.sched):
-                    out["profiles"] = self.api.profiles_by_gpu(host)
-        except VsphereError as exc:
-            out["error"] = exc
-        try:
-            out["state"] = self.api.ops.state(host)
-            # the VMs an earlier reboot powered off and left off: the reboot path powers them on
-            out["left_off"] = self.api.ops.recorded_powered_off(host) if self.p["reboot"] and \
-                out["state"].get("powered_off") else []
-        except VsphereError as exc:
-            out["state_error"] = exc
-        if self.mig_managed:
-            # the current MIG mode of each GPU as vCenter reads it: no shell
-            out["mig_rows"] = self.api.mig_rows(host)
-            out["ssh_running"] = ssh_running(host)
-            out["lockdown"] = str(host.get("config.lockdownMode") or "lockdownDisabled")
-            if out["lockdown"] in LOCKDOWN_ON:
-                try:
-                    out["lockdown_exceptions"] = self.api.lockdown_exceptions(host)
-                except VsphereError as exc:
-                    out["lockdown_error"] = exc
-        return out
 
     def plan(self, live):
         hosts, skipped, errors = [], [], []
@@ -464,7 +421,7 @@ class GpuConfig(Resource):
             if not item["pcis"] or not item["connected"]:
                 if self.p["host"]:
                     errors.append("host %s %s" % (item["name"], "has no NVIDIA GPU" if not item["pcis"]
-                                                  else "is %s" % item["host"].get("runtime.connectionState")))
+                                                  else "is %s" % item["connection_state"]))
                 skipped.append(item["name"])
                 continue
             host, error = self.plan_host(item)
@@ -538,7 +495,7 @@ class GpuConfig(Resource):
             return None
         mig = self.host_mig_plan(item["name"], item["mig_rows"])
         changed = bool(mig["set"] or mig["reset"])
-        in_mm = bool(item["host"].get("runtime.inMaintenanceMode"))
+        in_mm = item["in_maintenance"]
         if changed and not self.p["reboot"] and not in_mm and not self.module.check_mode:
             raise _esxi.EsxiError("MIG mode changes only in maintenance mode (a GPU in use keeps the old mode "
                                   "pending): set reboot=true, or put the host in maintenance mode first")
@@ -554,7 +511,7 @@ class GpuConfig(Resource):
             mig = self.plan_mig(item)
         except (_esxi.EsxiError, VsphereError) as exc:
             return None, host_error(item["name"], exc, bool(self.p["host"]))
-        return plan_host(item, self.p, self.sched, mig, self.direct is not None)
+        return plan_host(item, self.p, self.sched, mig, self.hosts.direct is not None)
 
     def check_reboot(self, hosts):
         """With reboot: the powered-on vGPU VMs of each host to reboot (read now, before any change) are
@@ -562,12 +519,10 @@ class GpuConfig(Resource):
         if not self.p["reboot"]:
             return
         for host in hosts:
-            if (host["options_changed"] or host["pending"] or host["mig_changed"]) and \
-                    not host["host"].get("runtime.inMaintenanceMode"):
+            if (host["options_changed"] or host["pending"] or host["mig_changed"]) and not host["in_maintenance"]:
                 with self.doing("read the VMs of", "host %s" % host["name"]):
                     try:
-                        host["stuck"] = self.api.ops.vms_to_power_off(self.api.ops.refresh(host["host"], ["name", "vm"]),
-                                                                      self.p["power_off_vgpu_vms"])
+                        host["stuck"] = self.hosts.vms_to_power_off(host, self.p["power_off_vgpu_vms"])
                     except _esxi.EsxiError as exc:
                         raise Failure("Unable to reboot host %s for %s: %s. Nothing was changed."
                                       % (host["name"], self.what(host), exc))
@@ -588,9 +543,9 @@ class GpuConfig(Resource):
                 if host["graphics_changed"]:
                     try:
                         if host["soap_graphics"] and host["impacts"] is None:
-                            self.api.update_graphics(host["host"], host["desired"])
+                            self.hosts.update_graphics(host, host["desired"])
                         elif host["soap_graphics"]:  # the vGPU modes go through direct-path-devices
-                            self.api.update_graphics(host["host"], host["desired"], vgpu_modes=False)
+                            self.hosts.update_graphics(host, host["desired"], vgpu_modes=False)
                         if host["rest_modes"]:
                             self.configure_devices(host, plan.facts["report"][host["name"]])
                     except VsphereError as exc:
@@ -601,7 +556,7 @@ class GpuConfig(Resource):
                                       next_step="power off the vGPU VMs of host %s (or roll it through maintenance mode) and rerun"
                                       % host["name"])
                 if host["options_changed"]:
-                    self.api.update_module_options(host["host"], host["new_options"])
+                    self.hosts.update_module_options(host, host["new_options"])
             except VsphereError as exc:
                 raise Failure("Unable to configure the GPUs of host %s: %s (hosts already changed: %s); fix the cause "
                               "and rerun: hosts already configured are skipped and owed reboots are remembered"
@@ -625,7 +580,7 @@ class GpuConfig(Resource):
             if host["mig_changed"]:
                 self.report_mig(plan.facts["report"][host["name"]], host)
             if off:
-                self.warnings.extend(self.api.ops.power_on_recorded(host["host"], off, self.run_step))
+                self.warnings.extend(self.hosts.power_on_recorded(host, off, self.run_step))
         for name in self.partial.get("hosts_rebooted") or []:  # a MIG mode a GPU kept pending needed one too
             plan.facts["report"][name]["rebooted"] = True
         return dict(hosts=plan.facts["report"])
@@ -637,15 +592,14 @@ class GpuConfig(Resource):
         report["impacts"] = answered
         for pci, word in sorted(host["rest_modes"].items()):
             try:
-                answered[pci] = self.direct.configure(host["host"].obj._moId, pci, word,
-                                                      what="configure the vGPU mode of GPU %s of host %s" % (pci, host["name"]))
+                answered[pci] = self.hosts.configure_vgpu_mode(host, pci, word)
             except VsphereError as exc:
                 raise VsphereError("%s (GPUs of the host already set through direct-path-devices: %s)"
                                    % (exc, ", ".join(sorted(answered)) or "none"))
         if any(_direct_path.IMPACT_REBOOT in impacts for impacts in answered.values()):
             report["reboot_required"] = True
         needing = sorted(pci for pci, impacts in answered.items() if _direct_path.IMPACT_MAINTENANCE in impacts)
-        if needing and not host["host"].get("runtime.inMaintenanceMode"):
+        if needing and not host["in_maintenance"]:
             self.warnings.append("host %s: vCenter says the vGPU mode of GPU %s takes effect once the host has been "
                                  "through maintenance mode (%s)" % (host["name"], ", ".join(needing), _direct_path.IMPACT_MAINTENANCE))
 
@@ -717,14 +671,14 @@ class GpuConfig(Resource):
             return
         if running:
             try:
-                running = self.api.ssh_running(item["host"])  # read again: the plan's read may be old
+                running = self.hosts.ssh_running(item)  # read again: the plan's read may be old
             except VsphereError as exc:
                 raise _StepFailed("read the state of the SSH service %s: %s" % (SSH_SERVICE, exc), True)
         if running:
             item["ssh_service"] = "already running"
             return
         try:
-            self.api.start_ssh(item["host"])
+            self.hosts.start_ssh(item)
         except VsphereError as exc:
             raise _StepFailed("start the SSH service %s: %s" % (SSH_SERVICE, exc), True)
         item["ssh_service"] = "started"
@@ -735,7 +689,7 @@ class GpuConfig(Resource):
         if item.get("ssh_service") != "started":
             return
         try:
-            self.api.stop_ssh(item["host"])
+            self.hosts.stop_ssh(item)
             item["ssh_service"] = "started and stopped"
         except VsphereError as exc:
             item["ssh_service"] = "started and left running"
@@ -745,8 +699,7 @@ class GpuConfig(Resource):
     def verify_mig(self, item):
         """After the reboot: every GPU runs its new MIG mode, as vCenter reads it (no shell)."""
         try:
-            host = self.api.ops.refresh(item["host"], ["name", "hardware.pciDevice", "config.graphicsInfo"])
-            mig = self.host_mig_plan(item["name"], self.api.mig_rows(host))
+            mig = self.host_mig_plan(item["name"], self.hosts.mig_rows_now(item))
         except (VsphereError, _esxi.EsxiError) as exc:
             raise _StepFailed("read MIG mode back: %s" % exc, True)
         if mig["reset"]:
@@ -772,24 +725,23 @@ class GpuConfig(Resource):
         """The VMs that cannot move powered off (recorded), maintenance mode, MIG mode set, reboot (when
         needed), MIG mode verified, and out of maintenance mode unless the host was in it before the
         collection. ``off`` (the VMs to power on again afterwards) grows with each VM powered off."""
-        ops, host = self.api.ops, item["host"]
+        hosts = self.hosts
         # in maintenance mode by an earlier run of the collection: taken out after this reboot
-        was_in_mm = bool(host.get("runtime.inMaintenanceMode")) and not ops.state(host).get("maintenance")
+        was_in_mm = hosts.in_maintenance_by_others(item)
         entered = False
         try:
-            ops.power_off_recorded(host, item["stuck"], off, self.run_step)
-            entered = ops.enter_maintenance(host, self.p["evacuate_timeout"], "esxi_gpu_config")
+            hosts.power_off_recorded(item, off, self.run_step)
+            entered = hosts.enter_maintenance(item, self.p["evacuate_timeout"], "esxi_gpu_config")
             reboot = item["options_changed"] or bool(item["pending"])
             if item["mig_changed"]:
                 reboot = not self.mig_step(item) or reboot
             if reboot:
-                back = ops.reboot_and_wait(ops.refresh(host), self.p["reboot_timeout"])
-                host.props.update(back.props)
+                hosts.reboot_and_wait(item, self.p["reboot_timeout"])
                 self.partial.setdefault("hosts_rebooted", []).append(item["name"])
                 if item["mig_changed"]:
                     self.verify_mig(item)
             if not was_in_mm:
-                ops.exit_maintenance(host)
+                hosts.exit_maintenance(item)
         except (VsphereError, _StepFailed) as exc:
             left = entered or was_in_mm or isinstance(exc, _StepFailed)
             names = [v["name"] for v in off]
@@ -797,11 +749,11 @@ class GpuConfig(Resource):
             raise Failure("Unable to %s host %s for %s: %s%s%s%s; fix the cause and rerun with "
                           "reboot=true: the owed reboot and the VMs powered off are remembered "
                           "on the host" % (
-                              "reboot" if not item["mig_changed"] else "take down", host["name"], self.what(item),
+                              "reboot" if not item["mig_changed"] else "take down", item["name"], self.what(item),
                               exc, "; the host is left in maintenance mode" if left else "",
                               "; VMs left powered off: %s" % ", ".join(names) if names else "",
                               self.mig_left_words(item) if item["mig_changed"] else ""),
-                          host_left_in_maintenance=left, hosts_in_maintenance=[host["name"]] if left else [],
+                          host_left_in_maintenance=left, hosts_in_maintenance=[item["name"]] if left else [],
                           vms_powered_off=names, next_step="fix the cause and rerun with reboot=true", **extra)
 
 

@@ -183,7 +183,8 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._authz_api import AuthzApi
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._namespace_api import NamespaceApi
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vlcm_api import VlcmApi
-from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError, vim
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._inventory_reader import read_inventory
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sError
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._library import HAS_KUBERNETES
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._node_reader import read_crd_names
@@ -219,18 +220,16 @@ SERVICE_INSTANCE = "/service_instance_manager/v1/service-instance"
 def read_vsphere(module, derived):
     """What the vSphere links need, read with retrievals, HasPrivilegeOnEntities and REST GETs."""
     client = module.client()
-    clusters = dict((c["name"], c) for c in client.retrieve({vim.ClusterComputeResource: ["name", "host"]}))
-    host_names = dict((h.moid, h["name"]) for h in client.retrieve({vim.HostSystem: ["name"]}))
-    by_cluster = dict((name, sorted(host_names.get(ref._moId, ref._moId) for ref in c.get("host") or []))
-                      for name, c in clusters.items())
+    inventory = read_inventory(client)
+    clusters = inventory["clusters"]
+    by_cluster = dict((name, [host for host, _ref in pairs]) for name, pairs in inventory["hosts"].items())
     authz = AuthzApi(client)
     refs = {_preflight.ROOT_LABEL: authz.root_folder()}
     for name, c in clusters.items():
         refs[_preflight.cluster_label(name)] = c.obj
-        for ref in c.get("host") or []:
-            refs[_preflight.host_label(host_names.get(ref._moId, ref._moId))] = ref
-    live = dict(api_version=authz.api_version(), clusters=by_cluster,
-                datastores=[d["name"] for d in client.retrieve({vim.Datastore: ["name"]})],
+        for host, ref in inventory["hosts"][name]:
+            refs[_preflight.host_label(host)] = ref
+    live = dict(api_version=authz.api_version(), clusters=by_cluster, datastores=inventory["datastores"],
                 privileges=authz.session_privileges(refs, _preflight.wanted_privileges(derived, by_cluster)))
     rest = module.rest_client()
     api = NamespaceApi(rest)

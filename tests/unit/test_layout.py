@@ -93,6 +93,44 @@ def test_modules_import_no_sdk(name):
                        "(k8s/_library.K8S_IMPORT_ERROR says whether the kubernetes library is there)" % (name, bad))
 
 
+# the names through which pyVmomi is reached (re-exported by vsphere/_vsphere), and the client calls that read
+# vSphere objects themselves: a module gets them from a reader of its room instead
+SDK_NAMES = ("vim", "vmodl")
+SDK_CALLS = ("retrieve", "retrieve_objects", "collect", "RetrievePropertiesEx", "RetrieveContents")
+
+
+def sdk_uses(source):
+    """The SDK names a module's source imports or uses (``vim``, ``vmodl``) and the retrievals it makes itself
+    (``client.retrieve(...)``, ``content`` of the service instance), as ``name:line``."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            out.extend("import %s:%d" % (a.name, node.lineno) for a in node.names if a.name in SDK_NAMES)
+        elif isinstance(node, ast.Name) and node.id in SDK_NAMES:
+            out.append("%s:%d" % (node.id, node.lineno))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in SDK_CALLS:
+            out.append("%s():%d" % (node.func.attr, node.lineno))
+        elif isinstance(node, ast.Attribute) and node.attr == "content" and isinstance(node.value, ast.Name) \
+                and node.value.id == "client":
+            out.append("client.content:%d" % node.lineno)
+    return sorted(set(out))
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_modules_use_no_sdk_names_nor_retrievals(name):
+    bad = sdk_uses((ROOT / "plugins" / "modules" / (name + ".py")).read_text())
+    assert bad == [], ("module %s reaches pyVmomi itself (%s); read and write through a reader or API class in "
+                       "module_utils/vsphere" % (name, ", ".join(bad)))
+
+
+def test_the_sdk_use_rule_can_fail():
+    source = ("from x._vsphere import VsphereError, vim\n"
+              "def read(client):\n"
+              "    return client.retrieve({vim.HostSystem: ['name']}), client.content.about\n")
+    assert sdk_uses(source) == ["client.content:3", "import vim:1", "retrieve():3", "vim:3"]
+    assert sdk_uses("def read(api):\n    return api.hosts(cluster='c')\n") == []
+
+
 def test_unit_tests_mirror_plugins():
     """Every unit test of module_utils sits in the folder of the room it tests."""
     tests = ROOT / "tests" / "unit" / "plugins" / "module_utils"

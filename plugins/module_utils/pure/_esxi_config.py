@@ -198,8 +198,7 @@ def predict_impacts(item, desired):
             impacts[pci] = _direct_path.predict_impacts((item.get("devices") or {}).get(pci), word)
         except _direct_path.DirectPathError as exc:
             raise _esxi.EsxiError("GPU %s: %s" % (pci, exc))
-    refusal = _direct_path.maintenance_refusal(item["name"], impacts,
-                                               bool(item["host"].get("runtime.inMaintenanceMode")))
+    refusal = _direct_path.maintenance_refusal(item["name"], impacts, bool(item["in_maintenance"]))
     if refusal:
         raise _esxi.EsxiError(refusal)
     return impacts
@@ -250,15 +249,15 @@ def plan_host(item, params, sched, mig, direct):
         return None, host_error(name, exc, bool(p["host"]))
     if item.get("state_error") is not None:
         return None, "host %s: %s" % (name, item["state_error"])
-    host = item["host"]
-    pending = _esxi.pending_reboot(host.get("summary.rebootRequired"), host.get("runtime.bootTime"), item["state"])
+    pending = _esxi.pending_reboot(item["reboot_required"], item["boot_time"], item["state"])
     if pending and p["reboot"]:
         changes.append("reboot owed since an earlier run: %s" % "; ".join(pending))
     left_off = item.get("left_off") or []
     if left_off:
         changes.append("power on the VMs an earlier reboot powered off: %s" % ", ".join(v["name"] for v in left_off))
     impacts = item.get("impacts")
-    return dict(host=host, name=name, current=item["current"], desired=desired, changes=changes, pending=pending,
+    return dict(host=item["host"], name=name, in_maintenance=bool(item["in_maintenance"]), current=item["current"],
+                desired=desired, changes=changes, pending=pending,
                 impacts=impacts, rest_modes=rest_modes(item["current"], desired) if impacts is not None else {},
                 soap_graphics=graphics_changed and (impacts is None
                                                     or other_graphics_changed(item["current"], desired)),

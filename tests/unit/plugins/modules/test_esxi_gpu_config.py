@@ -10,6 +10,7 @@ import pytest
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError, VsphereTaskError
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere import _gpu_config_reader
 from ansible_collections.gpupool.vcf.plugins.modules import esxi_gpu_config
 from tests.lib.module_main import VSPHERE, run_main
 
@@ -113,7 +114,7 @@ def vcenter(monkeypatch):
     Vcenter.hosts["mgmt-01"] = dict(gpu_host("mgmt-01"), pcis=[])
     Vcenter.calls, Vcenter.fail = [], None
     monkeypatch.setattr(esxi_gpu_config, "GpuConfigApi", FakeGpuConfigApi)
-    monkeypatch.setattr(esxi_gpu_config, "gpu_pci_ids", lambda devices: list(devices or []))
+    monkeypatch.setattr(_gpu_config_reader, "gpu_pci_ids", lambda devices: list(devices or []))
     return Vcenter
 
 

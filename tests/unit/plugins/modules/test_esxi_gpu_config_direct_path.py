@@ -6,6 +6,7 @@ import pytest
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereTaskError
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere import _gpu_config_reader
 from ansible_collections.gpupool.vcf.plugins.modules import esxi_gpu_config
 from tests.lib.fake_module import Exited
 from tests.lib.fake_module import FakeModule as Module
@@ -101,7 +102,7 @@ def world(monkeypatch):
     World.refuse = ()
     monkeypatch.setattr(esxi_gpu_config, "GpuConfigApi", FakeGpuApi)
     monkeypatch.setattr(esxi_gpu_config, "DirectPathApi", FakeDirect)
-    monkeypatch.setattr(esxi_gpu_config, "gpu_pci_ids", lambda devices: list(devices or []))
+    monkeypatch.setattr(_gpu_config_reader, "gpu_pci_ids", lambda devices: list(devices or []))
     return World
 
 

@@ -5,6 +5,7 @@ import pytest
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere import _gpu_config_reader
 from ansible_collections.gpupool.vcf.plugins.modules import esxi_gpu_config
 from tests.lib.fake_module import Exited
 from tests.lib.fake_module import FakeModule as Module
@@ -73,8 +74,8 @@ def api(monkeypatch):
     MigApi.mig, MigApi.running, MigApi.fail = {}, False, None
     monkeypatch.setattr(esxi_gpu_config, "GpuConfigApi", MigApi)
     monkeypatch.setattr(esxi_gpu_config, "EsxiShell", Shell)
-    monkeypatch.setattr(esxi_gpu_config, "gpu_pci_ids", lambda devices: list(devices or []))
-    monkeypatch.setattr(esxi_gpu_config, "ssh_running", lambda host: MigApi.running)
+    monkeypatch.setattr(_gpu_config_reader, "gpu_pci_ids", lambda devices: list(devices or []))
+    monkeypatch.setattr(_gpu_config_reader, "ssh_running", lambda host: MigApi.running)
     monkeypatch.setattr(esxi_gpu_config._esxi, "boot_stamp", str)  # pylint: disable=protected-access
     return MigApi
 

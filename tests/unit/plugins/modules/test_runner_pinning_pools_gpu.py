@@ -9,6 +9,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sErr
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _ownership
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere import _gpu_config_reader
 from ansible_collections.gpupool.vcf.plugins.modules import drs_gpu_pinning, esxi_gpu_config, vks_node_pool
 from tests.lib.fake_module import Exited
 from tests.lib.fake_module import FakeModule as Module
@@ -361,7 +362,7 @@ def gpu(monkeypatch):
     FakeGpuApi.options, FakeGpuApi.records, FakeGpuApi.graphics, FakeGpuApi.vms = "", {}, None, []
     FakeGpuApi.calls, FakeGpuApi.fail, FakeGpuApi.boot = [], None, 1
     monkeypatch.setattr(esxi_gpu_config, "GpuConfigApi", FakeGpuApi)
-    monkeypatch.setattr(esxi_gpu_config, "gpu_pci_ids", lambda devices: list(devices or []))
+    monkeypatch.setattr(_gpu_config_reader, "gpu_pci_ids", lambda devices: list(devices or []))
     monkeypatch.setattr(esxi_gpu_config._esxi, "boot_stamp", str)  # pylint: disable=protected-access
     return FakeGpuApi
 
