@@ -108,8 +108,8 @@ holder:
 leases:
   description:
     - Per cluster - the C(action) (V(take), V(renew), V(take_over), V(release), V(none) - nothing to release, or
-      the run's own lease with at least 90% of O(ttl) left - or, in check mode, V(refuse) for another run's lease), the lease C(before) and C(after) (holder, start and
-      expiry, or null for none) and the C(reason) in words.
+      the run's own lease with at least 90% of O(ttl) left - or, in check mode, V(refuse) for another run's lease),
+      the lease C(before) and C(after) (holder, start and expiry, or null for none) and the C(reason) in words.
   returned: always
   type: list
   elements: dict

@@ -136,9 +136,9 @@ def decide(cluster, lease, holder, now, state=ACQUIRED, ttl=DEFAULT_TTL, check_m
     record holds afterwards (None: no lease), ``write`` whether the record is written, ``reason`` a
     sentence (the refusal's for ``refuse``). ``state`` ``acquired``: take a free (or unreadable)
     lease, renew the run's own (see :func:`needs_renewal`; else ``none``: the record is left as it is),
-    take over another's that has expired (its expiry is at or before ``now``), refuse another's that has not; ``released``: clear the run's own, leave no lease alone,
-    refuse another's. In check mode nothing is written and nothing refused: the decision says what a
-    real run would do and who holds the lease.
+    take over another's that has expired (its expiry is at or before ``now``), refuse another's that has not;
+    ``released``: clear the run's own, leave no lease alone, refuse another's. In check mode nothing is
+    written and nothing refused: the decision says what a real run would do and who holds the lease.
     """
     if not holder:
         raise LeaseError("a lease needs a holder (the run id)")
