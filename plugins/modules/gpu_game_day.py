@@ -40,7 +40,7 @@ author:
   - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
   - gpupool.vcf.k8s_auth
-  - gpupool.vcf.attributes.no_diff
+  - gpupool.vcf.attributes
 options:
   cluster_queue:
     description: The Kueue ClusterQueue of the preemptible training queue (for a design's pool, C(gpupool-<pool>)).
@@ -104,6 +104,11 @@ options:
 attributes:
   check_mode:
     description: Reads the queue and returns what would be killed (C(would_kill)); kills nothing, runs no command.
+  diff_mode:
+    description:
+      - The Running pods of the hit Jobs (C(namespace/name) with its C(job) and C(node)) before the kill, and after
+        it without the pods killed; check mode shows the same. The pods the Job controller makes in their place
+        are not shown (they are not the module's change).
 """
 
 EXAMPLES = r"""
@@ -132,6 +137,15 @@ would_kill:
   returned: always
   type: list
   elements: dict
+killed:
+  description:
+    - Each pod the game day killed (deleted), in the order of the kill - C(namespace), C(name), C(job) (the Job it
+      belonged to) and C(node) (where it ran). A pod already gone at its turn is not in it. Empty in check mode.
+    - With a failure during the kill, the pods killed before it.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{namespace: team-a, name: train-7f-0, job: train-7f, node: tkc-gpu-training-x2}]
 jobs:
   description:
     - Per hit Job (after a real run) C(namespace), C(job), C(workload), C(kill) (the pods killed), C(state)
@@ -210,6 +224,7 @@ class GameDay(Resource):
         self.clock, self.sleep = clock, sleep
         self.api = None
         self.chosen = []
+        self.killed = []
         self.passed_over = {}
         self._unbounded_said = False
 
@@ -236,7 +251,8 @@ class GameDay(Resource):
         return self.chosen
 
     def plan(self, live):
-        plan = Plan()
+        before, after = gd.pods_diff(live)
+        plan = Plan(before=before, after=after)
         for entry in live:
             for pod in entry["kill"]:
                 plan.add("pod %s" % gd.key(entry["namespace"], pod), "pod", "Running", None, DELETE)
@@ -249,7 +265,8 @@ class GameDay(Resource):
         rep = gd.report(self.p["cluster_queue"], [dict(e, state="not_started") for e in self._would_kill()],
                         self.p["recovery_timeout"], self.p["seed"], self.p["check_command"], self.passed_over,
                         check_mode=True)
-        return dict(would_kill=self._would_kill(), jobs=[], report=rep, markdown=gd.markdown(rep), survived=[], lost=[])
+        return dict(would_kill=self._would_kill(), killed=[], jobs=[], report=rep, markdown=gd.markdown(rep),
+                    survived=[], lost=[])
 
     # --- a real run
 
@@ -260,10 +277,11 @@ class GameDay(Resource):
                 with self.doing("delete pod", gd.key(entry["namespace"], pod)):
                     if self.api.delete_pod(entry["namespace"], pod, entry["uids"][pod], self.p["grace_period"]):
                         out["kill"].append(pod)
+                        self.killed.append(gd.killed_pod(entry, pod))
+                        self.partial = dict(killed=list(self.killed))  # what a failure at the next pod leaves
                     else:
                         out["gone"].append(pod)
             out["killed_at"] = self.clock()
-            self.partial = dict(killed=[gd.key(o["namespace"], k) for o in outcomes.values() for k in o["kill"]])
 
     def _look(self, entry):
         ns = entry["namespace"]
@@ -340,10 +358,12 @@ class GameDay(Resource):
             out.pop("killed_at", None)
         rep = gd.report(self.p["cluster_queue"], ordered, self.p["recovery_timeout"], self.p["seed"],
                         self.p["check_command"], self.passed_over)
-        result = dict(jobs=rep["jobs"], report=rep, markdown=gd.markdown(rep), survived=rep["survived"],
-                      lost=rep["lost"])
+        result = dict(killed=list(self.killed), jobs=rep["jobs"], report=rep, markdown=gd.markdown(rep),
+                      survived=rep["survived"], lost=rep["lost"])
         if rep["lost"] and self.p["fail_on_loss"]:
             why = ["%s (%s)" % (gd.key(j["namespace"], j["job"]), self._why(j)) for j in rep["jobs"] if not j["survived"]]
+            if getattr(self.module, "_diff", False):  # the pods were killed all the same
+                result["diff"] = self.diff(None, plan)
             raise Failure("Game day on %s: %d of %d hit jobs did not survive: %s" % (
                 self.name, len(rep["lost"]), len(rep["jobs"]), "; ".join(why)),
                 changed=True, would_kill=self._would_kill(), **result)

@@ -98,7 +98,7 @@ def candidates(workloads, jobs, pods, cluster_queue, local_queue=None, namespace
 
     Returns ``(eligible, passed_over)``. Each eligible entry: ``namespace``, ``job``, ``uid``,
     ``workload``, ``local_queue``, ``pods`` (names of its Running pods, sorted), ``uids`` (pod name:
-    uid, for the deletion's precondition). ``passed_over``:
+    uid, for the deletion's precondition), ``nodes`` (pod name: the node it runs on). ``passed_over``:
     ``{namespace/job: reason}`` for Jobs of the ClusterQueue's Workloads that are not eligible.
     """
     jobs_by_uid = dict((_meta(j).get("uid"), j) for j in jobs or [])
@@ -134,7 +134,8 @@ def candidates(workloads, jobs, pods, cluster_queue, local_queue=None, namespace
         else:
             eligible.append(dict(namespace=ns, job=_meta(job).get("name"), uid=_meta(job).get("uid"),
                                  workload=meta.get("name"), local_queue=queue, pods=running,
-                                 uids=dict((_meta(p).get("name"), _meta(p).get("uid")) for p in live)))
+                                 uids=dict((_meta(p).get("name"), _meta(p).get("uid")) for p in live),
+                                 nodes=dict((_meta(p).get("name"), (p.get("spec") or {}).get("nodeName")) for p in live)))
     eligible.sort(key=lambda e: (e["namespace"], e["job"]))
     return eligible, passed_over
 
@@ -165,6 +166,26 @@ def choose(eligible, jobs=1, pods=None, seed=None, only=None):
         kill = sorted(rng.sample(names, count)) if rng else names[:count]
         out.append(dict(entry, kill=kill))
     return sorted(out, key=lambda e: (e["namespace"], e["job"]))
+
+
+def killed_pod(entry, pod):
+    """One pod a game day killed, as the result lists it: ``namespace``, ``name``, ``job`` (the Job it
+    belonged to) and ``node`` (where it ran; None when the pod named none)."""
+    return dict(namespace=entry["namespace"], name=pod, job=entry["job"], node=(entry.get("nodes") or {}).get(pod))
+
+
+def pods_diff(chosen):
+    """The game day's before/after for --diff: the Running pods of the hit jobs, ``{namespace/pod: {"job":
+    namespace/job, "node": node}}`` under ``pods``, before the kill and after it (the killed ones gone; the
+    pods the Job controller makes in their place are not the module's change)."""
+    before, after = {}, {}
+    for entry in chosen:
+        for pod in entry["pods"]:
+            item = dict(job=key(entry["namespace"], entry["job"]), node=(entry.get("nodes") or {}).get(pod))
+            before[key(entry["namespace"], pod)] = item
+            if pod not in entry["kill"]:
+                after[key(entry["namespace"], pod)] = dict(item)
+    return dict(pods=before), dict(pods=after)
 
 
 def recovery(entry, job, workload, pods):
@@ -288,5 +309,5 @@ def input_errors(params):
 
 
 __all__ = ["FAILED", "GameDayError", "NOT_RECOVERED", "QUEUE_LABEL", "RECOVERED", "candidates", "choose",
-           "input_errors", "job_finished", "key", "markdown", "owner_uid", "pod_running", "pods_of", "recovery",
-           "report", "requeued", "survived", "tail", "workload_admitted"]
+           "input_errors", "job_finished", "key", "killed_pod", "markdown", "owner_uid", "pod_running", "pods_diff",
+           "pods_of", "recovery", "report", "requeued", "survived", "tail", "workload_admitted"]

@@ -108,21 +108,39 @@ def day(tmp_path_factory):
         rig.stop()
 
 
-def game_day(day, check=False, **args):
+def game_day(day, check=False, diff=False, **args):
     base = dict(kubeconfig=str(day["rig"].kubeconfig), cluster_queue=CQ, local_queue=LQ, poll_interval=0.5)
-    return run_module("gpupool.vcf.gpu_game_day", dict(base, **args), env=day["rig"].env, check=check)[0]
+    return run_module("gpupool.vcf.gpu_game_day", dict(base, **args), env=day["rig"].env, check=check, diff=diff)[0]
+
+
+def nodes_of_pods(core):
+    """{namespace/pod: node} of the gang jobs' Running pods."""
+    out = {}
+    for ns, job_name in JOBS:
+        for p in core.list_namespaced_pod(ns, label_selector="batch.kubernetes.io/job-name=%s" % job_name).items:
+            if p.status.phase == "Running" and not p.metadata.deletion_timestamp:
+                out["%s/%s" % (ns, p.metadata.name)] = p.spec.node_name
+    return out
 
 
 def test_check_mode_lists_what_would_be_killed_and_kills_nothing(day):
     before = all_running(day["core"])
-    result = game_day(day, check=True, jobs=2, pods=1, seed=11)
+    nodes = nodes_of_pods(day["core"])
+    result = game_day(day, check=True, diff=True, jobs=2, pods=1, seed=11)
     assert not result.get("failed"), result.get("msg")
-    assert result["changed"] is True
+    assert result["changed"] is True and result["killed"] == []
     chosen = result["would_kill"]
     assert len(chosen) == 2 and all(len(c["kill"]) == 1 for c in chosen)
     for c in chosen:
         assert c["kill"][0] in before["%s/%s" % (c["namespace"], c["job"])]
         assert c["workload"] and c["local_queue"] == LQ
+    # --diff: the Running pods of the two chosen jobs on their nodes, and after the kill without the chosen pods
+    hit = dict(("%s/%s" % (c["namespace"], c["job"]), c) for c in chosen)
+    wanted = dict(("%s/%s" % (job.split("/")[0], pod), dict(job=job, node=nodes["%s/%s" % (job.split("/")[0], pod)]))
+                  for job in hit for pod in before[job])
+    assert result["diff"]["before"] == dict(pods=wanted), result["diff"]
+    killed = set("%s/%s" % (c["namespace"], c["kill"][0]) for c in chosen)
+    assert result["diff"]["after"] == dict(pods=dict((k, v) for k, v in wanted.items() if k not in killed))
     assert "nothing was killed" in result["markdown"]
     # the same seed chooses the same again; nothing was deleted
     assert game_day(day, check=True, jobs=2, pods=1, seed=11)["would_kill"] == chosen
@@ -177,9 +195,15 @@ def test_game_day_kills_pods_they_come_back_and_the_report_says_so(day):
 def test_a_failing_or_hanging_checkpoint_check_marks_the_job_lost(day):
     command = ('if [ "$GAME_DAY_JOB" = gang-a ]; then sleep 30; fi; '
                'echo "no checkpoint for $GAME_DAY_JOB"; exit 3')
+    nodes = nodes_of_pods(day["core"])
     result = game_day(day, only=["research/gang-c", "team-vision/gang-a"], jobs=2, pods=1, recovery_timeout=90,
                       check_command=command, check_timeout=2)
     assert result.get("failed"), result
+    # each pod killed, with the Job it belonged to and the node it ran on, even though the run failed
+    assert [(k["namespace"], k["job"]) for k in result["killed"]] == [("research", "gang-c"), ("team-vision", "gang-a")]
+    for k in result["killed"]:
+        assert k["node"] == nodes["%s/%s" % (k["namespace"], k["name"])] and k["node"], (k, nodes)
+    assert [[k["name"]] for k in result["killed"]] == [j["kill"] for j in result["jobs"]]
     assert "2 of 2 hit jobs did not survive" in result["msg"], result["msg"]
     assert "research/gang-c (the check command exited 3)" in result["msg"]
     assert "team-vision/gang-a (the check command exited 124)" in result["msg"]

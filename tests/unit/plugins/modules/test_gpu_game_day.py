@@ -30,6 +30,7 @@ def _pod(job, name):
     return {"metadata": {"name": name, "namespace": "team-a", "uid": "uid-" + name,
                          "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "uid": "uid-" + job,
                                               "controller": True}]},
+            "spec": {"nodeName": "node-" + name[-1]},
             "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
 
 
@@ -113,6 +114,10 @@ def test_check_mode_names_what_the_real_run_kills_and_kills_nothing(queue):
     assert queue.deleted == [("team-a", "gang-a-1", "uid-gang-a-1", 20), ("team-a", "gang-a-2", "uid-gang-a-2", 20)]
     [job] = real["jobs"]
     assert job["kill"] == ["gang-a-1", "gang-a-2"] and job["state"] == "recovered" and job["survived"] is True
+    # every pod killed, each once, with its Job and node; the per-Job summary (jobs[].kill) beside it
+    assert checked["killed"] == []
+    assert real["killed"] == [dict(namespace="team-a", name="gang-a-1", job="gang-a", node="node-1"),
+                              dict(namespace="team-a", name="gang-a-2", job="gang-a", node="node-2")]
     assert real["survived"] == ["team-a/gang-a"] and real["lost"] == []
     assert real["report"]["cluster_queue"] == CQ and "gang-a" in real["markdown"]
     assert queue.made[0]["kueue_api_version"] == "kueue.x-k8s.io/v1beta2"
@@ -137,12 +142,30 @@ def test_a_second_game_day_hits_the_replacement_pods(queue):
     assert second["would_kill"][0]["kill"] == ["gang-a-1-new", "gang-a-2-new"] and second["survived"] == ["team-a/gang-a"]
 
 
-def test_diff_mode_adds_no_before_and_after(queue):
-    result = run_main(gpu_game_day, args(), check_mode=True, diff=True)
-    assert not result.get("failed"), result.get("msg")
-    # diff_mode is not supported (attributes.no_diff): the plan carries no before and after to show
-    assert result["diff"] == dict(before=None, after=None)
-    assert result["would_kill"] == WOULD_KILL and queue.deleted == []
+def test_diff_mode_shows_the_pods_of_the_hit_jobs_before_and_after_the_kill_as_check_mode_predicts(queue):
+    checked = run_main(gpu_game_day, args(jobs=2, pods=1), check_mode=True, diff=True)
+    assert not checked.get("failed"), checked.get("msg")
+    assert queue.deleted == []
+    before = {"team-a/gang-a-1": dict(job="team-a/gang-a", node="node-1"),
+              "team-a/gang-a-2": dict(job="team-a/gang-a", node="node-2"),
+              "team-a/gang-b-1": dict(job="team-a/gang-b", node="node-1"),
+              "team-a/gang-b-2": dict(job="team-a/gang-b", node="node-2")}
+    after = dict((k, v) for k, v in before.items() if k.endswith("-2"))  # pods=1: the first pod of each job goes
+    assert checked["diff"] == dict(before=dict(pods=before), after=dict(pods=after))
+    real = run_main(gpu_game_day, args(jobs=2, pods=1), diff=True)
+    assert not real.get("failed"), real.get("msg")
+    assert real["diff"] == checked["diff"]
+    assert [d[1] for d in queue.deleted] == ["gang-a-1", "gang-b-1"]
+    plain = run_main(gpu_game_day, args())
+    assert "diff" not in plain
+
+
+def test_a_lost_job_fails_the_run_with_the_diff_and_every_pod_killed(queue):
+    result = run_main(gpu_game_day, args(check_command="exit 3"), diff=True)
+    assert result["failed"] is True and result["lost"] == ["team-a/gang-a"]
+    assert [k["name"] for k in result["killed"]] == ["gang-a-1", "gang-a-2"]
+    assert result["diff"]["after"] == dict(pods={}) and sorted(result["diff"]["before"]["pods"]) == [
+        "team-a/gang-a-1", "team-a/gang-a-2"]
 
 
 def test_the_check_command_runs_once_per_hit_job_with_the_game_day_environment(queue, tmp_path):
@@ -215,9 +238,27 @@ def test_an_api_error_during_the_kill_names_the_pod_and_what_was_killed(queue):
     result = run_main(gpu_game_day, args(jobs=2, pods=1))
     assert result["failed"] is True
     assert result["msg"] == 'Unable to delete pod team-a/gang-b-1: pods "gang-b-1" is forbidden', result["msg"]
-    assert result["killed"] == ["team-a/gang-a-1"]  # the first job's pod went before the second job's failed
+    # the first job's pod went before the second job's failed
+    assert result["killed"] == [dict(namespace="team-a", name="gang-a-1", job="gang-a", node="node-1")]
     assert [e["kill"] for e in result["would_kill"]] == [["gang-a-1"], ["gang-b-1"]]  # what was attempted
     assert [d[1] for d in queue.deleted] == ["gang-a-1"]
+
+
+def test_a_failure_within_one_jobs_pods_still_names_the_pods_of_that_job_killed_before_it(queue):
+    real_delete = queue._delete_pod
+
+    def third_fails(namespace, name, uid, grace_period=None):
+        if name == "gang-a-3":
+            raise K8sError("pods \"%s\" is forbidden" % name, status=403)
+        return real_delete(namespace, name, uid, grace_period)
+
+    queue.pods["gang-a-3"] = _pod("gang-a", "gang-a-3")
+    queue._delete_pod = third_fails
+    result = run_main(gpu_game_day, args())
+    assert result["failed"] is True and result["msg"].startswith("Unable to delete pod team-a/gang-a-3: ")
+    assert result["killed"] == [dict(namespace="team-a", name="gang-a-1", job="gang-a", node="node-1"),
+                                dict(namespace="team-a", name="gang-a-2", job="gang-a", node="node-2")]
+    assert [d[1] for d in queue.deleted] == ["gang-a-1", "gang-a-2"]
 
 
 def test_the_api_key_is_not_in_the_result(queue):

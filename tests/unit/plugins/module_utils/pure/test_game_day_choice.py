@@ -33,7 +33,7 @@ def pod(name, job_, phase="Running", ready=True, deleting=False, owner=True):
                                     "uid": job_["metadata"]["uid"], "controller": True}]
     if deleting:
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    return {"metadata": meta, "status": {"phase": phase, "conditions": [
+    return {"metadata": meta, "spec": {"nodeName": "node-of-" + name}, "status": {"phase": phase, "conditions": [
         {"type": "Ready", "status": "True" if ready else "False"}]}}
 
 
@@ -63,6 +63,7 @@ def test_candidates_are_running_admitted_jobs_of_the_queue_only():
         ("team-b", "gang-c", ["gang-c-x"]),  # the Pending one is not Running
     ]
     assert eligible[0]["uids"] == {"gang-a-x": "pod-uid-gang-a-x", "gang-a-y": "pod-uid-gang-a-y"}
+    assert eligible[0]["nodes"] == {"gang-a-x": "node-of-gang-a-x", "gang-a-y": "node-of-gang-a-y"}
     assert eligible[0]["workload"] == "job-gang-a-1a2b3" and eligible[0]["local_queue"] == "training"
     assert "team-a/other-queue" not in passed  # another ClusterQueue: not even named
     assert passed["team-a/waiting"].startswith("its Workload")
@@ -86,6 +87,19 @@ def test_evicted_workload_and_suspended_job_are_left_alone():
     s = job("s", suspend=True)
     eligible, passed = gd.candidates([workload(s)], [s], [pod("s-x", s)], CQ)
     assert eligible == [] and passed["team-a/s"] == "the Job is suspended"
+
+
+def test_each_pod_killed_is_named_with_its_job_and_node_and_the_diff_drops_exactly_those():
+    eligible = gd.candidates(*world(), cluster_queue=CQ)[0]
+    chosen = gd.choose(eligible, jobs=2, pods=1)
+    assert [gd.killed_pod(e, p) for e in chosen for p in e["kill"]] == [
+        dict(namespace="team-a", name="gang-a-x", job="gang-a", node="node-of-gang-a-x"),
+        dict(namespace="team-a", name="gang-b-x", job="gang-b", node="node-of-gang-b-x")]
+    before, after = gd.pods_diff(chosen)
+    assert sorted(before["pods"]) == ["team-a/gang-a-x", "team-a/gang-a-y", "team-a/gang-b-x", "team-a/gang-b-y"]
+    assert before["pods"]["team-a/gang-b-y"] == dict(job="team-a/gang-b", node="node-of-gang-b-y")
+    assert sorted(after["pods"]) == ["team-a/gang-a-y", "team-a/gang-b-y"]
+    assert gd.killed_pod(dict(namespace="n", job="j"), "p") == dict(namespace="n", name="p", job="j", node=None)
 
 
 def test_choice_without_seed_is_name_order():
