@@ -9,19 +9,23 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 module: guest_objects
-short_description: The PriorityClasses, tenant Namespaces, GPU ResourceQuotas and Kueue queues of a guest cluster
+short_description: The PriorityClasses, tenant Namespaces, GPU quotas, Kueue queues and GPU Operator objects of a guest cluster
 version_added: 0.3.0
 description:
   - Builds the objects the C(gpu_scheduling_policy) role keeps (the PriorityClasses, each tenant's Namespace with
-    its labels and its ResourceQuotas, Kueue's ResourceFlavors, ClusterQueues and LocalQueues) from its inputs,
-    reads them (one list per kind), plans each object field by field with the plan the drift audit
-    (M(gpupool.vcf.gpu_pool_audit)) reports from, and makes exactly the changes of the plan.
-  - Only what the collection sets is compared; labels, annotations and limits set by others stay.
+    its labels and its ResourceQuotas, Kueue's ResourceFlavors, ClusterQueues and LocalQueues) and those the
+    C(gpu_operator) role keeps (the device plugin's time-slicing ConfigMap, the DCGM exporter's metrics ConfigMap and
+    the fields it sets on the chart's ClusterPolicy) from its inputs, reads them (one list per kind), plans each
+    object field by field with the plan the drift audit (M(gpupool.vcf.gpu_pool_audit)) reports from, and makes
+    exactly the changes of the plan.
+  - Only what the collection sets is compared; labels, annotations and limits set by others stay. The ClusterPolicy
+    is the GPU Operator chart's - only the fields the role sets are planned, one by one, and patched back (a merge
+    patch of those fields); it is never created, deleted or labelled, and a missing one fails the run.
   - An object this module creates carries the label C(app.kubernetes.io/managed-by=gpupool.vcf), the collection's
     record of what it owns; one that existed without it gets it only with O(adopt). An object
     whose immutable field differs (a PriorityClass C(value) or C(preemptionPolicy), a ResourceQuota's
-    C(scopeSelector), a LocalQueue's C(clusterQueue)) is deleted and created again (action C(replace)) only when it carries that label; one
-    created by others is refused, and nothing of the run is changed.
+    C(scopeSelector), a LocalQueue's C(clusterQueue)) is deleted and created again (action C(replace)) only when it
+    carries that label; one created by others is refused, and nothing of the run is changed.
   - Updates are merge patches that carry the resourceVersion they were planned from (a concurrent change makes
     the server refuse them; a rerun plans again); deletes carry the object's uid and resourceVersion.
 author:
@@ -84,12 +88,23 @@ options:
       - Empty (the default) - no Kueue object is read or written.
     type: dict
     default: {}
+  gpu_operator:
+    description:
+      - The inputs of the C(gpu_operator) role by their variable names (C(gpu_operator_namespace),
+        C(gpu_operator_time_slicing), C(gpu_operator_device_plugin_config_name), C(gpu_operator_dcgm_metrics),
+        C(gpu_operator_driver_version), C(gpu_operator_licensing_secret_name), ...); the role's defaults stand for
+        those not given. The device plugin ConfigMap (time-sliced pools only), the DCGM metrics ConfigMap (metrics
+        given only) and the ClusterPolicy's fields are built from them, as the audit builds them.
+      - Empty (the default) - no GPU Operator object is read or written.
+    type: dict
+    default: {}
   adopt:
     description:
       - Record the objects in scope that exist without the label C(app.kubernetes.io/managed-by=gpupool.vcf) (made
         by hand or before the collection) as the collection's - each gets the label, a change the plan shows
         (field C(metadata.labels.app.kubernetes.io/managed-by)), after the changes its plan makes.
-      - Without it nothing changes owner. Adoption does not allow a C(replace) of an object made by hand.
+      - Without it nothing changes owner. Adoption does not allow a C(replace) of an object made by hand. The
+        ClusterPolicy is never adopted (it is the chart's).
     type: bool
     default: false
   kinds:
@@ -98,8 +113,10 @@ options:
         write them in separate steps. A Kueue kind is read only when the inputs want an object of it.
     type: list
     elements: str
-    choices: [PriorityClass, Namespace, ResourceQuota, ResourceFlavor, ClusterQueue, LocalQueue]
-    default: [PriorityClass, Namespace, ResourceQuota, ResourceFlavor, ClusterQueue, LocalQueue]
+    choices: [PriorityClass, Namespace, ResourceQuota, ResourceFlavor, ClusterQueue, LocalQueue, ConfigMap,
+              ClusterPolicy]
+    default: [PriorityClass, Namespace, ResourceQuota, ResourceFlavor, ClusterQueue, LocalQueue, ConfigMap,
+              ClusterPolicy]
   request_timeout:
     description: Seconds each API request may take.
     type: int
@@ -130,6 +147,22 @@ EXAMPLES = r"""
         - {namespace: team-a, training: true}
       gpu_scheduling_policy_training_node_labels: {gpupool.vcf/pool: gpu-a100-mig}
       gpu_scheduling_policy_training_resources: {nvidia.com/mig-1g.10gb: 14}
+
+- name: The GPU Operator's time-slicing and DCGM metrics ConfigMaps
+  gpupool.vcf.guest_objects:
+    kubeconfig: /etc/gpupool/guest.kubeconfig
+    kinds: [ConfigMap]
+    gpu_operator:
+      gpu_operator_namespace: gpu-operator
+      gpu_operator_time_slicing: {notebook: {replicas: 4}}
+
+- name: The ClusterPolicy fields the gpu_operator role sets, patched back where they drifted
+  gpupool.vcf.guest_objects:
+    kubeconfig: /etc/gpupool/guest.kubeconfig
+    kinds: [ClusterPolicy]
+    gpu_operator:
+      gpu_operator_driver_version: 550.127.05
+      gpu_operator_mig_strategy: single
 """
 
 RETURN = r"""
@@ -137,8 +170,9 @@ changes:
   description:
     - The plan, one entry per field, with C(object) (C(priority_class <name>), C(namespace <name>),
       C(resource_quota <namespace>/<name>), C(resource_flavor <name>), C(cluster_queue <name>),
-      C(local_queue <namespace>/<name>)), C(field), C(before), C(after) and C(action) (C(create),
-      C(update), C(replace)). Check mode returns the same.
+      C(local_queue <namespace>/<name>), C(config_map <namespace>/<name>), C(cluster_policy cluster-policy)),
+      C(field) (C(spec.<path>) of a ClusterPolicy field, C(data.<key>) of a ConfigMap key), C(before), C(after)
+      and C(action) (C(create), C(update), C(replace)). Check mode returns the same.
   returned: always
   type: list
   elements: dict
@@ -184,6 +218,7 @@ ARGUMENT_SPEC = dict(
     gpu_resource=dict(type="str", default="nvidia.com/gpu"),
     mig_resources=dict(type="list", elements="str", default=[]),
     kueue=dict(type="dict", default={}),
+    gpu_operator=dict(type="dict", default={}),
     adopt=dict(type="bool", default=False),
     kinds=dict(type="list", elements="str", choices=list(gp.KINDS), default=list(gp.KINDS)),
 )
@@ -204,21 +239,29 @@ class GuestObjects(Resource):
         for index, tenant in enumerate(self.p["tenants"]):
             if not isinstance(tenant, dict) or not tenant.get("namespace"):
                 raise ValueError("tenants[%d] must be a mapping with a namespace, not %r" % (index, tenant))
-        unknown = sorted(k for k in self.p["kueue"] if not str(k).startswith("gpu_scheduling_policy_"))
-        if unknown:
-            raise ValueError("kueue takes the gpu_scheduling_policy role's inputs by their names, not %s" % (
-                ", ".join(unknown)))
-        return [obj for obj in gp.wanted_objects(self.p["priority_classes"], self.p["tenants"], self.p["quota_name"],
-                                                 self.p["gpu_resource"], self.p["mig_resources"], self.p["kueue"])
-                if obj["kind"] in self.p["kinds"]]
+        for option, prefix in (("kueue", "gpu_scheduling_policy_"), ("gpu_operator", "gpu_operator_")):
+            unknown = sorted(k for k in self.p[option] if not str(k).startswith(prefix))
+            if unknown:
+                raise ValueError("%s takes the %s role's inputs by their names, not %s" % (
+                    option, prefix[:-1], ", ".join(unknown)))
+        wanted = gp.wanted_objects(self.p["priority_classes"], self.p["tenants"], self.p["quota_name"],
+                                   self.p["gpu_resource"], self.p["mig_resources"], self.p["kueue"])
+        if self.p["gpu_operator"]:
+            wanted += gp.operator_objects(self.p["gpu_operator"])
+        return [obj for obj in wanted if obj["kind"] in self.p["kinds"]]
 
     def read(self):
         wanted = self.wanted()
-        # a custom kind (Kueue's) at the API version of its manifests, read only when an object of it is wanted
-        versions = dict((obj["kind"], obj["apiVersion"]) for obj in wanted if obj["kind"] in gp.KUEUE_KINDS)
+        # a custom kind (Kueue's, the ClusterPolicy) at the API version of its manifests, and ConfigMaps (in the
+        # namespaces of those wanted), read only when an object of the kind is wanted
+        custom = gp.KUEUE_KINDS + ("ClusterPolicy",)
+        versions = dict((obj["kind"], obj["apiVersion"]) for obj in wanted if obj["kind"] in custom)
         self.api = self.api_class(self.p, versions=versions)
-        return self.api.read([k for k in gp.KINDS if k in self.p["kinds"] and (
-            k not in gp.KUEUE_KINDS or k in versions)])
+        kinds = [k for k in gp.KINDS if k in self.p["kinds"] and (k not in custom or k in versions)]
+        namespaces = sorted(set(obj["metadata"]["namespace"] for obj in wanted if obj["kind"] == "ConfigMap"))
+        if not namespaces:
+            return self.api.read([k for k in kinds if k != "ConfigMap"])
+        return self.api.read(kinds, namespaces=namespaces)
 
     def plan(self, live):
         changes, before, after = [], {}, {}
@@ -254,6 +297,10 @@ class GuestObjects(Resource):
 
     def result(self, live, plan):
         for change in plan:
+            if change.action == gp.MISSING:
+                raise Failure("Unable to set the fields of %s: it does not exist. The GPU Operator chart makes it "
+                              "(gpu_operator role: install the release first, then rerun). Nothing was changed." % (
+                                  change.object), changes=plan.to_list())
             if change.action == gp.REPLACE and not gp.owned(live.get(self._key(change.object))):
                 raise Failure("Unable to replace %s: %s is immutable and the object was not created by this collection "
                               "(no label app.kubernetes.io/managed-by=gpupool.vcf); delete it by hand, or set the "

@@ -312,7 +312,7 @@ def drifts(sim, vc, kube, derived):
         ("DCGM exporter metrics lost a profiling counter", lambda: kube.core.patch_namespaced_config_map(
             "gpupool-dcgm-metrics", "gpu-operator", {"data": {"dcgm-metrics.csv": "DCGM_FI_DEV_FB_USED, gauge, used\n"}}),
          [("dcgm_metrics_config_changed", "config_map gpu-operator/gpupool-dcgm-metrics")],
-         [(r"^DCGM exporter metrics", "gpupool-dcgm-metrics")]),
+         [(r"DCGM exporter metrics$", "gpupool-dcgm-metrics")]),
         # (a mig.strategy changed by hand is repaired only with guest.allow_mig_strategy_change: not in the catalogue)
         ("ClusterPolicy guest driver version changed", lambda: kube.custom.patch_cluster_custom_object(
             "nvidia.com", "v1", "clusterpolicies", "cluster-policy", {"spec": {"driver": {"version": "550.54.14"}}}),

@@ -1,12 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpupool.vcf contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The guest objects of the gpu_scheduling_policy role, read and written (client layer: knows nothing of Ansible).
+"""The guest objects of the gpu_scheduling_policy and gpu_operator roles, read and written (client layer: knows
+nothing of Ansible).
 
-PriorityClasses, Namespaces, ResourceQuotas and Kueue's ResourceFlavors, ClusterQueues and LocalQueues
-(custom resources, through the dynamic client at the API version the caller names) through the fault
-boundary of ``_k8s.K8sClient``:
-one list per kind (``read``), and writes that carry a precondition so that a repeat cannot apply
+PriorityClasses, Namespaces, ResourceQuotas, ConfigMaps, Kueue's ResourceFlavors, ClusterQueues and LocalQueues and
+the GPU Operator's ClusterPolicy (custom resources, through the dynamic client at the API version the caller names)
+through the fault boundary of ``_k8s.K8sClient``:
+one list per kind (``read``; ConfigMaps one list per namespace asked for), and writes that carry a precondition so that a repeat cannot apply
 twice - a patch names the resourceVersion it was planned from, a delete its uid and resourceVersion.
 Creates go once (``call_once``). Errors are ``K8sError``.
 """
@@ -42,8 +43,9 @@ class GuestObjectsApi:
     def _items(self, fn):
         return self.k8s.api.sanitize_for_serialization(self.k8s.call(fn)).get("items") or []
 
-    def read(self, kinds):
-        """{(kind, namespace, name): object} of every object of `kinds`, one list per kind."""
+    def read(self, kinds, namespaces=()):
+        """{(kind, namespace, name): object} of every object of `kinds`, one list per kind (ConfigMaps: one list in
+        each of `namespaces`)."""
         lists = {"PriorityClass": self.sched.list_priority_class, "Namespace": self.core.list_namespace,
                  "ResourceQuota": self.core.list_resource_quota_for_all_namespaces}
         out = {}
@@ -51,6 +53,10 @@ class GuestObjectsApi:
             if kind in self.versions:
                 resource = self._custom(kind)
                 items = (self.k8s.call(resource.get).to_dict().get("items") or [])
+            elif kind == "ConfigMap":
+                items = []
+                for ns in sorted(set(namespaces)):
+                    items += self._items(lambda ns=ns: self.core.list_namespaced_config_map(ns))
             else:
                 items = self._items(lists[kind])
             for obj in items:
@@ -67,6 +73,8 @@ class GuestObjectsApi:
             return self.k8s.call_once(self.sched.create_priority_class, obj)
         if kind == "Namespace":
             return self.k8s.call_once(self.core.create_namespace, obj)
+        if kind == "ConfigMap":
+            return self.k8s.call_once(self.core.create_namespaced_config_map, ns, obj)
         return self.k8s.call_once(self.core.create_namespaced_resource_quota, ns, obj)
 
     def patch(self, kind, name, namespace, resource_version, body):
@@ -79,6 +87,8 @@ class GuestObjectsApi:
             return self.k8s.call(self.sched.patch_priority_class, name, body)
         if kind == "Namespace":
             return self.k8s.call(self.core.patch_namespace, name, body)
+        if kind == "ConfigMap":
+            return self.k8s.call(self.core.patch_namespaced_config_map, name, namespace, body)
         return self.k8s.call(self.core.patch_namespaced_resource_quota, name, namespace, body)
 
     def delete(self, kind, name, namespace, uid, resource_version):

@@ -379,24 +379,38 @@ def _priority_class(want, changes):
                     else "set it back (gpu_scheduling_policy role)")]
 
 
+def _operator_object(op, kind, name):
+    """The gpu_operator role's object of `kind` named `name` with its inputs `op` (``_guest_plan``); None when the
+    role writes none."""
+    for obj in _guest_plan.operator_objects(op):
+        if obj["kind"] == kind and obj["metadata"]["name"] == name:
+            return obj
+    return None
+
+
 def _cluster_policy(out, op, spec, secret_prefix):
-    obj = "cluster_policy %s" % _objects.CLUSTER_POLICY
-    if spec is None:
+    """Findings of the ClusterPolicy: its plan's changes (``_guest_plan.plan_cluster_policy``, the fields the role
+    patches back). The licensing Secret's name is judged by the design's name: the one the ClusterPolicy names
+    when it is that name or ``<name>-<hash>`` (nls_licensing's rotation), else that name's ``-<hash>`` form."""
+    want = _guest_plan.cluster_policy(op)
+    licensing = want["spec"]["driver"].setdefault("licensingConfig", {})
+    licensing.pop("secretName", None)
+    secret = ((((spec or {}).get("driver") or {}).get("licensingConfig") or {}).get("secretName"))
+    if secret_prefix:
+        licensing["secretName"] = secret if licensing_secret_matches(secret, secret_prefix) else (
+            "%s-<hash>" % secret_prefix)
+    obj = _guest_plan.object_name(want)
+    changes = _guest_plan.plan(None if spec is None else _live(want, spec=spec), want)
+    if not changes:
+        return
+    if changes[0].action == _guest_plan.MISSING:
         out.append(finding(
             "cluster_policy_missing", obj,
             "the GPU Operator has no ClusterPolicy %s: no guest driver, device plugin or licensing" % (
                 _objects.CLUSTER_POLICY),
             "install the GPU Operator chart (gpu_operator role)"))
         return
-    diffs = []
-    for path, want in _objects.cluster_policy_fields(op):
-        have = spec
-        for key in path:
-            have = have.get(key) if isinstance(have, dict) else None
-        diffs += [(".".join(path), h, w) for _p, h, w in _objects.differences(want, have)]
-    secret = ((spec.get("driver") or {}).get("licensingConfig") or {}).get("secretName")
-    if secret_prefix and not licensing_secret_matches(secret, secret_prefix):
-        diffs.append(("driver.licensingConfig.secretName", secret, "%s-<hash>" % secret_prefix))
+    diffs = [(c.field[len("spec."):], c.before, c.after) for c in changes]
     strategy = [d for d in diffs if d[0] == "mig.strategy"]
     diffs = [d for d in diffs if d[0] != "mig.strategy"]
     if strategy:
@@ -413,55 +427,65 @@ def _cluster_policy(out, op, spec, secret_prefix):
             "set it back (gpu_operator role; nls_licensing points it at the licensing Secret)"))
 
 
-def _dcgm_metrics_config(out, op, live):
-    want = _objects.dcgm_metrics_csv(op)
+def _config_map_changes(op, name, live):
+    """(the wanted ConfigMap, its plan's changes) from the audit's read ``{"exists", "data"}``; (None, []) when
+    the role writes none."""
+    want = _operator_object(op, "ConfigMap", name)
     if want is None:
+        return None, []
+    have = _live(want, data=live.get("data") or {}) if live.get("exists") else None
+    return want, _guest_plan.plan(have, want)
+
+
+def _dcgm_metrics_config(out, op, live):
+    want, changes = _config_map_changes(op, op["gpu_operator_dcgm_metrics_config_name"], live)
+    if not changes:
         return
-    ns, name = op["gpu_operator_namespace"], op["gpu_operator_dcgm_metrics_config_name"]
-    obj = "config_map %s/%s" % (ns, name)
-    if not live.get("exists"):
+    ns, name = want["metadata"]["namespace"], want["metadata"]["name"]
+    obj = _guest_plan.object_name(want)
+    if changes[0].action == "create":
         out.append(finding(
             "dcgm_metrics_config_missing", obj,
             "the DCGM exporter metrics ConfigMap %s/%s is missing: the exporter exports its own list, without "
             "the profiling counters the design's dashboards read" % (ns, name), "create it (gpu_operator role)"))
         return
-    have = _objects.dcgm_metrics_fields((live.get("data") or {}).get(_objects.DCGM_METRICS_KEY))
-    wanted = _objects.dcgm_metrics_fields(want)
-    if have != wanted:
-        missing = [f for f, _t in wanted if f not in [h for h, _u in have]]
-        extra = [f for f, _t in have if f not in [w for w, _v in wanted]]
-        what = "; ".join(part for part in (
-            "missing %s" % ", ".join(missing) if missing else "",
-            "not the role's %s" % ", ".join(extra) if extra else "") if part) or "types or order differ"
-        out.append(finding("dcgm_metrics_config_changed", obj,
-                           "DCGM exporter metrics ConfigMap %s/%s: %s" % (ns, name, what),
-                           "set it back (gpu_operator role); the exporter reads it when its pods restart"))
+    [change] = changes
+    have = [f for f, _t in _objects.dcgm_metrics_fields(change.before)]
+    wanted = [f for f, _t in _objects.dcgm_metrics_fields(change.after)]
+    missing = [f for f in wanted if f not in have]
+    extra = [f for f in have if f not in wanted]
+    what = "; ".join(part for part in (
+        "missing %s" % ", ".join(missing) if missing else "",
+        "not the role's %s" % ", ".join(extra) if extra else "") if part) or "types or order differ"
+    out.append(finding("dcgm_metrics_config_changed", obj,
+                       "DCGM exporter metrics ConfigMap %s/%s: %s" % (ns, name, what),
+                       "set it back (gpu_operator role); the exporter reads it when its pods restart"))
 
 
 def _device_plugin_config(out, op, live):
-    want = _objects.device_plugin_configs(op)
-    if not want:
+    want, changes = _config_map_changes(op, op["gpu_operator_device_plugin_config_name"], live)
+    if not changes:
         return
-    ns, name = op["gpu_operator_namespace"], op["gpu_operator_device_plugin_config_name"]
-    obj = "config_map %s/%s" % (ns, name)
-    if not live.get("exists"):
+    ns, name = want["metadata"]["namespace"], want["metadata"]["name"]
+    obj = _guest_plan.object_name(want)
+    if changes[0].action == "create":
         out.append(finding(
             "time_slicing_config_missing", obj,
             "the device plugin ConfigMap %s/%s is missing: time-sliced pools (%s) advertise one GPU per card" % (
                 ns, name, ", ".join(sorted(op["gpu_operator_time_slicing"]))),
             "create it (gpu_operator role)"))
         return
-    data = live.get("data") or {}
     diffs = []
-    for key, config in sorted(want.items()):
-        if key not in data:
+    for change in changes:
+        key = change.field[len("data."):]
+        if change.before is None:
             diffs.append((key, None, "a configuration"))
             continue
-        diffs += [("%s: %s" % (key, p), h, w) for p, h, w in _objects.differences(config, data[key])]
-    if diffs:
-        out.append(finding("time_slicing_config_changed", obj,
-                           "device plugin ConfigMap %s/%s: %s" % (ns, name, _diff_text(diffs)),
-                           "set it back (gpu_operator role); the device plugin rereads it"))
+        diffs += [("%s: %s" % (key, p), h, w) for p, h, w in _objects.differences(
+            _guest_plan.parse_config(change.after), _guest_plan.parse_config(change.before))]
+    out.append(finding("time_slicing_config_changed", obj,
+                       "device plugin ConfigMap %s/%s: %s" % (ns, name, _diff_text(diffs)),
+                       "set it back (gpu_operator role); the device plugin rereads it"))
 
 
 def kueue_objects(policy):

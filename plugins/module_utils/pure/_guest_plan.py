@@ -2,7 +2,9 @@
 # Copyright: gpupool.vcf contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """One plan per guest object: the manifests the gpu_scheduling_policy role writes (PriorityClasses,
-tenant Namespaces, ResourceQuotas, Kueue's ResourceFlavors, ClusterQueues and LocalQueues) and
+tenant Namespaces, ResourceQuotas, Kueue's ResourceFlavors, ClusterQueues and LocalQueues), those
+the gpu_operator role writes (the device plugin's time-slicing ConfigMap, the DCGM exporter's metrics
+ConfigMap, the fields it sets on the chart's ClusterPolicy) and
 ``plan(live, wanted)`` for each, a list of ``_plan.Change``
 (pure: no I/O). The guest_objects module converges from these plans and the audit reports them,
 so ``--check`` of a guest object and its audit are one computation.
@@ -19,6 +21,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
+
+try:
+    import yaml
+except ImportError:  # pragma: no cover - ansible-core requires PyYAML
+    yaml = None
+
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _k8s_objects as _objects
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import CREATE, UPDATE, Change
 
@@ -26,9 +35,14 @@ REPLACE = "replace"  # an immutable field differs: delete and create again
 OWNER_FIELD = "metadata.labels.%s" % list(_objects.MANAGED_BY)[0]
 PRIORITY_API = "scheduling.k8s.io/v1"
 KUEUE_KINDS = ("ResourceFlavor", "ClusterQueue", "LocalQueue")
-KINDS = ("PriorityClass", "Namespace", "ResourceQuota") + KUEUE_KINDS
+CLUSTER_POLICY_API = "nvidia.com/v1"
+OPERATOR_KINDS = ("ConfigMap", "ClusterPolicy")
+KINDS = ("PriorityClass", "Namespace", "ResourceQuota") + KUEUE_KINDS + OPERATOR_KINDS
 SNAKE = {"PriorityClass": "priority_class", "ResourceQuota": "resource_quota", "Namespace": "namespace",
-         "ResourceFlavor": "resource_flavor", "ClusterQueue": "cluster_queue", "LocalQueue": "local_queue"}
+         "ResourceFlavor": "resource_flavor", "ClusterQueue": "cluster_queue", "LocalQueue": "local_queue",
+         "ConfigMap": "config_map", "ClusterPolicy": "cluster_policy"}
+MISSING = "missing"  # an object the collection sets fields of but does not make (the chart's ClusterPolicy) is absent
+NOT_ADOPTED = ("ClusterPolicy",)  # the chart's: the collection sets fields of it, never records it as its own
 
 
 def owned(obj):
@@ -93,6 +107,47 @@ def kueue_objects(policy):
     if manifests is None:
         return []
     return manifests["resource_flavors"] + manifests["cluster_queues"] + manifests["local_queues"]
+
+
+def dump_config(config):
+    """The YAML text of one device plugin configuration, as the gpu_operator role has always written it
+    (Ansible's ``to_nice_yaml``: block style, keys sorted, indent 2)."""
+    if yaml is None:  # pragma: no cover
+        return json.dumps(config, indent=2, sort_keys=True) + "\n"
+    return yaml.safe_dump(config, indent=2, allow_unicode=True, default_flow_style=False)
+
+
+def parse_config(value):
+    """A device plugin configuration read back: parsed YAML text (a mapping as it is); None where the text is not
+    YAML (it then differs from any configuration)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return yaml.safe_load(value) if yaml is not None else json.loads(value)
+    except Exception:  # pylint: disable=broad-except  # yaml.YAMLError or ValueError: not a configuration
+        return None
+
+
+def cluster_policy(op):
+    """The ClusterPolicy fields the gpu_operator role sets with its inputs `op` (role_inputs("gpu_operator", ...)):
+    ``spec`` as ``_k8s_objects.cluster_policy_spec`` gives it (the chart values, the extra values that override
+    them), without the licensing Secret's name when none is given. The chart makes the object; the role patches
+    only these fields back."""
+    spec = _objects.cluster_policy_spec(op)
+    licensing = spec["driver"].get("licensingConfig") or {}
+    if not licensing.get("secretName"):
+        licensing.pop("secretName", None)
+    return _objects._manifest(CLUSTER_POLICY_API, "ClusterPolicy", _objects.CLUSTER_POLICY, labels={}, spec=spec)
+
+
+def operator_objects(op, kinds=OPERATOR_KINDS):
+    """The gpu_operator role's objects with its inputs `op` (the role's defaults for those not given), in the order
+    they are written: the device plugin ConfigMap (time-sliced pools only), the DCGM metrics ConfigMap (metrics
+    given only), then the ClusterPolicy's fields; only those of `kinds`."""
+    op = _objects.role_inputs("gpu_operator", op)
+    out = [cm for cm in (_objects.device_plugin_config_map(op, dump_config), _objects.dcgm_metrics_config_map(op))
+           if cm is not None]
+    return [obj for obj in out + [cluster_policy(op)] if obj["kind"] in kinds]
 
 
 def wanted_objects(priority_classes, tenants, quota_name="gpu-quota", gpu_resource="nvidia.com/gpu",
@@ -176,16 +231,65 @@ def plan_kueue(live, wanted):
             for field, value in wanted["spec"].items() if _objects.differences(value, spec.get(field))]
 
 
+def _same_data(key, want, have):
+    """Whether the live value `have` of ConfigMap key `key` holds what `want` (the text the role writes) says:
+    the DCGM metrics file by its fields and types, a device plugin configuration by what it sets (parsed; others'
+    keys stay)."""
+    if have is None:
+        return False
+    if key == _objects.DCGM_METRICS_KEY:
+        return _objects.dcgm_metrics_fields(have) == _objects.dcgm_metrics_fields(want)
+    return not _objects.differences(parse_config(want), parse_config(have))
+
+
+def plan_config_map(live, wanted):
+    """Each key of ``data`` the role writes (``data.<key>``, compared as _same_data says); others' keys stay."""
+    if live is None:
+        return _create(wanted)
+    data = live.get("data") or {}
+    return [Change(object_name(wanted), "data.%s" % key, data.get(key), value, UPDATE)
+            for key, value in sorted(wanted["data"].items()) if not _same_data(key, value, data.get(key))]
+
+
+def _leaves(value, path=()):
+    """[(path, value)] of a mapping's leaves (lists and scalars; a list is one value)."""
+    if isinstance(value, dict) and value:
+        out = []
+        for key, item in value.items():
+            out += _leaves(item, path + (key,))
+        return out
+    return [(path, value)]
+
+
+def _at(obj, path):
+    for key in path:
+        obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj
+
+
+def plan_cluster_policy(live, wanted):
+    """Each field of ``spec`` the role sets (``spec.<path>``, compared as ``_k8s_objects.differences`` does:
+    scalars as text, lists item by item), an ``update`` of a merge patch; the fields it does not set are never
+    compared. An absent ClusterPolicy is ``missing``: the chart makes it, the collection does not."""
+    obj = object_name(wanted)
+    if live is None:
+        return [Change(obj, "object", None, None, MISSING)]
+    spec = live.get("spec") or {}
+    return [Change(obj, "spec.%s" % ".".join(path), _at(spec, path), value, UPDATE)
+            for path, value in _leaves(wanted["spec"]) if _objects.differences(value, _at(spec, path))]
+
+
 PLANS = {"PriorityClass": plan_priority_class, "Namespace": plan_namespace, "ResourceQuota": plan_resource_quota,
-         "ResourceFlavor": plan_kueue, "ClusterQueue": plan_kueue, "LocalQueue": plan_kueue}
+         "ResourceFlavor": plan_kueue, "ClusterQueue": plan_kueue, "LocalQueue": plan_kueue,
+         "ConfigMap": plan_config_map, "ClusterPolicy": plan_cluster_policy}
 
 
 def plan(live, wanted, adopt=False):
     """The changes from `live` (None: absent) to `wanted`, by the plan of its kind; with `adopt`, an
     object that exists without the collection's label gets it (one more ``update``: it is recorded as
-    the collection's, after the changes its plan makes)."""
+    the collection's, after the changes its plan makes; never the chart's ClusterPolicy)."""
     changes = PLANS[wanted["kind"]](live, wanted)
-    if adopt and live is not None and not owned(live):
+    if adopt and live is not None and not owned(live) and wanted["kind"] not in NOT_ADOPTED:
         have = ((live.get("metadata") or {}).get("labels") or {}).get(list(_objects.MANAGED_BY)[0])
         changes.append(Change(object_name(wanted), OWNER_FIELD, have, list(_objects.MANAGED_BY.values())[0], UPDATE))
     return changes
@@ -210,6 +314,14 @@ def patch_body(wanted, changes):
             continue
         if change.field.startswith("metadata.labels."):
             body.setdefault("metadata", {}).setdefault("labels", {})[change.field[len("metadata.labels."):]] = change.after
+        elif wanted["kind"] == "ClusterPolicy":  # spec.<path>: its keys hold no dots
+            node = body
+            path = change.field.split(".")
+            for part in path[:-1]:
+                node = node.setdefault(part, {})
+            node[path[-1]] = change.after
+        elif change.field.startswith("data."):
+            body.setdefault("data", {})[change.field[len("data."):]] = change.after
         elif change.field.startswith("spec.hard."):
             body.setdefault("spec", {}).setdefault("hard", {})[change.field[len("spec.hard."):]] = change.after
         elif change.field.startswith("spec."):
@@ -224,6 +336,8 @@ def created(wanted):
     return _create(wanted)[0].after
 
 
-__all__ = ["KINDS", "KUEUE_KINDS", "OWNER_FIELD", "REPLACE", "adopting", "builtin_priority_classes", "created", "key", "kueue_objects",
-           "object_name", "owned", "patch_body", "plan", "plan_kueue", "plan_namespace", "plan_priority_class",
-           "plan_resource_quota", "priority_class", "resource_quotas", "wanted_objects"]
+__all__ = ["KINDS", "KUEUE_KINDS", "MISSING", "OPERATOR_KINDS", "OWNER_FIELD", "REPLACE", "adopting",
+           "builtin_priority_classes", "cluster_policy", "created", "dump_config", "key", "kueue_objects",
+           "object_name", "operator_objects", "owned", "parse_config", "patch_body", "plan", "plan_cluster_policy",
+           "plan_config_map", "plan_kueue", "plan_namespace", "plan_priority_class", "plan_resource_quota",
+           "priority_class", "resource_quotas", "wanted_objects"]

@@ -45,9 +45,10 @@ class FakeApi:
         assert params["kubeconfig"] == "/k"
         FakeApi.versions = versions
 
-    def read(self, kinds):
-        FakeApi.calls.append(("read", tuple(kinds)))
-        return dict((k, copy.deepcopy(v)) for k, v in FakeApi.store.items() if k[0] in kinds)
+    def read(self, kinds, namespaces=None):
+        FakeApi.calls.append(("read", tuple(kinds)) + ((tuple(namespaces),) if namespaces is not None else ()))
+        return dict((k, copy.deepcopy(v)) for k, v in FakeApi.store.items() if k[0] in kinds and (
+            k[0] != "ConfigMap" or k[1] in namespaces))
 
     @staticmethod
     def _key(kind, ns, name):
@@ -276,3 +277,79 @@ def test_adopt_with_drift_patches_the_fields_and_the_label_in_one_patch(api):
     assert patch[4] == {"spec": {"hard": {"requests.nvidia.com/gpu": "1"}},
                         "metadata": {"labels": {"app.kubernetes.io/managed-by": "gpupool.vcf"}}}
     assert api.store[key]["metadata"]["labels"] == {"someone/else": "x", "app.kubernetes.io/managed-by": "gpupool.vcf"}
+
+
+OPERATOR = {"gpu_operator_namespace": "gpu-operator", "gpu_operator_time_slicing": {"notebook": {"replicas": 4}},
+            "gpu_operator_driver_version": "550.127.05", "gpu_operator_licensing_secret_name": "licensing-config-0a"}
+
+
+def chart_cluster_policy(api):
+    """The ClusterPolicy as the chart leaves it: fields the role sets and fields only the chart sets."""
+    api.store[("ClusterPolicy", "", "cluster-policy")] = {
+        "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy",
+        "metadata": {"name": "cluster-policy", "resourceVersion": "3", "uid": "cp-1", "labels": {"app": "gpu-operator"}},
+        "spec": {"driver": {"enabled": True, "repository": "nvcr.io/nvidia", "image": "driver", "version": "535.0",
+                            "licensingConfig": {"nlsEnabled": True, "secretName": "licensing-config-0a"},
+                            "useOpenKernelModules": False},
+                 "mig": {"strategy": "single"}, "migManager": {"enabled": False},
+                 "dcgmExporter": {"enabled": True, "enablePodLabels": True, "config": {"name": "gpupool-dcgm-metrics"},
+                                  "podLabelAllowlistRegex": ["^app$"]},
+                 "devicePlugin": {"enabled": True, "config": {"name": "gpupool-device-plugin-config",
+                                                              "default": "default"}}}}
+
+
+def test_operator_config_maps_check_predicts_the_run_a_rerun_changes_nothing(api):
+    api.store[("Namespace", "", "gpu-operator")] = {"kind": "Namespace", "metadata": {"name": "gpu-operator"}}
+    predicted = run(check=True, priority_classes=[], tenants=[], kinds=["ConfigMap"], gpu_operator=OPERATOR)
+    assert predicted["names"] == ["gpu-operator/gpupool-device-plugin-config", "gpu-operator/gpupool-dcgm-metrics"]
+    assert [c for c in api.calls if c[0] != "read"] == []
+    assert api.calls == [("read", ("ConfigMap",), ("gpu-operator",))]
+    first = run(priority_classes=[], tenants=[], kinds=["ConfigMap"], gpu_operator=OPERATOR)
+    assert first["changes"] == predicted["changes"]
+    cm = api.store[("ConfigMap", "gpu-operator", "gpupool-device-plugin-config")]
+    assert "replicas: 4" in cm["data"]["notebook"] and cm["metadata"]["labels"]["app.kubernetes.io/managed-by"]
+    assert not run(priority_classes=[], tenants=[], kinds=["ConfigMap"], gpu_operator=OPERATOR)["changed"]
+    # drift: one key's replicas, and the metrics file lost a counter; others' keys stay
+    cm["data"]["notebook"] = cm["data"]["notebook"].replace("replicas: 4", "replicas: 2")
+    cm["data"]["someone-elses"] = "x"
+    dcgm = api.store[("ConfigMap", "gpu-operator", "gpupool-dcgm-metrics")]
+    dcgm["data"]["dcgm-metrics.csv"] = "DCGM_FI_DEV_FB_USED, gauge, used\n"
+    api.calls = []
+    again = run(priority_classes=[], tenants=[], kinds=["ConfigMap"], gpu_operator=OPERATOR)
+    assert [(c["object"], c["field"]) for c in again["changes"]] == [
+        ("config_map gpu-operator/gpupool-device-plugin-config", "data.notebook"),
+        ("config_map gpu-operator/gpupool-dcgm-metrics", "data.dcgm-metrics.csv")]
+    patches = [c for c in api.calls if c[0] == "patch"]
+    assert [sorted(p[4]["data"]) for p in patches] == [["notebook"], ["dcgm-metrics.csv"]]
+    assert cm["data"]["someone-elses"] == "x" and "replicas: 4" in cm["data"]["notebook"]
+    assert not run(priority_classes=[], tenants=[], kinds=["ConfigMap"], gpu_operator=OPERATOR)["changed"]
+
+
+def test_cluster_policy_fields_are_merge_patched_one_by_one_others_never_touched(api):
+    chart_cluster_policy(api)
+    predicted = run(check=True, priority_classes=[], tenants=[], kinds=["ClusterPolicy"], gpu_operator=OPERATOR)
+    assert api.versions == {"ClusterPolicy": "nvidia.com/v1"}
+    assert [(c["field"], c["before"], c["after"]) for c in predicted["changes"]] == [
+        ("spec.driver.version", "535.0", "550.127.05"),
+        ("spec.dcgmExporter.podLabelAllowlistRegex", ["^app$"], [
+            "^app$", "^app\\.kubernetes\\.io/name$", "^gpupool\\.vcf/.*$", "^kueue\\.x-k8s\\.io/queue-name$"])]
+    done = run(priority_classes=[], tenants=[], kinds=["ClusterPolicy"], gpu_operator=OPERATOR)
+    assert done["changes"] == predicted["changes"]
+    [patch] = [c for c in api.calls if c[0] == "patch"]
+    assert patch[4] == {"spec": {"driver": {"version": "550.127.05"}, "dcgmExporter": {
+        "podLabelAllowlistRegex": predicted["changes"][1]["after"]}}}
+    live = api.store[("ClusterPolicy", "", "cluster-policy")]
+    assert live["spec"]["driver"]["useOpenKernelModules"] is False and live["spec"]["migManager"] == {"enabled": False}
+    assert "app.kubernetes.io/managed-by" not in live["metadata"]["labels"]  # the chart's: never labelled
+    assert not run(priority_classes=[], tenants=[], kinds=["ClusterPolicy"], gpu_operator=OPERATOR, adopt=True)["changed"]
+
+
+def test_a_missing_cluster_policy_fails_without_a_write(api):
+    res = run(priority_classes=[], tenants=[], kinds=["ClusterPolicy"], gpu_operator=OPERATOR)
+    assert res["failed"] and "does not exist" in res["msg"] and "chart" in res["msg"]
+    assert [c for c in api.calls if c[0] != "read"] == []
+
+
+def test_gpu_operator_inputs_by_their_names_only(api):
+    res = run(priority_classes=[], tenants=[], gpu_operator={"namespace": "x"})
+    assert res["failed"] and "gpu_operator role's inputs" in res["msg"] and api.calls == []

@@ -220,3 +220,118 @@ def test_a_finding_exactly_where_the_plan_has_a_change(pair):
         if gp.adopting(gp.plan(live.get(gp.key(o)), o, adopt)) and not (
             o["kind"] in ("ResourceQuota", "LocalQueue") and ("Namespace", "", tenant["namespace"]) not in live))
     assert all(f["severity"] == "info" and f["link"] == "guest" for f in findings if f["rule"] == "object_not_owned")
+
+
+# -- the gpu_operator role's objects -------------------------------------------------------------
+
+OPERATOR = {"gpu_operator_namespace": "gpu-operator", "gpu_operator_time_slicing": {"notebook": {"replicas": 4}},
+            "gpu_operator_driver_version": "550.127.05"}
+
+
+def test_operator_objects_in_write_order_only_those_the_inputs_want():
+    assert [gp.object_name(o) for o in gp.operator_objects(OPERATOR)] == [
+        "config_map gpu-operator/gpupool-device-plugin-config", "config_map gpu-operator/gpupool-dcgm-metrics",
+        "cluster_policy cluster-policy"]
+    bare = dict(OPERATOR, gpu_operator_time_slicing={}, gpu_operator_dcgm_metrics=[])
+    assert [o["kind"] for o in gp.operator_objects(bare)] == ["ClusterPolicy"]
+    assert gp.operator_objects(OPERATOR, kinds=("ConfigMap",))[0]["data"]["notebook"].startswith("flags:\n")
+
+
+def test_device_plugin_config_compared_by_what_it_sets_metrics_by_their_fields():
+    plugin, dcgm, _cp = gp.operator_objects(OPERATOR)
+    live = live_of(plugin)
+    # the same configuration in another YAML layout, and a key of someone else's: no change
+    live["data"]["notebook"] = json_text(gp.parse_config(plugin["data"]["notebook"]))
+    live["data"]["extra"] = "x: 1\n"
+    assert gp.plan(live, plugin) == []
+    live["data"]["notebook"] = live["data"]["notebook"].replace('"replicas": 4', '"replicas": 2')
+    del live["data"]["default"]
+    changes = gp.plan(live, plugin)
+    assert [(c.field, c.action) for c in changes] == [("data.default", "update"), ("data.notebook", "update")]
+    assert gp.patch_body(plugin, changes) == {"data": {"default": plugin["data"]["default"],
+                                                       "notebook": plugin["data"]["notebook"]}}
+    live = live_of(dcgm)
+    live["data"]["dcgm-metrics.csv"] = live["data"]["dcgm-metrics.csv"].replace("# DCGM field", "# another comment")
+    assert gp.plan(live, dcgm) == []
+    live["data"]["dcgm-metrics.csv"] = "DCGM_FI_DEV_FB_USED, gauge, used\n"
+    [change] = gp.plan(live, dcgm)
+    assert (change.field, change.after) == ("data.dcgm-metrics.csv", dcgm["data"]["dcgm-metrics.csv"])
+
+
+def json_text(config):
+    import json
+    return json.dumps(config, indent=4)
+
+
+def test_cluster_policy_planned_field_by_field_never_created_never_adopted():
+    cp = gp.operator_objects(OPERATOR, kinds=("ClusterPolicy",))[0]
+    assert "secretName" not in cp["spec"]["driver"]["licensingConfig"]  # none given: not set
+    assert [(c.field, c.action) for c in gp.plan(None, cp, adopt=True)] == [("object", "missing")]
+    live = live_of(cp)
+    assert not gp.owned(live)  # the chart's object, without the collection's label
+    live["spec"]["driver"].update(version="535.0", useOpenKernelModules=True)  # the latter is not the role's
+    live["spec"]["migManager"] = {"enabled": True}
+    changes = gp.plan(live, cp, adopt=True)
+    assert [(c.field, c.before, c.after) for c in changes] == [("spec.driver.version", "535.0", "550.127.05")]
+    assert gp.patch_body(cp, changes) == {"spec": {"driver": {"version": "550.127.05"}}}
+    named = gp.cluster_policy(dict(gp._objects.role_inputs("gpu_operator", OPERATOR),
+                                   gpu_operator_licensing_secret_name="licensing-config-0123456789"))
+    assert named["spec"]["driver"]["licensingConfig"] == {"nlsEnabled": True, "secretName": "licensing-config-0123456789"}
+
+
+def test_the_audit_judges_the_licensing_secret_name_by_the_designs_name_or_its_hash_form():
+    op = dict(OPERATOR, gpu_operator_licensing_secret_name="licensing-config")
+    live = copy.deepcopy(gp.cluster_policy(gp._objects.role_inputs("gpu_operator", op))["spec"])
+    derived = {"roles": {"gpu_operator": op}}
+    for name, found in (("licensing-config", []), ("licensing-config-0123456789", []),
+                        ("other", ["cluster_policy_changed"])):
+        live["driver"]["licensingConfig"]["secretName"] = name
+        findings = _audit_guest.audit_guest(derived, cluster_policy={"exists": True, "spec": live})
+        assert [f["rule"] for f in findings] == found, name
+
+
+@st.composite
+def operator_pairs(draw):
+    """The gpu_operator role's inputs and a live ConfigMap pair and ClusterPolicy drawn around them."""
+    op = {"gpu_operator_namespace": "gpu-operator", "gpu_operator_driver_version": "550.127.05",
+          "gpu_operator_time_slicing": draw(st.sampled_from([{}, {"notebook": {"replicas": 4}}])),
+          "gpu_operator_mig_strategy": draw(st.sampled_from(["single", "mixed"])),
+          "gpu_operator_allow_mig_strategy_change": True}
+    if draw(st.booleans()):
+        op["gpu_operator_dcgm_metrics"] = []
+    live = {}
+    for obj in gp.operator_objects(op):
+        if draw(st.integers(0, 4)) == 0:
+            continue
+        have = copy.deepcopy(obj)
+        if obj["kind"] == "ClusterPolicy":
+            have["spec"]["driver"]["version"] = draw(st.sampled_from(["550.127.05", "535.0"]))
+            have["spec"]["mig"]["strategy"] = draw(st.sampled_from(["single", "mixed"]))
+            if draw(st.booleans()):
+                have["spec"]["dcgmExporter"].pop("podLabelAllowlistRegex")
+        elif "notebook" in obj["data"]:
+            have["data"]["notebook"] = have["data"]["notebook"].replace("replicas: 4", "replicas: %d" % draw(
+                st.sampled_from([2, 4])))
+            if draw(st.booleans()):
+                have["data"].pop("default")
+        else:
+            have["data"]["dcgm-metrics.csv"] = draw(st.sampled_from([
+                have["data"]["dcgm-metrics.csv"], "DCGM_FI_DEV_FB_USED, gauge, used\n"]))
+        live[gp.key(obj)] = have
+    return op, live
+
+
+@settings(settings.get_profile("gpupool-guest-plan"))
+@given(operator_pairs())
+def test_an_operator_finding_exactly_where_the_plan_has_a_change(pair):
+    op, live = pair
+    planned = set(gp.object_name(o) for o in gp.operator_objects(op) if gp.plan(live.get(gp.key(o)), o))
+    key = ("ClusterPolicy", "", "cluster-policy")
+    cms = dict((name, dict(exists=("ConfigMap", "gpu-operator", name) in live, data=dict(
+        (k, gp.parse_config(v) if k != "dcgm-metrics.csv" else v)  # as the audit's reader gives them
+        for k, v in live.get(("ConfigMap", "gpu-operator", name), {}).get("data", {}).items())))
+        for name in ("gpupool-device-plugin-config", "gpupool-dcgm-metrics"))
+    findings = _audit_guest.audit_guest(
+        {"roles": {"gpu_operator": op}}, cluster_policy=dict(exists=key in live, spec=(live.get(key) or {}).get("spec")),
+        device_plugin_config=cms["gpupool-device-plugin-config"], dcgm_metrics_config=cms["gpupool-dcgm-metrics"])
+    assert set(f["object"] for f in findings) == planned
