@@ -36,7 +36,7 @@ author:
   - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
   - gpupool.vcf.k8s_auth
-  - gpupool.vcf.attributes.no_diff
+  - gpupool.vcf.attributes
 options:
   state:
     description: V(drained) before the node VMs go down, V(restored) after they are back.
@@ -118,6 +118,12 @@ options:
 attributes:
   check_mode:
     description: Returns the whole plan (nodes, pods to evict, preempted, blocked) without changing anything.
+  diff_mode:
+    description:
+      - Per node of the VMs its cordon before and after (C(unschedulable), C(cordoned_by) - the
+        C(gpupool.vcf/cordoned-by) annotation); with O(state=drained) also the pods on it (C(namespace/name)), after
+        the drain only the DaemonSet and static pods that stay, and the Kueue Workloads that leave through Kueue
+        (C(admitted) or C(inactive) before, C(requeued) after). Check mode shows the same.
 notes:
   - Pods that cannot all be evicted and gone within O(timeout) (one deadline for the drain, not per pod) stop the
     drain; the message names the pods still in the way on each node, which nodes are left cordoned and which pods
@@ -239,6 +245,10 @@ def _mark(node):
     return ((node.get("metadata") or {}).get("annotations") or {}).get(CORDONED_BY)
 
 
+def _unschedulable(by_name, names):
+    return dict((name, bool((by_name[name].get("spec") or {}).get("unschedulable"))) for name in names)
+
+
 _LIFECYCLE_TAINTS = ("node.kubernetes.io/unschedulable", "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 
 
@@ -307,6 +317,8 @@ class GuestNodes(Resource):
                 plan.add("node %s" % name, "spec.unschedulable", True, False)
         plan.facts["uncordon"] = [c.object[len("node "):] for c in plan]
         plan.facts["marks"] = dict((name, _mark(by_name[name])) for name in names)
+        plan.before, plan.after = _drain.restore_diff(names, _unschedulable(by_name, names), plan.facts["marks"],
+                                                      plan.facts["uncordon"])
         return plan
 
     def _plan_drain(self, live, names, by_name):
@@ -357,6 +369,9 @@ class GuestNodes(Resource):
             ref for ref in _drain.drain_refs(dplan, ("evict",)) if _key(ref) in through_kueue]
         plan.facts["requeue"] = [dict(namespace=wl["namespace"], name=wl["name"]) for _k, wl in sorted(requeue.items())]
         plan.facts["reactivate"] = inactive
+        plan.before, plan.after = _drain.drain_diff(
+            dplan, _unschedulable(by_name, names), dict((name, _mark(by_name[name])) for name in names),
+            self.p["owner"], sorted(requeue), [_key(wl) for wl in inactive])
         return plan
 
     def result(self, live, plan):

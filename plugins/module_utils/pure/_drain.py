@@ -441,3 +441,41 @@ def workloads_left_inactive(workloads, owners):
     return [{"namespace": _meta(wl).get("namespace"), "name": _meta(wl).get("name")} for wl in workloads or []
             if (_meta(wl).get("annotations") or {}).get(KUEUE_DEACTIVATED_BY) in owners
             and (wl.get("spec") or {}).get("active") is False]
+
+
+def _pod_key(ref):
+    return "%s/%s" % (ref["namespace"], ref["name"])
+
+
+def drain_diff(plan, unschedulable, marks, owner, requeue=(), reactivate=()):
+    """The before/after of a drain for --diff, from its drain_plan: ``(before, after)``.
+
+    ``nodes``: per drained node ``unschedulable``, ``cordoned_by`` (the cordon annotation; a node
+    already cordoned keeps its own, a node cordoned now gets ``owner``) and ``pods`` (``namespace/name``
+    of the pods on it: every pod of the plan before, the skipped DaemonSet and static pods after).
+    ``workloads``: the Kueue Workloads that leave through Kueue (``requeue``, ``namespace/name``:
+    ``admitted`` before) and those an earlier run left inactive (``reactivate``: ``inactive``), all
+    ``requeued`` after. ``unschedulable``, ``marks``: {node: bool}, {node: annotation value or None}.
+    """
+    before, after = {}, {}
+    for node, entry in (plan or {}).items():
+        cordoned = bool((unschedulable or {}).get(node))
+        mark = (marks or {}).get(node)
+        on_node = sorted(_pod_key(r) for kind in ("evict", "blocked", "terminating", "skipped") for r in entry[kind])
+        before[node] = dict(unschedulable=cordoned, cordoned_by=mark, pods=on_node)
+        after[node] = dict(unschedulable=True, cordoned_by=mark if cordoned else owner,
+                           pods=sorted(_pod_key(r) for r in entry["skipped"]))
+    was = dict((k, "admitted") for k in requeue or ())
+    was.update((k, "inactive") for k in reactivate or ())
+    return (dict(nodes=before, workloads=was),
+            dict(nodes=after, workloads=dict((k, "requeued") for k in was)))
+
+
+def restore_diff(names, unschedulable, marks, uncordon):
+    """The before/after of a restore for --diff: per node ``unschedulable`` and ``cordoned_by``; the nodes
+    in ``uncordon`` schedulable and without the annotation after, the others as they are."""
+    before, after = {}, {}
+    for node in names or []:
+        before[node] = dict(unschedulable=bool((unschedulable or {}).get(node)), cordoned_by=(marks or {}).get(node))
+        after[node] = dict(unschedulable=False, cordoned_by=None) if node in (uncordon or ()) else dict(before[node])
+    return dict(nodes=before), dict(nodes=after)

@@ -18,6 +18,7 @@ from kubernetes.client.rest import ApiException
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._drain_api import CORDONED_BY, DrainApi, DrainError
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._drain import drain_plan, drain_refs, nodes_of_vms
+from tests.lib.ansible_run import run_module
 
 TAINT = "gpupool.vcf/drain-test"
 
@@ -126,6 +127,39 @@ def test_cordon_evict_wait_uncordon(k8s_api, k8s_namespace, rig_nodes):
     node_a = core.read_node(a)
     assert not node_a.spec.unschedulable and CORDONED_BY not in (node_a.metadata.annotations or {})
     assert api.uncordon(a) == "schedulable"
+    apps.delete_namespaced_replica_set("web", ns)
+
+
+def test_the_module_diff_shows_the_cordon_and_the_pods_that_leave_as_check_mode_predicts(k8s_rig, k8s_api, k8s_namespace,
+                                                                                         rig_nodes):
+    core, apps, ns = client.CoreV1Api(k8s_api), client.AppsV1Api(k8s_api), k8s_namespace
+    a, b = rig_nodes("diff-a-%s" % uid()), rig_nodes("diff-b-%s" % uid())
+    for n in (a, b):
+        wait_for("node %s Ready" % n, lambda n=n: any(
+            c.type == "Ready" and c.status == "True" for c in core.read_node(n).status.conditions or []))
+    core.patch_node(b, {"spec": {"unschedulable": True}})  # b held back so the pods start on a
+    replica_set(apps, ns, "web", 2, [a, b])
+    wait_for("2 web pods Running on %s" % a, lambda: len(running_on(core, ns, "web", [a])) == 2)
+    core.patch_node(b, {"spec": {"unschedulable": False}})
+    on_a = sorted("%s/%s" % (ns, p.metadata.name) for p in running_on(core, ns, "web", [a]))
+    args = dict(kubeconfig=str(k8s_rig.kubeconfig), vms=[dict(name=a)], owner="host-roll/diff", timeout=60)
+    predicted = run_module("gpupool.vcf.guest_node_drain", args, env=k8s_rig.env, check=True, diff=True)[0]
+    assert not predicted.get("failed"), predicted.get("msg")
+    assert predicted["diff"] == dict(
+        before=dict(nodes={a: dict(unschedulable=False, cordoned_by=None, pods=on_a)}, workloads={}),
+        after=dict(nodes={a: dict(unschedulable=True, cordoned_by="host-roll/diff", pods=[])}, workloads={}))
+    assert not core.read_node(a).spec.unschedulable  # check mode changes nothing
+    drained = run_module("gpupool.vcf.guest_node_drain", args, env=k8s_rig.env, diff=True)[0]
+    assert not drained.get("failed"), drained.get("msg")
+    assert drained["changed"] is True and drained["diff"] == predicted["diff"]
+    node_a = core.read_node(a)
+    assert node_a.spec.unschedulable is True and node_a.metadata.annotations[CORDONED_BY] == "host-roll/diff"
+    assert running_on(core, ns, "web", [a]) == []
+    restored = run_module("gpupool.vcf.guest_node_drain", dict(args, state="restored"), env=k8s_rig.env, diff=True)[0]
+    assert not restored.get("failed"), restored.get("msg")
+    assert restored["diff"] == dict(before=dict(nodes={a: dict(unschedulable=True, cordoned_by="host-roll/diff")}),
+                                    after=dict(nodes={a: dict(unschedulable=False, cordoned_by=None)}))
+    assert not core.read_node(a).spec.unschedulable
     apps.delete_namespaced_replica_set("web", ns)
 
 

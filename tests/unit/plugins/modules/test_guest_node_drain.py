@@ -84,10 +84,39 @@ def test_a_node_an_administrator_cordoned_is_not_restored(guest):
     assert result["changed"] is False and result["uncordoned"] == [] and guest.writes() == []
 
 
-def test_diff_mode_adds_no_before_and_after(guest):
-    result = run_main(guest_node_drain, args(), check_mode=True, diff=True)
-    # diff_mode is not supported (attributes.no_diff): the plan carries no before and after
-    assert result["diff"] == dict(before=None, after=None) and guest.writes() == []
+def test_diff_mode_shows_the_cordon_and_the_pods_that_leave_as_check_mode_predicts(guest):
+    checked = run_main(guest_node_drain, args(), check_mode=True, diff=True)
+    assert not checked.get("failed"), checked.get("msg")
+    assert guest.writes() == []
+    on_node = ["apps/llm-0", "apps/static-0", "apps/web-0", "kube-system/agent-x"]
+    assert checked["diff"] == dict(
+        before=dict(nodes={"tkc-gpu-1": dict(unschedulable=False, cordoned_by=None, pods=on_node)}, workloads={}),
+        after=dict(nodes={"tkc-gpu-1": dict(unschedulable=True, cordoned_by=OWNER, pods=["kube-system/agent-x"])},
+                   workloads={}))
+    real = run_main(guest_node_drain, args(), diff=True)
+    assert not real.get("failed"), real.get("msg")
+    assert real["diff"] == checked["diff"]
+    # what the diff said is what the cluster now holds
+    assert guest.nodes["tkc-gpu-1"]["spec"]["unschedulable"] is True
+    assert sorted(k for k, p in guest.pods.items() if p["spec"].get("nodeName") == "tkc-gpu-1") == ["kube-system/agent-x"]
+    again = run_main(guest_node_drain, args(), diff=True)
+    assert again["changed"] is False and again["diff"]["before"] == again["diff"]["after"] == checked["diff"]["after"]
+    assert "diff" not in run_main(guest_node_drain, args())
+
+
+def test_diff_mode_of_the_restore_shows_the_nodes_uncordoned_and_leaves_the_others(guest):
+    run_main(guest_node_drain, args())
+    guest.nodes["tkc-gpu-2"]["spec"]["unschedulable"] = True
+    guest.nodes["tkc-gpu-2"]["metadata"]["annotations"][CORDONED_BY] = "someone-else"
+    vms = [dict(name="tkc-gpu-1"), dict(name="tkc-gpu-2")]
+    checked = run_main(guest_node_drain, args(state="restored", vms=vms), check_mode=True, diff=True)
+    real = run_main(guest_node_drain, args(state="restored", vms=vms), diff=True)
+    assert not real.get("failed"), real.get("msg")
+    other = dict(unschedulable=True, cordoned_by="someone-else")
+    assert real["diff"] == checked["diff"] == dict(
+        before=dict(nodes={"tkc-gpu-1": dict(unschedulable=True, cordoned_by=OWNER), "tkc-gpu-2": other}),
+        after=dict(nodes={"tkc-gpu-1": dict(unschedulable=False, cordoned_by=None), "tkc-gpu-2": other}))
+    assert guest.nodes["tkc-gpu-2"]["spec"]["unschedulable"] is True
 
 
 @pytest.mark.parametrize("bad, message", [

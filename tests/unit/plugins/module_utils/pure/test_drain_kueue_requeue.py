@@ -35,3 +35,25 @@ def test_a_rerun_finds_the_workloads_its_owner_left_inactive():
     wls = [workload("a", "j1", active=False, mark="host-roll/esx-1"), workload("b", "j2", active=False),
            workload("c", "j3", active=True, mark="host-roll/esx-1"), workload("d", "j4", active=False, mark="other")]
     assert _drain.workloads_left_inactive(wls, ["host-roll/esx-1"]) == [{"namespace": "ml", "name": "a"}]
+
+
+def test_the_diff_of_a_drain_names_the_workloads_that_leave_through_kueue_and_the_pods_that_go():
+    plan = _drain.drain_plan(["n1"], PODS + [pod("agent", "n1", "DaemonSet", "ds")], [], [])
+    before, after = _drain.drain_diff(plan, {"n1": True}, {"n1": "host-roll/esx-0"}, "host-roll/esx-1",
+                                      requeue=["ml/job-gang"], reactivate=["ml/left"])
+    assert before == dict(nodes={"n1": dict(unschedulable=True, cordoned_by="host-roll/esx-0",
+                                            pods=["ml/agent", "ml/gang-0", "ml/solo", "ml/web"])},
+                          workloads={"ml/job-gang": "admitted", "ml/left": "inactive"})
+    # a node already cordoned keeps its mark; only the DaemonSet's pod stays
+    assert after == dict(nodes={"n1": dict(unschedulable=True, cordoned_by="host-roll/esx-0", pods=["ml/agent"])},
+                         workloads={"ml/job-gang": "requeued", "ml/left": "requeued"})
+    fresh = _drain.drain_diff(plan, {"n1": False}, {"n1": None}, "host-roll/esx-1")[1]
+    assert fresh["nodes"]["n1"]["cordoned_by"] == "host-roll/esx-1" and fresh["workloads"] == {}
+
+
+def test_the_diff_of_a_restore_uncordons_only_the_nodes_it_names():
+    before, after = _drain.restore_diff(["n1", "n2"], {"n1": True, "n2": True}, {"n1": "a", "n2": "b"}, ["n1"])
+    assert before == dict(nodes={"n1": dict(unschedulable=True, cordoned_by="a"),
+                                 "n2": dict(unschedulable=True, cordoned_by="b")})
+    assert after == dict(nodes={"n1": dict(unschedulable=False, cordoned_by=None),
+                                "n2": dict(unschedulable=True, cordoned_by="b")})
