@@ -39,16 +39,24 @@ def _run(args, cwd, env, timeout=300):
     return proc
 
 
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory):
-    """(tarball, installed collection root, env that finds only the installed copy and the
-    collections the ansible package ships, such as kubernetes.core)."""
-    work = tmp_path_factory.mktemp("dist")
+def collection_env(work):
+    """The environment of a user who has no checkout: no collections path (the ansible package's
+    collections, such as kubernetes.core, stay), no PYTHONPATH, Ansible's home in ``work``."""
     env = dict(os.environ)
-    env.pop("ANSIBLE_COLLECTIONS_PATH", None)
-    env.pop("ANSIBLE_COLLECTIONS_PATHS", None)
+    for key in ("ANSIBLE_COLLECTIONS_PATH", "ANSIBLE_COLLECTIONS_PATHS", "PYTHONPATH"):
+        env.pop(key, None)
     env["PATH"] = "%s:%s" % (VENV_BIN, env.get("PATH", ""))
-    env["ANSIBLE_HOME"] = str(work / "home")
+    env["ANSIBLE_HOME"] = str(pathlib.Path(work) / "home")
+    return env
+
+
+def build_and_install(work):
+    """`ansible-galaxy collection build` of the checkout into ``work``/out, then `ansible-galaxy
+    collection install` of the tarball into the empty collections path ``work``/collections:
+    (tarball, installed collection root, env that finds only the installed copy and the collections
+    the ansible package ships)."""
+    work = pathlib.Path(work)
+    env = collection_env(work)
     build = _run([VENV_BIN / "ansible-galaxy", "collection", "build", "--force", "--output-path", work / "out", ROOT],
                  work, env)
     version = yaml.safe_load((ROOT / "galaxy.yml").read_text())["version"]
@@ -57,12 +65,20 @@ def installed(tmp_path_factory):
     collections = work / "collections"
     _run([VENV_BIN / "ansible-galaxy", "collection", "install", "--no-deps", "-p", collections, tarball], work, env)
     env["ANSIBLE_COLLECTIONS_PATH"] = str(collections)
-    return tarball, collections / "ansible_collections" / "gpupool" / "vcf", env, work
+    return tarball, collections / "ansible_collections" / "gpupool" / "vcf", env
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """(tarball, installed collection root, env that finds only the installed copy, work folder)."""
+    work = tmp_path_factory.mktemp("dist")
+    return build_and_install(work) + (work,)
 
 
 def test_tarball_holds_the_collection_and_no_build_output(installed):
     tarball = installed[0]
     size = tarball.stat().st_size
+    print("\n%s: %d bytes (%.2f MiB), bound %d bytes" % (tarball.name, size, size / 1048576.0, SIZE_BOUND))
     assert size < SIZE_BOUND, "the tarball is %d bytes, over the bound of %d" % (size, SIZE_BOUND)
     with tarfile.open(str(tarball)) as tar:
         members = tar.getmembers()
