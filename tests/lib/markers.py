@@ -16,6 +16,7 @@ MARKER_TABLE = (
     ("integration/test_awx_*", ("collection",)),
     ("integration/test_dist_artifact.py", ("collection",)),
     ("integration/test_installed_*", ("collection",)),
+    ("integration/test_execution_environment*", ("collection",)),
     ("unit/plugins/module_utils/runner/*", ("collection",)),
     ("unit/plugins/doc_fragments/*", ("collection",)),
     ("unit/plugins/module_utils/dls/*", ("licensing",)),
