@@ -135,7 +135,8 @@ def candidates(workloads, jobs, pods, cluster_queue, local_queue=None, namespace
             eligible.append(dict(namespace=ns, job=_meta(job).get("name"), uid=_meta(job).get("uid"),
                                  workload=meta.get("name"), local_queue=queue, pods=running,
                                  uids=dict((_meta(p).get("name"), _meta(p).get("uid")) for p in live),
-                                 nodes=dict((_meta(p).get("name"), (p.get("spec") or {}).get("nodeName")) for p in live)))
+                                 nodes=dict((_meta(p).get("name"), (p.get("spec") or {}).get("nodeName"))
+                                            for p in live)))
     eligible.sort(key=lambda e: (e["namespace"], e["job"]))
     return eligible, passed_over
 

@@ -164,7 +164,8 @@ def decide(cluster, lease, holder, now, state=ACQUIRED, ttl=DEFAULT_TTL, check_m
                 why = "%d s were left, more than the ttl of %d s" % (left, ttl)
             else:
                 why = "%d s were left, under %d %% of the ttl of %d s" % (left, RENEW_BELOW_PERCENT, ttl)
-            out = dict(action=RENEW, after=fresh, reason="renews its lease until %s (%s)" % (stamp(fresh["expiry"]), why))
+            out = dict(action=RENEW, after=fresh,
+                       reason="renews its lease until %s (%s)" % (stamp(fresh["expiry"]), why))
         elif not other:
             out = dict(action=TAKE, after=fresh, reason="takes the free lease until %s" % stamp(fresh["expiry"]))
         elif expired:

@@ -130,8 +130,8 @@ def test_cordon_evict_wait_uncordon(k8s_api, k8s_namespace, rig_nodes):
     apps.delete_namespaced_replica_set("web", ns)
 
 
-def test_the_module_diff_shows_the_cordon_and_the_pods_that_leave_as_check_mode_predicts(k8s_rig, k8s_api, k8s_namespace,
-                                                                                         rig_nodes):
+def test_the_module_diff_shows_the_cordon_and_the_pods_that_leave_as_check_mode_predicts(
+        k8s_rig, k8s_api, k8s_namespace, rig_nodes):
     core, apps, ns = client.CoreV1Api(k8s_api), client.AppsV1Api(k8s_api), k8s_namespace
     a, b = rig_nodes("diff-a-%s" % uid()), rig_nodes("diff-b-%s" % uid())
     for n in (a, b):

@@ -98,7 +98,8 @@ def test_diff_mode_shows_the_cordon_and_the_pods_that_leave_as_check_mode_predic
     assert real["diff"] == checked["diff"]
     # what the diff said is what the cluster now holds
     assert guest.nodes["tkc-gpu-1"]["spec"]["unschedulable"] is True
-    assert sorted(k for k, p in guest.pods.items() if p["spec"].get("nodeName") == "tkc-gpu-1") == ["kube-system/agent-x"]
+    left = sorted(k for k, p in guest.pods.items() if p["spec"].get("nodeName") == "tkc-gpu-1")
+    assert left == ["kube-system/agent-x"]
     again = run_main(guest_node_drain, args(), diff=True)
     assert again["changed"] is False and again["diff"]["before"] == again["diff"]["after"] == checked["diff"]["after"]
     assert "diff" not in run_main(guest_node_drain, args())
