@@ -130,6 +130,35 @@ def test_every_playbook_resolves_by_its_fqcn(installed):
         _run([VENV_BIN / "ansible-playbook", "-i", inventory, "--syntax-check", "gpupool.vcf." + name], work, env)
 
 
+def _placeholder_table():
+    """{galaxy.yml field: placeholder} of the table in docs/releasing.md's section "The placeholders"."""
+    text = (ROOT / "docs" / "releasing.md").read_text()
+    section = text.split("## 2. The placeholders", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`") and cells[1].startswith("`"):
+            rows[cells[0].strip("`")] = cells[1].strip("`")
+    return rows
+
+
+def test_releasing_guide_names_every_placeholder_of_galaxy_yml():
+    """Each galaxy.yml value that holds REPLACE-ME is a row of docs/releasing.md's table, with that
+    value, and the table has no other row; the placeholders stay well-formed (a URL, an address)."""
+    galaxy = yaml.safe_load((ROOT / "galaxy.yml").read_text())
+    held = {}
+    for field, value in galaxy.items():
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str) and "REPLACE-ME" in item:
+                held[field] = item
+    assert _placeholder_table() == held
+    for field, value in held.items():
+        if field == "authors":
+            assert value.endswith("@example.com>"), value
+        else:
+            assert value.startswith("https://"), (field, value)
+
+
 # Galaxy's importer as an upload meets it. Automation Hub's checks are on (at least one tag of its
 # list, a version of 1.0.0 or more, a changelog); ansible-doc and ansible-lint run as Galaxy runs them
 # (lint offline, production profile, in the extracted artifact). Its ansible-test step is off: the
