@@ -871,17 +871,24 @@ def turn_steps(items, window, driver_action, reboot=True, vlcm_per_host=False):
     driver step or vLCM remediation reboots it after, or the driver step is only a reboot owed and MIG mode
     changes too, so one maintenance window takes the node VMs off once; in the window the roll opens for a
     vGPU mode change, only for what needs a reboot), ``mig_with_config`` (MIG mode is set in that reboot's
-    window) and ``window_ends_here`` (the maintenance window the roll opens for a vGPU mode change ends
-    with the graphics step: no later step ends it)."""
+    window), ``window_ends_here`` (the maintenance window the roll opens for a vGPU mode change ends
+    with the graphics step: no later step ends it) and ``config`` (the graphics step before the driver has
+    something to do: the plan changes the graphics, the vGPU mode or the scheduler, could not read the
+    graphics, or sets MIG mode in the step's reboot; or the host owes a reboot, which the step reports; where
+    none of these holds, the role does not call it)."""
     items = as_changes(items)
+    parts = plan_parts(items)
     mig = any(i.field == "mig_mode" for i in items)
     vlcm_host = bool(vlcm_per_host) and any(i.field == "driver" for i in items)
     empty = bool(window["empty_gpus"])
     config_reboot = (bool(reboot) and not vlcm_host and (driver_action == "none" or (driver_action == "reboot" and mig))
                      and (not empty or window["config_reboots"]))
     window_ends_here = empty and not window["config_reboots"] and driver_action == "none" and not vlcm_host and not mig
+    # a reboot owed: the step reports the options it owes for (reboot_required)
+    owed = any(i.field == "reboot" for i in items)
+    config = bool(parts["graphics"] or parts["vgpu_mode"] or parts["scheduler"] or owed) or (config_reboot and mig)
     return dict(mig=mig, vlcm_host=vlcm_host, config_reboot=config_reboot, mig_with_config=config_reboot and mig,
-                window_ends_here=window_ends_here)
+                window_ends_here=window_ends_here, config=config)
 
 
 def host_turns(info, spec):

@@ -44,3 +44,9 @@ def test_every_role_variable_is_declared():
     spec = yaml.safe_load((ROLE / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
     assert set(defaults) <= set(spec)
+
+
+def test_the_graphics_step_before_the_driver_runs_only_where_the_plan_needs_it():
+    config = [t for t in tasks("host.yml") if "gpupool.vcf.esxi_gpu_config" in t and "before the driver" in t["name"]]
+    assert len(config) == 1 and "check_mode" not in config[0]
+    assert config[0]["when"] == "__esxi_gpu_host_plan.previous_version is not none and __esxi_gpu_host_turn.steps.config"

@@ -186,3 +186,19 @@ def test_turn_steps_the_window_of_a_vgpu_mode_change():
     assert not _steps([MODE_IN_USE, UPGRADE], "upgrade")["window_ends_here"]
     assert not _steps([MODE_IN_USE, MIG])["window_ends_here"]
     assert _steps([])["window_ends_here"] is False
+
+
+def test_turn_steps_the_graphics_step_runs_only_with_something_to_do():
+    # a driver change alone: no graphics step (the role does not call esxi_gpu_config before the driver)
+    assert _steps([UPGRADE], "upgrade")["config"] is False
+    # a reboot owed: the step runs to report the options it is owed for
+    assert _steps([dict(field="reboot", action="reboot")], "reboot")["config"] is True
+    assert _steps([dict(field="vms_powered_off", action="power_on")], "power_on_vms")["config"] is False
+    # graphics, vGPU mode, scheduler, a graphics read that failed: the step runs (and fails or changes)
+    assert _steps([UPGRADE, OPTIONS], "upgrade")["config"] is True
+    assert _steps([MODE_IN_USE])["config"] is True
+    assert _steps([dict(field="graphics.default_type", action="set")])["config"] is True
+    assert _steps([dict(field="graphics", action="refused", reason="not read")])["config"] is True
+    # MIG mode in the step's reboot window; without the roll's reboot, MIG has its own step
+    assert _steps([dict(field="reboot", action="reboot"), MIG], "reboot")["config"] is True
+    assert _steps([MIG], reboot=False)["config"] is False
