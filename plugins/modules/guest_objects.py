@@ -98,6 +98,32 @@ options:
       - Empty (the default) - no GPU Operator object is read or written.
     type: dict
     default: {}
+  licensing:
+    description:
+      - The Kubernetes objects of the C(nls_licensing) role - the GPU Operator's Namespace (created with the
+        collection's label; a live one's labels are left alone), the licensing Secret
+        C(<secret_prefix>-<content hash>) (a new token is a new Secret) and, with O(licensing.cluster_policy), the
+        ClusterPolicy's C(driver.licensingConfig) pointing at it.
+      - The Secret's values never appear in RV(changes), RV(objects) or the diff; a change of one shows a short
+        hash of it (C((secret data, sha256 <12 hex digits>))).
+    type: dict
+    suboptions:
+      namespace:
+        description: The GPU Operator's namespace.
+        type: str
+        required: true
+      secret_prefix:
+        description: The first part of the Secret's name; the second is the first 10 hex digits of the sha256 of O(licensing.data).
+        type: str
+        default: licensing-config
+      data:
+        description: The Secret's data, base64 values by key (C(gridd.conf), C(client_configuration_token.tok)).
+        type: dict
+        required: true
+      cluster_policy:
+        description: Point the ClusterPolicy's C(driver.licensingConfig) at the Secret (C(secretName), C(nlsEnabled)).
+        type: bool
+        default: false
   adopt:
     description:
       - Record the objects in scope that exist without the label C(app.kubernetes.io/managed-by=gpupool.vcf) (made
@@ -114,9 +140,9 @@ options:
     type: list
     elements: str
     choices: [PriorityClass, Namespace, ResourceQuota, ResourceFlavor, ClusterQueue, LocalQueue, ConfigMap,
-              ClusterPolicy]
+              ClusterPolicy, Secret]
     default: [PriorityClass, Namespace, ResourceQuota, ResourceFlavor, ClusterQueue, LocalQueue, ConfigMap,
-              ClusterPolicy]
+              ClusterPolicy, Secret]
   request_timeout:
     description: Seconds each API request may take.
     type: int
@@ -163,6 +189,19 @@ EXAMPLES = r"""
     gpu_operator:
       gpu_operator_driver_version: 550.127.05
       gpu_operator_mig_strategy: single
+
+- name: The licensing Secret from a DLS client configuration token, and the ClusterPolicy pointed at it
+  gpupool.vcf.guest_objects:
+    kubeconfig: /etc/gpupool/guest.kubeconfig
+    kinds: [Namespace, Secret, ClusterPolicy]
+    licensing:
+      namespace: gpu-operator
+      data:
+        gridd.conf: "{{ lookup('ansible.builtin.template', 'gridd.conf.j2') | b64encode }}"
+        client_configuration_token.tok: "{{ lookup('ansible.builtin.file', '/etc/gpupool/client.tok') | b64encode }}"
+      cluster_policy: true
+  no_log: true
+  register: licensing
 """
 
 RETURN = r"""
@@ -186,6 +225,11 @@ adopted:
   returned: always
   type: list
   elements: str
+licensing_secret_name:
+  description: The licensing Secret's name (O(licensing); check mode gives it too).
+  returned: when O(licensing) is given
+  type: str
+  sample: licensing-config-3f2a9c01be
 names:
   description: The same objects by name (C(<namespace>/<name>) for a ResourceQuota or LocalQueue).
   returned: always
@@ -219,6 +263,11 @@ ARGUMENT_SPEC = dict(
     mig_resources=dict(type="list", elements="str", default=[]),
     kueue=dict(type="dict", default={}),
     gpu_operator=dict(type="dict", default={}),
+    licensing=dict(type="dict", options=dict(
+        namespace=dict(type="str", required=True),
+        secret_prefix=dict(type="str", default="licensing-config"),
+        data=dict(type="dict", required=True, no_log=True),
+        cluster_policy=dict(type="bool", default=False))),
     adopt=dict(type="bool", default=False),
     kinds=dict(type="list", elements="str", choices=list(gp.KINDS), default=list(gp.KINDS)),
 )
@@ -248,6 +297,13 @@ class GuestObjects(Resource):
                                    self.p["gpu_resource"], self.p["mig_resources"], self.p["kueue"])
         if self.p["gpu_operator"]:
             wanted += gp.operator_objects(self.p["gpu_operator"])
+        licensing = self.p["licensing"]
+        if licensing:
+            if licensing["cluster_policy"] and self.p["gpu_operator"] and "ClusterPolicy" in self.p["kinds"]:
+                raise ValueError("the ClusterPolicy's fields come from gpu_operator or from licensing.cluster_policy, "
+                                 "not both in one run")
+            wanted += gp.licensing_objects(licensing["namespace"], licensing["secret_prefix"], licensing["data"],
+                                           licensing["cluster_policy"])
         return [obj for obj in wanted if obj["kind"] in self.p["kinds"]]
 
     def read(self):
@@ -259,9 +315,14 @@ class GuestObjects(Resource):
         self.api = self.api_class(self.p, versions=versions)
         kinds = [k for k in gp.KINDS if k in self.p["kinds"] and (k not in custom or k in versions)]
         namespaces = sorted(set(obj["metadata"]["namespace"] for obj in wanted if obj["kind"] == "ConfigMap"))
-        if not namespaces:
-            return self.api.read([k for k in kinds if k != "ConfigMap"])
-        return self.api.read(kinds, namespaces=namespaces)
+        names = sorted(set(gp.key(obj)[1:] for obj in wanted if obj["kind"] == "Secret"))
+        given = {}
+        if namespaces:
+            given["namespaces"] = namespaces
+        if names:
+            given["names"] = names
+        return self.api.read([k for k in kinds if (k != "ConfigMap" or namespaces) and (k != "Secret" or names)],
+                             **given)
 
     def plan(self, live):
         changes, before, after = [], {}, {}
@@ -285,7 +346,7 @@ class GuestObjects(Resource):
             have = live.get(gp.key(obj))
             with self.doing("write", mine[0].object):
                 if mine[0].action == CREATE:
-                    self.api.create(mine[0].after)
+                    self.api.create(gp.created(obj))
                 elif any(c.action == gp.REPLACE for c in mine):
                     meta = have["metadata"]
                     self.api.delete(kind, name, ns or None, meta.get("uid"), meta.get("resourceVersion"))
@@ -312,7 +373,11 @@ class GuestObjects(Resource):
                 objects.append(gp.object_name(obj))
                 names.append(gp.object_name(obj).split(" ", 1)[1])
         adopted = [name for name in objects if gp.adopting([c for c in plan if c.object == name])]
-        return dict(changes=plan.to_list(), objects=objects, names=names, adopted=adopted)
+        out = dict(changes=plan.to_list(), objects=objects, names=names, adopted=adopted)
+        if self.p["licensing"]:
+            licensing = self.p["licensing"]
+            out["licensing_secret_name"] = "%s-%s" % (licensing["secret_prefix"], gp.secret_hash(licensing["data"]))
+        return out
 
     def _key(self, object_name):
         for obj in self.wanted():

@@ -7,8 +7,8 @@ nothing of Ansible).
 PriorityClasses, Namespaces, ResourceQuotas, ConfigMaps, Kueue's ResourceFlavors, ClusterQueues and LocalQueues and
 the GPU Operator's ClusterPolicy (custom resources, through the dynamic client at the API version the caller names)
 through the fault boundary of ``_k8s.K8sClient``:
-one list per kind (``read``; ConfigMaps one list per namespace asked for), and writes that carry a precondition so that a repeat cannot apply
-twice - a patch names the resourceVersion it was planned from, a delete its uid and resourceVersion.
+one list per kind (``read``; ConfigMaps one list per namespace asked for, Secrets only those asked for by name),
+and writes that carry a precondition so that a repeat cannot apply twice - a patch names the resourceVersion it was planned from, a delete its uid and resourceVersion.
 Creates go once (``call_once``). Errors are ``K8sError``.
 """
 
@@ -43,9 +43,10 @@ class GuestObjectsApi:
     def _items(self, fn):
         return self.k8s.api.sanitize_for_serialization(self.k8s.call(fn)).get("items") or []
 
-    def read(self, kinds, namespaces=()):
+    def read(self, kinds, namespaces=(), names=()):
         """{(kind, namespace, name): object} of every object of `kinds`, one list per kind (ConfigMaps: one list in
-        each of `namespaces`)."""
+        each of `namespaces`; Secrets: each of `names`, ``(namespace, name)``, by a field selector, so that no
+        other Secret's data is read)."""
         lists = {"PriorityClass": self.sched.list_priority_class, "Namespace": self.core.list_namespace,
                  "ResourceQuota": self.core.list_resource_quota_for_all_namespaces}
         out = {}
@@ -57,6 +58,11 @@ class GuestObjectsApi:
                 items = []
                 for ns in sorted(set(namespaces)):
                     items += self._items(lambda ns=ns: self.core.list_namespaced_config_map(ns))
+            elif kind == "Secret":
+                items = []
+                for ns, name in sorted(set(names)):
+                    items += self._items(lambda ns=ns, name=name: self.core.list_namespaced_secret(
+                        ns, field_selector="metadata.name=%s" % name))
             else:
                 items = self._items(lists[kind])
             for obj in items:
@@ -75,6 +81,8 @@ class GuestObjectsApi:
             return self.k8s.call_once(self.core.create_namespace, obj)
         if kind == "ConfigMap":
             return self.k8s.call_once(self.core.create_namespaced_config_map, ns, obj)
+        if kind == "Secret":
+            return self.k8s.call_once(self.core.create_namespaced_secret, ns, obj)
         return self.k8s.call_once(self.core.create_namespaced_resource_quota, ns, obj)
 
     def patch(self, kind, name, namespace, resource_version, body):
@@ -89,6 +97,8 @@ class GuestObjectsApi:
             return self.k8s.call(self.core.patch_namespace, name, body)
         if kind == "ConfigMap":
             return self.k8s.call(self.core.patch_namespaced_config_map, name, namespace, body)
+        if kind == "Secret":
+            return self.k8s.call(self.core.patch_namespaced_secret, name, namespace, body)
         return self.k8s.call(self.core.patch_namespaced_resource_quota, name, namespace, body)
 
     def delete(self, kind, name, namespace, uid, resource_version):

@@ -21,6 +21,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
 import json
 
 try:
@@ -37,10 +38,11 @@ PRIORITY_API = "scheduling.k8s.io/v1"
 KUEUE_KINDS = ("ResourceFlavor", "ClusterQueue", "LocalQueue")
 CLUSTER_POLICY_API = "nvidia.com/v1"
 OPERATOR_KINDS = ("ConfigMap", "ClusterPolicy")
-KINDS = ("PriorityClass", "Namespace", "ResourceQuota") + KUEUE_KINDS + OPERATOR_KINDS
+KINDS = ("PriorityClass", "Namespace", "ResourceQuota") + KUEUE_KINDS + OPERATOR_KINDS + ("Secret",)
 SNAKE = {"PriorityClass": "priority_class", "ResourceQuota": "resource_quota", "Namespace": "namespace",
          "ResourceFlavor": "resource_flavor", "ClusterQueue": "cluster_queue", "LocalQueue": "local_queue",
-         "ConfigMap": "config_map", "ClusterPolicy": "cluster_policy"}
+         "ConfigMap": "config_map", "ClusterPolicy": "cluster_policy", "Secret": "secret"}
+LICENSING_LABEL = {"gpupool.vcf/licensing": "true"}  # nls_licensing's Secrets: those it may prune
 MISSING = "missing"  # an object the collection sets fields of but does not make (the chart's ClusterPolicy) is absent
 NOT_ADOPTED = ("ClusterPolicy",)  # the chart's: the collection sets fields of it, never records it as its own
 
@@ -150,6 +152,34 @@ def operator_objects(op, kinds=OPERATOR_KINDS):
     return [obj for obj in out + [cluster_policy(op)] if obj["kind"] in kinds]
 
 
+def secret_hash(data):
+    """The first 10 hex digits of the sha256 of a Secret's `data` as JSON with sorted keys (the content part of the
+    licensing Secret's name: new content, new name)."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode("utf-8")).hexdigest()[:10]
+
+
+def secret_text(value):
+    """A Secret value as plans, diffs and findings show it: never the value, a short hash of it."""
+    if value is None:
+        return None
+    return "(secret data, sha256 %s)" % hashlib.sha256(str(value).encode("utf-8")).hexdigest()[:12]
+
+
+def licensing_objects(namespace, secret_prefix, data, cluster_policy_fields=False):
+    """The nls_licensing role's objects: the GPU Operator's Namespace (created with the collection's label, labels
+    of a live one left alone), the licensing Secret ``<secret_prefix>-<secret_hash(data)>`` with `data` (base64
+    values: ``gridd.conf``, the client configuration token), and with `cluster_policy_fields` the ClusterPolicy's
+    licensing fields (``driver.licensingConfig``: that Secret, NLS on)."""
+    name = "%s-%s" % (secret_prefix, secret_hash(data))
+    labels = dict(_objects.MANAGED_BY, **LICENSING_LABEL)
+    out = [_objects._manifest("v1", "Namespace", namespace, labels={}),
+           _objects._manifest("v1", "Secret", name, namespace, labels=labels, type="Opaque", data=dict(data))]
+    if cluster_policy_fields:
+        out.append(_objects._manifest(CLUSTER_POLICY_API, "ClusterPolicy", _objects.CLUSTER_POLICY, labels={}, spec={
+            "driver": {"licensingConfig": {"secretName": name, "nlsEnabled": True}}}))
+    return out
+
+
 def wanted_objects(priority_classes, tenants, quota_name="gpu-quota", gpu_resource="nvidia.com/gpu",
                    mig_resources=(), kueue=None):
     """Every object, in the order they are written (classes, then per tenant its Namespace, then its
@@ -168,10 +198,18 @@ def _text(value):
     return None if value is None else str(value)
 
 
+def _created(wanted):
+    out = dict(wanted, metadata=dict(wanted["metadata"], labels=dict(wanted["metadata"].get("labels") or {})))
+    out["metadata"]["labels"].update(_objects.MANAGED_BY)
+    return out
+
+
 def _create(wanted):
-    created = dict(wanted, metadata=dict(wanted["metadata"], labels=dict(wanted["metadata"].get("labels") or {})))
-    created["metadata"]["labels"].update(_objects.MANAGED_BY)
-    return [Change(object_name(wanted), "object", None, created, CREATE)]
+    """A create; a Secret's values shown as secret_text (``created()`` is what is written)."""
+    after = _created(wanted)
+    if wanted["kind"] == "Secret":
+        after["data"] = dict((k, secret_text(v)) for k, v in sorted((after.get("data") or {}).items()))
+    return [Change(object_name(wanted), "object", None, after, CREATE)]
 
 
 def plan_priority_class(live, wanted):
@@ -251,6 +289,21 @@ def plan_config_map(live, wanted):
             for key, value in sorted(wanted["data"].items()) if not _same_data(key, value, data.get(key))]
 
 
+def plan_secret(live, wanted):
+    """Each key of ``data`` the collection writes (compared as base64 text, shown as secret_text), and its labels
+    other than the ownership record (``gpupool.vcf/licensing``: what pruning selects); others' keys stay."""
+    if live is None:
+        return _create(wanted)
+    obj = object_name(wanted)
+    data = live.get("data") or {}
+    have = (live.get("metadata") or {}).get("labels") or {}
+    out = [Change(obj, "data.%s" % key, secret_text(data.get(key)), secret_text(value), UPDATE)
+           for key, value in sorted(wanted["data"].items()) if data.get(key) != value]
+    return out + [Change(obj, "metadata.labels.%s" % key, have.get(key), value, UPDATE)
+                  for key, value in sorted(wanted["metadata"]["labels"].items())
+                  if key not in _objects.MANAGED_BY and _text(have.get(key)) != value]
+
+
 def _leaves(value, path=()):
     """[(path, value)] of a mapping's leaves (lists and scalars; a list is one value)."""
     if isinstance(value, dict) and value:
@@ -281,7 +334,7 @@ def plan_cluster_policy(live, wanted):
 
 PLANS = {"PriorityClass": plan_priority_class, "Namespace": plan_namespace, "ResourceQuota": plan_resource_quota,
          "ResourceFlavor": plan_kueue, "ClusterQueue": plan_kueue, "LocalQueue": plan_kueue,
-         "ConfigMap": plan_config_map, "ClusterPolicy": plan_cluster_policy}
+         "ConfigMap": plan_config_map, "ClusterPolicy": plan_cluster_policy, "Secret": plan_secret}
 
 
 def plan(live, wanted, adopt=False):
@@ -320,8 +373,8 @@ def patch_body(wanted, changes):
             for part in path[:-1]:
                 node = node.setdefault(part, {})
             node[path[-1]] = change.after
-        elif change.field.startswith("data."):
-            body.setdefault("data", {})[change.field[len("data."):]] = change.after
+        elif change.field.startswith("data."):  # what is written, not what is shown (a Secret's secret_text)
+            body.setdefault("data", {})[change.field[len("data."):]] = wanted["data"][change.field[len("data."):]]
         elif change.field.startswith("spec.hard."):
             body.setdefault("spec", {}).setdefault("hard", {})[change.field[len("spec.hard."):]] = change.after
         elif change.field.startswith("spec."):
@@ -333,11 +386,11 @@ def patch_body(wanted, changes):
 
 def created(wanted):
     """`wanted` as it is created: with the collection's label."""
-    return _create(wanted)[0].after
+    return _created(wanted)
 
 
-__all__ = ["KINDS", "KUEUE_KINDS", "MISSING", "OPERATOR_KINDS", "OWNER_FIELD", "REPLACE", "adopting",
-           "builtin_priority_classes", "cluster_policy", "created", "dump_config", "key", "kueue_objects",
-           "object_name", "operator_objects", "owned", "parse_config", "patch_body", "plan", "plan_cluster_policy",
-           "plan_config_map", "plan_kueue", "plan_namespace", "plan_priority_class", "plan_resource_quota",
-           "priority_class", "resource_quotas", "wanted_objects"]
+__all__ = ["KINDS", "KUEUE_KINDS", "LICENSING_LABEL", "MISSING", "OPERATOR_KINDS", "OWNER_FIELD", "REPLACE",
+           "adopting", "builtin_priority_classes", "cluster_policy", "created", "dump_config", "key", "kueue_objects",
+           "licensing_objects", "object_name", "operator_objects", "owned", "parse_config", "patch_body", "plan",
+           "plan_cluster_policy", "plan_config_map", "plan_kueue", "plan_namespace", "plan_priority_class", "plan_resource_quota",
+           "plan_secret", "priority_class", "resource_quotas", "secret_hash", "secret_text", "wanted_objects"]

@@ -45,10 +45,10 @@ class FakeApi:
         assert params["kubeconfig"] == "/k"
         FakeApi.versions = versions
 
-    def read(self, kinds, namespaces=None):
-        FakeApi.calls.append(("read", tuple(kinds)) + ((tuple(namespaces),) if namespaces is not None else ()))
+    def read(self, kinds, namespaces=None, names=None):
+        FakeApi.calls.append(("read", tuple(kinds)) + tuple(tuple(given) for given in (namespaces, names) if given))
         return dict((k, copy.deepcopy(v)) for k, v in FakeApi.store.items() if k[0] in kinds and (
-            k[0] != "ConfigMap" or k[1] in namespaces))
+            k[0] != "ConfigMap" or k[1] in namespaces) and (k[0] != "Secret" or k[1:] in names))
 
     @staticmethod
     def _key(kind, ns, name):
@@ -353,3 +353,52 @@ def test_a_missing_cluster_policy_fails_without_a_write(api):
 def test_gpu_operator_inputs_by_their_names_only(api):
     res = run(priority_classes=[], tenants=[], gpu_operator={"namespace": "x"})
     assert res["failed"] and "gpu_operator role's inputs" in res["msg"] and api.calls == []
+
+
+TOKEN = "Y2xpZW50LWNvbmZpZ3VyYXRpb24tdG9rZW4="  # base64 of a client configuration token
+LICENSING = {"namespace": "gpu-operator", "data": {"gridd.conf": "RmVhdHVyZVR5cGU9MQo=",
+                                                   "client_configuration_token.tok": TOKEN}}
+
+
+def test_licensing_secret_named_by_its_content_never_shown_check_predicts_the_run(api):
+    predicted = run(check=True, priority_classes=[], tenants=[], kinds=["Namespace", "Secret"], licensing=LICENSING)
+    name = predicted["licensing_secret_name"]
+    assert name.startswith("licensing-config-") and len(name) == len("licensing-config-") + 10
+    assert predicted["objects"] == ["namespace gpu-operator", "secret gpu-operator/%s" % name]
+    assert TOKEN not in repr(predicted)  # not in changes, diff or names
+    assert api.calls == [("read", ("Namespace", "Secret"), (("gpu-operator", name),))]
+    first = run(priority_classes=[], tenants=[], kinds=["Namespace", "Secret"], licensing=LICENSING)
+    assert first["changes"] == predicted["changes"] and TOKEN not in repr(first)
+    secret = api.store[("Secret", "gpu-operator", name)]
+    assert secret["data"] == LICENSING["data"] and secret["type"] == "Opaque"
+    assert secret["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "gpupool.vcf", "gpupool.vcf/licensing": "true"}
+    assert api.store[("Namespace", "", "gpu-operator")]["metadata"]["labels"] == {
+        "app.kubernetes.io/managed-by": "gpupool.vcf"}
+    assert not run(priority_classes=[], tenants=[], kinds=["Namespace", "Secret"], licensing=LICENSING)["changed"]
+    # the token edited behind the collection's back: patched back, shown as hashes only
+    secret["data"]["client_configuration_token.tok"] = "b3RoZXI="
+    api.calls = []
+    again = run(priority_classes=[], tenants=[], kinds=["Namespace", "Secret"], licensing=LICENSING)
+    [change] = again["changes"]
+    assert change["field"] == "data.client_configuration_token.tok" and change["after"].startswith("(secret data, sha256 ")
+    assert TOKEN not in repr(again) and "b3RoZXI=" not in repr(again)
+    [patch] = [c for c in api.calls if c[0] == "patch"]
+    assert patch[4]["data"] == {"client_configuration_token.tok": TOKEN}
+    # a new token is a new Secret; the old one is left (pruning is the role's)
+    rotated = dict(LICENSING, data=dict(LICENSING["data"], **{"client_configuration_token.tok": "bmV3"}))
+    second = run(priority_classes=[], tenants=[], kinds=["Namespace", "Secret"], licensing=rotated)
+    assert second["licensing_secret_name"] != name and ("Secret", "gpu-operator", name) in api.store
+
+
+def test_licensing_points_the_cluster_policy_at_the_secret_only_its_licensing_fields(api):
+    chart_cluster_policy(api)
+    res = run(priority_classes=[], tenants=[], kinds=["ClusterPolicy"], licensing=dict(LICENSING, cluster_policy=True))
+    name = res["licensing_secret_name"]
+    assert [(c["field"], c["before"], c["after"]) for c in res["changes"]] == [
+        ("spec.driver.licensingConfig.secretName", "licensing-config-0a", name)]
+    [patch] = [c for c in api.calls if c[0] == "patch"]
+    assert patch[4] == {"spec": {"driver": {"licensingConfig": {"secretName": name}}}}
+    assert api.store[("ClusterPolicy", "", "cluster-policy")]["spec"]["driver"]["version"] == "535.0"
+    both = run(priority_classes=[], tenants=[], kinds=["ClusterPolicy"], gpu_operator=OPERATOR,
+               licensing=dict(LICENSING, cluster_policy=True))
+    assert both["failed"] and "not both" in both["msg"]
