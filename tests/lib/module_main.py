@@ -7,7 +7,7 @@ argument spec, ``required_if`` and ``no_log`` are exercised), ``exit_json`` and 
 Only the client layer (the ``*_api`` classes and readers a module imports) is replaced, never the module's
 own logic."""
 import json
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from unittest import mock
 
 import pytest
@@ -36,10 +36,14 @@ def module_args(args, check_mode=False, diff=False):
     """``args`` as the arguments AnsibleModule reads, with Ansible's internal flags for check and diff mode."""
     payload = dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff, _ansible_verbosity=0,
                    _ansible_remote_tmp="/tmp", _ansible_keep_remote_files=False)
-    with mock.patch.object(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": payload}))), \
-            mock.patch.object(basic, "_ANSIBLE_PROFILE", "legacy"), \
-            mock.patch.object(basic.AnsibleModule, "exit_json", _exit_json), \
-            mock.patch.object(basic.AnsibleModule, "fail_json", _fail_json):
+    with ExitStack() as stack:
+        stack.enter_context(mock.patch.object(basic, "_ANSIBLE_ARGS",
+                                              to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": payload}))))
+        if hasattr(basic, "_ANSIBLE_PROFILE"):
+            # ansible-core 2.19 and later read the serialization profile beside the arguments
+            stack.enter_context(mock.patch.object(basic, "_ANSIBLE_PROFILE", "legacy"))
+        stack.enter_context(mock.patch.object(basic.AnsibleModule, "exit_json", _exit_json))
+        stack.enter_context(mock.patch.object(basic.AnsibleModule, "fail_json", _fail_json))
         yield
 
 
