@@ -8,8 +8,8 @@ PriorityClasses, Namespaces, ResourceQuotas, ConfigMaps, Kueue's ResourceFlavors
 the GPU Operator's ClusterPolicy (custom resources, through the dynamic client at the API version the caller names)
 through the fault boundary of ``_k8s.K8sClient``:
 one list per kind (``read``; ConfigMaps one list per namespace asked for, Secrets only those asked for by name),
-and writes that carry a precondition so that a repeat cannot apply twice - a patch names the resourceVersion it was planned from, a delete its uid and resourceVersion.
-Creates go once (``call_once``). Errors are ``K8sError``.
+and writes that carry a precondition so that a repeat cannot apply twice - a patch names the resourceVersion it
+was planned from, a delete its uid and resourceVersion. Creates go once (``call_once``). Errors are ``K8sError``.
 """
 
 from __future__ import absolute_import, division, print_function

@@ -169,19 +169,7 @@ def audit_guest(derived, nodes=None, namespaces=None, resource_quotas=None, secr
     if cp_spec is not None:
         licensing_secret_in_use = ((cp_spec.get("driver") or {}).get("licensingConfig") or {}).get("secretName") or None
     if secrets is not None and secret_name:
-        present = secrets.get(ns) or []
-        if licensing_secret_in_use:
-            missing = licensing_secret_in_use if licensing_secret_in_use not in present else None
-            what = "the ClusterPolicy names licensing Secret %s, which is not in namespace %s" % (missing, ns)
-        else:
-            found = [n for n in present if licensing_secret_matches(n, secret_name)]
-            missing = None if found else secret_name
-            what = "no licensing Secret %s (or %s-<hash>) is in namespace %s" % (missing, missing, ns)
-        if missing:
-            out.append(finding(
-                "licensing_secret_missing", "secret %s/%s" % (ns, missing),
-                "%s: guest vGPU drivers run unlicensed and are throttled" % what,
-                "create it from a DLS client configuration token (nls_licensing role)"))
+        _licensing_secret(out, ns, secret_name, secrets.get(ns) or [], licensing_secret_in_use)
     if cluster_policy is not None:
         refusal = _objects.missing_guest_driver(op)
         if refusal:
@@ -197,6 +185,25 @@ def audit_guest(derived, nodes=None, namespaces=None, resource_quotas=None, secr
     if culling is not None:
         _culling(out, policy, culling)
     return out
+
+
+def _licensing_secret(out, ns, secret_name, present, in_use):
+    """The licensing Secret's finding: its plan (``_guest_plan.plan_secret``) for the Secret the ClusterPolicy names,
+    else one named as the design says or ``<secret_name>-<hash>``. The audit knows it by name only (its content is
+    the token), so its plan is whether it exists: ``present`` holds the names in namespace `ns`."""
+    if in_use:
+        name = in_use
+        what = "the ClusterPolicy names licensing Secret %s, which is not in namespace %s" % (name, ns)
+    else:
+        found = [n for n in present if licensing_secret_matches(n, secret_name)]
+        name = found[0] if found else secret_name
+        what = "no licensing Secret %s (or %s-<hash>) is in namespace %s" % (name, name, ns)
+    want = _guest_plan.licensing_secret(ns, name, {})
+    if _guest_plan.plan(_live(want, want["metadata"]["labels"]) if name in present else None, want):
+        out.append(finding(
+            "licensing_secret_missing", _guest_plan.object_name(want),
+            "%s: guest vGPU drivers run unlicensed and are throttled" % what,
+            "create it from a DLS client configuration token (nls_licensing role)"))
 
 
 def _guest_nodes(out, derived, nodes):

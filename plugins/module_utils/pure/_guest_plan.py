@@ -165,15 +165,20 @@ def secret_text(value):
     return "(secret data, sha256 %s)" % hashlib.sha256(str(value).encode("utf-8")).hexdigest()[:12]
 
 
+def licensing_secret(namespace, name, data):
+    """The licensing Secret `name` with `data` ({}: a Secret known by its name only, as the audit knows it - the
+    token is not the audit's to read - so that its plan is only whether it exists)."""
+    labels = dict(_objects.MANAGED_BY, **LICENSING_LABEL)
+    return _objects._manifest("v1", "Secret", name, namespace, labels=labels, type="Opaque", data=dict(data))
+
+
 def licensing_objects(namespace, secret_prefix, data, cluster_policy_fields=False):
     """The nls_licensing role's objects: the GPU Operator's Namespace (created with the collection's label, labels
     of a live one left alone), the licensing Secret ``<secret_prefix>-<secret_hash(data)>`` with `data` (base64
     values: ``gridd.conf``, the client configuration token), and with `cluster_policy_fields` the ClusterPolicy's
     licensing fields (``driver.licensingConfig``: that Secret, NLS on)."""
     name = "%s-%s" % (secret_prefix, secret_hash(data))
-    labels = dict(_objects.MANAGED_BY, **LICENSING_LABEL)
-    out = [_objects._manifest("v1", "Namespace", namespace, labels={}),
-           _objects._manifest("v1", "Secret", name, namespace, labels=labels, type="Opaque", data=dict(data))]
+    out = [_objects._manifest("v1", "Namespace", namespace, labels={}), licensing_secret(namespace, name, data)]
     if cluster_policy_fields:
         out.append(_objects._manifest(CLUSTER_POLICY_API, "ClusterPolicy", _objects.CLUSTER_POLICY, labels={}, spec={
             "driver": {"licensingConfig": {"secretName": name, "nlsEnabled": True}}}))
@@ -391,6 +396,6 @@ def created(wanted):
 
 __all__ = ["KINDS", "KUEUE_KINDS", "LICENSING_LABEL", "MISSING", "OPERATOR_KINDS", "OWNER_FIELD", "REPLACE",
            "adopting", "builtin_priority_classes", "cluster_policy", "created", "dump_config", "key", "kueue_objects",
-           "licensing_objects", "object_name", "operator_objects", "owned", "parse_config", "patch_body", "plan",
+           "licensing_objects", "licensing_secret", "object_name", "operator_objects", "owned", "parse_config", "patch_body", "plan",
            "plan_cluster_policy", "plan_config_map", "plan_kueue", "plan_namespace", "plan_priority_class", "plan_resource_quota",
            "plan_secret", "priority_class", "resource_quotas", "secret_hash", "secret_text", "wanted_objects"]

@@ -335,3 +335,46 @@ def test_an_operator_finding_exactly_where_the_plan_has_a_change(pair):
         {"roles": {"gpu_operator": op}}, cluster_policy=dict(exists=key in live, spec=(live.get(key) or {}).get("spec")),
         device_plugin_config=cms["gpupool-device-plugin-config"], dcgm_metrics_config=cms["gpupool-dcgm-metrics"])
     assert set(f["object"] for f in findings) == planned
+
+
+def test_licensing_secret_plan_shows_hashes_never_the_data_and_keeps_others_keys():
+    data = {"gridd.conf": "RmVhdHVyZVR5cGU9MQo=", "client_configuration_token.tok": "dG9rZW4="}
+    ns, secret = gp.licensing_objects("gpu-operator", "licensing-config", data)
+    assert secret["metadata"]["name"] == "licensing-config-%s" % gp.secret_hash(data)
+    assert gp.plan(None, ns)[0].after["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "gpupool.vcf"}
+    [create] = gp.plan(None, secret)
+    assert "dG9rZW4=" not in repr(create) and gp.created(secret)["data"] == data
+    live = live_of(secret)
+    live["data"]["other"] = "eA=="
+    assert gp.plan(live, secret) == []
+    live["data"]["client_configuration_token.tok"] = "b3RoZXI="
+    del live["metadata"]["labels"]["gpupool.vcf/licensing"]
+    changes = gp.plan(live, secret)
+    assert [(c.field, c.after) for c in changes] == [
+        ("data.client_configuration_token.tok", gp.secret_text("dG9rZW4=")), ("metadata.labels.gpupool.vcf/licensing", "true")]
+    assert "b3RoZXI=" not in repr(changes) and "dG9rZW4=" not in repr(changes)
+    assert gp.patch_body(secret, changes) == {"data": {"client_configuration_token.tok": "dG9rZW4="},
+                                              "metadata": {"labels": {"gpupool.vcf/licensing": "true"}}}
+
+
+@st.composite
+def licensing_pairs(draw):
+    """The Secrets of the operator namespace and the name the ClusterPolicy names (or none)."""
+    names = ["licensing-config", "licensing-config-0123456789", "licensing-config-abcdefabcd", "other"]
+    present = sorted(set(draw(st.lists(st.sampled_from(names), max_size=3))))
+    return present, draw(st.sampled_from([None] + names))
+
+
+@settings(settings.get_profile("gpupool-guest-plan"))
+@given(licensing_pairs())
+def test_a_licensing_secret_finding_exactly_where_its_plan_has_a_change(pair):
+    present, in_use = pair
+    found = [n for n in present if _audit_guest.licensing_secret_matches(n, "licensing-config")]
+    name = in_use or (found[0] if found else "licensing-config")
+    want = gp.licensing_secret("gpu-operator", name, {})
+    planned = set([gp.object_name(want)] if gp.plan(live_of(want) if name in present else None, want) else [])
+    spec = None if in_use is None else {"driver": {"licensingConfig": {"secretName": in_use}}}
+    findings = _audit_guest.audit_guest({"roles": {"gpu_operator": {"gpu_operator_licensing_secret_name": "licensing-config"}}},
+                                        secrets={"gpu-operator": present}, licensing_secret_in_use=in_use)
+    assert set(f["object"] for f in findings if f["rule"] == "licensing_secret_missing") == planned
+    assert spec is None or planned == ({"secret gpu-operator/%s" % in_use} if in_use not in present else set())
