@@ -8,11 +8,12 @@ disk, given its mode, then moved over the old one, so a reader sees the old file
 never a part. Secrets and tokens get mode 0600 (set on the temporary file before a byte is written,
 and moved with ``os.replace``, so the file is never readable by others, whatever mode the old one
 had); reports and generated files get 0644, moved with the module's ``atomic_move`` (which also
-keeps an existing file's owner and SELinux context).
+keeps an existing file's owner and SELinux context). The mode given is the file's mode after the
+move, whatever the mover does (``atomic_move`` gives a new file the umask's mode).
 
 :func:`write_report` is the report writer: it compares the new text with the file's, writes only
 when it differs and never in check mode, and returns what changed and what was there before (for
-``--diff``). ``OSError`` propagates: the runner names it ("Unable to write report ...").
+``--diff``). A report it replaces keeps that file's mode (one made 0600 stays 0600). ``OSError`` propagates: the runner names it ("Unable to write report ...").
 """
 
 from __future__ import absolute_import, division, print_function
@@ -20,6 +21,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import stat
 import tempfile
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure
@@ -46,6 +48,8 @@ def atomic_write(path, data, mode, move=None):
             fh.flush()
             os.fsync(fh.fileno())
         (move or os.replace)(tmp, path)
+        if stat.S_IMODE(os.stat(path).st_mode) != mode:
+            os.chmod(path, mode)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -74,12 +78,14 @@ def replaced_text(path, force, what, **result):
 def write_report(module, path, text, mode=REPORT_MODE):
     """(changed, before) of writing the report ``text`` to ``path``: written atomically (``mode``, the module's
     ``atomic_move``) when it differs from the file's text, unless the module runs in check mode, which
-    predicts only. ``before`` is the file's text, None when there was none."""
+    predicts only; a file replaced keeps its own mode. ``before`` is the file's text, None when there was none."""
     path = os.path.abspath(path)
     before = read_text(path)
     if before == text:
         return False, before
     if not module.check_mode:
+        if before is not None:
+            mode = stat.S_IMODE(os.stat(path).st_mode)
         atomic_write(path, text, mode, move=getattr(module, "atomic_move", None))
     return True, before
 

@@ -71,3 +71,46 @@ def test_the_report_writer_compares_predicts_and_writes(tmp_path):
 def test_the_report_writer_lets_os_errors_through(tmp_path):
     with pytest.raises(OSError):
         _files.write_report(Module(), str(tmp_path / "no-such-folder" / "r.md"), "x")
+
+
+def real_module(check_mode=False):
+    """An AnsibleModule as a module run makes it: its own atomic_move (which gives a new file the umask's mode)."""
+    from ansible.module_utils.basic import AnsibleModule
+    from tests.lib.module_main import module_args
+
+    with module_args({}, check_mode=check_mode):
+        return AnsibleModule(argument_spec={}, supports_check_mode=True)
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
+def test_a_new_report_gets_the_report_mode_whatever_the_umask(tmp_path, umask):
+    module = real_module()
+    old = os.umask(umask)
+    try:
+        assert _files.write_report(module, str(tmp_path / "usage.json"), "{}\n") == (True, None)
+    finally:
+        os.umask(old)
+    assert mode(tmp_path / "usage.json") == 0o644
+
+
+@pytest.mark.parametrize("kept", [0o600, 0o640, 0o644])
+@pytest.mark.parametrize("mover", ["ansible", "os.replace"])
+def test_a_replaced_report_keeps_its_mode(tmp_path, kept, mover):
+    path = tmp_path / "chargeback.csv"
+    path.write_text("old\n")
+    os.chmod(str(path), kept)
+    module = real_module() if mover == "ansible" else Module()
+    if mover == "os.replace":
+        module.atomic_move = None  # a writer without the module's mover: os.replace
+    assert _files.write_report(module, str(path), "new\n") == (True, "old\n")
+    assert path.read_text() == "new\n" and mode(path) == kept
+    assert sorted(os.listdir(str(tmp_path))) == ["chargeback.csv"]
+
+
+def test_the_mode_given_is_the_mode_after_a_mover_that_sets_its_own(tmp_path):
+    def loose_move(src, dest):
+        os.replace(src, dest)
+        os.chmod(dest, 0o666)
+
+    _files.atomic_write(str(tmp_path / "r.md"), "x\n", _files.REPORT_MODE, move=loose_move)
+    assert mode(tmp_path / "r.md") == 0o644
