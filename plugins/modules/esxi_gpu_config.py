@@ -317,10 +317,11 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._esxi_shell im
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _direct_path, _esxi
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._direct_path_api import DirectPathApi
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._esxi_config import (
-    host_changes, host_error, host_mig_plan, mig_change, mig_reason, mig_words, needs_profiles, plan_host,
-    scheduler_option, vgpu_mode_changed, vgpu_mode_refusal,
+    host_changes, host_error, host_mig_plan, lockdown_refusal, mig_change, mig_left, mig_left_words, mig_report,
+    mig_words, needs_profiles, plan_host, report_mig, scheduler_option, smi_rows, ssh_prediction, turn_what,
+    vgpu_mode_changed, vgpu_mode_refusal,
 )
-from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_config_api import GpuConfigApi, LOCKDOWN_ON, SSH_SERVICE
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_config_api import GpuConfigApi, SSH_SERVICE
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_config_reader import GpuHosts
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._esxi_inputs import esxi_gpu_config_errors
@@ -442,7 +443,7 @@ class GpuConfig(Resource):
                                               reboot_required=needs_reboot, pending=host["pending"], rebooted=rebooted,
                                               powered_off_vms=[v["name"] for v in host["stuck"]] if self.p["reboot"] and
                                               (needs_reboot or host["mig_changed"]) else [],
-                                              mig=self.mig_report(host), ssh_service=self.ssh_prediction(host),
+                                              mig=mig_report(host), ssh_service=ssh_prediction(host),
                                               impacts=host["impacts"])
             plan.before[name] = dict(graphics=host["current"], nvidia_module_options=host["options"])
             plan.after[name] = dict(graphics=host["desired"], nvidia_module_options=host["new_options"])
@@ -451,42 +452,10 @@ class GpuConfig(Resource):
                 plan.after[name]["mig"] = mig_words(host["mig"]["after"])
         return plan
 
-    def mig_report(self, host):
-        """The host's MIG modes and change in the result (None when MIG mode is not managed)."""
-        mig = host["mig"]
-        if mig is None:
-            return None
-        return dict(before=mig_words(mig["before"]), after=mig_words(mig["after"]), changed=host["mig_changed"],
-                    enabled=mig["enable_all"], disabled=mig["disable_all"], set=mig["set"], reset=mig["reset"],
-                    reason=mig_reason(mig) if host["mig_changed"] else "MIG mode as asked on every GPU")
-
-    def ssh_prediction(self, host):
-        """ssh_service in the result before the run: what the MIG step will do with the service."""
-        if not host["mig_changed"]:
-            return "not used"
-        running = host["ssh_running"]
-        return "not listed by the host" if running is None else "already running" if running else "started and stopped"
-
     def host_mig_plan(self, name, rows):
         """The host's MIG plan (:func:`_esxi_config.host_mig_plan`) from the geometry or the mig_mode options."""
         geometry = None if self.geometry is None else self.geometry.get(name, [])
         return host_mig_plan(rows, geometry, self.mig, self.p["mig_gpu_indexes"])
-
-    def lockdown_refusal(self, item):
-        """Why the host's shell cannot be reached in lockdown mode (None when it can)."""
-        mode = item.get("lockdown")
-        if mode not in LOCKDOWN_ON:
-            return None
-        if item.get("lockdown_error") is not None:
-            return "host %s is in lockdown mode %s and its exception users could not be read (%s)" % (
-                item["name"], mode, item["lockdown_error"])
-        users = item.get("lockdown_exceptions") or []
-        if self.ssh_user in users:
-            return None
-        return ("host %s is in lockdown mode %s: its SSH admits only the lockdown exception users (%s), not %s; "
-                "add %s to the host's exception users (vCenter: the host, Configure > System > Security Profile > "
-                "Lockdown Mode > Exception Users), or run with ssh.user set to a user on the list" % (
-                    item["name"], mode, ", ".join(users) or "none", self.ssh_user, self.ssh_user))
 
     def plan_mig(self, item):
         """The host's MIG plan from the modes vCenter reads (no shell); :class:`_esxi.EsxiError` when it
@@ -499,7 +468,7 @@ class GpuConfig(Resource):
         if changed and not self.p["reboot"] and not in_mm and not self.module.check_mode:
             raise _esxi.EsxiError("MIG mode changes only in maintenance mode (a GPU in use keeps the old mode "
                                   "pending): set reboot=true, or put the host in maintenance mode first")
-        refusal = self.lockdown_refusal(item) if changed and (self.p["ssh"] or not self.module.check_mode) else None
+        refusal = lockdown_refusal(item, self.ssh_user) if changed and (self.p["ssh"] or not self.module.check_mode) else None
         if refusal:
             raise _esxi.EsxiError("%s (MIG mode %s needs the host's shell)" % (refusal, mig_change(mig)))
         return mig
@@ -525,7 +494,7 @@ class GpuConfig(Resource):
                         host["stuck"] = self.hosts.vms_to_power_off(host, self.p["power_off_vgpu_vms"])
                     except _esxi.EsxiError as exc:
                         raise Failure("Unable to reboot host %s for %s: %s. Nothing was changed."
-                                      % (host["name"], self.what(host), exc))
+                                      % (host["name"], turn_what(host), exc))
 
     def result(self, live, plan):
         report = plan.facts["report"]
@@ -574,11 +543,11 @@ class GpuConfig(Resource):
                 except _StepFailed as exc:
                     raise Failure("Unable to set MIG mode on host %s: %s%s (hosts already changed: %s); the host is "
                                   "left in maintenance mode; fix the cause and rerun: a plain rerun resumes"
-                                  % (host["name"], exc, self.mig_left_words(host), ", ".join(done)),
+                                  % (host["name"], exc, mig_left_words(host, SSH_SERVICE), ", ".join(done)),
                                   hosts_changed=done, hosts_in_maintenance=[host["name"]], next_step="fix the cause and rerun",
-                                  **self.mig_left(host))
+                                  **mig_left(host))
             if host["mig_changed"]:
-                self.report_mig(plan.facts["report"][host["name"]], host)
+                report_mig(plan.facts["report"][host["name"]], host)
             if off:
                 self.warnings.extend(self.hosts.power_on_recorded(host, off, self.run_step))
         for name in self.partial.get("hosts_rebooted") or []:  # a MIG mode a GPU kept pending needed one too
@@ -608,13 +577,6 @@ class GpuConfig(Resource):
         with self.doing(doing):
             return func(*args)
 
-    @staticmethod
-    def what(item):
-        """What the host is taken down for, in words."""
-        parts = (["the new scheduler"] if item["options_changed"] or item["pending"] else []) + \
-            (["MIG mode"] if item["mig_changed"] else [])
-        return " and ".join(parts) or "the new scheduler"
-
     def mig_step(self, item):
         """The host's MIG step, in maintenance mode: its SSH service started when it is not running, the
         pending mode of each GPU read with nvidia-smi, ``nvidia-smi -i <i> -mig 1`` / ``-mig 0`` on the GPUs
@@ -625,7 +587,7 @@ class GpuConfig(Resource):
         self.open_shell(item)
         try:
             try:
-                rows, smi = self.smi_rows(item)
+                rows, smi = smi_rows(self.shell.mig_modes(name), item["mig_rows"])
                 mig = self.host_mig_plan(name, rows)
             except (ShellError, _esxi.EsxiError) as exc:
                 raise _StepFailed("read MIG mode with nvidia-smi: %s" % exc, True)
@@ -637,7 +599,7 @@ class GpuConfig(Resource):
                         raise _StepFailed("set MIG mode with nvidia-smi: %s" % exc, True)
                     item["mig_set"].append((index, on))
             try:
-                back = self.host_mig_plan(name, self.smi_rows(item)[0])
+                back = self.host_mig_plan(name, smi_rows(self.shell.mig_modes(name), item["mig_rows"])[0])
             except (ShellError, _esxi.EsxiError) as exc:
                 raise _StepFailed("read MIG mode back: %s" % exc, True)
             if back["set"]:
@@ -645,22 +607,6 @@ class GpuConfig(Resource):
             return not back["reset"]
         finally:
             self.close_shell(item)
-
-    def smi_rows(self, item):
-        """nvidia-smi's rows of the host with the GPUs numbered as vCenter's read numbers them (PCI address
-        order, as the geometry's indexes are), and {that index: nvidia-smi's own index} for its commands;
-        matched by PCI address, so the two agree even where nvidia-smi would number the GPUs otherwise."""
-        rows = self.shell.mig_modes(item["name"])
-        by_pci = dict((r["pci_id"].lower(), r["index"]) for r in item["mig_rows"])
-        out, smi = [], {}
-        for row in rows:
-            pci = row["pci_id"].lower()[-12:]  # nvidia-smi: 00000000:3B:00.0, vSphere: 0000:3b:00.0
-            index = by_pci.get(pci)
-            if index is None:
-                return rows, dict((r["index"], r["index"]) for r in rows)  # not matched: nvidia-smi's numbers
-            out.append(dict(row, index=index))
-            smi[index] = row["index"]
-        return sorted(out, key=lambda r: r["index"]), smi
 
     def open_shell(self, item):
         """The host's SSH service running before the first command (started when it was not)."""
@@ -705,22 +651,6 @@ class GpuConfig(Resource):
         if mig["reset"]:
             raise _StepFailed("MIG mode still %s after the reboot" % mig_change(mig), True)
 
-    def mig_left(self, item):
-        """What a failed MIG step left: the SSH service and the MIG modes nvidia-smi set (result keys)."""
-        return dict(ssh_service=item.get("ssh_service", "not used"),
-                    mig_set=dict((str(i), _esxi.mig_word(on)) for i, on in item.get("mig_set") or []))
-
-    def mig_left_words(self, item):
-        left = self.mig_left(item)
-        return "; SSH service %s: %s; MIG mode set so far: %s (a plain rerun resumes)" % (
-            SSH_SERVICE, left["ssh_service"], ", ".join("GPU %s %s" % kv for kv in sorted(left["mig_set"].items())) or "none")
-
-    @staticmethod
-    def report_mig(report, item):
-        """The result of a host whose MIG step ran: the service, what nvidia-smi set."""
-        report["ssh_service"] = item.get("ssh_service", "not used")
-        report["mig"]["set"] = sorted(i for i, _on in item.get("mig_set") or [])
-
     def reboot(self, item, off):
         """The VMs that cannot move powered off (recorded), maintenance mode, MIG mode set, reboot (when
         needed), MIG mode verified, and out of maintenance mode unless the host was in it before the
@@ -745,14 +675,14 @@ class GpuConfig(Resource):
         except (VsphereError, _StepFailed) as exc:
             left = entered or was_in_mm or isinstance(exc, _StepFailed)
             names = [v["name"] for v in off]
-            extra = self.mig_left(item) if item["mig_changed"] else {}
+            extra = mig_left(item) if item["mig_changed"] else {}
             raise Failure("Unable to %s host %s for %s: %s%s%s%s; fix the cause and rerun with "
                           "reboot=true: the owed reboot and the VMs powered off are remembered "
                           "on the host" % (
-                              "reboot" if not item["mig_changed"] else "take down", item["name"], self.what(item),
+                              "reboot" if not item["mig_changed"] else "take down", item["name"], turn_what(item),
                               exc, "; the host is left in maintenance mode" if left else "",
                               "; VMs left powered off: %s" % ", ".join(names) if names else "",
-                              self.mig_left_words(item) if item["mig_changed"] else ""),
+                              mig_left_words(item, SSH_SERVICE) if item["mig_changed"] else ""),
                           host_left_in_maintenance=left, hosts_in_maintenance=[item["name"]] if left else [],
                           vms_powered_off=names, next_step="fix the cause and rerun with reboot=true", **extra)
 

@@ -268,7 +268,90 @@ def plan_host(item, params, sched, mig, direct):
                 options_changed=new_options is not None and new_options != (options or "")), None
 
 
-__all__ = ["busy_gpus", "direct_path_modes_view", "gpu_list", "graphics_view", "host_changes", "host_error",
-           "host_mig_plan", "mig_change", "mig_reason", "mig_words", "needs_profiles", "other_graphics_changed",
-           "plan_host", "predict_impacts", "rest_modes", "scheduler_option", "vgpu_mode_changed",
-           "vgpu_mode_refusal", "vgpu_modes_view"]
+def mig_report(host):
+    """The host's MIG modes and change in the result (None when MIG mode is not managed)."""
+    mig = host["mig"]
+    if mig is None:
+        return None
+    return dict(before=mig_words(mig["before"]), after=mig_words(mig["after"]), changed=host["mig_changed"],
+                enabled=mig["enable_all"], disabled=mig["disable_all"], set=mig["set"], reset=mig["reset"],
+                reason=mig_reason(mig) if host["mig_changed"] else "MIG mode as asked on every GPU")
+
+
+def ssh_prediction(host):
+    """ssh_service in the result before the run: what the MIG step will do with the service."""
+    if not host["mig_changed"]:
+        return "not used"
+    running = host["ssh_running"]
+    return "not listed by the host" if running is None else "already running" if running else "started and stopped"
+
+
+# HostLockdownMode values that limit SSH to the exception users
+LOCKDOWN_ON = ("lockdownNormal", "lockdownStrict")
+
+
+def lockdown_refusal(item, ssh_user):
+    """Why the host's shell cannot be reached by ``ssh_user`` in lockdown mode (None when it can)."""
+    mode = item.get("lockdown")
+    if mode not in LOCKDOWN_ON:
+        return None
+    if item.get("lockdown_error") is not None:
+        return "host %s is in lockdown mode %s and its exception users could not be read (%s)" % (
+            item["name"], mode, item["lockdown_error"])
+    users = item.get("lockdown_exceptions") or []
+    if ssh_user in users:
+        return None
+    return ("host %s is in lockdown mode %s: its SSH admits only the lockdown exception users (%s), not %s; "
+            "add %s to the host's exception users (vCenter: the host, Configure > System > Security Profile > "
+            "Lockdown Mode > Exception Users), or run with ssh.user set to a user on the list" % (
+                item["name"], mode, ", ".join(users) or "none", ssh_user, ssh_user))
+
+
+def turn_what(item):
+    """What the host is taken down for, in words."""
+    parts = (["the new scheduler"] if item["options_changed"] or item["pending"] else []) + \
+        (["MIG mode"] if item["mig_changed"] else [])
+    return " and ".join(parts) or "the new scheduler"
+
+
+def smi_rows(rows, vsphere_rows):
+    """nvidia-smi's ``rows`` of a host with the GPUs numbered as vCenter's read (``vsphere_rows``) numbers them
+    (PCI address order, as the geometry's indexes are), and {that index: nvidia-smi's own index} for its
+    commands; matched by PCI address, so the two agree even where nvidia-smi would number the GPUs otherwise.
+    A GPU vCenter does not list: nvidia-smi's rows and numbers as they are."""
+    by_pci = dict((r["pci_id"].lower(), r["index"]) for r in vsphere_rows)
+    out, smi = [], {}
+    for row in rows:
+        pci = row["pci_id"].lower()[-12:]  # nvidia-smi: 00000000:3B:00.0, vSphere: 0000:3b:00.0
+        index = by_pci.get(pci)
+        if index is None:
+            return rows, dict((r["index"], r["index"]) for r in rows)
+        out.append(dict(row, index=index))
+        smi[index] = row["index"]
+    return sorted(out, key=lambda r: r["index"]), smi
+
+
+def mig_left(item):
+    """What a failed MIG step left: the SSH service and the MIG modes nvidia-smi set (result keys)."""
+    return dict(ssh_service=item.get("ssh_service", "not used"),
+                mig_set=dict((str(i), _esxi.mig_word(on)) for i, on in item.get("mig_set") or []))
+
+
+def mig_left_words(item, service):
+    """:func:`mig_left` in words, ``service`` the name of the host's SSH service."""
+    left = mig_left(item)
+    return "; SSH service %s: %s; MIG mode set so far: %s (a plain rerun resumes)" % (
+        service, left["ssh_service"], ", ".join("GPU %s %s" % kv for kv in sorted(left["mig_set"].items())) or "none")
+
+
+def report_mig(report, item):
+    """The result of a host whose MIG step ran: the service, what nvidia-smi set."""
+    report["ssh_service"] = item.get("ssh_service", "not used")
+    report["mig"]["set"] = sorted(i for i, _on in item.get("mig_set") or [])
+
+
+__all__ = ["LOCKDOWN_ON", "busy_gpus", "direct_path_modes_view", "gpu_list", "graphics_view", "host_changes",
+           "host_error", "host_mig_plan", "lockdown_refusal", "mig_change", "mig_left", "mig_left_words", "mig_reason",
+           "mig_report", "mig_words", "needs_profiles", "other_graphics_changed", "plan_host", "predict_impacts",
+           "report_mig", "rest_modes", "scheduler_option", "smi_rows", "ssh_prediction", "turn_what",
+           "vgpu_mode_changed", "vgpu_mode_refusal", "vgpu_modes_view"]

@@ -20,6 +20,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi, _nvidia
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._esxi_config import LOCKDOWN_ON
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._esxi_host import HostOps
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_inventory import HOST_STATE_PROPERTIES, is_nvidia_gpu
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import vim
@@ -40,8 +41,6 @@ HOST_PROPERTIES = HOST_STATE_PROPERTIES + [
 MIG_VGPU_MODE = "multiInstanceGpu"
 # the ESXi shell's SSH service (HostServiceInfo key)
 SSH_SERVICE = "TSM-SSH"
-# HostLockdownMode values that limit SSH to the exception users
-LOCKDOWN_ON = ("lockdownNormal", "lockdownStrict")
 
 
 def _mig_capable(pci):
@@ -100,30 +99,32 @@ class GpuConfigApi:
         """The configured nvidia module option string; None when the module is absent."""
         return self.ops.nvidia_module_options(host.obj)
 
-    def profiles_by_gpu(self, host):
-        """{pci: [vGPU profiles of the powered-on VMs placed on that GPU]}."""
-        placed = {}
-        refs = []
-        for info in host.get("config.graphicsInfo") or []:
-            placed[info.pciId] = list(info.vm or [])
-            refs.extend(info.vm or [])
-        if not refs:
-            return {}
-        profiles = {}
-        for vm in self.client.retrieve_objects(refs, ["config.hardware.device"]):
-            profiles[vm.moid] = [d.backing.vgpu for d in vm.get("config.hardware.device") or []
-                                 if getattr(getattr(d, "backing", None), "vgpu", None)]
-        return dict((pci, [p for ref in vms for p in profiles.get(ref._moId, [])]) for pci, vms in placed.items())
+    def _placed(self, hosts, properties):
+        """({host name: {pci: [refs of the powered-on VMs placed on that GPU]}} from ``config.graphicsInfo[].vm``,
+        {VM moid: ObjectProps of ``properties``}) of the hosts: one retrieval of every such VM of them all."""
+        placed = dict((h["name"], dict((info.pciId, list(info.vm or [])) for info in h.get("config.graphicsInfo") or []))
+                      for h in hosts)
+        refs = [ref for gpus in placed.values() for vms in gpus.values() for ref in vms]
+        props = dict((vm.moid, vm) for vm in self.client.retrieve_objects(refs, properties)) if refs else {}
+        return placed, props
 
-    def vms_by_gpu(self, host):
-        """{pci: [names of the powered-on VMs vSphere placed on that GPU]} (``config.graphicsInfo[].vm``), in one
-        retrieval of the VMs' names; GPUs without such a VM are left out."""
-        placed = dict((info.pciId, list(info.vm or [])) for info in host.get("config.graphicsInfo") or [] if info.vm)
-        refs = [ref for vms in placed.values() for ref in vms]
-        if not refs:
-            return {}
-        names = dict((vm.moid, vm.get("name")) for vm in self.client.retrieve_objects(refs, ["name"]))
-        return dict((pci, sorted(names.get(ref._moId) or ref._moId for ref in vms)) for pci, vms in placed.items())
+    def profiles_by_gpu_of(self, hosts):
+        """{host name: {pci: [vGPU profiles of the powered-on VMs placed on that GPU]}} of the hosts, in one
+        retrieval of the VMs' devices; a host without such a VM maps to {}."""
+        placed, vms = self._placed(hosts, ["config.hardware.device"])
+        profiles = dict((moid, [d.backing.vgpu for d in vm.get("config.hardware.device") or []
+                                if getattr(getattr(d, "backing", None), "vgpu", None)]) for moid, vm in vms.items())
+        return dict((name, dict((pci, [p for ref in refs for p in profiles.get(ref._moId, [])])
+                                for pci, refs in gpus.items()) if any(gpus.values()) else {})
+                    for name, gpus in placed.items())
+
+    def vms_by_gpu_of(self, hosts):
+        """{host name: {pci: [names of the powered-on VMs vSphere placed on that GPU]}} of the hosts
+        (``config.graphicsInfo[].vm``), in one retrieval of the VMs' names; GPUs without such a VM are left out."""
+        placed, vms = self._placed(hosts, ["name"])
+        return dict((name, dict((pci, sorted((vms[ref._moId].get("name") if ref._moId in vms else None) or ref._moId
+                                             for ref in refs)) for pci, refs in gpus.items() if refs))
+                    for name, gpus in placed.items())
 
     def mig_rows(self, host):
         """:func:`mig_rows` of the host (read in the hosts' one retrieval)."""

@@ -18,12 +18,13 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._esxi_config import (
+    LOCKDOWN_ON,
     direct_path_modes_view,
     graphics_view,
     vgpu_modes_view,
 )
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._esxi_host import gpu_pci_ids
-from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_config_api import LOCKDOWN_ON, ssh_running
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_config_api import ssh_running
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError
 
 
@@ -41,12 +42,19 @@ class GpuHosts:
         """One record per host of the cluster (or the one host), sorted by name. ``vgpu_mode``: the vGPU
         modes and the VMs on each GPU are read; ``scheduler``: the nvidia module options (``profiles``: and
         the vGPU profiles placed on each GPU); ``left_off``: the VMs an earlier reboot left powered off;
-        ``mig``: the MIG rows, the SSH service and the lockdown mode."""
+        ``mig``: the MIG rows, the SSH service and the lockdown mode. The VMs on the GPUs of every host are
+        read in one retrieval for all hosts (one for their names, one for their profiles)."""
         hosts = self.api.hosts(host=host, cluster=cluster)
         graphics = self.api.graphics_configs(hosts)
-        return [self.read_host(h, graphics, vgpu_mode, scheduler, profiles, left_off, mig) for h in hosts]
+        out = [self.read_host(h, graphics, scheduler, left_off, mig) for h in hosts]
+        gpu_hosts = [item for item in out if item["pcis"] and item["connected"]]
+        if vgpu_mode:
+            self.read_vgpu_modes([item for item in gpu_hosts if item["current"] is not None])
+        if profiles:
+            self.read_profiles([item for item in gpu_hosts if item.get("options") is not None])
+        return out
 
-    def read_host(self, host, graphics, vgpu_mode, scheduler, profiles, left_off, mig):
+    def read_host(self, host, graphics, scheduler, left_off, mig):
         pcis = gpu_pci_ids(host.get("hardware.pciDevice"))
         state = str(host.get("runtime.connectionState"))
         out = dict(host=host, name=host["name"], pcis=pcis, connected=state == "connected", connection_state=state,
@@ -55,22 +63,9 @@ class GpuHosts:
         if not pcis or not out["connected"]:
             return out
         out["current"] = graphics_view(graphics.get(host["configManager.graphicsManager"]._moId))
-        if vgpu_mode and out["current"] is not None:
-            # the mode each GPU runs now, as vCenter reads it (multiInstanceGpu on a GPU in MIG mode)
-            out["current"]["vgpu_modes"] = vgpu_modes_view(host, pcis)
-            try:
-                out["vms_on_gpu"] = self.api.vms_by_gpu(host)
-                if self.direct is not None:
-                    out["devices"] = self.direct.devices(host.obj._moId)
-                    out["current"]["vgpu_modes"] = direct_path_modes_view(out["current"]["vgpu_modes"], out["devices"],
-                                                                          pcis)
-            except VsphereError as exc:
-                out["error"] = exc
         try:
             if scheduler:
                 out["options"] = self.api.nvidia_module_options(host)
-                if out["options"] is not None and profiles:
-                    out["profiles"] = self.api.profiles_by_gpu(host)
         except VsphereError as exc:
             out["error"] = exc
         try:
@@ -83,6 +78,41 @@ class GpuHosts:
         if mig:
             self.read_mig(out)
         return out
+
+    def read_vgpu_modes(self, items):
+        """The mode each GPU runs now, as vCenter reads it (multiInstanceGpu on a GPU in MIG mode), and the VMs
+        on each GPU (one retrieval for all hosts); on vSphere 9.1+ the modes of direct-path-devices (one GET per
+        host). An error is kept in the hosts' records."""
+        for item in items:
+            item["current"]["vgpu_modes"] = vgpu_modes_view(item["host"], item["pcis"])
+        try:
+            vms = self.api.vms_by_gpu_of([item["host"] for item in items]) if items else {}
+        except VsphereError as exc:
+            for item in items:
+                item["error"] = exc
+            return
+        for item in items:
+            item["vms_on_gpu"] = vms.get(item["name"]) or {}
+            if self.direct is None:
+                continue
+            try:
+                item["devices"] = self.direct.devices(item["host"].obj._moId)
+                item["current"]["vgpu_modes"] = direct_path_modes_view(item["current"]["vgpu_modes"], item["devices"],
+                                                                       item["pcis"])
+            except VsphereError as exc:
+                item["error"] = exc
+
+    def read_profiles(self, items):
+        """The vGPU profiles placed on each GPU of the hosts (one retrieval for all); an error is kept in the
+        hosts' records."""
+        try:
+            profiles = self.api.profiles_by_gpu_of([item["host"] for item in items]) if items else {}
+        except VsphereError as exc:
+            for item in items:
+                item["error"] = exc
+            return
+        for item in items:
+            item["profiles"] = profiles.get(item["name"]) or {}
 
     def read_mig(self, out):
         """The current MIG mode of each GPU as vCenter reads it (no shell), the SSH service, the lockdown mode

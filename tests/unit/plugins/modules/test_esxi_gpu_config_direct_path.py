@@ -68,8 +68,8 @@ class FakeGpuApi:
         types = [Obj(deviceId=p, graphicsType="sharedDirect") for p in PCIS]
         return {"gm-1": Obj(hostDefaultGraphicsType="sharedDirect", sharedPassthruAssignmentPolicy="performance", deviceType=types)}
 
-    def vms_by_gpu(self, host):
-        return dict((p, v) for p, v in World.vms.items() if v)
+    def vms_by_gpu_of(self, hosts):
+        return dict((h["name"], dict((p, v) for p, v in World.vms.items() if v)) for h in hosts)
 
     def update_graphics(self, host, desired, vgpu_modes=True):
         World.calls.append(("UpdateGraphicsConfig", vgpu_modes))

@@ -342,8 +342,8 @@ class FakeGpuApi:
     def nvidia_module_options(self, host):
         return FakeGpuApi.options
 
-    def profiles_by_gpu(self, host):
-        return {"0000:3b:00.0": ["nvidia_h100-10c", "nvidia_h100-20c"]}
+    def profiles_by_gpu_of(self, hosts):
+        return dict((h["name"], {"0000:3b:00.0": ["nvidia_h100-10c", "nvidia_h100-20c"]}) for h in hosts)
 
     def update_graphics(self, host, desired):
         self.calls.append(("graphics", host["name"], desired["default_type"]))

@@ -55,3 +55,35 @@ def test_host_changes_are_changes_of_the_one_plan_type():
     assert [(c.field, c.action) for c in out] == [("graphics", "update"), ("nvidia_module_options", "update"),
                                                   ("vms_powered_off", "power_on")]
     assert out[2] == Change("host esx-01", "vms_powered_off", ["vm-a"], [], "power_on")
+
+
+def test_smi_rows_numbers_the_gpus_as_vcenter_does_and_keeps_nvidia_smis_own_for_its_commands():
+    vsphere = [dict(index=0, pci_id="0000:3b:00.0"), dict(index=1, pci_id="0000:5e:00.0")]
+    smi = [dict(index=0, pci_id="00000000:5E:00.0", current=True, pending=True),
+           dict(index=1, pci_id="00000000:3B:00.0", current=False, pending=False)]
+    rows, commands = cfg.smi_rows(smi, vsphere)
+    assert [(r["index"], r["current"]) for r in rows] == [(0, False), (1, True)] and commands == {0: 1, 1: 0}
+    # a GPU vCenter does not list: nvidia-smi's own numbers
+    rows, commands = cfg.smi_rows(smi, vsphere[:1])
+    assert rows == smi and commands == {0: 0, 1: 1}
+
+
+def test_lockdown_refusal_names_the_mode_the_users_and_the_way_out():
+    item = dict(name="esx-01", lockdown="lockdownNormal", lockdown_exceptions=["svc"])
+    assert cfg.lockdown_refusal(item, "svc") is None
+    assert cfg.lockdown_refusal(dict(item, lockdown="lockdownDisabled"), "root") is None
+    words = cfg.lockdown_refusal(item, "root")
+    assert "lockdown mode lockdownNormal" in words and "(svc), not root" in words and "ssh.user" in words
+    unread = cfg.lockdown_refusal(dict(item, lockdown_error="NoPermission"), "svc")
+    assert "could not be read (NoPermission)" in unread
+
+
+def test_what_a_host_goes_down_for_and_what_a_failed_mig_step_left():
+    assert cfg.turn_what(dict(options_changed=True, pending=[], mig_changed=True)) == "the new scheduler and MIG mode"
+    assert cfg.turn_what(dict(options_changed=False, pending=[], mig_changed=True)) == "MIG mode"
+    item = dict(ssh_service="started and left running", mig_set=[(1, True)])
+    assert cfg.mig_left(item) == dict(ssh_service="started and left running", mig_set={"1": "enabled"})
+    assert cfg.mig_left_words(item, "TSM-SSH") == ("; SSH service TSM-SSH: started and left running; MIG mode set "
+                                                   "so far: GPU 1 enabled (a plain rerun resumes)")
+    assert cfg.ssh_prediction(dict(mig_changed=True, ssh_running=None)) == "not listed by the host"
+    assert cfg.ssh_prediction(dict(mig_changed=False, ssh_running=True)) == "not used"

@@ -4,6 +4,7 @@ writes reach the host's handle."""
 import pytest
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere import _gpu_config_reader
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_config_api import GpuConfigApi
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_config_reader import GpuHosts
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError
 
@@ -62,9 +63,9 @@ class Api:
         return {"gm-1": Obj(hostDefaultGraphicsType="shared", sharedPassthruAssignmentPolicy="performance",
                             deviceType=types)}
 
-    def vms_by_gpu(self, host):
-        self.calls.append(("vms", host["name"]))
-        return {PCIS[0]: ["vm-1"]}
+    def vms_by_gpu_of(self, hosts):
+        self.calls.append(("vms", [h["name"] for h in hosts]))
+        return dict((h["name"], {PCIS[0]: ["vm-1"]}) for h in hosts)
 
     def nvidia_module_options(self, host):
         self.calls.append(("options", host["name"]))
@@ -72,9 +73,9 @@ class Api:
             raise VsphereError("QueryConfiguredModuleOptionString: NoPermission")
         return "NVreg_RegistryDwords=RmPVMRL=0x00030001"
 
-    def profiles_by_gpu(self, host):
-        self.calls.append(("profiles", host["name"]))
-        return {PCIS[0]: ["nvidia_h100-10c"]}
+    def profiles_by_gpu_of(self, hosts):
+        self.calls.append(("profiles", [h["name"] for h in hosts]))
+        return dict((h["name"], {PCIS[0]: ["nvidia_h100-10c"]}) for h in hosts)
 
     def mig_rows(self, host):
         return [dict(index=i, pci_id=p, current=False, pending=False, supported=True) for i, p in enumerate(PCIS)]
@@ -124,7 +125,7 @@ def test_every_part_read_when_asked(api):
 def test_a_part_that_cannot_be_read_is_kept_for_the_plan(api):
     api.fail = "options"
     one = GpuHosts(api).read(host="esx-01", scheduler=True, profiles=True)[0]
-    assert "NoPermission" in str(one["error"]) and ("profiles", "esx-01") not in api.calls
+    assert "NoPermission" in str(one["error"]) and not [c for c in api.calls if c[0] == "profiles"]
     api.fail = "lockdown"
     one = GpuHosts(api).read(host="esx-01", mig=True)[0]
     assert "QueryLockdownExceptions" in str(one["lockdown_error"]) and "lockdown_exceptions" not in one
@@ -138,3 +139,48 @@ def test_geometry_positions_and_writes(api):
     assert hosts.geometry_names([], one_host=True) == []
     hosts.update_graphics(items[0], {}, vgpu_modes=False)
     assert api.calls[-1] == ("UpdateGraphicsConfig", "esx-01", False)
+
+
+def test_the_vms_on_the_gpus_of_every_host_in_one_retrieval_each(api):
+    GpuHosts(api).read(cluster="c1", vgpu_mode=True, scheduler=True, profiles=True)
+    # esx-02 is not connected, mgmt-01 has no GPU: neither is asked about
+    assert [c for c in api.calls if c[0] in ("vms", "profiles")] == [("vms", ["esx-01"]), ("profiles", ["esx-01"])]
+
+
+class Ref:
+    def __init__(self, moid):
+        self._moId = moid  # pylint: disable=invalid-name
+
+
+class Props(dict):
+    def __init__(self, moid, **props):
+        dict.__init__(self, props)
+        self.moid = moid
+
+
+class Client:
+    """retrieve_objects over the VMs placed on the GPUs: each call recorded."""
+
+    def __init__(self):
+        self.calls = []
+
+    def retrieve_objects(self, refs, properties):
+        self.calls.append(([r._moId for r in refs], properties))
+        vgpu = dict(vm1="nvidia_h100-10c", vm2="nvidia_h100-20c")
+        return [Props(r._moId, **{"name": "name-" + r._moId,
+                                  "config.hardware.device": [Obj(backing=Obj(vgpu=vgpu[r._moId]))]}) for r in refs]
+
+
+def test_the_api_reads_the_vms_of_all_hosts_in_one_retrieval():
+    client = Client()
+    gpu_api = GpuConfigApi(client)
+    hosts = [Host({"name": "esx-01", "config.graphicsInfo": [Obj(pciId=PCIS[0], vm=[Ref("vm1")]),
+                                                             Obj(pciId=PCIS[1], vm=[])]}),
+             Host({"name": "esx-02", "config.graphicsInfo": [Obj(pciId=PCIS[0], vm=[Ref("vm2")])]}),
+             Host({"name": "esx-03", "config.graphicsInfo": [Obj(pciId=PCIS[0], vm=[])]})]
+    assert gpu_api.vms_by_gpu_of(hosts) == {"esx-01": {PCIS[0]: ["name-vm1"]}, "esx-02": {PCIS[0]: ["name-vm2"]},
+                                            "esx-03": {}}
+    assert gpu_api.profiles_by_gpu_of(hosts) == {"esx-01": {PCIS[0]: ["nvidia_h100-10c"], PCIS[1]: []},
+                                                 "esx-02": {PCIS[0]: ["nvidia_h100-20c"]}, "esx-03": {}}
+    assert client.calls == [(["vm1", "vm2"], ["name"]), (["vm1", "vm2"], ["config.hardware.device"])]
+    assert gpu_api.vms_by_gpu_of(hosts[2:]) == {"esx-03": {}} and len(client.calls) == 2
