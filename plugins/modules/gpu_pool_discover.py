@@ -137,7 +137,7 @@ import os
 from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_reader import (
-    LinkError, k8s_client, read_guest_design, read_vks)
+    LINK_FAILURES, LinkError, k8s_client, read_guest_design, read_vks)
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sError, request_argument_spec, request_timeout_error
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._library import K8S_IMPORT_ERROR
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _discover
@@ -236,7 +236,7 @@ class DiscoveredDesign(Resource):
             read(design, notes)
         except (LinkError, K8sError) as exc:
             unread[link] = to_native(exc)
-        except Exception as exc:  # kubeconfig errors, API errors of the kubernetes client
+        except LINK_FAILURES as exc:  # kubeconfig, API and socket errors of the kubernetes client; a bug goes on
             unread[link] = "%s: %s" % (type(exc).__name__, to_native(exc))
 
     def read_guest(self, design, notes):

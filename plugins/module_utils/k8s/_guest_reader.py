@@ -19,8 +19,10 @@ import json
 try:
     import yaml
     HAS_YAML = True
+    YAML_ERRORS = (yaml.YAMLError,)
 except ImportError:  # pragma: no cover - ansible-core ships PyYAML
     HAS_YAML = False
+    YAML_ERRORS = ()
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_guest, _guest_plan
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import DEFAULT_REQUEST_TIMEOUT, K8sClient, K8sError
@@ -34,6 +36,28 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._vks_api import Vk
 
 class LinkError(ClientError):
     """A link could not be read."""
+
+
+def _link_failures():
+    """The failures of a Kubernetes link itself: the collection's client errors, the kubernetes client's API and
+    kubeconfig errors, urllib3's and the socket's (OSError: refused, reset, timed out, a file that cannot be read).
+    A bug of the collection's own code (AttributeError, KeyError, TypeError ...) is none of them."""
+    found = [ClientError, OSError]
+    try:
+        from kubernetes.client.exceptions import ApiException  # not ApiTypeError: a wrong call is a bug
+        from kubernetes.config.config_exception import ConfigException
+        found.extend((ApiException, ConfigException))
+    except ImportError:  # without the library no call reaches its errors
+        pass
+    try:
+        from urllib3.exceptions import HTTPError
+        found.append(HTTPError)
+    except ImportError:
+        pass
+    return tuple(found)
+
+
+LINK_FAILURES = _link_failures()
 
 
 def k8s_client(kubeconfig, context, request_timeout=DEFAULT_REQUEST_TIMEOUT):
@@ -99,7 +123,7 @@ def _yaml_data(data):
     for key, text in (data or {}).items():
         try:
             out[key] = yaml.safe_load(text) if HAS_YAML else json.loads(text)
-        except Exception:  # yaml.YAMLError or ValueError: compared as text, so it differs
+        except (ValueError,) + YAML_ERRORS:  # text that does not parse: compared as text, so it differs
             out[key] = text
     return out
 

@@ -24,7 +24,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._errors import Cl
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure
 from ansible_collections.gpupool.vcf.plugins.module_utils.dls._reader import read_dls
 from ansible_collections.gpupool.vcf.plugins.module_utils.dls._token import read_token
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_reader import LinkError, k8s_client, read_guest
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_reader import LINK_FAILURES, LinkError, k8s_client, read_guest
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_reader import read_vks, _read
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._library import HAS_KUBERNETES
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._node_reader import read_nodes
@@ -95,9 +95,9 @@ def read_link(module, link, derived):
         return _read_link(module, link, derived)
     except (ClientError, Failure):
         raise
-    except Exception as exc:  # pylint: disable=broad-except; kubeconfig and API errors of the kubernetes client
+    except LINK_FAILURES as exc:  # kubeconfig, API and socket errors of the kubernetes client; a bug goes on
         if link in K8S_LINKS:
-            raise LinkError(str(exc))
+            raise LinkError("%s: %s" % (type(exc).__name__, exc))
         raise
 
 

@@ -7,6 +7,9 @@ import json
 import pathlib
 
 import pytest
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+from urllib3.exceptions import MaxRetryError
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_reader import LinkError
 from ansible_collections.gpupool.vcf.plugins.modules import gpu_pool_capture
@@ -139,3 +142,39 @@ def test_capture_check_mode_writes_nothing(readers, tmp_path):
     assert res["changed"] is True and res["dest"] == str(dest) and res["sections"] == ["vsphere"]
     assert fake.calls == ["esxi", "platform"] and not dest.exists()
     assert res["counts"]["hosts"] == len(fake.record["vsphere"]["hosts"])
+
+
+# the failures of a Kubernetes link itself, as the kubernetes client and its transport raise them
+LINK_FAILURES = [
+    pytest.param(lambda: ApiException(status=403, reason="Forbidden"), id="api-403"),
+    pytest.param(lambda: ConfigException("Invalid kube-config file. No configuration found."), id="kubeconfig"),
+    pytest.param(lambda: ConnectionRefusedError(111, "Connection refused"), id="socket"),
+    pytest.param(lambda: MaxRetryError(None, "/api/v1/nodes", reason="refused"), id="urllib3"),
+]
+
+
+@pytest.mark.parametrize("error", LINK_FAILURES)
+def test_capture_a_kubernetes_client_failure_names_the_link_and_writes_the_rest(readers, tmp_path, monkeypatch, error):
+    readers()
+    exc = error()
+
+    def read_guest_design(k8s, derived):
+        raise exc
+    monkeypatch.setattr(gpu_pool_capture, "read_guest_design", read_guest_design)
+    dest = tmp_path / "capture.json"
+    res = run(dest, supervisor_kubeconfig=str(tmp_path / "sv"), kubeconfig=str(tmp_path / "g"))
+    assert not res.get("failed"), res.get("msg")
+    assert res["links_not_read"] == {"guest": "%s: %s" % (type(exc).__name__, exc)}
+    assert res["sections"] == ["vks", "vsphere"] and dest.exists()
+
+
+def test_capture_a_bug_in_a_link_reader_reaches_the_runner_and_nothing_is_written(readers, tmp_path, monkeypatch):
+    readers()
+
+    def read_guest_design(k8s, derived):
+        return {}["priority_classes"]  # a KeyError of the collection's own code, not of the link
+    monkeypatch.setattr(gpu_pool_capture, "read_guest_design", read_guest_design)
+    dest = tmp_path / "capture.json"
+    res = run(dest, supervisor_kubeconfig=str(tmp_path / "sv"), kubeconfig=str(tmp_path / "g"))
+    assert res["failed"] and "unexpected KeyError: 'priority_classes'" in res["msg"], res
+    assert "links_not_read" not in res and not dest.exists()

@@ -9,7 +9,7 @@ import yaml
 
 from ansible_collections.gpupool.vcf.plugins.modules import gpu_pool_discover
 from tests.lib.module_main import VSPHERE, run_main
-from tests.unit.plugins.modules.test_gpu_pool_capture_main import PASSWORD, fakes
+from tests.unit.plugins.modules.test_gpu_pool_capture_main import LINK_FAILURES, PASSWORD, fakes
 
 
 @pytest.fixture
@@ -57,3 +57,30 @@ def test_discover_check_mode_writes_nothing(discover_readers, tmp_path):
     assert res["changed"] is True and res["links_not_read"] == {} and not dest.exists()
     assert fake.calls == ["esxi", "platform"] and res["design"]["clusters"]
     assert pathlib.Path(res["dest"]) == dest
+
+
+@pytest.mark.parametrize("error", LINK_FAILURES)
+def test_discover_a_kubernetes_client_failure_names_the_link(discover_readers, tmp_path, monkeypatch, error):
+    discover_readers()
+    exc = error()
+
+    def read_vks(params, wanted):
+        raise exc
+    monkeypatch.setattr(gpu_pool_discover, "read_vks", read_vks)
+    dest = tmp_path / "design.yml"
+    res = discover(dest, supervisor_kubeconfig=str(tmp_path / "sv"))
+    assert not res.get("failed"), res.get("msg")
+    assert res["links_not_read"] == {"vks": "%s: %s" % (type(exc).__name__, exc)} and dest.exists()
+
+
+def test_discover_a_bug_in_a_link_reader_reaches_the_runner_and_nothing_is_written(discover_readers, tmp_path,
+                                                                                   monkeypatch):
+    discover_readers()
+
+    def read_vks(params, wanted):
+        return None.items()  # an AttributeError of the collection's own code, not of the link
+    monkeypatch.setattr(gpu_pool_discover, "read_vks", read_vks)
+    dest = tmp_path / "design.yml"
+    res = discover(dest, supervisor_kubeconfig=str(tmp_path / "sv"))
+    assert res["failed"] and "unexpected AttributeError:" in res["msg"] and "'items'" in res["msg"], res
+    assert "links_not_read" not in res and not dest.exists()
