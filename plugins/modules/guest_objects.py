@@ -265,7 +265,7 @@ ARGUMENT_SPEC = dict(
     gpu_operator=dict(type="dict", default={}),
     licensing=dict(type="dict", options=dict(
         namespace=dict(type="str", required=True),
-        secret_prefix=dict(type="str", default="licensing-config"),
+        secret_prefix=dict(type="str", default="licensing-config", no_log=False),
         data=dict(type="dict", required=True, no_log=True),
         cluster_policy=dict(type="bool", default=False))),
     adopt=dict(type="bool", default=False),
