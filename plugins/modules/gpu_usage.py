@@ -319,7 +319,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromClient, PromError
+from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromError, prom_client
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _chargeback
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._chargeback_inputs import gpu_usage_errors
@@ -327,8 +327,11 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Info
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._design_input import module_design
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._files import write_report
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vcenter_session import (
+    vcenter_argument_spec, vcenter_client,
+)
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vgpu_vms import read_vgpu_vms
-from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import HAS_PYVMOMI, PYVMOMI_IMPORT_ERROR, VsphereClient, VsphereError
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import HAS_PYVMOMI, PYVMOMI_IMPORT_ERROR, VsphereError
 
 ARGUMENT_SPEC = dict(
     prometheus_url=dict(type="str", fallback=(env_fallback, ["PROMETHEUS_URL"])),
@@ -347,17 +350,15 @@ ARGUMENT_SPEC = dict(
     design_file=dict(type="path"),
     pool_label=dict(type="str", default="gpupool.vcf/pool"),
     profile_label=dict(type="str", default="nvidia.com/vgpu.profile"),
-    vcenter_hostname=dict(type="str"),
-    vcenter_username=dict(type="str", fallback=(env_fallback, ["VMWARE_USER"])),
-    vcenter_password=dict(type="str", no_log=True, fallback=(env_fallback, ["VMWARE_PASSWORD"])),
-    vcenter_port=dict(type="int", default=443, fallback=(env_fallback, ["VMWARE_PORT"])),
-    vcenter_validate_certs=dict(type="bool", default=True, fallback=(env_fallback, ["VMWARE_VALIDATE_CERTS"])),
-    vcenter_ca_file=dict(type="path", fallback=(env_fallback, ["VMWARE_CA_FILE"])),
     vm_exclude=dict(type="list", elements="str", default=[]),
     json_path=dict(type="path"),
     csv_path=dict(type="path"),
     html_path=dict(type="path"),
 )
+ARGUMENT_SPEC.update(vcenter_argument_spec())
+# this module's Prometheus options are unprefixed but for the URL (the token is bearer_token)
+PROMETHEUS_NAMES = dict((name, name) for name in (
+    "bearer_token", "username", "password", "validate_certs", "ca_path", "allow_plain_http"))
 
 
 class Usage(Info):
@@ -376,10 +377,7 @@ class Usage(Info):
         self.table = table
         self.client = None
         if p["prometheus_url"]:
-            self.client = PromClient(p["prometheus_url"], bearer_token=p["bearer_token"], username=p["username"],
-                                     password=p["password"], validate_certs=p["validate_certs"], ca_path=p["ca_path"],
-                                     allow_plain_http=p["allow_plain_http"],
-                                     timeout=p["timeout"], attempts=p["retries"] + 1)
+            self.client = prom_client(p, p["timeout"], attempts=p["retries"] + 1, **PROMETHEUS_NAMES)
 
     def read(self):
         p = self.module.params
@@ -405,9 +403,7 @@ class Usage(Info):
     def read_vms(self, exclude):
         p = self.module.params
         with self.doing("connect", "to vCenter %s" % p["vcenter_hostname"]):
-            client = VsphereClient(p["vcenter_hostname"], p["vcenter_username"], p["vcenter_password"],
-                                   port=p["vcenter_port"], validate_certs=p["vcenter_validate_certs"],
-                                   ca_file=p["vcenter_ca_file"], timeout=p["timeout"], retries=p["retries"])
+            client = vcenter_client(p, p["timeout"], p["retries"])
         try:
             with self.doing("read", "the vGPU VMs and their power events from vCenter %s" % p["vcenter_hostname"]):
                 vms, pools, transitions = read_vgpu_vms(client, self.start)

@@ -195,15 +195,18 @@ import time
 import uuid
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible.module_utils.urls import open_url
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._library import K8S_IMPORT_ERROR
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import (
     K8sError, auth_argument_spec, request_argument_spec, request_timeout_error,
 )
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._pool_ready_api import PoolReadyApi
-from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromClient, PromError
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._pool_ready_api import (
+    InferenceError, InferenceProbe, PoolReadyApi,
+)
+from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import (
+    PromError, prom_client, prometheus_argument_spec,
+)
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _pool_ready as pr
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._drain import nodes_of_vms
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
@@ -221,11 +224,6 @@ ARGUMENT_SPEC = dict(
     validator_selector=dict(type="str", default=pr.VALIDATOR_SELECTOR),
     validator_namespace=dict(type="str"),
     skip=dict(type="list", elements="str", choices=list(pr.OPTIONAL), default=[]),
-    prometheus_url=dict(type="str"),
-    prometheus_bearer_token=dict(type="str", no_log=True),
-    prometheus_validate_certs=dict(type="bool", default=True),
-    prometheus_ca_path=dict(type="path"),
-    prometheus_allow_plain_http=dict(type="bool", default=False),
     license_metric=dict(type="str", default=pr.LICENSE_METRIC),
     probe_namespace=dict(type="str", default="default"),
     probe_image=dict(type="str", default="busybox:1.36"),
@@ -239,6 +237,7 @@ ARGUMENT_SPEC = dict(
     step_timeouts=dict(type="dict", default={}),
     poll_interval=dict(type="float", default=2.0),
 )
+ARGUMENT_SPEC.update(prometheus_argument_spec())
 ARGUMENT_SPEC.update(auth_argument_spec())
 ARGUMENT_SPEC.update(request_argument_spec())
 
@@ -319,30 +318,13 @@ class PoolReady(Info):
     def _probe(self):
         return pr.probe_check(self.api.read_pod(self.p["probe_namespace"], self.probe))
 
-    def _first_token(self):
-        url = self.p["inference_url"]
-        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-        if self.p["inference_token"]:
-            headers["Authorization"] = "Bearer %s" % self.p["inference_token"]
-        body = pr.completion_request(url, self.p["inference_model"], self.p["inference_prompt"])
-        sent = self.clock()
+    def _first_token(self, probe):
+        body = pr.completion_request(self.p["inference_url"], self.p["inference_model"], self.p["inference_prompt"])
         try:
-            resp = open_url(url, data=body, headers=headers, method="POST", timeout=self.p["request_timeout"],
-                            validate_certs=self.p["inference_validate_certs"], ca_path=self.p["inference_ca_path"])
-        except Exception as exc:  # refused, 503 while the model loads, timeouts: tried again within the bound
-            return False, "%s: %s" % (url, getattr(exc, "reason", None) or exc)
-        try:
-            while True:
-                line = resp.readline()
-                if not line:
-                    return False, "%s: the stream ended without a chunk" % url
-                if pr.stream_chunk(line):
-                    self.ttft = round(self.clock() - sent, 3)
-                    return True, "first streamed chunk %.3f s after the request" % self.ttft
-        except Exception as exc:  # the stream broke off
-            return False, "%s: the stream broke off: %s" % (url, exc)
-        finally:
-            resp.close()
+            self.ttft = round(probe.first_chunk(body), 3)
+        except InferenceError as exc:  # refused, 503 while the model loads, timeouts: tried again within the bound
+            return False, str(exc)
+        return True, "first streamed chunk %.3f s after the request" % self.ttft
 
     def read(self):
         p = self.p
@@ -363,11 +345,7 @@ class PoolReady(Info):
                 self.timeline.skipped("licensed", self.clock(), "no prometheus_url: the license status is checked by "
                                       "the DCGM exporter's %s through Prometheus" % p["license_metric"])
             else:
-                prom = PromClient(p["prometheus_url"], bearer_token=p["prometheus_bearer_token"],
-                                  validate_certs=p["prometheus_validate_certs"], ca_path=p["prometheus_ca_path"],
-                                  allow_plain_http=p["prometheus_allow_plain_http"],
-                                  plain_http_option="prometheus_allow_plain_http",
-                                  timeout=p["request_timeout"])
+                prom = prom_client(p, p["request_timeout"])
                 self._wait("licensed", lambda: self._licensed(prom))
             if "probe_pod" in p["skip"]:
                 self.timeline.skipped("probe_pod", self.clock(), "skipped as asked")
@@ -376,7 +354,10 @@ class PoolReady(Info):
             else:
                 self._probe_step()
             if p["inference_url"]:
-                self._wait("first_token", self._first_token)
+                probe = InferenceProbe(p["inference_url"], token=p["inference_token"],
+                                       validate_certs=p["inference_validate_certs"], ca_path=p["inference_ca_path"],
+                                       timeout=p["request_timeout"], clock=self.clock)
+                self._wait("first_token", lambda: self._first_token(probe))
             else:
                 self.timeline.skipped("first_token", self.clock(), "no inference_url")
         return self._out()

@@ -1,17 +1,29 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpupool.vcf contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The guest cluster reads and the probe pod of pool_ready (client layer: knows nothing of Ansible).
+"""The guest cluster reads, the probe pod and the inference probe of pool_ready (client layer: knows
+nothing of Ansible).
 
-Every call goes through the fault boundary of ``_k8s.K8sClient`` (request timeout, bounded
-retries, one K8sError). Objects come back as plain dicts for ``pure._pool_ready``.
+Every Kubernetes call goes through the fault boundary of ``_k8s.K8sClient`` (request timeout,
+bounded retries, one K8sError). Objects come back as plain dicts for ``pure._pool_ready``.
+
+:class:`InferenceProbe` sends one streaming completion to the pool's OpenAI-compatible endpoint
+(served from the guest cluster) and times its first streamed chunk; whatever keeps the chunk from
+coming is one :class:`InferenceError`, which ``pool_ready`` retries within the step's bound.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import ssl
+import time
+from urllib.error import HTTPError, URLError
+from urllib.request import HTTPHandler, HTTPRedirectHandler, HTTPSHandler, Request, build_opener
+
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient, K8sError
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._errors import ClientError
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._pool_ready import stream_chunk
 
 
 class PoolReadyApi(object):
@@ -83,3 +95,68 @@ class PoolReadyApi(object):
             raise
         self._uids.pop((namespace, name), None)
         return True
+
+
+class InferenceError(ClientError):
+    """No streamed chunk came: the endpoint refused or did not answer, answered an HTTP error (503
+    while the model loads), redirected, or its stream ended or broke off before a chunk."""
+
+
+class NoRedirect(HTTPRedirectHandler):
+    """A redirect is an answer, not followed: the bearer token stays with the URL it was given for."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+class InferenceProbe(object):
+    """One OpenAI-compatible completions endpoint (``url``: ``.../v1/completions`` or
+    ``.../v1/chat/completions``), with a bearer ``token`` when given; ``timeout`` bounds the connect
+    and each read of the stream. ``clock`` times the first chunk."""
+
+    def __init__(self, url, token=None, validate_certs=True, ca_path=None, timeout=30, clock=time.monotonic):
+        self.url = url
+        self.timeout = timeout
+        self.clock = clock
+        self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        if token:
+            self.headers["Authorization"] = "Bearer %s" % token
+        if validate_certs:
+            ctx = ssl.create_default_context(cafile=ca_path)
+        else:
+            ctx = ssl.create_default_context()
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        self.opener = build_opener(HTTPHandler(), HTTPSHandler(context=ctx), NoRedirect())
+        self.requests = 0
+
+    def _open(self, body):
+        req = Request(self.url, data=body, headers=dict(self.headers), method="POST")
+        self.requests += 1
+        try:
+            return self.opener.open(req, timeout=self.timeout)
+        except HTTPError as exc:
+            raise InferenceError("%s: answered %s %s" % (self.url, exc.code, exc.reason))
+        except URLError as exc:
+            raise InferenceError("%s: %s" % (self.url, exc.reason))
+        except Exception as exc:  # the boundary: http.client, ssl and socket errors
+            raise InferenceError("%s: %s" % (self.url, exc or type(exc).__name__))
+
+    def first_chunk(self, body):
+        """Seconds from sending ``body`` (one streaming request, ``pure._pool_ready.completion_request``)
+        to the first streamed chunk of the answer; InferenceError when none comes."""
+        sent = self.clock()
+        resp = self._open(body)
+        try:
+            while True:
+                line = resp.readline()
+                if not line:
+                    raise InferenceError("%s: the stream ended without a chunk" % self.url)
+                if stream_chunk(line):
+                    return self.clock() - sent
+        except InferenceError:
+            raise
+        except Exception as exc:  # the boundary: the stream broke off
+            raise InferenceError("%s: the stream broke off: %s" % (self.url, exc or type(exc).__name__))
+        finally:
+            resp.close()

@@ -168,3 +168,35 @@ class PromClient(object):
         """A range query: the ``result`` list (matrix: ``[{metric, values: [[t, "v"], ...]}]``)."""
         form = {"query": expr, "start": "%.3f" % start, "end": "%.3f" % end, "step": "%gs" % step}
         return self._call("/api/v1/query_range", form).get("result") or []
+
+
+# the option names of the Prometheus connection (doc fragment gpupool.vcf.prometheus with BEARER_TOKEN)
+OPTIONS = dict(url="prometheus_url", bearer_token="prometheus_bearer_token", validate_certs="prometheus_validate_certs",
+               ca_path="prometheus_ca_path", allow_plain_http="prometheus_allow_plain_http")
+
+
+def prometheus_argument_spec(token=OPTIONS["bearer_token"], env_fallback=None):
+    """The Prometheus connection options of a module (doc fragment gpupool.vcf.prometheus; ``token``: the
+    name of the bearer token option, its BEARER_TOKEN or TOKEN part). ``env_fallback``: the module's
+    ``env_fallback`` (this client knows nothing of Ansible), to read PROMETHEUS_URL and PROMETHEUS_TOKEN."""
+    spec = dict((OPTIONS[k], dict(type=t)) for k, t in (("url", "str"), ("ca_path", "path")))
+    spec[token] = dict(type="str", no_log=True)
+    spec[OPTIONS["validate_certs"]] = dict(type="bool", default=True)
+    spec[OPTIONS["allow_plain_http"]] = dict(type="bool", default=False)
+    if env_fallback is not None:
+        spec[OPTIONS["url"]]["fallback"] = (env_fallback, ["PROMETHEUS_URL"])
+        spec[token]["fallback"] = (env_fallback, ["PROMETHEUS_TOKEN"])
+    return spec
+
+
+def prom_client(params, timeout, attempts=ATTEMPTS, **names):
+    """The PromClient of a module's connection options. ``names`` maps the client's settings (``url``,
+    ``bearer_token``, ``validate_certs``, ``ca_path``, ``allow_plain_http``, and ``username`` and
+    ``password`` where a module takes basic credentials) to the module's option names, where they differ
+    from :data:`OPTIONS`."""
+    opts = dict(OPTIONS, **names)
+    return PromClient(params[opts["url"]], bearer_token=params.get(opts["bearer_token"]),
+                      username=params.get(opts.get("username", "")), password=params.get(opts.get("password", "")),
+                      validate_certs=params[opts["validate_certs"]], ca_path=params[opts["ca_path"]],
+                      allow_plain_http=params[opts["allow_plain_http"]],
+                      plain_http_option=opts["allow_plain_http"], timeout=timeout, attempts=attempts)

@@ -1,13 +1,15 @@
 """gpu_usage through main(): Prometheus (and vCenter for the VMs outside Kubernetes) replaced by fakes of the
-clients the module imports; the reports written into the test's folder. Check mode predicts the files a real
-run writes and writes none; a rerun over the same answers writes nothing."""
+clients that its rooms build from its options; the reports written into the test's folder. Check mode
+predicts the files a real run writes and writes none; a rerun over the same answers writes nothing."""
 import json
 import os
 import stat
 
 import pytest
 
+from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus import _prom
 from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromError
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner import _vcenter_session
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError
 from ansible_collections.gpupool.vcf.plugins.modules import gpu_usage
 from tests.lib.module_docs import leaked, missing_keys, secret_options
@@ -79,8 +81,8 @@ def fakes(monkeypatch):
     FakeProm.made, FakeProm.calls, FakeProm.fail = [], [], None
     FakeVcenter.made, FakeVcenter.closed = [], 0
     fake_vgpu_vms.fail = None
-    monkeypatch.setattr(gpu_usage, "PromClient", FakeProm)
-    monkeypatch.setattr(gpu_usage, "VsphereClient", FakeVcenter)
+    monkeypatch.setattr(_prom, "PromClient", FakeProm)  # made by the room's prom_client from the options
+    monkeypatch.setattr(_vcenter_session, "VsphereClient", FakeVcenter)
     monkeypatch.setattr(gpu_usage, "read_vgpu_vms", fake_vgpu_vms)
 
 
@@ -105,7 +107,8 @@ def test_the_report_has_every_documented_key_and_the_gpu_hours(tmp_path):
     assert result["cost"] is None and result["vms_read"] is False and result["vm_rows"] == []
     assert result["files"] == [] and result["files_changed"] == [] and result["changed"] is False
     assert FakeProm.made == [dict(bearer_token=TOKEN, username=None, password=None, validate_certs=True,
-                                  ca_path=None, allow_plain_http=False, timeout=60, attempts=3, url=PROM)]
+                                  ca_path=None, allow_plain_http=False, plain_http_option="allow_plain_http",
+                                  timeout=60, attempts=3, url=PROM)]
 
 
 def test_check_mode_predicts_the_files_and_writes_none_then_the_real_run_writes_them_once(tmp_path):

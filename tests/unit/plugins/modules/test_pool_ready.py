@@ -1,13 +1,17 @@
 """pool_ready through main(): the real PoolReadyApi on a fake guest cluster API (tests/lib/fakes_guest.py),
-Prometheus a fake of the PromClient the module imports and the inference endpoint a fake of its open_url.
+Prometheus a fake of the PromClient its room builds from the options, and the inference endpoint a fake
+opener under the real InferenceProbe of k8s/_pool_ready_api.
 Every step is met at its first look, so the module's own clock is never waited on, except where a test
 bounds a step to a second on purpose."""
 import io
+import json
 
 import pytest
 from ansible.module_utils import basic
 from kubernetes.client.rest import ApiException
 
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s import _pool_ready_api
+from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus import _prom
 from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromError
 from ansible_collections.gpupool.vcf.plugins.modules import pool_ready
 from tests.lib.fakes_guest import GuestCluster, node, pod
@@ -60,13 +64,20 @@ def guest(monkeypatch):
     FakeProm.made, FakeProm.queries, FakeProm.fail, FakeProm.value = [], [], None, "1"
     cluster.posted = []
 
-    def fake_open_url(url, data=None, headers=None, **kwargs):
-        cluster.posted.append(dict(url=url, data=data, headers=dict(headers or {})))
-        return Stream([b": keep-alive\n", b'data: {"choices": [{"text": "Hello"}]}\n', b"data: [DONE]\n"])
+    class Opener:
+        """The inference endpoint under urllib: each request recorded, answered with an event stream."""
+
+        def __init__(self, *handlers):
+            self.handlers = handlers
+
+        def open(self, req, timeout=None):
+            cluster.posted.append(dict(url=req.full_url, data=req.data, method=req.get_method(), timeout=timeout,
+                                       headers=dict(req.header_items())))
+            return Stream([b": keep-alive\n", b'data: {"choices": [{"text": "Hello"}]}\n', b"data: [DONE]\n"])
 
     monkeypatch.setattr(pool_ready, "PoolReadyApi", pool_ready_api(cluster))
-    monkeypatch.setattr(pool_ready, "PromClient", FakeProm)
-    monkeypatch.setattr(pool_ready, "open_url", fake_open_url)
+    monkeypatch.setattr(_prom, "PromClient", FakeProm)
+    monkeypatch.setattr(_pool_ready_api, "build_opener", Opener)
     return cluster
 
 
@@ -97,6 +108,10 @@ def test_every_step_is_reached_the_probe_pod_is_removed_and_the_documented_keys_
     assert FakeProm.queries == ['DCGM_FI_DEV_VGPU_LICENSE_STATUS{Hostname=~"tkc-gpu-1"}']
     assert FakeProm.made[0]["bearer_token"] == PROM_TOKEN
     assert guest.posted[0]["headers"]["Authorization"] == "Bearer %s" % INFERENCE_TOKEN
+    [sent] = guest.posted
+    assert (sent["url"], sent["method"], sent["timeout"]) == (INFERENCE, "POST", 30)
+    assert json.loads(sent["data"].decode())["stream"] is True
+    assert FakeProm.made[0]["plain_http_option"] == "prometheus_allow_plain_http"
 
 
 def test_check_mode_waits_for_the_same_steps_and_creates_no_pod(guest):

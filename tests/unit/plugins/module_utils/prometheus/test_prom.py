@@ -109,3 +109,31 @@ def test_refused_connection_is_a_prom_error():
     with pytest.raises(PromError) as e:
         c.query("up")
     assert e.value.kind == "refused" and e.value.attempts == 2
+
+
+def test_the_connection_options_make_the_client_under_either_set_of_names(monkeypatch):
+    from ansible.module_utils.basic import env_fallback
+    from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus import _prom
+
+    spec = _prom.prometheus_argument_spec()
+    assert sorted(spec) == ["prometheus_allow_plain_http", "prometheus_bearer_token", "prometheus_ca_path",
+                            "prometheus_url", "prometheus_validate_certs"]
+    assert spec["prometheus_bearer_token"]["no_log"] is True and "fallback" not in spec["prometheus_url"]
+    with_env = _prom.prometheus_argument_spec(token="prometheus_token", env_fallback=env_fallback)
+    assert with_env["prometheus_token"] == dict(type="str", no_log=True, fallback=(env_fallback, ["PROMETHEUS_TOKEN"]))
+    assert with_env["prometheus_url"]["fallback"] == (env_fallback, ["PROMETHEUS_URL"])
+
+    params = dict(prometheus_url="http://prom:9090", prometheus_bearer_token="t-1", prometheus_validate_certs=True,
+                  prometheus_ca_path=None, prometheus_allow_plain_http=False)
+    client = _prom.prom_client(params, 7)
+    assert client.base == "http://prom:9090" and client.timeout == 7 and client.headers["Authorization"] == "Bearer t-1"
+    with pytest.raises(PromError) as err:  # the token over plain http, refused naming this module's option
+        client.query("up")
+    assert err.value.kind == "config" and "prometheus_allow_plain_http" in str(err.value)
+
+    plain = dict(prometheus_url="https://prom", username="u", password="p", validate_certs=True, ca_path=None,
+                 allow_plain_http=False, bearer_token=None)
+    names = dict((k, k) for k in ("bearer_token", "username", "password", "validate_certs", "ca_path",
+                                  "allow_plain_http"))
+    basic = _prom.prom_client(plain, 60, attempts=3, **names)
+    assert basic.headers["Authorization"].startswith("Basic ") and basic.attempts == 3 and basic.refusal is None
