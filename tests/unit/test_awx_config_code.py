@@ -79,7 +79,9 @@ def load_trusted(loader, path):
 def trusted_text(text):
     """A string as a template the playbook holds (ansible-core 2.19 templates only trusted strings)."""
     trust = getattr(ansible_template, "trust_as_template", None)
-    return trust(text) if trust else text
+    if trust is None:
+        return text
+    return trust(text)
 
 
 def rendered_tasks():
