@@ -6,11 +6,13 @@ PY := $(VENV)/bin/python
 SIM_DIR := .sim
 COLL_ROOT := .build/collections
 COLL_DIR := $(COLL_ROOT)/ansible_collections/gpupool/vcf
+# ansible-core and ansible-test of the development pin, for ansible-test sanity (`make sanity`)
+SANITY_VENV := .build/sanity-venv
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/$(COLL_ROOT)
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/$(SIM_DIR)/bin:$(PATH)
 
 .PHONY: help venv collection test unit check integration sanity lint demo bench clean sim-build sim-up sim-down molecule browser dist \
-  importer importer-venv docs docs-venv docs-lint changelog-lint
+  importer importer-venv docs docs-venv docs-lint changelog-lint matrix matrix-venv
 
 help:
 	@echo "make test   - create the venv, build the simulators, run every test"
@@ -47,22 +49,39 @@ unit: venv collection
 	$(PY) -m pytest $(if $(filter command line environment,$(origin TEST_WORKERS)),$(PYTEST_ARGS),-q) tests/unit
 
 # everyday work, in under two minutes: the unit tests in one process (with the pep8/pyflakes-style
-# pass of tests/unit/test_code_style.py) and, beside them on the second core, ansible-lint; no
-# simulator and no ansible-test sanity (`make sanity`, minutes). Prints each result and the wall time.
-check: venv collection
-	@start=$$(date +%s); lint_log=$$(mktemp); \
-	  $(VENV)/bin/ansible-lint --offline >$$lint_log 2>&1 & lint=$$!; \
+# pass of tests/unit/test_code_style.py) and, beside them on the second core, ansible-lint and then
+# ansible-test's pep8 (the sanity test as CI runs it, seconds); no simulator and no other sanity test
+# (`make sanity`, minutes). Prints each result and the wall time.
+check: venv collection $(SANITY_VENV)/.stamp
+	@start=$$(date +%s); lint_log=$$(mktemp); pep8_log=$$(mktemp); \
+	  { $(VENV)/bin/ansible-lint --offline >$$lint_log 2>&1; echo $$? >$$lint_log.rc; \
+	    $(SANITY_VENV)/bin/python tests/tools/seed_ansible_test_cache.py >/dev/null && \
+	    tests/tools/sanity.sh $(CURDIR)/$(SANITY_VENV)/bin/ansible-test --test pep8 >$$pep8_log 2>&1; } & side=$$!; \
 	  $(PY) -m pytest -q tests/unit; unit_rc=$$?; \
-	  wait $$lint; lint_rc=$$?; cat $$lint_log; rm -f $$lint_log; \
-	  echo "check: unit tests rc=$$unit_rc, ansible-lint rc=$$lint_rc, $$(( $$(date +%s) - start )) s"; \
-	  [ $$unit_rc -eq 0 ] && [ $$lint_rc -eq 0 ]
+	  wait $$side; pep8_rc=$$?; lint_rc=$$(cat $$lint_log.rc); cat $$lint_log $$pep8_log; \
+	  rm -f $$lint_log $$lint_log.rc $$pep8_log; \
+	  echo "check: unit tests rc=$$unit_rc, ansible-lint rc=$$lint_rc, pep8 rc=$$pep8_rc, $$(( $$(date +%s) - start )) s"; \
+	  [ $$unit_rc -eq 0 ] && [ $$lint_rc -eq 0 ] && [ $$pep8_rc -eq 0 ]
 
 integration: venv collection sim-build browser
 	$(PY) -m pytest $(PYTEST_ARGS) tests/integration
 
-test: venv collection sim-build browser importer-venv docs-venv
-	$(PY) -m pytest $(PYTEST_ARGS) tests/unit tests/integration
-	$(MAKE) --no-print-directory molecule sanity lint docs-lint changelog-lint
+# every stage prints its seconds and the run ends with the seconds of each (tests/tools/stage.sh);
+# the set-up stage is what a fresh clone builds (venvs, simulators, Chromium) and nearly nothing after
+STAGE_LOG := .build/test-stages.log
+STAGE = tests/tools/stage.sh $(STAGE_LOG)
+test:
+	@mkdir -p .build && rm -f $(STAGE_LOG)
+	@$(STAGE) set-up $(MAKE) --no-print-directory venv collection sim-build browser importer-venv docs-venv \
+	  $(SANITY_VENV)/.stamp matrix-venv
+	@$(STAGE) pytest $(PY) -m pytest $(PYTEST_ARGS) tests/unit tests/integration
+	@$(STAGE) molecule $(MAKE) --no-print-directory molecule
+	@$(STAGE) sanity $(MAKE) --no-print-directory sanity
+	@$(STAGE) lint $(MAKE) --no-print-directory lint
+	@$(STAGE) docs-lint $(MAKE) --no-print-directory docs-lint
+	@$(STAGE) changelog-lint $(MAKE) --no-print-directory changelog-lint
+	@$(STAGE) matrix $(MAKE) --no-print-directory matrix
+	@$(STAGE) --summary
 
 # site.yml through molecule (converge, idempotence, verify) against simulators started here
 # (vSphere; the Kubernetes rig as Supervisor and guest cluster, with the platform's VKS cluster;
@@ -88,7 +107,6 @@ browser:
 	    || { echo "browser: could not install chromium and chromium-driver with apt-get" >&2; exit 1; }
 
 # ansible-test wants a real ansible_collections/<ns>/<name> tree: tests/tools/sanity.sh copies one
-SANITY_VENV := .build/sanity-venv
 sanity: $(SANITY_VENV)/.stamp
 	$(SANITY_VENV)/bin/python tests/tools/seed_ansible_test_cache.py
 	tests/tools/sanity.sh $(CURDIR)/$(SANITY_VENV)/bin/ansible-test $(SANITY_ARGS)
@@ -100,6 +118,34 @@ $(SANITY_VENV)/.stamp: requirements.txt requirements-dev.txt
 	$(SANITY_VENV)/bin/python -m pip install -q -r requirements.txt \
 	  "$$(grep -E '^ansible-core' requirements-dev.txt)"
 	touch $@
+
+# The ansible-core matrix. The newest ansible-core that installs on Python 3.11 is 2.19 (2.20 and 2.21
+# need Python 3.12 on the controller): it is the development pin of requirements-dev.txt, so .venv and
+# $(SANITY_VENV) run the unit, integration and sanity tests on it. Each older version of MATRIX_VERSIONS
+# (the oldest is requires_ansible of meta/runtime.yml) has a venv of its own, the version in its name,
+# made once like the sanity venv: that ansible-core, the `ansible` package of its line (the collections
+# the tests use: kubernetes.core, awx.awx, ansible.posix) and the test tools of requirements-dev.txt
+# that bring no ansible-core of their own (molecule and ansible-lint stay in .venv). `make matrix`
+# (run by `make test`) runs the unit tests and ansible-test sanity on each, side by side on the two
+# cores (tests/tools/matrix.sh), and prints each version's wall time. The integration tests stay on .venv.
+MATRIX_VERSIONS ?= 2.16
+# the `ansible` package that ships each ansible-core line
+ANSIBLE_PACKAGE_2.16 := 9
+matrix_venv = .build/ansible-core-$(1)-venv
+MATRIX_STAMPS := $(foreach v,$(MATRIX_VERSIONS),$(call matrix_venv,$(v))/.stamp)
+matrix-venv: $(MATRIX_STAMPS)
+.build/ansible-core-%-venv/.stamp: requirements.txt requirements-dev.txt
+	@[ -n "$(ANSIBLE_PACKAGE_$*)" ] || { echo "matrix: no ANSIBLE_PACKAGE_$* in the Makefile" >&2; exit 1; }
+	rm -rf $(@D)
+	$(PYTHON) -m venv $(@D) || python3 -m venv $(@D)
+	$(@D)/bin/python -m pip install -q --upgrade pip
+	grep -vE '^(-r|(ansible-core|ansible|molecule|ansible-lint)([<>=~!]|$$))' requirements-dev.txt >$(@D)/requirements-tests.txt
+	$(@D)/bin/python -m pip install -q -r requirements.txt -r $(@D)/requirements-tests.txt \
+	  "ansible-core==$*.*" "ansible==$(ANSIBLE_PACKAGE_$*).*"
+	touch $@
+
+matrix: collection $(MATRIX_STAMPS)
+	@for v in $(MATRIX_VERSIONS); do tests/tools/matrix.sh $(CURDIR)/$(call matrix_venv,$$v) || exit 1; done
 
 lint: venv collection
 	$(VENV)/bin/ansible-lint --offline
