@@ -85,6 +85,11 @@ options:
         C(gpu_scheduling_policy_tenants), the C(gpu_scheduling_policy_training_*) inputs); the role's defaults
         stand for those not given. A ResourceFlavor and a ClusterQueue per training queue and its LocalQueue in
         each of the queue's tenants are built from them, as the audit builds them.
+      - With C(gpu_scheduling_policy_kueue_wait_for_pods_ready_timeout), Kueue's configuration ConfigMap
+        (C(gpu_scheduling_policy_kueue_namespace)/C(gpu_scheduling_policy_kueue_config_map), key
+        C(gpu_scheduling_policy_kueue_config_key); kind C(ConfigMap)) gets waitForPodsReady (that timeout,
+        blockAdmission), every other setting kept. Kueue's installation makes it - a missing one fails the run;
+        Kueue's controller reads it only when it starts (the role restarts it).
       - Empty (the default) - no Kueue object is read or written.
     type: dict
     default: {}
@@ -295,6 +300,8 @@ class GuestObjects(Resource):
                     option, prefix[:-1], ", ".join(unknown)))
         wanted = gp.wanted_objects(self.p["priority_classes"], self.p["tenants"], self.p["quota_name"],
                                    self.p["gpu_resource"], self.p["mig_resources"], self.p["kueue"])
+        if self.p["kueue"]:
+            wanted += gp.kueue_config_map(self.p["kueue"])
         if self.p["gpu_operator"]:
             wanted += gp.operator_objects(self.p["gpu_operator"])
         licensing = self.p["licensing"]
@@ -359,9 +366,12 @@ class GuestObjects(Resource):
     def result(self, live, plan):
         for change in plan:
             if change.action == gp.MISSING:
-                raise Failure("Unable to set the fields of %s: it does not exist. The GPU Operator chart makes it "
-                              "(gpu_operator role: install the release first, then rerun). Nothing was changed." % (
-                                  change.object), changes=plan.to_list())
+                maker = ("Kueue's installation makes it (its release manifests or chart; or point the kueue inputs "
+                         "gpu_scheduling_policy_kueue_namespace, _config_map, _config_key at it)"
+                         if change.object.startswith("config_map ") else
+                         "The GPU Operator chart makes it (gpu_operator role: install the release first, then rerun)")
+                raise Failure("Unable to set %s of %s: it does not exist. %s. Nothing was changed." % (
+                    change.field, change.object, maker), changes=plan.to_list())
             if change.action == gp.REPLACE and not gp.owned(live.get(self._key(change.object))):
                 raise Failure("Unable to replace %s: %s is immutable and the object was not created by this collection "
                               "(no label app.kubernetes.io/managed-by=gpupool.vcf); delete it by hand, or set the "

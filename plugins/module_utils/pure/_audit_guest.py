@@ -505,7 +505,8 @@ def _kueue(out, policy, live, missing_ns, object_labels=None):
     """Findings of the Kueue objects: one where the object's plan (``_guest_plan``) has a change; a
     LocalQueue of a missing namespace is part of the namespace's finding."""
     want = kueue_objects(policy)
-    if not want:
+    if not want:  # no queue: the role still keeps waitForPodsReady where it is given
+        _kueue_config(out, policy, live)
         return
     api_version = want[0]["apiVersion"]
     if not live.get("served", True):
@@ -550,7 +551,18 @@ def _kueue_config(out, policy, live):
     obj = "config_map %s/%s" % (ns, name)
     config = live["configuration"]
     restart = "; Kueue's controller reads it only when it starts (the role restarts it)"
-    if config is None:
+    [want] = _guest_plan.kueue_config_map(policy)
+    try:  # the plan guest_objects converges from: missing, or the key with waitForPodsReady set
+        changes = _guest_plan.plan(_live(want, data={} if config is None else {
+            want[_guest_plan.KUEUE_CONFIGURATION]["key"]: config}), want)
+    except ValueError as exc:
+        out.append(finding("kueue_config_changed", obj, "Kueue's configuration %s/%s: %s%s" % (
+            ns, name, _diff_text([("configuration", "not a Kueue Configuration", str(exc))]), restart),
+            "set it (gpu_scheduling_policy role, which restarts Kueue)"))
+        return
+    if not changes:
+        return
+    if changes[0].action == _guest_plan.MISSING:
         out.append(finding("kueue_config_changed", obj,
                            "Kueue's configuration %s/%s (key %s) is missing: waitForPodsReady cannot be set, gang "
                            "jobs may start some of their pods and hold GPUs waiting for the rest" % (
@@ -558,13 +570,9 @@ def _kueue_config(out, policy, live):
                            "install Kueue from its manifests or chart, or point the gpu_scheduling_policy role at "
                            "its configuration (gpu_scheduling_policy_kueue_config_map)"))
         return
-    try:
-        diffs = _objects.kueue_config_differences(policy, config)
-    except ValueError as exc:
-        diffs = [("configuration", "not a Kueue Configuration", str(exc))]
-    if diffs:
-        out.append(finding("kueue_config_changed", obj, "Kueue's configuration %s/%s: %s%s" % (
-            ns, name, _diff_text(diffs), restart), "set it (gpu_scheduling_policy role, which restarts Kueue)"))
+    diffs = _objects.kueue_config_differences(policy, config)
+    out.append(finding("kueue_config_changed", obj, "Kueue's configuration %s/%s: %s%s" % (
+        ns, name, _diff_text(diffs), restart), "set it (gpu_scheduling_policy role, which restarts Kueue)"))
 
 
 def kubeflow_culling(policy):

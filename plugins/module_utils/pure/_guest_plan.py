@@ -45,6 +45,7 @@ SNAKE = {"PriorityClass": "priority_class", "ResourceQuota": "resource_quota", "
 LICENSING_LABEL = {"gpupool.vcf/licensing": "true"}  # nls_licensing's Secrets: those it may prune
 MISSING = "missing"  # an object the collection sets fields of but does not make (the chart's ClusterPolicy) is absent
 NOT_ADOPTED = ("ClusterPolicy",)  # the chart's: the collection sets fields of it, never records it as its own
+# (nor Kueue's configuration ConfigMap: Kueue's installation's)
 
 
 def owned(obj):
@@ -185,6 +186,33 @@ def licensing_objects(namespace, secret_prefix, data, cluster_policy_fields=Fals
     return out
 
 
+KUEUE_CONFIGURATION = "kueueConfiguration"  # a wanted ConfigMap whose key holds Kueue's Configuration, merged into
+
+
+def kueue_config_map(policy):
+    """Kueue's configuration ConfigMap as the gpu_scheduling_policy role keeps it with its inputs `policy` (the
+    role's defaults for those not given): ``[manifest]`` whose key (``gpu_scheduling_policy_kueue_config_key``)
+    holds the live Configuration with waitForPodsReady set, every other setting kept; [] where the role leaves
+    Kueue's configuration alone (no timeout, or Kueue off). Kueue's installation makes it, never the collection."""
+    policy = _objects.role_inputs("gpu_scheduling_policy", policy)
+    if _objects.kueue_wait_for_pods_ready(policy) is None:
+        return []
+    out = _objects._manifest("v1", "ConfigMap", policy["gpu_scheduling_policy_kueue_config_map"],
+                             policy["gpu_scheduling_policy_kueue_namespace"], labels={}, data={})
+    out[KUEUE_CONFIGURATION] = {
+        "key": policy["gpu_scheduling_policy_kueue_config_key"],
+        "policy": dict((k, policy[k]) for k in ("gpu_scheduling_policy_kueue",
+                                                "gpu_scheduling_policy_kueue_wait_for_pods_ready_timeout"))}
+    return [out]
+
+
+def dump_kueue_configuration(config):
+    """Kueue's Configuration as the role writes it back (block style, its keys in their order)."""
+    if yaml is None:  # pragma: no cover
+        return json.dumps(config, indent=2) + "\n"
+    return yaml.safe_dump(config, indent=2, allow_unicode=True, default_flow_style=False, sort_keys=False)
+
+
 def wanted_objects(priority_classes, tenants, quota_name="gpu-quota", gpu_resource="nvidia.com/gpu",
                    mig_resources=(), kueue=None):
     """Every object, in the order they are written (classes, then per tenant its Namespace, then its
@@ -285,8 +313,28 @@ def _same_data(key, want, have):
     return not _objects.differences(parse_config(want), parse_config(have))
 
 
+def plan_kueue_configuration(live, wanted):
+    """Kueue's configuration key (``data.<key>``): its waitForPodsReady as the role sets it, every other setting
+    kept (``_objects.kueue_config_differences``: timeouts as durations); the change's ``after`` is the whole text
+    written back. The ConfigMap or the key absent is ``missing`` (Kueue's installation makes it); ValueError where
+    the key holds no Kueue Configuration."""
+    given = wanted[KUEUE_CONFIGURATION]
+    obj, key = object_name(wanted), given["key"]
+    text = ((live or {}).get("data") or {}).get(key)
+    if text is None:
+        return [Change(obj, "data.%s" % key, None, None, MISSING)]
+    config = parse_config(text)
+    if not _objects.kueue_config_differences(given["policy"], config):
+        return []
+    return [Change(obj, "data.%s" % key, text, dump_kueue_configuration(
+        _objects.kueue_configuration(given["policy"], config)), UPDATE)]
+
+
 def plan_config_map(live, wanted):
-    """Each key of ``data`` the role writes (``data.<key>``, compared as _same_data says); others' keys stay."""
+    """Each key of ``data`` the role writes (``data.<key>``, compared as _same_data says); others' keys stay.
+    Kueue's configuration ConfigMap (kueue_config_map()) by plan_kueue_configuration."""
+    if KUEUE_CONFIGURATION in wanted:
+        return plan_kueue_configuration(live, wanted)
     if live is None:
         return _create(wanted)
     data = live.get("data") or {}
@@ -347,7 +395,8 @@ def plan(live, wanted, adopt=False):
     object that exists without the collection's label gets it (one more ``update``: it is recorded as
     the collection's, after the changes its plan makes; never the chart's ClusterPolicy)."""
     changes = PLANS[wanted["kind"]](live, wanted)
-    if adopt and live is not None and not owned(live) and wanted["kind"] not in NOT_ADOPTED:
+    if adopt and live is not None and not owned(live) and wanted["kind"] not in NOT_ADOPTED and (
+            KUEUE_CONFIGURATION not in wanted):
         have = ((live.get("metadata") or {}).get("labels") or {}).get(list(_objects.MANAGED_BY)[0])
         changes.append(Change(object_name(wanted), OWNER_FIELD, have, list(_objects.MANAGED_BY.values())[0], UPDATE))
     return changes
@@ -379,7 +428,8 @@ def patch_body(wanted, changes):
                 node = node.setdefault(part, {})
             node[path[-1]] = change.after
         elif change.field.startswith("data."):  # what is written, not what is shown (a Secret's secret_text)
-            body.setdefault("data", {})[change.field[len("data."):]] = wanted["data"][change.field[len("data."):]]
+            key_ = change.field[len("data."):]
+            body.setdefault("data", {})[key_] = wanted["data"][key_] if key_ in wanted["data"] else change.after
         elif change.field.startswith("spec.hard."):
             body.setdefault("spec", {}).setdefault("hard", {})[change.field[len("spec.hard."):]] = change.after
         elif change.field.startswith("spec."):
@@ -394,8 +444,9 @@ def created(wanted):
     return _created(wanted)
 
 
-__all__ = ["KINDS", "KUEUE_KINDS", "LICENSING_LABEL", "MISSING", "OPERATOR_KINDS", "OWNER_FIELD", "REPLACE",
-           "adopting", "builtin_priority_classes", "cluster_policy", "created", "dump_config", "key", "kueue_objects",
-           "licensing_objects", "licensing_secret", "object_name", "operator_objects", "owned", "parse_config", "patch_body", "plan",
-           "plan_cluster_policy", "plan_config_map", "plan_kueue", "plan_namespace", "plan_priority_class", "plan_resource_quota",
+__all__ = ["KINDS", "KUEUE_CONFIGURATION", "KUEUE_KINDS", "LICENSING_LABEL", "MISSING", "OPERATOR_KINDS", "OWNER_FIELD", "REPLACE",
+           "adopting", "builtin_priority_classes", "cluster_policy", "created", "dump_config", "key",
+           "kueue_config_map", "kueue_objects", "licensing_objects", "licensing_secret", "object_name",
+           "operator_objects", "owned", "parse_config", "patch_body", "plan", "plan_cluster_policy", "plan_config_map",
+           "plan_kueue", "plan_kueue_configuration", "plan_namespace", "plan_priority_class", "plan_resource_quota",
            "plan_secret", "priority_class", "resource_quotas", "secret_hash", "secret_text", "wanted_objects"]

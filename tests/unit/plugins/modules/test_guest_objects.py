@@ -402,3 +402,24 @@ def test_licensing_points_the_cluster_policy_at_the_secret_only_its_licensing_fi
     both = run(priority_classes=[], tenants=[], kinds=["ClusterPolicy"], gpu_operator=OPERATOR,
                licensing=dict(LICENSING, cluster_policy=True))
     assert both["failed"] and "not both" in both["msg"]
+
+
+KUEUE_CONFIG = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nmanageJobsWithoutQueueName: false\n"
+
+
+def test_kueue_configuration_check_predicts_the_patch_a_rerun_changes_nothing(api):
+    key = ("ConfigMap", "kueue-system", "kueue-manager-config")
+    api.store[key] = {"kind": "ConfigMap", "metadata": {"name": key[2], "namespace": key[1], "resourceVersion": "4"},
+                      "data": {"controller_manager_config.yaml": KUEUE_CONFIG}}
+    kueue = {"gpu_scheduling_policy_kueue_wait_for_pods_ready_timeout": "10m"}
+    predicted = run(check=True, priority_classes=[], tenants=[], kinds=["ConfigMap"], kueue=kueue)
+    assert predicted["objects"] == ["config_map kueue-system/kueue-manager-config"]
+    done = run(priority_classes=[], tenants=[], kinds=["ConfigMap"], kueue=kueue)
+    assert done["changes"] == predicted["changes"]
+    text = api.store[key]["data"]["controller_manager_config.yaml"]
+    assert "blockAdmission: true" in text and "manageJobsWithoutQueueName: false" in text
+    assert "app.kubernetes.io/managed-by" not in (api.store[key]["metadata"].get("labels") or {})
+    assert not run(priority_classes=[], tenants=[], kinds=["ConfigMap"], kueue=kueue, adopt=True)["changed"]
+    del api.store[key]
+    missing = run(priority_classes=[], tenants=[], kinds=["ConfigMap"], kueue=kueue)
+    assert missing["failed"] and "Kueue's installation makes it" in missing["msg"]

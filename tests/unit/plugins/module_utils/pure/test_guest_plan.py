@@ -9,6 +9,8 @@ namespace's finding)."""
 
 import copy
 
+import pytest
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -378,3 +380,48 @@ def test_a_licensing_secret_finding_exactly_where_its_plan_has_a_change(pair):
                                         secrets={"gpu-operator": present}, licensing_secret_in_use=in_use)
     assert set(f["object"] for f in findings if f["rule"] == "licensing_secret_missing") == planned
     assert spec is None or planned == ({"secret gpu-operator/%s" % in_use} if in_use not in present else set())
+
+
+KUEUE_CONFIG = """apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+health:
+  healthProbeBindAddress: :8081
+integrations:
+  frameworks:
+  - batch/job
+"""
+WAIT = {"gpu_scheduling_policy_kueue_wait_for_pods_ready_timeout": "10m"}
+
+
+def test_kueue_configuration_gets_wait_for_pods_ready_every_other_setting_kept():
+    assert gp.kueue_config_map({}) == []  # no timeout: Kueue's configuration is left alone
+    [want] = gp.kueue_config_map(WAIT)
+    assert gp.object_name(want) == "config_map kueue-system/kueue-manager-config"
+    assert [(c.field, c.action) for c in gp.plan(None, want, adopt=True)] == [
+        ("data.controller_manager_config.yaml", "missing")]
+    live = live_of(want, data={"controller_manager_config.yaml": KUEUE_CONFIG, "other": "x"})
+    [change] = gp.plan(live, want, adopt=True)  # never adopted: Kueue's installation's object
+    assert change.before == KUEUE_CONFIG and change.action == "update"
+    written = gp.parse_config(change.after)
+    assert written["waitForPodsReady"] == {"timeout": "10m", "blockAdmission": True}
+    assert written["integrations"] == {"frameworks": ["batch/job"]} and list(written)[:2] == ["apiVersion", "kind"]
+    assert gp.patch_body(want, [change]) == {"data": {"controller_manager_config.yaml": change.after}}
+    live["data"]["controller_manager_config.yaml"] = change.after.replace("10m", "600s")  # the same duration
+    assert gp.plan(live, want) == []
+    live["data"]["controller_manager_config.yaml"] = "kind: ConfigMap\n"
+    with pytest.raises(ValueError):
+        gp.plan(live, want)
+
+
+@settings(settings.get_profile("gpupool-guest-plan"))
+@given(st.sampled_from([None, KUEUE_CONFIG, KUEUE_CONFIG + "waitForPodsReady:\n  timeout: 5m\n",
+                        KUEUE_CONFIG + "waitForPodsReady:\n  timeout: 10m\n  blockAdmission: true\n"]),
+       st.sampled_from(["10m", "5m"]))
+def test_a_kueue_configuration_finding_exactly_where_its_plan_has_a_change(text, timeout):
+    policy = dict(WAIT, gpu_scheduling_policy_kueue_wait_for_pods_ready_timeout=timeout)
+    [want] = gp.kueue_config_map(policy)
+    live = live_of(want, data={} if text is None else {"controller_manager_config.yaml": text})
+    planned = set(gp.object_name(want) for _c in gp.plan(live, want))
+    findings = _audit_guest.audit_guest({"roles": {"gpu_scheduling_policy": policy}}, kueue={
+        "served": True, "configuration": None if text is None else gp.parse_config(text)})
+    assert set(f["object"] for f in findings if f["rule"] == "kueue_config_changed") == planned
