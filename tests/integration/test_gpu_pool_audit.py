@@ -5,7 +5,8 @@ import sys
 
 import yaml
 
-from tests.lib.ansible_run import COLLECTIONS, ROOT, run_module, run_playbook
+from tests.lib.ansible_run import ROOT, run_module, run_playbook
+from tests.lib.helpers import rest
 
 _SIM = str(ROOT / "tests" / "sim")
 if _SIM not in sys.path:
@@ -33,13 +34,6 @@ def audit(args, **kwargs):
 def no_k8s(env):
     """The simulator's environment without a guest kubeconfig from the caller's environment."""
     return dict(env, K8S_AUTH_KUBECONFIG="", K8S_AUTH_CONTEXT="")
-
-
-def rest(sim):
-    if str(COLLECTIONS) not in sys.path:
-        sys.path.insert(0, str(COLLECTIONS))
-    from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere_rest import VsphereRestClient
-    return VsphereRestClient(sim.host, sim.user, sim.password, port=sim.port, ca_file=sim.ca_file)
 
 
 def test_fleet_driver_drift_is_reported(vsphere, vsphere_env):

@@ -13,12 +13,12 @@ second test calls what the simulator serves beyond the collection's calls, and i
 answers, and checks those the same way.
 """
 import collections
-import sys
 
 import pytest
 
 from tests.lib import rest_contract
-from tests.lib.ansible_run import COLLECTIONS, ROOT, run_playbook
+from tests.lib.ansible_run import ROOT, run_playbook
+from tests.lib.helpers import rest
 
 OLD = "550.54.10-1OEM.800.1.0.20613240"
 NEW = "550.90.05-1OEM.800.1.0.20613240"
@@ -53,13 +53,6 @@ def recorded(tmp_path_factory, monkeypatch_module):
 def monkeypatch_module():
     with pytest.MonkeyPatch.context() as mp:
         yield mp
-
-
-def rest_client(sim):
-    if str(COLLECTIONS) not in sys.path:
-        sys.path.insert(0, str(COLLECTIONS))
-    from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere_rest import VsphereRestClient
-    return VsphereRestClient(sim.host, sim.user, sim.password, port=sim.port, ca_file=sim.ca_file)
 
 
 def task(name, module, args, **extra):
@@ -113,7 +106,7 @@ def playbook(cluster_moid):
 
 def test_every_rest_exchange_fits_the_vendor_contract(recorded):
     sim, log = recorded
-    client = rest_client(sim)
+    client = rest(sim)
     try:
         client.post("/api/content/local-library", {"name": "vm-images", "type": "LOCAL"})
         moid = next(c["cluster"] for c in client.get("/api/vcenter/namespace-management/clusters")
@@ -184,7 +177,7 @@ def test_the_simulators_other_answers_fit_the_contract_too(recorded):
     cluster without an image, unknown objects, a killed session."""
     sim, log = recorded
     seen = len(rest_contract.read_log(log)) if log.exists() else 0
-    client = rest_client(sim)
+    client = rest(sim)
     try:
         clusters = dict((c["cluster_name"], c["cluster"]) for c in
                         client.get("/api/vcenter/namespace-management/clusters"))
