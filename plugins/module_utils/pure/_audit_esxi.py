@@ -16,8 +16,9 @@ the vGPUs on each GPU against its mode (:func:`vgpu_mode_mismatches`); ``drs``: 
 ``{"enabled": bool, "overrides_enabled": bool, "overrides": {vm moid: {"behavior",
 "enabled"}}}``.
 
-:data:`RULES` is this link's rule table (severity, link, one line); ``_audit_report`` assembles
-every link's table into one.
+:data:`RULES` is this link's rule table (severity, link, one line, fix); ``_audit_report`` assembles
+every link's table into one. A finding carries its rule's fix unless it names a more specific one (the
+design's version, graphics type, scheduler value or GPU).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -31,41 +32,96 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit, _d
 
 
 RULES = OrderedDict([
-    ("cluster_missing", ("error", "esxi", "Every GPU cluster of the design exists in vCenter.")),
-    ("gpu_hosts_short", ("warning", "esxi", "A cluster has at least the GPU hosts the design counts on.")),
-    ("host_unreachable", ("warning", "esxi", "Every GPU host is connected and could be read.")),
-    ("host_in_maintenance", ("warning", "esxi", "No GPU host is left in maintenance mode by an earlier run.")),
-    ("host_in_maintenance_by_admin", ("info", "esxi", "A GPU host an administrator put in maintenance mode is "
-                                                      "named (the roles leave it alone).")),
-    ("host_reboot_pending", ("warning", "esxi", "No GPU host owes a reboot (staged driver or nvidia module "
-                                                "options not running).")),
-    ("gpu_vms_left_off", ("warning", "esxi", "No vGPU VM an earlier run powered off is left off.")),
-    ("host_not_plannable", ("error", "esxi", "The design's settings can be planned on every GPU host.")),
-    ("driver_mixed", ("error", "esxi", "Every GPU host of a cluster runs the same NVIDIA driver.")),
-    ("driver_off_design", ("error", "esxi", "Every GPU host runs the driver version of the design.")),
-    ("driver_not_loaded", ("error", "esxi", "Every GPU host offers vGPU profiles (its NVIDIA driver is loaded).")),
-    ("graphics_not_shared_direct", ("error", "esxi", "Host default and every NVIDIA device have the design's "
-                                                     "graphics type (Shared Direct).")),
-    ("assignment_policy_off_design", ("warning", "esxi", "The shared passthrough assignment policy is the "
-                                                         "design's.")),
-    ("scheduler_off_design", ("error", "esxi", "The vGPU scheduler (RmPVMRL) is the design's.")),
-    ("gpu_vgpu_mode_off_design", ("error", "esxi", "Every NVIDIA GPU not in MIG mode runs the design's vGPU mode "
-                                                   "(graphics.vgpu_mode: same_size or mixed_size), where the "
-                                                   "design sets one.")),
-    ("gpu_mig_off_design", ("error", "esxi", "Every GPU runs the MIG mode the design's MIG geometry gives it "
-                                             "(mig_geometry: the GPU indexes in MIG mode per host).")),
-    ("gpu_vgpu_mode_mismatch", ("error", "esxi", "Every vGPU sits on a GPU of its kind: MIG-backed profiles on MIG "
-                                                 "GPUs, time-sliced and full-card profiles on GPUs without MIG, one "
-                                                 "size on a sameSize GPU.")),
-    ("gpu_mig_not_read", ("info", "esxi", "Where the design gives a MIG geometry, the GPU hosts whose vSphere API "
-                                          "reports no vGPU mode (before 8.0.3) are named: their MIG mode is not "
-                                          "judged.")),
-    ("host_ssh_running", ("warning", "esxi", "No GPU host is left with its SSH service (TSM-SSH) running.")),
-    ("drs_overrides_disabled", ("warning", "esxi", "DRS and its per-VM overrides are on where GPU VMs are "
-                                                   "pinned.")),
-    ("gpu_vm_not_pinned", ("error", "esxi", "Every VM holding a vGPU has an enabled DRS override that keeps it "
-                                            "from being moved automatically.")),
-    ("gpu_vm_pin_behavior", ("warning", "esxi", "A GPU VM's DRS override has the design's behavior.")),
+    ("cluster_missing", ("error", "esxi",
+                         "Every GPU cluster of the design exists in vCenter.",
+                         "create the cluster and add its GPU hosts, or fix the name in the design")),
+    ("gpu_hosts_short", ("warning", "esxi",
+                         "A cluster has at least the GPU hosts the design counts on.",
+                         "add GPU hosts to the cluster or lower clusters.<cluster>.hosts in the design")),
+    ("host_unreachable", ("warning", "esxi",
+                          "Every GPU host is connected and could be read.",
+                          "reconnect the host in vCenter and run the audit again")),
+    ("host_in_maintenance", ("warning", "esxi",
+                             "No GPU host is left in maintenance mode by an earlier run.",
+                             "rerun the esxi_gpu_host role: it finishes the host's turn and exits maintenance mode")),
+    ("host_in_maintenance_by_admin", ("info", "esxi",
+                                      "A GPU host an administrator put in maintenance mode is named (the roles leave "
+                                      "it alone).",
+                                      "finish the work on the host and exit maintenance mode; the roles leave it "
+                                      "alone")),
+    ("host_reboot_pending", ("warning", "esxi",
+                             "No GPU host owes a reboot (staged driver or nvidia module options not running).",
+                             "reboot the host (esxi_gpu_host role, esxi_gpu_config reboot=true)")),
+    ("gpu_vms_left_off", ("warning", "esxi",
+                          "No vGPU VM an earlier run powered off is left off.",
+                          "rerun the esxi_gpu_host role: it powers them on")),
+    ("host_not_plannable", ("error", "esxi",
+                            "The design's settings can be planned on every GPU host.",
+                            "fix the host's nvidia module options or the design, then rerun the esxi_gpu_host role")),
+    ("driver_mixed", ("error", "esxi",
+                      "Every GPU host of a cluster runs the same NVIDIA driver.",
+                      "bring every GPU host to the design's driver version, one host at a time (esxi_gpu_host role)")),
+    ("driver_off_design", ("error", "esxi",
+                           "Every GPU host runs the driver version of the design.",
+                           "install the design's driver version on the host (esxi_gpu_host role, esxi_host_driver); "
+                           "with lifecycle vlcm, remediate the cluster against its vLCM image (vlcm_component)")),
+    ("driver_not_loaded", ("error", "esxi",
+                           "Every GPU host offers vGPU profiles (its NVIDIA driver is loaded).",
+                           "reboot the host (esxi_gpu_host role, esxi_gpu_config reboot=true)")),
+    ("graphics_not_shared_direct", ("error", "esxi",
+                                    "Host default and every NVIDIA device have the design's graphics type (Shared "
+                                    "Direct).",
+                                    "set the host default and every NVIDIA device to the design's graphics type "
+                                    "(esxi_gpu_host role, esxi_gpu_config), then restart the X.Org service or reboot "
+                                    "the host")),
+    ("assignment_policy_off_design", ("warning", "esxi",
+                                      "The shared passthrough assignment policy is the design's.",
+                                      "set the assignment policy to the design's (esxi_gpu_host role, "
+                                      "esxi_gpu_config)")),
+    ("scheduler_off_design", ("error", "esxi",
+                              "The vGPU scheduler (RmPVMRL) is the design's.",
+                              "set the nvidia module option NVreg_RegistryDwords=RmPVMRL=<the design's value> "
+                              "(esxi_gpu_host role, esxi_gpu_config) and reboot the host")),
+    ("gpu_vgpu_mode_off_design", ("error", "esxi",
+                                  "Every NVIDIA GPU not in MIG mode runs the design's vGPU mode (graphics.vgpu_mode: "
+                                  "same_size or mixed_size), where the design sets one.",
+                                  "set the design's vGPU mode on the GPUs (esxi_gpu_host role, esxi_gpu_config "
+                                  "vgpu_mode) while no powered-on VM holds a vGPU on them: power the host's vGPU VMs "
+                                  "off first, or roll the host through maintenance mode")),
+    ("gpu_mig_off_design", ("error", "esxi",
+                            "Every GPU runs the MIG mode the design's MIG geometry gives it (mig_geometry: the GPU "
+                            "indexes in MIG mode per host).",
+                            "rerun the esxi_gpu_host role: it sets MIG GPU by GPU from the design's geometry "
+                            "(nvidia-smi -i <index> -mig 1|0, SSH started only while needed), then resets the GPUs or "
+                            "reboots the host")),
+    ("gpu_vgpu_mode_mismatch", ("error", "esxi",
+                                "Every vGPU sits on a GPU of its kind: MIG-backed profiles on MIG GPUs, time-sliced "
+                                "and full-card profiles on GPUs without MIG, one size on a sameSize GPU.",
+                                "read the GPU's mode on the host (nvidia-smi -i <index> "
+                                "--query-gpu=mig.mode.current,mig.mode.pending --format=csv) and compare with "
+                                "vCenter; set the mode back with the esxi_gpu_host role (host in maintenance mode) or "
+                                "power the VM off and restart it on a GPU of its kind")),
+    ("gpu_mig_not_read", ("info", "esxi",
+                          "Where the design gives a MIG geometry, the GPU hosts whose vSphere API reports no vGPU "
+                          "mode (before 8.0.3) are named: their MIG mode is not judged.",
+                          "upgrade the hosts and vCenter to vSphere 8.0 Update 3 or later, or check MIG mode on the "
+                          "hosts (nvidia-smi --query-gpu=index,mig.mode.current --format=csv; the esxi_gpu_host role "
+                          "in check mode reads it over SSH)")),
+    ("host_ssh_running", ("warning", "esxi",
+                          "No GPU host is left with its SSH service (TSM-SSH) running.",
+                          "stop the SSH service on them (vSphere Client: host > Configure > Services > SSH > Stop, or "
+                          "HostServiceSystem.StopService TSM-SSH); the esxi_gpu_host role starts it only while it "
+                          "sets MIG")),
+    ("drs_overrides_disabled", ("warning", "esxi",
+                                "DRS and its per-VM overrides are on where GPU VMs are pinned.",
+                                "enable DRS and VM overrides on the cluster")),
+    ("gpu_vm_not_pinned", ("error", "esxi",
+                           "Every VM holding a vGPU has an enabled DRS override that keeps it from being moved "
+                           "automatically.",
+                           "pin it: drs_gpu_pinning with the design's behavior")),
+    ("gpu_vm_pin_behavior", ("warning", "esxi",
+                             "A GPU VM's DRS override has the design's behavior.",
+                             "drs_gpu_pinning with the design's behavior")),
 ])
 
 
@@ -145,8 +201,7 @@ def host_findings(h, want, mig=None):
     if h.get("maintenance_mode") and not any(i.field == "maintenance_mode" for i in items):
         out.append(finding(
             "host_in_maintenance_by_admin", "host %s" % h["name"],
-            "host %s is in maintenance mode (not by this collection): its GPUs serve no VM" % h["name"],
-            "finish the work on the host and exit maintenance mode; the roles leave it alone"))
+            "host %s is in maintenance mode (not by this collection): its GPUs serve no VM" % h["name"], None))
     return out
 
 
@@ -155,8 +210,7 @@ def _reasons_text(group):
 
 
 def _text_unreachable(h, want, group):
-    return ("host %s could not be read fully (%s)" % (h["name"], _reasons_text(group)),
-            "reconnect the host in vCenter and run the audit again")
+    return "host %s could not be read fully (%s)" % (h["name"], _reasons_text(group)), None
 
 
 def _text_driver(h, want, group):
@@ -174,8 +228,7 @@ def _text_driver(h, want, group):
 
 
 def _text_not_loaded(h, want, group):
-    return ("host %s offers no vGPU profile: its NVIDIA driver is not loaded" % h["name"],
-            "reboot the host (esxi_gpu_host role, esxi_gpu_config reboot=true)")
+    return "host %s offers no vGPU profile: its NVIDIA driver is not loaded" % h["name"], None
 
 
 def _text_graphics(h, want, group):
@@ -231,29 +284,23 @@ def _text_scheduler(h, want, group):
 
 
 def _text_reboot(h, want, group):
-    return ("host %s owes a reboot: %s" % (h["name"], _reasons_text(group)),
-            "reboot the host (esxi_gpu_host role, esxi_gpu_config reboot=true)")
+    return "host %s owes a reboot: %s" % (h["name"], _reasons_text(group)), None
 
 
 def _text_maintenance(h, want, group):
-    return ("host %s was %s: its GPUs serve no VM" % (h["name"], group[0].reason),
-            "rerun the esxi_gpu_host role: it finishes the host's turn and exits maintenance mode")
+    return "host %s was %s: its GPUs serve no VM" % (h["name"], group[0].reason), None
 
 
 def _text_vms_off(h, want, group):
-    return ("host %s: %s" % (h["name"], group[0].reason),
-            "rerun the esxi_gpu_host role: it powers them on")
+    return "host %s: %s" % (h["name"], group[0].reason), None
 
 
 def _text_mig(h, want, group):
-    return ("host %s: %s" % (h["name"], group[0].reason),
-            "rerun the esxi_gpu_host role: it sets MIG GPU by GPU from the design's geometry (nvidia-smi -i <index> "
-            "-mig 1|0, SSH started only while needed), then resets the GPUs or reboots the host")
+    return "host %s: %s" % (h["name"], group[0].reason), None
 
 
 def _text_not_plannable(h, want, group):
-    return ("the design's settings cannot be planned on host %s: %s" % (h["name"], _reasons_text(group)),
-            "fix the host's nvidia module options or the design, then rerun the esxi_gpu_host role")
+    return "the design's settings cannot be planned on host %s: %s" % (h["name"], _reasons_text(group)), None
 
 
 _ESXI_TEXT = {
@@ -417,9 +464,7 @@ def _mig_not_read(out, name, gpu_hosts):
             "gpu_mig_not_read", "cluster %s" % name,
             "the MIG mode of the GPUs of %s is not judged against the design's MIG geometry: their vSphere API "
             "reports no vGPU mode (graphicsInfo.vgpuMode, API 8.0.3)" % ", ".join(hosts),
-            "upgrade the hosts and vCenter to vSphere 8.0 Update 3 or later, or check MIG mode on the hosts "
-            "(nvidia-smi --query-gpu=index,mig.mode.current --format=csv; the esxi_gpu_host role in check mode "
-            "reads it over SSH)"))
+            None))
 
 
 def _ssh_findings(out, name, gpu_hosts):
@@ -430,8 +475,7 @@ def _ssh_findings(out, name, gpu_hosts):
         "host_ssh_running", "cluster %s" % name,
         "GPU host(s) of cluster %s left with SSH (TSM-SSH) running: %s; security baselines keep it stopped"
         % (name, ", ".join(running)),
-        "stop the SSH service on them (vSphere Client: host > Configure > Services > SSH > Stop, or "
-        "HostServiceSystem.StopService TSM-SSH); the esxi_gpu_host role starts it only while it sets MIG"))
+        None))
 
 
 def _driver_key(full):
@@ -456,7 +500,7 @@ def audit_esxi(derived, hosts, drs=None):
         members = sorted(by_cluster.get(name, []), key=lambda h: h["name"])
         if not members:
             out.append(finding("cluster_missing", "cluster %s" % name, "cluster %s has no hosts in vCenter" % name,
-                               "create the cluster and add its GPU hosts, or fix the name in the design"))
+                               None))
             continue
         gpu_hosts = [h for h in members if h.get("gpu_count")]
         counted = (clusters.get(name) or {}).get("hosts") or 0
@@ -528,7 +572,7 @@ def _cluster_pinning(out, name, gpu_hosts, drs, inputs):
         out.append(finding(
             "drs_overrides_disabled", "cluster %s" % name,
             "DRS or its per-VM overrides are disabled on cluster %s: the overrides of GPU VMs do not apply" % name,
-            "enable DRS and VM overrides on the cluster"))
+            None))
     behavior = inputs["behavior"]
     try:
         plan = pinning_plan(gpu_hosts, drs, inputs)
