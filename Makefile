@@ -129,15 +129,19 @@ $(SANITY_VENV)/.stamp: requirements.txt requirements-dev.txt
 # (run by `make test`) runs the unit tests and ansible-test sanity on each, side by side on the two
 # cores (tests/tools/matrix.sh), and prints each version's wall time. The integration tests stay on .venv.
 MATRIX_VERSIONS ?= 2.16
-# the `ansible` package that ships each ansible-core line
+# the `ansible` package that ships each ansible-core line, and the Python of a line that needs another
+# than $(PYTHON): 2.20 and later need 3.12 on the controller, which Debian bookworm does not have;
+# where python3.12 is installed, `make matrix MATRIX_VERSIONS="2.16 2.21"` adds 2.21
 ANSIBLE_PACKAGE_2.16 := 9
+ANSIBLE_PACKAGE_2.21 := 14
+PYTHON_2.21 := python3.12
 matrix_venv = .build/ansible-core-$(1)-venv
 MATRIX_STAMPS := $(foreach v,$(MATRIX_VERSIONS),$(call matrix_venv,$(v))/.stamp)
 matrix-venv: $(MATRIX_STAMPS)
 .build/ansible-core-%-venv/.stamp: requirements.txt requirements-dev.txt
 	@[ -n "$(ANSIBLE_PACKAGE_$*)" ] || { echo "matrix: no ANSIBLE_PACKAGE_$* in the Makefile" >&2; exit 1; }
 	rm -rf $(@D)
-	$(PYTHON) -m venv $(@D) || python3 -m venv $(@D)
+	$(if $(PYTHON_$*),$(PYTHON_$*) -m venv $(@D),$(PYTHON) -m venv $(@D) || python3 -m venv $(@D))
 	$(@D)/bin/python -m pip install -q --upgrade pip
 	grep -vE '^(-r|(ansible-core|ansible|molecule|ansible-lint)([<>=~!]|$$))' requirements-dev.txt >$(@D)/requirements-tests.txt
 	$(@D)/bin/python -m pip install -q -r requirements.txt -r $(@D)/requirements-tests.txt \

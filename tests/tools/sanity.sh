@@ -15,4 +15,6 @@ cd "$repo"
 git ls-files -co --exclude-standard | grep -v -E '^tests/(sim|bench|lib|tools)/' | tar -T - -cf - | tar -xf - -C "$coll"
 cd "$coll"
 git init -q && git add -A
-"$ansible_test" sanity --local --python 3.11 --requirements "$@"
+# the Python of the venv that holds this ansible-test
+python=$("$(dirname "$ansible_test")/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+"$ansible_test" sanity --local --python "$python" --requirements "$@"
