@@ -1,0 +1,235 @@
+"""Benchmark: what the no-op site.yml costs, per link and in all, on the example fleet and on a bigger one.
+
+For each fleet: the vSphere simulator (with the GPU hosts' SSH, so MIG mode can be set), the Kubernetes rig as
+Supervisor and guest, and the DLS double start as for the chain's tests (tests/lib/chain.py); site.yml converges
+the design once, then runs again: the no-op, which must change nothing. During the no-op the simulator counts
+every vSphere request (a callback, tests/bench/callback/bench_marks.py, reads its counts at every play's start,
+so they are split per link), and a counting proxy (tests/bench/k8s_counting_proxy.py) in front of the rig's API
+server counts the collection's Kubernetes requests by verb (the rig's own controllers are not counted). Beside
+it, in the same run, the floor: as many ``ping`` tasks as the no-op ran, and one read per link (gpu_host_info of
+each GPU cluster's hosts without the per-host extras, one k8s_info list of the nodes of the guest cluster).
+
+Printed per link (play) and in all: tasks, wall seconds, vSphere requests and their most frequent methods,
+Kubernetes requests by verb; then the floor, and how each vSphere method grows from the example fleet to the
+bigger one. It exits non-zero when the no-op changes something, or when the vSphere requests grow with the
+hosts beyond the per-host methods the vSphere API has no batch form for (PER_HOST).
+
+    .venv/bin/python tests/bench/bench_noop_site.py [--extra-hosts 8]
+"""
+import argparse
+import collections
+import copy
+import json
+import os
+import pathlib
+import sys
+import tempfile
+import time
+
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "sim")]
+
+from tests.bench.k8s_counting_proxy import CountingProxy  # noqa: E402
+from tests.lib import chain  # noqa: E402
+from tests.lib.ansible_run import run_playbook  # noqa: E402
+
+SITE = ROOT / "playbooks" / "site.yml"
+DESIGN = ROOT / "examples" / "design.yml"
+FLEET = ROOT / "examples" / "fleet.yml"
+CALLBACKS = ROOT / "tests" / "bench" / "callback"
+# vSphere methods with no batch form: one request per host is what the API allows (the host's installed
+# packages, the nvidia module's option string); the paging of one retrieval grows with its objects
+PER_HOST = ("fetchSoftwarePackages", "FetchSoftwarePackages", "QueryConfiguredModuleOptionString",
+            "ContinueRetrievePropertiesEx")
+
+
+def load_fleet():
+    """examples/fleet.yml as data; ``power: off`` is YAML 1.1's false, given back as the word the simulator reads."""
+    fleet = yaml.safe_load(FLEET.read_text())
+    for vm in fleet.get("vms") or []:
+        if isinstance(vm.get("power"), bool):
+            vm["power"] = "on" if vm["power"] else "off"
+    return fleet
+
+
+def grown(extra):
+    """(fleet, design) of the example grown by ``extra`` GPU hosts, half to each GPU cluster, like its hosts
+    without VMs (esx-h100-01's shape: full cards, MIG off; the L40S hosts' shape)."""
+    fleet = load_fleet()
+    design = yaml.safe_load(DESIGN.read_text())
+    h100, l40s = extra // 2, extra - extra // 2
+    for cluster in fleet["clusters"]:
+        if cluster["name"] == "gpu-h100" and h100:
+            cluster["hosts"].append(dict(copy.deepcopy(cluster["hosts"][0]), prefix="esx-h100-x", count=h100))
+        if cluster["name"] == "gpu-l40s" and l40s:
+            cluster["hosts"].append(dict(copy.deepcopy(cluster["hosts"][0]), prefix="esx-l40s-x", count=l40s))
+    for cluster in design["clusters"]:
+        cluster["hosts"] += {"gpu-h100": h100, "gpu-l40s": l40s}.get(cluster["name"], 0)
+    return fleet, design
+
+
+def failed_tasks(run):
+    return [(name, (res.get("msg") or "")[:300]) for name, res in run.tasks if res.get("failed")
+            and not res.get("ignore_errors")]
+
+
+def marks(path):
+    return [json.loads(line) for line in pathlib.Path(path).read_text().splitlines() if line.strip()]
+
+
+def delta(after, before):
+    """{vSphere method or "REST <path>": requests} between two stats of the simulator."""
+    out = collections.Counter()
+    for method, n in after["soap"]["methods"].items():
+        out[method] += n - before["soap"]["methods"].get(method, 0)
+    for path, n in (after.get("rest") or {}).get("paths", {}).items():
+        out["REST " + path] += n - ((before.get("rest") or {}).get("paths") or {}).get(path, 0)
+    return collections.Counter(dict((k, v) for k, v in out.items() if v))
+
+
+def per_play(run, mark_list, proxy):
+    """[(play, tasks, wall s, vSphere Counter, Kubernetes verb Counter)] of one run, in play order."""
+    rows = []
+    tasks = collections.Counter()
+    for play in (run.data or {}).get("plays", []):
+        tasks[play["play"]["name"]] += sum(len(t.get("hosts", {})) for t in play.get("tasks", []))
+    for i, mark in enumerate(mark_list[:-1]):
+        nxt = mark_list[i + 1]
+        verbs = collections.Counter(v for _t, v, _r in proxy.between(mark["time"], nxt["time"]))
+        rows.append((mark["play"], tasks.get(mark["play"], 0), nxt["time"] - mark["time"],
+                     delta(nxt["stats"], mark["stats"]), verbs))
+    return rows
+
+
+def floor_play(tasks, clusters, kubeconfig):
+    """As many ping tasks as the no-op ran, and one read per link."""
+    pings = [{"name": "ping %d" % i, "ansible.builtin.ping": None} for i in range(tasks)]
+    reads = [{"name": "read %s" % c, "gpupool.vcf.gpu_host_info": {"cluster": c, "gather": ["vms"]}}
+             for c in clusters]
+    reads.append({"name": "read guest nodes", "kubernetes.core.k8s_info": {"kind": "Node",
+                                                                         "kubeconfig": str(kubeconfig)}})
+    return [{"name": "floor: pings", "hosts": "localhost", "gather_facts": False, "tasks": pings},
+            {"name": "floor: one read per link", "hosts": "localhost", "gather_facts": False, "tasks": reads}]
+
+
+def measure(label, fleet, design, tmp):
+    """Converge, then the no-op with its figures, then the floor, on one platform."""
+    tmp = pathlib.Path(tmp)
+    design_file = tmp / "design.yml"
+    design_file.write_text(yaml.safe_dump(design, sort_keys=False))
+    sim = chain.vsphere_with_ssh(fleet, tmp / "ssh")
+    try:
+        with chain.platform(sim.env, tmp, ssh=sim) as (rig, _dls, env, extra):
+            pki = rig.data_dir / "pki"
+            proxy = CountingProxy(rig.server, pki / "ca.crt", pki / "apiserver.crt", pki / "apiserver.key").start()
+            try:
+                kubeconfig = proxy.kubeconfig(rig.kubeconfig, tmp / "counted.kubeconfig")
+                os.chmod(kubeconfig, 0o600)
+                extra = dict(extra, gpupool_design_file=str(design_file), gpupool_supervisor_kubeconfig=str(kubeconfig),
+                             gpupool_guest_kubeconfig=str(kubeconfig))
+                start = time.monotonic()
+                run = run_playbook(SITE, env=env, extra_vars=extra, timeout=3600)
+                print("%s: converge %s in %.0f s" % (label, "ok" if run.rc == 0 else "FAILED", time.monotonic() - start),
+                      flush=True)
+                if run.rc != 0:
+                    raise SystemExit("%s: the converge failed: %s%s" % (label, failed_tasks(run), run.stderr[-2000:]))
+                mark_file = tmp / "marks.jsonl"
+                bench_env = dict(env, BENCH_MARKS_FILE=str(mark_file), BENCH_SIM_URL="https://%s:%s" % (sim.host, sim.port),
+                                 ANSIBLE_CALLBACK_PLUGINS=str(CALLBACKS), ANSIBLE_CALLBACKS_ENABLED="bench_marks")
+                sim.reset_stats()
+                proxy.reset()
+                start = time.monotonic()
+                noop = run_playbook(SITE, env=bench_env, extra_vars=extra, timeout=3600)
+                wall = time.monotonic() - start
+                if noop.rc != 0:
+                    raise SystemExit("%s: the no-op failed: %s%s" % (label, failed_tasks(noop), noop.stderr[-2000:]))
+                changed = [name for name, res in noop.tasks if res.get("changed")]
+                rows = per_play(noop, marks(mark_file), proxy)
+                mark_file.unlink()
+                sim.reset_stats()
+                proxy.reset()
+                clusters = [c["name"] for c in design["clusters"]]
+                start = time.monotonic()
+                floor = run_playbook(floor_play(len(noop.tasks), clusters, kubeconfig), env=bench_env, timeout=1800)
+                floor_wall = time.monotonic() - start
+                if floor.rc != 0:
+                    raise SystemExit("%s: the floor failed: %s" % (label, failed_tasks(floor)))
+                floor_rows = per_play(floor, marks(mark_file), proxy)
+            finally:
+                proxy.stop()
+    finally:
+        sim.stop()
+    hosts = sum(c["hosts"] for c in design["clusters"])
+    return dict(label=label, hosts=hosts, wall=wall, rows=rows, changed=changed, tasks=len(noop.tasks),
+                floor_wall=floor_wall, floor_rows=floor_rows)
+
+
+def top(counter, n=5):
+    return ", ".join("%s %d" % kv for kv in counter.most_common(n)) or "-"
+
+
+def verbs(counter):
+    return " ".join("%s=%d" % kv for kv in sorted(counter.items())) or "-"
+
+
+def report(m):
+    print("\n== no-op site.yml on %s (%d GPU hosts): %.1f s, %d tasks ==" % (m["label"], m["hosts"], m["wall"],
+                                                                           m["tasks"]))
+    print("%-58s %5s %7s %6s %5s  %s" % ("link (play)", "tasks", "wall s", "vsph", "k8s", "k8s by verb"))
+    vs_all, k8s_all = collections.Counter(), collections.Counter()
+    for play, tasks, wall, vs, k8s in m["rows"]:
+        vs_all.update(vs)
+        k8s_all.update(k8s)
+        print("%-58s %5d %7.2f %6d %5d  %s" % (play[:58], tasks, wall, sum(vs.values()), sum(k8s.values()), verbs(k8s)))
+        if vs:
+            print("%-58s   vSphere: %s" % ("", top(vs, 4)))
+    print("%-58s %5d %7.2f %6d %5d  %s" % ("in all", m["tasks"], m["wall"], sum(vs_all.values()), sum(k8s_all.values()),
+                                           verbs(k8s_all)))
+    print("vSphere by method: %s" % top(vs_all, 12))
+    floor_vs = sum(sum(r[3].values()) for r in m["floor_rows"])
+    floor_k8s = sum(sum(r[4].values()) for r in m["floor_rows"])
+    pings = [r for r in m["floor_rows"] if r[0] == "floor: pings"]
+    reads = [r for r in m["floor_rows"] if r[0] != "floor: pings"]
+    print("floor (same run): %d pings %.1f s; one read per link %.1f s, %d vSphere and %d Kubernetes requests; "
+          "whole floor %.1f s" % (m["tasks"], sum(r[2] for r in pings), sum(r[2] for r in reads), floor_vs, floor_k8s,
+                                  m["floor_wall"]))
+    print("no-op / floor: wall %.2fx, vSphere requests %.1fx, Kubernetes requests %.1fx" % (
+        m["wall"] / max(m["floor_wall"], 0.001), sum(vs_all.values()) / float(max(floor_vs, 1)),
+        sum(k8s_all.values()) / float(max(floor_k8s, 1))))
+    if m["changed"]:
+        print("CHANGED on the no-op: %s" % m["changed"])
+    return vs_all
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--extra-hosts", type=int, default=8, help="GPU hosts the bigger fleet adds to the example")
+    args = parser.parse_args()
+    example = (load_fleet(), yaml.safe_load(DESIGN.read_text()))
+    results = []
+    for label, (fleet, design) in (("the example", example), ("the example + %d" % args.extra_hosts,
+                                                             grown(args.extra_hosts))):
+        with tempfile.TemporaryDirectory() as tmp:
+            results.append(measure(label, fleet, design, tmp))
+    totals = [report(m) for m in results]
+    small, big = results
+    added = big["hosts"] - small["hosts"]
+    growth = dict((k, totals[1][k] - totals[0][k]) for k in set(totals[0]) | set(totals[1])
+                  if totals[1][k] != totals[0][k])
+    print("\n== vSphere requests from %d to %d GPU hosts (+%d) ==" % (small["hosts"], big["hosts"], added))
+    for method, n in sorted(growth.items(), key=lambda kv: -abs(kv[1])):
+        print("%-50s %+5d  (%+.2f per added host)%s" % (method, n, n / float(added),
+                                                       "" if method in PER_HOST else "  <- grows with the hosts"))
+    failures = ["the no-op on %s changed: %s" % (m["label"], m["changed"]) for m in results if m["changed"]]
+    beyond = dict((k, v) for k, v in growth.items() if k not in PER_HOST and v > 0)
+    if beyond:
+        failures.append("vSphere requests grow with the hosts beyond the per-host methods: %s" % top(
+            collections.Counter(beyond), 20))
+    if failures:
+        raise SystemExit("\n".join(failures))
+
+
+if __name__ == "__main__":
+    main()
