@@ -20,6 +20,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_own
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_vsphere
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import for_vcenter
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import url_errors
 
 VSPHERE_LINKS = ("esxi", "vsphere")
 # what gives each link its connection, for the link_not_audited finding and the refusal
@@ -53,9 +54,7 @@ def licensing_input_errors(p):
         out.append("dls_port must be from 1 to 65535, not %s" % p["dls_port"])
     if p["renew_before_days"] < 0:
         out.append("renew_before_days must be 0 or more, not %s" % p["renew_before_days"])
-    url = p["prometheus_url"]
-    if url and not (url.startswith("http://") or url.startswith("https://")):
-        out.append("prometheus_url must be an http:// or https:// URL, not %r" % (url,))
+    out += url_errors(p, ("prometheus_url",))
     if p["dls_host"] and not (p["dls_username"] and p["dls_password"]):
         out.append("dls_host needs dls_username and dls_password")
     return out

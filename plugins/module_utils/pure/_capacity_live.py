@@ -60,6 +60,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._chargeback impor
     parse_duration,
 )
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names import POOL_LABEL
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import url_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._queueing import (
     MODEL,
     QueueingError,
@@ -698,10 +699,7 @@ def knee_settings(params):
 
 def knee_input_errors(params):
     """The input errors of the knee options (for _inputs)."""
-    url = params.get("prometheus_url")
-    out = []
-    if url is not None and not (str(url).startswith("http://") or str(url).startswith("https://")):
-        out.append("prometheus_url must be an http:// or https:// URL, not %r" % (url,))
+    out = url_errors(params, ("prometheus_url",))
     try:
         knee_settings(params)
     except CapacityError as exc:

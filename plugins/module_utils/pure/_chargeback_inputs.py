@@ -13,14 +13,12 @@ from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _chargeback
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import empty_errors
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import empty_errors, url_errors
 
 
 def gpu_usage_errors(params):
     out = empty_errors(params, ("prometheus_url", "bearer_token", "username", "design_file"))
-    url = params.get("prometheus_url")
-    if url and not (url.startswith("http://") or url.startswith("https://")):
-        out.append("prometheus_url must be an http:// or https:// URL, not %r" % (url,))
+    out += url_errors(params, ("prometheus_url",))
     now = 0
     for key in ("start", "end"):
         if params.get(key) is not None:

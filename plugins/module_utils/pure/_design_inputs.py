@@ -17,6 +17,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import (
     empty_errors,
     list_item_errors,
     range_errors,
+    url_errors,
 )
 
 
@@ -35,7 +36,4 @@ def gpu_pool_discover_errors(params):
 def gpu_pool_preflight_errors(params):
     out = empty_errors(params, ("design_file", "supervisor_kubeconfig", "dls_host"))
     out += range_errors(params, "dls_port", 1, 65535)
-    url = params.get("prometheus_url")
-    if url and not (url.startswith("http://") or url.startswith("https://")):
-        out.append("prometheus_url must be an http:// or https:// URL, not %r" % (url,))
-    return out
+    return out + url_errors(params, ("prometheus_url",))

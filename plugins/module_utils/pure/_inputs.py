@@ -106,6 +106,16 @@ def list_item_errors(params, key):
     return []
 
 
+def url_errors(params, keys):
+    """``<key> must be an http:// or https:// URL`` for each of ``keys`` given (not None) that is not one."""
+    out = []
+    for key in keys:
+        url = params.get(key)
+        if url is not None and not (url.startswith("http://") or url.startswith("https://")):
+            out.append("%s must be an http:// or https:// URL, not %r" % (key, url))
+    return out
+
+
 def range_errors(params, key, low, high=None, what=""):
     value = params.get(key)
     if value is None:

@@ -19,6 +19,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import (
     labels_errors,
     list_item_errors,
     range_errors,
+    url_errors,
 )
 
 
@@ -29,10 +30,7 @@ def pool_ready_errors(params):
     for index, vm in enumerate(params.get("vms") or []):
         out += ["vms[%d].%s" % (index, e) for e in empty_errors(vm, ("name",))]
     out += labels_errors(params.get("node_selector"), "node_selector") + range_errors(params, "min_nodes", 1, what=" nodes")
-    for key in ("prometheus_url", "inference_url"):
-        url = params.get(key)
-        if url is not None and not (url.startswith("http://") or url.startswith("https://")):
-            out.append("%s must be an http:// or https:// URL, not %r" % (key, url))
+    out += url_errors(params, ("prometheus_url", "inference_url"))
     poll = params.get("poll_interval")
     if poll is not None and not poll > 0:
         out.append("poll_interval must be more than 0 seconds, not %r" % (poll,))

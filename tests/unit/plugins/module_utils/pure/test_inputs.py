@@ -381,3 +381,12 @@ def test_nls_appliance_info():
     assert errors("nls_appliance_info", gpu_nodes=[""], dls_host="") == [
         "dls_host must not be empty", "gpu_nodes must not hold empty names (item 0)"]
     assert errors("nls_appliance_info", renew_before_days=-2) == ["renew_before_days must be 0 or more days, not -2"]
+
+
+def test_url_errors_name_each_key_that_is_not_an_http_url_and_skip_the_absent_ones():
+    params = dict(prometheus_url="prometheus:9090", inference_url="https://llm.example:8443/v1", other=None)
+    assert _inputs.url_errors(params, ("prometheus_url", "inference_url", "other")) == [
+        "prometheus_url must be an http:// or https:// URL, not 'prometheus:9090'"]
+    assert _inputs.url_errors(dict(prometheus_url=""), ("prometheus_url",)) == [
+        "prometheus_url must be an http:// or https:// URL, not ''"]
+    assert _inputs.url_errors({}, ("prometheus_url",)) == []
