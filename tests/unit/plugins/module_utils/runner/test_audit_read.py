@@ -51,8 +51,10 @@ def test_a_kubernetes_link_failure_becomes_the_links_error(guest, exc):
     assert str(raised.value) == "%s: %s" % (type(exc).__name__, exc)
 
 
-@pytest.mark.parametrize("exc", [KeyError("gpu_operator_namespace"), AttributeError("'NoneType' object has no "
-                                                                                     "attribute 'get'")])
+BUGS = [KeyError("gpu_operator_namespace"), AttributeError("'NoneType' object has no attribute 'get'")]
+
+
+@pytest.mark.parametrize("exc", BUGS)
 def test_a_bug_in_a_kubernetes_reader_is_not_taken_for_the_link(guest, exc):
     guest(exc)
     with pytest.raises(type(exc)) as raised:
