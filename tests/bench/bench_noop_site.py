@@ -208,12 +208,13 @@ def main():
     parser.add_argument("--extra-hosts", type=int, default=8, help="GPU hosts the bigger fleet adds to the example")
     args = parser.parse_args()
     example = (load_fleet(), yaml.safe_load(DESIGN.read_text()))
-    results = []
+    results, totals = [], []
     for label, (fleet, design) in (("the example", example), ("the example + %d" % args.extra_hosts,
                                                              grown(args.extra_hosts))):
         with tempfile.TemporaryDirectory() as tmp:
             results.append(measure(label, fleet, design, tmp))
-    totals = [report(m) for m in results]
+        totals.append(report(results[-1]))  # each fleet's figures as soon as they are in
+        sys.stdout.flush()
     small, big = results
     added = big["hosts"] - small["hosts"]
     growth = dict((k, totals[1][k] - totals[0][k]) for k in set(totals[0]) | set(totals[1])
