@@ -157,7 +157,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _discover
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._capture import gpu_pool_capture_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import DesignError
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._guest_plan import KINDS, KUEUE_KINDS
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._guest_plan import KINDS, KUEUE_KINDS, OPERATOR_KINDS
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import CREATE, UPDATE, Change, Failure, Plan, Resource
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._files import SECRET_MODE, atomic_write, replaced_text
@@ -275,7 +275,9 @@ class Capture(Resource):
         version = policy["gpu_scheduling_policy_kueue_api_version"]
         versions = dict((kind, version) for kind in KUEUE_KINDS)
         api = GuestObjectsApi(k8s=k8s, versions=versions)
-        objects = api.read([k for k in KINDS if k not in KUEUE_KINDS])
+        # the kinds of the capture's format: the operator's ConfigMaps, its ClusterPolicy and the licensing Secret
+        # (kinds guest_objects grew since) are not objects the capture records, nor read at a version it knows
+        objects = api.read([k for k in KINDS if k not in KUEUE_KINDS + OPERATOR_KINDS + ("Secret",)])
         if out.get("kueue") is not None:  # Kueue served
             objects.update(api.read(list(KUEUE_KINDS)))
         out["objects"] = _capture.guest_objects(
