@@ -19,10 +19,11 @@ import json
 try:
     import yaml
     HAS_YAML = True
-    YAML_ERRORS = (yaml.YAMLError,)
+    # what a ConfigMap value that does not parse raises (json's and yaml's)
+    PARSE_ERRORS = (ValueError, yaml.YAMLError)
 except ImportError:  # pragma: no cover - ansible-core ships PyYAML
     HAS_YAML = False
-    YAML_ERRORS = ()
+    PARSE_ERRORS = (ValueError,)
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_guest, _guest_plan
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import DEFAULT_REQUEST_TIMEOUT, K8sClient, K8sError
@@ -123,7 +124,7 @@ def _yaml_data(data):
     for key, text in (data or {}).items():
         try:
             out[key] = yaml.safe_load(text) if HAS_YAML else json.loads(text)
-        except (ValueError,) + YAML_ERRORS:  # text that does not parse: compared as text, so it differs
+        except PARSE_ERRORS:  # text that does not parse: compared as text, so it differs
             out[key] = text
     return out
 
