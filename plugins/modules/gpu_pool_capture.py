@@ -141,17 +141,11 @@ links_not_read:
 """
 
 import json
-import os
-
-from ansible.module_utils.basic import missing_required_lib
-from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_api import GuestObjectsApi
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_reader import (
-    LINK_FAILURES, LinkError, k8s_client, read_guest_design, read_vks)
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._library import K8S_IMPORT_ERROR
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_reader import LinkError, k8s_client, read_guest_design, read_vks
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._vks_api import VksClusterApi
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sError, request_argument_spec, request_timeout_error
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sError, request_timeout_error
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_guest, _capture
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _discover
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._capture import gpu_pool_capture_errors
@@ -159,24 +153,17 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive im
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import DesignError
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._guest_plan import KINDS, KUEUE_KINDS, OPERATOR_KINDS
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import CREATE, UPDATE, Change, Failure, Plan, Resource
-from ansible_collections.gpupool.vcf.plugins.module_utils.runner._files import SECRET_MODE, atomic_write, replaced_text
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._files import SECRET_MODE
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._platform_file import (
+    PlatformFile, platform_file_argument_spec)
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
-from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._pool_reader import read_esxi, read_platform
 
-ARGUMENT_SPEC = dict(
-    dest=dict(type="path", required=True),
-    force=dict(type="bool", default=False),
+ARGUMENT_SPEC = platform_file_argument_spec(
     redact_names=dict(type="bool", default=False),
     salt=dict(type="str", default="", no_log=True),
     redact_hosts=dict(type="list", elements="str", default=[]),
-    clusters=dict(type="list", elements="str"),
-    supervisor_kubeconfig=dict(type="path"),
-    supervisor_context=dict(type="str"),
-    kubeconfig=dict(type="path"),
-    context=dict(type="str"),
-    **request_argument_spec()
 )
 
 
@@ -195,37 +182,24 @@ def counts(sections):
     return out
 
 
-class Capture(Resource):
+class Capture(PlatformFile):
     """The capture file: read the platform through the readers, redact, plan its content, write it."""
 
-    verb = "write"
-    refusals = (_discover.DiscoverError,)
-    errors = (IOError, OSError, LinkError)
+    what = "capture file"
+    mode = SECRET_MODE
+    shown = False  # the plan names the size only: the file is 0600 and its content is not shown
 
-    def __init__(self, module):
-        Resource.__init__(self, "capture file %s" % module.params["dest"])
-        self.module = module
-        self.path = os.path.abspath(module.params["dest"])
-        self.text = None
-
-    def read(self):
+    def content(self, hosts, drs, platform):
         p = self.module.params
-        # an existing file without force is refused before anything is read
-        before = replaced_text(self.path, p["force"], "capture file %s" % self.path)
-        with self.doing("read", "the GPU hosts"):
-            hosts, drs = read_esxi(self.module.client(), rest=self.module.open_rest_session)
-        with self.doing("read", "the VM classes and namespaces"):
-            platform = read_platform(self.module)
         sections = dict(vsphere=dict(hosts=hosts, drs=drs, **platform))
         unread = {}
         if p["supervisor_kubeconfig"] or p["kubeconfig"]:
             derived = self.derived(hosts, drs, platform)
-            if K8S_IMPORT_ERROR:
-                raise Failure(missing_required_lib("kubernetes") + " Nothing was written.", exception=K8S_IMPORT_ERROR)
-            if p["supervisor_kubeconfig"]:
-                self.read_link("vks", sections, unread, lambda: self.read_supervisor(derived))
-            if p["kubeconfig"]:
-                self.read_link("guest", sections, unread, lambda: self.read_guest(derived))
+            for link, given, read in (("vks", p["supervisor_kubeconfig"], self.read_supervisor),
+                                      ("guest", p["kubeconfig"], self.read_guest)):
+                section = self.read_link(link, unread, read, derived) if given else None
+                if section is not None:
+                    sections[link] = section
         # plain data (enumerations and dates as text) before it is redacted
         sections = json.loads(json.dumps(sections, default=str))
         names = _capture.pseudonyms(_capture.names_of(sections), p["salt"]) if p["redact_names"] else None
@@ -235,8 +209,8 @@ class Capture(Resource):
         if left:
             raise Failure("Unable to write capture file %s: %d text(s) still look like an address or a secret after "
                           "the redaction; nothing was written." % (self.path, len(left)))
-        text = self.text = json.dumps(record, indent=1, sort_keys=True) + "\n"
-        return dict(record=record, sections=sections, before=before, text=text, unread=unread)
+        return dict(record=record, sections=sections, text=json.dumps(record, indent=1, sort_keys=True) + "\n",
+                    unread=unread)
 
     def derived(self, hosts, drs, platform):
         """The inputs derived from the discovered design: the names the Kubernetes readers look for."""
@@ -284,24 +258,6 @@ class Capture(Resource):
             objects, [t["namespace"] for t in policy.get("gpu_scheduling_policy_tenants") or []]
             + [operator["gpu_operator_namespace"], policy["gpu_scheduling_policy_culling_namespace"]], versions)
         return out
-
-    @staticmethod
-    def read_link(link, sections, unread, read):
-        try:
-            sections[link] = read()
-        except (LinkError, K8sError) as exc:
-            unread[link] = to_native(exc)
-        except LINK_FAILURES as exc:  # kubeconfig, API and socket errors of the kubernetes client; a bug goes on
-            unread[link] = "%s: %s" % (type(exc).__name__, to_native(exc))
-
-    def plan(self, live):
-        if live["before"] == live["text"]:
-            return Plan()
-        return Plan([Change("capture file %s" % self.path, "content", None, "%d bytes" % len(live["text"]),
-                            CREATE if live["before"] is None else UPDATE)])
-
-    def apply(self, plan):
-        atomic_write(self.path, self.text, SECRET_MODE)
 
     def result(self, live, plan):
         return dict(dest=self.path, format_version=live["record"]["format_version"], sections=sorted(live["sections"]),

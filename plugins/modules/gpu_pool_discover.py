@@ -132,36 +132,21 @@ links_not_read:
   sample: {guest: "could not read the PriorityClasses: ... Connection refused"}
 """
 
-import os
-
-from ansible.module_utils.common.text.converters import to_native
-
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_reader import (
-    LINK_FAILURES, LinkError, k8s_client, read_guest_design, read_vks)
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sError, request_argument_spec, request_timeout_error
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._library import K8S_IMPORT_ERROR
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_reader import k8s_client, read_guest_design, read_vks
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import request_timeout_error
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _discover
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import DesignError
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_inputs import gpu_pool_discover_errors
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import CREATE, UPDATE, Change, Failure, Plan, Resource
-from ansible_collections.gpupool.vcf.plugins.module_utils.runner._files import REPORT_MODE, atomic_write, replaced_text
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._files import REPORT_MODE
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner._platform_file import (
+    PlatformFile, platform_file_argument_spec)
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
-from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._pool_reader import read_esxi, read_platform
 
-ARGUMENT_SPEC = dict(
-    dest=dict(type="path", required=True),
-    force=dict(type="bool", default=False),
-    name=dict(type="str", default="gpupool"),
-    clusters=dict(type="list", elements="str"),
-    supervisor_kubeconfig=dict(type="path"),
-    supervisor_context=dict(type="str"),
-    kubeconfig=dict(type="path"),
-    context=dict(type="str"),
-    **request_argument_spec()
-)
+ARGUMENT_SPEC = platform_file_argument_spec(name=dict(type="str", default="gpupool"))
 HEADER = [
     "Pool design discovered from a live platform by gpupool.vcf.gpu_pool_discover (docs/discover.md).",
     "Comments mark what the platform does not say: fill those in, then check it with gpu_pool_design",
@@ -177,42 +162,27 @@ def path_text(path):
     return out
 
 
-class DiscoveredDesign(Resource):
+class DiscoveredDesign(PlatformFile):
     """The design file: read the platform and the file, plan its content, write it."""
 
-    verb = "write"
-    refusals = (_discover.DiscoverError,)
-    errors = (IOError, OSError, LinkError)
+    what = "design file"
+    mode = REPORT_MODE
 
-    def __init__(self, module):
-        Resource.__init__(self, "design file %s" % module.params["dest"])
-        self.module = module
-        self.path = os.path.abspath(module.params["dest"])
-
-    def read(self):
-        # an existing file without force is refused before anything is read
-        before = replaced_text(self.path, self.module.params["force"], "design file %s" % self.path)
-        with self.doing("read", "the GPU hosts"):
-            hosts, drs = read_esxi(self.module.client(), rest=self.module.open_rest_session)
-        with self.doing("read", "the VM classes and namespaces"):
-            platform = read_platform(self.module)
+    def content(self, hosts, drs, platform):
+        p = self.module.params
         with self.doing("describe", "the platform"):
             design, notes = _discover.discover(hosts, platform["vm_classes"], platform["namespaces"],
-                                               platform["storage_policies"], drs, name=self.module.params["name"],
-                                               cluster_names=platform["cluster_names"],
-                                               clusters=self.module.params["clusters"])
+                                               platform["storage_policies"], drs, name=p["name"],
+                                               cluster_names=platform["cluster_names"], clusters=p["clusters"])
         unread = {}
-        if self.module.params["supervisor_kubeconfig"] or self.module.params["kubeconfig"]:
-            self.kubernetes_library()
-        if self.module.params["supervisor_kubeconfig"]:
+        if p["supervisor_kubeconfig"]:
             self.read_link("vks", unread, self.read_node_pools, design, notes)
-        if self.module.params["kubeconfig"]:
+        if p["kubeconfig"]:
             self.read_link("guest", unread, self.read_guest, design, notes)
         self.validated(design)
         header = HEADER + ["Links not read (the keys they hold are the vSphere side's choices, with their comments):"
                            ] * bool(unread) + ["  %s: %s" % (link, why) for link, why in sorted(unread.items())]
-        return dict(design=design, notes=notes, before=before, unread=unread,
-                    text=_discover.render(design, notes, header))
+        return dict(design=design, notes=notes, unread=unread, text=_discover.render(design, notes, header))
 
     def validated(self, design):
         """The design's derived inputs; Failure (nothing written) when the design does not validate."""
@@ -222,22 +192,6 @@ class DiscoveredDesign(Resource):
             raise Failure("Unable to write design file %s: the discovered design does not validate, nothing was "
                           "written: %s" % (self.path, exc), findings=[f.to_dict() for f in exc.findings],
                           design=design)
-
-    @staticmethod
-    def kubernetes_library():
-        if K8S_IMPORT_ERROR:
-            raise Failure("The kubernetes Python library is required for supervisor_kubeconfig and kubeconfig. "
-                          "Nothing was written.")
-
-    @staticmethod
-    def read_link(link, unread, read, design, notes):
-        """One Kubernetes link read into the design; a link that cannot be read is named in ``unread``."""
-        try:
-            read(design, notes)
-        except (LinkError, K8sError) as exc:
-            unread[link] = to_native(exc)
-        except LINK_FAILURES as exc:  # kubeconfig, API and socket errors of the kubernetes client; a bug goes on
-            unread[link] = "%s: %s" % (type(exc).__name__, to_native(exc))
 
     def read_guest(self, design, notes):
         """The guest cluster's objects (quotas, priorities, Kueue, ClusterPolicy, culling) into the design."""
@@ -253,15 +207,6 @@ class DiscoveredDesign(Resource):
         live = read_vks(dict(kubeconfig=p["supervisor_kubeconfig"], context=p["supervisor_context"],
                              request_timeout=p["request_timeout"]), wanted)
         _discover.apply_vks(design, notes, live)
-
-    def plan(self, live):
-        if live["before"] == live["text"]:
-            return Plan()
-        return Plan([Change("design file %s" % self.path, "content", live["before"], live["text"],
-                            CREATE if live["before"] is None else UPDATE)])
-
-    def apply(self, plan):
-        atomic_write(self.path, plan.changes[0].after, REPORT_MODE, move=self.module.atomic_move)
 
     def result(self, live, plan):
         return dict(design=live["design"], dest=self.path, links_not_read=live["unread"],

@@ -12,6 +12,7 @@ from kubernetes.config.config_exception import ConfigException
 from urllib3.exceptions import MaxRetryError
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_reader import LinkError
+from ansible_collections.gpupool.vcf.plugins.module_utils.runner import _platform_file
 from ansible_collections.gpupool.vcf.plugins.modules import gpu_pool_capture
 from tests.lib.module_main import VSPHERE, run_main
 
@@ -79,7 +80,9 @@ class Readers:
 def fakes(monkeypatch, module):
     def make(broken=()):
         fake = Readers(broken)
-        for name in ("read_esxi", "read_platform", "read_vks", "read_guest_design"):
+        for name in ("read_esxi", "read_platform"):  # the vSphere link, read by the modules' shared base
+            monkeypatch.setattr(_platform_file, name, getattr(fake, name))
+        for name in ("read_vks", "read_guest_design"):
             monkeypatch.setattr(module, name, getattr(fake, name))
         monkeypatch.setattr(module, "k8s_client", lambda *args: "guest client")
         if hasattr(module, "GuestObjectsApi"):
