@@ -54,9 +54,23 @@ def load_fleet():
     return fleet
 
 
+def fleet_mig(fleet, cluster):
+    """{host name: GPU indexes in MIG mode} of the named hosts of a fleet's cluster that run MIG."""
+    for entry in fleet["clusters"]:
+        if entry["name"] == cluster:
+            return dict((h["name"], list(h["mig"])) for h in entry["hosts"] if h.get("name") and h.get("mig"))
+    return {}
+
+
 def grown(extra):
     """(fleet, design) of the example grown by ``extra`` GPU hosts, half to each GPU cluster, like its hosts
-    without VMs (esx-h100-01's shape: full cards, MIG off; the L40S hosts' shape)."""
+    without VMs (esx-h100-01's shape: full cards, MIG off; the L40S hosts' shape).
+
+    The grown design pins the MIG geometry of each GPU cluster to the GPUs the fleet runs MIG on (by host
+    name; the added hosts run none), so the converge has only the example's own drift to repair. Left to
+    derive(), the geometry is spread over the new host positions ([[], [], [0, 1], [], [0, 1]] for five H100
+    hosts): the roll would turn MIG off on esx-h100-04, whose MIG GPUs carry the node VMs inference-2 and -3,
+    and those MIG-backed VMs could not be powered on again (their nodes never Ready)."""
     fleet = load_fleet()
     design = yaml.safe_load(DESIGN.read_text())
     h100, l40s = extra // 2, extra - extra // 2
@@ -66,7 +80,11 @@ def grown(extra):
         if cluster["name"] == "gpu-l40s" and l40s:
             cluster["hosts"].append(dict(copy.deepcopy(cluster["hosts"][0]), prefix="esx-l40s-x", count=l40s))
     for cluster in design["clusters"]:
-        cluster["hosts"] += {"gpu-h100": h100, "gpu-l40s": l40s}.get(cluster["name"], 0)
+        added = {"gpu-h100": h100, "gpu-l40s": l40s}.get(cluster["name"], 0)
+        cluster["hosts"] += added
+        mig = fleet_mig(fleet, cluster["name"])
+        if added and mig and cluster.get("mig_geometry") is None:
+            cluster["mig_geometry"] = mig
     return fleet, design
 
 
