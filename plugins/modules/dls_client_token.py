@@ -29,22 +29,6 @@ description:
 author:
   - gpupool.vcf developers (@gpupool)
 options:
-  dls_host:
-    description: Host name or address of the DLS appliance (any node of an HA cluster).
-    type: str
-    required: true
-  port:
-    description: HTTPS port of the appliance's API.
-    type: int
-    default: 443
-  username:
-    description: DLS user (a local DLS administrator, C(dls_admin) by default on the appliance).
-    type: str
-    required: true
-  password:
-    description: Password of O(username).
-    type: str
-    required: true
   dest:
     description: File the token is written to (conventionally C(client_configuration_token_<date>.tok)).
     type: path
@@ -67,13 +51,6 @@ options:
     type: int
     choices: [443, 8082]
     default: 443
-  validate_certs:
-    description: Verify the appliance's TLS certificate.
-    type: bool
-    default: true
-  ca_file:
-    description: PEM bundle of the CA that signed the appliance's certificate (default the system trust store).
-    type: path
   force:
     description: Make a new token even when the one in O(dest) is still valid.
     type: bool
@@ -90,6 +67,7 @@ options:
     aliases: [timeout]
 extends_documentation_fragment:
   - gpupool.vcf.attributes
+  - gpupool.vcf.dls.appliance
 attributes:
   check_mode:
     description: Logs in and reads the appliance, composes and writes nothing; reports whether a token would be made.
@@ -148,22 +126,20 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._licensing_inputs import dls_client_token_errors
-from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import DlsClient
+from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import dls_argument_spec, dls_client
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Change, Failure, Plan, Resource
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._files import SECRET_MODE, atomic_write
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 
 ARGUMENT_SPEC = dict(
-    dls_host=dict(type="str", required=True), port=dict(type="int", default=443),
-    username=dict(type="str", required=True), password=dict(type="str", required=True, no_log=True),
     dest=dict(type="path", required=True), expiry_days=dict(type="int", default=365),
     renew_before_days=dict(type="int", default=30),
     address_type=dict(type="str", choices=["fqdn", "ipv4"], default="fqdn"),
     leasing_port=dict(type="int", choices=[443, 8082], default=443),
-    validate_certs=dict(type="bool", default=True), ca_file=dict(type="path"),
     force=dict(type="bool", default=False),
     request_timeout=dict(type="int", default=30, aliases=["timeout"]),
 )
+ARGUMENT_SPEC.update(dls_argument_spec(prefix="", required=True))  # doc fragment gpupool.vcf.dls.appliance
 
 
 def current_state(dest, meta_path):
@@ -222,8 +198,7 @@ class ClientToken(Resource):
         if reason is None:
             return live
         self.partial.update(reason=reason, dest=self.dest, meta_file=self.meta_path, written=False)
-        self.client = DlsClient(p["dls_host"], p["port"], p["username"], p["password"], p["validate_certs"],
-                                p["ca_file"], p["request_timeout"])
+        self.client = dls_client(p, p["request_timeout"], prefix="")
         with self.doing("get"):
             live["selection"], live["scope_ref"] = self.client.discover(p["address_type"])
         return live

@@ -206,7 +206,7 @@ from ansible.module_utils.basic import env_fallback
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import DEFAULT_REQUEST_TIMEOUT, K8sClient
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._node_reader import read_pending
-from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromClient, PromError
+from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromError, prom_client, prometheus_argument_spec
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _capacity_live
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._capacity_inputs import gpu_capacity_errors
@@ -224,15 +224,12 @@ ARGUMENT_SPEC = dict(
     kubeconfig=dict(type="path"),
     context=dict(type="str"),
     request_timeout=dict(type="int", default=DEFAULT_REQUEST_TIMEOUT),
-    prometheus_url=dict(type="str", fallback=(env_fallback, ["PROMETHEUS_URL"])),
-    prometheus_token=dict(type="str", no_log=True, fallback=(env_fallback, ["PROMETHEUS_TOKEN"])),
-    prometheus_validate_certs=dict(type="bool", default=True),
-    prometheus_ca_path=dict(type="path"),
-    prometheus_allow_plain_http=dict(type="bool", default=False),
     knee_range=dict(type="str", default=_capacity_live.KNEE_DEFAULTS["knee_range"]),
     knee_window=dict(type="str", default=_capacity_live.KNEE_DEFAULTS["knee_window"]),
     knee_step=dict(type="str", default=_capacity_live.KNEE_DEFAULTS["knee_step"]),
 )
+# the Prometheus connection (doc fragment gpupool.vcf.prometheus with TOKEN): PROMETHEUS_URL and PROMETHEUS_TOKEN fallbacks
+ARGUMENT_SPEC.update(prometheus_argument_spec(token="prometheus_token", env_fallback=env_fallback))
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSIONS = ("v1beta2", "v1beta1")
 
@@ -261,11 +258,7 @@ class Capacity(Info):
         """The knee queries' results over the range that ends now (whole windows)."""
         p = self.module.params
         span, window, step = _capacity_live.knee_settings(p)
-        client = PromClient(p["prometheus_url"], bearer_token=p["prometheus_token"],
-                            validate_certs=p["prometheus_validate_certs"], ca_path=p["prometheus_ca_path"],
-                            allow_plain_http=p["prometheus_allow_plain_http"],
-                            plain_http_option="prometheus_allow_plain_http",
-                            timeout=p["request_timeout"])
+        client = prom_client(p, p["request_timeout"], bearer_token="prometheus_token")
         end = float(int(now))
         start = end - span
         queries = _capacity_live.knee_queries(span, window, step)

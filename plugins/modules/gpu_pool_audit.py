@@ -278,6 +278,8 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_inputs im
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure, Info
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import request_argument_spec, request_timeout_error
+from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import prometheus_argument_spec
+from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import dls_argument_spec
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner import _files
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._audit_read import read_link
@@ -295,25 +297,16 @@ ARGUMENT_SPEC = dict(
     context=dict(type="str", fallback=(env_fallback, ["K8S_AUTH_CONTEXT"])),
     supervisor_kubeconfig=dict(type="path"),
     supervisor_context=dict(type="str"),
-    dls_host=dict(type="str"),
-    dls_port=dict(type="int", default=443),
-    dls_username=dict(type="str"),
-    dls_password=dict(type="str", no_log=True),
-    dls_ca_file=dict(type="path"),
-    dls_validate_certs=dict(type="bool", default=True),
     token_dir=dict(type="path"),
     renew_before_days=dict(type="int", default=30, no_log=False),
-    prometheus_url=dict(type="str"),
-    prometheus_bearer_token=dict(type="str", no_log=True),
-    prometheus_validate_certs=dict(type="bool", default=True),
-    prometheus_ca_path=dict(type="path"),
-    prometheus_allow_plain_http=dict(type="bool", default=False),
     license_metric=dict(type="str", default=_audit_licensing.LICENSE_METRIC),
     fail_on=dict(type="str", choices=["none", "error", "warning"], default="none"),
     vcenter=dict(type="str"),
     vcenter_results=dict(type="list", elements="dict"),
     **request_argument_spec()
 )
+ARGUMENT_SPEC.update(dls_argument_spec())  # doc fragment gpupool.vcf.dls
+ARGUMENT_SPEC.update(prometheus_argument_spec())  # doc fragment gpupool.vcf.prometheus with BEARER_TOKEN
 
 
 class PoolAudit(Info):

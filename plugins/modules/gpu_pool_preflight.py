@@ -188,8 +188,8 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere impor
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sError
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._library import HAS_KUBERNETES
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._node_reader import read_crd_names
-from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import DlsClient, DlsError
-from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromClient, PromError
+from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import DlsError, dls_argument_spec, dls_client
+from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromError, prom_client, prometheus_argument_spec
 
 ARGUMENT_SPEC = dict(
     design=dict(type="dict"),
@@ -200,19 +200,10 @@ ARGUMENT_SPEC = dict(
     context=dict(type="str", fallback=(env_fallback, ["K8S_AUTH_CONTEXT"])),
     supervisor_kubeconfig=dict(type="path"),
     supervisor_context=dict(type="str"),
-    dls_host=dict(type="str"),
-    dls_port=dict(type="int", default=443),
-    dls_username=dict(type="str"),
-    dls_password=dict(type="str", no_log=True),
-    dls_ca_file=dict(type="path"),
-    dls_validate_certs=dict(type="bool", default=True),
-    prometheus_url=dict(type="str"),
-    prometheus_bearer_token=dict(type="str", no_log=True),
-    prometheus_validate_certs=dict(type="bool", default=True),
-    prometheus_ca_path=dict(type="path"),
-    prometheus_allow_plain_http=dict(type="bool", default=False),
     request_timeout=dict(type="int", default=30),
 )
+ARGUMENT_SPEC.update(dls_argument_spec())  # doc fragment gpupool.vcf.dls
+ARGUMENT_SPEC.update(prometheus_argument_spec())  # doc fragment gpupool.vcf.prometheus with BEARER_TOKEN
 
 SERVICE_INSTANCE = "/service_instance_manager/v1/service-instance"
 
@@ -294,17 +285,13 @@ def read_licensing(params):
     if not (p["dls_username"] and p["dls_password"]):
         out["dls"] = "no dls_username and dls_password to log in with"
     else:
-        dls = DlsClient(p["dls_host"], p["dls_port"], p["dls_username"], p["dls_password"],
-                        validate_certs=p["dls_validate_certs"], ca_file=p["dls_ca_file"], timeout=p["request_timeout"])
+        dls = dls_client(p, p["request_timeout"])
         try:
             dls.call("GET", SERVICE_INSTANCE)
         except DlsError as exc:
             out["dls"] = str(exc)
     if p["prometheus_url"]:
-        prom = PromClient(p["prometheus_url"], bearer_token=p["prometheus_bearer_token"],
-                          validate_certs=p["prometheus_validate_certs"], ca_path=p["prometheus_ca_path"],
-                          allow_plain_http=p["prometheus_allow_plain_http"],
-                          plain_http_option="prometheus_allow_plain_http", timeout=p["request_timeout"])
+        prom = prom_client(p, p["request_timeout"])
         try:
             prom.query("vector(1)")
         except PromError as exc:

@@ -26,30 +26,8 @@ author:
   - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
   - gpupool.vcf.attributes.info_module
+  - gpupool.vcf.dls.appliance
 options:
-  dls_host:
-    description: Host name or address of the appliance (any node of an HA pair).
-    type: str
-    required: true
-  port:
-    description: HTTPS port of the appliance's API.
-    type: int
-    default: 443
-  username:
-    description: DLS user (a local DLS administrator).
-    type: str
-    required: true
-  password:
-    description: Password of O(username).
-    type: str
-    required: true
-  validate_certs:
-    description: Verify the appliance's TLS certificate.
-    type: bool
-    default: true
-  ca_file:
-    description: PEM bundle of the CA that signed the appliance's certificate.
-    type: path
   request_timeout:
     description: Seconds to wait for one request.
     type: int
@@ -149,7 +127,7 @@ import datetime
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.dls._appliance import read_appliance, wait_answering
-from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import DlsClient, DlsError
+from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import DlsError, dls_argument_spec, dls_client
 from ansible_collections.gpupool.vcf.plugins.module_utils.dls._token import read_token
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_licensing
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _nls_appliance as nls
@@ -159,13 +137,11 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Info
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 
 ARGUMENT_SPEC = dict(
-    dls_host=dict(type="str", required=True), port=dict(type="int", default=443),
-    username=dict(type="str", required=True), password=dict(type="str", required=True, no_log=True),
-    validate_certs=dict(type="bool", default=True), ca_file=dict(type="path"),
     request_timeout=dict(type="int", default=30), wait_seconds=dict(type="int", default=900),
     expect_nodes=dict(type="int"), token_path=dict(type="path"), renew_before_days=dict(type="int", default=30),
     gpu_nodes=dict(type="list", elements="str"),
 )
+ARGUMENT_SPEC.update(dls_argument_spec(prefix="", required=True))  # doc fragment gpupool.vcf.dls.appliance
 
 
 class ApplianceReadiness(Info):
@@ -179,8 +155,7 @@ class ApplianceReadiness(Info):
     def read(self):
         p = self.p
         where = "%s:%d" % (p["dls_host"], p["port"])
-        client = DlsClient(p["dls_host"], p["port"], p["username"], p["password"], p["validate_certs"], p["ca_file"],
-                           p["request_timeout"])
+        client = dls_client(p, p["request_timeout"], prefix="")
         waited = 0
         try:
             waited = wait_answering(client, p["wait_seconds"])

@@ -303,3 +303,37 @@ class DlsClient(object):
         if not token:
             raise DlsError("compose-messenger-token answered without messengerToken", kind="other")
         return token
+
+
+# --- the connection options of a module that reaches the appliance ------------------------------
+
+# the settings of the connection, by the option name they have beside other links (doc fragment gpupool.vcf.dls)
+DLS_SETTINGS = ("host", "port", "username", "password", "ca_file", "validate_certs")
+
+
+def dls_option_names(prefix="dls_"):
+    """{setting: option name}: ``prefix`` ``dls_`` where the appliance is one link of several (gpu_pool_audit,
+    gpu_pool_preflight), ``""`` where the module talks to the appliance alone (doc fragment
+    gpupool.vcf.dls.appliance); the host is ``dls_host`` in both."""
+    return dict((k, "dls_host" if k == "host" else prefix + k) for k in DLS_SETTINGS)
+
+
+def dls_argument_spec(prefix="dls_", required=False):
+    """The appliance's connection options of a module (names: :func:`dls_option_names`). ``required``: the
+    host, the user and the password must be given (a module that only talks to the appliance); otherwise
+    all are optional and the module says when the appliance's link needs them."""
+    names = dls_option_names(prefix)
+    spec = {names["host"]: dict(type="str"), names["port"]: dict(type="int", default=443),
+            names["username"]: dict(type="str"), names["password"]: dict(type="str", no_log=True),
+            names["ca_file"]: dict(type="path"), names["validate_certs"]: dict(type="bool", default=True)}
+    if required:
+        for setting in ("host", "username", "password"):
+            spec[names[setting]]["required"] = True
+    return spec
+
+
+def dls_client(params, timeout, prefix="dls_"):
+    """The DlsClient of a module's connection options (those of :func:`dls_argument_spec` with ``prefix``)."""
+    names = dls_option_names(prefix)
+    return DlsClient(params[names["host"]], params[names["port"]], params[names["username"]], params[names["password"]],
+                     validate_certs=params[names["validate_certs"]], ca_file=params[names["ca_file"]], timeout=timeout)

@@ -9,7 +9,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.dls._appliance import lease_list, read_appliance
-from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import DlsClient
+from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import dls_client
 
 AUDITED = ("where", "error", "stage", "license_server", "leases")
 
@@ -18,9 +18,7 @@ def read_dls(p):
     """{where, error, stage, license_server, leases} of the appliance of ``p`` (dls_host, dls_port,
     dls_username, dls_password, dls_validate_certs, dls_ca_file, request_timeout): the steps of
     ``read_appliance``, the first failing one as ``stage`` with its error."""
-    client = DlsClient(p["dls_host"], p["dls_port"], p["dls_username"], p["dls_password"], p["dls_validate_certs"],
-                       p["dls_ca_file"], p["request_timeout"])
-    answer = read_appliance(client, "%s:%d" % (p["dls_host"], p["dls_port"]))
+    answer = read_appliance(dls_client(p, p["request_timeout"]), "%s:%d" % (p["dls_host"], p["dls_port"]))
     return dict((key, answer[key]) for key in AUDITED)
 
 

@@ -28,7 +28,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_reader impo
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_reader import read_vks, _read
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._library import HAS_KUBERNETES
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._node_reader import read_nodes
-from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromClient, PromError
+from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromError, prom_client
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._pool_reader import read_esxi, read_pool_classes
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._pool_reader import read_vsphere
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._drs_records import read_pinning_records
@@ -54,11 +54,7 @@ def read_licensing(p, derived):
         nodes = read_nodes(k8s_client(p["kubeconfig"], p["context"], p["request_timeout"]), _read)
         state["gpu_nodes"] = _audit_licensing.gpu_node_names(derived, nodes)
     if p["prometheus_url"]:
-        prom = PromClient(p["prometheus_url"], bearer_token=p["prometheus_bearer_token"],
-                          validate_certs=p["prometheus_validate_certs"], ca_path=p["prometheus_ca_path"],
-                          allow_plain_http=p["prometheus_allow_plain_http"],
-                          plain_http_option="prometheus_allow_plain_http",
-                          timeout=p["request_timeout"])
+        prom = prom_client(p, p["request_timeout"])
         try:
             state["license_series"] = prom.query(p["license_metric"])
         except PromError as exc:

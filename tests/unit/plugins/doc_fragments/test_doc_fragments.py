@@ -1,6 +1,8 @@
-"""The doc fragments for Prometheus and attributes: the modules that use them document, through
+"""The doc fragments for Prometheus, DLS and attributes: the modules that use them document, through
 ansible-doc's merge, every attribute with its support and every Prometheus option of their argument
-spec, and repeat nothing a fragment already says (the copies the fragments replaced)."""
+spec, and repeat nothing a fragment already says (the copies the fragments replaced); their argument specs hold
+the connection options as the Prometheus and DLS rooms declare them."""
+import importlib
 import json
 import os
 import pathlib
@@ -10,6 +12,10 @@ import sys
 
 import pytest
 import yaml
+from ansible.module_utils.basic import env_fallback
+
+from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import dls_argument_spec
+from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import prometheus_argument_spec
 
 ROOT = pathlib.Path(__file__).resolve().parents[4]
 MODULES = ROOT / "plugins" / "modules"
@@ -36,6 +42,7 @@ ON_ATTRIBUTES = ("drs_gpu_pinning", "supervisor_namespace", "vm_class", "esxi_ho
                  "gpu_pool_preflight")
 ON_PROMETHEUS = ("gpu_capacity", "pool_ready", "gpu_pool_audit", "gpu_pool_preflight")
 ON_DLS = ("gpu_pool_audit", "gpu_pool_preflight")
+ON_DLS_APPLIANCE = ("dls_client_token", "nls_appliance_info")
 
 
 def own_doc(name):
@@ -87,14 +94,51 @@ def test_the_prometheus_options_come_from_the_fragment(name, merged):
         assert set(own) <= {"description"}, (option, "repeats what the fragment says: %s" % sorted(set(own) - {"description"}))
         assert merged[name]["options"][option]["type"] == spec["type"]
         assert merged[name]["options"][option].get("default") == spec.get("default")
+        assert merged[name]["options"][option].get("required", False) == spec.get("required", False)
 
 
-@pytest.mark.parametrize("name", ON_DLS)
-def test_the_dls_options_come_from_the_fragment(name, merged):
+@pytest.mark.parametrize("name, fragment", [(n, "gpupool.vcf.dls") for n in ON_DLS] +
+                         [(n, "gpupool.vcf.dls.appliance") for n in ON_DLS_APPLIANCE])
+def test_the_dls_options_come_from_the_fragment(name, fragment, merged):
     doc = own_doc(name)
-    assert "gpupool.vcf.dls" in doc.get("extends_documentation_fragment", [])
-    for option, spec in yaml.safe_load(dls.ModuleDocFragment.DOCUMENTATION)["options"].items():
+    assert fragment in doc.get("extends_documentation_fragment", [])
+    text = dls.ModuleDocFragment.DOCUMENTATION if fragment == "gpupool.vcf.dls" else dls.ModuleDocFragment.APPLIANCE
+    for option, spec in yaml.safe_load(text)["options"].items():
         own = doc["options"].get(option, {})
         assert set(own) <= {"description"}, (option, "repeats what the fragment says: %s" % sorted(set(own) - {"description"}))
         assert merged[name]["options"][option]["type"] == spec["type"]
         assert merged[name]["options"][option].get("default") == spec.get("default")
+        assert merged[name]["options"][option].get("required", False) == spec.get("required", False)
+
+
+def connection_spec(name):
+    """The connection options of a module's argument spec as its room declares them: (Prometheus, DLS)."""
+    prom = {}
+    if name in ON_PROMETHEUS:
+        token = "gpupool.vcf.prometheus.token" in own_doc(name)["extends_documentation_fragment"]
+        prom = prometheus_argument_spec(token="prometheus_token", env_fallback=env_fallback) if token \
+            else prometheus_argument_spec()
+    dls_spec = {}
+    if name in ON_DLS:
+        dls_spec = dls_argument_spec()
+    elif name in ON_DLS_APPLIANCE:
+        dls_spec = dls_argument_spec(prefix="", required=True)
+    return prom, dls_spec
+
+
+@pytest.mark.parametrize("name", sorted(set(ON_PROMETHEUS + ON_DLS + ON_DLS_APPLIANCE)))
+def test_the_connection_options_are_the_rooms_own(name):
+    """A module declares no connection option by hand: its spec holds the room's, unchanged, so a change of
+    the connection (a default, no_log, an environment fallback) reaches every module at once."""
+    module = importlib.import_module("ansible_collections.gpupool.vcf.plugins.modules." + name)
+    for spec in connection_spec(name):
+        assert dict((option, module.ARGUMENT_SPEC.get(option)) for option in spec) == spec, name
+        for option, value in spec.items():
+            assert value.get("no_log") == ("password" in option or "token" in option or None), option
+
+
+def test_the_rule_can_fail():
+    """A hand-written copy that differs (no no_log, another default) is not the room's."""
+    prom, _dls = connection_spec("gpu_pool_preflight")
+    copy = dict(prom, prometheus_bearer_token=dict(type="str"))
+    assert dict((option, copy.get(option)) for option in prom) != prom

@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from ansible_collections.gpupool.vcf.plugins.module_utils.dls import _nls
 from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import DlsError
 from ansible_collections.gpupool.vcf.plugins.modules import dls_client_token
 from tests.lib.module_contract import missing_keys, shows
@@ -44,7 +45,7 @@ class Appliance(FakeDls):
 def dls(monkeypatch):
     FakeDls.composed = []
     Appliance.made, Appliance.fail, Appliance.timeouts = 0, None, []
-    monkeypatch.setattr(dls_client_token, "DlsClient", Appliance)
+    monkeypatch.setattr(_nls, "DlsClient", Appliance)
     return Appliance
 
 

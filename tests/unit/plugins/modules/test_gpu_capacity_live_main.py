@@ -1,11 +1,12 @@
 """gpu_capacity through main(): the vCenter inventory (GpuInventory), the guest cluster's reader
-(K8sClient, read_pending) and Prometheus (PromClient) replaced by fakes of what the module imports; the
+(K8sClient, read_pending) and Prometheus (the PromClient that its room's prom_client makes) replaced by fakes; the
 design is the example design. An info module: check mode and a rerun give the same report."""
 import pathlib
 
 import pytest
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sError
+from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus import _prom
 from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromError
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_capacity import offered_profiles
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import vsphere_argument_spec
@@ -88,7 +89,7 @@ def fakes(monkeypatch):
     monkeypatch.setattr(gpu_capacity, "GpuInventory", Inventory)
     monkeypatch.setattr(gpu_capacity, "K8sClient", K8s)
     monkeypatch.setattr(gpu_capacity, "read_pending", read_pending)
-    monkeypatch.setattr(gpu_capacity, "PromClient", Prom)
+    monkeypatch.setattr(_prom, "PromClient", Prom)  # made by the room's prom_client from the options
     return box
 
 
@@ -191,4 +192,7 @@ def test_the_knee_is_computed_with_prometheus_and_no_secret_is_in_the_result(fak
     assert result["knee"] is not None
     assert set(q[0] for q in fakes.prom_queries) == {"query", "query_range"}
     assert fakes.prom_made[0]["bearer_token"] == PROM_TOKEN and fakes.prom_made[0]["url"] == PROM
+    made = fakes.prom_made[0]
+    assert (made["validate_certs"], made["allow_plain_http"], made["plain_http_option"]) == \
+        (True, False, "prometheus_allow_plain_http")
     assert leaked(result, [PROM_TOKEN, VSPHERE["password"]]) == []

@@ -2,12 +2,17 @@
 layer (the SOAP client's retrievals, the privilege reader, the Supervisor and storage policy reader) replaced by
 fakes that answer as the example platform would; the judging, the table and the merge are the module's own.
 Go and no-go per link, a missing privilege named with its link and objects, a Supervisor that cannot be read,
-check mode equal to a run, and the merge of per-vCenter results without a vSphere read."""
+check mode equal to a run, the merge of per-vCenter results without a vSphere read, and the licensing link through
+the DLS and Prometheus clients that the connection options make (their rooms' clients replaced by fakes)."""
 import copy
 
 import pytest
 import yaml
 
+from ansible_collections.gpupool.vcf.plugins.module_utils.dls import _nls
+from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import DlsError
+from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus import _prom
+from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromError
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner import _vsphere_module
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError, vim
 from ansible_collections.gpupool.vcf.plugins.modules import gpu_pool_preflight
@@ -155,3 +160,70 @@ def test_results_of_each_vcenter_are_merged_without_a_vsphere_read(platform):
     # and none given: the vSphere links are not checked
     none = run(connect=False, vcenter_results=[])
     assert none["links"]["esxi"]["status"] == "not checked" and none["go"] is True
+
+
+class Dls:
+    """The DLS client that the dls room's dls_client makes from the options; ``made`` and ``calls`` record the use."""
+
+    made, calls, error = [], [], None
+
+    def __init__(self, host, port, username, password, validate_certs=True, ca_file=None, timeout=30):
+        Dls.made.append(dict(host=host, port=port, username=username, password=password, validate_certs=validate_certs,
+                             ca_file=ca_file, timeout=timeout))
+
+    def call(self, method, path):
+        Dls.calls.append((method, path))
+        if Dls.error is not None:
+            raise Dls.error
+        return {}
+
+
+class Prom:
+    """The Prometheus client that the prometheus room's prom_client makes from the options."""
+
+    made, error = [], None
+
+    def __init__(self, url, **settings):
+        Prom.made.append(dict(settings, url=url))
+
+    def query(self, expr):
+        if Prom.error is not None:
+            raise Prom.error
+        return [dict(metric={}, value=[0, "1"])] if expr == "vector(1)" else []
+
+
+@pytest.fixture
+def licensing(monkeypatch, platform):
+    Dls.made, Dls.calls, Dls.error, Prom.made, Prom.error = [], [], None, [], None
+    monkeypatch.setattr(_nls, "DlsClient", Dls)
+    monkeypatch.setattr(_prom, "PromClient", Prom)
+    return platform
+
+
+LICENSING = dict(dls_host="dls-1.example.com", dls_username="dls_admin", dls_password="dls-s3cret", dls_port=8443,
+                 prometheus_url="https://prometheus.example.com", prometheus_bearer_token="prom-t0ken", request_timeout=12)
+
+
+def test_the_licensing_link_reads_through_the_clients_its_connection_options_make(licensing):
+    res = run(**LICENSING)
+    assert not res.get("failed"), res.get("msg")
+    assert res["links"]["licensing"]["status"] == "go", res["links"]["licensing"]
+    assert Dls.made == [dict(host="dls-1.example.com", port=8443, username="dls_admin", password="dls-s3cret",
+                             validate_certs=True, ca_file=None, timeout=12)]
+    assert Dls.calls == [("GET", gpu_pool_preflight.SERVICE_INSTANCE)]
+    prom = Prom.made[0]
+    assert (prom["url"], prom["bearer_token"], prom["validate_certs"], prom["timeout"]) == \
+        ("https://prometheus.example.com", "prom-t0ken", True, 12)
+    assert (prom["allow_plain_http"], prom["plain_http_option"]) == (False, "prometheus_allow_plain_http")
+    assert "dls-s3cret" not in repr(res) and "prom-t0ken" not in repr(res)
+
+
+def test_an_appliance_or_prometheus_that_fails_makes_the_licensing_link_no_go(licensing):
+    Dls.error = DlsError("DLS appliance unreachable at dls-1.example.com:8443 (connection refused)", kind="refused")
+    Prom.error = PromError("/api/v1/query vector(1): answered 401 Unauthorized", status=401)
+    res = run(**LICENSING)
+    link = res["links"]["licensing"]
+    assert link["go"] is False and res["go"] is False
+    text = " ".join(link["reasons"])
+    assert "DLS appliance unreachable at dls-1.example.com:8443" in text
+    assert "https://prometheus.example.com: /api/v1/query vector(1): answered 401 Unauthorized" in text

@@ -10,6 +10,7 @@ import re
 
 import pytest
 
+from ansible_collections.gpupool.vcf.plugins.module_utils.dls import _nls
 from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import DlsError
 from ansible_collections.gpupool.vcf.plugins.modules import nls_appliance_info
 from tests.lib.module_contract import missing_keys, shows
@@ -62,7 +63,7 @@ def appliance(monkeypatch):
         SERVER: dict(licenseServer=dict(scopeReference="scope-ref-1")),
         LEASES: [dict(id="lease-1"), dict(id="lease-2"), dict(id="lease-3")],
     }
-    monkeypatch.setattr(nls_appliance_info, "DlsClient", Appliance)
+    monkeypatch.setattr(_nls, "DlsClient", Appliance)
     return Appliance
 
 

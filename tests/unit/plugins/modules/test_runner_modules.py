@@ -2,6 +2,7 @@
 what check mode predicts, the calls a real run makes, and what a failure says and leaves."""
 import pytest
 
+from ansible_collections.gpupool.vcf.plugins.module_utils.dls import _nls
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError, VsphereTaskError
 from ansible_collections.gpupool.vcf.plugins.modules import (
@@ -411,7 +412,7 @@ class FakeDls:
 @pytest.fixture
 def dls(monkeypatch):
     FakeDls.composed = []
-    monkeypatch.setattr(dls_client_token, "DlsClient", FakeDls)
+    monkeypatch.setattr(_nls, "DlsClient", FakeDls)
     return FakeDls
 
 
