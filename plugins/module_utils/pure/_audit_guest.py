@@ -17,8 +17,9 @@ are judged by their plans in ``_guest_plan``, as guest_objects converges them); 
 ``{"kubeflow": True, "exists", "env": {}}`` (Kubeflow's notebook controller's container). What the guest
 roles write is built by ``_k8s_objects`` from the role inputs derive() gives them.
 
-:data:`RULES` is this link's rule table (severity, link, one line); ``_audit_report`` assembles
-every link's table into one.
+:data:`RULES` is this link's rule table (severity, link, one line, fix); ``_audit_report`` assembles
+every link's table into one. Every finding takes its rule's fix from there; a fix that names the object (the node
+and its missing taints, the pool's profile) has format fields the finding fills.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -37,66 +38,130 @@ PROFILE_LABEL = "nvidia.com/vgpu.profile"
 POOL_LABEL = "gpupool.vcf/pool"
 
 RULES = OrderedDict([
-    ("gpu_node_untainted", ("error", "guest", "Every GPU node carries the nvidia.com/gpu taint and its pool's "
-                                              "taints.")),
-    ("gpu_node_profile_label_missing", ("error", "guest", "Every GPU node of a pool carries the "
-                                                          "nvidia.com/vgpu.profile label of the pool's profile.")),
-    ("node_pool_no_nodes", ("warning", "guest", "A node pool with replicas has nodes in the guest cluster.")),
-    ("guest_namespace_missing", ("error", "guest", "Every tenant namespace exists in the guest cluster.")),
-    ("gpu_quota_missing", ("error", "guest", "Every tenant namespace has its GPU ResourceQuotas.")),
-    ("gpu_quota_changed", ("warning", "guest", "A GPU ResourceQuota has the design's limits.")),
-    ("priority_class_missing", ("error", "guest", "Every PriorityClass of the design exists.")),
-    ("priority_class_changed", ("warning", "guest", "A PriorityClass has the design's value and preemption "
-                                                    "policy (both immutable) and description.")),
-    ("guest_namespace_labels_changed", ("warning", "guest", "A tenant namespace carries the labels the "
-                                                            "gpu_scheduling_policy role sets (Kueue selects "
-                                                            "training tenants by them).")),
-    ("licensing_secret_missing", ("error", "guest", "The licensing Secret is in the GPU Operator namespace.")),
-    ("cluster_policy_missing", ("error", "guest", "The GPU Operator's ClusterPolicy exists.")),
-    ("cluster_policy_changed", ("error", "guest", "The ClusterPolicy has the driver (repository, image, version, "
-                                                  "pull Secrets), licensing Secret and device plugin configuration "
-                                                  "the gpu_operator role sets.")),
-    ("mig_strategy_changed", ("error", "guest", "The ClusterPolicy's mig.strategy is the design's (the gpu_operator "
-                                                "role changes a live one only with guest.allow_mig_strategy_change).")),
-    ("guest_driver_missing", ("error", "guest", "The design names the vGPU guest driver of a vGPU guest cluster (the "
-                                                "gpu_operator role refuses to install the operator without one).")),
-    ("time_slicing_config_missing", ("error", "guest", "The device plugin ConfigMap of the time-sliced pools "
-                                                       "exists.")),
-    ("time_slicing_config_changed", ("error", "guest", "The device plugin ConfigMap holds the configurations the "
-                                                       "gpu_operator role writes (MIG strategy, time-slicing "
-                                                       "replicas per pool).")),
-    ("dcgm_metrics_config_missing", ("warning", "guest", "The DCGM exporter metrics ConfigMap the gpu_operator "
-                                                         "role writes exists.")),
-    ("dcgm_metrics_config_changed", ("warning", "guest", "The DCGM exporter metrics ConfigMap lists the metrics "
-                                                         "the gpu_operator role writes (profiling counters, "
-                                                         "framebuffer, vGPU license status).")),
-    ("kueue_missing", ("error", "guest", "The guest cluster serves Kueue where the design gang-schedules training.")),
-    ("resource_flavor_missing", ("error", "guest", "Every gang-scheduled pool's Kueue ResourceFlavor exists.")),
-    ("resource_flavor_changed", ("warning", "guest", "The ResourceFlavor has the pool's node labels and "
-                                                     "tolerations.")),
-    ("cluster_queue_missing", ("error", "guest", "Every gang-scheduled pool's Kueue ClusterQueue exists.")),
-    ("cluster_queue_changed", ("error", "guest", "The ClusterQueue has the role's namespace selector, queueing "
-                                                 "strategy, preemption and the pool's size as nominal quota.")),
-    ("local_queue_missing", ("error", "guest", "Every tenant with quota on a gang-scheduled pool has its Kueue "
-                                               "LocalQueue.")),
-    ("local_queue_changed", ("error", "guest", "A LocalQueue points at the training ClusterQueue.")),
-    ("kueue_config_changed", ("error", "guest", "Kueue's configuration has waitForPodsReady (the design's timeout, "
-                                                "blockAdmission) where the design gang-schedules training.")),
-    ("notebook_culling_missing", ("warning", "guest", "The notebook culling CronJob exists (without Kubeflow).")),
-    ("notebook_culling_changed", ("warning", "guest", "The culling CronJob has the role's schedule, image and idle "
-                                                      "time.")),
+    ("gpu_node_untainted", ("error", "guest",
+                            "Every GPU node carries the nvidia.com/gpu taint and its pool's taints.",
+                            "set the taints on the node pool (vks_node_pool taints) so every node gets them; "
+                            "kubectl taint nodes {node} {taints} for this node now")),
+    ("gpu_node_profile_label_missing", ("error", "guest",
+                                        "Every GPU node of a pool carries the nvidia.com/vgpu.profile label of the "
+                                        "pool's profile.",
+                                        "set the node pool labels (vks_node_pool labels) to "
+                                        "nvidia.com/vgpu.profile={profile}")),
+    ("node_pool_no_nodes", ("warning", "guest",
+                            "A node pool with replicas has nodes in the guest cluster.",
+                            "check the node pool on the Supervisor and its gpupool.vcf/pool label")),
+    ("guest_namespace_missing", ("error", "guest",
+                                 "Every tenant namespace exists in the guest cluster.",
+                                 "create it with its quotas (gpu_scheduling_policy role)")),
+    ("gpu_quota_missing", ("error", "guest",
+                           "Every tenant namespace has its GPU ResourceQuotas.",
+                           "create it (gpu_scheduling_policy role)")),
+    ("gpu_quota_changed", ("warning", "guest",
+                           "A GPU ResourceQuota has the design's limits.",
+                           "set it back (gpu_scheduling_policy role); its scope is immutable: where the scope "
+                           "changed, the role deletes and recreates a quota the collection made and refuses one made "
+                           "by hand, which you delete yourself")),
+    ("priority_class_missing", ("error", "guest",
+                                "Every PriorityClass of the design exists.",
+                                "create it (gpu_scheduling_policy role)")),
+    ("priority_class_changed", ("warning", "guest",
+                                "A PriorityClass has the design's value and preemption policy (both immutable) and "
+                                "description.",
+                                "set it back (gpu_scheduling_policy role); value and preemption policy are "
+                                "immutable: where they changed, the role deletes and recreates a PriorityClass the "
+                                "collection made and refuses one made by hand, which you delete yourself")),
+    ("guest_namespace_labels_changed", ("warning", "guest",
+                                        "A tenant namespace carries the labels the gpu_scheduling_policy role sets "
+                                        "(Kueue selects training tenants by them).",
+                                        "set the labels back (gpu_scheduling_policy role)")),
+    ("licensing_secret_missing", ("error", "guest",
+                                  "The licensing Secret is in the GPU Operator namespace.",
+                                  "create it from a DLS client configuration token (nls_licensing role)")),
+    ("cluster_policy_missing", ("error", "guest",
+                                "The GPU Operator's ClusterPolicy exists.",
+                                "install the GPU Operator chart (gpu_operator role)")),
+    ("cluster_policy_changed", ("error", "guest",
+                                "The ClusterPolicy has the driver (repository, image, version, pull Secrets), "
+                                "licensing Secret and device plugin configuration the gpu_operator role sets.",
+                                "set it back (gpu_operator role; nls_licensing points it at the licensing Secret)")),
+    ("mig_strategy_changed", ("error", "guest",
+                              "The ClusterPolicy's mig.strategy is the design's (the gpu_operator role changes a live "
+                              "one only with guest.allow_mig_strategy_change).",
+                              "check the workloads that request GPUs, then set it back (gpu_operator role): the role "
+                              "changes a live mig.strategy only where the design sets guest.allow_mig_strategy_change "
+                              "true (gpu_operator_allow_mig_strategy_change)")),
+    ("guest_driver_missing", ("error", "guest",
+                              "The design names the vGPU guest driver of a vGPU guest cluster (the gpu_operator role "
+                              "refuses to install the operator without one).",
+                              "add guest.driver to the design and run site.yml (gpu_operator role)")),
+    ("time_slicing_config_missing", ("error", "guest",
+                                     "The device plugin ConfigMap of the time-sliced pools exists.",
+                                     "create it (gpu_operator role)")),
+    ("time_slicing_config_changed", ("error", "guest",
+                                     "The device plugin ConfigMap holds the configurations the gpu_operator role "
+                                     "writes (MIG strategy, time-slicing replicas per pool).",
+                                     "set it back (gpu_operator role); the device plugin rereads it")),
+    ("dcgm_metrics_config_missing", ("warning", "guest",
+                                     "The DCGM exporter metrics ConfigMap the gpu_operator role writes exists.",
+                                     "create it (gpu_operator role)")),
+    ("dcgm_metrics_config_changed", ("warning", "guest",
+                                     "The DCGM exporter metrics ConfigMap lists the metrics the gpu_operator role "
+                                     "writes (profiling counters, framebuffer, vGPU license status).",
+                                     "set it back (gpu_operator role); the exporter reads it when its pods restart")),
+    ("kueue_missing", ("error", "guest",
+                       "The guest cluster serves Kueue where the design gang-schedules training.",
+                       "install Kueue in the guest cluster, then run the gpu_scheduling_policy role")),
+    ("resource_flavor_missing", ("error", "guest",
+                                 "Every gang-scheduled pool's Kueue ResourceFlavor exists.",
+                                 "create it (gpu_scheduling_policy role)")),
+    ("resource_flavor_changed", ("warning", "guest",
+                                 "The ResourceFlavor has the pool's node labels and tolerations.",
+                                 "set it back (gpu_scheduling_policy role)")),
+    ("cluster_queue_missing", ("error", "guest",
+                               "Every gang-scheduled pool's Kueue ClusterQueue exists.",
+                               "create it (gpu_scheduling_policy role)")),
+    ("cluster_queue_changed", ("error", "guest",
+                               "The ClusterQueue has the role's namespace selector, queueing strategy, preemption and "
+                               "the pool's size as nominal quota.",
+                               "set it back (gpu_scheduling_policy role)")),
+    ("local_queue_missing", ("error", "guest",
+                             "Every tenant with quota on a gang-scheduled pool has its Kueue LocalQueue.",
+                             "create it (gpu_scheduling_policy role)")),
+    ("local_queue_changed", ("error", "guest",
+                             "A LocalQueue points at the training ClusterQueue.",
+                             "set it back (gpu_scheduling_policy role); its clusterQueue is immutable: the role "
+                             "deletes and recreates a LocalQueue the collection made and refuses one made by hand, "
+                             "which you delete yourself")),
+    ("kueue_config_changed", ("error", "guest",
+                              "Kueue's configuration has waitForPodsReady (the design's timeout, blockAdmission) "
+                              "where the design gang-schedules training.",
+                              "set it (gpu_scheduling_policy role, which restarts Kueue); where the configuration "
+                              "itself is missing, install Kueue from its manifests or chart, or point the role at its "
+                              "configuration (gpu_scheduling_policy_kueue_config_map)")),
+    ("notebook_culling_missing", ("warning", "guest",
+                                  "The notebook culling CronJob exists (without Kubeflow).",
+                                  "create it (gpu_scheduling_policy role); with Kubeflow, install Kubeflow's notebook "
+                                  "controller, or set guest.culling.mechanism to cronjob")),
+    ("notebook_culling_changed", ("warning", "guest",
+                                  "The culling CronJob has the role's schedule, image and idle time.",
+                                  "set it back (gpu_scheduling_policy role)")),
 ])
 
 
-def finding(rule, obj, message, fix, severity=None):
-    """A finding of a rule of this link's table."""
+def finding(rule, obj, message, fix=None, severity=None, **fields):
+    """A finding of a rule of this link's table: ``fix`` None takes the table's, with ``fields`` in its format fields
+    (the node, its missing taints, the pool's profile)."""
+    if fix is None and _audit.table_fix(RULES[rule]) is not None:
+        fix = _audit.table_fix(RULES[rule]).format(**fields)
     return _audit.finding(rule, obj, message, fix, RULES[rule], severity=severity)
 
 
 # object_not_owned is one rule of the catalogue (its row is the vsphere link's); a guest object's finding of it
-# carries this link
+# carries this link and this fix
 NOT_OWNED = ("info", "guest", "A guest object in scope is the collection's own (it carries the label "
-                              "app.kubernetes.io/managed-by=gpupool.vcf).")
+                              "app.kubernetes.io/managed-by=gpupool.vcf).",
+             "run site.yml: the design sets adopt: true, which labels it as the collection's (gpu_scheduling_policy "
+             "role)")
 
 
 def _not_owned(want, changes):
@@ -106,8 +171,7 @@ def _not_owned(want, changes):
     name = _guest_plan.object_name(want)
     return [_audit.finding("object_not_owned", name, "%s was made by hand (it lacks the label "
                            "app.kubernetes.io/managed-by=gpupool.vcf): until it is adopted the collection never "
-                           "replaces it" % name, "run site.yml: the design sets adopt: true, which labels it as the "
-                           "collection's (gpu_scheduling_policy role)", NOT_OWNED)]
+                           "replaces it" % name, None, NOT_OWNED)]
 
 
 def _split(changes):
@@ -173,8 +237,7 @@ def audit_guest(derived, nodes=None, namespaces=None, resource_quotas=None, secr
     if cluster_policy is not None:
         refusal = _objects.missing_guest_driver(op)
         if refusal:
-            out.append(finding("guest_driver_missing", "design guest.driver", refusal,
-                               "add guest.driver to the design and run site.yml (gpu_operator role)"))
+            out.append(finding("guest_driver_missing", "design guest.driver", refusal))
         _cluster_policy(out, op, cp_spec, secret_name)
     if device_plugin_config is not None:
         _device_plugin_config(out, op, device_plugin_config)
@@ -202,8 +265,7 @@ def _licensing_secret(out, ns, secret_name, present, in_use):
     if _guest_plan.plan(_live(want, want["metadata"]["labels"]) if name in present else None, want):
         out.append(finding(
             "licensing_secret_missing", _guest_plan.object_name(want),
-            "%s: guest vGPU drivers run unlicensed and are throttled" % what,
-            "create it from a DLS client configuration token (nls_licensing role)"))
+            "%s: guest vGPU drivers run unlicensed and are throttled" % what))
 
 
 def _guest_nodes(out, derived, nodes):
@@ -227,9 +289,7 @@ def _guest_nodes(out, derived, nodes):
                 "GPU node %s%s lacks taint(s) %s: pods without the toleration land on it" % (
                     node["name"], " (pool %s)" % pool_name if pool_name else "",
                     ", ".join(_audit.taint_text(t) for t in missing)),
-                "set the taints on the node pool (vks_node_pool taints) so every node gets them; "
-                "kubectl taint nodes %s %s for this node now" % (node["name"], " ".join(
-                    _audit.taint_text(t) for t in missing))))
+                node=node["name"], taints=" ".join(_audit.taint_text(t) for t in missing)))
         if pool is not None:
             profile = pool["labels"].get(PROFILE_LABEL)
             live = (node.get("labels") or {}).get(PROFILE_LABEL)
@@ -238,15 +298,14 @@ def _guest_nodes(out, derived, nodes):
                     "gpu_node_profile_label_missing", "node %s" % node["name"],
                     "GPU node %s of pool %s has %s=%s, the pool's profile is %s" % (
                         node["name"], pool_name, PROFILE_LABEL, live if live is not None else "(none)", profile),
-                    "set the node pool labels (vks_node_pool labels) to %s=%s" % (PROFILE_LABEL, profile)))
+                    profile=profile))
     if nodes is not None:
         for name, count in seen.items():
             if not count and pools[name].get("replicas"):
                 out.append(finding(
                     "node_pool_no_nodes", "node_pool %s" % name,
                     "no node of the guest cluster has %s=%s; the design asks for %s" % (
-                        POOL_LABEL, name, pools[name]["replicas"]),
-                    "check the node pool on the Supervisor and its %s label" % POOL_LABEL))
+                        POOL_LABEL, name, pools[name]["replicas"])))
 
 
 def scheduling_objects(policy):
@@ -343,14 +402,12 @@ def _namespace(want, changes):
     if not changes:
         return []
     if changes[0].action == "create":
-        return [finding("guest_namespace_missing", obj, "tenant namespace %s does not exist in the guest cluster" % name,
-                        "create it with its quotas (gpu_scheduling_policy role)")]
+        return [finding("guest_namespace_missing", obj, "tenant namespace %s does not exist in the guest cluster" % name)]
     wrong = ["%s=%s (design %s)" % (c.field[len("metadata.labels."):], "unset" if c.before is None else c.before, c.after)
              for c in changes]
     training = [c for c in changes if c.field == "metadata.labels.gpupool.vcf/training" and c.after == "true"]
     return [finding("guest_namespace_labels_changed", obj, "tenant namespace %s: %s%s" % (name, ", ".join(wrong), (
-        "; Kueue's ClusterQueue selects training tenants by gpupool.vcf/training=true" if training else "")),
-        "set the labels back (gpu_scheduling_policy role)")]
+        "; Kueue's ClusterQueue selects training tenants by gpupool.vcf/training=true" if training else "")))]
 
 
 def _guest_quota(want, changes):
@@ -360,14 +417,10 @@ def _guest_quota(want, changes):
         return []
     if changes[0].action == "create":
         return [finding("gpu_quota_missing", obj, "namespace %s has no ResourceQuota %s (%s): its GPU use is unbounded" % (
-            ns, name, ", ".join("%s=%s" % kv for kv in sorted(want["spec"]["hard"].items()))),
-            "create it (gpu_scheduling_policy role)")]
+            ns, name, ", ".join("%s=%s" % kv for kv in sorted(want["spec"]["hard"].items()))))]
     text = ["%s=%s (design %s)" % (c.field[len("spec.hard."):], "unset" if c.before is None else c.before, c.after)
             if c.field.startswith("spec.hard.") else "%s %s (design %s)" % (c.field, c.before, c.after) for c in changes]
-    replace = any(c.action == _guest_plan.REPLACE for c in changes)
-    return [finding("gpu_quota_changed", obj, "ResourceQuota %s/%s: %s" % (ns, name, ", ".join(text)),
-                    "its scope is immutable: delete and recreate it (gpu_scheduling_policy role)" if replace
-                    else "set it back (gpu_scheduling_policy role)")]
+    return [finding("gpu_quota_changed", obj, "ResourceQuota %s/%s: %s" % (ns, name, ", ".join(text)))]
 
 
 def _priority_class(want, changes):
@@ -376,14 +429,10 @@ def _priority_class(want, changes):
     if not changes:
         return []
     if changes[0].action == "create":
-        return [finding("priority_class_missing", obj, "PriorityClass %s does not exist" % name,
-                        "create it (gpu_scheduling_policy role)")]
+        return [finding("priority_class_missing", obj, "PriorityClass %s does not exist" % name)]
     text = ["%s %r (design %r)" % (c.field, c.before, c.after) if c.field == "description"
             else "%s %s (design %s)" % (c.field, c.before, c.after) for c in changes]
-    replace = any(c.action == _guest_plan.REPLACE for c in changes)
-    return [finding("priority_class_changed", obj, "PriorityClass %s: %s" % (name, ", ".join(text)),
-                    "PriorityClass values are immutable: delete and recreate it (gpu_scheduling_policy role)" if replace
-                    else "set it back (gpu_scheduling_policy role)")]
+    return [finding("priority_class_changed", obj, "PriorityClass %s: %s" % (name, ", ".join(text)))]
 
 
 def _operator_object(op, kind, name):
@@ -414,8 +463,7 @@ def _cluster_policy(out, op, spec, secret_prefix):
         out.append(finding(
             "cluster_policy_missing", obj,
             "the GPU Operator has no ClusterPolicy %s: no guest driver, device plugin or licensing" % (
-                _objects.CLUSTER_POLICY),
-            "install the GPU Operator chart (gpu_operator role)"))
+                _objects.CLUSTER_POLICY)))
         return
     diffs = [(c.field[len("spec."):], c.before, c.after) for c in changes]
     strategy = [d for d in diffs if d[0] == "mig.strategy"]
@@ -423,15 +471,13 @@ def _cluster_policy(out, op, spec, secret_prefix):
     if strategy:
         out.append(finding(
             "mig_strategy_changed", obj, "ClusterPolicy %s: %s; the GPU resource every workload requests depends on "
-            "it (nvidia.com/gpu or nvidia.com/mig-<profile>)" % (_objects.CLUSTER_POLICY, _diff_text(strategy)),
-            "set it back (gpu_operator role) after checking the workloads that request GPUs: the role changes a live "
-            "mig.strategy only with guest.allow_mig_strategy_change true (gpu_operator_allow_mig_strategy_change)"
-            if not _objects.flag(op.get("gpu_operator_allow_mig_strategy_change")) else
-            "set it back (gpu_operator role; the design allows the change)"))
+            "it (nvidia.com/gpu or nvidia.com/mig-<profile>)%s" % (
+                _objects.CLUSTER_POLICY, _diff_text(strategy),
+                "; the design allows the change (guest.allow_mig_strategy_change)"
+                if _objects.flag(op.get("gpu_operator_allow_mig_strategy_change")) else "")))
     if diffs:
         out.append(finding(
-            "cluster_policy_changed", obj, "ClusterPolicy %s: %s" % (_objects.CLUSTER_POLICY, _diff_text(diffs)),
-            "set it back (gpu_operator role; nls_licensing points it at the licensing Secret)"))
+            "cluster_policy_changed", obj, "ClusterPolicy %s: %s" % (_objects.CLUSTER_POLICY, _diff_text(diffs))))
 
 
 def _config_map_changes(op, name, live):
@@ -454,7 +500,7 @@ def _dcgm_metrics_config(out, op, live):
         out.append(finding(
             "dcgm_metrics_config_missing", obj,
             "the DCGM exporter metrics ConfigMap %s/%s is missing: the exporter exports its own list, without "
-            "the profiling counters the design's dashboards read" % (ns, name), "create it (gpu_operator role)"))
+            "the profiling counters the design's dashboards read" % (ns, name)))
         return
     [change] = changes
     have = [f for f, _t in _objects.dcgm_metrics_fields(change.before)]
@@ -465,8 +511,7 @@ def _dcgm_metrics_config(out, op, live):
         "missing %s" % ", ".join(missing) if missing else "",
         "not the role's %s" % ", ".join(extra) if extra else "") if part) or "types or order differ"
     out.append(finding("dcgm_metrics_config_changed", obj,
-                       "DCGM exporter metrics ConfigMap %s/%s: %s" % (ns, name, what),
-                       "set it back (gpu_operator role); the exporter reads it when its pods restart"))
+                       "DCGM exporter metrics ConfigMap %s/%s: %s" % (ns, name, what)))
 
 
 def _device_plugin_config(out, op, live):
@@ -479,8 +524,7 @@ def _device_plugin_config(out, op, live):
         out.append(finding(
             "time_slicing_config_missing", obj,
             "the device plugin ConfigMap %s/%s is missing: time-sliced pools (%s) advertise one GPU per card" % (
-                ns, name, ", ".join(sorted(op["gpu_operator_time_slicing"]))),
-            "create it (gpu_operator role)"))
+                ns, name, ", ".join(sorted(op["gpu_operator_time_slicing"])))))
         return
     diffs = []
     for change in changes:
@@ -491,8 +535,7 @@ def _device_plugin_config(out, op, live):
         diffs += [("%s: %s" % (key, p), h, w) for p, h, w in _objects.differences(
             _guest_plan.parse_config(change.after), _guest_plan.parse_config(change.before))]
     out.append(finding("time_slicing_config_changed", obj,
-                       "device plugin ConfigMap %s/%s: %s" % (ns, name, _diff_text(diffs)),
-                       "set it back (gpu_operator role); the device plugin rereads it"))
+                       "device plugin ConfigMap %s/%s: %s" % (ns, name, _diff_text(diffs))))
 
 
 def kueue_objects(policy):
@@ -511,8 +554,7 @@ def _kueue(out, policy, live, missing_ns, object_labels=None):
     api_version = want[0]["apiVersion"]
     if not live.get("served", True):
         out.append(finding("kueue_missing", "kueue %s" % api_version,
-                           "the guest cluster does not serve %s: training jobs are not gang-scheduled" % api_version,
-                           "install Kueue in the guest cluster, then run the gpu_scheduling_policy role"))
+                           "the guest cluster does not serve %s: training jobs are not gang-scheduled" % api_version))
         return
     for obj in want:
         kind, ns, name = _guest_plan.key(obj)
@@ -532,13 +574,11 @@ def _kueue(out, policy, live, missing_ns, object_labels=None):
         if changes[0].action == "create":
             out.append(finding("%s_missing" % rule, _guest_plan.object_name(obj), "Kueue %s %s does not exist: training "
                                "jobs %s" % (kind, label, "of its namespace wait unadmitted" if kind == "LocalQueue"
-                                            else "are not admitted"), "create it (gpu_scheduling_policy role)"))
+                                            else "are not admitted")))
             continue
-        replace = any(c.action == _guest_plan.REPLACE for c in changes)
         diffs = [(path, h, w) for c in changes for path, h, w in _objects.differences(c.after, c.before, c.field[len("spec."):])]
         out.append(finding("%s_changed" % rule, _guest_plan.object_name(obj), "Kueue %s %s: %s" % (
-            kind, label, _diff_text(diffs)), "its clusterQueue is immutable: delete and recreate it "
-            "(gpu_scheduling_policy role)" if replace else "set it back (gpu_scheduling_policy role)"))
+            kind, label, _diff_text(diffs))))
     _kueue_config(out, policy, live)
 
 
@@ -557,8 +597,7 @@ def _kueue_config(out, policy, live):
             want[_guest_plan.KUEUE_CONFIGURATION]["key"]: config}), want)
     except ValueError as exc:
         out.append(finding("kueue_config_changed", obj, "Kueue's configuration %s/%s: %s%s" % (
-            ns, name, _diff_text([("configuration", "not a Kueue Configuration", str(exc))]), restart),
-            "set it (gpu_scheduling_policy role, which restarts Kueue)"))
+            ns, name, _diff_text([("configuration", "not a Kueue Configuration", str(exc))]), restart)))
         return
     if not changes:
         return
@@ -566,13 +605,11 @@ def _kueue_config(out, policy, live):
         out.append(finding("kueue_config_changed", obj,
                            "Kueue's configuration %s/%s (key %s) is missing: waitForPodsReady cannot be set, gang "
                            "jobs may start some of their pods and hold GPUs waiting for the rest" % (
-                               ns, name, policy["gpu_scheduling_policy_kueue_config_key"]),
-                           "install Kueue from its manifests or chart, or point the gpu_scheduling_policy role at "
-                           "its configuration (gpu_scheduling_policy_kueue_config_map)"))
+                               ns, name, policy["gpu_scheduling_policy_kueue_config_key"])))
         return
     diffs = _objects.kueue_config_differences(policy, config)
     out.append(finding("kueue_config_changed", obj, "Kueue's configuration %s/%s: %s%s" % (
-        ns, name, _diff_text(diffs), restart), "set it (gpu_scheduling_policy role, which restarts Kueue)"))
+        ns, name, _diff_text(diffs), restart)))
 
 
 def kubeflow_culling(policy):
@@ -596,13 +633,12 @@ def _kubeflow_culling(out, policy, live):
     if not live.get("exists"):
         out.append(finding("notebook_culling_missing", obj,
                            "Kubeflow's notebook controller %s/%s (container %s) is missing: nothing culls idle "
-                           "notebooks" % (want["namespace"], want["name"], want["container"]),
-                           "install Kubeflow's notebook controller, or set guest.culling.mechanism to cronjob"))
+                           "notebooks" % (want["namespace"], want["name"], want["container"])))
         return
     diffs = _objects.differences({"env": want["env"]}, {"env": live.get("env") or {}})
     if diffs:
         out.append(finding("notebook_culling_changed", obj, "Kubeflow's notebook controller %s/%s: %s" % (
-            want["namespace"], want["name"], _diff_text(diffs)), "set it back (gpu_scheduling_policy role)"))
+            want["namespace"], want["name"], _diff_text(diffs))))
 
 
 def _culling(out, policy, live):
@@ -616,11 +652,10 @@ def _culling(out, policy, live):
     if not live.get("exists"):
         out.append(finding("notebook_culling_missing", obj,
                            "the notebook culling CronJob %s/%s is missing: idle notebooks keep their GPUs" % (
-                               want["namespace"], want["name"]),
-                           "create it (gpu_scheduling_policy role)"))
+                               want["namespace"], want["name"])))
         return
     diffs = _objects.differences({"schedule": want["schedule"], "image": want["image"], "env": want["env"]},
                                  dict((k, live.get(k)) for k in ("schedule", "image", "env")))
     if diffs:
         out.append(finding("notebook_culling_changed", obj, "notebook culling CronJob %s/%s: %s" % (
-            want["namespace"], want["name"], _diff_text(diffs)), "set it back (gpu_scheduling_policy role)"))
+            want["namespace"], want["name"], _diff_text(diffs))))

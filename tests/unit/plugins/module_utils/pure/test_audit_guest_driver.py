@@ -66,7 +66,8 @@ def test_mig_strategy_drift_is_its_own_finding_and_names_the_leave(derived):
     allowed = copy.deepcopy(EXAMPLE)
     allowed["guest"]["allow_mig_strategy_change"] = True
     out = _audit_guest.audit_guest(derive(allowed), cluster_policy=cp)
-    assert [f["rule"] for f in out] == ["mig_strategy_changed"] and "allows the change" in out[0]["fix"]
+    assert [f["rule"] for f in out] == ["mig_strategy_changed"] and "allows the change" in out[0]["message"]
+    assert out[0]["fix"] == _audit_guest.RULES["mig_strategy_changed"][3]  # the table's, whether allowed or not
 
 
 def test_design_without_guest_driver_is_guest_driver_missing():

@@ -1,27 +1,28 @@
 """docs/audit-rules.md's Rules table names every rule of RULES (every link's table, assembled by
 _audit_report) with its link and severity, and no rule that does not exist; a rule whose table row gives
-its fix (FIXES) has that fix as its repair in the docs."""
+its fix (FIXES) has that fix as its repair in the docs (every rule of the five links gives one)."""
 import pathlib
 import re
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_report
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_guest, _audit_report
 
 ROOT = pathlib.Path(__file__).resolve().parents[5]
 
 
-def rows():
-    """The cells of each row of the Rules table (``\\|`` inside a cell kept as ``|``)."""
-    text = (ROOT / "docs" / "audit-rules.md").read_text()
+def rows(text=None):
+    """The cells of each row of the Rules table (``\\|`` inside a cell kept as ``|``) of docs/audit-rules.md, or of
+    ``text``."""
+    text = (ROOT / "docs" / "audit-rules.md").read_text() if text is None else text
     table = text.split("\n## Rules\n", 1)[1].split("\n## ", 1)[0]
     for line in table.splitlines():
         cells = [c.strip().replace("\0", "|") for c in line.strip().replace("\\|", "\0").strip("|").split("|")]
         yield cells
 
 
-def documented():
+def documented(text=None):
     """{rule: (link, severities)} from the rows of the Rules table (a row may name several rules)."""
     out = {}
-    for cells in rows():
+    for cells in rows(text):
         if len(cells) < 4 or not cells[0].startswith("`"):
             continue
         rules = re.findall(r"`([a-z0-9_]+)`", cells[0])
@@ -46,8 +47,10 @@ def test_the_table_names_no_rule_that_does_not_exist():
 
 
 def test_the_table_parser_reads_combined_rows():
-    docs = documented()
-    assert docs["resource_flavor_missing"][1] == "error" and docs["resource_flavor_changed"][1] == "warning"
+    text = ("\n## Rules\n\n| rule | link | severity | what it checks | repaired by |\n|---|---|---|---|---|\n"
+            "| `a_missing`, `a_changed` | guest | error, warning | a | b |\n| `c_missing`, `c_changed` | vks | error | c | d |\n")
+    assert documented(text) == {"a_missing": ("guest", "error"), "a_changed": ("guest", "warning"),
+                                "c_missing": ("vks", "error"), "c_changed": ("vks", "error")}
 
 
 def test_the_repair_of_a_rule_with_a_table_fix_is_that_fix():
@@ -56,6 +59,8 @@ def test_the_repair_of_a_rule_with_a_table_fix_is_that_fix():
     wrong = ["%s: docs say %r, the table %r" % (rule, repairs.get(rule), fix) for rule, fix in _audit_report.FIXES.items()
              if repairs.get(rule) != fix]
     assert wrong == []
-    # every rule of the vsphere, vks and licensing links gives its fix in its table
+    # every rule of the esxi, vsphere, vks, guest and licensing links gives its fix in its table
     assert [r for r, (_s, link, _d) in _audit_report.RULES.items()
-            if link in ("vsphere", "vks", "licensing") and r not in _audit_report.FIXES] == []
+            if link in ("esxi", "vsphere", "vks", "guest", "licensing") and r not in _audit_report.FIXES] == []
+    guest = [cells[0] for cells in rows() if len(cells) == 5 and cells[1] == "guest"]
+    assert guest == ["`%s`" % r for r in _audit_guest.RULES]  # one row per guest rule, in the table's order
