@@ -4,6 +4,8 @@ its fix (FIXES) has that fix as its repair in the docs (every rule of the five l
 import pathlib
 import re
 
+import yaml
+
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_guest, _audit_report
 
 ROOT = pathlib.Path(__file__).resolve().parents[5]
@@ -64,3 +66,61 @@ def test_the_repair_of_a_rule_with_a_table_fix_is_that_fix():
             if link in ("esxi", "vsphere", "vks", "guest", "licensing") and r not in _audit_report.FIXES] == []
     guest = [cells[0] for cells in rows() if len(cells) == 5 and cells[1] == "guest"]
     assert guest == ["`%s`" % r for r in _audit_guest.RULES]  # one row per guest rule, in the table's order
+
+
+def role_task_names():
+    """The name of every task of the roles (blocks' tasks included)."""
+    out = []
+
+    def walk(tasks):
+        for task in tasks or []:
+            if isinstance(task, dict):
+                if task.get("name"):
+                    out.append(str(task["name"]))
+                for key in ("block", "rescue", "always"):
+                    walk(task.get(key))
+    for path in sorted((ROOT / "roles").glob("*/tasks/*.yml")):
+        walk(yaml.safe_load(path.read_text()))
+    return out
+
+
+def names_the_task(named, task):
+    """Whether ``named`` (a task name the docs cite, ``...`` at its end: the name's beginning) is ``task``'s name,
+    each Jinja expression in it standing for some text."""
+    atoms = [a for part in re.split(r"(\{\{.*?\}\})", task) if part
+             for a in ([".+"] if part.startswith("{{") else [re.escape(c) for c in part])]
+    if named.endswith(" ..."):
+        return any(re.fullmatch("".join(atoms[:k]), named[:-len(" ...")]) for k in range(1, len(atoms) + 1))
+    return re.fullmatch("".join(atoms), named) is not None
+
+
+def catalogue_tasks(text=None):
+    """The task names each row of the drift catalogue cites as changed by ``--check`` (``; `` between several,
+    a parenthesis at the end a note)."""
+    text = (ROOT / "docs" / "audit-rules.md").read_text() if text is None else text
+    table = text.split("\n## The drift catalogue\n", 1)[1].split("\n## ", 1)[0]
+    out = []
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 5 or cells[0] not in ("esxi", "vsphere", "vks", "guest"):
+            continue
+        out += [re.sub(r"\s*\((?:[^()]|\([^()]*\))*\)$", "", part.strip()) for part in cells[3].split("; ")]
+    return out
+
+
+def test_the_drift_catalogue_names_the_roles_tasks():
+    tasks = role_task_names()
+    cited = catalogue_tasks()
+    assert len(cited) >= 26
+    assert [name for name in cited if not any(names_the_task(name, task) for task in tasks)] == []
+
+
+def test_the_task_name_check_can_fail():
+    assert names_the_task("NVIDIA driver on esx-01", "NVIDIA driver on {{ __esxi_gpu_host_name }}")
+    assert names_the_task("Node pools of VKS cluster ...", "Node pools of VKS cluster {{ ns ~ '/' ~ name }}")
+    assert not names_the_task("NVIDIA driver", "NVIDIA driver on {{ __esxi_gpu_host_name }}")
+    assert not names_the_task("Time-slicing configurations for the device plugin",
+                              "Time-slicing configurations for the device plugin and DCGM exporter metrics")
+    text = ("\n## The drift catalogue\n\n| link | drift | rule | task | repaired |\n|---|---|---|---|---|\n"
+            "| guest | x | `a` b | First task (`role`); Second ... (its item) | yes |\n")
+    assert catalogue_tasks(text) == ["First task", "Second ..."]
