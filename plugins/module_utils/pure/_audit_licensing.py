@@ -7,7 +7,8 @@ Live state, as the module reads it: ``dls``: the appliance's state as the module
 metadata; ``license_series`` / ``metric``: the GPU nodes' license status from Prometheus.
 
 :data:`RULES` is this link's rule table (severity, link, one line, fix); ``_audit_report`` assembles
-every link's table into one. A finding takes its rule's fix unless it names one of its own.
+every link's table into one. Every finding takes its rule's fix from there (the license metric in the format field of
+the fix that names it).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -53,12 +54,16 @@ RULES = OrderedDict([
                                   "Prometheus scrapes it")),
     ("license_check_not_made", ("info", "licensing", "Without Prometheus the GPU nodes' licenses are not "
                                                      "checked, and the finding says so.",
-                                "give prometheus_url (the Prometheus that scrapes the GPU Operator's DCGM exporter)")),
+                                "give prometheus_url (the Prometheus that scrapes the GPU Operator's DCGM exporter, "
+                                "which exports {metric} per vGPU)")),
 ])
 
 
-def finding(rule, obj, message, fix=None, severity=None):
-    """A finding of a rule of this link's table (``fix`` None: the table's)."""
+def finding(rule, obj, message, fix=None, severity=None, **fields):
+    """A finding of a rule of this link's table: ``fix`` None takes the table's, with ``fields`` in its format fields
+    (the license metric)."""
+    if fix is None:
+        fix = RULES[rule][3].format(**fields)
     return _audit.finding(rule, obj, message, fix, RULES[rule], severity=severity)
 
 
@@ -148,9 +153,7 @@ def audit_licensing(derived, dls=None, token=None, license_series=None, gpu_node
                                    token["path"], detail.get("dls_host"), detail.get("port"))))
     if license_series is None:
         out.append(finding("license_check_not_made", "gpu_nodes", "the GPU nodes' licenses were not checked: %s" % (
-            how_to_check or "no Prometheus given"),
-            "give prometheus_url (the Prometheus that scrapes the GPU Operator's DCGM exporter, which exports %s "
-            "per vGPU)" % metric))
+            how_to_check or "no Prometheus given"), metric=metric))
         return out
     values = license_by_node(license_series)
     names = list(gpu_nodes) if gpu_nodes is not None else sorted(n for n in values if n)

@@ -141,3 +141,20 @@ def test_licensing_is_a_link_of_its_own():
     assert _audit_licensing.gpu_node_names(DERIVED, [
         dict(name="gpu-1", labels={"gpupool.vcf/pool": "inference"}), dict(name="cpu-1", labels={}),
         dict(name="gpu-9", labels={}, capacity={"nvidia.com/gpu": "1"})]) == ["gpu-1", "gpu-9"]
+
+
+def test_every_licensing_finding_carries_its_tables_fix():
+    token = dict(path="/t/pool.tok", detail=dict(expiry="2026-12-01", days_left=1, dls_host="other", port=443))
+    states = [healthy(dls=dict(where="dls.example.com:443", error="refused", stage="login")),
+              healthy(dls=dict(where="dls.example.com:443", error="none in scope", stage="license_server")),
+              healthy(dls=dict(where="dls.example.com:443", error=None, stage=None, license_server="ls-1", leases=[])),
+              healthy(license_series=series(**{"gpu-1": ["0"]})), healthy(license_series=None, metric="MY_METRIC")]
+    states += [healthy(token=dict(token, state=state)) for state in ("missing", "expired", "expiring", "other_appliance")]
+    seen = set()
+    for state in states:
+        for f in _audit_licensing.audit_licensing(DERIVED, **state):
+            seen.add(f["rule"])
+            assert f["fix"] == _audit_licensing.RULES[f["rule"]][3].format(metric=state.get("metric") or "DCGM_FI_DEV_VGPU_LICENSE_STATUS")
+    assert seen == set(_audit_licensing.RULES)
+    [not_made] = _audit_licensing.audit_licensing(DERIVED, **dict(states[4], dls=None, token=None))
+    assert "which exports MY_METRIC per vGPU" in not_made["fix"]

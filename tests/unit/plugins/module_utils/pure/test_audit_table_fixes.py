@@ -40,4 +40,6 @@ def test_findings_of_the_converted_links_carry_their_tables_fix():
                  if f["rule"] == "client_token_expired"]
     assert expired["fix"].startswith("run site.yml (its licensing link composes a new token")
     [not_made] = [f for f in _audit_licensing.audit_licensing(DERIVED) if f["rule"] == "license_check_not_made"]
-    assert "DCGM_FI_DEV_VGPU_LICENSE_STATUS" in not_made["fix"]  # a fix of its own: it names the metric
+    # the table's fix, the metric in its format field
+    assert not_made["fix"] == _audit_licensing.RULES["license_check_not_made"][3].format(metric="DCGM_FI_DEV_VGPU_LICENSE_STATUS")
+    assert "DCGM_FI_DEV_VGPU_LICENSE_STATUS" in not_made["fix"]
