@@ -7,7 +7,9 @@ Live state, as the module reads it: ``vm_classes``: ``{id: normal form of _vm_cl
 normal form of _namespace.normalize}`` (a name absent from the dict does not exist).
 
 :data:`RULES` is this link's rule table (severity, link, one line, fix); ``_audit_report`` assembles
-every link's table into one. A finding takes its rule's fix unless it names one of its own.
+every link's table into one. A finding takes its rule's fix (``object_not_owned``'s with the design key that adopts
+in its format field), except where the table's does not repair it: a VM class or namespace the design cannot plan
+and a VM class whose revision is due name their own.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -55,12 +57,15 @@ RULES = OrderedDict([
                                              "description carries the gpupool mark); so are a VKS node pool and a "
                                              "GPU VM's DRS override as designed (their record names them: vks and "
                                              "esxi links).",
-                          "run site.yml with adopt: true in the design, which records it as the collection's")),
+                          "run site.yml: the design sets adopt: true ({key}), which records it as the collection's")),
 ])
 
 
-def finding(rule, obj, message, fix=None, severity=None):
-    """A finding of a rule of this link's table (``fix`` None: the table's)."""
+def finding(rule, obj, message, fix=None, severity=None, **fields):
+    """A finding of a rule of this link's table: ``fix`` None takes the table's, with ``fields`` in its format fields
+    (the design key that adopts)."""
+    if fix is None:
+        fix = RULES[rule][3].format(**fields)
     return _audit.finding(rule, obj, message, fix, RULES[rule], severity=severity)
 
 
@@ -298,5 +303,4 @@ def not_owned_findings(kind, name, have, key, adopting):
     return [finding("object_not_owned", "%s %s" % (kind, name),
                     "%s %s was made by hand (its description %r lacks the mark %r): until it is adopted no purge, "
                     "retirement or revision touches it" % (kind.replace("_", " "), name, (have or {}).get("description") or "",
-                                                           _ownership.OWNER_MARK),
-                    "run site.yml: the design sets adopt: true (%s), which records it as the collection's" % key)]
+                                                           _ownership.OWNER_MARK), key=key)]

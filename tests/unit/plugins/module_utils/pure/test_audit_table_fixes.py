@@ -43,3 +43,11 @@ def test_findings_of_the_converted_links_carry_their_tables_fix():
     # the table's fix, the metric in its format field
     assert not_made["fix"] == _audit_licensing.RULES["license_check_not_made"][3].format(metric="DCGM_FI_DEV_VGPU_LICENSE_STATUS")
     assert "DCGM_FI_DEV_VGPU_LICENSE_STATUS" in not_made["fix"]
+
+
+def test_object_not_owned_takes_the_tables_fix_with_the_key_that_adopts():
+    fix = _audit_vsphere.RULES["object_not_owned"][3]
+    assert "{key}" in fix
+    [found] = _audit_vsphere.not_owned_findings("vm_class", "gpu-x", {"description": "made by hand"}, "pools[].adopt", True)
+    assert found["fix"] == fix.format(key="pools[].adopt") and "(pools[].adopt)" in found["fix"]
+    assert _audit_vsphere.not_owned_findings("vm_class", "gpu-x", {"description": "made by hand"}, "pools[].adopt", False) == []
