@@ -10,7 +10,8 @@ name absent when the Cluster does not exist. ``owned``: the pools the Cluster's 
 annotation records (absent: the record was not read, and ownership is not judged).
 
 :data:`RULES` is this link's rule table (severity, link, one line, fix); ``_audit_report`` assembles
-every link's table into one. A finding takes its rule's fix unless it names one of its own.
+every link's table into one. Every finding takes its rule's fix from there; ``object_not_owned`` (the vsphere
+link's row) with this link's design key, ``vks_clusters[].adopt``.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -77,12 +78,12 @@ def not_owned_findings(cluster, pools, owned, adopting):
     (``adopting``): the findings name what site.yml will record."""
     if owned is None or not adopting:
         return []
-    how = "run site.yml: the design sets adopt: true (vks_clusters[].adopt), which records it as the collection's"
+    entry = _audit_vsphere.RULES["object_not_owned"]  # the rule's row (the vsphere link's), its fix for this key
+    how = _audit.table_fix(entry).format(key="vks_clusters[].adopt")
     return [_audit.finding("object_not_owned", "node_pool %s/%s" % (cluster, name),
                            "node pool %s of VKS cluster %s matches the design but is not the collection's own (the "
                            "Cluster's gpupool.vcf/node-pools annotation does not record it): until it is adopted no "
-                           "purge touches it" % (name, cluster), how, _audit_vsphere.RULES["object_not_owned"],
-                           link="vks")
+                           "purge touches it" % (name, cluster), how, entry, link="vks")
             for name in _ownership.not_owned(pools, owned)]
 
 

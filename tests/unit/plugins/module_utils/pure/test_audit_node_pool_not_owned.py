@@ -4,7 +4,7 @@ link saying site.yml records it; a cluster not adopted, a recorded pool, a pool 
 and a Cluster whose record was not read give none."""
 import copy
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit, _audit_vks
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit, _audit_vks, _audit_vsphere
 from tests.unit.plugins.module_utils.pure.test_audit_node_pool_classes import CLASSES, DERIVED, live, written
 
 
@@ -34,6 +34,8 @@ def test_a_pool_as_designed_that_the_record_lacks_is_named_with_the_way_to_adopt
     [f] = out
     assert f["severity"] == "info" and f["link"] == "vks" and _audit.is_clean(out)
     assert f["fix"].startswith("run site.yml: the design sets adopt: true (vks_clusters[].adopt)")
+    # the rule's table fix (its row is the vsphere link's) with this link's design key
+    assert f["fix"] == _audit_vsphere.RULES["object_not_owned"][3].format(key="vks_clusters[].adopt")
 
 
 def test_recorded_pools_drifted_pools_and_an_unread_record_give_none():
