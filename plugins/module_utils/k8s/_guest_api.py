@@ -7,7 +7,8 @@ nothing of Ansible).
 PriorityClasses, Namespaces, ResourceQuotas, ConfigMaps, Kueue's ResourceFlavors, ClusterQueues and LocalQueues and
 the GPU Operator's ClusterPolicy (custom resources, through the dynamic client at the API version the caller names)
 through the fault boundary of ``_k8s.K8sClient``:
-one list per kind (``read``; ConfigMaps one list per namespace asked for, Secrets only those asked for by name),
+one list per kind (``read``; ConfigMaps one list per namespace asked for, Secrets only those asked for by name,
+Nodes only those of a label selector: the pools' nodes),
 and writes that carry a precondition so that a repeat cannot apply twice - a patch names the resourceVersion it
 was planned from, a delete its uid and resourceVersion. Creates go once (``call_once``). Errors are ``K8sError``.
 """
@@ -43,10 +44,10 @@ class GuestObjectsApi:
     def _items(self, fn):
         return self.k8s.api.sanitize_for_serialization(self.k8s.call(fn)).get("items") or []
 
-    def read(self, kinds, namespaces=(), names=()):
+    def read(self, kinds, namespaces=(), names=(), node_selector=None):
         """{(kind, namespace, name): object} of every object of `kinds`, one list per kind (ConfigMaps: one list in
         each of `namespaces`; Secrets: each of `names`, ``(namespace, name)``, by a field selector, so that no
-        other Secret's data is read)."""
+        other Secret's data is read; Nodes: those of the label selector `node_selector`, none without one)."""
         lists = {"PriorityClass": self.sched.list_priority_class, "Namespace": self.core.list_namespace,
                  "ResourceQuota": self.core.list_resource_quota_for_all_namespaces}
         out = {}
@@ -58,6 +59,8 @@ class GuestObjectsApi:
                 items = []
                 for ns in sorted(set(namespaces)):
                     items += self._items(lambda ns=ns: self.core.list_namespaced_config_map(ns))
+            elif kind == "Node":
+                items = self._items(lambda: self.core.list_node(label_selector=node_selector)) if node_selector else []
             elif kind == "Secret":
                 items = []
                 for ns, name in sorted(set(names)):
@@ -86,7 +89,8 @@ class GuestObjectsApi:
         return self.k8s.call_once(self.core.create_namespaced_resource_quota, ns, obj)
 
     def patch(self, kind, name, namespace, resource_version, body):
-        """A merge patch of `body` that the server refuses (409) when the object changed since it was read."""
+        """A merge patch of `body` that the server refuses (409) when the object changed since it was read (a
+        Node's is a strategic merge patch: its labels merged, its taint list replaced by the one of `body`)."""
         body = dict(body, metadata=dict(body.get("metadata") or {}, resourceVersion=resource_version))
         if kind in self.versions:
             return self.k8s.call(self._custom(kind).patch, body=body, name=name, namespace=namespace,
@@ -95,6 +99,8 @@ class GuestObjectsApi:
             return self.k8s.call(self.sched.patch_priority_class, name, body)
         if kind == "Namespace":
             return self.k8s.call(self.core.patch_namespace, name, body)
+        if kind == "Node":
+            return self.k8s.call(self.core.patch_node, name, body)
         if kind == "ConfigMap":
             return self.k8s.call(self.core.patch_namespaced_config_map, name, namespace, body)
         if kind == "Secret":
