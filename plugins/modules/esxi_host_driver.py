@@ -196,7 +196,7 @@ diff:
 import time
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi
-from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._esxi_host import HostOps
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._esxi_host_reader import EsxiHosts
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._esxi_inputs import esxi_host_driver_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Change, Failure, Plan, Resource
@@ -231,8 +231,8 @@ class HostDriver(Resource):
         self.p = module.params
         self.verb = "bring the NVIDIA driver to %s on" % self.p["version"]
         self.refusals = (_esxi.EsxiError,)
-        self.ops = None
-        self.host = None
+        self.hosts = None
+        self.item = None
         self.steps = []
         self.powered_off = []
         self.staged = None
@@ -241,30 +241,28 @@ class HostDriver(Resource):
     # -- read and plan (no change) -------------------------------------------------------
     def read(self):
         target = _esxi.parse_driver_version(self.p["version"])
-        self.ops = HostOps(self.module.client())
-        host = self.ops.find_host(self.p["host"])
-        self.host = host
-        if str(host.get("runtime.connectionState")) != "connected":
-            raise VsphereError("the host is %s" % host.get("runtime.connectionState"))
-        installed, installed_full = self.ops.installed_driver(host.obj)
-        running = self.ops.running_driver(host.obj) if installed else None
-        state = self.ops.state(host)
-        pending = _esxi.pending_reboot(host.get("summary.rebootRequired"), host.get("runtime.bootTime"), state,
+        self.hosts = EsxiHosts(self.module.client())
+        # the host's record with its driver and the VMs an earlier run left off: one retrieval each
+        item = self.item = self.hosts.read([self.p["host"]], driver=True, left_off=True)[0]
+        if not item["connected"]:
+            raise VsphereError("the host is %s" % item["connection_state"])
+        installed, installed_full, running, state = item["installed"], item["installed_full"], item["running"], item["state"]
+        pending = _esxi.pending_reboot(item["reboot_required"], item["boot_time"], state,
                                        running=running, installed=installed_full or installed)
-        in_mm = bool(host.get("runtime.inMaintenanceMode"))
-        action = self.action(installed_full or installed, target, pending, state, in_mm)
+        in_mm = item["in_maintenance"]
+        action = self.action(installed_full or installed, target, pending, state, in_mm, item["left_off"])
         stuck = []
         if action in REBOOTS and not in_mm:
             # what cannot move: decided before anything changes
             try:
-                stuck = self.ops.vms_to_power_off(host, self.p["power_off_vgpu_vms"])
+                stuck = self.hosts.vms_to_power_off([item], self.p["power_off_vgpu_vms"])[0]["stuck"]
             except _esxi.EsxiError as exc:
                 raise Failure("Unable to bring the NVIDIA driver of host %s to %s: %s. Nothing was changed."
                               % (self.p["host"], target.text, exc), previous_version=installed)
-        return dict(host=host, target=target, installed=installed, installed_full=installed_full, running=running,
+        return dict(item=item, target=target, installed=installed, installed_full=installed_full, running=running,
                     pending=pending, state=state, in_mm=in_mm, action=action, stuck=stuck)
 
-    def action(self, installed, target, pending, state, in_mm):
+    def action(self, installed, target, pending, state, in_mm, left_off):
         """The plan's one action: the driver's, else what an earlier run left to finish."""
         action = _esxi.driver_plan(installed, target, self.p["allow_downgrade"])
         if action in INSTALLS:
@@ -274,7 +272,7 @@ class HostDriver(Resource):
             action = "reboot"
         elif in_mm and state.get("maintenance"):
             action = "exit_maintenance_mode"
-        elif state.get("powered_off") and self.ops.recorded_powered_off(self.host):
+        elif state.get("powered_off") and left_off:
             action = "power_on_vms"
         return action
 
@@ -306,7 +304,7 @@ class HostDriver(Resource):
     # -- apply -----------------------------------------------------------------------------
     def left(self):
         """What the host is left with now, as every failure result carries it."""
-        in_mm = bool(self.host is not None and self.host.get("runtime.inMaintenanceMode"))
+        in_mm = bool(self.item is not None and self.item["in_maintenance"])
         names = [v["name"] for v in self.powered_off]
         return dict(host_left_in_maintenance=in_mm, hosts_in_maintenance=[self.p["host"]] if in_mm else [],
                     vms_powered_off=names, powered_off_vms=names, staged_not_running=self.staged,
@@ -334,37 +332,36 @@ class HostDriver(Resource):
 
     def apply(self, plan):
         live = plan.facts["live"]
-        action, host, target = live["action"], live["host"], live["target"]
+        action, item, target = live["action"], live["item"], live["target"]
         self.partial.update(self.left())
-        self.powered_off = self.ops.recorded_powered_off(host)
+        self.powered_off = list(item["left_off"])
         if action in REBOOTS:
-            self.roll(live, host, target)
-        if not self.end_maintenance(live) and host.get("runtime.inMaintenanceMode"):
-            self.timed("exit_maintenance_mode", "exit maintenance mode on", self.ops.exit_maintenance, host)
-        self.warnings.extend(self.ops.power_on_recorded(host, self.powered_off, self.timed))
+            self.roll(live, item, target)
+        if not self.end_maintenance(live) and item["in_maintenance"]:
+            self.timed("exit_maintenance_mode", "exit maintenance mode on", self.hosts.exit_maintenance, item)
+        self.warnings.extend(self.hosts.power_on_recorded(item, self.powered_off, self.timed))
         out = dict(steps=self.steps, pending=[])
         out["powered_off_vms"] = sorted(set(v["name"] for v in live["stuck"]) | set(v["name"] for v in self.powered_off))
         out.update(self.verified)
         return out
 
-    def roll(self, live, host, target):
+    def roll(self, live, item, target):
         """Power off what cannot move, maintenance mode, install (unless finishing), reboot, verify."""
-        self.ops.power_off_recorded(host, live["stuck"], self.powered_off, self.timed)
-        self.timed("enter_maintenance_mode", "enter maintenance mode on", self.ops.enter_maintenance, host,
+        self.hosts.power_off_recorded(item, live["stuck"], self.powered_off, self.timed)
+        self.timed("enter_maintenance_mode", "enter maintenance mode on", self.hosts.enter_maintenance, item,
                    self.p["evacuate_timeout"], "esxi_host_driver")
         if live["action"] in INSTALLS:
             kind, location = _esxi.bundle_location(self.p["bundle"])
-            self.timed("install", "install %s %s on" % (self.p["component"], target.text), self.ops.install, host, kind,
+            self.timed("install", "install %s %s on" % (self.p["component"], target.text), self.hosts.install, item, kind,
                        location, self.p["install_timeout"])
             self.staged = target.short
         elif live["pending"]:
             self.staged = live["installed"]
         self.partial.update(self.left())  # a failed reboot reports the driver staged and not running
-        back = self.timed("reboot", "reboot", self.ops.reboot_and_wait, self.ops.refresh(host), self.p["reboot_timeout"])
-        host.props.update(back.props)
-        now, now_full = self.timed("verify", "verify the NVIDIA driver on", self.ops.installed_driver, host.obj)
+        self.timed("reboot", "reboot", self.hosts.reboot_and_wait, item, self.p["reboot_timeout"])
+        back = self.timed("verify", "verify the NVIDIA driver on", self.hosts.read_driver, item)
+        now, now_full, running = back["installed"], back["installed_full"], back["running"]
         with self.doing("verify the NVIDIA driver on"):
-            running = self.ops.running_driver(host.obj)
             if now is None or not _esxi.same_version(now_full or now, target):
                 raise VsphereError("the host runs %s after the install, not %s" % (now_full or "no NVIDIA driver", target.text))
             if running is None or _esxi.compare_versions(running, now_full or now) != 0:

@@ -80,7 +80,7 @@ vms_powered_off:
   elements: str
 """
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._esxi_host import HostOps
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._esxi_host_reader import EsxiHosts
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._vsphere_inputs import esxi_maintenance_mode_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure, Plan, Resource
@@ -103,28 +103,29 @@ class MaintenanceMode(Resource):
         self.module = module
         self.p = module.params
         self.want = self.p["state"] == "present"
-        self.ops = None
+        self.hosts = None
 
     def read(self):
-        self.ops = HostOps(self.module.client())
-        host = self.ops.find_host(self.p["host"])
-        now = bool(host.get("runtime.inMaintenanceMode"))
+        self.hosts = EsxiHosts(self.module.client())
+        # the host's record (and, to power on, the VMs an earlier run left off): one retrieval each
+        item = self.hosts.read([self.p["host"]], left_off=not self.want and self.p["power_off_vgpu_vms"])[0]
+        now = item["in_maintenance"]
         stuck, recorded = [], []
         if self.want and not now:
-            running = [v for v in self.ops.vgpu_vms(host) if v["power_state"] == "poweredOn"]
-            if running and not self.ops.vgpu_hotmigrate_enabled():
+            running = self.hosts.powered_on_vgpu_vms(self.hosts.read_vgpu_vms([item])[0])
+            if running and not self.hosts.vgpu_hotmigrate_enabled():
                 if not self.p["power_off_vgpu_vms"]:
                     raise Failure("Unable to put host %s in maintenance mode: powered-on VMs hold vGPUs and cannot be "
                                   "migrated (%s); power them off or move them first, or set power_off_vgpu_vms. "
                                   "Nothing was changed." % (self.p["host"], ", ".join(v["name"] for v in running)))
                 stuck = running
         if not self.want and self.p["power_off_vgpu_vms"]:
-            recorded = self.ops.recorded_powered_off(host)
-        return dict(host=host, maintenance_mode=now, stuck=stuck, recorded=recorded)
+            recorded = item["left_off"]
+        return dict(item=item, maintenance_mode=now, stuck=stuck, recorded=recorded)
 
     def plan(self, live):
         now = live["maintenance_mode"]
-        plan = Plan(before=dict(maintenance_mode=now), after=dict(maintenance_mode=self.want), host=live["host"],
+        plan = Plan(before=dict(maintenance_mode=now), after=dict(maintenance_mode=self.want), item=live["item"],
                     stuck=live["stuck"], recorded=live["recorded"])
         for vm in live["stuck"]:
             plan.add("VM %s" % vm["name"], "power_state", "poweredOn", "poweredOff", "power_off")
@@ -143,7 +144,7 @@ class MaintenanceMode(Resource):
             func(*args)
 
     def apply(self, plan):
-        host = plan.facts["host"]
+        item = plan.facts["item"]
         off, names = [], []
 
         def power_off(key, doing, func, *args):
@@ -152,16 +153,16 @@ class MaintenanceMode(Resource):
 
         if plan.facts["stuck"]:
             self.partial = dict(vms_powered_off=names)  # what a failure leaves off (names, recorded on the host)
-            self.ops.power_off_recorded(host, plan.facts["stuck"], off, power_off)
+            self.hosts.power_off_recorded(item, plan.facts["stuck"], off, power_off)
         if plan.before["maintenance_mode"] != self.want:
             with self.doing("%s maintenance mode on" % ("enter" if self.want else "exit")):
                 if self.want:
-                    self.ops.enter_maintenance(host, self.p["evacuate_timeout"])
+                    self.hosts.enter_maintenance(item, self.p["evacuate_timeout"])
                 else:
-                    self.ops.exit_maintenance(host)
+                    self.hosts.exit_maintenance(item)
         if plan.facts["recorded"]:
             left = list(plan.facts["recorded"])
-            for text in self.ops.power_on_recorded(host, left, self._step):
+            for text in self.hosts.power_on_recorded(item, left, self._step):
                 self.warnings.append(text)
             if left:
                 return dict(vms_powered_off=[v["name"] for v in left])

@@ -1,18 +1,19 @@
 """The rooms of plugins/module_utils, checked from the imports. Each room is a folder:
-``pure`` (logic without I/O), ``vsphere``, ``k8s``, ``dls`` and ``prometheus`` (one client layer per backend)
-and ``runner`` (the Ansible-aware layer over the clients). Pure logic imports no I/O,
-module_utils imports no module or filter, the clients do not import each other, and
-tests/unit mirrors plugins/. A module reaches an SDK (pyVmomi, the kubernetes client, HTTP libraries) only
-through module_utils, never by importing it."""
+``pure`` (logic without I/O), ``vsphere``, ``k8s``, ``dls`` and ``prometheus`` (one client layer per backend),
+``transport`` (the one HTTP request path that the HTTP clients share) and ``runner`` (the Ansible-aware layer over
+the clients). Pure logic imports no I/O, module_utils imports no module or filter, the clients do not import each
+other, the transport imports no client, and tests/unit mirrors plugins/. A module reaches an SDK (pyVmomi, the
+kubernetes client, HTTP libraries) only through module_utils, never by importing it."""
 import ast
 import pathlib
+import re
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MODULE_UTILS = ROOT / "plugins" / "module_utils"
 PREFIX = "ansible_collections.gpupool.vcf.plugins."
-ROOMS = ("pure", "vsphere", "k8s", "dls", "prometheus", "runner")
+ROOMS = ("pure", "vsphere", "k8s", "dls", "prometheus", "transport", "runner")
 CLIENTS = ("vsphere", "k8s", "dls", "prometheus")
 
 IO_PACKAGES = ("socket", "ssl", "http", "urllib", "requests", "pyVmomi", "pyVim", "kubernetes", "subprocess",
@@ -81,6 +82,13 @@ def test_clients_do_not_import_each_other(name):
     assert runner == [], "%s is a client but imports the runner %s" % (name, runner)
 
 
+@pytest.mark.parametrize("name", [f for f in FILES if room(f) == "transport"])
+def test_the_transport_imports_only_pure_logic(name):
+    """The clients share the transport, so it knows none of them (nor the runner): a client stays free of the others."""
+    bad = sorted(i[3:] for i in imports(name) if i.startswith("mu:") and room(i[3:]) != "pure")
+    assert bad == [], "%s is the shared transport but imports %s" % (name, bad)
+
+
 def sdk_imports(found):
     """The SDK packages among imported names (``http.client`` itself, ``http`` alone not)."""
     return sorted(i for i in found if any(i == sdk or i.startswith(sdk + ".") for sdk in SDK_PACKAGES))
@@ -97,11 +105,15 @@ def test_modules_import_no_sdk(name):
 # vSphere objects themselves: a module gets them from a reader of its room instead
 SDK_NAMES = ("vim", "vmodl")
 SDK_CALLS = ("retrieve", "retrieve_objects", "collect", "RetrievePropertiesEx", "RetrieveContents")
+# a vSphere property path as a string of its own ("runtime.inMaintenanceMode"): the module reads a managed object's
+# property from what was retrieved; a reader of its room gives the record in the collection's words instead
+PROPERTY_PATH = re.compile(r"^(runtime|summary|config|configManager|hardware|guest|capability)\.[A-Za-z][A-Za-z.]*$")
 
 
 def sdk_uses(source):
-    """The SDK names a module's source imports or uses (``vim``, ``vmodl``) and the retrievals it makes itself
-    (``client.retrieve(...)``, ``content`` of the service instance), as ``name:line``."""
+    """The SDK names a module's source imports or uses (``vim``, ``vmodl``), the retrievals it makes itself
+    (``client.retrieve(...)``, ``content`` of the service instance) and the vSphere properties it reads by their
+    path, as ``name:line``."""
     out = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ImportFrom):
@@ -113,6 +125,8 @@ def sdk_uses(source):
         elif isinstance(node, ast.Attribute) and node.attr == "content" and isinstance(node.value, ast.Name) \
                 and node.value.id == "client":
             out.append("client.content:%d" % node.lineno)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and PROPERTY_PATH.match(node.value):
+            out.append("property %s:%d" % (node.value, node.lineno))
     return sorted(set(out))
 
 
@@ -129,6 +143,10 @@ def test_the_sdk_use_rule_can_fail():
               "    return client.retrieve({vim.HostSystem: ['name']}), client.content.about\n")
     assert sdk_uses(source) == ["client.content:3", "import vim:1", "retrieve():3", "vim:3"]
     assert sdk_uses("def read(api):\n    return api.hosts(cluster='c')\n") == []
+    assert sdk_uses("def read(hosts):\n    host = hosts.find('esx-01')\n    return host.get('runtime.inMaintenanceMode')\n") \
+        == ["property runtime.inMaintenanceMode:3"]
+    assert sdk_uses("def read(hosts):\n    return hosts.read(['esx-01'])[0]['in_maintenance']\n") == []
+    assert sdk_uses('DOC = "reads C(summary.rebootRequired) of the host"\n') == []
 
 
 def test_unit_tests_mirror_plugins():
@@ -145,7 +163,8 @@ def test_the_rule_can_fail():
     assert "pyVmomi" in imports("vsphere/_vsphere")
     assert "mu:pure/_esxi" in imports("vsphere/_esxi_host")
     assert sdk_imports(imports("k8s/_node_reader")) == ["kubernetes"]
-    assert sdk_imports(imports("dls/_nls")) == ["http.client"]
+    assert sdk_imports(imports("transport/_http")) == ["http.client"]
+    assert "mu:transport/_http" in imports("dls/_nls") and "mu:pure/_retry" in imports("transport/_http")
     assert sdk_imports({"http", "requests.adapters", "kubernetes_asyncio"}) == ["requests.adapters"]
 
 

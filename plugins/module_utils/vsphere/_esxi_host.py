@@ -3,8 +3,10 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """ESXi host operations through the vSphere API (I/O part of the host link).
 
-Knows nothing of Ansible: raises :class:`VsphereError` and its subclasses. Used by
-``esxi_host_driver`` and ``esxi_gpu_config``; the decisions live in ``_esxi.py``.
+Knows nothing of Ansible: raises :class:`VsphereError` and its subclasses. Used through the readers
+``_esxi_host_reader.EsxiHosts`` (esxi_host_driver, esxi_maintenance_mode) and ``_gpu_config_reader.GpuHosts``
+(esxi_gpu_config), which make the reads of every host they are given in one retrieval; the decisions live in
+``_esxi.py``.
 
 Requests made by :meth:`HostOps.find_host`: one ContainerView + one retrieval of a few
 properties of every host (the name is not an index vCenter offers for hosts added by IP or

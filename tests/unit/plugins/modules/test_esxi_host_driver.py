@@ -1,9 +1,10 @@
-"""esxi_host_driver through main(): the arguments parsed by AnsibleModule, the host operations (HostOps) replaced
-by a fake host that keeps its driver as installed and as running, its maintenance mode and its VMs. Check mode
-predicts the real run, a rerun is idempotent, bad input is refused before any call, a failed step names the
+"""esxi_host_driver through main(): the arguments parsed by AnsibleModule, the host reader and writer (EsxiHosts)
+replaced by a fake host that keeps its driver as installed and as running, its maintenance mode and its VMs. Check
+mode predicts the real run, a rerun is idempotent, bad input is refused before any call, a failed step names the
 step and what the host is left with."""
 import pytest
 
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError, VsphereTaskError
 from ansible_collections.gpupool.vcf.plugins.modules import esxi_host_driver
 from tests.lib.module_main import VSPHERE, run_main
@@ -14,17 +15,9 @@ BUNDLE = "[datastore1] drivers/NVD-AIE-800_%s%s.zip" % (NEW, BUILD)
 CHANGES = ("enter", "install", "reboot", "exit", "power_off", "power_on", "record")
 
 
-class FakeHost:
-    def __init__(self, props):
-        self.props = props
-        self.obj = self
-
-    def get(self, name, default=None):
-        return self.props.get(name, default)
-
-
 class FakeDriverHost:
-    """HostOps of one host, esx-01: what is installed and what runs, maintenance mode, powered-on vGPU VMs."""
+    """EsxiHosts of one host, esx-01: what is installed and what runs, maintenance mode, powered-on vGPU VMs.
+    ``reads`` counts the reads the module asks for, by kind."""
 
     installed = OLD
     running = OLD
@@ -33,49 +26,51 @@ class FakeDriverHost:
     record = {}         # the collection's record on the host
     fail = None         # a method name that raises
     calls = []
+    reads = []
 
     def __init__(self, client):
         assert client == "soap session"
-        self.host = FakeHost({"name": "esx-01", "runtime.connectionState": "connected",
-                              "runtime.inMaintenanceMode": FakeDriverHost.in_mm, "summary.rebootRequired": False,
-                              "runtime.bootTime": "boot-1"})
 
     def _call(self, *call):
         FakeDriverHost.calls.append(call)
         if call[0] == FakeDriverHost.fail:
             raise VsphereTaskError("%s failed: the host answered busy" % call[0])
 
-    def find_host(self, name):
-        if name != "esx-01":
-            raise VsphereError("host %s not found (hosts: esx-01)" % name)
-        return self.host
+    def read(self, names, driver=False, left_off=False):
+        FakeDriverHost.reads.append(("read", tuple(names), driver, left_off))
+        if names != ["esx-01"]:
+            raise VsphereError("host %s not found (hosts: esx-01)" % ", ".join(names))
+        item = dict(host="handle of esx-01", name="esx-01", connection_state="connected", connected=True,
+                    in_maintenance=FakeDriverHost.in_mm, reboot_required=False, boot_time="boot-1",
+                    state=dict(FakeDriverHost.record))
+        if driver:
+            self.read_driver(item)
+        if left_off:
+            item["left_off"] = [dict(name=n, moid="vm-" + n) for n in FakeDriverHost.record.get("powered_off") or []]
+        return [item]
 
-    def installed_driver(self, obj):
+    def read_driver(self, item):
         cls = FakeDriverHost
-        return (cls.installed, cls.installed + BUILD) if cls.installed else (None, None)
+        cls.reads.append(("driver", item["name"]))
+        item.update(installed=cls.installed, installed_full=cls.installed + BUILD if cls.installed else None,
+                    running=cls.running + BUILD if cls.installed and cls.running else None)
+        return item
 
-    def running_driver(self, obj):
-        cls = FakeDriverHost
-        return cls.running + BUILD if cls.running else None
+    def vms_to_power_off(self, items, power_off):
+        FakeDriverHost.reads.append(("vms", tuple(item["name"] for item in items)))
+        for item in items:
+            item["stuck"] = _esxi.vms_to_power_off([dict(name=n, moid="vm-" + n) for n in FakeDriverHost.vms], False,
+                                                   power_off)
+        return items
 
-    def state(self, host):
-        return dict(FakeDriverHost.record)
-
-    def recorded_powered_off(self, host):
-        return [dict(name=n, moid="vm-" + n) for n in FakeDriverHost.record.get("powered_off") or []]
-
-    def vms_to_power_off(self, host, power_off):
-        from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi
-        return _esxi.vms_to_power_off([dict(name=n, moid="vm-" + n) for n in FakeDriverHost.vms], False, power_off)
-
-    def power_off_recorded(self, host, vms, off, step):
+    def power_off_recorded(self, item, vms, off, step):
         for vm in vms:
             FakeDriverHost.record["powered_off"] = [v["name"] for v in off + [vm]]
             step("power_off %s" % vm["name"], "power off VM %s on" % vm["name"], self._call, "power_off", vm["name"])
             FakeDriverHost.vms = [n for n in FakeDriverHost.vms if n != vm["name"]]
             off.append(vm)
 
-    def power_on_recorded(self, host, off, step):
+    def power_on_recorded(self, item, off, step):
         for vm in list(off):
             step("power_on %s" % vm["name"], "power on VM %s on" % vm["name"], self._call, "power_on", vm["name"])
             FakeDriverHost.vms.append(vm["name"])
@@ -83,38 +78,38 @@ class FakeDriverHost:
         FakeDriverHost.record.pop("powered_off", None)
         return []
 
-    def enter_maintenance(self, host, timeout, by="gpupool.vcf"):
-        if host.get("runtime.inMaintenanceMode"):  # as HostOps: already there, nothing to do
+    def enter_maintenance(self, item, timeout, by="gpupool.vcf"):
+        if item["in_maintenance"]:  # as HostOps: already there, nothing to do
             return False
         self._call("enter", timeout)
         FakeDriverHost.in_mm = True
         FakeDriverHost.record["maintenance"] = by
-        host.props["runtime.inMaintenanceMode"] = True
+        item["in_maintenance"] = True
+        return True
 
-    def exit_maintenance(self, host):
+    def exit_maintenance(self, item):
         self._call("exit")
         FakeDriverHost.in_mm = False
         FakeDriverHost.record.pop("maintenance", None)
-        host.props["runtime.inMaintenanceMode"] = False
+        item["in_maintenance"] = False
 
-    def install(self, host, kind, location, timeout):
+    def install(self, item, kind, location, timeout):
         self._call("install", kind, location)
         FakeDriverHost.installed = NEW
 
-    def refresh(self, host):
-        return host
-
-    def reboot_and_wait(self, host, timeout):
+    def reboot_and_wait(self, item, timeout):
         self._call("reboot")
         FakeDriverHost.running = FakeDriverHost.installed
-        return FakeHost(dict(host.props, **{"runtime.bootTime": "boot-2"}))
+        item["boot_time"] = "boot-2"
+        return item
 
 
 @pytest.fixture
 def host(monkeypatch):
     FakeDriverHost.installed, FakeDriverHost.running, FakeDriverHost.in_mm = OLD, OLD, False
     FakeDriverHost.vms, FakeDriverHost.record, FakeDriverHost.fail, FakeDriverHost.calls = [], {}, None, []
-    monkeypatch.setattr(esxi_host_driver, "HostOps", FakeDriverHost)
+    FakeDriverHost.reads = []
+    monkeypatch.setattr(esxi_host_driver, "EsxiHosts", FakeDriverHost)
     return FakeDriverHost
 
 
@@ -136,6 +131,8 @@ def without_timings(result):
 def test_check_mode_predicts_the_upgrade_and_the_rerun_changes_nothing(host):
     check = run(check_mode=True, diff=True)
     assert changes(host) == [] and host.installed == OLD
+    # one read of the host (its driver and the VMs left off with it), the VMs that must move only for a reboot
+    assert host.reads == [("read", ("esx-01",), True, True), ("driver", "esx-01"), ("vms", ("esx-01",))]
     assert check["changed"] is True and check["plan"] == "upgrade" and check["version"] == NEW
     assert check["diff"]["before"]["version"] == OLD and check["diff"]["after"]["version"] == NEW
     assert check["running_version"] == NEW and check["full_version"] is None
@@ -147,9 +144,10 @@ def test_check_mode_predicts_the_upgrade_and_the_rerun_changes_nothing(host):
     assert [s["step"] for s in real["steps"]] == ["enter_maintenance_mode", "install", "reboot", "verify",
                                                   "exit_maintenance_mode"]
     assert real["running_version"] == NEW + BUILD and real["maintenance_mode"] is False and not host.in_mm
-    host.calls = []
+    host.calls, host.reads = [], []
     again = run(diff=True)
     assert again["changed"] is False and again["plan"] == "none" and changes(host) == []
+    assert host.reads == [("read", ("esx-01",), True, True), ("driver", "esx-01")]
     assert again["diff"]["before"] == again["diff"]["after"]
 
 

@@ -1,6 +1,6 @@
-"""esxi_maintenance_mode through main(): the arguments parsed by AnsibleModule, the host operations (HostOps)
-replaced by a fake host that keeps its maintenance mode, its vGPU VMs and the collection's record of the VMs it
-powered off. Check mode predicts the real run, a rerun is idempotent, bad input and VMs that cannot move are
+"""esxi_maintenance_mode through main(): the arguments parsed by AnsibleModule, the host reader and writer
+(EsxiHosts) replaced by a fake host that keeps its maintenance mode, its vGPU VMs and the collection's record of the
+VMs it powered off. Check mode predicts the real run, a rerun is idempotent, bad input and VMs that cannot move are
 refused before any call, a failed task names what was attempted."""
 import pytest
 
@@ -11,16 +11,8 @@ from tests.lib.module_main import VSPHERE, run_main
 CHANGES = ("enter", "exit", "off", "on")
 
 
-class FakeHost:
-    def __init__(self, props):
-        self.props = props
-
-    def get(self, name, default=None):
-        return self.props.get(name, default)
-
-
 class FakeMaintenanceHost:
-    """HostOps of esx-01: maintenance mode, powered-on vGPU VMs vCenter cannot migrate, the record of VMs off."""
+    """EsxiHosts of esx-01: maintenance mode, powered-on vGPU VMs vCenter cannot migrate, the record of VMs off."""
 
     in_mm = False
     running = []     # powered-on vGPU VMs
@@ -37,29 +29,34 @@ class FakeMaintenanceHost:
             raise VsphereTaskError("%s maintenance mode did not finish within 1860s (last state: running, 40%% done)"
                                    % call[0])
 
-    def find_host(self, name):
-        FakeMaintenanceHost.calls.append(("find", name))
-        if name != "esx-01":
-            raise VsphereError("host %s not found (hosts: esx-01)" % name)
-        return FakeHost({"name": name, "runtime.inMaintenanceMode": FakeMaintenanceHost.in_mm})
+    def read(self, names, driver=False, left_off=False):
+        FakeMaintenanceHost.calls.append(("find",) + tuple(names) + (("left_off",) if left_off else ()))
+        if names != ["esx-01"]:
+            raise VsphereError("host %s not found (hosts: esx-01)" % ", ".join(names))
+        item = dict(host="handle of esx-01", name="esx-01", in_maintenance=FakeMaintenanceHost.in_mm)
+        if left_off:
+            item["left_off"] = [dict(name=n, moid="vm-" + n) for n in FakeMaintenanceHost.recorded]
+        return [item]
 
-    def vgpu_vms(self, host):
-        return [dict(name=n, moid="vm-" + n, power_state="poweredOn") for n in FakeMaintenanceHost.running]
+    def read_vgpu_vms(self, items):
+        for item in items:
+            item["vgpu_vms"] = [dict(name=n, moid="vm-" + n, power_state="poweredOn") for n in FakeMaintenanceHost.running]
+        return items
+
+    def powered_on_vgpu_vms(self, item):
+        return [v for v in item["vgpu_vms"] if v["power_state"] == "poweredOn"]
 
     def vgpu_hotmigrate_enabled(self):
         return False
 
-    def recorded_powered_off(self, host):
-        return [dict(name=n, moid="vm-" + n) for n in FakeMaintenanceHost.recorded]
-
-    def power_off_recorded(self, host, vms, off, step):
+    def power_off_recorded(self, item, vms, off, step):
         for vm in vms:
             FakeMaintenanceHost.recorded = [v["name"] for v in off + [vm]]
             step("power_off %s" % vm["name"], "power off VM %s on" % vm["name"], self._call, "off", vm["name"])
             FakeMaintenanceHost.running = [n for n in FakeMaintenanceHost.running if n != vm["name"]]
             off.append(vm)
 
-    def power_on_recorded(self, host, off, step):
+    def power_on_recorded(self, item, off, step):
         for vm in list(off):
             step("power_on %s" % vm["name"], "power on VM %s on" % vm["name"], self._call, "on", vm["name"])
             FakeMaintenanceHost.running.append(vm["name"])
@@ -67,20 +64,20 @@ class FakeMaintenanceHost:
         FakeMaintenanceHost.recorded = [v["name"] for v in off]
         return []
 
-    def enter_maintenance(self, host, timeout):
+    def enter_maintenance(self, item, timeout):
         self._call("enter", timeout)
-        FakeMaintenanceHost.in_mm = True
+        FakeMaintenanceHost.in_mm = item["in_maintenance"] = True
 
-    def exit_maintenance(self, host):
+    def exit_maintenance(self, item):
         self._call("exit")
-        FakeMaintenanceHost.in_mm = False
+        FakeMaintenanceHost.in_mm = item["in_maintenance"] = False
 
 
 @pytest.fixture
 def host(monkeypatch):
     cls = FakeMaintenanceHost
     cls.in_mm, cls.running, cls.recorded, cls.fail, cls.calls = False, [], [], None, []
-    monkeypatch.setattr(esxi_maintenance_mode, "HostOps", cls)
+    monkeypatch.setattr(esxi_maintenance_mode, "EsxiHosts", cls)
     return cls
 
 
@@ -149,3 +146,12 @@ def test_a_failed_task_names_what_was_attempted(host):
     res = run(host="ghost")
     assert res["failed"] is True and "host ghost not found" in res["msg"]
     assert changes(host) == [("enter", 1800)]
+
+
+def test_the_host_is_read_once_and_the_vms_left_off_only_to_power_them_on(host):
+    run(check_mode=True)
+    run(check_mode=True, state="absent")
+    assert host.calls == [("find", "esx-01"), ("find", "esx-01")]
+    host.calls = []
+    run(check_mode=True, state="absent", power_off_vgpu_vms=True)
+    assert host.calls == [("find", "esx-01", "left_off")]

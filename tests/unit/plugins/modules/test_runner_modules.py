@@ -318,40 +318,47 @@ class FakeHost:
 
 
 class FakeHostOps:
+    """EsxiHosts of esx-01 (its reads and writes)."""
+
     options = {}
 
     def __init__(self, client):
         self.calls = []
-        self.host = FakeHost({"name": "esx-01", "runtime.inMaintenanceMode": FakeHostOps.options.get("in_mm", False)})
         FakeHostOps.last = self
 
-    def find_host(self, name):
-        return self.host
+    def read(self, names, driver=False, left_off=False):
+        item = dict(host=FakeHost({"name": "esx-01"}), name="esx-01",
+                    in_maintenance=FakeHostOps.options.get("in_mm", False))
+        if left_off:
+            item["left_off"] = [dict(name=n, moid="vm-" + n) for n in FakeHostOps.options.get("recorded", [])]
+        return [item]
 
-    def vgpu_vms(self, host):
-        return [dict(name="infer-01", power_state="poweredOn")] if FakeHostOps.options.get("vgpu_vm") else []
+    def read_vgpu_vms(self, items):
+        for item in items:
+            item["vgpu_vms"] = [dict(name="infer-01", power_state="poweredOn")] if FakeHostOps.options.get("vgpu_vm") else []
+        return items
+
+    def powered_on_vgpu_vms(self, item):
+        return [v for v in item["vgpu_vms"] if v["power_state"] == "poweredOn"]
 
     def vgpu_hotmigrate_enabled(self):
         return False
 
-    def enter_maintenance(self, host, timeout):
+    def enter_maintenance(self, item, timeout):
         self.calls.append(("enter", timeout))
         if FakeHostOps.options.get("fail"):
             raise VsphereTaskError("enter maintenance mode did not finish within 1860s (last state: running, 40% done)")
 
-    def exit_maintenance(self, host):
+    def exit_maintenance(self, item):
         self.calls.append(("exit",))
 
-    def recorded_powered_off(self, host):
-        return [dict(name=n, moid="vm-" + n) for n in FakeHostOps.options.get("recorded", [])]
-
-    def power_off_recorded(self, host, vms, off, step):
+    def power_off_recorded(self, item, vms, off, step):
         for vm in vms:
             self.calls.append(("record", [v["name"] for v in off + [vm]]))
             step("power_off %s" % vm["name"], "power off VM %s on" % vm["name"], self.calls.append, ("off", vm["name"]))
             off.append(vm)
 
-    def power_on_recorded(self, host, off, step):
+    def power_on_recorded(self, item, off, step):
         for vm in list(off):
             step("power_on %s" % vm["name"], "power on VM %s on" % vm["name"], self.calls.append, ("on", vm["name"]))
             off.remove(vm)
@@ -361,7 +368,7 @@ class FakeHostOps:
 @pytest.fixture
 def host_ops(monkeypatch):
     FakeHostOps.options = {}
-    monkeypatch.setattr(esxi_maintenance_mode, "HostOps", FakeHostOps)
+    monkeypatch.setattr(esxi_maintenance_mode, "EsxiHosts", FakeHostOps)
     return FakeHostOps
 
 
