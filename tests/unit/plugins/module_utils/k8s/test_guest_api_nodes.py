@@ -33,8 +33,8 @@ def api(requests, data):
     return GuestObjectsApi(k8s=K8sClient(api=api_client, attempts=1, sleep=lambda s: None))
 
 
-NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-0", "resourceVersion": "12",
-                                                           "labels": {"gpupool.vcf/pool": "gpu-h100"}},
+NODE = {"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "gpu-0", "resourceVersion": "12", "labels": {"gpupool.vcf/pool": "gpu-h100"}},
         "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]}}
 
 
