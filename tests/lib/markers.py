@@ -22,6 +22,7 @@ MARKER_TABLE = (
     ("unit/plugins/module_utils/dls/*", ("licensing",)),
     ("unit/plugins/module_utils/k8s/*", ("guest",)),
     ("unit/plugins/module_utils/prometheus/*", ("guest",)),
+    ("unit/plugins/module_utils/transport/*", ("licensing", "guest")),  # the HTTP path of DLS, Prometheus, the probe
     ("unit/plugins/module_utils/vsphere/*", ("vsphere",)),
     # the ESXi link: host driver, vLCM, graphics, vGPU mode and scheduler, MIG, host rolls
     ("*esxi*", ("esxi",)),

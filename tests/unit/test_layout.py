@@ -1,9 +1,9 @@
 """The rooms of plugins/module_utils, checked from the imports. Each room is a folder:
-``pure`` (logic without I/O), ``vsphere``, ``k8s``, ``dls`` and ``prometheus`` (one client layer per backend)
-and ``runner`` (the Ansible-aware layer over the clients). Pure logic imports no I/O,
-module_utils imports no module or filter, the clients do not import each other, and
-tests/unit mirrors plugins/. A module reaches an SDK (pyVmomi, the kubernetes client, HTTP libraries) only
-through module_utils, never by importing it."""
+``pure`` (logic without I/O), ``vsphere``, ``k8s``, ``dls`` and ``prometheus`` (one client layer per backend),
+``transport`` (the one HTTP request path that the HTTP clients share) and ``runner`` (the Ansible-aware layer over
+the clients). Pure logic imports no I/O, module_utils imports no module or filter, the clients do not import each
+other, the transport imports no client, and tests/unit mirrors plugins/. A module reaches an SDK (pyVmomi, the
+kubernetes client, HTTP libraries) only through module_utils, never by importing it."""
 import ast
 import pathlib
 import re
@@ -13,7 +13,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MODULE_UTILS = ROOT / "plugins" / "module_utils"
 PREFIX = "ansible_collections.gpupool.vcf.plugins."
-ROOMS = ("pure", "vsphere", "k8s", "dls", "prometheus", "runner")
+ROOMS = ("pure", "vsphere", "k8s", "dls", "prometheus", "transport", "runner")
 CLIENTS = ("vsphere", "k8s", "dls", "prometheus")
 
 IO_PACKAGES = ("socket", "ssl", "http", "urllib", "requests", "pyVmomi", "pyVim", "kubernetes", "subprocess",
@@ -80,6 +80,13 @@ def test_clients_do_not_import_each_other(name):
     assert bad == [], "%s imports another backend's client %s" % (name, bad)
     runner = sorted(i[3:] for i in imports(name) if i.startswith("mu:") and room(i[3:]) == "runner")
     assert runner == [], "%s is a client but imports the runner %s" % (name, runner)
+
+
+@pytest.mark.parametrize("name", [f for f in FILES if room(f) == "transport"])
+def test_the_transport_imports_only_pure_logic(name):
+    """The clients share the transport, so it knows none of them (nor the runner): a client stays free of the others."""
+    bad = sorted(i[3:] for i in imports(name) if i.startswith("mu:") and room(i[3:]) != "pure")
+    assert bad == [], "%s is the shared transport but imports %s" % (name, bad)
 
 
 def sdk_imports(found):
@@ -156,7 +163,8 @@ def test_the_rule_can_fail():
     assert "pyVmomi" in imports("vsphere/_vsphere")
     assert "mu:pure/_esxi" in imports("vsphere/_esxi_host")
     assert sdk_imports(imports("k8s/_node_reader")) == ["kubernetes"]
-    assert sdk_imports(imports("dls/_nls")) == ["http.client"]
+    assert sdk_imports(imports("transport/_http")) == ["http.client"]
+    assert "mu:transport/_http" in imports("dls/_nls") and "mu:pure/_retry" in imports("transport/_http")
     assert sdk_imports({"http", "requests.adapters", "kubernetes_asyncio"}) == ["requests.adapters"]
 
 

@@ -11,18 +11,13 @@ __metaclass__ = type
 
 import datetime
 import errno
-import http.client as http_client
 import json
 import re
-import socket
-import ssl
 import time
-from urllib.error import HTTPError, URLError
-from urllib.parse import urlsplit
-from urllib.request import HTTPRedirectHandler, HTTPSHandler, Request, build_opener
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._errors import ClientError
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._retry import ATTEMPTS, TRANSIENT_STATUS, backoff_delay, seconds, times
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._retry import ATTEMPTS, TRANSIENT_STATUS, backoff_delay, times
+from ansible_collections.gpupool.vcf.plugins.module_utils.transport._http import FAILURES, failure, opener, send
 
 NO_DRIVER = ("couldn't communicate with the nvidia driver", "no devices were found",
              "nvidia-smi has failed")
@@ -121,46 +116,15 @@ class DlsError(ClientError):
         return self.kind in ("timeout", "refused", "reset") or self.status in TRANSIENT_STATUS
 
 
+# the errnos of an OSError that say nothing reached the appliance (kind refused: even the token request is tried again)
+REFUSED_ERRNOS = (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH)
+
+
 def _dls_error(exc, where, timeout):
-    """A DlsError for what urllib raised on one request."""
-    if isinstance(exc, HTTPError):
-        try:
-            detail = json.loads(exc.read()).get("detail")
-        except (ValueError, AttributeError, TypeError, OSError):
-            detail = None
-        return DlsError("answered %s %s" % (exc.code, detail or exc.reason), status=exc.code)
-    reason = getattr(exc, "reason", None) if isinstance(exc, URLError) else exc
-    if isinstance(reason, ssl.SSLError) or isinstance(exc, ssl.SSLError):
-        return DlsError("TLS with %s failed: %s (give ca_file with the appliance's CA)" % (where, reason), kind="tls")
-    if isinstance(reason, ConnectionRefusedError):
-        return DlsError("cannot reach %s: connection refused" % where, kind="refused")
-    if isinstance(reason, (socket.timeout, TimeoutError)):
-        return DlsError("%s did not answer within %s s" % (where, seconds(timeout)), kind="timeout")
-    if isinstance(reason, (ConnectionError, http_client.HTTPException)):
-        return DlsError("%s dropped the connection: %s" % (where, reason or type(reason).__name__), kind="reset")
-    if isinstance(reason, OSError):
-        return DlsError("cannot reach %s: %s" % (where, getattr(reason, "strerror", None) or reason), kind="refused"
-                        if getattr(reason, "errno", None) in (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH)
-                        else "other")
-    return DlsError("%s: %s" % (type(exc).__name__, exc), kind="other")
-
-
-def origin(url):
-    """(scheme, host, port) of a URL, the port filled in from the scheme."""
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    return scheme, (parts.hostname or "").lower(), parts.port or {"http": 80, "https": 443}.get(scheme)
-
-
-class SameOriginAuth(HTTPRedirectHandler):
-    """urllib's redirects, without the bearer token where the redirect leaves the appliance's origin
-    (another host or port, or plain http: the token never travels unencrypted)."""
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        new = HTTPRedirectHandler.redirect_request(self, req, fp, code, msg, headers, newurl)
-        if new is not None and origin(new.full_url) != origin(req.full_url):
-            new.remove_header("Authorization")
-        return new
+    """A DlsError for what one request met (one of transport/_http.FAILURES)."""
+    met = failure(exc, where, timeout, "give ca_file with the appliance's CA", detail_key="detail",
+                  refused_errnos=REFUSED_ERRNOS)
+    return DlsError(met.message, status=met.status, kind=met.kind)
 
 
 class DlsClient(object):
@@ -183,13 +147,7 @@ class DlsClient(object):
         self.where = "%s:%d" % (host, port)
         self.username, self.password, self.timeout = username, password, timeout
         self.attempts, self.sleep = max(1, attempts), sleep
-        if validate_certs:
-            ctx = ssl.create_default_context(cafile=ca_file)
-        else:
-            ctx = ssl.create_default_context()
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
-        self.opener = build_opener(HTTPSHandler(context=ctx), SameOriginAuth())
+        self.opener = opener(validate_certs, ca_file)  # redirects followed, the bearer token only within the origin
         self.bearer = None
         self.logins = 0
 
@@ -201,11 +159,10 @@ class DlsClient(object):
             headers["Content-Type"] = "application/json"
         if auth:
             headers["Authorization"] = "Bearer %s" % self.bearer
-        req = Request(self.base + path, data=data, headers=headers, method=method)
         try:
-            resp = self.opener.open(req, timeout=self.timeout)
+            resp = send(self.opener, self.base + path, data, headers, method, self.timeout)
             text = resp.read()
-        except Exception as exc:  # the boundary: urllib, http.client, ssl and socket errors
+        except FAILURES as exc:  # the boundary: urllib, http.client, ssl and socket errors; anything else is a bug
             raise _dls_error(exc, self.where, self.timeout)
         try:
             return json.loads(text or b"{}")

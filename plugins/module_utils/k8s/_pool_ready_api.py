@@ -8,22 +8,23 @@ Every Kubernetes call goes through the fault boundary of ``_k8s.K8sClient`` (req
 bounded retries, one K8sError). Objects come back as plain dicts for ``pure._pool_ready``.
 
 :class:`InferenceProbe` sends one streaming completion to the pool's OpenAI-compatible endpoint
-(served from the guest cluster) and times its first streamed chunk; whatever keeps the chunk from
-coming is one :class:`InferenceError`, which ``pool_ready`` retries within the step's bound.
+(served from the guest cluster) and times its first streamed chunk, through the collection's one HTTP request
+path (``transport/_http``: certificates verified by default, redirects not followed); a network or HTTP failure
+that keeps the chunk from coming is one :class:`InferenceError`, which ``pool_ready`` retries within the step's
+bound. Any other exception is a bug and is not turned into a retry.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import ssl
 import time
 from urllib.error import HTTPError, URLError
-from urllib.request import HTTPHandler, HTTPRedirectHandler, HTTPSHandler, Request, build_opener
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient, K8sError
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._errors import ClientError
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._pool_ready import stream_chunk
+from ansible_collections.gpupool.vcf.plugins.module_utils.transport._http import FAILURES, opener, send
 
 
 class PoolReadyApi(object):
@@ -102,13 +103,6 @@ class InferenceError(ClientError):
     while the model loads), redirected, or its stream ended or broke off before a chunk."""
 
 
-class NoRedirect(HTTPRedirectHandler):
-    """A redirect is an answer, not followed: the bearer token stays with the URL it was given for."""
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        return None
-
-
 class InferenceProbe(object):
     """One OpenAI-compatible completions endpoint (``url``: ``.../v1/completions`` or
     ``.../v1/chat/completions``), with a bearer ``token`` when given; ``timeout`` bounds the connect
@@ -121,25 +115,19 @@ class InferenceProbe(object):
         self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         if token:
             self.headers["Authorization"] = "Bearer %s" % token
-        if validate_certs:
-            ctx = ssl.create_default_context(cafile=ca_path)
-        else:
-            ctx = ssl.create_default_context()
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
-        self.opener = build_opener(HTTPHandler(), HTTPSHandler(context=ctx), NoRedirect())
+        # a redirect is an answer, not followed: the bearer token stays with the URL it was given for
+        self.opener = opener(validate_certs, ca_path, follow_redirects=False)
         self.requests = 0
 
     def _open(self, body):
-        req = Request(self.url, data=body, headers=dict(self.headers), method="POST")
         self.requests += 1
         try:
-            return self.opener.open(req, timeout=self.timeout)
+            return send(self.opener, self.url, body, self.headers, "POST", self.timeout)
         except HTTPError as exc:
             raise InferenceError("%s: answered %s %s" % (self.url, exc.code, exc.reason))
         except URLError as exc:
             raise InferenceError("%s: %s" % (self.url, exc.reason))
-        except Exception as exc:  # the boundary: http.client, ssl and socket errors
+        except FAILURES as exc:  # the boundary: http.client, ssl and socket errors; anything else is a bug
             raise InferenceError("%s: %s" % (self.url, exc or type(exc).__name__))
 
     def first_chunk(self, body):
@@ -154,9 +142,7 @@ class InferenceProbe(object):
                     raise InferenceError("%s: the stream ended without a chunk" % self.url)
                 if stream_chunk(line):
                     return self.clock() - sent
-        except InferenceError:
-            raise
-        except Exception as exc:  # the boundary: the stream broke off
+        except FAILURES as exc:  # the stream broke off (a timeout, a reset, an incomplete chunk); anything else is a bug
             raise InferenceError("%s: the stream broke off: %s" % (self.url, exc or type(exc).__name__))
         finally:
             resp.close()

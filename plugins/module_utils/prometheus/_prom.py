@@ -16,17 +16,13 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import base64
-import http.client as http_client
 import json
-import socket
-import ssl
 import time
-from urllib.error import HTTPError, URLError
-from urllib.parse import urlencode, urlsplit
-from urllib.request import HTTPHandler, HTTPRedirectHandler, HTTPSHandler, Request, build_opener
+from urllib.parse import urlencode
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._errors import ClientError
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._retry import ATTEMPTS, TRANSIENT_STATUS, backoff_delay, seconds, times
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._retry import ATTEMPTS, TRANSIENT_STATUS, backoff_delay, times
+from ansible_collections.gpupool.vcf.plugins.module_utils.transport._http import FAILURES, failure, opener, origin, send
 
 
 class PromError(ClientError):
@@ -47,44 +43,10 @@ class PromError(ClientError):
 
 
 def _error(exc, where, timeout):
-    """A PromError for what urllib raised on one request."""
-    if isinstance(exc, HTTPError):
-        error_type = detail = None
-        try:
-            body = json.loads(exc.read())
-            error_type, detail = body.get("errorType"), body.get("error")
-        except (ValueError, AttributeError, TypeError, OSError):
-            pass
-        return PromError("answered %s %s" % (exc.code, detail or exc.reason), status=exc.code, error_type=error_type)
-    reason = getattr(exc, "reason", None) if isinstance(exc, URLError) else exc
-    if isinstance(reason, ssl.SSLError) or isinstance(exc, ssl.SSLError):
-        return PromError("TLS with %s failed: %s (give ca_path with Prometheus's CA)" % (where, reason), kind="tls")
-    if isinstance(reason, ConnectionRefusedError):
-        return PromError("cannot reach %s: connection refused" % where, kind="refused")
-    if isinstance(reason, (socket.timeout, TimeoutError)):
-        return PromError("%s did not answer within %s s" % (where, seconds(timeout)), kind="timeout")
-    if isinstance(reason, (ConnectionError, http_client.HTTPException)):
-        return PromError("%s dropped the connection: %s" % (where, reason or type(reason).__name__), kind="reset")
-    if isinstance(reason, OSError):
-        return PromError("cannot reach %s: %s" % (where, getattr(reason, "strerror", None) or reason), kind="refused")
-    return PromError("%s: %s" % (type(exc).__name__, exc), kind="other")
-
-
-def origin(url):
-    """(scheme, host, port) of a URL, the port filled in from the scheme."""
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    return scheme, (parts.hostname or "").lower(), parts.port or {"http": 80, "https": 443}.get(scheme)
-
-
-class SameOriginAuth(HTTPRedirectHandler):
-    """urllib's redirects, without ``Authorization`` where the redirect leaves the origin."""
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        new = HTTPRedirectHandler.redirect_request(self, req, fp, code, msg, headers, newurl)
-        if new is not None and origin(new.full_url) != origin(req.full_url):
-            new.remove_header("Authorization")
-        return new
+    """A PromError for what one request met (one of transport/_http.FAILURES)."""
+    met = failure(exc, where, timeout, "give ca_path with Prometheus's CA", detail_key="error")
+    return PromError(met.message, status=met.status, kind=met.kind,
+                     error_type=met.body.get("errorType") if met.body is not None else None)
 
 
 class PromClient(object):
@@ -114,23 +76,16 @@ class PromClient(object):
         elif username:
             pair = ("%s:%s" % (username, password or "")).encode()
             self.headers["Authorization"] = "Basic %s" % base64.b64encode(pair).decode()
-        if validate_certs:
-            ctx = ssl.create_default_context(cafile=ca_path)
-        else:
-            ctx = ssl.create_default_context()
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
-        self.opener = build_opener(HTTPHandler(), HTTPSHandler(context=ctx), SameOriginAuth())
+        self.opener = opener(validate_certs, ca_path)  # redirects followed, Authorization only within the origin
         self.requests = 0
 
     def _once(self, path, form):
         headers = dict(self.headers, **{"Content-Type": "application/x-www-form-urlencoded"})
-        req = Request(self.base + path, data=urlencode(form).encode(), headers=headers, method="POST")
         self.requests += 1
         try:
-            resp = self.opener.open(req, timeout=self.timeout)
+            resp = send(self.opener, self.base + path, urlencode(form).encode(), headers, "POST", self.timeout)
             text = resp.read()
-        except Exception as exc:  # the boundary: urllib, http.client, ssl and socket errors
+        except FAILURES as exc:  # the boundary: urllib, http.client, ssl and socket errors; anything else is a bug
             raise _error(exc, self.where, self.timeout)
         try:
             body = json.loads(text)

@@ -1,6 +1,6 @@
 """pool_ready through main(): the real PoolReadyApi on a fake guest cluster API (tests/lib/fakes_guest.py),
 Prometheus a fake of the PromClient its room builds from the options, and the inference endpoint a fake
-opener under the real InferenceProbe of k8s/_pool_ready_api.
+opener (of transport/_http, the one HTTP request path) under the real InferenceProbe of k8s/_pool_ready_api.
 Every step is met at its first look, so the module's own clock is never waited on, except where a test
 bounds a step to a second on purpose."""
 import io
@@ -10,7 +10,7 @@ import pytest
 from ansible.module_utils import basic
 from kubernetes.client.rest import ApiException
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s import _pool_ready_api
+from ansible_collections.gpupool.vcf.plugins.module_utils.transport import _http
 from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus import _prom
 from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromError
 from ansible_collections.gpupool.vcf.plugins.modules import pool_ready
@@ -77,7 +77,7 @@ def guest(monkeypatch):
 
     monkeypatch.setattr(pool_ready, "PoolReadyApi", pool_ready_api(cluster))
     monkeypatch.setattr(_prom, "PromClient", FakeProm)
-    monkeypatch.setattr(_pool_ready_api, "build_opener", Opener)
+    monkeypatch.setattr(_http, "build_opener", Opener)  # the one HTTP request path of the probe (and the clients)
     return cluster
 
 

@@ -1,9 +1,14 @@
 """The DLS appliance's connection options, declared once in the dls room: their names beside other links
 (``dls_`` prefix) and alone (no prefix but for ``dls_host``), what ``required`` makes required, the password
-never logged, and the client the options make."""
+never logged, and the client the options make (certificates verified by default, through the shared transport).
+A network failure is a DlsError; a bug is not caught."""
+import ssl
+from urllib.error import URLError
+
 import pytest
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.dls import _nls
+from ansible_collections.gpupool.vcf.plugins.module_utils.transport import _http
 
 PREFIXED = ["dls_ca_file", "dls_host", "dls_password", "dls_port", "dls_username", "dls_validate_certs"]
 ALONE = ["ca_file", "dls_host", "password", "port", "username", "validate_certs"]
@@ -45,10 +50,36 @@ def test_the_options_make_the_client(prefix):
     assert (client.username, client.password) == ("dls_admin", "pw")
 
 
-def test_the_client_keeps_certificate_checks_on_by_default(tmp_path):
-    """validate_certs true with no CA file: the system trust store; a CA file that does not exist fails
-    before anything is sent."""
+def https_context(client):
+    [ctx] = [h._context for h in client.opener.handlers if isinstance(h, _http.HTTPSHandler)]  # pylint: disable=protected-access
+    return ctx
+
+
+def test_the_client_verifies_the_appliance_certificate_unless_told_not_to():
     params = dict(dls_host="dls", dls_port=443, dls_username="u", dls_password="p", dls_ca_file=None, dls_validate_certs=True)
-    assert _nls.dls_client(params, 5).timeout == 5
-    with pytest.raises(OSError):
-        _nls.dls_client(dict(params, dls_ca_file=str(tmp_path / "missing.pem")), 5)
+    ctx = https_context(_nls.dls_client(params, 5))
+    assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname is True
+    assert https_context(_nls.dls_client(dict(params, dls_validate_certs=False), 5)).verify_mode == ssl.CERT_NONE
+    assert any(isinstance(h, _http.SameOriginAuth) for h in _nls.dls_client(params, 5).opener.handlers)
+
+
+class Opener:
+    def __init__(self, error):
+        self.error, self.opened = error, 0
+
+    def open(self, req, timeout=None):
+        self.opened += 1
+        raise self.error
+
+
+def test_a_network_failure_is_a_dls_error_and_a_bug_surfaces_unretried():
+    client = _nls.DlsClient("dls.example.com", 443, "u", "p", timeout=2, sleep=lambda s: None)
+    client.opener = Opener(URLError(ConnectionRefusedError(111, "Connection refused")))
+    with pytest.raises(_nls.DlsError) as err:
+        client.login()
+    assert err.value.kind == "refused" and client.opener.opened == 3
+    assert str(err.value).startswith("DLS appliance unreachable at dls.example.com:443")
+    client.opener = Opener(TypeError("a bug"))
+    with pytest.raises(TypeError):
+        client.login()
+    assert client.opener.opened == 1

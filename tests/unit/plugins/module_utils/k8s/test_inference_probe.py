@@ -1,6 +1,8 @@
 """pool_ready's inference probe against a small local HTTP server: the request it sends, the time to the
-first streamed chunk, and one InferenceError (under ClientError) for every way the chunk does not come."""
+first streamed chunk, and one InferenceError (under ClientError) for every network or HTTP failure that keeps the
+chunk from coming; a bug is not one (pool_ready would retry it)."""
 import json
+import ssl
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -10,6 +12,7 @@ import pytest
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._pool_ready_api import InferenceError, InferenceProbe
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._errors import ClientError
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._pool_ready import completion_request
+from ansible_collections.gpupool.vcf.plugins.module_utils.transport import _http
 
 CHUNK = b'data: {"choices": [{"text": "Hello"}]}\n'
 
@@ -119,3 +122,62 @@ def test_the_endpoint_serving_after_a_503_is_reached_on_the_next_try(endpoint):
     with pytest.raises(InferenceError):
         probe.first_chunk(b"{}")
     assert probe.first_chunk(b"{}") >= 0 and probe.requests == 2
+
+
+class Answer:
+    """An open answer whose stream yields ``lines`` and then raises ``then``; ``closed`` records the close."""
+
+    def __init__(self, lines, then=None):
+        self.lines, self.then, self.closed = list(lines), then, False
+
+    def readline(self):
+        if self.lines:
+            return self.lines.pop(0)
+        if self.then is not None:
+            raise self.then
+        return b""
+
+    def close(self):
+        self.closed = True
+
+
+class Opener:
+    def __init__(self, answer=None, error=None):
+        self.answer, self.error = answer, error
+
+    def open(self, req, timeout=None):
+        if self.error is not None:
+            raise self.error
+        return self.answer
+
+
+@pytest.mark.parametrize("broke", [ConnectionResetError(104, "Connection reset by peer"), TimeoutError("timed out")])
+def test_a_stream_that_breaks_off_on_the_network_is_an_inference_error(broke):
+    answer = Answer([b": keep-alive\n"], then=broke)
+    probe = InferenceProbe("https://llm.example/v1/completions", timeout=1)
+    probe.opener = Opener(answer)
+    with pytest.raises(InferenceError) as err:
+        probe.first_chunk(b"{}")
+    assert "the stream broke off" in str(err.value) and answer.closed
+
+
+@pytest.mark.parametrize("bug", [KeyError("choices"), TypeError("unsupported operand"), AttributeError("decode")])
+def test_a_bug_is_not_turned_into_an_inference_error_that_pool_ready_would_retry(bug):
+    """Only network and HTTP failures are InferenceErrors; a bug in the stream's handling or the request surfaces."""
+    answer = Answer([b": keep-alive\n"], then=bug)
+    probe = InferenceProbe("https://llm.example/v1/completions", timeout=1)
+    probe.opener = Opener(answer)
+    with pytest.raises(type(bug)):
+        probe.first_chunk(b"{}")
+    assert answer.closed
+    probe.opener = Opener(error=bug)
+    with pytest.raises(type(bug)):
+        probe.first_chunk(b"{}")
+
+
+def test_the_probe_verifies_certificates_by_default_and_follows_no_redirect():
+    handlers = InferenceProbe("https://llm.example/v1/completions").opener.handlers
+    [ctx] = [h._context for h in handlers if isinstance(h, _http.HTTPSHandler)]  # pylint: disable=protected-access
+    assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
+    assert any(isinstance(h, _http.NoRedirect) for h in handlers)
+    assert not any(isinstance(h, _http.SameOriginAuth) for h in handlers)

@@ -137,3 +137,26 @@ def test_the_connection_options_make_the_client_under_either_set_of_names(monkey
                                   "allow_plain_http"))
     basic = _prom.prom_client(plain, 60, attempts=3, **names)
     assert basic.headers["Authorization"].startswith("Basic ") and basic.attempts == 3 and basic.refusal is None
+
+
+class Opener:
+    """An opener whose request raises ``error``; ``opened`` counts the requests."""
+
+    def __init__(self, error):
+        self.error, self.opened = error, 0
+
+    def open(self, req, timeout=None):
+        self.opened += 1
+        raise self.error
+
+
+def test_a_network_failure_is_a_prom_error_and_a_bug_surfaces_unretried():
+    c = PromClient("https://prom.example", sleep=lambda s: None, attempts=3)
+    c.opener = Opener(ConnectionResetError(104, "Connection reset by peer"))
+    with pytest.raises(PromError) as err:
+        c.query("up")
+    assert err.value.kind == "reset" and err.value.attempts == 3 and c.opener.opened == 3
+    c.opener = Opener(KeyError("a bug"))
+    with pytest.raises(KeyError):
+        c.query("up")
+    assert c.opener.opened == 1
