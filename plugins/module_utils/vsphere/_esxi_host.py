@@ -23,7 +23,6 @@ import time
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_inventory import (
     HOST_STATE_PROPERTIES,
-    driver_from_packages,
     is_nvidia_gpu,
     vgpu_profiles_of,
 )
@@ -78,26 +77,6 @@ class HostOps:
             raise VsphereNotFound("host %s disappeared from the inventory" % host.get("name", host.moid))
         got[0].props.setdefault("name", host.get("name"))
         return got[0]
-
-    def installed_driver(self, host_obj):
-        """(short, full) NVIDIA driver version installed on the host, or (None, None)."""
-        try:
-            packages = host_obj.configManager.imageConfigManager.FetchSoftwarePackages()
-        except VsphereError as exc:
-            raise VsphereError("cannot list the software packages of the host: %s" % exc)
-        short, full, _listing = driver_from_packages(packages)
-        return short, full
-
-    def running_driver(self, host_obj):
-        """The version of the nvidia kernel module loaded now (QueryModules), or None."""
-        try:
-            modules = host_obj.configManager.kernelModuleSystem.QueryModules()
-        except VsphereError as exc:
-            raise VsphereError("cannot list the kernel modules of the host: %s" % exc)
-        for mod in modules or []:
-            if mod.name == "nvidia" and getattr(mod, "loaded", True):
-                return mod.version or None
-        return None
 
     def state(self, host):
         """The collection's record on the host (``_esxi.HOST_STATE_FIELD``), parsed."""
