@@ -111,15 +111,21 @@ class HostOps:
 
     def recorded_powered_off(self, host):
         """[{name, moid, obj}] of the VMs recorded by :meth:`record_powered_off` that are still off."""
-        moids = self.state(host).get("powered_off") or []
-        if not moids:
-            return []
-        refs = [vim.VirtualMachine(moid, stub=host.obj._stub) for moid in moids]  # pylint: disable=protected-access
-        out = []
-        for vm in self.client.retrieve_objects(refs, ["name", "runtime.powerState"]):
-            if str(vm.get("runtime.powerState")) != "poweredOn":
-                out.append(dict(name=vm["name"], moid=vm.moid, obj=vm.obj))
-        return sorted(out, key=lambda v: v["name"])
+        return self.recorded_powered_off_of([host])[host.moid]
+
+    def recorded_powered_off_of(self, hosts):
+        """{host moid: [{name, moid, obj}] sorted by name} of the VMs the record of each host holds
+        (:meth:`record_powered_off`) that are still off: one retrieval for the VMs of all the hosts, none when
+        no record holds any."""
+        owed = dict((h.moid, self.state(h).get("powered_off") or []) for h in hosts)
+        refs = [vim.VirtualMachine(moid, stub=h.obj._stub)  # pylint: disable=protected-access
+                for h in hosts for moid in owed[h.moid]]
+        vms = dict((vm.moid, vm) for vm in self.client.retrieve_objects(refs, ["name", "runtime.powerState"])) if refs else {}
+        out = {}
+        for h in hosts:
+            off = [vms[moid] for moid in owed[h.moid] if moid in vms and str(vms[moid].get("runtime.powerState")) != "poweredOn"]
+            out[h.moid] = sorted((dict(name=vm["name"], moid=vm.moid, obj=vm.obj) for vm in off), key=lambda v: v["name"])
+        return out
 
     def vgpu_vms(self, host):
         """[{name, moid, power_state, vgpu_profiles, obj}] of the host's VMs holding vGPUs."""

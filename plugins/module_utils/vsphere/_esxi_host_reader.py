@@ -132,14 +132,9 @@ class EsxiHosts:
     def read_left_off(self, items):
         """``left_off`` of each record: [{name, moid, obj}] of the VMs its record says the collection powered
         off and that are still off, sorted by name; one retrieval for the VMs of all the hosts."""
-        owed = dict((item["name"], list(item["state"].get("powered_off") or [])) for item in items)
-        refs = [vim.VirtualMachine(moid, stub=item["host"].obj._stub)  # pylint: disable=protected-access
-                for item in items for moid in owed[item["name"]]]
-        vms = dict((vm.moid, vm) for vm in self.client.retrieve_objects(refs, ["name", "runtime.powerState"])) if refs else {}
+        off = self.ops.recorded_powered_off_of([item["host"] for item in items])
         for item in items:
-            off = [vms[moid] for moid in owed[item["name"]] if moid in vms]
-            item["left_off"] = sorted((dict(name=vm["name"], moid=vm.moid, obj=vm.obj) for vm in off
-                                       if str(vm.get("runtime.powerState")) != "poweredOn"), key=lambda v: v["name"])
+            item["left_off"] = off[item["host"].moid]
         return items
 
     def read_vgpu_vms(self, items):

@@ -43,10 +43,13 @@ class GpuHosts:
         modes and the VMs on each GPU are read; ``scheduler``: the nvidia module options (``profiles``: and
         the vGPU profiles placed on each GPU); ``left_off``: the VMs an earlier reboot left powered off;
         ``mig``: the MIG rows, the SSH service and the lockdown mode. The VMs on the GPUs of every host are
-        read in one retrieval for all hosts (one for their names, one for their profiles)."""
+        read in one retrieval for all hosts (one for their names, one for their profiles), and so are the VMs
+        left off."""
         hosts = self.api.hosts(host=host, cluster=cluster)
         graphics = self.api.graphics_configs(hosts)
-        out = [self.read_host(h, graphics, scheduler, left_off, mig) for h in hosts]
+        out = [self.read_host(h, graphics, scheduler, mig) for h in hosts]
+        if left_off:
+            self.read_left_off([item for item in out if item.get("state", {}).get("powered_off")])
         gpu_hosts = [item for item in out if item["pcis"] and item["connected"]]
         if vgpu_mode:
             self.read_vgpu_modes([item for item in gpu_hosts if item["current"] is not None])
@@ -54,7 +57,7 @@ class GpuHosts:
             self.read_profiles([item for item in gpu_hosts if item.get("options") is not None])
         return out
 
-    def read_host(self, host, graphics, scheduler, left_off, mig):
+    def read_host(self, host, graphics, scheduler, mig):
         pcis = gpu_pci_ids(host.get("hardware.pciDevice"))
         state = str(host.get("runtime.connectionState"))
         out = dict(host=host, name=host["name"], pcis=pcis, connected=state == "connected", connection_state=state,
@@ -70,14 +73,27 @@ class GpuHosts:
             out["error"] = exc
         try:
             out["state"] = self.api.ops.state(host)
-            # the VMs an earlier reboot powered off and left off: the reboot path powers them on
-            out["left_off"] = self.api.ops.recorded_powered_off(host) if left_off and \
-                out["state"].get("powered_off") else []
+            out["left_off"] = []
         except VsphereError as exc:
             out["state_error"] = exc
         if mig:
             self.read_mig(out)
         return out
+
+    def read_left_off(self, items):
+        """The VMs an earlier reboot powered off and left off (the reboot path powers them on) of the hosts whose
+        record holds some: one retrieval for all; an error is kept in the hosts' records."""
+        if not items:
+            return
+        try:
+            off = self.api.ops.recorded_powered_off_of([item["host"] for item in items])
+        except VsphereError as exc:
+            for item in items:
+                item["state_error"] = exc
+                item.pop("left_off")
+            return
+        for item in items:
+            item["left_off"] = off[item["host"].moid]
 
     def read_vgpu_modes(self, items):
         """The mode each GPU runs now, as vCenter reads it (multiInstanceGpu on a GPU in MIG mode), and the VMs

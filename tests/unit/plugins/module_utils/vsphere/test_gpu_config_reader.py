@@ -25,18 +25,25 @@ class Host(dict):
     def obj(self):
         return Obj(_moId="host-" + self["name"])
 
+    @property
+    def moid(self):
+        return "host-" + self["name"]
+
 
 class Ops:
     def __init__(self, calls):
         self.calls = calls
+        self.fail = None
 
     def state(self, host):
         self.calls.append(("state", host["name"]))
         return {"powered_off": ["vm-1"]} if host["name"] == "esx-01" else {}
 
-    def recorded_powered_off(self, host):
-        self.calls.append(("recorded", host["name"]))
-        return [dict(name="vm-1")]
+    def recorded_powered_off_of(self, hosts):
+        self.calls.append(("recorded", [h["name"] for h in hosts]))
+        if self.fail:
+            raise VsphereError("RetrievePropertiesEx: NoPermission")
+        return dict((h.moid, [dict(name="vm-1")]) for h in hosts)
 
 
 class Api:
@@ -120,6 +127,16 @@ def test_every_part_read_when_asked(api):
     assert one["options"] == "NVreg_RegistryDwords=RmPVMRL=0x00030001" and one["left_off"] == [dict(name="vm-1")]
     assert [r["index"] for r in one["mig_rows"]] == [0, 1] and one["ssh_running"] is True
     assert one["lockdown"] == "lockdownNormal" and one["lockdown_exceptions"] == ["svc-gpupool"]
+
+
+def test_the_vms_left_off_are_read_in_one_retrieval_for_the_hosts_whose_record_holds_some(api):
+    one, down, plain = GpuHosts(api).read(cluster="c1", left_off=True)
+    assert [c for c in api.calls if c[0] == "recorded"] == [("recorded", ["esx-01"])]
+    assert one["left_off"] == [dict(name="vm-1")] and "left_off" not in down and "left_off" not in plain
+    api.calls[:] = []
+    api.ops.fail = True
+    one = GpuHosts(api).read(cluster="c1", left_off=True)[0]
+    assert "NoPermission" in str(one["state_error"]) and "left_off" not in one
 
 
 def test_a_part_that_cannot_be_read_is_kept_for_the_plan(api):
