@@ -32,6 +32,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -101,6 +102,78 @@ func apiError(w http.ResponseWriter, code int, kind, format string, args ...any)
 	})
 }
 
+func notAllowed(w http.ResponseWriter) {
+	apiError(w, http.StatusMethodNotAllowed, "OPERATION_NOT_FOUND", "method not allowed")
+}
+
+// readSpec decodes a JSON body; a body that is not JSON is answered 400 and gives false.
+func readSpec(w http.ResponseWriter, r *http.Request) (map[string]any, bool) {
+	var spec map[string]any
+	if err := json.NewDecoder(r.Body).Decode(&spec); err != nil {
+		apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "body: %v", err)
+		return nil, false
+	}
+	return spec, true
+}
+
+// rejected answers a failed check (msg not empty) with 400 and says whether it did.
+func rejected(w http.ResponseWriter, msg string) bool {
+	if msg != "" {
+		apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "%s", msg)
+		return true
+	}
+	return false
+}
+
+// badNewName answers a create whose name is not a DNS label or is taken (400) and says whether it did;
+// label names the field in the message ("VM class id"), kind the object ("VM class").
+func badNewName[T any](w http.ResponseWriter, have map[string]T, name, label, kind string) bool {
+	if !dnsLabel.MatchString(name) {
+		apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "%s %q is not a DNS label", label, name)
+		return true
+	}
+	if _, ok := have[name]; ok {
+		apiError(w, http.StatusBadRequest, "ALREADY_EXISTS", "%s %s already exists", kind, name)
+		return true
+	}
+	return false
+}
+
+// oneObject answers the methods on one stored object: GET with info, PATCH by storing what
+// update makes of the body unless its check message says why not (400), DELETE.
+func oneObject(w http.ResponseWriter, r *http.Request, store map[string]map[string]any, id string, info map[string]any,
+	update func(spec map[string]any) (map[string]any, string)) {
+	switch r.Method {
+	case http.MethodGet:
+		writeJSON(w, http.StatusOK, info)
+	case http.MethodPatch:
+		spec, ok := readSpec(w, r)
+		if !ok {
+			return
+		}
+		next, msg := update(spec)
+		if rejected(w, msg) {
+			return
+		}
+		store[id] = next
+		w.WriteHeader(http.StatusNoContent)
+	case http.MethodDelete:
+		delete(store, id)
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		notAllowed(w)
+	}
+}
+
+func sortedKeys[T any](m map[string]T) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
 // inner runs a request against vcsim's own handlers (session check, /rest library).
 func (e *restExt) inner(r *http.Request, method, path string, body io.Reader) *httptest.ResponseRecorder {
 	req, _ := http.NewRequest(method, path, body)
@@ -120,7 +193,7 @@ func (e *restExt) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case p == policiesPath || strings.HasPrefix(p, policiesPath+"/"):
 		if r.Method != http.MethodGet {
-			apiError(w, http.StatusMethodNotAllowed, "OPERATION_NOT_FOUND", "method not allowed")
+			notAllowed(w)
 			return
 		}
 		writeJSON(w, http.StatusOK, defaultPolicies)
@@ -189,9 +262,8 @@ func (e *restExt) library(w http.ResponseWriter, r *http.Request, p string) {
 	}
 	switch {
 	case p == localLibPath && r.Method == http.MethodPost:
-		var spec map[string]any
-		if err := json.NewDecoder(r.Body).Decode(&spec); err != nil {
-			apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "body: %v", err)
+		spec, ok := readSpec(w, r)
+		if !ok {
 			return
 		}
 		if len(asList(spec["storage_backings"])) == 0 {
@@ -213,7 +285,7 @@ func (e *restExt) library(w http.ResponseWriter, r *http.Request, p string) {
 		}
 		unwrap(rec, http.StatusOK)
 	default:
-		apiError(w, http.StatusMethodNotAllowed, "OPERATION_NOT_FOUND", "method not allowed")
+		notAllowed(w)
 	}
 }
 
@@ -335,29 +407,19 @@ func (e *restExt) classInfo(id string, c map[string]any) map[string]any {
 func (e *restExt) vmClasses(w http.ResponseWriter, r *http.Request, id string) {
 	switch {
 	case id == "" && r.Method == http.MethodGet:
-		ids := make([]string, 0, len(e.classes))
-		for k := range e.classes {
-			ids = append(ids, k)
-		}
-		sort.Strings(ids)
+		ids := sortedKeys(e.classes)
 		out := make([]map[string]any, 0, len(ids))
 		for _, k := range ids {
 			out = append(out, e.classInfo(k, e.classes[k]))
 		}
 		writeJSON(w, http.StatusOK, out)
 	case id == "" && r.Method == http.MethodPost:
-		var spec map[string]any
-		if err := json.NewDecoder(r.Body).Decode(&spec); err != nil {
-			apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "body: %v", err)
+		spec, ok := readSpec(w, r)
+		if !ok {
 			return
 		}
 		name, _ := spec["id"].(string)
-		if !dnsLabel.MatchString(name) {
-			apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "VM class id %q is not a DNS label", name)
-			return
-		}
-		if _, ok := e.classes[name]; ok {
-			apiError(w, http.StatusBadRequest, "ALREADY_EXISTS", "VM class %s already exists", name)
+		if badNewName(w, e.classes, name, "VM class id", "VM class") {
 			return
 		}
 		for _, k := range []string{"cpu_count", "memory_MB"} {
@@ -368,8 +430,7 @@ func (e *restExt) vmClasses(w http.ResponseWriter, r *http.Request, id string) {
 		}
 		c := map[string]any{}
 		classFields(c, spec)
-		if msg := classCheck(c); msg != "" {
-			apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "%s", msg)
+		if rejected(w, classCheck(c)) {
 			return
 		}
 		e.classes[name] = c
@@ -380,32 +441,14 @@ func (e *restExt) vmClasses(w http.ResponseWriter, r *http.Request, id string) {
 			apiError(w, http.StatusNotFound, "NOT_FOUND", "VM class %s not found", id)
 			return
 		}
-		switch r.Method {
-		case http.MethodGet:
-			writeJSON(w, http.StatusOK, e.classInfo(id, c))
-		case http.MethodPatch:
-			var spec map[string]any
-			if err := json.NewDecoder(r.Body).Decode(&spec); err != nil {
-				apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "body: %v", err)
-				return
-			}
+		oneObject(w, r, e.classes, id, e.classInfo(id, c), func(spec map[string]any) (map[string]any, string) {
 			next := map[string]any{}
 			classFields(next, c)
 			classFields(next, spec)
-			if msg := classCheck(next); msg != "" {
-				apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "%s", msg)
-				return
-			}
-			e.classes[id] = next
-			w.WriteHeader(http.StatusNoContent)
-		case http.MethodDelete:
-			delete(e.classes, id)
-			w.WriteHeader(http.StatusNoContent)
-		default:
-			apiError(w, http.StatusMethodNotAllowed, "OPERATION_NOT_FOUND", "method not allowed")
-		}
+			return next, classCheck(next)
+		})
 	default:
-		apiError(w, http.StatusMethodNotAllowed, "OPERATION_NOT_FOUND", "method not allowed")
+		notAllowed(w)
 	}
 }
 
@@ -417,6 +460,15 @@ func asList(v any) []any {
 }
 
 var nsFields = []string{"description", "access_list", "storage_specs", "vm_service_spec", "resource_spec", "content_libraries"}
+
+// nsUpdate copies the CreateSpec/UpdateSpec fields present (and not null) in spec into ns.
+func nsUpdate(ns, spec map[string]any) {
+	for _, k := range nsFields {
+		if v, ok := spec[k]; ok && v != nil {
+			ns[k] = v
+		}
+	}
+}
 
 func (e *restExt) nsCheck(r *http.Request, ns map[string]any) string {
 	policies := map[string]bool{}
@@ -475,31 +527,20 @@ func (e *restExt) namespacesAPI(w http.ResponseWriter, r *http.Request, route []
 	}
 	switch {
 	case name == "" && r.Method == http.MethodGet:
-		names := make([]string, 0, len(e.namespaces))
-		for k := range e.namespaces {
-			names = append(names, k)
-		}
-		sort.Strings(names)
 		out := []map[string]any{}
-		for _, k := range names {
+		for _, k := range sortedKeys(e.namespaces) {
 			ns := e.namespaces[k]
 			out = append(out, map[string]any{"namespace": k, "cluster": ns["cluster"], "description": ns["description"],
 				"config_status": "RUNNING", "stats": namespaceStats()})
 		}
 		writeJSON(w, http.StatusOK, out)
 	case name == "" && r.Method == http.MethodPost:
-		var spec map[string]any
-		if err := json.NewDecoder(r.Body).Decode(&spec); err != nil {
-			apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "body: %v", err)
+		spec, ok := readSpec(w, r)
+		if !ok {
 			return
 		}
 		ns, _ := spec["namespace"].(string)
-		if !dnsLabel.MatchString(ns) {
-			apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "namespace name %q is not a DNS label", ns)
-			return
-		}
-		if _, ok := e.namespaces[ns]; ok {
-			apiError(w, http.StatusBadRequest, "ALREADY_EXISTS", "namespace %s already exists", ns)
+		if badNewName(w, e.namespaces, ns, "namespace name", "namespace") {
 			return
 		}
 		cluster, _ := spec["cluster"].(string)
@@ -515,13 +556,8 @@ func (e *restExt) namespacesAPI(w http.ResponseWriter, r *http.Request, route []
 		}
 		rec := map[string]any{"cluster": cluster, "description": "", "access_list": []any{}, "storage_specs": []any{},
 			"vm_service_spec": map[string]any{"vm_classes": []any{}, "content_libraries": []any{}}, "resource_spec": map[string]any{}}
-		for _, k := range nsFields {
-			if v, ok := spec[k]; ok && v != nil {
-				rec[k] = v
-			}
-		}
-		if msg := e.nsCheck(r, rec); msg != "" {
-			apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "%s", msg)
+		nsUpdate(rec, spec)
+		if rejected(w, e.nsCheck(r, rec)) {
 			return
 		}
 		e.namespaces[ns] = rec
@@ -540,43 +576,16 @@ func (e *restExt) namespacesAPI(w http.ResponseWriter, r *http.Request, route []
 			apiError(w, http.StatusNotFound, "NOT_FOUND", "no such operation")
 			return
 		}
-		switch r.Method {
-		case http.MethodGet:
-			out := map[string]any{"config_status": "RUNNING", "messages": []any{}, "self_service_namespace": false,
-				"stats": namespaceStats()}
-			for k, v := range ns {
-				out[k] = v
-			}
-			writeJSON(w, http.StatusOK, out)
-		case http.MethodPatch:
-			var spec map[string]any
-			if err := json.NewDecoder(r.Body).Decode(&spec); err != nil {
-				apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "body: %v", err)
-				return
-			}
-			next := map[string]any{}
-			for k, v := range ns {
-				next[k] = v
-			}
-			for _, k := range nsFields {
-				if v, ok := spec[k]; ok && v != nil {
-					next[k] = v
-				}
-			}
-			if msg := e.nsCheck(r, next); msg != "" {
-				apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "%s", msg)
-				return
-			}
-			e.namespaces[name] = next
-			w.WriteHeader(http.StatusNoContent)
-		case http.MethodDelete:
-			delete(e.namespaces, name)
-			w.WriteHeader(http.StatusNoContent)
-		default:
-			apiError(w, http.StatusMethodNotAllowed, "OPERATION_NOT_FOUND", "method not allowed")
-		}
+		info := map[string]any{"config_status": "RUNNING", "messages": []any{}, "self_service_namespace": false,
+			"stats": namespaceStats()}
+		maps.Copy(info, ns)
+		oneObject(w, r, e.namespaces, name, info, func(spec map[string]any) (map[string]any, string) {
+			next := maps.Clone(ns)
+			nsUpdate(next, spec)
+			return next, e.nsCheck(r, next)
+		})
 	default:
-		apiError(w, http.StatusMethodNotAllowed, "OPERATION_NOT_FOUND", "method not allowed")
+		notAllowed(w)
 	}
 }
 
@@ -588,6 +597,9 @@ func namespaceStats() map[string]any {
 
 func (e *restExt) access(w http.ResponseWriter, r *http.Request, ns map[string]any, domain, subject string) {
 	kind := r.URL.Query().Get("type")
+	missing := func() {
+		apiError(w, http.StatusNotFound, "NOT_FOUND", "no access entry for %s %s@%s", kind, subject, domain)
+	}
 	list := asList(ns["access_list"])
 	idx := -1
 	for i, a := range list {
@@ -599,19 +611,14 @@ func (e *restExt) access(w http.ResponseWriter, r *http.Request, ns map[string]a
 	switch r.Method {
 	case http.MethodGet:
 		if idx < 0 {
-			apiError(w, http.StatusNotFound, "NOT_FOUND", "no access entry for %s %s@%s", kind, subject, domain)
+			missing()
 			return
 		}
 		m := list[idx].(map[string]any)
 		writeJSON(w, http.StatusOK, map[string]any{"role": m["role"], "inherited": false})
 	case http.MethodPost, http.MethodPut:
-		var spec map[string]any
-		if err := json.NewDecoder(r.Body).Decode(&spec); err != nil {
-			apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "body: %v", err)
-			return
-		}
-		if msg := accessCheck(spec["role"], kind); msg != "" {
-			apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "%s", msg)
+		spec, ok := readSpec(w, r)
+		if !ok || rejected(w, accessCheck(spec["role"], kind)) {
 			return
 		}
 		if r.Method == http.MethodPost && idx >= 0 {
@@ -619,7 +626,7 @@ func (e *restExt) access(w http.ResponseWriter, r *http.Request, ns map[string]a
 			return
 		}
 		if r.Method == http.MethodPut && idx < 0 {
-			apiError(w, http.StatusNotFound, "NOT_FOUND", "no access entry for %s %s@%s", kind, subject, domain)
+			missing()
 			return
 		}
 		entry := map[string]any{"domain": domain, "subject": subject, "subject_type": kind, "role": spec["role"]}
@@ -633,12 +640,12 @@ func (e *restExt) access(w http.ResponseWriter, r *http.Request, ns map[string]a
 		w.WriteHeader(http.StatusNoContent)
 	case http.MethodDelete:
 		if idx < 0 {
-			apiError(w, http.StatusNotFound, "NOT_FOUND", "no access entry for %s %s@%s", kind, subject, domain)
+			missing()
 			return
 		}
 		ns["access_list"] = append(append([]any{}, list[:idx]...), list[idx+1:]...)
 		w.WriteHeader(http.StatusNoContent)
 	default:
-		apiError(w, http.StatusMethodNotAllowed, "OPERATION_NOT_FOUND", "method not allowed")
+		notAllowed(w)
 	}
 }
