@@ -79,7 +79,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._licensing_inputs import nvidia_license_info_errors
-from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import parse
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._nvidia_smi import parse
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Info
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 
