@@ -123,6 +123,7 @@ MARKER_TABLE = (
     ("integration/test_gpu_usage_vgpu_vms.py", ("sim",)),
     ("integration/test_host_rebuild.py", ("sim",)),
     ("integration/test_multi_vcenter_chain.py", ("sim",)),
+    ("integration/test_playbooks_two_vcenters.py", ("sim", "esxi", "vsphere")),
     ("integration/test_never_twice.py", ("sim",)),
     ("integration/test_nls_appliance_sim.py", ("sim",)),
     ("integration/test_no_secret_leak.py", ("sim",)),
