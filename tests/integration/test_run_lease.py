@@ -25,6 +25,10 @@ FIELD = "gpupool.vcf.run-lease"
 M = "gpupool.vcf.gpu_pool_lease"
 CLUSTERS = ["gpu-h100", "gpu-l40s"]
 NEW = "550.90.05-1OEM.800.1.0.20613240"
+# the module calls' ttl: a tenth of it (8640 s, the window in which the holder's rerun writes nothing) is longer than
+# any run of this file can last (each call is bounded by the runner's timeout), so whether a lease is renewed is
+# decided by the records the test writes, never by how fast the machine runs the calls
+TTL = 86400
 
 # the example design's two GPU clusters, two hosts each (a roll keeps the GPUs its pools need), on the design's driver
 FLEET = {
@@ -93,7 +97,7 @@ def records(vsphere):
 
 
 def lease(env, holder, check=False, **args):
-    res, _run = run_module(M, dict(dict(clusters=CLUSTERS, holder=holder, ttl=600), **args), env=env, check=check)
+    res, _run = run_module(M, dict(dict(clusters=CLUSTERS, holder=holder, ttl=TTL), **args), env=env, check=check)
     return res
 
 
@@ -110,6 +114,19 @@ def test_two_runs_check_mode_a_killed_runs_lease_and_release(vsphere_env, record
     assert not kept.get("failed") and kept["changed"] is False and predicted["changed"] is False, kept
     assert [x["action"] for x in kept["leases"]] == ["none", "none"] == [x["action"] for x in predicted["leases"]]
     assert kept["requests"]["writes"] == 0 and records.read("gpu-h100") == held
+
+    # with less than 90 % of the ttl left (half of it, written here) the holder's rerun renews that lease alone:
+    # one SetField, the start kept, a new expiry a whole ttl from now
+    records.write("gpu-h100", "run-a", held["start"], stamp(TTL // 2))
+    halfway = records.read("gpu-h100")
+    predicted = lease(vsphere_env, "run-a", check=True)
+    renewed = lease(vsphere_env, "run-a")
+    assert not renewed.get("failed") and renewed["changed"] is True and predicted["changed"] is True, renewed
+    assert [x["action"] for x in renewed["leases"]] == ["renew", "none"] == [x["action"] for x in predicted["leases"]]
+    assert predicted["requests"]["writes"] == 0 and renewed["requests"]["writes"] == 1
+    held = records.read("gpu-h100")
+    assert held["holder"] == "run-a" and held["start"] == halfway["start"] and held["expiry"] > halfway["expiry"], held
+    assert held["expiry"] == renewed["leases"][0]["after"]["expiry"] >= stamp(TTL * 9 // 10)
 
     second = lease(vsphere_env, "run-b")
     assert second.get("failed") and "leased by run run-a" in second["msg"], second
@@ -137,7 +154,8 @@ def test_two_runs_check_mode_a_killed_runs_lease_and_release(vsphere_env, record
 
 
 def site(env, **extra):
-    return run_playbook(SITE, env=env, extra_vars=dict({"gpupool_design_file": str(DESIGN)}, **extra))
+    return run_playbook(SITE, env=env, extra_vars=dict({"gpupool_design_file": str(DESIGN), "gpupool_lease_ttl": TTL},
+                                                      **extra))
 
 
 def lease_tasks(run):
@@ -185,8 +203,13 @@ def test_site_refused_while_held_then_run_and_noop_rerun(vsphere, vsphere_env, r
     per_host = (again.data or {}).get("stats", {})
     assert per_host and all(s.get("changed", 0) == 0 for s in per_host.values()), per_host
     assert records.read("gpu-h100") is None and records.read("gpu-l40s") is None
+    # the call at each cluster's roll, minutes after the take (well within a tenth of the ttl), finds at least 90 %
+    # of it left and writes nothing
+    renews = [r for name, r in again.tasks if name.startswith("Renew the run lease of the cluster for its roll")]
+    assert sorted(r["leases"][0]["cluster"] for r in renews) == CLUSTERS, renews
+    assert all([x["action"] for x in r["leases"]] == ["none"] and r["requests"]["writes"] == 0 for r in renews), renews
     # what the lease costs the no-op run: its tasks and their seconds, and the SetField calls (2 per cluster: take
-    # and release; the call at the roll, minutes after the take, finds 90 % of the ttl left and writes nothing)
+    # and release, none at the rolls)
     costs = lease_tasks(again)
     calls = vsphere.stats()["soap"]["methods"]
     print("lease on a no-op run: %d tasks, %.1f s; SetField %s, RetrievePropertiesEx %s, Login %s of %d SOAP calls"
