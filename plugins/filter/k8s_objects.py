@@ -15,7 +15,6 @@ __metaclass__ = type
 
 import yaml
 from ansible.errors import AnsibleFilterError
-from ansible.module_utils.six import string_types
 from ansible.plugins.filter.core import to_nice_yaml
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _k8s_objects
@@ -86,7 +85,7 @@ def kueue_wait_for_pods_ready(inputs):
 
 def kueue_manager_config(inputs, text):
     policy = _inputs("gpu_scheduling_policy", inputs)
-    if not isinstance(text, string_types):
+    if not isinstance(text, str):
         raise AnsibleFilterError("kueue_manager_config: Kueue's configuration must be the text of its ConfigMap key, "
                                  "not %r" % (text,))
     try:
