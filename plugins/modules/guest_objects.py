@@ -9,18 +9,21 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 module: guest_objects
-short_description: The PriorityClasses, tenant Namespaces, GPU quotas, Kueue queues and GPU Operator objects of a guest cluster
+short_description: The PriorityClasses, tenant Namespaces, GPU quotas, Kueue queues, GPU Operator objects and notebook culler of a guest cluster
 version_added: 0.3.0
 description:
   - Builds the objects the C(gpu_scheduling_policy) role keeps (the PriorityClasses, each tenant's Namespace with
     its labels and its ResourceQuotas, Kueue's ResourceFlavors, ClusterQueues and LocalQueues) and those the
     C(gpu_operator) role keeps (the device plugin's time-slicing ConfigMap, the DCGM exporter's metrics ConfigMap and
-    the fields it sets on the chart's ClusterPolicy) from its inputs, reads them (one list per kind), plans each
+    the fields it sets on the chart's ClusterPolicy) and the notebook culler (its CronJob and the objects it needs, or
+    the culling settings of Kubeflow's notebook controller) from its inputs, reads them (one list per kind), plans each
     object field by field with the plan the drift audit (M(gpupool.vcf.gpu_pool_audit)) reports from, and makes
     exactly the changes of the plan.
   - Only what the collection sets is compared; labels, annotations and limits set by others stay. The ClusterPolicy
     is the GPU Operator chart's - only the fields the role sets are planned, one by one, and patched back (a merge
-    patch of those fields); it is never created, deleted or labelled, and a missing one fails the run.
+    patch of those fields); it is never created, deleted or labelled, and a missing one fails the run. So is Kubeflow's
+    notebook-controller Deployment - only the env variables of its container that the role sets are planned and
+    patched back.
   - An object this module creates carries the label C(app.kubernetes.io/managed-by=gpupool.vcf), the collection's
     record of what it owns; one that existed without it gets it only with O(adopt). An object
     whose immutable field differs (a PriorityClass C(value) or C(preemptionPolicy), a ResourceQuota's
@@ -99,7 +102,8 @@ options:
         C(gpu_operator_time_slicing), C(gpu_operator_device_plugin_config_name), C(gpu_operator_dcgm_metrics),
         C(gpu_operator_driver_version), C(gpu_operator_licensing_secret_name), ...); the role's defaults stand for
         those not given. The device plugin ConfigMap (time-sliced pools only), the DCGM metrics ConfigMap (metrics
-        given only) and the ClusterPolicy's fields are built from them, as the audit builds them.
+        given only) and the ClusterPolicy's fields are built from them, as the audit builds them, and the release's
+        Namespace (kind C(Namespace); created with the collection's label, a live one's labels are left alone).
       - Empty (the default) - no GPU Operator object is read or written.
     type: dict
     default: {}
@@ -129,13 +133,35 @@ options:
         description: Point the ClusterPolicy's C(driver.licensingConfig) at the Secret (C(secretName), C(nlsEnabled)).
         type: bool
         default: false
+  culling:
+    description:
+      - The notebook culling inputs of the C(gpu_scheduling_policy) role by their variable names
+        (C(gpu_scheduling_policy_culling), C(gpu_scheduling_policy_culling_idle_minutes),
+        C(gpu_scheduling_policy_culling_check_minutes), C(gpu_scheduling_policy_culling_namespace), C(_image),
+        C(_selector), C(_port), C(_pools), C(gpu_scheduling_policy_pool_label), the
+        C(gpu_scheduling_policy_kubeflow_controller_*) inputs); the role's defaults stand for those not given.
+      - C(gpu_scheduling_policy_culling) V(cronjob) - the culling Namespace (created with the collection's label; a
+        live one's labels are left alone), the culler's ServiceAccount, ClusterRole and ClusterRoleBinding, the
+        ConfigMap with O(culler_script) and the CronJob (kinds C(Namespace), C(ServiceAccount), C(ClusterRole),
+        C(ClusterRoleBinding), C(ConfigMap), C(CronJob)); objects of a namespace this run creates are planned as
+        creates, check mode included.
+      - V(kubeflow) - the env variables C(ENABLE_CULLING), C(CULL_IDLE_TIME) and C(IDLENESS_CHECK_PERIOD) of the
+        container C(gpu_scheduling_policy_kubeflow_controller_container) of Kubeflow's notebook-controller Deployment
+        (kind C(Deployment)); the Deployment or the container missing fails the run before any change. V(none) -
+        nothing. V(auto) is the role's - it resolves it by Kubeflow's Notebook CRD before it calls this module.
+      - Empty (the default) - no culling object is read or written.
+    type: dict
+    default: {}
+  culler_script:
+    description: The culler's source (the role's C(notebook_culler.py)), the ConfigMap the CronJob runs; required with V(cronjob).
+    type: str
   adopt:
     description:
       - Record the objects in scope that exist without the label C(app.kubernetes.io/managed-by=gpupool.vcf) (made
         by hand or before the collection) as the collection's - each gets the label, a change the plan shows
         (field C(metadata.labels.app.kubernetes.io/managed-by)), after the changes its plan makes.
       - Without it nothing changes owner. Adoption does not allow a C(replace) of an object made by hand. The
-        ClusterPolicy is never adopted (it is the chart's).
+        ClusterPolicy is never adopted (it is the chart's), nor Kubeflow's Deployment.
     type: bool
     default: false
   kinds:
@@ -145,9 +171,9 @@ options:
     type: list
     elements: str
     choices: [PriorityClass, Namespace, ResourceQuota, ResourceFlavor, ClusterQueue, LocalQueue, ConfigMap,
-              ClusterPolicy, Secret]
+              ClusterPolicy, Secret, ServiceAccount, ClusterRole, ClusterRoleBinding, CronJob, Deployment]
     default: [PriorityClass, Namespace, ResourceQuota, ResourceFlavor, ClusterQueue, LocalQueue, ConfigMap,
-              ClusterPolicy, Secret]
+              ClusterPolicy, Secret, ServiceAccount, ClusterRole, ClusterRoleBinding, CronJob, Deployment]
   request_timeout:
     description: Seconds each API request may take.
     type: int
@@ -207,6 +233,23 @@ EXAMPLES = r"""
       cluster_policy: true
   no_log: true
   register: licensing
+
+- name: The notebook culling CronJob, its script and its permissions
+  gpupool.vcf.guest_objects:
+    kubeconfig: /etc/gpupool/guest.kubeconfig
+    kinds: [Namespace, ServiceAccount, ClusterRole, ClusterRoleBinding, ConfigMap, CronJob]
+    culling:
+      gpu_scheduling_policy_culling: cronjob
+      gpu_scheduling_policy_culling_idle_minutes: 120
+    culler_script: "{{ lookup('ansible.builtin.file', 'notebook_culler.py') }}"
+
+- name: Culling switched on in Kubeflow's notebook controller
+  gpupool.vcf.guest_objects:
+    kubeconfig: /etc/gpupool/guest.kubeconfig
+    kinds: [Deployment]
+    culling:
+      gpu_scheduling_policy_culling: kubeflow
+      gpu_scheduling_policy_culling_idle_minutes: 120
 """
 
 RETURN = r"""
@@ -214,9 +257,12 @@ changes:
   description:
     - The plan, one entry per field, with C(object) (C(priority_class <name>), C(namespace <name>),
       C(resource_quota <namespace>/<name>), C(resource_flavor <name>), C(cluster_queue <name>),
-      C(local_queue <namespace>/<name>), C(config_map <namespace>/<name>), C(cluster_policy cluster-policy)),
-      C(field) (C(spec.<path>) of a ClusterPolicy field, C(data.<key>) of a ConfigMap key), C(before), C(after)
-      and C(action) (C(create), C(update), C(replace)). Check mode returns the same.
+      C(local_queue <namespace>/<name>), C(config_map <namespace>/<name>), C(cluster_policy cluster-policy),
+      C(service_account <namespace>/<name>), C(cluster_role <name>), C(cluster_role_binding <name>),
+      C(cronjob <namespace>/<name>), C(deployment <namespace>/<name>)), C(field) (C(spec.<path>) of a ClusterPolicy
+      field, C(data.<key>) of a ConfigMap key, C(spec.template.spec.containers[<name>].env.<variable>) of the
+      Kubeflow controller's), C(before), C(after) and C(action) (C(create), C(update), C(replace)). Check mode returns
+      the same.
   returned: always
   type: list
   elements: dict
@@ -273,8 +319,11 @@ ARGUMENT_SPEC = dict(
         secret_prefix=dict(type="str", default="licensing-config", no_log=False),
         data=dict(type="dict", required=True, no_log=True),
         cluster_policy=dict(type="bool", default=False))),
+    culling=dict(type="dict", default={}),
+    culler_script=dict(type="str"),
     adopt=dict(type="bool", default=False),
-    kinds=dict(type="list", elements="str", choices=list(gp.KINDS), default=list(gp.KINDS)),
+    kinds=dict(type="list", elements="str", choices=list(gp.KINDS + gp.CULLING_KINDS),
+               default=list(gp.KINDS + gp.CULLING_KINDS)),
 )
 ARGUMENT_SPEC.update(auth_argument_spec())
 ARGUMENT_SPEC.update(request_argument_spec())
@@ -293,7 +342,8 @@ class GuestObjects(Resource):
         for index, tenant in enumerate(self.p["tenants"]):
             if not isinstance(tenant, dict) or not tenant.get("namespace"):
                 raise ValueError("tenants[%d] must be a mapping with a namespace, not %r" % (index, tenant))
-        for option, prefix in (("kueue", "gpu_scheduling_policy_"), ("gpu_operator", "gpu_operator_")):
+        for option, prefix in (("kueue", "gpu_scheduling_policy_"), ("gpu_operator", "gpu_operator_"),
+                               ("culling", "gpu_scheduling_policy_")):
             unknown = sorted(k for k in self.p[option] if not str(k).startswith(prefix))
             if unknown:
                 raise ValueError("%s takes the %s role's inputs by their names, not %s" % (
@@ -303,7 +353,7 @@ class GuestObjects(Resource):
         if self.p["kueue"]:
             wanted += gp.kueue_config_map(self.p["kueue"])
         if self.p["gpu_operator"]:
-            wanted += gp.operator_objects(self.p["gpu_operator"])
+            wanted += gp.operator_objects(self.p["gpu_operator"], kinds=("Namespace",) + gp.OPERATOR_KINDS)
         licensing = self.p["licensing"]
         if licensing:
             if licensing["cluster_policy"] and self.p["gpu_operator"] and "ClusterPolicy" in self.p["kinds"]:
@@ -311,16 +361,27 @@ class GuestObjects(Resource):
                                  "not both in one run")
             wanted += gp.licensing_objects(licensing["namespace"], licensing["secret_prefix"], licensing["data"],
                                            licensing["cluster_policy"])
-        return [obj for obj in wanted if obj["kind"] in self.p["kinds"]]
+        if self.p["culling"]:
+            culling = gp.culling_objects(self.p["culling"], self.p["culler_script"])
+            if self.p["culler_script"] is None and any(obj["kind"] == "CronJob" for obj in culling):
+                raise ValueError("culling with gpu_scheduling_policy_culling cronjob needs culler_script, the culler's "
+                                 "source (the gpu_scheduling_policy role's notebook_culler.py)")
+            wanted += culling
+        out = []
+        for obj in wanted:  # a Namespace two inputs want alike (the operator's, the licensing's) is written once
+            if obj["kind"] in self.p["kinds"] and obj not in out:
+                out.append(obj)
+        return out
 
     def read(self):
         wanted = self.wanted()
-        # a custom kind (Kueue's, the ClusterPolicy) at the API version of its manifests, and ConfigMaps (in the
-        # namespaces of those wanted), read only when an object of the kind is wanted
-        custom = gp.KUEUE_KINDS + ("ClusterPolicy",)
+        # a custom kind (Kueue's, the ClusterPolicy) and the culler's (through the dynamic client too) at the API
+        # version of its manifests, and ConfigMaps (in the namespaces of those wanted), read only when an object of
+        # the kind is wanted
+        custom = gp.KUEUE_KINDS + ("ClusterPolicy",) + gp.CULLING_KINDS
         versions = dict((obj["kind"], obj["apiVersion"]) for obj in wanted if obj["kind"] in custom)
         self.api = self.api_class(self.p, versions=versions)
-        kinds = [k for k in gp.KINDS if k in self.p["kinds"] and (k not in custom or k in versions)]
+        kinds = [k for k in gp.KINDS + gp.CULLING_KINDS if k in self.p["kinds"] and (k not in custom or k in versions)]
         namespaces = sorted(set(obj["metadata"]["namespace"] for obj in wanted if obj["kind"] == "ConfigMap"))
         names = sorted(set(gp.key(obj)[1:] for obj in wanted if obj["kind"] == "Secret"))
         given = {}
@@ -360,7 +421,7 @@ class GuestObjects(Resource):
                     self.api.create(gp.created(obj))
                 else:
                     self.api.patch(kind, name, ns or None, have["metadata"].get("resourceVersion"),
-                                   gp.patch_body(obj, mine))
+                                   gp.patch_body(obj, mine, have))
             self.partial.setdefault("written", []).append(mine[0].object)
 
     def result(self, live, plan):
@@ -369,6 +430,9 @@ class GuestObjects(Resource):
                 maker = ("Kueue's installation makes it (its release manifests or chart; or point the kueue inputs "
                          "gpu_scheduling_policy_kueue_namespace, _config_map, _config_key at it)"
                          if change.object.startswith("config_map ") else
+                         "Kubeflow's notebook controller makes it (install Kubeflow, point the "
+                         "gpu_scheduling_policy_kubeflow_controller_* inputs at its Deployment and container, or set "
+                         "gpu_scheduling_policy_culling to cronjob)" if change.object.startswith("deployment ") else
                          "The GPU Operator chart makes it (gpu_operator role: install the release first, then rerun)")
                 raise Failure("Unable to set %s of %s: it does not exist. %s. Nothing was changed." % (
                     change.field, change.object, maker), changes=plan.to_list())

@@ -29,7 +29,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_gue
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import DEFAULT_REQUEST_TIMEOUT, K8sClient, K8sError
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._cluster_class import read_pool, variable_plan
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._k8s_objects import (
-    CLUSTER_POLICY, culling_cronjob, kueue_objects, kueue_wait_for_pods_ready)
+    CLUSTER_POLICY, kueue_objects, kueue_wait_for_pods_ready)
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._errors import ClientError
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._ownership import owned_node_pools
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._vks_api import VksClusterApi
@@ -181,46 +181,67 @@ def _kueue(k8s, core, custom, policy, namespaces, labels=None):
     return out
 
 
-def _kubeflow_culling(k8s, apps, policy):
-    """Kubeflow's notebook controller as the role patches it: {kubeflow, exists, env of its container}."""
-    want = _audit_guest.kubeflow_culling(policy)
-    dep = _get(k8s, "Deployment %s/%s" % (want["namespace"], want["name"]), apps.read_namespaced_deployment,
-               want["name"], want["namespace"])
-    containers = [c for c in (dep.spec.template.spec.containers or []) if c.name == want["container"]] \
-        if dep is not None else []
-    if not containers:
-        return dict(kubeflow=True, exists=False)
-    return dict(kubeflow=True, exists=True, env=dict((e.name, e.value) for e in (containers[0].env or [])))
+def _culling_objects(k8s, policy, kubeflow, namespaces, batch, apps):
+    """The live objects of the notebook culler the role keeps (``_guest_plan.culling_objects`` of the mechanism it
+    chooses: `kubeflow`, whether Kubeflow's Notebook CRD is installed, resolves auto), each read by its name, as the
+    API gives them (camelCase, as guest_objects reads them); those absent, or in a namespace that is not there, are
+    left out."""
+    from kubernetes import client
+    core, rbac = client.CoreV1Api(k8s.api), client.RbacAuthorizationV1Api(k8s.api)
+    reads = {"Namespace": core.read_namespace, "ServiceAccount": core.read_namespaced_service_account,
+             "ClusterRole": rbac.read_cluster_role, "ClusterRoleBinding": rbac.read_cluster_role_binding,
+             "ConfigMap": core.read_namespaced_config_map, "CronJob": batch.read_namespaced_cron_job,
+             "Deployment": apps.read_namespaced_deployment}
+    mechanism = _guest_plan.culling_mechanism(policy, kubeflow)
+    out = []
+    for want in _guest_plan.culling_objects(dict(policy, gpu_scheduling_policy_culling=mechanism)):
+        kind, ns, name = _guest_plan.key(want)
+        where = ns or (name if kind == "Namespace" else None)
+        if where is not None and where not in namespaces:
+            continue
+        found = _get(k8s, "%s %s" % (kind, "%s/%s" % (ns, name) if ns else name), reads[kind],
+                     *((name, ns) if ns else (name,)))
+        if found is not None:
+            obj = k8s.api.sanitize_for_serialization(found)
+            obj.setdefault("kind", kind)
+            out.append(obj)
+    return out
 
 
-def _culling(k8s, custom, batch, policy, namespaces, apps=None):
-    """The notebook culling as the role writes it: the CronJob as {exists, schedule, image, env}, or,
-    where the role leaves it to Kubeflow (its Notebook CRD installed, or the mechanism kubeflow),
-    Kubeflow's notebook controller (see _kubeflow_culling); None when culling is off."""
+def _culling(k8s, custom, batch, policy, namespaces, apps=None, objects=False):
+    """The notebook culling as the role writes it: the CronJob as {exists, schedule, image, env}, or, where the role
+    leaves it to Kubeflow (its Notebook CRD installed, or the mechanism kubeflow), Kubeflow's notebook controller as
+    {kubeflow, exists (the Deployment and its container), env of its container}; None when culling is off. With
+    `objects`, ``objects`` holds the culler's live objects (_culling_objects), the ones its plans judge."""
     mechanism = policy.get("gpu_scheduling_policy_culling")
     if mechanism == "none":
         return None
-    if mechanism == "kubeflow":
-        return _kubeflow_culling(k8s, apps, policy)
-    if _get(k8s, "the CRD notebooks.kubeflow.org", custom.get_cluster_custom_object, "apiextensions.k8s.io", "v1",
-            "customresourcedefinitions", "notebooks.kubeflow.org") is not None:
-        return _kubeflow_culling(k8s, apps, policy)
-    want = culling_cronjob(policy)
-    job = None
-    if want["namespace"] in namespaces:
-        job = _get(k8s, "CronJob %s/%s" % (want["namespace"], want["name"]), batch.read_namespaced_cron_job,
-                   want["name"], want["namespace"])
-    if job is None:
-        return dict(exists=False)
-    containers = job.spec.job_template.spec.template.spec.containers or []
-    container = ([c for c in containers if c.name == "culler"] or containers or [None])[0]
-    return dict(exists=True, schedule=job.spec.schedule, image=getattr(container, "image", None),
-                env=dict((e.name, e.value) for e in (getattr(container, "env", None) or [])))
+    kubeflow = mechanism == "kubeflow" or (mechanism == "auto" and _get(
+        k8s, "the CRD notebooks.kubeflow.org", custom.get_cluster_custom_object, "apiextensions.k8s.io", "v1",
+        "customresourcedefinitions", "notebooks.kubeflow.org") is not None)
+    found = _culling_objects(k8s, policy, kubeflow, namespaces, batch, apps)
+    if kubeflow:
+        want = _guest_plan.kubeflow_controller(policy)
+        container = want["spec"]["template"]["spec"]["containers"][0]["name"]
+        have = [c for obj in found if obj["kind"] == "Deployment"
+                for c in ((obj.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") or []
+                if c.get("name") == container]
+        out = dict(kubeflow=True, exists=bool(have))
+        if have:
+            out["env"] = dict((e.get("name"), e.get("value")) for e in have[0].get("env") or [])
+    else:
+        jobs = [obj for obj in found if obj["kind"] == "CronJob"]
+        out = dict(exists=bool(jobs))
+        if jobs:
+            out.update(_guest_plan.cron_job_settings(jobs[0]))
+    if objects:
+        out["objects"] = found
+    return out
 
 
 def read_guest(k8s, derived):
     """Nodes, tenant namespaces (labels) and their ResourceQuotas, the licensing Secrets, PriorityClasses,
-    the ClusterPolicy, the device plugin ConfigMap, Kueue's objects and the notebook culling CronJob."""
+    the ClusterPolicy, the device plugin ConfigMap, Kueue's objects and the notebook culler's objects."""
     from kubernetes import client
     core = client.CoreV1Api(k8s.api)
     sched = client.SchedulingV1Api(k8s.api)
@@ -280,7 +301,8 @@ def read_guest(k8s, derived):
                 priority_classes=pcs, cluster_policy=cluster_policy, device_plugin_config=config,
                 dcgm_metrics_config=dcgm,
                 kueue=kueue, object_labels=object_labels,
-                culling=_culling(k8s, custom, client.BatchV1Api(k8s.api), policy, namespaces, client.AppsV1Api(k8s.api)))
+                culling=_culling(k8s, custom, client.BatchV1Api(k8s.api), policy, namespaces, client.AppsV1Api(k8s.api),
+                                 objects=True))
 
 
 def _quota_priority(quota):

@@ -14,7 +14,8 @@ are judged by their plans in ``_guest_plan``, as guest_objects converges them); 
 ``{"exists", "data": {key: text}}``; ``kueue``: ``{"served",
 "resource_flavors": {name: spec}, "cluster_queues": {name: spec}, "local_queues": {namespace:
 {name: spec}}, "configuration": Kueue's parsed Configuration or None}``; ``culling``: ``{"exists", "schedule", "image", "env": {}}`` (the CronJob), or
-``{"kubeflow": True, "exists", "env": {}}`` (Kubeflow's notebook controller's container). What the guest
+``{"kubeflow": True, "exists", "env": {}}`` (Kubeflow's notebook controller's container), with ``objects``
+(the culler's live objects) where they were read: the culler is judged by its objects' plans in ``_guest_plan``. What the guest
 roles write is built by ``_k8s_objects`` from the role inputs derive() gives them.
 
 :data:`RULES` is this link's rule table (severity, link, one line, fix); ``_audit_report`` assembles
@@ -139,11 +140,13 @@ RULES = OrderedDict([
                               "itself is missing, install Kueue from its manifests or chart, or point the role at its "
                               "configuration (gpu_scheduling_policy_kueue_config_map)")),
     ("notebook_culling_missing", ("warning", "guest",
-                                  "The notebook culling CronJob exists (without Kubeflow).",
+                                  "The notebook culler's objects exist: without Kubeflow its namespace, CronJob, "
+                                  "script ConfigMap, ServiceAccount and RBAC; with Kubeflow its notebook controller.",
                                   "create it (gpu_scheduling_policy role); with Kubeflow, install Kubeflow's notebook "
                                   "controller, or set guest.culling.mechanism to cronjob")),
     ("notebook_culling_changed", ("warning", "guest",
-                                  "The culling CronJob has the role's schedule, image and idle time.",
+                                  "The culler's objects hold what the role sets: the CronJob's schedule, image and idle "
+                                  "times, its RBAC; Kubeflow's notebook controller's culling settings.",
                                   "set it back (gpu_scheduling_policy role)")),
 ])
 
@@ -612,50 +615,49 @@ def _kueue_config(out, policy, live):
         ns, name, _diff_text(diffs), restart)))
 
 
-def kubeflow_culling(policy):
-    """What the role's culling tasks patch into Kubeflow's notebook controller (tasks/culling.yml):
-    {"namespace", "name", "container", "env"}; None when the role leaves Kubeflow alone."""
-    if policy.get("gpu_scheduling_policy_culling") not in ("auto", "kubeflow"):
-        return None
-    return {"namespace": policy["gpu_scheduling_policy_kubeflow_controller_namespace"],
-            "name": policy["gpu_scheduling_policy_kubeflow_controller_deployment"],
-            "container": policy["gpu_scheduling_policy_kubeflow_controller_container"],
-            "env": OrderedDict([("ENABLE_CULLING", "true"),
-                                ("CULL_IDLE_TIME", str(policy["gpu_scheduling_policy_culling_idle_minutes"])),
-                                ("IDLENESS_CHECK_PERIOD", str(policy["gpu_scheduling_policy_culling_check_minutes"]))])}
-
-
-def _kubeflow_culling(out, policy, live):
-    want = kubeflow_culling(policy)
-    if want is None:
-        return
-    obj = "deployment %s/%s" % (want["namespace"], want["name"])
-    if not live.get("exists"):
-        out.append(finding("notebook_culling_missing", obj,
-                           "Kubeflow's notebook controller %s/%s (container %s) is missing: nothing culls idle "
-                           "notebooks" % (want["namespace"], want["name"], want["container"])))
-        return
-    diffs = _objects.differences({"env": want["env"]}, {"env": live.get("env") or {}})
-    if diffs:
-        out.append(finding("notebook_culling_changed", obj, "Kubeflow's notebook controller %s/%s: %s" % (
-            want["namespace"], want["name"], _diff_text(diffs))))
+def _culler_missing(want, where):
+    """The message of a culler's object that is missing (`where`: its namespace/name)."""
+    kind = want["kind"]
+    if kind == "Deployment":
+        return "Kubeflow's notebook controller %s (container %s) is missing: nothing culls idle notebooks" % (
+            where, want["spec"]["template"]["spec"]["containers"][0]["name"])
+    if kind == "CronJob":
+        return "the notebook culling CronJob %s is missing: idle notebooks keep their GPUs" % where
+    if kind == "Namespace":
+        return "the culling namespace %s is missing, and the culling CronJob with it: idle notebooks keep their GPUs" % (
+            where)
+    return "the notebook culler's %s %s is missing: the culling CronJob cannot cull without it" % (kind, where)
 
 
 def _culling(out, policy, live):
-    if live.get("kubeflow"):
-        _kubeflow_culling(out, policy, live)
-        return
-    want = _objects.culling_cronjob(policy)
-    if want is None:
-        return
-    obj = "cronjob %s/%s" % (want["namespace"], want["name"])
-    if not live.get("exists"):
-        out.append(finding("notebook_culling_missing", obj,
-                           "the notebook culling CronJob %s/%s is missing: idle notebooks keep their GPUs" % (
-                               want["namespace"], want["name"])))
-        return
-    diffs = _objects.differences({"schedule": want["schedule"], "image": want["image"], "env": want["env"]},
-                                 dict((k, live.get(k)) for k in ("schedule", "image", "env")))
-    if diffs:
-        out.append(finding("notebook_culling_changed", obj, "notebook culling CronJob %s/%s: %s" % (
-            want["namespace"], want["name"], _diff_text(diffs))))
+    """Findings of the notebook culler: one per object whose plan (``_guest_plan``, as guest_objects converges it) has
+    a change - ``notebook_culling_missing`` where it is to be created (Kubeflow's Deployment or its container: is
+    missing), else ``notebook_culling_changed``; the objects of a missing culling namespace are part of its finding.
+    ``auto`` is Kubeflow's where the reader found its Notebook CRD (``live["kubeflow"]``)."""
+    wanted = _guest_plan.culling_objects(dict(policy, gpu_scheduling_policy_culling=_guest_plan.culling_mechanism(
+        policy, live.get("kubeflow"))))
+    have = _guest_plan.culling_read(wanted, live)
+    missing_ns = set()
+    for want in wanted:
+        kind, ns, name = _guest_plan.key(want)
+        if ns in missing_ns:
+            continue
+        changes, owner = _split(_guest_plan.plan(have.get(_guest_plan.key(want)), want, _objects.flag(
+            policy.get("gpu_scheduling_policy_adopt"))))
+        out += _not_owned(want, owner)
+        if not changes:
+            continue
+        obj, where = _guest_plan.object_name(want), "%s/%s" % (ns, name) if ns else name
+        if changes[0].action in ("create", _guest_plan.MISSING):
+            missing_ns.update([name] if kind == "Namespace" else [])
+            out.append(finding("notebook_culling_missing", obj, _culler_missing(want, where)))
+            continue
+        if kind == "Deployment":
+            what = "Kubeflow's notebook controller"
+            diffs = [(c.field.split("].", 1)[1], c.before, c.after) for c in changes]
+        else:
+            what = "notebook culling CronJob" if kind == "CronJob" else "the notebook culler's %s" % kind
+            diffs = _objects.differences(_guest_plan.cron_job_settings(want), _guest_plan.cron_job_settings(
+                have.get(_guest_plan.key(want)))) if kind == "CronJob" else []
+            diffs = diffs or [d for c in changes for d in _objects.differences(c.after, c.before, c.field)]
+        out.append(finding("notebook_culling_changed", obj, "%s %s: %s" % (what, where, _diff_text(diffs))))

@@ -4,7 +4,9 @@
 """One plan per guest object: the manifests the gpu_scheduling_policy role writes (PriorityClasses,
 tenant Namespaces, ResourceQuotas, Kueue's ResourceFlavors, ClusterQueues and LocalQueues), those
 the gpu_operator role writes (the device plugin's time-slicing ConfigMap, the DCGM exporter's metrics
-ConfigMap, the fields it sets on the chart's ClusterPolicy) and
+ConfigMap, the fields it sets on the chart's ClusterPolicy), the notebook culler's (its Namespace,
+ServiceAccount, ClusterRole and binding, the ConfigMap with its script and the CronJob; or, with
+Kubeflow, the culling settings of Kubeflow's notebook-controller Deployment) and
 ``plan(live, wanted)`` for each, a list of ``_plan.Change``
 (pure: no I/O). The guest_objects module converges from these plans and the audit reports them,
 so ``--check`` of a guest object and its audit are one computation.
@@ -21,6 +23,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import copy
 import hashlib
 import json
 
@@ -39,13 +42,19 @@ KUEUE_KINDS = ("ResourceFlavor", "ClusterQueue", "LocalQueue")
 CLUSTER_POLICY_API = "nvidia.com/v1"
 OPERATOR_KINDS = ("ConfigMap", "ClusterPolicy")
 KINDS = ("PriorityClass", "Namespace", "ResourceQuota") + KUEUE_KINDS + OPERATOR_KINDS + ("Secret",)
+# the notebook culler's kinds besides its Namespace and ConfigMap (read by name, at the API version of their
+# manifests; not among the kinds a capture records)
+CULLING_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "CronJob", "Deployment")
 SNAKE = {"PriorityClass": "priority_class", "ResourceQuota": "resource_quota", "Namespace": "namespace",
          "ResourceFlavor": "resource_flavor", "ClusterQueue": "cluster_queue", "LocalQueue": "local_queue",
-         "ConfigMap": "config_map", "ClusterPolicy": "cluster_policy", "Secret": "secret"}
+         "ConfigMap": "config_map", "ClusterPolicy": "cluster_policy", "Secret": "secret",
+         "ServiceAccount": "service_account", "ClusterRole": "cluster_role",
+         "ClusterRoleBinding": "cluster_role_binding", "CronJob": "cronjob", "Deployment": "deployment"}
 LICENSING_LABEL = {"gpupool.vcf/licensing": "true"}  # nls_licensing's Secrets: those it may prune
 MISSING = "missing"  # an object the collection sets fields of but does not make (the chart's ClusterPolicy) is absent
-NOT_ADOPTED = ("ClusterPolicy",)  # the chart's: the collection sets fields of it, never records it as its own
-# (nor Kueue's configuration ConfigMap: Kueue's installation's)
+# the chart's ClusterPolicy and Kubeflow's notebook-controller Deployment: the collection sets fields of them, never
+# records them as its own (nor Kueue's configuration ConfigMap: Kueue's installation's)
+NOT_ADOPTED = ("ClusterPolicy", "Deployment")
 
 
 def owned(obj):
@@ -145,11 +154,13 @@ def cluster_policy(op):
 
 def operator_objects(op, kinds=OPERATOR_KINDS):
     """The gpu_operator role's objects with its inputs `op` (the role's defaults for those not given), in the order
-    they are written: the device plugin ConfigMap (time-sliced pools only), the DCGM metrics ConfigMap (metrics
-    given only), then the ClusterPolicy's fields; only those of `kinds`."""
+    they are written: with ``Namespace`` in `kinds` the release's Namespace (created with the collection's label, labels
+    of a live one left alone), the device plugin ConfigMap (time-sliced pools only), the DCGM metrics ConfigMap
+    (metrics given only), then the ClusterPolicy's fields; only those of `kinds`."""
     op = _objects.role_inputs("gpu_operator", op)
-    out = [cm for cm in (_objects.device_plugin_config_map(op, dump_config), _objects.dcgm_metrics_config_map(op))
-           if cm is not None]
+    out = [_objects._manifest("v1", "Namespace", op["gpu_operator_namespace"], labels={})]
+    out += [cm for cm in (_objects.device_plugin_config_map(op, dump_config), _objects.dcgm_metrics_config_map(op))
+            if cm is not None]
     return [obj for obj in out + [cluster_policy(op)] if obj["kind"] in kinds]
 
 
@@ -211,6 +222,120 @@ def dump_kueue_configuration(config):
     if yaml is None:  # pragma: no cover
         return json.dumps(config, indent=2) + "\n"
     return yaml.safe_dump(config, indent=2, allow_unicode=True, default_flow_style=False, sort_keys=False)
+
+
+CULLING_MECHANISMS = ("cronjob", "kubeflow", "none")
+
+
+def culling_mechanism(policy, kubeflow=False):
+    """The notebook culling the gpu_scheduling_policy role keeps with its inputs `policy`: its
+    ``gpu_scheduling_policy_culling``, ``auto`` resolved by `kubeflow` (whether Kubeflow's Notebook CRD is installed)
+    to ``kubeflow`` or ``cronjob``. ValueError for a mechanism the role does not know."""
+    given = _objects.role_inputs("gpu_scheduling_policy", policy)["gpu_scheduling_policy_culling"]
+    if given == "auto":
+        return "kubeflow" if kubeflow else "cronjob"
+    if given not in CULLING_MECHANISMS:
+        raise ValueError("gpu_scheduling_policy_culling must be one of auto, %s, not %r" % (
+            ", ".join(CULLING_MECHANISMS), given))
+    return given
+
+
+def _whole(value, name, low=1, high=None):
+    """`value` as a whole number from `low` (to `high`); ValueError naming the input `name` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int) and not (isinstance(value, str) and value.isdigit()):
+        raise ValueError("%s must be a whole number, not %r" % (name, value))
+    if int(value) < low or (high is not None and int(value) > high):
+        bounds = "from %d to %d" % (low, high) if high else "%d or more" % low
+        raise ValueError("%s must be %s, not %s" % (name, bounds, value))
+    return int(value)
+
+
+def kubeflow_controller(policy):
+    """What the role sets on Kubeflow's notebook-controller Deployment with its inputs `policy` (the role's defaults
+    for those not given): the culling settings of its container (``ENABLE_CULLING``, ``CULL_IDLE_TIME``,
+    ``IDLENESS_CHECK_PERIOD``, minutes as text), nothing else. Kubeflow makes the Deployment, never the collection."""
+    policy = _objects.role_inputs("gpu_scheduling_policy", policy)
+    idle, check = ("gpu_scheduling_policy_culling_%s_minutes" % k for k in ("idle", "check"))
+    env = [{"name": "ENABLE_CULLING", "value": "true"},
+           {"name": "CULL_IDLE_TIME", "value": str(_whole(policy[idle], idle))},
+           {"name": "IDLENESS_CHECK_PERIOD", "value": str(_whole(policy[check], check))}]
+    container = {"name": policy["gpu_scheduling_policy_kubeflow_controller_container"], "env": env}
+    return _objects._manifest("apps/v1", "Deployment", policy["gpu_scheduling_policy_kubeflow_controller_deployment"],
+                              policy["gpu_scheduling_policy_kubeflow_controller_namespace"], labels={},
+                              spec={"template": {"spec": {"containers": [container]}}})
+
+
+def culling_objects(policy, script=None):
+    """The notebook culler's objects the gpu_scheduling_policy role keeps with its inputs `policy` (the role's defaults
+    for those not given; ``gpu_scheduling_policy_culling`` resolved, see culling_mechanism), in the order they are
+    written: for ``cronjob`` the culling Namespace (created with the collection's label, labels of a live one left
+    alone), the ServiceAccount, ClusterRole and ClusterRoleBinding, the ConfigMap with `script` (the culler's source;
+    None: a ConfigMap known by its name only, as the audit knows it - the script is the role's file - so that its plan
+    is only whether it exists) and the CronJob (``_k8s_objects.culling_manifests``); for ``kubeflow`` the fields of
+    Kubeflow's notebook-controller Deployment (kubeflow_controller); [] for ``none``. ValueError for bad inputs."""
+    policy = _objects.role_inputs("gpu_scheduling_policy", policy)
+    if policy["gpu_scheduling_policy_culling"] == "auto":
+        raise ValueError("gpu_scheduling_policy_culling auto must be resolved first: cronjob, or kubeflow where "
+                         "Kubeflow's Notebook CRD (notebooks.kubeflow.org) is installed")
+    mechanism = culling_mechanism(policy)
+    if mechanism == "none":
+        return []
+    if mechanism == "kubeflow":
+        return [kubeflow_controller(policy)]
+    for name in ("idle_minutes", "check_minutes", "port"):
+        _whole(policy["gpu_scheduling_policy_culling_%s" % name], "gpu_scheduling_policy_culling_%s" % name,
+               high=65535 if name == "port" else None)
+    pools = policy.get("gpu_scheduling_policy_culling_pools") or {}
+    if not isinstance(pools, dict):
+        raise ValueError("gpu_scheduling_policy_culling_pools must be a mapping of pool names to idle minutes, not %r"
+                         % (pools,))
+    for pool in sorted(pools):
+        _whole(pools[pool], "gpu_scheduling_policy_culling_pools.%s" % pool)
+    if script is not None and not isinstance(script, str):
+        raise ValueError("the culler's script must be its source text, not %r" % (script,))
+    out = [_objects._manifest("v1", "Namespace", policy["gpu_scheduling_policy_culling_namespace"], labels={})]
+    for obj in _objects.culling_manifests(policy, script or ""):
+        obj["metadata"]["labels"] = {}
+        if obj["kind"] == "ConfigMap" and script is None:
+            obj["data"] = {}
+        out.append(obj)
+    return out
+
+
+def cron_job_settings(obj):
+    """{"schedule", "image", "env"} of a culling CronJob (its culler container's; env by name), as findings name
+    them."""
+    spec = (obj or {}).get("spec") or {}
+    pod = ((((spec.get("jobTemplate") or {}).get("spec") or {}).get("template") or {}).get("spec") or {})
+    containers = pod.get("containers") or []
+    container = ([c for c in containers if c.get("name") == "culler"] or containers or [{}])[0]
+    return {"schedule": spec.get("schedule"), "image": container.get("image"),
+            "env": dict((e.get("name"), e.get("value")) for e in container.get("env") or [])}
+
+
+def culling_read(wanted, culling):
+    """{key: live object} of the culling objects `wanted` (culling_objects) from the audit's read `culling`: its
+    ``objects`` (the live objects, as guest_objects reads them) where they were read; else from the settings the
+    reader gives discovery - the CronJob's ``schedule``, ``image`` and ``env`` (``exists``), Kubeflow's controller's
+    container ``env`` - with the other objects as wanted (not read: not judged)."""
+    if culling.get("objects") is not None:
+        return dict((key(obj), obj) for obj in culling["objects"])
+    out = {}
+    for want in wanted:
+        live = created(copy.deepcopy(want))
+        if want["kind"] in ("CronJob", "Deployment"):
+            if not culling.get("exists"):
+                continue
+            env = [{"name": k, "value": v} for k, v in (culling.get("env") or {}).items()]
+            if want["kind"] == "CronJob":
+                live["spec"]["schedule"] = culling.get("schedule")
+                [container] = live["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+                container["image"] = culling.get("image")
+            else:
+                [container] = live["spec"]["template"]["spec"]["containers"]
+            container["env"] = env
+        out[key(want)] = live
+    return out
 
 
 def wanted_objects(priority_classes, tenants, quota_name="gpu-quota", gpu_resource="nvidia.com/gpu",
@@ -305,12 +430,15 @@ def plan_kueue(live, wanted):
 def _same_data(key, want, have):
     """Whether the live value `have` of ConfigMap key `key` holds what `want` (the text the role writes) says:
     the DCGM metrics file by its fields and types, a device plugin configuration by what it sets (parsed; others'
-    keys stay)."""
+    keys stay), any other text (the culler's script) as it is."""
     if have is None:
         return False
     if key == _objects.DCGM_METRICS_KEY:
         return _objects.dcgm_metrics_fields(have) == _objects.dcgm_metrics_fields(want)
-    return not _objects.differences(parse_config(want), parse_config(have))
+    config = parse_config(want)
+    if not isinstance(config, dict):  # not a configuration (the culler's script): the text itself
+        return have == want
+    return not _objects.differences(config, parse_config(have))
 
 
 def plan_kueue_configuration(live, wanted):
@@ -385,9 +513,76 @@ def plan_cluster_policy(live, wanted):
             for path, value in _leaves(wanted["spec"]) if _objects.differences(value, _at(spec, path))]
 
 
+def plan_service_account(live, wanted):
+    """The culler's ServiceAccount: whether it exists (the collection sets nothing of it but its name)."""
+    return _create(wanted) if live is None else []
+
+
+def plan_cluster_role(live, wanted):
+    """``rules`` (compared as ``_k8s_objects.differences`` does: item by item, on what the collection sets), an
+    ``update`` that writes them whole."""
+    if live is None:
+        return _create(wanted)
+    if _objects.differences(wanted["rules"], live.get("rules")):
+        return [Change(object_name(wanted), "rules", live.get("rules"), wanted["rules"], UPDATE)]
+    return []
+
+
+def plan_cluster_role_binding(live, wanted):
+    """``roleRef`` (immutable: a change is a ``replace``) and ``subjects`` (an ``update`` that writes them whole)."""
+    if live is None:
+        return _create(wanted)
+    obj = object_name(wanted)
+    out = []
+    if _objects.differences(wanted["roleRef"], live.get("roleRef")):
+        out.append(Change(obj, "roleRef", live.get("roleRef"), wanted["roleRef"], REPLACE))
+    if _objects.differences(wanted["subjects"], live.get("subjects")):
+        out.append(Change(obj, "subjects", live.get("subjects"), wanted["subjects"], UPDATE))
+    return out
+
+
+def plan_cron_job(live, wanted):
+    """Each field of ``spec`` the collection sets (``spec.<field>``: the schedule, the history limits, the job
+    template), compared on what it sets (the API server's defaults stay out of it), an ``update`` that writes the
+    field whole."""
+    if live is None:
+        return _create(wanted)
+    spec = live.get("spec") or {}
+    return [Change(object_name(wanted), "spec.%s" % field, spec.get(field), value, UPDATE)
+            for field, value in wanted["spec"].items() if _objects.differences(value, spec.get(field))]
+
+
+def _containers(obj):
+    return ((((obj or {}).get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []
+
+
+def container_field(name):
+    """The field of a Deployment's container `name` in a plan (``spec.template.spec.containers[<name>]``)."""
+    return "spec.template.spec.containers[%s]" % name
+
+
+def plan_deployment(live, wanted):
+    """Kubeflow's notebook-controller Deployment: each env variable the role sets on its container
+    (``spec.template.spec.containers[<name>].env.<variable>``, compared as text), an ``update`` (patch_body: the
+    controller's other containers, variables and settings stay). The Deployment or its
+    container absent is ``missing``: Kubeflow makes them, the collection never does."""
+    obj = object_name(wanted)
+    [want] = _containers(wanted)
+    if live is None:
+        return [Change(obj, "object", None, None, MISSING)]
+    have = [c for c in _containers(live) if c.get("name") == want["name"]]
+    if not have:
+        return [Change(obj, container_field(want["name"]), None, None, MISSING)]
+    env = dict((e.get("name"), e.get("value")) for e in have[0].get("env") or [])
+    return [Change(obj, "%s.env.%s" % (container_field(want["name"]), e["name"]), env.get(e["name"]), e["value"],
+                   UPDATE) for e in want["env"] if _text(env.get(e["name"])) != e["value"]]
+
+
 PLANS = {"PriorityClass": plan_priority_class, "Namespace": plan_namespace, "ResourceQuota": plan_resource_quota,
          "ResourceFlavor": plan_kueue, "ClusterQueue": plan_kueue, "LocalQueue": plan_kueue,
-         "ConfigMap": plan_config_map, "ClusterPolicy": plan_cluster_policy, "Secret": plan_secret}
+         "ConfigMap": plan_config_map, "ClusterPolicy": plan_cluster_policy, "Secret": plan_secret,
+         "ServiceAccount": plan_service_account, "ClusterRole": plan_cluster_role,
+         "ClusterRoleBinding": plan_cluster_role_binding, "CronJob": plan_cron_job, "Deployment": plan_deployment}
 
 
 def plan(live, wanted, adopt=False):
@@ -413,8 +608,25 @@ def key(obj):
     return obj["kind"], meta.get("namespace") or "", meta["name"]
 
 
-def patch_body(wanted, changes):
-    """The merge patch of the in-place (``update``) changes of one object: only the changed fields."""
+def patch_body(wanted, changes, live=None):
+    """The merge patch of the in-place (``update``) changes of one object: only the changed fields. A Deployment's
+    (another's object, `live` as it was read) holds its containers as read with the env variables of the changes set
+    in theirs: a merge patch replaces a list whole, and the resourceVersion it carries makes the server refuse it
+    where the Deployment changed since."""
+    if wanted["kind"] == "Deployment":
+        [container] = _containers(wanted)
+        prefix = "%s.env." % container_field(container["name"])
+        values = dict((c.field[len(prefix):], c.after) for c in changes if c.action == UPDATE and c.field.startswith(prefix))
+        containers = copy.deepcopy(_containers(live))
+        for have in containers:
+            if have.get("name") == container["name"]:
+                env = list(have.get("env") or [])
+                for index, var in enumerate(env):
+                    if var.get("name") in values:
+                        env[index] = {"name": var["name"], "value": values.pop(var["name"])}
+                have["env"] = env + [{"name": e["name"], "value": values[e["name"]]} for e in container["env"]
+                                     if e["name"] in values]
+        return {"spec": {"template": {"spec": {"containers": containers}}}}
     body = {}
     for change in changes:
         if change.action != UPDATE:
@@ -444,9 +656,12 @@ def created(wanted):
     return _created(wanted)
 
 
-__all__ = ["KINDS", "KUEUE_CONFIGURATION", "KUEUE_KINDS", "LICENSING_LABEL", "MISSING", "OPERATOR_KINDS", "OWNER_FIELD", "REPLACE",
-           "adopting", "builtin_priority_classes", "cluster_policy", "created", "dump_config", "key",
+__all__ = ["CULLING_KINDS", "CULLING_MECHANISMS", "KINDS", "KUEUE_CONFIGURATION", "KUEUE_KINDS", "LICENSING_LABEL",
+           "MISSING", "OPERATOR_KINDS", "OWNER_FIELD", "REPLACE",
+           "adopting", "builtin_priority_classes", "cluster_policy", "container_field", "created", "cron_job_settings",
+           "culling_mechanism", "culling_objects", "culling_read", "dump_config", "key", "kubeflow_controller",
            "kueue_config_map", "kueue_objects", "licensing_objects", "licensing_secret", "object_name",
            "operator_objects", "owned", "parse_config", "patch_body", "plan", "plan_cluster_policy", "plan_config_map",
-           "plan_kueue", "plan_kueue_configuration", "plan_namespace", "plan_priority_class", "plan_resource_quota",
-           "plan_secret", "priority_class", "resource_quotas", "secret_hash", "secret_text", "wanted_objects"]
+           "plan_cluster_role", "plan_cluster_role_binding", "plan_cron_job", "plan_deployment", "plan_kueue",
+           "plan_kueue_configuration", "plan_namespace", "plan_priority_class", "plan_resource_quota", "plan_secret",
+           "plan_service_account", "priority_class", "resource_quotas", "secret_hash", "secret_text", "wanted_objects"]

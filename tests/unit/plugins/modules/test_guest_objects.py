@@ -423,3 +423,171 @@ def test_kueue_configuration_check_predicts_the_patch_a_rerun_changes_nothing(ap
     del api.store[key]
     missing = run(priority_classes=[], tenants=[], kinds=["ConfigMap"], kueue=kueue)
     assert missing["failed"] and "Kueue's installation makes it" in missing["msg"]
+
+
+# -- the notebook culler -------------------------------------------------------------------------
+
+SCRIPT = "import sys\nprint('culling')\n"
+CULLING = {"gpu_scheduling_policy_culling": "cronjob", "gpu_scheduling_policy_culling_idle_minutes": 120,
+           "gpu_scheduling_policy_culling_check_minutes": 5}
+CULLER_KINDS = ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "CronJob"]
+CULLER = "gpupool-notebook-culler"
+
+
+def culling_run(check=False, **params):
+    args = dict(priority_classes=[], tenants=[], kinds=CULLER_KINDS, culling=CULLING, culler_script=SCRIPT)
+    args.update(params)
+    return run(check=check, **args)
+
+
+def test_culler_in_a_namespace_the_run_creates_check_predicts_every_create_a_rerun_changes_nothing(api):
+    predicted = culling_run(check=True)
+    assert [c[0] for c in api.calls] == ["read"]
+    assert FakeApi.versions == {"ServiceAccount": "v1", "ClusterRole": "rbac.authorization.k8s.io/v1",
+                                "ClusterRoleBinding": "rbac.authorization.k8s.io/v1", "CronJob": "batch/v1"}
+    assert predicted["objects"] == [
+        "namespace gpupool-system", "service_account gpupool-system/%s" % CULLER, "cluster_role %s" % CULLER,
+        "cluster_role_binding %s" % CULLER, "config_map gpupool-system/%s" % CULLER, "cronjob gpupool-system/%s" % CULLER]
+    assert set(c["action"] for c in predicted["changes"]) == {"create"}
+    first = culling_run()
+    assert first["changes"] == predicted["changes"]
+    assert [c[:2] for c in api.calls if c[0] != "read"] == [("create", k) for k in CULLER_KINDS]
+    for key, obj in api.store.items():
+        assert obj["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gpupool.vcf", key
+    assert api.store[("ConfigMap", "gpupool-system", CULLER)]["data"] == {"culler.py": SCRIPT}
+    job = api.store[("CronJob", "gpupool-system", CULLER)]["spec"]
+    assert job["schedule"] == "*/5 * * * *"
+    env = job["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "CULL_IDLE_MINUTES", "value": "120"} in env
+    again = culling_run()
+    assert not again["changed"] and again["changes"] == []
+
+
+def test_culler_drift_is_patched_field_by_field_what_the_server_adds_stays(api):
+    culling_run()
+    job = api.store[("CronJob", "gpupool-system", CULLER)]
+    job["spec"]["schedule"] = "*/30 * * * *"
+    job["spec"]["suspend"] = False  # the server's default: not the collection's
+    container = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    container["imagePullPolicy"] = "IfNotPresent"  # defaulted: never compared
+    container["env"][0]["value"] = "9999"
+    role = api.store[("ClusterRole", "", CULLER)]
+    role["rules"] = role["rules"][:1]
+    api.store[("ConfigMap", "gpupool-system", CULLER)]["data"]["culler.py"] = "print('edited by hand')\n"
+    api.calls = []
+    predicted = culling_run(check=True)
+    assert [(c["object"], c["field"], c["action"]) for c in predicted["changes"]] == [
+        ("cluster_role %s" % CULLER, "rules", "update"),
+        ("config_map gpupool-system/%s" % CULLER, "data.culler.py", "update"),
+        ("cronjob gpupool-system/%s" % CULLER, "spec.schedule", "update"),
+        ("cronjob gpupool-system/%s" % CULLER, "spec.jobTemplate", "update")]
+    done = culling_run()
+    assert done["changes"] == predicted["changes"]
+    patches = [c for c in api.calls if c[0] == "patch"]
+    assert [p[1] for p in patches] == ["ClusterRole", "ConfigMap", "CronJob"]
+    assert len(patches[0][4]["rules"]) == 3 and patches[1][4] == {"data": {"culler.py": SCRIPT}}
+    assert sorted(patches[2][4]["spec"]) == ["jobTemplate", "schedule"]
+    assert api.store[("CronJob", "gpupool-system", CULLER)]["spec"]["suspend"] is False
+    assert culling_run()["changes"] == []
+
+
+def test_culler_binding_role_ref_is_replaced_only_when_the_collection_made_it(api):
+    culling_run()
+    key = ("ClusterRoleBinding", "", CULLER)
+    api.store[key]["roleRef"]["name"] = "elsewhere"
+    api.calls = []
+    out = culling_run(kinds=["ClusterRoleBinding"])
+    assert [(c["field"], c["action"]) for c in out["changes"]] == [("roleRef", "replace")]
+    assert [c[0] for c in api.calls] == ["read", "delete", "create"]
+    assert api.store[key]["roleRef"]["name"] == CULLER
+    api.store[key]["roleRef"]["name"] = "elsewhere"
+    del api.store[key]["metadata"]["labels"]
+    api.calls = []
+    out = culling_run(kinds=["ClusterRoleBinding"])
+    assert out["failed"] and "not created by this collection" in out["msg"] and [c[0] for c in api.calls] == ["read"]
+
+
+KUBEFLOW = {"gpu_scheduling_policy_culling": "kubeflow", "gpu_scheduling_policy_culling_idle_minutes": 120}
+CONTROLLER = ("Deployment", "kubeflow", "notebook-controller-deployment")
+
+
+def kubeflow_controller(api, containers=None):
+    api.store[CONTROLLER] = {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": CONTROLLER[2], "namespace": CONTROLLER[1], "resourceVersion": "5", "uid": "d-1",
+                     "labels": {"app": "notebook-controller"}},
+        "spec": {"replicas": 1, "template": {"spec": {"containers": containers if containers is not None else [
+            {"name": "manager", "image": "notebook-controller:1",
+             "env": [{"name": "USE_ISTIO", "value": "true"}, {"name": "CULL_IDLE_TIME", "value": "1440"}]},
+            {"name": "sidecar", "image": "sidecar:1"}]}}}}
+
+
+def kubeflow_run(check=False, **params):
+    args = dict(priority_classes=[], tenants=[], kinds=["Deployment"], culling=KUBEFLOW)
+    args.update(params)
+    return run(check=check, **args)
+
+
+def test_kubeflow_controller_env_patched_back_its_other_settings_kept_never_labelled(api):
+    kubeflow_controller(api)
+    predicted = kubeflow_run(check=True, adopt=True)
+    assert FakeApi.versions == {"Deployment": "apps/v1"}
+    field = "spec.template.spec.containers[manager].env."
+    assert [(c["field"], c["before"], c["after"]) for c in predicted["changes"]] == [
+        (field + "ENABLE_CULLING", None, "true"), (field + "CULL_IDLE_TIME", "1440", "120"),
+        (field + "IDLENESS_CHECK_PERIOD", None, "10")]
+    assert predicted["adopted"] == [] and [c[0] for c in api.calls] == ["read"]
+    done = kubeflow_run(adopt=True)
+    assert done["changes"] == predicted["changes"]
+    [patch] = [c for c in api.calls if c[0] == "patch"]
+    manager, sidecar = patch[4]["spec"]["template"]["spec"]["containers"]
+    assert manager["env"] == [{"name": "USE_ISTIO", "value": "true"}, {"name": "CULL_IDLE_TIME", "value": "120"},
+                              {"name": "ENABLE_CULLING", "value": "true"}, {"name": "IDLENESS_CHECK_PERIOD", "value": "10"}]
+    assert manager["image"] == "notebook-controller:1" and sidecar == {"name": "sidecar", "image": "sidecar:1"}
+    live = api.store[CONTROLLER]
+    assert live["metadata"]["labels"] == {"app": "notebook-controller"} and live["spec"]["replicas"] == 1
+    assert not kubeflow_run(adopt=True)["changed"]
+
+
+@pytest.mark.parametrize("containers", [None, [{"name": "other", "image": "x"}]])
+def test_a_missing_kubeflow_controller_or_container_fails_before_any_write(api, containers):
+    if containers is not None:
+        kubeflow_controller(api, containers)
+    out = kubeflow_run()
+    assert out["failed"] and "Kubeflow's notebook controller makes it" in out["msg"] and "Nothing was changed" in out["msg"]
+    assert [c[0] for c in api.calls] == ["read"]
+    assert CONTROLLER not in api.store or api.store[CONTROLLER]["spec"]["template"]["spec"]["containers"] == containers
+
+
+@pytest.mark.parametrize("params, text", [
+    (dict(culling=dict(CULLING, gpu_scheduling_policy_culling="auto")), "auto must be resolved first"),
+    (dict(culler_script=None), "needs culler_script"),
+    (dict(culling=dict(CULLING, gpu_scheduling_policy_culling_idle_minutes=0)),
+     "gpu_scheduling_policy_culling_idle_minutes must be 1 or more, not 0"),
+    (dict(culling=dict(CULLING, gpu_scheduling_policy_culling_pools={"notebooks": "long"})),
+     "gpu_scheduling_policy_culling_pools.notebooks must be a whole number"),
+    (dict(culling=dict(CULLING, gpu_scheduling_policy_culling="sometimes")), "must be one of auto, cronjob"),
+    (dict(culling=dict(CULLING, gpu_scheduling_policy_culling_port=70000)),
+     "gpu_scheduling_policy_culling_port must be from 1 to 65535, not 70000"),
+    (dict(culling={"culling": "cronjob"}), "gpu_scheduling_policy role's inputs"),
+])
+def test_bad_culling_inputs_are_refused_before_any_read(api, params, text):
+    out = culling_run(**params)
+    assert out["failed"] and text in out["msg"], out["msg"]
+    assert api.calls == []
+
+
+def test_the_operators_namespace_labelled_only_when_this_run_creates_it_and_written_once(api):
+    predicted = run(check=True, priority_classes=[], tenants=[], kinds=["Namespace", "ConfigMap"], gpu_operator=OPERATOR)
+    assert predicted["objects"] == ["namespace gpu-operator", "config_map gpu-operator/gpupool-device-plugin-config",
+                                    "config_map gpu-operator/gpupool-dcgm-metrics"]
+    assert run(priority_classes=[], tenants=[], kinds=["Namespace", "ConfigMap"],
+               gpu_operator=OPERATOR)["changes"] == predicted["changes"]
+    assert api.store[("Namespace", "", "gpu-operator")]["metadata"]["labels"] == {
+        "app.kubernetes.io/managed-by": "gpupool.vcf"}
+    api.store[("Namespace", "", "gpu-operator")]["metadata"]["labels"] = {"team": "platform"}  # one found: left alone
+    assert run(priority_classes=[], tenants=[], kinds=["Namespace"], gpu_operator=OPERATOR)["changes"] == []
+    del api.store[("Namespace", "", "gpu-operator")]
+    api.calls = []
+    both = run(priority_classes=[], tenants=[], kinds=["Namespace"], gpu_operator=OPERATOR, licensing=LICENSING)
+    assert both["objects"] == ["namespace gpu-operator"] and [c[0] for c in api.calls] == ["read", "create"]

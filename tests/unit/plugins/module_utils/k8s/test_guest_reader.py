@@ -35,3 +35,87 @@ def test_link_failures_are_the_links_own(exc):
                                  ApiTypeError("Got an unexpected keyword argument")])
 def test_a_bug_is_no_link_failure(exc):
     assert not isinstance(exc, _guest_reader.LINK_FAILURES)
+
+
+# -- the notebook culler's objects, each read by its name ------------------------------------------
+
+class FakeK8s:
+    """The fault boundary over plain functions: a missing object is a 404, the objects are plain dicts already."""
+
+    class api:  # pylint: disable=invalid-name
+        @staticmethod
+        def sanitize_for_serialization(obj):
+            return dict(obj)
+
+    def __init__(self):
+        self.reads = []
+
+    def call(self, fn, *args):
+        self.reads.append((fn.__name__,) + args)
+        found = fn(*args)
+        if found is None:
+            raise K8sError("404 not found", status=404)
+        return found
+
+
+class FakeApis:
+    """The typed API classes of the kubernetes client, each read answered from `store` {(kind, namespace, name)}."""
+
+    store = {}
+
+    def __init__(self, api=None):
+        for name, kind in (("read_namespace", "Namespace"), ("read_namespaced_service_account", "ServiceAccount"),
+                           ("read_cluster_role", "ClusterRole"), ("read_cluster_role_binding", "ClusterRoleBinding"),
+                           ("read_namespaced_config_map", "ConfigMap"), ("read_namespaced_cron_job", "CronJob"),
+                           ("read_namespaced_deployment", "Deployment")):
+            setattr(self, name, self._reader(name, kind))
+
+    def _reader(self, name, kind):
+        def read(obj_name, namespace=""):
+            return FakeApis.store.get((kind, namespace, obj_name))
+        read.__name__ = name
+        return read
+
+    @staticmethod
+    def get_cluster_custom_object(group, version, plural, name):
+        return FakeApis.store.get(("CustomResourceDefinition", "", name))
+
+
+@pytest.fixture
+def culler_store(monkeypatch):
+    from kubernetes import client
+    from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _guest_plan
+    monkeypatch.setattr(client, "CoreV1Api", FakeApis)
+    monkeypatch.setattr(client, "RbacAuthorizationV1Api", FakeApis)
+    FakeApis.store = {}
+    policy = _guest_reader._audit_guest.guest_inputs({})[1]
+    for obj in _guest_plan.culling_objects(dict(policy, gpu_scheduling_policy_culling="cronjob"), "print('x')\n"):
+        FakeApis.store[_guest_plan.key(obj)] = _guest_plan.created(obj)
+    return policy
+
+
+def test_the_culler_is_read_object_by_object_as_its_plans_judge_it(culler_store):
+    k8s, apis = FakeK8s(), FakeApis()
+    out = _guest_reader._culling(k8s, apis, apis, culler_store, ["gpupool-system"], apis, objects=True)
+    assert [o["kind"] for o in out["objects"]] == ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
+                                                   "ConfigMap", "CronJob"]
+    assert out["exists"] and out["schedule"] == "*/10 * * * *" and out["env"]["CULL_IDLE_MINUTES"] == "240"
+    assert k8s.reads[0][0] == "get_cluster_custom_object"  # auto: is Kubeflow's Notebook CRD there
+    # without its namespace, only the cluster's objects are read; discovery's read carries no objects
+    k8s = FakeK8s()
+    out = _guest_reader._culling(k8s, apis, apis, culler_store, [], apis)
+    assert out == {"exists": False}
+    assert [r[0] for r in k8s.reads] == ["get_cluster_custom_object", "read_cluster_role", "read_cluster_role_binding"]
+
+
+def test_with_kubeflows_crd_its_notebook_controller_is_read(culler_store):
+    FakeApis.store[("CustomResourceDefinition", "", "notebooks.kubeflow.org")] = {"kind": "CustomResourceDefinition"}
+    apis = FakeApis()
+    assert _guest_reader._culling(FakeK8s(), apis, apis, culler_store, ["kubeflow"], apis, objects=True) == {
+        "kubeflow": True, "exists": False, "objects": []}
+    deployment = {"kind": "Deployment", "metadata": {"name": "notebook-controller-deployment", "namespace": "kubeflow"},
+                  "spec": {"template": {"spec": {"containers": [{"name": "manager", "env": [
+                      {"name": "CULL_IDLE_TIME", "value": "1440"}]}]}}}}
+    FakeApis.store[("Deployment", "kubeflow", "notebook-controller-deployment")] = deployment
+    out = _guest_reader._culling(FakeK8s(), apis, apis, culler_store, ["kubeflow"], apis, objects=True)
+    assert out == {"kubeflow": True, "exists": True, "env": {"CULL_IDLE_TIME": "1440"}, "objects": [deployment]}

@@ -9,6 +9,7 @@ import pathlib
 import yaml
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_guest
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _guest_plan as gp
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _k8s_objects as objs
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_schema import normalize
@@ -138,31 +139,39 @@ def test_culler_uses_the_pool_of_the_pods_node():
     assert culler.is_idle("2026-11-30T10:00:00Z", now, 60) and not culler.is_idle("2026-11-30T10:00:00Z", now, 720)
 
 
-def test_kubeflow_culling_as_the_role_patches_it():
-    """The env the audit expects is the env the role's Kubeflow task renders from the same inputs."""
+def test_the_role_hands_guest_objects_the_inputs_the_audit_builds_the_culler_from():
+    """The culling objects the audit expects are those guest_objects builds from the role's culling tasks: each task
+    passes the role's variables unchanged (the mechanism resolved), and the audit builds from the same variables."""
     import jinja2
-    policy = objs.role_inputs("gpu_scheduling_policy", derive(design(mechanism="kubeflow", idle_minutes=90))
-                              ["roles"]["gpu_scheduling_policy"])
-    want = _audit_guest.kubeflow_culling(policy)
-    assert (want["namespace"], want["name"], want["container"]) == ("kubeflow", "notebook-controller-deployment",
-                                                                    "manager")
-    assert want["env"] == {"ENABLE_CULLING": "true", "CULL_IDLE_TIME": "90", "IDLENESS_CHECK_PERIOD": "10"}
-    tasks = yaml.safe_load((ROOT / "roles" / "gpu_scheduling_policy" / "tasks" / "culling.yml").read_text())
-    task = [t for t in tasks if t["name"] == "Kubeflow notebook controller culling settings"][0]
-    definition = task["kubernetes.core.k8s"]["definition"]
-    container = definition["spec"]["template"]["spec"]["containers"][0]
     env = jinja2.Environment()
-    rendered = dict((e["name"], env.from_string(str(e["value"])).render(**policy)) for e in container["env"])
-    assert rendered == want["env"]
-    assert env.from_string(container["name"]).render(**policy) == want["container"]
-    assert env.from_string(task["kubernetes.core.k8s"]["namespace"]).render(**policy) == want["namespace"]
-    assert env.from_string(task["kubernetes.core.k8s"]["name"]).render(**policy) == want["name"]
+    tasks = yaml.safe_load((ROOT / "roles" / "gpu_scheduling_policy" / "tasks" / "culling.yml").read_text())
+    for mechanism, name, kinds in (
+            ("kubeflow", "Kubeflow notebook controller culling settings", ["Deployment"]),
+            ("cronjob", "Culling CronJob, its script and its permissions",
+             ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "CronJob"])):
+        policy = json.loads(json.dumps(objs.role_inputs("gpu_scheduling_policy", derive(design(
+            mechanism=mechanism, idle_minutes=90))["roles"]["gpu_scheduling_policy"])))  # plain data, as the role has it
+        task = [t for t in tasks if t["name"] == name][0]
+        assert task["when"] == "gpu_scheduling_policy__culler == '%s'" % mechanism
+        module = task["gpupool.vcf.guest_objects"]
+        assert module["culling"] == "{{ gpu_scheduling_policy__culling_inputs }}"
+        given = task["vars"]["gpu_scheduling_policy__culling_inputs"]
+        values = dict(policy, gpu_scheduling_policy__culler=mechanism)
+        # each value as Ansible templates it: the text of the expression, read back as YAML
+        rendered = dict((k, yaml.safe_load(env.from_string(v).render(**values))) for k, v in given.items())
+        assert rendered == dict((k, policy[k]) for k in given)  # the role's variables, one to one
+        assert set(module["kinds"]) == set(o["kind"] for o in gp.culling_objects(policy, "x")) == set(kinds)
+        # what the audit's plan wants is what the module is handed
+        assert gp.culling_objects(rendered) == gp.culling_objects(policy)
+    [want] = gp.culling_objects(dict(policy, gpu_scheduling_policy_culling="kubeflow"))
+    assert [e["value"] for e in want["spec"]["template"]["spec"]["containers"][0]["env"]] == ["true", "90", "10"]
 
 
 def test_audit_judges_kubeflow_culling():
     derived = derive(design(mechanism="kubeflow", idle_minutes=90))
     _op, policy = _audit_guest.guest_inputs(derived)
-    want = _audit_guest.kubeflow_culling(policy)
+    [deployment] = gp.culling_objects(policy)
+    want = {"env": dict((e["name"], e["value"]) for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"])}
     live = dict(kubeflow=True, exists=True, env=dict(want["env"], OTHER="kept"))
     assert _audit_guest.audit_guest(derived, culling=live) == []
     live["env"]["CULL_IDLE_TIME"] = "1440"  # Kubeflow's own default
@@ -176,4 +185,7 @@ def test_audit_judges_kubeflow_culling():
     # with auto the role patches Kubeflow where its CRD is installed: the same expectation
     auto = derive(design(idle_minutes=90))
     assert _audit_guest.audit_guest(auto, culling=dict(kubeflow=True, exists=True, env=dict(want["env"]))) == []
-    assert _audit_guest.kubeflow_culling(_audit_guest.guest_inputs(derive(design(mechanism="cronjob")))[1]) is None
+    # with cronjob the controller is not the role's: a live one is not judged, the CronJob is
+    out = _audit_guest.audit_guest(derive(design(mechanism="cronjob")), culling=dict(kubeflow=True, exists=False))
+    assert [(f["rule"], f["object"]) for f in out] == [
+        ("notebook_culling_missing", "cronjob gpupool-system/gpupool-notebook-culler")]

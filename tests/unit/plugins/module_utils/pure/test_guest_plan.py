@@ -425,3 +425,188 @@ def test_a_kueue_configuration_finding_exactly_where_its_plan_has_a_change(text,
     findings = _audit_guest.audit_guest({"roles": {"gpu_scheduling_policy": policy}}, kueue={
         "served": True, "configuration": None if text is None else gp.parse_config(text)})
     assert set(f["object"] for f in findings if f["rule"] == "kueue_config_changed") == planned
+
+
+# -- the notebook culler -------------------------------------------------------------------------
+
+CRONJOB = {"gpu_scheduling_policy_culling": "cronjob", "gpu_scheduling_policy_culling_idle_minutes": 60,
+           "gpu_scheduling_policy_culling_pools": {"notebooks": 60, "notebooks-long": 720}}
+KUBEFLOW = {"gpu_scheduling_policy_culling": "kubeflow", "gpu_scheduling_policy_culling_idle_minutes": 90}
+
+
+def test_culling_objects_in_write_order_from_the_builder_the_filter_uses():
+    objs = gp.culling_objects(CRONJOB, "print('x')\n")
+    assert [gp.object_name(o) for o in objs] == [
+        "namespace gpupool-system", "service_account gpupool-system/gpupool-notebook-culler",
+        "cluster_role gpupool-notebook-culler", "cluster_role_binding gpupool-notebook-culler",
+        "config_map gpupool-system/gpupool-notebook-culler", "cronjob gpupool-system/gpupool-notebook-culler"]
+    built = gp._objects.culling_manifests(gp._objects.role_inputs("gpu_scheduling_policy", CRONJOB), "print('x')\n")
+    assert [dict(o, metadata=dict(o["metadata"], labels={})) for o in built] == objs[1:]
+    assert all(gp.plan(None, o)[0].after["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "gpupool.vcf"}
+               for o in objs)
+    # the audit's: the script is not its to know, the ConfigMap is planned by its name only
+    assert gp.culling_objects(CRONJOB)[4]["data"] == {}
+    assert gp.culling_objects(dict(CRONJOB, gpu_scheduling_policy_culling="none")) == []
+    [deployment] = gp.culling_objects(KUBEFLOW)
+    assert gp.object_name(deployment) == "deployment kubeflow/notebook-controller-deployment"
+    assert deployment["spec"] == {"template": {"spec": {"containers": [{"name": "manager", "env": [
+        {"name": "ENABLE_CULLING", "value": "true"}, {"name": "CULL_IDLE_TIME", "value": "90"},
+        {"name": "IDLENESS_CHECK_PERIOD", "value": "10"}]}]}}}
+    assert gp.culling_mechanism({}) == "cronjob" and gp.culling_mechanism({}, kubeflow=True) == "kubeflow"
+    with pytest.raises(ValueError, match="must be resolved first"):
+        gp.culling_objects({})
+
+
+def served(obj):
+    """`obj` as the API server keeps it: the collection's label, a resourceVersion, defaults of its own."""
+    out = gp.created(copy.deepcopy(obj))
+    out["metadata"].update(resourceVersion="3", uid="u-3")
+    if obj["kind"] == "CronJob":
+        out["spec"].update(suspend=False, startingDeadlineSeconds=None)
+        pod = out["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+        pod.update(dnsPolicy="ClusterFirst", schedulerName="default-scheduler")
+        pod["containers"][0].update(imagePullPolicy="IfNotPresent", terminationMessagePath="/dev/termination-log")
+    return out
+
+
+def test_culler_plans_compare_what_the_collection_sets_the_servers_defaults_stay_out():
+    objs = gp.culling_objects(CRONJOB, "print('x')\n")
+    assert [gp.plan(served(o), o) for o in objs] == [[]] * len(objs)
+    ns, account, role, binding, script, job = objs
+    live = served(job)
+    live["spec"]["schedule"] = "*/30 * * * *"
+    live["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["env"][0]["value"] = "600"
+    changes = gp.plan(live, job)
+    assert [(c.field, c.action) for c in changes] == [("spec.schedule", "update"), ("spec.jobTemplate", "update")]
+    assert gp.patch_body(job, changes) == {"spec": {"schedule": job["spec"]["schedule"],
+                                                    "jobTemplate": job["spec"]["jobTemplate"]}}
+    assert gp.cron_job_settings(live)["env"]["CULL_IDLE_MINUTES"] == "600"
+    live = served(role)
+    live["rules"][1]["verbs"] = ["get", "list", "watch"]
+    [change] = gp.plan(live, role)
+    assert (change.field, change.action) == ("rules", "update") and gp.patch_body(role, [change]) == {"rules": role["rules"]}
+    live = served(binding)
+    live["roleRef"]["name"] = "other"
+    live["subjects"][0]["namespace"] = "elsewhere"
+    assert [(c.field, c.action) for c in gp.plan(live, binding)] == [("roleRef", "replace"), ("subjects", "update")]
+    live = served(script)
+    live["data"]["culler.py"] = "print('y')\n"
+    [change] = gp.plan(live, script)
+    assert (change.field, change.before, change.after) == ("data.culler.py", "print('y')\n", "print('x')\n")
+    assert gp.plan(live, gp.culling_objects(CRONJOB)[4]) == []  # known by name only
+    assert gp.plan(served(account), account) == [] and gp.plan(None, account)[0].action == "create"
+    live = served(ns)
+    live["metadata"]["labels"] = {"kubernetes.io/metadata.name": "gpupool-system"}
+    assert gp.plan(live, ns) == [] and gp.adopting(gp.plan(live, ns, adopt=True))
+
+
+def test_kubeflow_controller_plans_only_its_env_variables_never_made_never_adopted():
+    [want] = gp.culling_objects(KUBEFLOW)
+    assert [(c.field, c.action) for c in gp.plan(None, want, adopt=True)] == [("object", "missing")]
+    live = {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "notebook-controller-deployment", "namespace": "kubeflow", "resourceVersion": "9"},
+            "spec": {"replicas": 1, "template": {"spec": {"containers": [
+                {"name": "manager", "image": "nc:1", "env": [
+                    {"name": "ENABLE_CULLING", "value": "true"}, {"name": "CULL_IDLE_TIME", "value": "1440"},
+                    {"name": "OTHER", "valueFrom": {"configMapKeyRef": {"name": "x", "key": "y"}}}]},
+                {"name": "proxy", "image": "p:1"}]}}}}
+    changes = gp.plan(live, want, adopt=True)
+    prefix = "spec.template.spec.containers[manager].env."
+    assert [(c.field, c.before, c.after) for c in changes] == [(prefix + "CULL_IDLE_TIME", "1440", "90"),
+                                                               (prefix + "IDLENESS_CHECK_PERIOD", None, "10")]
+    body = gp.patch_body(want, changes, live)
+    manager, proxy = body["spec"]["template"]["spec"]["containers"]
+    assert manager["env"] == [{"name": "ENABLE_CULLING", "value": "true"}, {"name": "CULL_IDLE_TIME", "value": "90"},
+                              {"name": "OTHER", "valueFrom": {"configMapKeyRef": {"name": "x", "key": "y"}}},
+                              {"name": "IDLENESS_CHECK_PERIOD", "value": "10"}]
+    assert manager["image"] == "nc:1" and proxy == {"name": "proxy", "image": "p:1"} and list(body) == ["spec"]
+    assert live["spec"]["template"]["spec"]["containers"][0]["env"][1]["value"] == "1440"  # the read is not changed
+    live["spec"]["template"]["spec"]["containers"] = [{"name": "proxy"}]
+    assert [(c.field, c.action) for c in gp.plan(live, want)] == [("spec.template.spec.containers[manager]", "missing")]
+
+
+def test_the_audits_read_of_the_culler_as_live_objects():
+    objs = gp.culling_objects(CRONJOB)
+    job = gp._objects.culling_cronjob(gp._objects.role_inputs("gpu_scheduling_policy", CRONJOB))
+    read = gp.culling_read(objs, {"exists": True, "schedule": job["schedule"], "image": job["image"], "env": job["env"]})
+    assert sorted(read) == sorted(gp.key(o) for o in objs) and [gp.plan(read[gp.key(o)], o) for o in objs] == [[]] * 6
+    read = gp.culling_read(objs, {"exists": False})
+    assert gp.key(objs[-1]) not in read and len(read) == 5  # the others not read: not judged
+    read = gp.culling_read(objs, {"objects": [served(objs[0])]})
+    assert list(read) == [gp.key(objs[0])]
+    [want] = gp.culling_objects(KUBEFLOW)
+    read = gp.culling_read([want], {"kubeflow": True, "exists": True, "env": {"CULL_IDLE_TIME": "1440"}})
+    assert [c.field.rsplit(".", 1)[1] for c in gp.plan(read[gp.key(want)], want)] == [
+        "ENABLE_CULLING", "CULL_IDLE_TIME", "IDLENESS_CHECK_PERIOD"]
+
+
+@st.composite
+def culling_pairs(draw):
+    """The role's culling inputs, whether Kubeflow's Notebook CRD is there, and the culler's live objects drawn
+    around what the role writes (absent, changed, made by hand)."""
+    policy = {"gpu_scheduling_policy_culling": draw(st.sampled_from(["cronjob", "kubeflow", "auto"])),
+              "gpu_scheduling_policy_culling_idle_minutes": draw(st.sampled_from([60, 240])),
+              "gpu_scheduling_policy_culling_check_minutes": draw(st.sampled_from([5, 10])),
+              "gpu_scheduling_policy_culling_pools": draw(st.sampled_from([{}, {"notebooks": 60}]))}
+    kubeflow = draw(st.booleans())
+    resolved = dict(policy, gpu_scheduling_policy_culling=gp.culling_mechanism(policy, kubeflow))
+    live = []
+    for obj in gp.culling_objects(resolved, "print('x')\n"):
+        if draw(st.integers(0, 4)) == 0:
+            continue  # absent
+        have = served(obj)
+        if obj["kind"] == "ClusterRole" and draw(st.booleans()):
+            have["rules"] = have["rules"][:draw(st.integers(0, 2))]
+        elif obj["kind"] == "ClusterRoleBinding":
+            have["roleRef"]["name"] = draw(st.sampled_from(["gpupool-notebook-culler", "other"]))
+            have["subjects"][0]["namespace"] = draw(st.sampled_from(["gpupool-system", "elsewhere"]))
+        elif obj["kind"] == "ConfigMap":
+            have["data"]["culler.py"] = draw(st.sampled_from(["print('x')\n", "print('edited')\n"]))
+        elif obj["kind"] == "CronJob":
+            have["spec"]["schedule"] = draw(st.sampled_from(["*/5 * * * *", "*/10 * * * *"]))
+            container = have["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+            container["image"] = draw(st.sampled_from([container["image"], "python:3.11-alpine"]))
+            container["env"][0]["value"] = draw(st.sampled_from(["60", "240"]))
+            if draw(st.booleans()):
+                container["env"] = container["env"][:3]  # an older CronJob, without the pool times
+        elif obj["kind"] == "Deployment":
+            have["metadata"]["labels"] = {"app": "notebook-controller"}
+            container = have["spec"]["template"]["spec"]["containers"][0]
+            container["name"] = draw(st.sampled_from(["manager", "manager", "other"]))
+            kept = [e for e in container["env"] if draw(st.booleans())]
+            container["env"] = kept + [{"name": "USE_ISTIO", "value": "true"}]
+            if container["env"] and draw(st.booleans()):
+                container["env"][0] = dict(container["env"][0], value="1440")
+        if obj["kind"] != "Deployment" and draw(st.booleans()):  # made by hand
+            have["metadata"]["labels"].pop("app.kubernetes.io/managed-by", None)
+        live.append(have)
+    return policy, kubeflow, draw(st.booleans()), live
+
+
+@settings(settings.get_profile("gpupool-guest-plan"))
+@given(culling_pairs())
+def test_a_culling_finding_exactly_where_the_culler_plan_has_a_change(pair):
+    policy, kubeflow, adopt, live = pair
+    resolved = dict(policy, gpu_scheduling_policy_culling=gp.culling_mechanism(policy, kubeflow))
+    have = dict((gp.key(o), o) for o in live)
+    planned, missing_ns = set(), set()
+    for want in gp.culling_objects(resolved):  # as the audit knows them: the script by the ConfigMap's name only
+        if want["metadata"].get("namespace") in missing_ns:
+            continue  # part of the namespace's finding
+        changes = gp.plan(have.get(gp.key(want)), want, adopt)
+        if changes:
+            planned.add(gp.object_name(want))
+            if want["kind"] == "Namespace" and changes[0].action == "create":
+                missing_ns.add(want["metadata"]["name"])
+    derived = {"roles": {"gpu_scheduling_policy": dict(policy, gpu_scheduling_policy_adopt=adopt)}}
+    findings = _audit_guest.audit_guest(derived, culling={"kubeflow": resolved["gpu_scheduling_policy_culling"] ==
+                                                          "kubeflow", "objects": live})
+    assert set(f["object"] for f in findings) == planned
+    assert all(f["rule"] in ("notebook_culling_missing", "notebook_culling_changed", "object_not_owned")
+               for f in findings)
+    # the converge plans the same, and the script besides (the role's file: guest_objects is handed it)
+    for want, written in zip(gp.culling_objects(resolved), gp.culling_objects(resolved, "print('x')\n")):
+        converge = gp.plan(have.get(gp.key(want)), written, adopt)
+        audit = gp.plan(have.get(gp.key(want)), want, adopt)
+        assert [c for c in converge if not c.field.startswith("data.")] == [
+            c for c in audit if not c.field.startswith("data.")] or converge[0].action == "create"
