@@ -153,7 +153,9 @@ def platform(vsphere_env, tmp, ssh=None):
     """The chain around a running vSphere simulator, for one test module: the Kubernetes rig (as
     Supervisor, with the platform's VKS cluster, and as guest) and the DLS double. Yields (rig, dls,
     env, site.yml variables); ``tmp`` holds the rig's nodes file and the token folder. ``ssh``: the
-    simulator when it serves the hosts' SSH (vsphere_with_ssh), whose ssh_vars() the variables get."""
+    simulator when it serves the hosts' SSH (vsphere_with_ssh), whose ssh_vars() the variables get.
+    ``rig.power_bridge`` is the power bridge (its polls are vSphere requests too: a benchmark that counts
+    the collection's requests stops it first)."""
     import dls_double
     import k8s_rig
     import power_bridge
@@ -166,6 +168,7 @@ def platform(vsphere_env, tmp, ssh=None):
         platform_clusters(rig.api_client())
         kueue_as_released(rig.api_client(), rig.data_dir / "kueue.yml")
         bridge = power_bridge.Bridge(simulator(vsphere_env), rig.api_client(), node_vms(rig.api_client())).start()
+        rig.power_bridge = bridge
         extra = site_vars(rig.kubeconfig, dls, tmp / "tokens")
         if ssh is not None:
             extra.update(ssh_vars(ssh))
