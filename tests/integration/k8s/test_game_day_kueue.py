@@ -13,62 +13,33 @@ shorter than the job takes to come back (its nodes cordoned meanwhile) names the
 """
 from __future__ import annotations
 
-import copy
 import json
 import time
-from pathlib import Path
 
-import k8s_rig
 import pytest
-import yaml
 from k8s_fixtures import wait_for
 from kubernetes import client
 
+from tests.lib import kueue_rig
 from tests.lib.ansible_run import run_module, run_playbook
+from tests.lib.kueue_rig import derived_inputs, queued_job, training_nodes
+from tests.lib.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[3]
-GPU = "nvidia.com/gpu"
 CQ, LQ = "gpupool-training", "training"
 JOBS = [("team-vision", "gang-a"), ("team-vision", "gang-b"), ("research", "gang-c")]
-NODES = {
-    "defaults": {"cpu": "8", "memory": "32Gi", "labels": {"kubernetes.io/os": "linux"}},
-    "pools": [
-        {"name": "training", "count": 2, "vmClass": "gpu-training", "cpu": "32", "memory": "384Gi",
-         "capacity": {GPU: "4"},
-         "labels": {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
-                    "nvidia.com/gpu.count": "4"},
-         "taints": [{"key": GPU, "value": "present", "effect": "NoSchedule"},
-                    {"key": "gpupool.vcf/pool", "value": "training", "effect": "NoSchedule"}]},
-        {"name": "system", "count": 1},
-    ],
-}
-
-
-def derived_inputs():
-    from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
-    design = yaml.safe_load((ROOT / "examples" / "design.yml").read_text())
-    return json.loads(json.dumps(derive(design)["roles"]["gpu_scheduling_policy"]))
+NODES = training_nodes(2)
 
 
 def role_play(inputs):
     # the derived inputs one to one, as site.yml passes them; Kueue's configuration is not rewritten
     # here (the rig runs Kueue as a process: see test_kueue_gang_admission.py for that part), no culling
-    variables = dict(copy.deepcopy(inputs), gpu_scheduling_policy_culling="none",
-                     gpu_scheduling_policy_kueue_wait_for_pods_ready_timeout="")
-    return [{"hosts": "localhost", "gather_facts": False, "tasks": [{
-        "name": "gpu_scheduling_policy", "ansible.builtin.import_role": {"name": "gpupool.vcf.gpu_scheduling_policy"},
-        "vars": variables}]}]
+    return kueue_rig.role_play(inputs, gpu_scheduling_policy_culling="none",
+                               gpu_scheduling_policy_kueue_wait_for_pods_ready_timeout="")
 
 
 def gang_job(name, pods=2, gpus=1, backoff_limit=6):
     """A checkpointing training job as users submit it to the queue: a backoff limit that allows lost pods."""
-    return {"metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": LQ}},
-            "spec": {"suspend": True, "parallelism": pods, "completions": pods, "backoffLimit": backoff_limit,
-                     "template": {"spec": {
-                         "restartPolicy": "Never", "priorityClassName": "gpu-training",
-                         "terminationGracePeriodSeconds": 5,
-                         "containers": [{"name": "main", "image": "registry.invalid/train:1",
-                                         "resources": {"requests": {GPU: str(gpus)}, "limits": {GPU: str(gpus)}}}]}}}}
+    return queued_job(name, LQ, pods, gpus, backoff_limit=backoff_limit, grace_seconds=5)
 
 
 def running(core, ns, job_name):
@@ -85,13 +56,7 @@ def all_running(core):
 @pytest.fixture(scope="module")
 def day(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("game-day")
-    nodes = tmp / "nodes.yml"
-    nodes.write_text(yaml.safe_dump(NODES))
-    try:
-        rig = k8s_rig.start(nodes_file=nodes, kueue=True)
-    except k8s_rig.RigError as exc:
-        pytest.fail("the Kubernetes rig did not start: %s" % exc, pytrace=False)
-    try:
+    with kueue_rig.kueue_rig(tmp, NODES) as rig:
         api = rig.api_client()
         core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
         inputs = derived_inputs()
@@ -104,8 +69,6 @@ def day(tmp_path_factory):
         wait_for("the three gang jobs Running, 2 pods each",
                  lambda: all(len(pods) == 2 for pods in all_running(core).values()), timeout=90)
         yield dict(rig=rig, core=core, batch=batch, tmp=tmp)
-    finally:
-        rig.stop()
 
 
 def game_day(day, check=False, diff=False, **args):

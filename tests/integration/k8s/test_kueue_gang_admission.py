@@ -10,13 +10,10 @@ not all start is evicted after the design's timeout, and blocks other admissions
 """
 from __future__ import annotations
 
-import copy
-import json
 import os
 import subprocess
 import time
 import urllib.request
-from pathlib import Path
 
 import k8s_rig
 import pytest
@@ -24,32 +21,20 @@ import yaml
 from k8s_fixtures import wait_for
 from kubernetes import client, dynamic
 
+from tests.lib import kueue_rig
 from tests.lib.ansible_run import run_module, run_playbook
-
-ROOT = Path(__file__).resolve().parents[3]
-GPU = "nvidia.com/gpu"
+from tests.lib.kueue_rig import GPU, derived_inputs, example_design, queued_job, training_nodes
 KV = "kueue.x-k8s.io/v1beta2"
 KUEUE_NS, CONFIG_MAP, CONFIG_KEY = "kueue-system", "kueue-manager-config", "controller_manager_config.yaml"
 TIMEOUT = "20s"  # the design's waitForPodsReady timeout, short for the test
 KUEUE_RULES = {"kueue_missing", "resource_flavor_missing", "resource_flavor_changed", "cluster_queue_missing",
                "cluster_queue_changed", "local_queue_missing", "local_queue_changed", "kueue_config_changed"}
-NODES = {
-    "defaults": {"cpu": "8", "memory": "32Gi", "labels": {"kubernetes.io/os": "linux"}},
-    "pools": [
-        {"name": "training", "count": 3, "vmClass": "gpu-training", "cpu": "32", "memory": "384Gi",
-         "capacity": {GPU: "4"},
-         "labels": {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
-                    "nvidia.com/gpu.count": "4"},
-         "taints": [{"key": GPU, "value": "present", "effect": "NoSchedule"},
-                    {"key": "gpupool.vcf/pool", "value": "training", "effect": "NoSchedule"}]},
-        {"name": "system", "count": 1},
-    ],
-}
+NODES = training_nodes(3)
 
 
 def design():
     """The example design with its gang-scheduled training pool at 3 nodes of 4 H100s."""
-    d = yaml.safe_load((ROOT / "examples" / "design.yml").read_text())
+    d = example_design()
     [cluster] = [c for c in d["clusters"] if c["name"] == "gpu-h100"]
     cluster["hosts"] = 6  # room for the third training node and a spare host
     [pool] = [p for p in d["pools"] if p["name"] == "training"]
@@ -58,16 +43,9 @@ def design():
     return d
 
 
-def derived_inputs(design_):
-    from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
-    return json.loads(json.dumps(derive(design_)["roles"]["gpu_scheduling_policy"]))  # plain data, for YAML
-
-
 def role_play(inputs):
     # what site.yml passes (the derived inputs one to one); no culling in this test
-    return [{"hosts": "localhost", "gather_facts": False, "tasks": [{
-        "name": "gpu_scheduling_policy", "ansible.builtin.import_role": {"name": "gpupool.vcf.gpu_scheduling_policy"},
-        "vars": dict(copy.deepcopy(inputs), gpu_scheduling_policy_culling="none")}]}]
+    return kueue_rig.role_play(inputs, gpu_scheduling_policy_culling="none")
 
 
 def kueue_stand_in(rig, core, apps):
@@ -121,13 +99,7 @@ def restart_kueue_from_config_map(rig, core):
 @pytest.fixture(scope="module")
 def gang(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("kueue-gang")
-    nodes = tmp / "nodes.yml"
-    nodes.write_text(yaml.safe_dump(NODES))
-    try:
-        rig = k8s_rig.start(nodes_file=nodes, kueue=True)
-    except k8s_rig.RigError as exc:
-        pytest.fail("the Kubernetes rig did not start: %s" % exc, pytrace=False)
-    try:
+    with kueue_rig.kueue_rig(tmp, NODES) as rig:
         api = rig.api_client()
         core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
         kueue_stand_in(rig, core, apps)
@@ -143,8 +115,6 @@ def gang(tmp_path_factory):
         runs["again"] = run_playbook(role_play(inputs), env=rig.env)
         runs["pods_again"] = controller_pods(core)
         yield dict(rig=rig, api=api, inputs=inputs, runs=runs, design_file=tmp / "design.yml")
-    finally:
-        rig.stop()
 
 
 def _failed(run):
@@ -187,12 +157,7 @@ def test_objects_are_the_derived_ones(gang):
 
 
 def job(name, pods, gpus):
-    return {"metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": "training"}},
-            "spec": {"suspend": True, "parallelism": pods, "completions": pods, "backoffLimit": 0,
-                     "template": {"spec": {
-                         "restartPolicy": "Never", "priorityClassName": "gpu-training",
-                         "containers": [{"name": "main", "image": "registry.invalid/train:1",
-                                         "resources": {"requests": {GPU: str(gpus)}, "limits": {GPU: str(gpus)}}}]}}}}
+    return queued_job(name, "training", pods, gpus)
 
 
 def _admitted(batch, ns):
