@@ -9,6 +9,7 @@ import pytest
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.dls._nls import DlsClient, DlsError, _dls_error
 
+
 # --- the DLS client's fault boundary (no network: one request is replaced by a script) ----------
 
 class ScriptedDls(DlsClient):
