@@ -128,8 +128,8 @@ def floor_play(tasks, clusters, kubeconfig):
     pings = [{"name": "ping %d" % i, "ansible.builtin.ping": None} for i in range(tasks)]
     reads = [{"name": "read %s" % c, "gpupool.vcf.gpu_host_info": {"cluster": c, "gather": ["vms"]}}
              for c in clusters]
-    reads.append({"name": "read guest nodes", "kubernetes.core.k8s_info": {"kind": "Node",
-                                                                         "kubeconfig": str(kubeconfig)}})
+    reads.append({"name": "read guest nodes",
+                  "kubernetes.core.k8s_info": {"kind": "Node", "kubeconfig": str(kubeconfig)}})
     return [{"name": "floor: pings", "hosts": "localhost", "gather_facts": False, "tasks": pings},
             {"name": "floor: one read per link", "hosts": "localhost", "gather_facts": False, "tasks": reads}]
 
@@ -198,8 +198,8 @@ def verbs(counter):
 
 
 def report(m):
-    print("\n== no-op site.yml on %s (%d GPU hosts): %.1f s, %d tasks ==" % (m["label"], m["hosts"], m["wall"],
-                                                                           m["tasks"]))
+    print("\n== no-op site.yml on %s (%d GPU hosts): %.1f s, %d tasks =="
+          % (m["label"], m["hosts"], m["wall"], m["tasks"]))
     print("%-58s %5s %7s %6s %5s  %s" % ("link (play)", "tasks", "wall s", "vsph", "k8s", "k8s by verb"))
     vs_all, k8s_all = collections.Counter(), collections.Counter()
     for play, tasks, wall, vs, k8s in m["rows"]:
@@ -232,8 +232,8 @@ def main():
     args = parser.parse_args()
     example = (load_fleet(), yaml.safe_load(DESIGN.read_text()))
     results, totals = [], []
-    for label, (fleet, design) in (("the example", example), ("the example + %d" % args.extra_hosts,
-                                                             grown(args.extra_hosts))):
+    fleets = (("the example", example), ("the example + %d" % args.extra_hosts, grown(args.extra_hosts)))
+    for label, (fleet, design) in fleets:
         with tempfile.TemporaryDirectory() as tmp:
             results.append(measure(label, fleet, design, tmp))
         totals.append(report(results[-1]))  # each fleet's figures as soon as they are in
@@ -244,8 +244,8 @@ def main():
                   if totals[1][k] != totals[0][k])
     print("\n== vSphere requests from %d to %d GPU hosts (+%d) ==" % (small["hosts"], big["hosts"], added))
     for method, n in sorted(growth.items(), key=lambda kv: -abs(kv[1])):
-        print("%-50s %+5d  (%+.2f per added host)%s" % (method, n, n / float(added),
-                                                       "" if method in PER_HOST else "  <- grows with the hosts"))
+        print("%-50s %+5d  (%+.2f per added host)%s"
+              % (method, n, n / float(added), "" if method in PER_HOST else "  <- grows with the hosts"))
     failures = ["the no-op on %s changed: %s" % (m["label"], m["changed"]) for m in results if m["changed"]]
     beyond = dict((k, v) for k, v in growth.items() if k not in PER_HOST and v > 0)
     if beyond:

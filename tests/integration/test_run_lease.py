@@ -154,8 +154,8 @@ def test_two_runs_check_mode_a_killed_runs_lease_and_release(vsphere_env, record
 
 
 def site(env, **extra):
-    return run_playbook(SITE, env=env, extra_vars=dict({"gpupool_design_file": str(DESIGN), "gpupool_lease_ttl": TTL},
-                                                      **extra))
+    extra_vars = dict({"gpupool_design_file": str(DESIGN), "gpupool_lease_ttl": TTL}, **extra)
+    return run_playbook(SITE, env=env, extra_vars=extra_vars)
 
 
 def lease_tasks(run):
