@@ -7,13 +7,9 @@ for a host or a task that is not back yet. A 503 with Retry-After is repeated af
 (seconds or an HTTP-date, within the call's deadline), and it is the only status after which a change
 may be sent again.
 """
-import http.client
-import threading
 from datetime import datetime, timedelta
 
 import pytest
-import requests
-from requests.structures import CaseInsensitiveDict
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._retry import (
     UTC,
@@ -23,8 +19,6 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._retry import (
 )
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere import _esxi_host, _vsphere
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import (
-    RetryPolicy,
-    VsphereClient,
     VsphereConnectionError,
     VsphereSessionLost,
     VsphereTaskError,
@@ -32,6 +26,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere impor
 )
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere_rest import VsphereRestClient, VsphereRestError
 from tests.lib.clock import Clock
+from tests.lib.vsphere_boundary import Info, Mo, RestSession, response, soap
 
 NOW = datetime(2026, 12, 2, 6, 0, 0, tzinfo=UTC)
 TASK = "/api/cis/tasks/task-7"
@@ -77,44 +72,8 @@ def test_which_answers_may_repeat_a_change(status, retry_after, unsent, repeat):
 
 # --- the REST client ----------------------------------------------------------------------------
 
-def response(status, body=b"", headers=None):
-    resp = requests.Response()
-    resp.status_code = status
-    resp._content = body
-    resp.reason = http.client.responses.get(status, "")
-    resp.headers = CaseInsensitiveDict(headers or {})
-    return resp
-
-
-class Session:
-    """Counts logins, stores every request and answers each from `answers` (the last one repeats)."""
-
-    def __init__(self, *answers, login_status=201):
-        self.headers = {}
-        self.answers = list(answers)
-        self.sent = []
-        self.logins = 0
-        self.login_status = login_status
-
-    def post(self, url, **kwargs):
-        self.logins += 1
-        if self.logins > 1 and self.login_status != 201:
-            return response(self.login_status)
-        return response(201, b'"session-%d"' % self.logins)
-
-    def request(self, method, url, **kwargs):
-        self.sent.append((method, url.split(":443", 1)[1]))
-        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
-
-    def delete(self, url, **kwargs):
-        return response(204)
-
-
 def rest(*answers, timeout=60, login_status=201):
-    session = Session(*answers, login_status=login_status)
+    session = RestSession(*answers, login_status=login_status)
     clock = Clock()
     client = VsphereRestClient("vc", "u", "p", session=session, timeout=timeout, sleep=clock.sleep, clock=clock)
     return client, session, clock
@@ -191,48 +150,6 @@ def test_a_refused_relogin_during_a_wait_is_the_session_lost_not_a_wait():
 
 
 # --- the SOAP boundary and the waiter ------------------------------------------------------------
-
-class Info:
-    def __init__(self, name):
-        self.wsdlName = name
-
-
-class Mo:
-    _moId = "host-21"
-
-
-class Inner:
-    """The pyvmomi stub under the boundary: answers (status, object) from `answers` (the last repeats)."""
-
-    def __init__(self, *answers):
-        self.answers = list(answers)
-        self.calls = []
-
-    def InvokeMethod(self, mo, info, args, outer):  # noqa: N802
-        self.calls.append(info.wsdlName)
-        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
-        if isinstance(answer, vim.fault.NotAuthenticated):
-            return 500, answer
-        return 200, answer
-
-
-class Stub:
-    def __init__(self, inner):
-        self.inner = inner
-
-
-def soap(*answers, retries=5):
-    client = VsphereClient.__new__(VsphereClient)
-    client.retry = RetryPolicy(retries, 0, 0, lambda s: None)
-    client._stub = Stub(Inner(*answers))
-    client._closing = False
-    client._session_generation = 0
-    client._login_lock = threading.Lock()
-    client.endpoint = "https://vc:443"
-    client.relogins = 0
-    client._relogin = lambda: None
-    return client, client._stub.inner
-
 
 def lost():
     return vim.fault.NotAuthenticated(msg="The session is not authenticated.")

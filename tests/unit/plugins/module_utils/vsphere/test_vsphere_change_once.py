@@ -3,55 +3,18 @@ did not reach vCenter (connection refused; for REST also a connect timeout and a
 After a 502, a 504, a 503 without Retry-After, a reset or a timeout after sending, they raise
 VsphereOutcomeUnknown ("may or may not have been carried out"). Reads keep their retries."""
 import http.client
-import threading
 
 import pytest
 import requests
-from requests.structures import CaseInsensitiveDict
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere import _vsphere
-from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import (
-    RetryPolicy,
-    VsphereClient,
-    VsphereConnectionError,
-    VsphereOutcomeUnknown,
-)
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereConnectionError, VsphereOutcomeUnknown
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere_rest import VsphereRestClient, VsphereRestError
-
-
-def response(status, body=b"", headers=None):
-    resp = requests.Response()
-    resp.status_code = status
-    resp._content = body
-    resp.reason = http.client.responses.get(status, "")
-    resp.headers = CaseInsensitiveDict(headers or {})
-    return resp
-
-
-class StubSession:
-    """Logs in, then stores every request and answers each from `answers` (the last one repeats)."""
-
-    def __init__(self, *answers):
-        self.headers = {}
-        self.answers = list(answers)
-        self.sent = []
-
-    def post(self, url, **kwargs):  # the login
-        return response(201, b'"session-1"')
-
-    def request(self, method, url, **kwargs):
-        self.sent.append((method, url.split(":443", 1)[1], kwargs.get("json")))
-        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
-
-    def delete(self, url, **kwargs):
-        return response(204)
+from tests.lib.vsphere_boundary import Info, Mo, RestSession, response, soap
 
 
 def rest(*answers):
-    session = StubSession(*answers)
+    session = RestSession(*answers)
     return VsphereRestClient("vc", "u", "p", session=session, sleep=lambda s: None), session
 
 
@@ -118,46 +81,6 @@ def test_reads_keep_their_retries():
 
 
 # --- the SOAP boundary ------------------------------------------------------------------------
-
-class Info:
-    def __init__(self, name):
-        self.wsdlName = name
-
-
-class Mo:
-    _moId = "host-21"
-
-
-class Inner:
-    """The pyvmomi stub under the boundary: stores each call, raises or answers from `answers`."""
-
-    def __init__(self, *answers):
-        self.answers = list(answers)
-        self.calls = []
-
-    def InvokeMethod(self, mo, info, args, outer):  # noqa: N802
-        self.calls.append(info.wsdlName)
-        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
-        if isinstance(answer, Exception):
-            raise answer
-        return 200, answer
-
-
-class Stub:
-    def __init__(self, inner):
-        self.inner = inner
-
-
-def soap(*answers):
-    client = VsphereClient.__new__(VsphereClient)
-    client.retry = RetryPolicy(5, 0, 0, lambda s: None)
-    client._stub = Stub(Inner(*answers))
-    client._closing = False
-    client._session_generation = 0
-    client._login_lock = threading.Lock()
-    client.endpoint = "https://vc:443"
-    return client, client._stub.inner
-
 
 @pytest.mark.parametrize("fault", [http.client.HTTPException("504 Gateway Timeout"),
                                    http.client.HTTPException("502 Bad Gateway"),
