@@ -13,6 +13,8 @@ and site.yml changes that namespace and nothing else of the platform.
 Preflight with restricted accounts (the simulator's fleet accounts, tests/sim/vsphere README "Accounts and
 privileges"): each missing privilege named with its link and objects, zero writes, the refusal of the change
 itself; and over a design of two vCenters, each row naming its vCenter."""
+import copy
+
 import pytest
 import yaml
 import vsphere_sim
@@ -21,34 +23,24 @@ from kubernetes import dynamic
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names import node_pool_labels
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._preflight import PRIVILEGES
-from tests.integration.test_gpu_pool_discover import CLASSES, NAMESPACES, Rest, changing
+from tests.integration.test_gpu_pool_discover import FLEET as DISCOVER_FLEET, changing
 from tests.integration.test_multi_vcenter_chain import EAST, WEST
 from tests.integration.test_multi_vcenter_chain import design as two_vcenter_design
 from tests.lib.ansible_run import run_module, run_playbook
+from tests.lib.hand_built import NAMESPACES, Rest, build_by_rest, vgpu_class
 from tests.lib.paths import ROOT
 
 DRIVER = "550.90.05-1OEM.800.1.0.20613240"
-SHARED = {"default": "sharedDirect", "policy": "performance"}
-FLEET = {
-    "datacenter": "DC0",
-    "clusters": [
-        {"name": "ai-a100", "supervisor": True, "hosts": [
-            {"prefix": "a100-", "count": 2, "gpu": {"model": "A100-80GB", "count": 2}, "driver_version": DRIVER,
-             "graphics": SHARED, "mig": [1]},
-            {"name": "a100-03", "gpu": {"model": "A100-80GB", "count": 2}, "driver_version": DRIVER, "graphics": SHARED}]},
-        {"name": "ai-l40s", "hosts": [
-            {"prefix": "l40s-", "count": 2, "gpu": {"model": "L40S", "count": 1}, "driver_version": DRIVER,
-             "graphics": {"default": "sharedDirect", "policy": "consolidation"}}]},
-        {"name": "ai-h100", "hosts": [
-            {"prefix": "h100-", "count": 3, "gpu": {"model": "H100-80GB", "count": 4}, "driver_version": DRIVER,
-             "graphics": SHARED}]},
-        {"name": "mgmt", "hosts": [{"prefix": "mgmt-", "count": 1}]},
-    ],
-    "vms": [],
+# the discovery test's platform (A100 with MIG on GPU 1 of two hosts, L40S, management) and an H100 cluster
+A100, L40S, MGMT = DISCOVER_FLEET["clusters"]
+H100 = {"name": "ai-h100", "hosts": [
+    {"prefix": "h100-", "count": 3, "gpu": {"model": "H100-80GB", "count": 4}, "driver_version": DRIVER,
+     "graphics": {"default": "sharedDirect", "policy": "performance"}}]}
+FLEET = copy.deepcopy(dict(
+    DISCOVER_FLEET, clusters=[A100, L40S, H100, MGMT],
     # the operator's account: every privilege the preflight asks, but the host patches, on the whole vCenter
-    "accounts": [{"user": "gpu-ops@vsphere.local", "password": "Ops-Passw0rd", "on": ["root"], "role": {
-        "name": "gpu-operator", "privileges": sorted(set(p for _link, p, _scope, _what in PRIVILEGES) - {"Host.Config.Patch"})}}],
-}
+    accounts=[{"user": "gpu-ops@vsphere.local", "password": "Ops-Passw0rd", "on": ["root"], "role": {
+        "name": "gpu-operator", "privileges": sorted(set(p for _link, p, _scope, _what in PRIVILEGES) - {"Host.Config.Patch"})}}]))
 SITE = ROOT / "playbooks" / "site.yml"
 PREFLIGHT = ROOT / "playbooks" / "preflight.yml"
 CAPI = "cluster.x-k8s.io"
@@ -58,30 +50,22 @@ GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"
 
 def build_vsphere(sim, platform):
     """Three vGPU classes (MIG, time-sliced, full card) and two namespaces, through the REST API."""
-    rest = Rest(sim)
-    try:
-        moid = dict((c["cluster_name"], c["cluster"])
-                    for c in rest.call("GET", "/api/vcenter/namespace-management/clusters"))["ai-a100"]
-        policy = rest.call("GET", "/api/vcenter/storage/policies")[0]["policy"]
+    build_by_rest(sim, [
+        vgpu_class(cid, cpu, mem, profiles, description="made by hand: %s" % cid)
         for cid, cpu, mem, profiles in (("serve-a100", 8, 32768, ["grid_a100d-3-40c"]),
                                         ("lab-l40s", 4, 16384, ["nvidia_l40s-12c"]),
-                                        ("train-h100", 32, 262144, ["nvidia_h100-80c"] * 2)):
-            rest.call("POST", CLASSES, {"id": cid, "cpu_count": cpu, "memory_MB": mem, "memory_reservation": 100,
-                                        "description": "made by hand: %s" % cid,
-                                        "devices": {"vgpu_devices": [{"profile_name": p} for p in profiles]}})
-        rest.call("POST", NAMESPACES, {
-            "cluster": moid, "namespace": platform, "description": "platform team's VKS namespace",
-            "vm_service_spec": {"vm_classes": ["serve-a100", "lab-l40s", "train-h100"]},
-            "storage_specs": [{"policy": policy}],
-            "access_list": [{"subject_type": "GROUP", "domain": "vsphere.local", "subject": "ops", "role": "OWNER"}]})
-        rest.call("POST", NAMESPACES, {
-            "cluster": moid, "namespace": "team-x", "description": "Team X",
-            "vm_service_spec": {"vm_classes": ["serve-a100", "train-h100"]},
-            "storage_specs": [{"policy": policy, "limit": 204800}],
-            "resource_spec": {"cpu_limit": 20000, "memory_limit": 65536, "storage_request_limit": 204800},
-            "access_list": [{"subject_type": "GROUP", "domain": "vsphere.local", "subject": "x-devs", "role": "EDIT"}]})
-    finally:
-        rest.close()
+                                        ("train-h100", 32, 262144, ["nvidia_h100-80c"] * 2))
+    ], [
+        {"namespace": platform, "description": "platform team's VKS namespace",
+         "vm_service_spec": {"vm_classes": ["serve-a100", "lab-l40s", "train-h100"]},
+         "storage_specs": [{}],
+         "access_list": [{"subject_type": "GROUP", "domain": "vsphere.local", "subject": "ops", "role": "OWNER"}]},
+        {"namespace": "team-x", "description": "Team X",
+         "vm_service_spec": {"vm_classes": ["serve-a100", "train-h100"]},
+         "storage_specs": [{"limit": 204800}],
+         "resource_spec": {"cpu_limit": 20000, "memory_limit": 65536, "storage_request_limit": 204800},
+         "access_list": [{"subject_type": "GROUP", "domain": "vsphere.local", "subject": "x-devs", "role": "EDIT"}]},
+    ])
 
 
 POOLS = (  # (class, shape, sharing, profile, vGPUs): the pools discovery will find for the three classes

@@ -4,10 +4,12 @@ directly. The design it writes validates, the audit of the vSphere links with it
 by hand included), the platform sees no write; an existing dest is refused without force."""
 import json
 
-import requests
 import yaml
 
 from tests.lib.ansible_run import run_module
+from tests.lib.hand_built import CLASSES, NAMESPACES, Rest, build_by_rest, vgpu_class
+
+__all__ = ["CLASSES", "NAMESPACES", "Rest", "build_by_hand", "changing"]  # the other first-contact tests use them
 
 DRIVER = "550.90.05-1OEM.800.1.0.20613240"
 GRAPHICS = {"default": "sharedDirect", "policy": "performance"}
@@ -26,8 +28,6 @@ FLEET = {
     ],
     "vms": [],
 }
-CLASSES = "/api/vcenter/namespace-management/virtual-machine-classes"
-NAMESPACES = "/api/vcenter/namespaces/instances"
 # SOAP methods that only read (or open and close the session), compared in lower case
 READ_SOAP = set(m.lower() for m in (
     "RetrieveServiceContent", "Login", "Logout", "RetrieveProperties", "RetrievePropertiesEx",
@@ -38,50 +38,23 @@ READ_SOAP = set(m.lower() for m in (
     "Fetch", "HasPrivilegeOnEntities", "FetchUserPrivilegeOnEntities"))
 
 
-class Rest:
-    """The simulator's REST API, spoken directly (not through the collection)."""
-
-    def __init__(self, sim):
-        self.base, self.verify = "https://%s:%d" % (sim.host, sim.port), sim.ca_file
-        token = requests.post(self.base + "/api/session", auth=(sim.user, sim.password), verify=self.verify,
-                              timeout=30).json()
-        self.headers = {"vmware-api-session-id": token}
-
-    def call(self, method, path, body=None):
-        answer = requests.request(method, self.base + path, json=body, headers=self.headers, verify=self.verify,
-                                  timeout=30)
-        assert answer.status_code < 300, (method, path, answer.status_code, answer.text)
-        return answer.json() if answer.text else None
-
-    def close(self):
-        requests.delete(self.base + "/api/session", headers=self.headers, verify=self.verify, timeout=30)
-
-
 def build_by_hand(sim, platform="platform"):
     """VM classes and namespaces made through the REST API; ``platform``: the namespace of the VKS cluster."""
-    rest = Rest(sim)
-    try:
-        moid = dict((c["cluster_name"], c["cluster"])
-                    for c in rest.call("GET", "/api/vcenter/namespace-management/clusters"))["ai-a100"]
-        policy = rest.call("GET", "/api/vcenter/storage/policies")[0]["policy"]
-        rest.call("POST", CLASSES, {"id": "serve-a100", "cpu_count": 8, "memory_MB": 32768, "memory_reservation": 100,
-                                    "devices": {"vgpu_devices": [{"profile_name": "grid_a100d-3-40c"}]}})
-        rest.call("POST", CLASSES, {"id": "lab-l40s", "cpu_count": 4, "memory_MB": 16384, "memory_reservation": 100,
-                                    "devices": {"vgpu_devices": [{"profile_name": "nvidia_l40s-12c"}]}})
-        rest.call("POST", CLASSES, {"id": "plain-small", "cpu_count": 2, "memory_MB": 4096})
-        rest.call("POST", NAMESPACES, {
-            "cluster": moid, "namespace": platform,
-            "vm_service_spec": {"vm_classes": ["serve-a100", "lab-l40s"]},
-            "storage_specs": [{"policy": policy}],
-            "access_list": [{"subject_type": "GROUP", "domain": "vsphere.local", "subject": "ops", "role": "OWNER"}]})
-        rest.call("POST", NAMESPACES, {
-            "cluster": moid, "namespace": "team-x", "description": "Team X serving",
-            "vm_service_spec": {"vm_classes": ["serve-a100", "plain-small"]},
-            "storage_specs": [{"policy": policy, "limit": 204800}],
-            "resource_spec": {"cpu_limit": 20000, "memory_limit": 65536, "storage_request_limit": 204800},
-            "access_list": [{"subject_type": "GROUP", "domain": "vsphere.local", "subject": "x-devs", "role": "EDIT"}]})
-    finally:
-        rest.close()
+    build_by_rest(sim, [
+        vgpu_class("serve-a100", 8, 32768, ["grid_a100d-3-40c"]),
+        vgpu_class("lab-l40s", 4, 16384, ["nvidia_l40s-12c"]),
+        {"id": "plain-small", "cpu_count": 2, "memory_MB": 4096},
+    ], [
+        {"namespace": platform,
+         "vm_service_spec": {"vm_classes": ["serve-a100", "lab-l40s"]},
+         "storage_specs": [{}],
+         "access_list": [{"subject_type": "GROUP", "domain": "vsphere.local", "subject": "ops", "role": "OWNER"}]},
+        {"namespace": "team-x", "description": "Team X serving",
+         "vm_service_spec": {"vm_classes": ["serve-a100", "plain-small"]},
+         "storage_specs": [{"limit": 204800}],
+         "resource_spec": {"cpu_limit": 20000, "memory_limit": 65536, "storage_request_limit": 204800},
+         "access_list": [{"subject_type": "GROUP", "domain": "vsphere.local", "subject": "x-devs", "role": "EDIT"}]},
+    ])
 
 
 def changing(before, after):

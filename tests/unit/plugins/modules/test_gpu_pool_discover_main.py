@@ -1,5 +1,5 @@
-"""gpu_pool_discover through main(), over the fakes of gpu_pool_capture's test file (readers that answer what the
-shipped capture of the example platform holds): an existing file without force is refused before anything is
+"""gpu_pool_discover through main(), over the fakes of gpu_pool_capture's test file (tests/lib/platform_readers.py:
+readers that answer what the shipped capture of the example platform holds): an existing file without force is refused before anything is
 read; a Kubernetes link that cannot be read is named in the file's header and the design is written from the
 rest; check mode writes nothing."""
 import pathlib
@@ -9,7 +9,7 @@ import yaml
 
 from ansible_collections.gpupool.vcf.plugins.modules import gpu_pool_discover
 from tests.lib.module_main import VSPHERE, run_main
-from tests.unit.plugins.modules.test_gpu_pool_capture_main import LINK_FAILURES, PASSWORD, fakes
+from tests.lib.platform_readers import LINK_FAILURES, PASSWORD, fakes, replace_reader
 
 
 @pytest.fixture
@@ -63,10 +63,7 @@ def test_discover_check_mode_writes_nothing(discover_readers, tmp_path):
 def test_discover_a_kubernetes_client_failure_names_the_link(discover_readers, tmp_path, monkeypatch, error):
     discover_readers()
     exc = error()
-
-    def read_vks(params, wanted):
-        raise exc
-    monkeypatch.setattr(gpu_pool_discover, "read_vks", read_vks)
+    replace_reader(monkeypatch, gpu_pool_discover, "read_vks", exc)
     dest = tmp_path / "design.yml"
     res = discover(dest, supervisor_kubeconfig=str(tmp_path / "sv"))
     assert not res.get("failed"), res.get("msg")
@@ -76,10 +73,8 @@ def test_discover_a_kubernetes_client_failure_names_the_link(discover_readers, t
 def test_discover_a_bug_in_a_link_reader_reaches_the_runner_and_nothing_is_written(discover_readers, tmp_path,
                                                                                    monkeypatch):
     discover_readers()
-
-    def read_vks(params, wanted):
-        return None.items()  # an AttributeError of the collection's own code, not of the link
-    monkeypatch.setattr(gpu_pool_discover, "read_vks", read_vks)
+    # an AttributeError of the collection's own code, not of the link
+    replace_reader(monkeypatch, gpu_pool_discover, "read_vks", lambda: None.items())
     dest = tmp_path / "design.yml"
     res = discover(dest, supervisor_kubeconfig=str(tmp_path / "sv"))
     assert res["failed"] and "unexpected AttributeError:" in res["msg"] and "'items'" in res["msg"], res
