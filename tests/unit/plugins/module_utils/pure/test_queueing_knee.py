@@ -92,9 +92,56 @@ def test_fit_without_usable_samples():
     assert q.fit_service(2, [])["service_s"] is None
 
 
+def test_mgc_mean_wait_is_pollaczek_khinchine_at_one_server():
+    # M/G/1: Wq = rho S (1 + cv^2) / (2 (1 - rho)): rho 0.5, S 10, cv 2 -> 0.5 * 10 * 5 / 1 = 25
+    assert q.mean_wait(1, 0.5, 10.0, cv=2.0) == pytest.approx(25.0)
+    # M/D/1 (cv 0): half the M/M/1 wait
+    assert q.mean_wait(1, 0.5, 10.0, cv=0.0) == pytest.approx(5.0)
+    # M/G/2 at rho 0.75, cv 3: the M/M/2 wait (4.5/7 * 40) times (1 + 9) / 2
+    assert q.mean_wait(2, 0.75, 20.0, cv=3) == pytest.approx(4.5 / 7 * 40.0 * 5)
+    assert q.scale(1.0) == 1.0 and q.scale(0) == 0.5
+
+
+def test_mgc_percentile_and_knee():
+    # the exponential conditional wait with the scaled mean: the M/M/c percentile times (1 + cv^2) / 2
+    assert q.wait_percentile(1, 0.5, 10.0, 95, cv=2.0) == pytest.approx(2.5 * 20 * math.log(10))
+    assert q.wait_percentile(2, 0.5, 10.0, 50, cv=3.0) == 0.0  # P(wait) = 1/3 is unchanged
+    # cv 1 is M/M/c: the existing callers' knees stay where they were
+    assert q.knee(4, 60.0, 120.0, 99, cv=1.0) == q.knee(4, 60.0, 120.0, 99)
+    # M/G/1 p95 at rho 0.5, S 10, cv 2 is 50 ln 10: the knee for that target is 0.5
+    assert q.knee(1, 10.0, 50 * math.log(10), 95, cv=2.0) == pytest.approx(0.5, abs=1e-5)
+    # spread durations: an earlier knee; constant ones: a later one
+    assert q.knee(4, 60.0, 120.0, 99, cv=2.5) < q.knee(4, 60.0, 120.0, 99) < q.knee(4, 60.0, 120.0, 99, cv=0.0)
+
+
+def test_fit_and_its_error_under_each_model():
+    # M/G/1 waits with S 4 and cv 2 (f = 2.5 rho / (1 - rho)): 10 at rho 0.5, 30 at rho 0.75
+    rows = [(0.5, 10.0, 2), (0.75, 30.0, 1), (1.0, 99.0, 5)]
+    assert q.fit_service(1, rows, cv=2.0)["service_s"] == pytest.approx(4.0)
+    # under M/M/1 the same waits fit S = 10 (2.5 times the real one): cv_from_waits says 2
+    mmc = q.fit_service(1, rows)
+    assert mmc["service_s"] == pytest.approx(10.0) and q.cv_from_waits(4.0, mmc["service_s"]) == pytest.approx(2.0)
+    assert q.wait_rms(1, rows, 4.0, cv=2.0) == pytest.approx(0.0, abs=1e-9)
+    # M/M/1 with the measured S 4 models 4 and 12: residuals 6 (n 2) and 18 (n 1)
+    assert q.wait_rms(1, rows, 4.0) == pytest.approx(math.sqrt((2 * 36 + 324) / 3.0))
+    assert q.wait_rms(1, [(1.0, 5.0, 3)], 4.0) is None
+    # waits shorter than constant durations give: cv 0; nothing known: None
+    assert q.cv_from_waits(10.0, 4.0) == 0.0 and q.cv_from_waits(None, 4.0) is None
+    assert q.cv_from_waits(10.0, None) is None
+
+
+def test_cv_from_durations():
+    # 1 and 3: mean 2, sample standard deviation sqrt(2)
+    assert q.cv_from_durations([1.0, 3.0, None, 0]) == (pytest.approx(math.sqrt(2) / 2), 2.0, 2)
+    assert q.cv_from_durations([5.0]) == (None, 5.0, 1)
+    assert q.cv_from_durations([]) == (None, None, 0)
+
+
 @pytest.mark.parametrize("call", [lambda: q.erlang_c(0, 1.0), lambda: q.erlang_c(1.5, 1.0),
                                   lambda: q.mean_wait(2, 1.0, 10.0), lambda: q.wait_percentile(2, 0.5, 1.0, 100),
-                                  lambda: q.knee(2, 0.0, 10.0, 95)])
+                                  lambda: q.knee(2, 0.0, 10.0, 95), lambda: q.mean_wait(2, 0.5, 1.0, cv=-1),
+                                  lambda: q.knee(2, 1.0, 10.0, 95, cv="2"), lambda: q.scale(float("nan")),
+                                  lambda: q.fit_service(2, [(0.5, 1.0, 1)], cv=True)])
 def test_bad_input_is_refused(call):
     with pytest.raises(q.QueueingError):
         call()
