@@ -31,6 +31,11 @@ description:
     carries that label; one created by others is refused, and nothing of the run is changed.
   - Updates are merge patches that carry the resourceVersion they were planned from (a concurrent change makes
     the server refuse them; a rerun plans again); deletes carry the object's uid and resourceVersion.
+  - With O(node_pools), the labels and taints of each pool's nodes (kind C(Node), the nodes whose O(pool_label)
+    label names the pool, read in one list) - each label and each taint (known by its key and effect) to add or
+    correct is one change, and each node that changes gets one patch with its labels and its whole taint list (a
+    patch replaces the list, so the others' taints are kept in it). Others' labels and taints stay; nodes are never
+    created, deleted or labelled as the collection's, and a pool without nodes writes nothing.
 author:
   - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
@@ -155,6 +160,47 @@ options:
   culler_script:
     description: The culler's source (the role's C(notebook_culler.py)), the ConfigMap the CronJob runs; required with V(cronjob).
     type: str
+  node_pools:
+    description:
+      - The labels and taints per pool, as C(gpu_scheduling_policy_node_pools) gives them (nodes that are not VKS
+        node pools); a pool's nodes are those whose O(pool_label) label is its O(node_pools[].pool).
+      - Empty (the default) - no node is read or written.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      pool:
+        description: The value of the pool label.
+        type: str
+        required: true
+      labels:
+        description: Labels to set on each of the pool's nodes (text values; others' labels stay).
+        type: dict
+        default: {}
+      taints:
+        description:
+          - Taints to put on each of the pool's nodes; others' taints stay, and a live taint of the same key and
+            effect is corrected to the value given.
+        type: list
+        elements: dict
+        default: []
+        suboptions:
+          key:
+            description: The taint's key.
+            type: str
+            required: true
+          value:
+            description: Its value; without one, a live taint of the same key and effect keeps its own.
+            type: str
+          effect:
+            description: Its effect.
+            type: str
+            required: true
+            choices: [NoSchedule, PreferNoSchedule, NoExecute]
+  pool_label:
+    description: The node label that names a node's pool.
+    type: str
+    default: gpupool.vcf/pool
   adopt:
     description:
       - Record the objects in scope that exist without the label C(app.kubernetes.io/managed-by=gpupool.vcf) (made
@@ -167,13 +213,14 @@ options:
   kinds:
     description:
       - The kinds this run reads and converges (the others of the inputs are left alone), so that a play can
-        write them in separate steps. A Kueue kind is read only when the inputs want an object of it.
+        write them in separate steps. A Kueue kind is read only when the inputs want an object of it, C(Node) only
+        when O(node_pools) gives a pool.
     type: list
     elements: str
     choices: [PriorityClass, Namespace, ResourceQuota, ResourceFlavor, ClusterQueue, LocalQueue, ConfigMap,
-              ClusterPolicy, Secret, ServiceAccount, ClusterRole, ClusterRoleBinding, CronJob, Deployment]
+              ClusterPolicy, Secret, ServiceAccount, ClusterRole, ClusterRoleBinding, CronJob, Deployment, Node]
     default: [PriorityClass, Namespace, ResourceQuota, ResourceFlavor, ClusterQueue, LocalQueue, ConfigMap,
-              ClusterPolicy, Secret, ServiceAccount, ClusterRole, ClusterRoleBinding, CronJob, Deployment]
+              ClusterPolicy, Secret, ServiceAccount, ClusterRole, ClusterRoleBinding, CronJob, Deployment, Node]
   request_timeout:
     description: Seconds each API request may take.
     type: int
@@ -259,9 +306,10 @@ changes:
       C(resource_quota <namespace>/<name>), C(resource_flavor <name>), C(cluster_queue <name>),
       C(local_queue <namespace>/<name>), C(config_map <namespace>/<name>), C(cluster_policy cluster-policy),
       C(service_account <namespace>/<name>), C(cluster_role <name>), C(cluster_role_binding <name>),
-      C(cronjob <namespace>/<name>), C(deployment <namespace>/<name>)), C(field) (C(spec.<path>) of a ClusterPolicy
-      field, C(data.<key>) of a ConfigMap key, C(spec.template.spec.containers[<name>].env.<variable>) of the
-      Kubeflow controller's), C(before), C(after) and C(action) (C(create), C(update), C(replace)). Check mode returns
+      C(cronjob <namespace>/<name>), C(deployment <namespace>/<name>), C(node <name>)), C(field) (C(spec.<path>) of a
+      ClusterPolicy field, C(data.<key>) of a ConfigMap key, C(spec.template.spec.containers[<name>].env.<variable>) of
+      the Kubeflow controller's, C(metadata.labels.<key>) or C(spec.taints.<key>:<effect>) of a node, whose changes
+      also carry its C(pool)), C(before), C(after) and C(action) (C(create), C(update), C(replace)). Check mode returns
       the same.
   returned: always
   type: list
@@ -295,6 +343,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._library import K8
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_api import GuestObjectsApi
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import auth_argument_spec, request_argument_spec
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _guest_node_plan as gnp
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _guest_plan as gp
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._guest_inputs import guest_objects_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
@@ -322,8 +371,16 @@ ARGUMENT_SPEC = dict(
     culling=dict(type="dict", default={}),
     culler_script=dict(type="str"),
     adopt=dict(type="bool", default=False),
-    kinds=dict(type="list", elements="str", choices=list(gp.KINDS + gp.CULLING_KINDS),
-               default=list(gp.KINDS + gp.CULLING_KINDS)),
+    node_pools=dict(type="list", elements="dict", default=[], options=dict(
+        pool=dict(type="str", required=True),
+        labels=dict(type="dict", default={}),
+        taints=dict(type="list", elements="dict", default=[], no_log=False, options=dict(
+            key=dict(type="str", required=True, no_log=False),
+            value=dict(type="str"),
+            effect=dict(type="str", required=True, choices=list(gnp.TAINT_EFFECTS)))))),
+    pool_label=dict(type="str", default=gnp.POOL_LABEL),
+    kinds=dict(type="list", elements="str", choices=list(gp.KINDS + gp.CULLING_KINDS) + ["Node"],
+               default=list(gp.KINDS + gp.CULLING_KINDS) + ["Node"]),
 )
 ARGUMENT_SPEC.update(auth_argument_spec())
 ARGUMENT_SPEC.update(request_argument_spec())
@@ -373,8 +430,16 @@ class GuestObjects(Resource):
                 out.append(obj)
         return out
 
+    def node_pools(self):
+        """The pools whose nodes this run keeps ([] without the Node kind); ValueError for bad ones."""
+        if "Node" not in self.p["kinds"]:
+            return []
+        gnp.check_pools(self.p["node_pools"], self.p["pool_label"])
+        return self.p["node_pools"]
+
     def read(self):
         wanted = self.wanted()
+        pools = self.node_pools()
         # a custom kind (Kueue's, the ClusterPolicy) and the culler's (through the dynamic client too) at the API
         # version of its manifests, and ConfigMaps (in the namespaces of those wanted), read only when an object of
         # the kind is wanted
@@ -389,8 +454,10 @@ class GuestObjects(Resource):
             given["namespaces"] = namespaces
         if names:
             given["names"] = names
-        return self.api.read([k for k in kinds if (k != "ConfigMap" or namespaces) and (k != "Secret" or names)],
-                             **given)
+        if pools:  # the pools' nodes, one list by label selector
+            given["node_selector"] = gnp.selector(pools, self.p["pool_label"])
+        return self.api.read([k for k in kinds if (k != "ConfigMap" or namespaces) and (k != "Secret" or names)] + (
+            ["Node"] if pools else []), **given)
 
     def plan(self, live):
         changes, before, after = [], {}, {}
@@ -402,7 +469,11 @@ class GuestObjects(Resource):
                 before[name] = None if have is None else dict((c.field, c.before) for c in mine)
                 after[name] = mine[0].after if have is None else dict((c.field, c.after) for c in mine)
             changes += mine
-        return Plan(changes, before=before, after=after, live=live)
+        nodes = gnp.live_nodes(live)
+        mine = gnp.plan_pools(nodes, self.node_pools(), self.p["pool_label"])
+        for side, diff in zip((before, after), gnp.diffs(nodes, mine)):
+            side.update(diff)
+        return Plan(changes + mine, before=before, after=after, live=live)
 
     def apply(self, plan):
         live = plan.facts["live"]
@@ -423,6 +494,10 @@ class GuestObjects(Resource):
                     self.api.patch(kind, name, ns or None, have["metadata"].get("resourceVersion"),
                                    gp.patch_body(obj, mine, have))
             self.partial.setdefault("written", []).append(mine[0].object)
+        for obj, name, version, body in gnp.patches(gnp.live_nodes(live), plan.changes):
+            with self.doing("write", obj):
+                self.api.patch("Node", name, None, version, body)
+            self.partial.setdefault("written", []).append(obj)
 
     def result(self, live, plan):
         for change in plan:
@@ -446,6 +521,9 @@ class GuestObjects(Resource):
             if any(c.object == gp.object_name(obj) for c in plan):
                 objects.append(gp.object_name(obj))
                 names.append(gp.object_name(obj).split(" ", 1)[1])
+        for obj, name, _version, _body in gnp.patches(gnp.live_nodes(live), plan.changes):
+            objects.append(obj)
+            names.append(name)
         adopted = [name for name in objects if gp.adopting([c for c in plan if c.object == name])]
         out = dict(changes=plan.to_list(), objects=objects, names=names, adopted=adopted)
         if self.p["licensing"]:

@@ -32,6 +32,7 @@ from collections import OrderedDict
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _k8s_objects as _objects
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _guest_node_plan
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _guest_plan
 
 GPU_TAINT_KEY = "nvidia.com/gpu"
@@ -183,14 +184,6 @@ def _split(changes):
             [c for c in changes if c.field == _guest_plan.OWNER_FIELD])
 
 
-def _has_taint(node, taint):
-    for t in node.get("taints") or []:
-        if t.get("key") == taint["key"] and t.get("effect") == taint["effect"] and \
-                (taint.get("value") is None or t.get("value") == taint["value"]):
-            return True
-    return False
-
-
 def licensing_secret_matches(name, secret_name):
     """The design's licensing Secret, or one nls_licensing made from it (``<secret_name>-<content hash>``)."""
     return name == secret_name or re.match(r"^%s-[0-9a-f]{10}$" % re.escape(secret_name), name or "") is not None
@@ -272,6 +265,9 @@ def _licensing_secret(out, ns, secret_name, present, in_use):
 
 
 def _guest_nodes(out, derived, nodes):
+    """The GPU nodes' findings: the changes of the Node plan (``_guest_node_plan.plan_node``, as guest_objects plans
+    a pool's nodes) to the design's taints of its pool (the GPU taint first; a GPU node of no pool: the GPU taint)
+    and its pool's vGPU profile label; a pool with replicas and no node is a warning no plan repairs."""
     pools = _audit.design_pools(derived)
     gpu_taint = {"key": GPU_TAINT_KEY, "value": "present", "effect": "NoSchedule"}
     seen = dict((p, 0) for p in pools)
@@ -285,7 +281,10 @@ def _guest_nodes(out, derived, nodes):
         wanted = list(pool.get("taints") or []) if pool is not None else [gpu_taint]
         if not any(t["key"] == GPU_TAINT_KEY for t in wanted):
             wanted.insert(0, gpu_taint)
-        missing = [t for t in wanted if not _has_taint(node, t)]
+        profile = pool["labels"].get(PROFILE_LABEL) if pool is not None else None
+        changes = _guest_node_plan.plan_node(_guest_node_plan.api_node(node), {PROFILE_LABEL: profile} if profile else {},
+                                             wanted)
+        missing = [c.after for c in changes if c.field.startswith(_guest_node_plan.TAINT_FIELD)]
         if missing:
             out.append(finding(
                 "gpu_node_untainted", "node %s" % node["name"],
@@ -293,15 +292,13 @@ def _guest_nodes(out, derived, nodes):
                     node["name"], " (pool %s)" % pool_name if pool_name else "",
                     ", ".join(_audit.taint_text(t) for t in missing)),
                 node=node["name"], taints=" ".join(_audit.taint_text(t) for t in missing)))
-        if pool is not None:
-            profile = pool["labels"].get(PROFILE_LABEL)
-            live = (node.get("labels") or {}).get(PROFILE_LABEL)
-            if profile and live != profile:
-                out.append(finding(
-                    "gpu_node_profile_label_missing", "node %s" % node["name"],
-                    "GPU node %s of pool %s has %s=%s, the pool's profile is %s" % (
-                        node["name"], pool_name, PROFILE_LABEL, live if live is not None else "(none)", profile),
-                    profile=profile))
+        for change in [c for c in changes if c.field == _guest_node_plan.LABEL_FIELD + PROFILE_LABEL]:
+            out.append(finding(
+                "gpu_node_profile_label_missing", "node %s" % node["name"],
+                "GPU node %s of pool %s has %s=%s, the pool's profile is %s" % (
+                    node["name"], pool_name, PROFILE_LABEL, "(none)" if change.before is None else change.before,
+                    change.after),
+                profile=change.after))
     if nodes is not None:
         for name, count in seen.items():
             if not count and pools[name].get("replicas"):
