@@ -1,7 +1,8 @@
 """What the Kueue tests on the Kubernetes rig share: the rig's nodes (a gang-scheduled training pool of
 4-GPU nodes and a system node), a rig started with the real Kueue controller, the gpu_scheduling_policy
 inputs derive() makes of a design, the play that applies them as site.yml does, and a Job submitted
-suspended to a LocalQueue as Kueue's webhook would have labelled it.
+suspended to a LocalQueue as Kueue's webhook would have labelled it; for the rig of the k8s folder, a one-pod
+Job and a queue (ResourceFlavor, ClusterQueue, LocalQueue) made and removed around a test.
 
 tests/conftest.py puts tests/sim (k8s_rig) on the import path.
 """
@@ -12,6 +13,7 @@ import json
 import k8s_rig
 import pytest
 import yaml
+from kubernetes import client, dynamic
 
 from tests.lib.paths import ROOT
 
@@ -79,3 +81,38 @@ def queued_job(name, local_queue, pods, gpus, backoff_limit=0, grace_seconds=Non
     return {"metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": local_queue}},
             "spec": {"suspend": True, "parallelism": pods, "completions": pods, "backoffLimit": backoff_limit,
                      "template": {"spec": pod}}}
+
+
+def pool_job(name, local_queue, limits):
+    """A one-pod Job for the LocalQueue ``local_queue`` with the resource ``limits``, created suspended with the
+    queue label."""
+    return {"metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": local_queue}},
+            "spec": {"suspend": True, "parallelism": 1, "completions": 1, "template": {
+                "spec": {"restartPolicy": "Never", "containers": [{
+                    "name": "main", "image": "sim/train:1", "resources": {"limits": limits}}]}}}}
+
+
+@contextlib.contextmanager
+def gpu_queue(api, namespace, api_version, flavor, cluster_queue, pool, resource, quota, toleration):
+    """Kueue objects of ``api_version`` for a test: the ResourceFlavor ``flavor`` (the nodes of pool ``pool``,
+    with ``toleration``), the ClusterQueue ``cluster_queue`` for the namespace with ``quota`` of ``resource``,
+    and the LocalQueue "gpus" in it. On leaving, the namespace's Jobs and these objects are deleted."""
+    resources = dynamic.DynamicClient(api).resources
+    resources.get(api_version=api_version, kind="ResourceFlavor").create(body={
+        "apiVersion": api_version, "kind": "ResourceFlavor", "metadata": {"name": flavor},
+        "spec": {"nodeLabels": {"gpupool.vcf/pool": pool}, "tolerations": [toleration]}})
+    resources.get(api_version=api_version, kind="ClusterQueue").create(body={
+        "apiVersion": api_version, "kind": "ClusterQueue", "metadata": {"name": cluster_queue},
+        "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                 "resourceGroups": [{"coveredResources": [resource], "flavors": [
+                     {"name": flavor, "resources": [{"name": resource, "nominalQuota": quota}]}]}]}})
+    resources.get(api_version=api_version, kind="LocalQueue").create(namespace=namespace, body={
+        "apiVersion": api_version, "kind": "LocalQueue", "metadata": {"name": "gpus"},
+        "spec": {"clusterQueue": cluster_queue}})
+    try:
+        yield
+    finally:
+        client.BatchV1Api(api).delete_collection_namespaced_job(namespace, propagation_policy="Background")
+        resources.get(api_version=api_version, kind="LocalQueue").delete(namespace=namespace, name="gpus")
+        resources.get(api_version=api_version, kind="ClusterQueue").delete(name=cluster_queue)
+        resources.get(api_version=api_version, kind="ResourceFlavor").delete(name=flavor)

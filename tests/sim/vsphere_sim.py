@@ -169,13 +169,7 @@ class VsphereSim:
         """Answer the next `times` REST requests matching method and the path regexp (0: until cleared)
         with status, after delay_seconds, or reset the connection; status=0 with a delay: slow answer.
         forward: vCenter serves (carries out) the request first, then status or reset replaces its answer."""
-        rule: dict[str, Any] = {"method": method, "path": path, "delay_seconds": delay_seconds, "times": times}
-        if forward:
-            rule["forward"] = True
-        if reset:
-            rule["reset"] = True
-        elif status:
-            rule["status"] = status
+        rule = _fault_rule(method, status, reset, delay_seconds, times, forward, path=path)
         if body:
             rule["body"] = body
         return self._call("POST", "/_sim/rest_faults", rule)
@@ -191,14 +185,7 @@ class VsphereSim:
         """Answer the next `times` SOAP calls of method ("*": any) with an HTTP status, a reset
         connection, or (only delay_seconds) a slow answer; times 0: until cleared. forward: vCenter
         serves (carries out) the call first, then the status or reset replaces its answer."""
-        rule: dict[str, Any] = {"method": method, "delay_seconds": delay_seconds, "times": times}
-        if forward:
-            rule["forward"] = True
-        if reset:
-            rule["reset"] = True
-        elif status:
-            rule["status"] = status
-        return self._call("POST", "/_sim/soap_faults", rule)
+        return self._call("POST", "/_sim/soap_faults", _fault_rule(method, status, reset, delay_seconds, times, forward))
 
     def soap_faults(self) -> list:
         return self._call("GET", "/_sim/soap_faults")
@@ -226,6 +213,20 @@ class VsphereSim:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def _fault_rule(method: str, status: int, reset: bool, delay_seconds: float, times: int, forward: bool,
+                **match: str) -> dict:
+    """The rule body of /_sim/rest_faults and /_sim/soap_faults: a reset wins over a status; ``match``
+    (the REST path) is added as given."""
+    rule: dict[str, Any] = dict({"method": method}, **match, delay_seconds=delay_seconds, times=times)
+    if forward:
+        rule["forward"] = True
+    if reset:
+        rule["reset"] = True
+    elif status:
+        rule["status"] = status
+    return rule
 
 
 def start(fleet: dict | str | os.PathLike, port: int = 0, reboot_seconds: float = 1.0,

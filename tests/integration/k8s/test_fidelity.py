@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from k8s_fixtures import wait_for
 
+from tests.lib.kueue_rig import gpu_queue, pool_job
 from tests.lib.paths import gpu_operator_chart, gpu_operator_chart_missing
 import yaml
 from kubernetes import client, dynamic
@@ -299,26 +300,11 @@ def test_kueue_admits_whole_pool_jobs_one_at_a_time(k8s_rig, k8s_api, k8s_namesp
     dyn = dynamic.DynamicClient(k8s_api)
     kv = "kueue.x-k8s.io/v1beta1"
     flavor, cq = f"a100-mig-{uid()}", f"pool-{uid()}"
-    dyn.resources.get(api_version=kv, kind="ResourceFlavor").create(body={
-        "apiVersion": kv, "kind": "ResourceFlavor", "metadata": {"name": flavor},
-        "spec": {"nodeLabels": {"gpupool.vcf/pool": "gpu-a100-mig"}, "tolerations": [GPU_TOLERATION]}})
-    dyn.resources.get(api_version=kv, kind="ClusterQueue").create(body={
-        "apiVersion": kv, "kind": "ClusterQueue", "metadata": {"name": cq},
-        "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": k8s_namespace}},
-                 "resourceGroups": [{"coveredResources": [MIG], "flavors": [
-                     {"name": flavor, "resources": [{"name": MIG, "nominalQuota": 7}]}]}]}})
-    dyn.resources.get(api_version=kv, kind="LocalQueue").create(namespace=k8s_namespace, body={
-        "apiVersion": kv, "kind": "LocalQueue", "metadata": {"name": "gpus"}, "spec": {"clusterQueue": cq}})
     batch = client.BatchV1Api(k8s_api)
     core = client.CoreV1Api(k8s_api)
-    try:
+    with gpu_queue(k8s_api, k8s_namespace, kv, flavor, cq, "gpu-a100-mig", MIG, 7, GPU_TOLERATION):
         for name in ("train-a", "train-b"):
-            batch.create_namespaced_job(k8s_namespace, {
-                "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": "gpus"}},
-                "spec": {"suspend": True, "parallelism": 1, "completions": 1, "template": {
-                    "spec": {"restartPolicy": "Never", "containers": [{
-                        "name": "main", "image": "sim/train:1",
-                        "resources": {"limits": {MIG: "7"}}}]}}}})
+            batch.create_namespaced_job(k8s_namespace, pool_job(name, "gpus", {MIG: "7"}))
             time.sleep(1.1)  # creation timestamps have 1 s resolution: train-a queues first
 
         def running():
@@ -342,8 +328,3 @@ def test_kueue_admits_whole_pool_jobs_one_at_a_time(k8s_rig, k8s_api, k8s_namesp
         wait_for("train-a complete", lambda: (batch.read_namespaced_job("train-a", k8s_namespace)
                                               .status.succeeded or 0) == 1)
         wait_for("train-b admitted", lambda: "train-b" in running(), timeout=60)
-    finally:
-        batch.delete_collection_namespaced_job(k8s_namespace, propagation_policy="Background")
-        dyn.resources.get(api_version=kv, kind="LocalQueue").delete(namespace=k8s_namespace, name="gpus")
-        dyn.resources.get(api_version=kv, kind="ClusterQueue").delete(name=cq)
-        dyn.resources.get(api_version=kv, kind="ResourceFlavor").delete(name=flavor)

@@ -8,6 +8,7 @@ from k8s_fixtures import wait_for
 from kubernetes import client, dynamic
 
 from tests.lib.ansible_run import run_module
+from tests.lib.kueue_rig import gpu_queue, pool_job
 
 DRIVER = "550.90.05-1OEM.800.1.0.20613240"
 FLEET = {
@@ -59,23 +60,9 @@ def test_pending_gpu_pods_and_kueue_waits(vsphere_env, k8s_rig, k8s_api, k8s_nam
         core, k8s_namespace, ["wide-1", "wide-2", "mig-1", "cpu-only"]))
 
     flavor, cq = "capacity-%s" % uid, "capacity-%s" % uid
-    dyn.resources.get(api_version=KV, kind="ResourceFlavor").create(body={
-        "apiVersion": KV, "kind": "ResourceFlavor", "metadata": {"name": flavor},
-        "spec": {"nodeLabels": {"gpupool.vcf/pool": "gpu-h100"}, "tolerations": [GPU_TOLERATION]}})
-    dyn.resources.get(api_version=KV, kind="ClusterQueue").create(body={
-        "apiVersion": KV, "kind": "ClusterQueue", "metadata": {"name": cq},
-        "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": k8s_namespace}},
-                 "resourceGroups": [{"coveredResources": [GPU], "flavors": [
-                     {"name": flavor, "resources": [{"name": GPU, "nominalQuota": 1}]}]}]}})
-    dyn.resources.get(api_version=KV, kind="LocalQueue").create(namespace=k8s_namespace, body={
-        "apiVersion": KV, "kind": "LocalQueue", "metadata": {"name": "gpus"}, "spec": {"clusterQueue": cq}})
-    try:
+    with gpu_queue(k8s_api, k8s_namespace, KV, flavor, cq, "gpu-h100", GPU, 1, GPU_TOLERATION):
         for name in ("train-a", "train-b"):
-            batch.create_namespaced_job(k8s_namespace, {
-                "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": "gpus"}},
-                "spec": {"suspend": True, "parallelism": 1, "completions": 1, "template": {
-                    "spec": {"restartPolicy": "Never", "containers": [{
-                        "name": "main", "image": "sim/train:1", "resources": {"limits": {GPU: "1"}}}]}}}})
+            batch.create_namespaced_job(k8s_namespace, pool_job(name, "gpus", {GPU: "1"}))
             time.sleep(1.1)  # creation timestamps have 1 s resolution: train-a queues first
 
         def workloads():
@@ -105,11 +92,6 @@ def test_pending_gpu_pods_and_kueue_waits(vsphere_env, k8s_rig, k8s_api, k8s_nam
         assert (cqe["pending"], cqe["admitted"]) == (1, 1)
         assert "| %s | 2 | %s: 5 |" % (wide, GPU) in res["markdown"]
         assert "| %s | 1 |" % cq in res["markdown"]
-    finally:
-        batch.delete_collection_namespaced_job(k8s_namespace, propagation_policy="Background")
-        dyn.resources.get(api_version=KV, kind="LocalQueue").delete(namespace=k8s_namespace, name="gpus")
-        dyn.resources.get(api_version=KV, kind="ClusterQueue").delete(name=cq)
-        dyn.resources.get(api_version=KV, kind="ResourceFlavor").delete(name=flavor)
 
 
 def test_unreachable_guest_cluster_fails_clearly(vsphere_env, tmp_path):
