@@ -291,6 +291,10 @@ def culling_objects(policy, script=None):
                          % (pools,))
     for pool in sorted(pools):
         _whole(pools[pool], "gpu_scheduling_policy_culling_pools.%s" % pool)
+    prom = policy.get("gpu_scheduling_policy_culling_prometheus_url") or ""
+    if not isinstance(prom, str) or (prom and not prom.startswith(("http://", "https://"))):
+        raise ValueError("gpu_scheduling_policy_culling_prometheus_url must be an http:// or https:// URL, or empty, "
+                         "not %r" % (prom,))
     if script is not None and not isinstance(script, str):
         raise ValueError("the culler's script must be its source text, not %r" % (script,))
     out = [_objects._manifest("v1", "Namespace", policy["gpu_scheduling_policy_culling_namespace"], labels={})]

@@ -85,6 +85,7 @@ ROLE_DEFAULTS = {
         "gpu_scheduling_policy_culling_selector": "gpupool.vcf/workload=notebook",
         "gpu_scheduling_policy_culling_port": 8888,
         "gpu_scheduling_policy_culling_pools": {},
+        "gpu_scheduling_policy_culling_prometheus_url": "",
         "gpu_scheduling_policy_pool_label": "gpupool.vcf/pool",
         "gpu_scheduling_policy_kubeflow_controller_namespace": "kubeflow",
         "gpu_scheduling_policy_kubeflow_controller_deployment": "notebook-controller-deployment",
@@ -577,6 +578,8 @@ def culling_cronjob(policy):
         job["env"].update(CULL_POOL_IDLE_MINUTES=json.dumps(dict(policy["gpu_scheduling_policy_culling_pools"]),
                                                             sort_keys=True),
                           POOL_LABEL=policy["gpu_scheduling_policy_pool_label"])
+    if policy.get("gpu_scheduling_policy_culling_prometheus_url"):  # idle also means no DCGM engine activity
+        job["env"]["PROMETHEUS_URL"] = policy["gpu_scheduling_policy_culling_prometheus_url"]
     return job
 
 
@@ -591,7 +594,8 @@ def culling_manifests(policy, script):
     rules = [{"apiGroups": [""], "resources": ["pods", "nodes"], "verbs": ["get", "list"]},
              {"apiGroups": ["apps"], "resources": ["replicasets"], "verbs": ["get"]},
              {"apiGroups": ["apps"], "resources": ["statefulsets/scale", "deployments/scale"],
-              "verbs": ["get", "patch", "update"]}]
+              "verbs": ["get", "patch", "update"]},
+             {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]  # Culled, CullCheckFailed, CullFailed
     container = {
         "name": "culler", "image": job["image"], "command": ["python3", "/culler/culler.py"],
         "env": [{"name": k, "value": v} for k, v in job["env"].items()],

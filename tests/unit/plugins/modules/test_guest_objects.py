@@ -485,7 +485,7 @@ def test_culler_drift_is_patched_field_by_field_what_the_server_adds_stays(api):
     assert done["changes"] == predicted["changes"]
     patches = [c for c in api.calls if c[0] == "patch"]
     assert [p[1] for p in patches] == ["ClusterRole", "ConfigMap", "CronJob"]
-    assert len(patches[0][4]["rules"]) == 3 and patches[1][4] == {"data": {"culler.py": SCRIPT}}
+    assert len(patches[0][4]["rules"]) == 4 and patches[1][4] == {"data": {"culler.py": SCRIPT}}
     assert sorted(patches[2][4]["spec"]) == ["jobTemplate", "schedule"]
     assert api.store[("CronJob", "gpupool-system", CULLER)]["spec"]["suspend"] is False
     assert culling_run()["changes"] == []

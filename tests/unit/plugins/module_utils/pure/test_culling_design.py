@@ -158,7 +158,8 @@ def test_the_role_hands_guest_objects_the_inputs_the_audit_builds_the_culler_fro
         given = task["vars"]["gpu_scheduling_policy__culling_inputs"]
         values = dict(policy, gpu_scheduling_policy__culler=mechanism)
         # each value as Ansible templates it: the text of the expression, read back as YAML
-        rendered = dict((k, yaml.safe_load(env.from_string(v).render(**values))) for k, v in given.items())
+        rendered = dict((k, yaml.safe_load(env.from_string(v).render(**values)) if env.from_string(v).render(**values)
+                         else "") for k, v in given.items())  # an empty text stays empty, as Ansible keeps it
         assert rendered == dict((k, policy[k]) for k in given)  # the role's variables, one to one
         assert set(module["kinds"]) == set(o["kind"] for o in gp.culling_objects(policy, "x")) == set(kinds)
         # what the audit's plan wants is what the module is handed
@@ -189,3 +190,21 @@ def test_audit_judges_kubeflow_culling():
     out = _audit_guest.audit_guest(derive(design(mechanism="cronjob")), culling=dict(kubeflow=True, exists=False))
     assert [(f["rule"], f["object"]) for f in out] == [
         ("notebook_culling_missing", "cronjob gpupool-system/gpupool-notebook-culler")]
+
+
+def test_prometheus_url_goes_into_the_cronjob_and_events_into_the_role():
+    """gpu_scheduling_policy_culling_prometheus_url: the CronJob's PROMETHEUS_URL when set, absent when empty (the
+    culler then goes by Jupyter alone); the ClusterRole lets the culler create Events; a bad URL stops the plan."""
+    policy = objs.role_inputs("gpu_scheduling_policy", {"gpu_scheduling_policy_culling": "cronjob"})
+    with_url = dict(policy, gpu_scheduling_policy_culling_prometheus_url="http://prometheus.monitoring:9090")
+    assert "PROMETHEUS_URL" not in objs.culling_cronjob(policy)["env"]
+    assert objs.culling_cronjob(with_url)["env"]["PROMETHEUS_URL"] == "http://prometheus.monitoring:9090"
+    [role] = [o for o in gp.culling_objects(with_url, "x") if o["kind"] == "ClusterRole"]
+    assert {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]} in role["rules"]
+    for bad in ("prometheus:9090", 9090):
+        try:
+            gp.culling_objects(dict(policy, gpu_scheduling_policy_culling_prometheus_url=bad), "x")
+        except ValueError as e:
+            assert "gpu_scheduling_policy_culling_prometheus_url must be an http:// or https:// URL" in str(e)
+        else:
+            raise AssertionError("accepted %r" % (bad,))
