@@ -26,6 +26,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "sim")]
 
 import vsphere_sim  # noqa: E402
 from tests.lib.ansible_run import COLLECTIONS, run_module  # noqa: E402
+from tests.lib.task_timing import task_seconds  # noqa: E402
 
 ANSIBLE_WHEEL = "ansible==15.0.0a3"  # carries vmware.vmware 2.12.0
 BENCH = ROOT / ".build" / "bench"
@@ -81,17 +82,6 @@ def prepare(sim):
         connect.Disconnect(si)
 
 
-def task_seconds(play):
-    from datetime import datetime
-    fmt = "%Y-%m-%dT%H:%M:%S.%fZ"
-    for pl in play.data.get("plays", []):
-        for task in pl.get("tasks", []):
-            dur = task["task"].get("duration", {})
-            if task["task"]["name"] == "run" and dur.get("start") and dur.get("end"):
-                return (datetime.strptime(dur["end"], fmt) - datetime.strptime(dur["start"], fmt)).total_seconds()
-    return float("nan")
-
-
 def measure(sim, module, args, env):
     sim.reset_stats()
     start = time.monotonic()
@@ -101,7 +91,7 @@ def measure(sim, module, args, env):
         raise SystemExit("%s failed: %s" % (module, res.get("msg")))
     stats = sim.stats()
     requests = stats["soap"]["total"] + stats.get("rest", {}).get("total", 0)
-    return dict(changed=res.get("changed"), task=task_seconds(play), play=wall, requests=requests)
+    return dict(changed=res.get("changed"), task=task_seconds(play.data), play=wall, requests=requests)
 
 
 def run_size(n, theirs_path):

@@ -22,13 +22,13 @@ import argparse
 import pathlib
 import sys
 import time
-from datetime import datetime
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "sim")]
 
 import vsphere_sim  # noqa: E402
 from tests.lib.ansible_run import run_module  # noqa: E402
+from tests.lib.task_timing import task_seconds  # noqa: E402
 
 # wire names: the SOAP method of FetchSoftwarePackages is spelled fetchSoftwarePackages
 DRIVER_METHODS = ("fetchSoftwarePackages", "FetchSoftwarePackages")
@@ -51,17 +51,7 @@ def measure(sim, args):
     compliance = sum(n for path, n in (rest.get("paths") or {}).items() if path.endswith(COMPLIANCE))
     total = soap["total"] + rest.get("total", 0)
     return dict(hosts=len(res["hosts"]), wall=wall, total=total, per_host=per_host, driver_calls=driver_calls,
-                fixed=total - per_host, compliance=compliance, task=task_seconds(play), result=res)
-
-
-def task_seconds(play):
-    fmt = "%Y-%m-%dT%H:%M:%S.%fZ"
-    for pl in play.data.get("plays", []):
-        for task in pl.get("tasks", []):
-            dur = task["task"].get("duration", {})
-            if task["task"]["name"] == "run" and dur.get("start") and dur.get("end"):
-                return (datetime.strptime(dur["end"], fmt) - datetime.strptime(dur["start"], fmt)).total_seconds()
-    return float("nan")
+                fixed=total - per_host, compliance=compliance, task=task_seconds(play.data), result=res)
 
 
 def row(n, kind, label, m):

@@ -1,13 +1,12 @@
 """_drain_api without a server: a 429 from a PodDisruptionBudget is retried within the bound and
 then named, a missing pod is already evicted, and each failure says what was left."""
-import json
-
 import pytest
 from kubernetes.client.rest import ApiException
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._drain_api import DrainApi, DrainError
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient
 from tests.lib.clock import Clock
+from tests.lib.k8s_answers import budget_refusal as refused
 
 POD = {"namespace": "apps", "name": "llm-0"}
 
@@ -32,16 +31,6 @@ class Api(object):
         if answer is not None:
             raise answer
         return {"kind": "Status", "status": "Success"}
-
-
-def refused(budget="llm"):
-    exc = ApiException(status=429, reason="Too Many Requests")
-    exc.body = json.dumps({"kind": "Status", "code": 429,
-                           "message": "Cannot evict pod as it would violate the pod's disruption budget.",
-                           "details": {"causes": [{"reason": "DisruptionBudget", "message":
-                                                   "The disruption budget %s needs 1 healthy pods and has 1 currently"
-                                                   % budget}]}})
-    return exc
 
 
 def drain(answers):

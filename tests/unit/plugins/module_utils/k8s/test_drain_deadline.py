@@ -2,8 +2,6 @@
 ten pods behind a budget that never lets go stop the drain after `timeout`, not ten times it; one pod
 a budget holds does not hold up the others; the wait for the pods gone gets what the evictions left of
 the deadline; the boundary's retries wait no longer than it. On a fake API clock, without sleeping."""
-import json
-
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -11,16 +9,7 @@ from kubernetes.client.rest import ApiException
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._drain_api import DrainApi, DrainError
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient
 from tests.lib.clock import Clock
-
-
-def refused(budget):
-    exc = ApiException(status=429, reason="Too Many Requests")
-    exc.body = json.dumps({"kind": "Status", "code": 429,
-                           "message": "Cannot evict pod as it would violate the pod's disruption budget.",
-                           "details": {"causes": [{"reason": "DisruptionBudget", "message":
-                                                   "The disruption budget %s needs 1 healthy pods and has 1 currently"
-                                                   % budget}]}})
-    return exc
+from tests.lib.k8s_answers import budget_refusal as refused
 
 
 class Server(object):
