@@ -1,45 +1,19 @@
 """Audit rules of _audit against hand-made live states (no I/O)."""
 import copy
 import json
-import pathlib
 
 import pytest
 import yaml
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit, _audit_esxi, _audit_guest, _audit_report, _audit_vks, _audit_vsphere
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi, _namespace, _nvidia, _vm_class
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
-
-ROOT = pathlib.Path(__file__).resolve().parents[5]
-FULL = "550.90.05-1OEM.800.1.0.20613240"
-OLD = "550.54.10-1OEM.800.1.0.20613240"
-
-
-DERIVED = derive(yaml.safe_load((ROOT / "examples" / "design.yml").read_text()))
+from tests.lib.audit_live import DERIVED, OLD, host, options_for
+from tests.lib.paths import ROOT
 
 
 @pytest.fixture
 def derived():
     return copy.deepcopy(DERIVED)
-
-
-def options_for(want):
-    """The nvidia module options the role writes for a cluster's scheduler ("" for best effort)."""
-    return "" if want["rmpvmrl"] == "0x00000000" else "NVreg_RegistryDwords=RmPVMRL=%s" % want["rmpvmrl"]
-
-
-def host(name, cluster="gpu-h100", version=FULL, vms=None, **kw):
-    want = DERIVED["esxi"]["clusters"][cluster]
-    rec = dict(name=name, cluster=cluster, connection_state="connected", maintenance_mode=False, gpu_count=4,
-               graphics=dict(default_type="shared_direct", assignment_policy=want["assignment_policy"],
-                             device_types={"0000:3b:00.0": "shared_direct"}),
-               driver=dict(version=version.split("-")[0] if version else None, full_version=version),
-               scheduler=dict(policy=want["scheduler"]["policy"], rmpvmrl=want["rmpvmrl"],
-                              canonical_rmpvmrl=want["rmpvmrl"]),
-               nvidia_module_options=options_for(want), gpus=[dict(pci_id="0000:3b:00.0")],
-               vgpu_profiles=["nvidia_h100-3-40c"], vgpu_vms=vms or [], errors=[])
-    rec.update(kw)
-    return rec
 
 
 def good_hosts():
@@ -247,7 +221,7 @@ def test_every_esxi_plan_field_has_a_rule_and_every_rule_a_source():
         assert field in fields and _audit_report.RULES[rule][1] == "esxi" and _audit_report.RULES[rule][0] != "info", (field, rule)
     esxi_rules = set(r for r, (sev, link, doc) in _audit_report.RULES.items() if link == "esxi")
     assert esxi_rules == (set(_audit_esxi.ESXI_RULE_BY_FIELD.values()) | set(_audit_esxi.ESXI_RULES_BESIDES_THE_PLAN)
-                          | set(_audit_esxi.PINNING_RULE_BY_CHANGE))
+                          | set(_audit_esxi.PINNING_RULE_BY_CHANGE) | set(_audit_esxi.HA_RULE_BY_CHANGE))
     # every field the audit reports is made by a drift below, with each action the audit's inputs can reach
     assert set(f for f, act, drift, design in ESXI_DRIFTS) == set(_audit_esxi.ESXI_RULE_BY_FIELD)
     for field, action, drift, design in ESXI_DRIFTS:

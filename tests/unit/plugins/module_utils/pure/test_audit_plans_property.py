@@ -17,7 +17,6 @@ database.
 """
 
 import copy
-import pathlib
 
 import yaml
 from hypothesis import HealthCheck, given, settings
@@ -26,12 +25,9 @@ from hypothesis import strategies as st
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit, _audit_esxi, _audit_vks, _audit_vsphere
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _cluster_class as cc
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _drs, _esxi, _namespace, _vm_class
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
+from tests.lib.audit_live import DERIVED, FULL, OLD, host
+from tests.lib.paths import ROOT
 
-ROOT = pathlib.Path(__file__).resolve().parents[5]
-DERIVED = derive(yaml.safe_load((ROOT / "examples" / "design.yml").read_text()))
-FULL = "550.90.05-1OEM.800.1.0.20613240"
-OLD = "550.54.10-1OEM.800.1.0.20613240"
 PINNING_RULES = set(_audit_esxi.PINNING_RULE_BY_CHANGE)
 NODE_POOL_RULES = {"node_pool_missing", "node_pool_changed", "node_pool_labels_changed", "node_pool_taints_changed",
                    "node_pool_class_lacks"}
@@ -47,24 +43,6 @@ def objects(findings, rules):
 
 
 # --- ESXi hosts and DRS pinning -------------------------------------------------------------------
-
-def options_for(want):
-    return "" if want["rmpvmrl"] == "0x00000000" else "NVreg_RegistryDwords=RmPVMRL=%s" % want["rmpvmrl"]
-
-
-def host(name, cluster, version=FULL, vms=(), **kw):
-    want = DERIVED["esxi"]["clusters"][cluster]
-    rec = dict(name=name, cluster=cluster, connection_state="connected", maintenance_mode=False, gpu_count=4,
-               graphics=dict(default_type="shared_direct", assignment_policy=want["assignment_policy"],
-                             device_types={"0000:3b:00.0": "shared_direct"}),
-               driver=dict(version=version.split("-")[0] if version else None, full_version=version),
-               scheduler=dict(policy=want["scheduler"]["policy"], rmpvmrl=want["rmpvmrl"],
-                              canonical_rmpvmrl=want["rmpvmrl"]),
-               nvidia_module_options=options_for(want), gpus=[dict(pci_id="0000:3b:00.0")],
-               vgpu_profiles=["nvidia_h100-3-40c"], vgpu_vms=list(vms), errors=[])
-    rec.update(kw)
-    return rec
-
 
 def good_hosts():
     hosts = [host("esx-h100-0%d" % i, "gpu-h100") for i in range(1, 5)]
