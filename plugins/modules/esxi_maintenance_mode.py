@@ -69,7 +69,8 @@ powered_off_vms:
   type: list
   elements: str
 powered_on_vms:
-  description: Recorded VMs powered on (or that would be) after the host left maintenance mode.
+  description: Recorded VMs powered on (or that would be) after the host left maintenance mode (those that stay off are in
+    RV(vms_powered_off)).
   returned: always
   type: list
   elements: str
@@ -78,9 +79,15 @@ vms_powered_off:
   returned: when a power-on failed
   type: list
   elements: str
+power_on_errors:
+  description: Why vSphere did not power on each VM of RV(vms_powered_off) (the failed task's error), by VM name.
+  returned: when a power-on failed
+  type: dict
+  sample: {"inference-2": "power on VM inference-2 failed: no GPU of the host can place vGPU nvidia_h100xm-1-10c"}
 """
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._esxi_host_reader import EsxiHosts
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._errors import ClientError
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._vsphere_inputs import esxi_maintenance_mode_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure, Plan, Resource
@@ -162,10 +169,22 @@ class MaintenanceMode(Resource):
                     self.hosts.exit_maintenance(item)
         if plan.facts["recorded"]:
             left = list(plan.facts["recorded"])
-            for text in self.hosts.power_on_recorded(item, left, self._step):
+            refused = {}
+
+            def power_on(key, doing, func, *args):
+                try:
+                    self._step(key, doing, func, *args)
+                except ClientError as exc:  # the VM stays off (recorded on the host): why, for the result
+                    refused[key.split(" ", 1)[1]] = str(exc)
+                    raise
+
+            for text in self.hosts.power_on_recorded(item, left, power_on):
                 self.warnings.append(text)
             if left:
-                return dict(vms_powered_off=[v["name"] for v in left])
+                still_off = [v["name"] for v in left]
+                return dict(vms_powered_off=still_off,
+                            powered_on_vms=[v["name"] for v in plan.facts["recorded"] if v["name"] not in still_off],
+                            power_on_errors=dict((v["name"], refused.get(v["name"], "not powered on")) for v in left))
         return None
 
     def next_step(self, exc):

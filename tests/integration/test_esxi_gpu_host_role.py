@@ -1,6 +1,6 @@
 """Role esxi_gpu_host against the vSphere simulator: version gate, rolling convergence, check mode,
 rerun unchanged, a failed install stopping the roll, a vGPU mode change of a GPU under a powered-on VM
-taken through the host's maintenance window."""
+taken through the host's maintenance window, a node VM left off by that window's exit stopping the turn at once."""
 from tests.lib.ansible_run import run_playbook
 
 OLD = "550.54.10-1OEM.800.1.0.20613240"
@@ -28,9 +28,15 @@ FLEET = {
             {"prefix": "esx-b", "count": 2, "gpu": {"model": "L40S", "count": 2}, "driver_version": NEW,
              "graphics": {"default": "sharedDirect", "policy": "performance"}},
         ]},
+        # the same, for a node VM that vSphere will not power on again after the window
+        {"name": "stays-off", "hosts": [
+            {"prefix": "esx-k", "count": 2, "gpu": {"model": "L40S", "count": 2}, "driver_version": NEW,
+             "graphics": {"default": "sharedDirect", "policy": "performance"}},
+        ]},
     ],
     "vms": [{"name": "plain", "host": "esx-r01"},
-            {"name": "busy-node-0", "host": "esx-b01", "vgpu": ["nvidia_l40s-8c"]}],
+            {"name": "busy-node-0", "host": "esx-b01", "vgpu": ["nvidia_l40s-8c"]},
+            {"name": "stays-off-node-0", "host": "esx-k01", "vgpu": ["nvidia_l40s-8c"]}],
 }
 
 
@@ -194,5 +200,37 @@ def test_a_vgpu_mode_change_under_a_powered_on_vm_goes_through_maintenance_mode(
     assert [v["name"] for g in vsphere.gpus("esx-b01") for v in g["vms"]] == ["busy-node-0"]
 
     again = run_playbook(play("busy", **design), env=vsphere_env)
+    assert again.rc == 0, failed(again)
+    assert changed_tasks(again) == []
+
+
+def test_a_node_vm_that_stays_off_after_the_window_stops_the_turn_at_once_and_a_rerun_resumes(vsphere, vsphere_env):
+    # vSphere refuses the power-on of the node VM after the host left maintenance mode: the turn fails there,
+    # naming the VM and the refusal and what it left, without verifying the host or waiting for its nodes
+    design = dict(esxi_gpu_host_driver_version="550.90.05", esxi_gpu_host_vgpu_mode="mixed_size",
+                  esxi_gpu_host_power_off_vgpu_vms=True)
+    vsphere.inject_fault(None, "power_on", "injected: no GPU can place the vGPU", vm="stays-off-node-0")
+    res = run_playbook(play("stays-off", **design), env=vsphere_env)
+    vsphere.clear_faults()
+    assert res.rc != 0
+    stop = "VMs the turn powered off stay off, the turn stops here: esx-k01"
+    assert [name.split(" : ", 1)[-1] for name, _msg in failed(res)] == [stop], failed(res)
+    msg = result(res, stop)["msg"]
+    for text in ("host esx-k01", "stays-off-node-0 (", "injected: no GPU can place the vGPU", "out of maintenance mode",
+                 "cordoned by host-roll/esx-k01", "a rerun powers on"):
+        assert text in msg, (text, msg)
+    ran = [name.split(" : ", 1)[-1] for name, _r in res.tasks]
+    assert "Check esx-k01" not in ran and not [t for t in ran if t.endswith("esx-k02")], ran
+    state = vsphere.host_state("esx-k01")
+    assert state["maintenance"] is False and vgpu_modes(vsphere, "esx-k01") == ["mixedSize"] * 2
+    assert [v["name"] for g in vsphere.gpus("esx-k01") for v in g["vms"]] == []
+
+    rerun = run_playbook(play("stays-off", **design), env=vsphere_env)
+    assert rerun.rc == 0, failed(rerun)
+    assert [v["name"] for g in vsphere.gpus("esx-k01") for v in g["vms"]] == ["stays-off-node-0"]
+    for host in ("esx-k01", "esx-k02"):
+        assert vgpu_modes(vsphere, host) == ["mixedSize"] * 2, host
+        assert vsphere.host_state(host)["maintenance"] is False
+    again = run_playbook(play("stays-off", **design), env=vsphere_env)
     assert again.rc == 0, failed(again)
     assert changed_tasks(again) == []

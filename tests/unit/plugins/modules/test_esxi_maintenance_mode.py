@@ -18,6 +18,7 @@ class FakeMaintenanceHost:
     running = []     # powered-on vGPU VMs
     recorded = []    # VMs the collection powered off (still off)
     fail = None
+    refuse_on = {}   # VM name -> why vSphere refuses to power it on
     calls = []
 
     def __init__(self, client):
@@ -25,6 +26,8 @@ class FakeMaintenanceHost:
 
     def _call(self, *call):
         FakeMaintenanceHost.calls.append(call)
+        if call[0] == "on" and call[1] in FakeMaintenanceHost.refuse_on:
+            raise VsphereTaskError("power on VM %s failed: %s" % (call[1], FakeMaintenanceHost.refuse_on[call[1]]))
         if call[0] == FakeMaintenanceHost.fail:
             raise VsphereTaskError("%s maintenance mode did not finish within 1860s (last state: running, 40%% done)"
                                    % call[0])
@@ -57,12 +60,17 @@ class FakeMaintenanceHost:
             off.append(vm)
 
     def power_on_recorded(self, item, off, step):
+        warnings = []
         for vm in list(off):
-            step("power_on %s" % vm["name"], "power on VM %s on" % vm["name"], self._call, "on", vm["name"])
+            try:
+                step("power_on %s" % vm["name"], "power on VM %s on" % vm["name"], self._call, "on", vm["name"])
+            except VsphereError as exc:  # as the real one: the VM stays recorded, a warning says why
+                warnings.append("VM %s could not be powered on again: %s" % (vm["name"], exc))
+                continue
             FakeMaintenanceHost.running.append(vm["name"])
             off.remove(vm)
         FakeMaintenanceHost.recorded = [v["name"] for v in off]
-        return []
+        return warnings
 
     def enter_maintenance(self, item, timeout):
         self._call("enter", timeout)
@@ -76,7 +84,7 @@ class FakeMaintenanceHost:
 @pytest.fixture
 def host(monkeypatch):
     cls = FakeMaintenanceHost
-    cls.in_mm, cls.running, cls.recorded, cls.fail, cls.calls = False, [], [], None, []
+    cls.in_mm, cls.running, cls.recorded, cls.fail, cls.calls, cls.refuse_on = False, [], [], None, [], {}
     monkeypatch.setattr(esxi_maintenance_mode, "EsxiHosts", cls)
     return cls
 
@@ -125,6 +133,24 @@ def test_vms_that_cannot_move_are_refused_or_powered_off_then_on_again_at_exit(h
     assert host.recorded == [] and host.in_mm is False
     host.calls = []
     assert run(state="absent", power_off_vgpu_vms=True)["changed"] is False and changes(host) == []
+
+
+def test_a_vm_that_stays_off_at_exit_is_named_with_the_error_of_its_power_on(host):
+    host.in_mm, host.recorded = True, ["infer-01", "infer-02"]
+    host.refuse_on = {"infer-02": "no GPU of the host can place MIG-backed vGPU nvidia_h100xm-1-10c"}
+    res = run(state="absent", power_off_vgpu_vms=True)
+    assert not res.get("failed") and res["changed"] is True and res["maintenance_mode"] is False
+    assert res["vms_powered_off"] == ["infer-02"]
+    assert res["power_on_errors"] == {
+        "infer-02": "power on VM infer-02 failed: no GPU of the host can place MIG-backed vGPU nvidia_h100xm-1-10c"}
+    assert changes(host) == [("exit",), ("on", "infer-01"), ("on", "infer-02")]
+    assert host.recorded == ["infer-02"] and host.running == ["infer-01"] and host.in_mm is False
+    assert res["powered_on_vms"] == ["infer-01"]  # what was powered on, not what was planned
+    # the rerun powers it on once vSphere accepts it, and nothing is left to report
+    host.refuse_on, host.calls = {}, []
+    again = run(state="absent", power_off_vgpu_vms=True)
+    assert again["powered_on_vms"] == ["infer-02"] and "vms_powered_off" not in again and "power_on_errors" not in again
+    assert changes(host) == [("on", "infer-02")] and host.recorded == []
 
 
 def test_bad_input_is_refused_before_any_call(host):
