@@ -4,24 +4,14 @@ The overrides are set through pyvmomi directly. Without adopt they stay foreign 
 them; with adopt the matching ones go into the cluster's record, a rerun is unchanged, and a later
 purge removes only what the record holds.
 """
-import pytest
-
-from tests.integration.test_drs_ownership import FLEET as OWNERSHIP_FLEET, Vc
+from tests.integration.test_drs_ownership import FLEET as OWNERSHIP_FLEET
+from tests.integration.test_drs_ownership import vc  # noqa: F401 pylint: disable=unused-import
 from tests.lib.ansible_run import run_module
 
 FLEET = OWNERSHIP_FLEET
 M = "gpupool.vcf.drs_gpu_pinning"
 PA = "partiallyAutomated"
 GPU_VMS = ["infer-01", "infer-02", "infer-03", "train-01"]
-
-
-@pytest.fixture
-def vc(vsphere):
-    conn = Vc(vsphere)
-    try:
-        yield conn
-    finally:
-        conn.close()
 
 
 def test_hand_set_overrides_foreign_without_adopt_own_with_it(vsphere, vsphere_env, vc):

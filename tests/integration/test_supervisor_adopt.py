@@ -8,16 +8,9 @@ predicts it, --diff shows it, and a rerun is unchanged.
 import pytest
 
 from tests.lib.ansible_run import run_module
-from tests.lib.helpers import rest
+from tests.lib.vsphere_api import h100_supervisor, logged_in
 
-DRIVER = "550.90.05-1OEM.800.1.0.20613240"
-FLEET = {
-    "clusters": [
-        {"name": "gpu-h100", "supervisor": True,
-         "hosts": [{"prefix": "esx-h100-", "count": 1, "gpu": {"model": "H100-80GB", "count": 2},
-                    "driver_version": DRIVER}]},
-    ],
-}
+FLEET = {"clusters": [h100_supervisor()]}
 CLASSES = "/api/vcenter/namespace-management/virtual-machine-classes"
 NS = "/api/vcenter/namespaces/instances"
 
@@ -25,21 +18,15 @@ NS = "/api/vcenter/namespaces/instances"
 @pytest.fixture(scope="module")
 def hand_made(vsphere):
     """A VM class and a namespace that match the design but were made by hand."""
-    c = rest(vsphere)
-    try:
+    with logged_in(vsphere) as c:
         c.post(CLASSES, {"id": "gpu-hand", "cpu_count": 4, "memory_MB": 16384, "description": "made by hand"})
         clusters = dict((x["cluster_name"], x["cluster"]) for x in c.get("/api/vcenter/namespace-management/clusters"))
         c.post(NS, {"cluster": clusters["gpu-h100"], "namespace": "team-hand", "description": "made by hand"})
-    finally:
-        c.close()
 
 
 def described(sim, path):
-    c = rest(sim)
-    try:
+    with logged_in(sim) as c:
         return c.get(path).get("description")
-    finally:
-        c.close()
 
 
 CLASS = {"name": "gpu-hand", "cpu_count": 4, "memory_mb": 16384, "description": "gpupool hand: inference"}
@@ -70,11 +57,8 @@ def test_hand_made_object_stays_foreign_without_adopt_and_becomes_own_with_it(
 
 
 def test_adopt_marks_a_description_that_lacks_the_mark(vsphere, vsphere_env, hand_made):
-    c = rest(vsphere)
-    try:
+    with logged_in(vsphere) as c:
         c.post(CLASSES, {"id": "gpu-plain", "cpu_count": 2, "memory_MB": 8192, "description": "team a"})
-    finally:
-        c.close()
     args = {"name": "gpu-plain", "cpu_count": 2, "memory_mb": 8192, "description": "team a", "adopt": True}
     res, _play = run_module("gpupool.vcf.vm_class", args, env=vsphere_env)
     assert res["changed"] is True and described(vsphere, CLASSES + "/gpu-plain") == "gpupool team a"

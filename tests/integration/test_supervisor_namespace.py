@@ -2,17 +2,9 @@
 import pytest
 
 from tests.lib.ansible_run import run_module
-from tests.lib.helpers import rest
+from tests.lib.vsphere_api import h100_supervisor, logged_in, read_or_none
 
-DRIVER = "550.90.05-1OEM.800.1.0.20613240"
-FLEET = {
-    "clusters": [
-        {"name": "gpu-h100", "supervisor": True,
-         "hosts": [{"prefix": "esx-h100-", "count": 1, "gpu": {"model": "H100-80GB", "count": 2},
-                    "driver_version": DRIVER}]},
-        {"name": "mgmt", "hosts": [{"prefix": "esx-mgmt-", "count": 1}]},
-    ],
-}
+FLEET = {"clusters": [h100_supervisor(), {"name": "mgmt", "hosts": [{"prefix": "esx-mgmt-", "count": 1}]}]}
 M = "gpupool.vcf.supervisor_namespace"
 NS = "/api/vcenter/namespaces/instances"
 VSAN = "aa6d5a82-1c88-45da-85d3-3d74b91a5bad"
@@ -21,26 +13,16 @@ VSAN = "aa6d5a82-1c88-45da-85d3-3d74b91a5bad"
 @pytest.fixture(scope="module")
 def seeded(vsphere):
     """Two VM classes and a content library, made directly through the API."""
-    c = rest(vsphere)
-    try:
+    with logged_in(vsphere) as c:
         for cid in ("gpu-small", "gpu-large"):
             c.post("/api/vcenter/namespace-management/virtual-machine-classes",
                    {"id": cid, "cpu_count": 4, "memory_MB": 8192})
         lib = c.post("/api/content/local-library", {"name": "vm-images", "type": "LOCAL"})
-    finally:
-        c.close()
     return dict(library=lib)
 
 
 def raw(sim, name):
-    from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereNotFound
-    c = rest(sim)
-    try:
-        return c.get("%s/%s" % (NS, name))
-    except VsphereNotFound:
-        return None
-    finally:
-        c.close()
+    return read_or_none(sim, "%s/%s" % (NS, name))
 
 
 FULL = {
@@ -127,20 +109,14 @@ def test_bad_input_changes_nothing(vsphere, vsphere_env, seeded):
         res, _playbook = run_module(M, args, env=vsphere_env)
         assert res.get("failed"), args
         assert msg in res["msg"], res["msg"]
-    c = rest(vsphere)
-    try:
+    with logged_in(vsphere) as c:
         assert [n["namespace"] for n in c.get(NS)] == []
-    finally:
-        c.close()
 
 
 def test_create_by_supervisor_id(vsphere, vsphere_env, seeded):
-    c = rest(vsphere)
-    try:
+    with logged_in(vsphere) as c:
         sup = [s["cluster"] for s in c.get("/api/vcenter/namespace-management/clusters")
                if s["cluster_name"] == "gpu-h100"][0]
-    finally:
-        c.close()
     args = {"name": "team-v2", "supervisor": sup, "vm_classes": ["gpu-small"]}
     res, _playbook = run_module(M, args, env=vsphere_env)
     assert res["changed"] is True, res.get("msg")
