@@ -85,10 +85,8 @@ def running_on(core, ns, app, node_names):
             and p.metadata.deletion_timestamp is None]
 
 
-def test_cordon_evict_wait_uncordon(k8s_api, k8s_namespace, rig_nodes):
-    core, apps, ns = client.CoreV1Api(k8s_api), client.AppsV1Api(k8s_api), k8s_namespace
-    a = rig_nodes("drain-a-%s" % uid(), provider_id="vsphere://4215AAAA-0000-1111-2222-%s000000" % uid())
-    b = rig_nodes("drain-b-%s" % uid())
+def two_web_pods_on(core, apps, ns, a, b):
+    """Nodes a and b Ready, and the ReplicaSet "web" (2 pods, either node) with both pods Running on a."""
     for n in (a, b):
         wait_for("node %s Ready" % n, lambda n=n: any(
             c.type == "Ready" and c.status == "True" for c in core.read_node(n).status.conditions or []))
@@ -96,6 +94,13 @@ def test_cordon_evict_wait_uncordon(k8s_api, k8s_namespace, rig_nodes):
     replica_set(apps, ns, "web", 2, [a, b])
     wait_for("2 web pods Running on %s" % a, lambda: len(running_on(core, ns, "web", [a])) == 2)
     core.patch_node(b, {"spec": {"unschedulable": False}})
+
+
+def test_cordon_evict_wait_uncordon(k8s_api, k8s_namespace, rig_nodes):
+    core, apps, ns = client.CoreV1Api(k8s_api), client.AppsV1Api(k8s_api), k8s_namespace
+    a = rig_nodes("drain-a-%s" % uid(), provider_id="vsphere://4215AAAA-0000-1111-2222-%s000000" % uid())
+    b = rig_nodes("drain-b-%s" % uid())
+    two_web_pods_on(core, apps, ns, a, b)
     pdb(k8s_api, ns, "web", 1, 1)
     api = drain_api(k8s_api)
 
@@ -134,13 +139,7 @@ def test_the_module_diff_shows_the_cordon_and_the_pods_that_leave_as_check_mode_
         k8s_rig, k8s_api, k8s_namespace, rig_nodes):
     core, apps, ns = client.CoreV1Api(k8s_api), client.AppsV1Api(k8s_api), k8s_namespace
     a, b = rig_nodes("diff-a-%s" % uid()), rig_nodes("diff-b-%s" % uid())
-    for n in (a, b):
-        wait_for("node %s Ready" % n, lambda n=n: any(
-            c.type == "Ready" and c.status == "True" for c in core.read_node(n).status.conditions or []))
-    core.patch_node(b, {"spec": {"unschedulable": True}})  # b held back so the pods start on a
-    replica_set(apps, ns, "web", 2, [a, b])
-    wait_for("2 web pods Running on %s" % a, lambda: len(running_on(core, ns, "web", [a])) == 2)
-    core.patch_node(b, {"spec": {"unschedulable": False}})
+    two_web_pods_on(core, apps, ns, a, b)
     on_a = sorted("%s/%s" % (ns, p.metadata.name) for p in running_on(core, ns, "web", [a]))
     args = dict(kubeconfig=str(k8s_rig.kubeconfig), vms=[dict(name=a)], owner="host-roll/diff", timeout=60)
     predicted = run_module("gpupool.vcf.guest_node_drain", args, env=k8s_rig.env, check=True, diff=True)[0]
