@@ -46,6 +46,10 @@ func dispatch(ctx *simulator.Context, m *simulator.Method) (mo.Reference, types.
 		if cfm, ok := ctx.Map.Get(m.This).(*simulator.CustomFieldsManager); ok {
 			ops = opsFor(ctx, m.This, func(self types.ManagedObjectReference) mo.Reference { return &customFieldOps{Self: self, cfm: cfm} })
 		}
+	case "ReconfigureComputeResource_Task":
+		if cl, ok := ctx.Map.Get(m.This).(*simulator.ClusterComputeResource); ok {
+			ops = opsFor(ctx, m.This, func(self types.ManagedObjectReference) mo.Reference { return &clusterOps{Self: self, cluster: cl} })
+		}
 	case "QueryConfigTarget":
 		if b, ok := ctx.Map.Get(m.This).(*simulator.EnvironmentBrowser); ok {
 			ops = opsFor(ctx, m.This, func(self types.ManagedObjectReference) mo.Reference { return &envBrowserOps{Self: self, browser: b} })
