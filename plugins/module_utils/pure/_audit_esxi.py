@@ -28,7 +28,7 @@ __metaclass__ = type
 from collections import OrderedDict
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi, _nvidia
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit, _drs
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit, _drs, _ha
 
 
 RULES = OrderedDict([
@@ -122,6 +122,29 @@ RULES = OrderedDict([
     ("gpu_vm_pin_behavior", ("warning", "esxi",
                              "A GPU VM's DRS override has the design's behavior.",
                              "drs_gpu_pinning with the design's behavior")),
+    ("ha_admission_control_off_design", ("warning", "esxi",
+                                         "Where the design manages HA, the cluster has HA and admission control on "
+                                         "with the failover capacity of the spare rule.",
+                                         "run the ha_gpu_restart role (site.yml's vSphere link): it sets the "
+                                         "percentage policy of clusters.<cluster>.ha")),
+    ("ha_restart_priority_missing", ("warning", "esxi",
+                                     "Every node VM of a pool whose cluster's HA the design manages has an HA "
+                                     "restart priority override.",
+                                     "run the ha_gpu_restart role: it sets the pool's ha_restart_priority")),
+    ("ha_restart_priority_off_design", ("warning", "esxi",
+                                        "A pool VM's HA restart priority that the collection set is the pool's.",
+                                        "run the ha_gpu_restart role: it sets the pool's ha_restart_priority back")),
+    ("ha_restart_priority_stale", ("info", "esxi",
+                                   "No HA override the collection set is left on a VM that is no pool's node VM.",
+                                   "run the ha_gpu_restart role: it removes the overrides it set there")),
+    ("ha_record_changed", ("info", "esxi",
+                           "The cluster's record gpupool.vcf.ha-restart holds what the collection owns.",
+                           "run the ha_gpu_restart role: it writes the record")),
+    ("ha_setting_foreign", ("info", "esxi",
+                            "An HA override of a pool VM, or an admission control, that someone else set and that "
+                            "differs from the design is named (the role leaves it).",
+                            "make it the design's by hand, or adopt it (clusters.<cluster>.adopt: true) so the "
+                            "ha_gpu_restart role sets it")),
 ])
 
 
@@ -158,6 +181,14 @@ PINNING_RULE_BY_CHANGE = OrderedDict([
     ("gpu_vm_not_pinned", "an override the plan adds, or edits from a disabled or an unpinning one"),
     ("gpu_vm_pin_behavior", "an override the plan edits from the other pinning behavior"),
 ])
+# the rules of the ha_gpu_restart plan (_ha.plan, by :func:`ha_plan`): (field, action) of each change -> rule
+HA_RULE_BY_CHANGE = OrderedDict([
+    ("ha_admission_control_off_design", ("ha_admission_control", "update")),
+    ("ha_restart_priority_missing", ("ha_restart_priority", "create")),
+    ("ha_restart_priority_off_design", ("ha_restart_priority", "update")),
+    ("ha_restart_priority_stale", ("ha_restart_priority", "delete")),
+    ("ha_record_changed", ("ha_owned", "update")),
+])
 # the ESXi rules decided from more than one host's plan or outside it, and why
 ESXI_RULES_BESIDES_THE_PLAN = {
     "cluster_missing": "the role's gpu_host_info read of the cluster fails",
@@ -170,6 +201,8 @@ ESXI_RULES_BESIDES_THE_PLAN = {
     "gpu_mig_not_read": "information only: vSphere reports no vGPU mode there; the role reads MIG mode over SSH",
     "host_ssh_running": "the esxi_gpu_host role starts SSH only while it sets MIG and stops it after; one left "
                         "running was started by hand or by a run that failed",
+    "ha_setting_foreign": "information only: the ha_gpu_restart plan's kept_foreign, what someone else set and the "
+                          "role leaves without adopt",
 }
 
 
@@ -598,3 +631,71 @@ def _cluster_pinning(out, name, gpu_hosts, drs, inputs):
             "VM %s holds a vGPU (%s) on host %s and has %s: DRS may try to move it" % (
                 entry["name"], ", ".join(vm.get("vgpu_profiles") or []), host, state),
             "pin it: drs_gpu_pinning cluster=%s behavior=%s" % (name, behavior)))
+
+
+def ha_inputs(derived):
+    """Per cluster, :func:`_ha.plan`'s wanted as the ha_gpu_restart role passes it (derive's role inputs)."""
+    role = _audit.role_inputs(derived, "ha_gpu_restart")
+    out = OrderedDict()
+    for entry in role.get("ha_gpu_restart_clusters") or []:
+        out[entry["name"]] = dict(cluster=entry["name"], pools=list(entry.get("pools") or []),
+                                  admission_control=entry.get("admission_control"), exclude=entry.get("exclude") or [],
+                                  adopt=bool(entry.get("adopt", role.get("ha_gpu_restart_adopt", False))))
+    return out
+
+
+def ha_plan(gpu_hosts, state, wanted):
+    """The ha_gpu_restart module's plan of one cluster (:func:`_ha.plan`) from the audit's read: the VMs
+    holding a vGPU on its GPU hosts, the cluster's HA settings, overrides and record."""
+    vms = [dict(moid=vm["moid"], name=vm["name"], vgpu_profiles=list(vm.get("vgpu_profiles") or []))
+           for h in gpu_hosts for vm in h.get("vgpu_vms") or []]
+    live = dict(vms=vms, overrides=state.get("overrides") or {}, das=state.get("das"), owned=state.get("owned"))
+    return _ha.plan(live, wanted)
+
+
+def ha_findings(derived, hosts, ha):
+    """The HA findings of every cluster the design manages HA of: one per change of its ha_gpu_restart plan,
+    and one per setting someone else made that the plan leaves (``ha``: ``vsphere/_ha_api.read_ha_states``)."""
+    out = []
+    if ha is None:
+        return out
+    rule_of = dict((v, k) for k, v in HA_RULE_BY_CHANGE.items())
+    for name, wanted in ha_inputs(derived).items():
+        state = ha.get(name)
+        if state is None:
+            continue
+        gpu_hosts = [h for h in hosts or [] if h.get("cluster") == name and h.get("gpu_count")]
+        try:
+            plan = ha_plan(gpu_hosts, state, wanted)
+        except _ha.HaPlanError as exc:
+            out.append(finding("ha_admission_control_off_design", "cluster %s" % name,
+                               "the HA settings of cluster %s cannot be planned: %s" % (name, exc),
+                               "fix ha_gpu_restart_clusters for cluster %s in the role inputs" % name))
+            continue
+        for change in plan.changes():
+            rule = rule_of[(change.field, change.action)]
+            out.append(finding(rule, change.object.lower() if change.object.startswith("VM ") else change.object,
+                               _ha_message(name, change), None))
+        for text in plan.kept_foreign:
+            out.append(finding("ha_setting_foreign", text.split(":", 1)[0].replace("VM ", "vm ", 1), text, None))
+    return out
+
+
+def _ha_message(cluster, change):
+    if change.field == "ha_admission_control":
+        have, want = change.before or {}, change.after
+        return ("cluster %s: HA %s, admission control %s (policy %s, failover level %s, CPU %s %%, memory %s %%); the "
+                "spare rule keeps failover level %s, CPU %s %%, memory %s %%"
+                % (cluster, "on" if have.get("ha_enabled") else "off", "on" if have.get("admission_control") else "off",
+                   have.get("policy"), have.get("failover_level"), have.get("cpu_percent"), have.get("memory_percent"),
+                   want["failover_level"], want["cpu_percent"], want["memory_percent"]))
+    if change.field == "ha_owned":
+        return "cluster %s: the record %s holds %s, what the collection owns is %s" % (
+            cluster, _ha.RECORD_FIELD, ", ".join(change.before) or "nothing", ", ".join(change.after) or "nothing")
+    if change.action == "create":
+        return "%s of pool %s has no HA restart priority override; the design says %s" % (
+            change.object, change.detail("pool"), change.after)
+    if change.action == "update":
+        return "%s of pool %s restarts at priority %s; the design says %s" % (
+            change.object, change.detail("pool"), change.before, change.after)
+    return "%s is no pool's node VM but keeps the HA override %s the collection set" % (change.object, change.before)

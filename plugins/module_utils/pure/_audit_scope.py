@@ -31,11 +31,12 @@ HOW = dict(esxi="give the vSphere connection (hostname, username, password or VM
            guest="give kubeconfig (the guest cluster's kubeconfig, or K8S_AUTH_KUBECONFIG)")
 
 
-def audit_esxi(derived, hosts, drs=None, records=None):
+def audit_esxi(derived, hosts, drs=None, records=None, ha=None):
     """The esxi link's findings: the hosts and DRS pinning, and the pinning overrides not the collection's own
-    (``records``: each cluster's pinning record, None when not read)."""
+    (``records``: each cluster's pinning record, None when not read), and the HA settings (``ha``, None when not read)."""
     return (_audit_esxi.audit_esxi(derived, hosts, drs)
-            + _audit_ownership.drs_not_owned_findings(derived, hosts, drs, records))
+            + _audit_ownership.drs_not_owned_findings(derived, hosts, drs, records)
+            + _audit_esxi.ha_findings(derived, hosts, ha))
 
 
 # each link's judge: findings from the derived design and the link's live state (the reader's keywords)

@@ -29,6 +29,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names imp
     node_pool_labels,
     node_pool_taints,
 )
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._ha import admission_policy
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_rules import gang_scheduled, validate_normalized
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_schema import normalize, vcenter_env_prefix
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._nvidia import encode_scheduler, format_rmpvmrl, parse_profile
@@ -169,7 +170,30 @@ def _derive_vsphere(ctx):
         ] + _adopt(d, tenant)))
     drs = [OrderedDict([("name", c["name"]), ("behavior", c["drs"]["behavior"])] + _adopt(d, c))
            for c in d["clusters"] if c["drs"]["pinning"]]
-    return OrderedDict([("vm_classes", vm_classes), ("namespaces", namespaces), ("drs_pinning", drs)])
+    return OrderedDict([("vm_classes", vm_classes), ("namespaces", namespaces), ("drs_pinning", drs),
+                        ("ha", _derive_ha(ctx))])
+
+
+def _derive_ha(ctx):
+    """Per cluster with ha.manage: its pools' restart priorities and the admission control of the spare rule
+    (one host of the cluster's hosts kept free, as a percentage of CPU and memory: docs/capacity.md), with the
+    GPU cards that spare host holds (``spare_gpus``, a report key)."""
+    d = ctx.d
+    out = []
+    for c in d["clusters"]:
+        if not c["ha"]["manage"]:
+            continue
+        pools = [OrderedDict([("name", p["name"]), ("vgpu_profile", p["vgpu_profile"]),
+                              ("node_pool", (p.get("node_pool") or {}).get("name")), ("vm_class", p["vm_class"]["name"]),
+                              ("restart_priority", p["ha_restart_priority"])])
+                 for p in d["pools"] if p["cluster"] == c["name"]]
+        admission = None
+        if c["ha"]["admission_control"]:
+            admission = OrderedDict(sorted(admission_policy(c["hosts"], SPARE_HOSTS).items()))
+        out.append(OrderedDict([("name", c["name"]), ("pools", pools), ("admission_control", admission),
+                                ("spare_gpus", SPARE_HOSTS * c["gpu"]["per_host"] if admission else 0)]
+                               + _adopt(d, c)))
+    return out
 
 
 def _derive_vks(ctx):
@@ -194,6 +218,8 @@ def _derive_vks(ctx):
     return OrderedDict([("clusters", clusters)])
 
 
+# the hosts the spare rule keeps free per cluster (the largest host lost: _design_capacity.host_loss)
+SPARE_HOSTS = 1
 # the keys of derive()'s vSphere entries that say where an object comes from; the roles do not take them
 REPORT_KEYS = ("pool", "kind", "supervisor")
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpupool.vcf"}
@@ -250,7 +276,13 @@ def _vsphere_roles(vsphere, revisions=False):
     return tenancy, pinning
 
 
-def _derive_vcenters(d, pinning):
+def _ha_role(vsphere):
+    """ha_gpu_restart's variables: the clusters the design manages HA of (the report key spare_gpus left out)."""
+    return OrderedDict([("ha_gpu_restart_clusters", [OrderedDict((k, v) for k, v in c.items() if k != "spare_gpus")
+                                                     for c in vsphere["ha"]])])
+
+
+def _derive_vcenters(d, pinning, ha=None):
     """Per vCenter of the design: its endpoint (no credentials), the prefix of its connection's
     environment variables, whether the Supervisor is there, its GPU clusters, and the inputs of the
     roles that run once per vCenter (drs_gpu_pinning over its own clusters)."""
@@ -266,6 +298,9 @@ def _derive_vcenters(d, pinning):
                 ("drs_gpu_pinning_clusters", [OrderedDict(c) for c in pinning["drs_gpu_pinning_clusters"]
                                               if c["name"] in clusters]),
                 ("drs_gpu_pinning_purge_stale", pinning["drs_gpu_pinning_purge_stale"]),
+            ])), ("ha_gpu_restart", OrderedDict([
+                ("ha_gpu_restart_clusters", [c for c in (ha or {}).get("ha_gpu_restart_clusters") or []
+                                             if c["name"] in clusters]),
             ]))])),
         ])
     return out
@@ -282,9 +317,12 @@ def for_vcenter(derived, name):
         (k, v) for k, v in derived["esxi"]["clusters"].items() if k in clusters))])
     vsphere = OrderedDict(derived["vsphere"])
     vsphere["drs_pinning"] = [c for c in vsphere["drs_pinning"] if c["name"] in clusters]
+    vsphere["ha"] = [c for c in vsphere.get("ha") or [] if c["name"] in clusters]
     roles = OrderedDict(derived["roles"])
     roles["esxi_gpu_host"] = OrderedDict((k, v) for k, v in roles["esxi_gpu_host"].items() if k in clusters)
     roles["drs_gpu_pinning"] = vc["roles"]["drs_gpu_pinning"]
+    if "ha_gpu_restart" in vc["roles"]:
+        roles["ha_gpu_restart"] = vc["roles"]["ha_gpu_restart"]
     if not vc["supervisor"]:
         vsphere["vm_classes"], vsphere["namespaces"] = [], []
         roles["supervisor_gpu_tenancy"] = OrderedDict((k, [] if isinstance(v, list) else v)
@@ -459,7 +497,7 @@ def derive(design):
         ("design", d["name"]),
         ("vcenter", OrderedDict([("hostname", d["vcenters"][d["supervisor"]["vcenter"]]["hostname"]),
                                  ("datacenter", d["vcenters"][d["supervisor"]["vcenter"]]["datacenter"])])),
-        ("vcenters", _derive_vcenters(d, pinning)),
+        ("vcenters", _derive_vcenters(d, pinning, _ha_role(vsphere))),
         ("supervisor", OrderedDict((k, d["supervisor"][k]) for k in ("name", "endpoint", "storage_policy"))),
         ("esxi", esxi),
         ("vsphere", vsphere),
@@ -468,6 +506,7 @@ def derive(design):
             ("esxi_gpu_host", _esxi_role(esxi)),
             ("supervisor_gpu_tenancy", tenancy),
             ("drs_gpu_pinning", pinning),
+            ("ha_gpu_restart", _ha_role(vsphere)),
             ("nls_licensing", nls_licensing),
             ("vks_gpu_node_pools", _vks_role(vks, d["supervisor"]["vm_class_revisions"])),
             ("gpu_operator", gpu_operator),

@@ -303,6 +303,22 @@ DESIGN_SCHEMA = {
                                      "default": "partiallyAutomated", "description": "Per-VM automation level."},
                     },
                 },
+                "ha": {
+                    "type": "dict", "default": {},
+                    "description": "vSphere HA as the spare: restart priorities of the pools' node VMs and the "
+                                   "admission control the spare rule keeps (docs/capacity.md).",
+                    "options": {
+                        "manage": {"type": "bool", "default": False,
+                                   "description": "Set the HA restart priority of the pools' node VMs (and, with "
+                                                  "admission_control, the cluster's admission control); false - "
+                                                  "HA is left as it is."},
+                        "admission_control": {"type": "bool", "default": True,
+                                              "description": "Turn HA admission control on with the failover "
+                                                             "capacity of the spare rule (one host of hosts, as a "
+                                                             "percentage of CPU and memory); false - the "
+                                                             "cluster's admission control is left as it is."},
+                    },
+                },
             },
         },
         "pools": {
@@ -325,6 +341,11 @@ DESIGN_SCHEMA = {
                              "description": "vGPUs of this profile per physical card; null - as many as fit."},
                 "priority": {"type": "str", "default": None, "max_len": NAME_MAX,
                              "description": "PriorityClass (priorities key); null - gpu-<shape> default."},
+                "ha_restart_priority": {"type": "str", "default": None,
+                                        "choices": ["disabled", "lowest", "low", "medium", "high", "highest"],
+                                        "description": "vSphere HA restart priority of the pool's node VMs (where "
+                                                       "the cluster's ha.manage is true); null - from the shape: "
+                                                       "inference highest, training medium, notebooks lowest."},
                 "vm_class": {
                     "type": "dict", "required": True, "description": "The VM class of the node VMs.",
                     "options": {
@@ -647,6 +668,8 @@ def json_schema():
 
 # the PriorityClass of a pool of each shape, when the pool names none
 DEFAULT_PRIORITY = {"inference": "gpu-inference", "training": "gpu-training", "notebooks": "gpu-notebook"}
+# the vSphere HA restart priority of a pool's node VMs, when the pool names none
+DEFAULT_HA_RESTART_PRIORITY = {"inference": "highest", "training": "medium", "notebooks": "lowest"}
 
 
 _TYPE_WORDS = {"str": "a string", "int": "a whole number", "float": "a number", "bool": "true or false",
@@ -655,6 +678,18 @@ _TYPE_WORDS = {"str": "a string", "int": "a whole number", "float": "a number", 
 
 def _schema_error(findings, path, message, fix):
     findings.append(Finding("schema", path or "design", message, fix))
+
+
+def _ha_spare_errors(d, findings):
+    """HA admission control keeps one host spare: a managed cluster needs two hosts at least."""
+    for index, cluster in enumerate(d.get("clusters") or []):
+        ha = cluster.get("ha") if isinstance(cluster.get("ha"), dict) else {}
+        hosts = cluster.get("hosts")
+        if ha.get("manage") and ha.get("admission_control") and isinstance(hosts, int) and hosts < 2:
+            _schema_error(findings, "%s.ha.admission_control" % _item_path("clusters", index, cluster),
+                          "HA admission control keeps one host of the cluster spare (the spare rule), but the cluster "
+                          "has %d host" % hosts,
+                          "give the cluster at least 2 hosts, or set ha.admission_control: false")
 
 
 def _item_path(path, index, item):
@@ -865,6 +900,8 @@ def normalize(design):
     for pool in d["pools"]:
         if pool.get("priority") is None and pool.get("shape"):
             pool["priority"] = DEFAULT_PRIORITY[pool["shape"]]
+        if pool.get("ha_restart_priority") is None and pool.get("shape"):
+            pool["ha_restart_priority"] = DEFAULT_HA_RESTART_PRIORITY[pool["shape"]]
         if isinstance(pool.get("vm_class"), dict) and pool["vm_class"].get("name") is None and pool.get("name"):
             pool["vm_class"]["name"] = "gpu-%s" % pool["name"]
         node_pool = pool.get("node_pool")
@@ -874,6 +911,7 @@ def normalize(design):
             if node_pool.get("vks_cluster") is None:
                 node_pool["vks_cluster"] = only_vks
     _resolve_vcenters(d, findings)
+    _ha_spare_errors(d, findings)
     for tenant in d["tenants"]:
         if tenant.get("namespace") is None:
             tenant["namespace"] = tenant.get("name")

@@ -17,7 +17,7 @@ from __future__ import (absolute_import, division, print_function)
 
 __metaclass__ = type
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _design_schema
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _design_schema, _ha
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names import (
     DNS_LABEL_FORM,
     DNS_LABEL_MAX,
@@ -230,6 +230,35 @@ def drs_gpu_pinning_role_errors(v):
     return out
 
 
+def ha_gpu_restart_role_errors(v):
+    out = []
+    clusters = items(v, "ha_gpu_restart_clusters", out)
+    for index, entry in enumerate(clusters):
+        entry = entry if isinstance(entry, dict) else {}
+        where = "ha_gpu_restart_clusters[%d]" % index
+        out += ["%s.%s" % (where, e) for e in empty_errors(entry, ("name",))]
+        if entry.get("name") is None:
+            out.append("%s.name is not set (the vSphere cluster)" % where)
+        out += _text_errors("%s.name" % where, entry.get("name"), _design_schema.NAME_MAX)
+        pools = entry.get("pools") or []
+        if not isinstance(pools, list):
+            out.append("%s.pools must be a list of pools" % where)
+            pools = []
+        for pool_index, pool in enumerate(pools):
+            pool = pool if isinstance(pool, dict) else {}
+            at = "%s.pools[%d]" % (where, pool_index)
+            for key in ("name", "vgpu_profile"):
+                if not isinstance(pool.get(key), str) or not pool[key].strip():
+                    out.append("%s.%s is not set" % (at, key))
+            if pool.get("restart_priority") not in _ha.PRIORITIES:
+                out.append("%s.restart_priority %s is not one of %s" % (at, shown(pool.get("restart_priority")),
+                                                                        ", ".join(_ha.PRIORITIES)))
+        if entry.get("admission_control") is not None:
+            out += ["%s.%s" % (where, e) for e in _ha.policy_errors(entry["admission_control"])]
+    out += _duplicates("ha_gpu_restart_clusters", [c.get("name") for c in clusters if isinstance(c, dict)], "cluster")
+    return out
+
+
 # the content hash the role appends to nls_licensing_secret_prefix: '-' and 10 hex digits
 _SECRET_HASH_LEN = 11
 
@@ -282,6 +311,7 @@ ROLE_CHECKS = {
     "drs_gpu_pinning": drs_gpu_pinning_role_errors,
     "gpu_operator": gpu_operator_role_errors,
     "gpu_scheduling_policy": gpu_scheduling_policy_role_errors,
+    "ha_gpu_restart": ha_gpu_restart_role_errors,
     "nls_licensing": nls_licensing_role_errors,
     "supervisor_gpu_tenancy": supervisor_gpu_tenancy_role_errors,
 }

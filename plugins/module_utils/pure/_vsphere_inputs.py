@@ -13,6 +13,7 @@ from __future__ import (absolute_import, division, print_function)
 
 __metaclass__ = type
 
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _ha
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import (
     dns_label_errors,
     empty_errors,
@@ -60,4 +61,19 @@ def drs_gpu_pinning_errors(params):
     rule = params.get("vm_host_rule")
     if rule:
         out += ["vm_host_rule.%s" % e for e in empty_errors(rule, ("name", "vm_group", "host_group"))]
+    return out
+
+
+def ha_gpu_restart_errors(params):
+    """The module's own input checks: names set, each pool once, a policy vSphere takes."""
+    out = empty_errors(params, ("cluster",)) + list_item_errors(params, "exclude")
+    names = []
+    for index, pool in enumerate(params.get("pools") or []):
+        out += ["pools[%d].%s" % (index, e) for e in empty_errors(pool, ("name", "vgpu_profile"))]
+        names.append(pool.get("name"))
+    twice = sorted(set(n for n in names if n and names.count(n) > 1))
+    if twice:
+        out.append("pools: %s named more than once" % ", ".join(twice))
+    if params.get("admission_control") is not None:
+        out += _ha.policy_errors(params["admission_control"])
     return out

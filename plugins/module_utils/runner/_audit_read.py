@@ -19,7 +19,7 @@ __metaclass__ = type
 import datetime
 import os
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_licensing
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit, _audit_licensing
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._errors import ClientError
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure
 from ansible_collections.gpupool.vcf.plugins.module_utils.dls._reader import read_dls
@@ -32,6 +32,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom impor
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._pool_reader import read_esxi, read_pool_classes
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._pool_reader import read_vsphere
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._drs_records import read_pinning_records
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._ha_api import read_ha_states
 
 K8S_LINKS = ("vks", "guest", "licensing")
 
@@ -68,7 +69,8 @@ def _read_link(module, link, derived):
     p = module.params
     if link == "esxi":
         hosts, drs = read_esxi(module.client(), rest=module.open_rest_session)
-        return dict(hosts=hosts, drs=drs, records=read_pinning_records(module.client()))
+        ha = read_ha_states(module.client()) if _audit.role_inputs(derived, "ha_gpu_restart").get("ha_gpu_restart_clusters") else None
+        return dict(hosts=hosts, drs=drs, records=read_pinning_records(module.client()), ha=ha)
     if link == "vsphere":
         return read_vsphere(module, derived)
     if link == "licensing":
