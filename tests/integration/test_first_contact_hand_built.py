@@ -27,7 +27,7 @@ from tests.integration.test_gpu_pool_discover import FLEET as DISCOVER_FLEET, ch
 from tests.integration.test_multi_vcenter_chain import EAST, WEST
 from tests.integration.test_multi_vcenter_chain import design as two_vcenter_design
 from tests.lib.ansible_run import run_module, run_playbook
-from tests.lib.hand_built import NAMESPACES, Rest, build_by_rest, vgpu_class
+from tests.lib.hand_built import NAMESPACES, Rest, build_by_rest, platform_and_tenant, vgpu_class
 from tests.lib.paths import ROOT
 
 DRIVER = "550.90.05-1OEM.800.1.0.20613240"
@@ -55,17 +55,8 @@ def build_vsphere(sim, platform):
         for cid, cpu, mem, profiles in (("serve-a100", 8, 32768, ["grid_a100d-3-40c"]),
                                         ("lab-l40s", 4, 16384, ["nvidia_l40s-12c"]),
                                         ("train-h100", 32, 262144, ["nvidia_h100-80c"] * 2))
-    ], [
-        {"namespace": platform, "description": "platform team's VKS namespace",
-         "vm_service_spec": {"vm_classes": ["serve-a100", "lab-l40s", "train-h100"]},
-         "storage_specs": [{}],
-         "access_list": [{"subject_type": "GROUP", "domain": "vsphere.local", "subject": "ops", "role": "OWNER"}]},
-        {"namespace": "team-x", "description": "Team X",
-         "vm_service_spec": {"vm_classes": ["serve-a100", "train-h100"]},
-         "storage_specs": [{"limit": 204800}],
-         "resource_spec": {"cpu_limit": 20000, "memory_limit": 65536, "storage_request_limit": 204800},
-         "access_list": [{"subject_type": "GROUP", "domain": "vsphere.local", "subject": "x-devs", "role": "EDIT"}]},
-    ])
+    ], platform_and_tenant(platform, ["serve-a100", "lab-l40s", "train-h100"], ["serve-a100", "train-h100"], "Team X",
+                           description="platform team's VKS namespace"))
 
 
 POOLS = (  # (class, shape, sharing, profile, vGPUs): the pools discovery will find for the three classes

@@ -7,7 +7,7 @@ import json
 import yaml
 
 from tests.lib.ansible_run import run_module
-from tests.lib.hand_built import CLASSES, NAMESPACES, Rest, build_by_rest, vgpu_class
+from tests.lib.hand_built import CLASSES, NAMESPACES, Rest, build_by_rest, platform_and_tenant, vgpu_class
 
 __all__ = ["CLASSES", "NAMESPACES", "Rest", "build_by_hand", "changing"]  # the other first-contact tests use them
 
@@ -44,17 +44,7 @@ def build_by_hand(sim, platform="platform"):
         vgpu_class("serve-a100", 8, 32768, ["grid_a100d-3-40c"]),
         vgpu_class("lab-l40s", 4, 16384, ["nvidia_l40s-12c"]),
         {"id": "plain-small", "cpu_count": 2, "memory_MB": 4096},
-    ], [
-        {"namespace": platform,
-         "vm_service_spec": {"vm_classes": ["serve-a100", "lab-l40s"]},
-         "storage_specs": [{}],
-         "access_list": [{"subject_type": "GROUP", "domain": "vsphere.local", "subject": "ops", "role": "OWNER"}]},
-        {"namespace": "team-x", "description": "Team X serving",
-         "vm_service_spec": {"vm_classes": ["serve-a100", "plain-small"]},
-         "storage_specs": [{"limit": 204800}],
-         "resource_spec": {"cpu_limit": 20000, "memory_limit": 65536, "storage_request_limit": 204800},
-         "access_list": [{"subject_type": "GROUP", "domain": "vsphere.local", "subject": "x-devs", "role": "EDIT"}]},
-    ])
+    ], platform_and_tenant(platform, ["serve-a100", "lab-l40s"], ["serve-a100", "plain-small"], "Team X serving"))
 
 
 def changing(before, after):

@@ -1,6 +1,7 @@
 """A vSphere platform built by hand, for the first-contact tests (discovery, capture, adoption): the
 simulator's REST API spoken directly, never through the collection (``Rest``), and ``build_by_rest``,
-which makes VM classes and Supervisor namespaces through it as an operator would have.
+which makes VM classes and Supervisor namespaces through it as an operator would have
+(``platform_and_tenant``: the namespaces of such a platform).
 """
 import requests
 
@@ -31,6 +32,23 @@ def vgpu_class(cid, cpu, memory_mb, profiles, **fields):
     """The CreateSpec of a VM class with one vGPU device per profile of ``profiles`` (memory reserved in full)."""
     return dict({"id": cid, "cpu_count": cpu, "memory_MB": memory_mb, "memory_reservation": 100,
                  "devices": {"vgpu_devices": [{"profile_name": p} for p in profiles]}}, **fields)
+
+
+def platform_and_tenant(platform, platform_classes, tenant_classes, tenant_description, **platform_fields):
+    """The namespaces of a hand-built platform (CreateSpecs for ``build_by_rest``): ``platform``, the VKS
+    cluster's, owned by the group ops, and the tenant team-x with CPU, memory and storage limits, edited by
+    the group x-devs."""
+    return [
+        dict({"namespace": platform, "vm_service_spec": {"vm_classes": list(platform_classes)},
+              "storage_specs": [{}],
+              "access_list": [{"subject_type": "GROUP", "domain": "vsphere.local", "subject": "ops", "role": "OWNER"}]},
+             **platform_fields),
+        {"namespace": "team-x", "description": tenant_description,
+         "vm_service_spec": {"vm_classes": list(tenant_classes)},
+         "storage_specs": [{"limit": 204800}],
+         "resource_spec": {"cpu_limit": 20000, "memory_limit": 65536, "storage_request_limit": 204800},
+         "access_list": [{"subject_type": "GROUP", "domain": "vsphere.local", "subject": "x-devs", "role": "EDIT"}]},
+    ]
 
 
 def build_by_rest(sim, classes, namespaces, supervisor="ai-a100"):
