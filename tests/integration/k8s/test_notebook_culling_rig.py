@@ -40,10 +40,9 @@ LAST_ACTIVITY = (datetime.datetime.now(datetime.timezone.utc) - datetime.timedel
 
 
 def culler_objects(prometheus_url):
-    import sys as _sys
     from tests.lib.ansible_run import COLLECTIONS
-    if str(COLLECTIONS) not in _sys.path:
-        _sys.path.insert(0, str(COLLECTIONS))
+    if str(COLLECTIONS) not in sys.path:
+        sys.path.insert(0, str(COLLECTIONS))
     from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _k8s_objects as objs
     policy = objs.role_inputs("gpu_scheduling_policy", {
         "gpu_scheduling_policy_culling": "cronjob", "gpu_scheduling_policy_culling_idle_minutes": 1,
