@@ -73,8 +73,10 @@ def test_discover_a_kubernetes_client_failure_names_the_link(discover_readers, t
 def test_discover_a_bug_in_a_link_reader_reaches_the_runner_and_nothing_is_written(discover_readers, tmp_path,
                                                                                    monkeypatch):
     discover_readers()
-    # an AttributeError of the collection's own code, not of the link
-    replace_reader(monkeypatch, gpu_pool_discover, "read_vks", lambda: None.items())
+
+    def bug():
+        return None.items()  # an AttributeError of the collection's own code, not of the link
+    replace_reader(monkeypatch, gpu_pool_discover, "read_vks", bug)
     dest = tmp_path / "design.yml"
     res = discover(dest, supervisor_kubeconfig=str(tmp_path / "sv"))
     assert res["failed"] and "unexpected AttributeError:" in res["msg"] and "'items'" in res["msg"], res
