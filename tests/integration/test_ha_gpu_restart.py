@@ -5,6 +5,7 @@ the esxi link and the rerun repairs it; the simulator refuses an admission polic
 import json
 import pathlib
 import ssl
+import subprocess
 
 import pytest
 import yaml
@@ -13,7 +14,7 @@ from pyVim.task import WaitForTask
 from pyVmomi import vim, vmodl
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
-from tests.lib.ansible_run import run_module
+from tests.lib.ansible_run import VENV_BIN, PlaybookResult, ansible_env, run_module
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 M = "gpupool.vcf.ha_gpu_restart"
@@ -111,8 +112,29 @@ def test_converge_noop_check_mode_and_audit_after_a_drift(vsphere, vsphere_env, 
 def test_the_simulator_refuses_a_percentage_vcenter_refuses(vsphere, vc):
     before = cluster(vc, "gpu-l40s").configurationEx.dasConfig.admissionControlPolicy
     policy = vim.cluster.FailoverResourcesAdmissionControlPolicy(cpuFailoverResourcesPercent=150,
-                                                                  memoryFailoverResourcesPercent=25, failoverLevel=1)
+                                                                 memoryFailoverResourcesPercent=25, failoverLevel=1)
     spec = vim.cluster.ConfigSpecEx(dasConfig=vim.cluster.DasConfigInfo(enabled=True, admissionControlPolicy=policy))
     with pytest.raises(vmodl.fault.InvalidArgument):
         WaitForTask(cluster(vc, "gpu-l40s").ReconfigureComputeResource_Task(spec=spec, modify=True))
     assert cluster(vc, "gpu-l40s").configurationEx.dasConfig.admissionControlPolicy == before
+
+
+def test_site_yml_vsphere_link_runs_the_role_and_a_rerun_changes_nothing(design_file):
+    """site.yml's vSphere link (the ESXi link's hosts left out by --limit) on a fresh example fleet."""
+    import vsphere_sim
+    sim = vsphere_sim.start(ROOT / "examples" / "fleet.yml")
+    cmd = [str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", "--limit", "localhost,gpupool_vcenters",
+           str(ROOT / "playbooks" / "site.yml"), "-e", "gpupool_design_file=%s" % design_file]
+    try:
+        for attempt in ("converge", "again"):
+            proc = subprocess.run(cmd, env=ansible_env(dict(sim.env)), capture_output=True, text=True, timeout=900,
+                                  cwd=ROOT, check=False)
+            run = PlaybookResult(proc, json.loads(proc.stdout))
+            assert run.rc == 0, (attempt, proc.stdout[-4000:], proc.stderr[-2000:])
+            ha = [r for n, r in run.tasks if n.endswith("one reconfigure per cluster")]
+            assert ha, [n for n, _r in run.tasks]
+            if attempt == "converge":
+                assert ha[0]["changed"] is True
+        assert ha[0]["changed"] is False
+    finally:
+        sim.stop()
