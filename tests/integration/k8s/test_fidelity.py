@@ -303,9 +303,18 @@ def test_kueue_admits_whole_pool_jobs_one_at_a_time(k8s_rig, k8s_api, k8s_namesp
     batch = client.BatchV1Api(k8s_api)
     core = client.CoreV1Api(k8s_api)
     with gpu_queue(k8s_api, k8s_namespace, kv, flavor, cq, "gpu-a100-mig", MIG, 7, GPU_TOLERATION):
+        workloads_api = dyn.resources.get(api_version=kv, kind="Workload")
+
+        def workload_of(job):
+            return [w for w in workloads_api.get(namespace=k8s_namespace).items
+                    if any(o.name == job for o in w.metadata.get("ownerReferences") or [])]
+
         for name in ("train-a", "train-b"):
             batch.create_namespaced_job(k8s_namespace, pool_job(name, "gpus", {MIG: "7"}))
-            time.sleep(1.1)  # creation timestamps have 1 s resolution: train-a queues first
+            # Kueue queues by its Workload's creation time (1 s resolution): train-b's Job is made only once
+            # train-a's Workload exists and a second has passed, however late a loaded machine's Kueue makes it
+            wait_for("the Workload of %s" % name, lambda job=name: workload_of(job))
+            time.sleep(1.1)
 
         def running():
             return sorted(j.metadata.name for j in batch.list_namespaced_job(k8s_namespace).items
