@@ -3,7 +3,8 @@ the vSphere simulator with two hosts of 8 A100 GPUs (Ampere: a new MIG mode runs
 the MIG mode is read without a shell (no SSH key needed); without a key the hosts that differ are named and
 left alone; with the key each host takes its turn (maintenance mode, its TSM-SSH service started for nvidia-smi
 and stopped again, a reboot, the mode read back) and a rerun changes nothing; a cluster host in lockdown mode
-that would refuse the SSH user stops the roll before any change."""
+that would refuse the SSH user stops the roll before any change; so does a geometry that turns MIG mode off
+under a MIG-backed VM with no other GPU in MIG mode to run on again."""
 
 import pytest
 import vsphere_sim
@@ -22,8 +23,11 @@ FLEET = {
             {"name": "lck-01", "gpu": A100, "driver_version": DRIVER, "graphics": SHARED_DIRECT},
             {"name": "lck-02", "gpu": A100, "driver_version": DRIVER, "graphics": SHARED_DIRECT,
              "lockdown": "strict", "lockdown_exceptions": ["svc-gpupool"]}]},
+        # GPU 0 of str-01 in MIG mode under a MIG-backed node VM, the other GPU of each host out of it
+        {"name": "stranding", "hosts": [{"prefix": "str-", "count": 2, "gpu": {"model": "A100-80GB", "count": 2},
+                                         "driver_version": DRIVER, "graphics": SHARED_DIRECT, "mig": [0]}]},
     ],
-    "vms": [],
+    "vms": [{"name": "mig-node-0", "host": "str-01", "vgpu": ["grid_a100d-3-40c"]}],
 }
 HOSTS = ["amp-01", "amp-02"]
 GEOMETRY = [[0, 1, 2, 3, 4, 5, 6, 7], [4, 5]]
@@ -118,3 +122,39 @@ def test_a_host_in_lockdown_stops_the_roll_before_any_change(sim):
     assert all(mig(sim, h) == [] and sim.ssh_service(h) == "stopped" for h in hosts)
     assert [sim.host_state(h)["reboot_count"] for h in hosts] == boots
     assert not any(sim.host_state(h)["maintenance"] for h in hosts)
+
+
+def test_a_geometry_that_would_strand_a_mig_backed_vm_is_refused_before_any_change(sim):
+    # the geometry by host position moved MIG mode off GPU 0 of str-01, which carries mig-node-0 (3g.40gb):
+    # powered off for the turn, vSphere could not power it on again on a GPU out of MIG mode
+    hosts = ["str-01", "str-02"]
+    boots = [sim.host_state(h)["reboot_count"] for h in hosts]
+    moved = {"str-01": [], "str-02": [0]}
+    for check in (True, False):
+        res = run_playbook(play(sim, cluster="stranding", esxi_gpu_host_mig_geometry=moved), env=dict(sim.env),
+                           check=check)
+        assert res.rc != 0, check
+        (name, msg), = failed(res)
+        assert name.endswith("A MIG mode change that would strand VMs stops the roll before any change"), name
+        for text in ("host str-01: GPU 0 MIG mode enabled -> disabled", "mig-node-0 (grid_a100d-3-40c on GPU 0)",
+                     "vSphere would refuse their power-on", "Move them", "power them off",
+                     "keep the MIG mode of GPU 0 of host str-01", "esxi_gpu_host_mig_geometry", "Nothing was changed"):
+            assert text in msg, (text, msg)
+        assert "host str-02:" not in msg, msg  # its GPU 0 stays in MIG mode, it carries nothing
+        assert not [n for n, _r in res.tasks if "Drain the guest nodes" in n or "Maintenance mode" in n]
+    # nothing rolled: the VM still runs on its MIG GPU, no host was entered into maintenance mode or rebooted
+    assert mig(sim, "str-01") == [0] and mig(sim, "str-02") == [0]
+    assert [sim.host_state(h)["reboot_count"] for h in hosts] == boots
+    assert not any(sim.host_state(h)["maintenance"] for h in hosts)
+    assert [v["name"] for g in sim.gpus("str-01") for v in g["vms"]] == ["mig-node-0"]
+    # MIG mode moved to GPU 1 of the host instead: the VM runs again there (a 3g.40gb fits an empty MIG GPU)
+    other = run_playbook(play(sim, cluster="stranding", esxi_gpu_host_mig_geometry={"str-01": [1], "str-02": [0]},
+                              esxi_gpu_host_power_off_vgpu_vms=True), env=dict(sim.env), check=True)
+    assert other.rc == 0, failed(other)
+    # the way out the message names: the geometry pinned by host name keeps GPU 0 of str-01 in MIG mode
+    pinned = {"str-01": [0, 1], "str-02": [0]}
+    check = run_playbook(play(sim, cluster="stranding", esxi_gpu_host_mig_geometry=pinned,
+                              esxi_gpu_host_power_off_vgpu_vms=True), env=dict(sim.env), check=True)
+    assert check.rc == 0, failed(check)
+    plans = messages(check, "Steps of the turn, in order")
+    assert len(plans) == 1 and any(s.startswith("MIG mode disabled -> enabled on GPU 1") for s in plans[0]), plans

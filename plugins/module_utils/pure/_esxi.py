@@ -908,8 +908,10 @@ def host_turns(info, spec):
     ``reasons``, ``plan`` (:func:`plan_parts`),
     ``turn_window`` (:func:`turn_window`), ``needs_maintenance``, ``gpus_to_empty``, ``drain_vms`` (the
     node VMs whose guest nodes are drained first: :func:`vms_going_down` when the turn takes the host into
-    maintenance mode), ``driver`` (:func:`driver_step`) and ``steps`` (:func:`turn_steps`). The role decides order, drain, maintenance,
-    reboot and verify from these; it recomputes none of them.
+    maintenance mode), ``driver`` (:func:`driver_step`), ``steps`` (:func:`turn_steps`), ``stranded``
+    (:func:`mig_strands`: the VMs its MIG mode change leaves nowhere to run) and ``refusal`` (why the turn may
+    not start, None when it may; also a ``plan`` ``refused`` change of ``changes``). The role decides order,
+    drain, maintenance, reboot and verify from these; it recomputes none of them.
     """
     spec = spec or {}
     role_vars = spec.get("vars") or {}
@@ -925,6 +927,11 @@ def host_turns(info, spec):
         if host.get("name") not in plans:
             continue
         items = plans[host["name"]]
+        change = (spec.get("mig") or {}).get(host["name"])
+        stranded = mig_strands(host, change, hosts, hotmigrate, inputs["vgpu_mode"]) if change else []
+        refusal = mig_strand_refusal(host, change, stranded, hotmigrate) if stranded else None
+        if refusal:
+            items = items + [refusal_change(host["name"], refusal)]
         window = turn_window(items, reboot)
         step = driver_step(host, items, inputs["target"], direct, hotmigrate,
                            role_vars.get("esxi_gpu_host_driver_bundle") or None)
@@ -932,8 +939,214 @@ def host_turns(info, spec):
             changes=items, reasons=reasons(items), plan=plan_parts(items), turn_window=window,
             needs_maintenance=window["maintenance"], gpus_to_empty=window["empty_gpus"],
             drain_vms=vms_going_down(host, hotmigrate) if window["maintenance"] else [],
-            driver=step, steps=turn_steps(items, window, step["action"], reboot, _flag(spec.get("vlcm_per_host"))))
+            driver=step, steps=turn_steps(items, window, step["action"], reboot, _flag(spec.get("vlcm_per_host"))),
+            stranded=stranded, refusal=refusal)
     return out
+
+
+# ---------------------------------------------------------------------------------------
+# a MIG mode change under the VMs of a GPU: where they go when they run again
+# ---------------------------------------------------------------------------------------
+
+# the design key (clusters[]) and the role variable that pin a cluster's MIG GPUs by host name
+MIG_PIN_KEY = ("mig_geometry of the cluster in the design (esxi_gpu_host_mig_geometry), as a mapping of host name "
+               "to the GPU indexes in MIG mode")
+
+
+def _profile_kind(profile):
+    """True for a MIG-backed vGPU profile, False for a time-sliced one, None for a name that does not parse."""
+    try:
+        return _nvidia.parse_profile(profile).mig_backed
+    except _nvidia.NvidiaError:
+        return None
+
+
+def _card(gpu, mig, mixed):
+    """One GPU as a power-on finds it: its model (None where the catalog lacks it), MIG mode on or off, several
+    time-sliced sizes at once (mixedSize) or one, nothing placed yet."""
+    try:
+        model = _nvidia.gpu_model(gpu.get("model"))
+    except _nvidia.NvidiaError:
+        model = None
+    memory = model.memory_gb if model is not None else (gpu.get("memory_mb") or 0) // 1024
+    return dict(index=gpu.get("index"), model=model, memory_gb=memory, mig=bool(mig), mixed=bool(mixed),
+                mix=[], profiles=[])
+
+
+def _card_takes(card, profile):
+    """Whether one more vGPU of ``profile`` fits ``card`` next to what it holds, by the vGPU manager's rules: a
+    MIG-backed vGPU only on a GPU in MIG mode, as a GPU instance its mix has room for; a time-sliced one only
+    on a GPU out of it, one size per GPU in sameSize mode, within its frame buffer. A model the catalog lacks
+    is judged by the mode alone."""
+    kind = _profile_kind(profile)
+    if kind is None or kind != card["mig"]:
+        return False
+    model = card["model"]
+    if model is None:
+        return True
+    try:
+        if kind:
+            instance = _nvidia.vgpu_mig_profile(profile, model).name
+            return _nvidia.mig_fits(model, card["mix"] + [instance])
+        parsed = _nvidia.parse_profile(profile)
+    except _nvidia.NvidiaError:
+        return False
+    if model.vgpu_stems and parsed.gpu not in model.vgpu_stems:
+        return False
+    if not card["mixed"] and any(p != profile.lower() for p in card["profiles"]):
+        return False
+    used = sum(_nvidia.parse_profile(p).framebuffer_gb for p in card["profiles"])
+    return used + parsed.framebuffer_gb <= card["memory_gb"]
+
+
+def _card_add(card, profile):
+    card["profiles"].append(profile.lower())
+    if card["mig"] and card["model"] is not None:
+        card["mix"].append(_nvidia.vgpu_mig_profile(profile, card["model"]).name)
+
+
+def _place_vm(cards, profiles):
+    """Put every vGPU of one VM on a distinct card of one host (partly used cards first); whether it fits (the
+    cards keep it when it does)."""
+    chosen = []
+    for profile in sorted(profiles):
+        free = [c for c in cards if c["index"] not in chosen and _card_takes(c, profile)]
+        if not free:
+            return False
+        free.sort(key=lambda c: (not c["profiles"], c["index"]))
+        chosen.append(free[0]["index"])
+    by_index = dict((c["index"], c) for c in cards)
+    for profile, index in zip(sorted(profiles), chosen):
+        _card_add(by_index[index], profile)
+    return True
+
+
+def _mixed(gpu, vgpu_mode):
+    """Whether a GPU out of MIG mode takes several time-sliced sizes: the design's vGPU mode where it sets one,
+    else the GPU's own (configured, or as shown)."""
+    if vgpu_mode:
+        return vgpu_mode == "mixed_size"
+    return "mixedSize" in (gpu.get("configured_vgpu_mode"), gpu.get("vgpu_mode"))
+
+
+def _placed(host):
+    """[(VM key, name, {GPU index: [profiles]})] of the VMs vSphere placed on the host's GPUs (gpu_host_info's
+    ``gpus[].vms``: the powered-on VMs), in name order."""
+    out = {}
+    for gpu in host.get("gpus") or []:
+        for vm in gpu.get("vms") or []:
+            vm = vm if isinstance(vm, dict) else dict(name=vm)
+            key = vm.get("moid") or vm.get("name")
+            entry = out.setdefault(key, (key, vm.get("name") or key, {}))
+            entry[2].setdefault(gpu.get("index"), []).extend(str(p) for p in vm.get("profiles") or [])
+    return sorted(out.values(), key=lambda e: (str(e[1]), str(e[0])))
+
+
+def _host_cards(host, mig_after=None, vgpu_mode=None):
+    """The cards of a host, each GPU in its MIG mode after the turn (``mig_after``: {index: on}; a GPU it does
+    not name keeps its mode) and out of MIG mode in the time-sliced mode the design gives."""
+    cards = []
+    for gpu in host.get("gpus") or []:
+        mig = (mig_after or {}).get(gpu.get("index"))
+        if mig is None:
+            mig = gpu.get("vgpu_mode") == "multiInstanceGpu" or gpu.get("mig") == "enabled"
+        cards.append(_card(gpu, mig, _mixed(gpu, vgpu_mode)))
+    return cards
+
+
+def _mig_after(mig, host=None):
+    """({GPU index: MIG on after the change}, [the indexes whose mode changes: set now, or pending since an
+    earlier run]) from a host's MIG change (esxi_gpu_config's report: ``before`` / ``after`` by index as text,
+    enabled|disabled; ``enabled`` / ``disabled``, the indexes by direction). A GPU named by its PCI address is
+    found among the ``host``'s GPUs; modes may be booleans too."""
+    mig = mig or {}
+    by_pci = dict((str(g.get("pci_id")).lower(), g.get("index")) for g in (host or {}).get("gpus") or [])
+
+    def modes(part):
+        out = {}
+        for key, mode in (mig.get(part) or {}).items():
+            index = key if isinstance(key, int) else int(key) if str(key).isdigit() else by_pci.get(str(key).lower())
+            if index is not None:
+                out[index] = mode is True or mode == "enabled"
+        return out
+
+    after, before = modes("after"), modes("before")
+    changing = set(i for i in (mig.get("enabled") or []) + (mig.get("disabled") or []) if isinstance(i, int))
+    changing |= set(i for i in after if before.get(i) != after[i])
+    return after, sorted(changing)
+
+
+def _vgpus(on):
+    return [p for _index, profiles in sorted(on.items()) for p in profiles]
+
+
+def mig_strands(host, mig, others=None, hotmigrate=False, vgpu_mode=None):
+    """The powered-on VMs that a host's MIG mode change (``mig``: esxi_gpu_config's report of the host) leaves
+    nowhere to run: each holds a vGPU of the other kind on a GPU whose MIG mode changes (a MIG-backed vGPU on a
+    GPU leaving MIG mode, a time-sliced one on a GPU entering it), and where it runs again no GPU of the right
+    kind has room for all its vGPUs. Without vGPU hot migration the turn powers the host's vGPU VMs off and on
+    again on the host: they are placed on its GPUs as the turn leaves them (``vgpu_mode``: the design's
+    time-sliced mode), the VMs that keep fitting their GPUs first; with it (``hotmigrate``) vCenter moves them
+    to the other hosts of the cluster (``others``: gpu_host_info records; those connected and out of
+    maintenance mode), as they are now.
+
+    Returns [{"vm", "profiles", "gpus" (the changing GPUs it holds a vGPU of the other kind on),
+    "pci_ids"}] in name order; [] when nothing is stranded."""
+    after, changing = _mig_after(mig, host)
+    if not changing:
+        return []
+    by_index = dict((g.get("index"), g) for g in host.get("gpus") or [])
+    placed = _placed(host)
+    crossing = {}
+    for key, _name, on in placed:
+        bad = [i for i in changing if any(_profile_kind(p) is (not after.get(i)) for p in on.get(i) or [])]
+        if bad:
+            crossing[key] = bad
+    if not crossing:
+        return []
+    pools = []
+    if hotmigrate:
+        for other in others or []:
+            if other.get("name") == host.get("name") or other.get("maintenance_mode") \
+                    or other.get("connection_state", "connected") != "connected":
+                continue
+            cards = _host_cards(other)
+            for _key, _name, on in _placed(other):
+                _place_vm(cards, _vgpus(on))
+            pools.append(cards)
+    else:
+        pools.append(_host_cards(host, after, vgpu_mode))
+        for key, _name, on in placed:  # what keeps fitting its GPUs runs again first
+            if key not in crossing:
+                _place_vm(pools[0], _vgpus(on))
+    out = []
+    for key, name, on in placed:
+        if key in crossing and not any(_place_vm(cards, _vgpus(on)) for cards in pools):
+            out.append(dict(vm=name, profiles=_vgpus(on), gpus=crossing[key],
+                            pci_ids=[by_index.get(i, {}).get("pci_id") for i in crossing[key]]))
+    return out
+
+
+def mig_strand_refusal(host, mig, stranded, hotmigrate=False):
+    """Why a host's turn whose MIG mode change strands ``stranded`` (:func:`mig_strands`) may not start, in
+    words: the host, the GPUs and their change, the VMs and their profiles, and the way out."""
+    after, _changing = _mig_after(mig, host)
+    gpus = sorted(set(i for s in stranded for i in s["gpus"]))
+    change = ", ".join("GPU %d MIG mode %s -> %s" % (i, mig_word(not after.get(i)), mig_word(bool(after.get(i))))
+                       for i in gpus)
+    vms = "; ".join("%s (%s on GPU %s)" % (s["vm"], ", ".join(s["profiles"]), ", ".join(str(i) for i in s["gpus"]))
+                    for s in stranded)
+    if hotmigrate:
+        where = ("no other host of the cluster has a GPU of their kind with room for them (vCenter moves them there "
+                 "when the host enters maintenance mode)")
+    else:
+        where = ("the turn powers them off and on again on host %s, and no GPU of it in their mode after the turn has "
+                 "room for them (a MIG-backed vGPU runs only on a GPU in MIG mode, a time-sliced one only on a GPU "
+                 "out of it): vSphere would refuse their power-on" % host.get("name"))
+    return ("host %s: %s would strand powered-on VMs holding vGPUs of the other kind: %s; %s. Move them to another "
+            "host or power them off first, or keep the MIG mode of GPU %s of host %s in the design: pin the MIG "
+            "GPUs by host name in the %s" % (host.get("name"), change, vms, where, ", ".join(str(i) for i in gpus),
+                                             host.get("name"), MIG_PIN_KEY))
 
 
 # ---------------------------------------------------------------------------------------
