@@ -47,12 +47,19 @@ description:
     C(training.gpus_per_job)) takes its service time from these samples (Little's law: busy
     server-seconds over the pods that came), is set against the measured waits, and gives the
     utilization at which the modelled wait at the design's C(slo.percentile) reaches C(slo.wait_seconds),
-    and whether the design's C(slo.planned_utilization) is past it. docs/capacity.md says what the model
-    assumes and where it breaks."
+    and whether the design's C(slo.planned_utilization) is past it. Beside it an M/G/c model (the
+    Allen-Cunneen approximation: the M/M/c wait scaled by (1 + CV^2) / 2) with the coefficient of
+    variation (CV) of the pods' durations (the seconds each GPU pod created in the range was Running,
+    the pods still Running at the end left out), or, with fewer than two, the CV the waits imply; its
+    knee and its fit error. For a Kueue-gated pool (gang-scheduled; ClusterQueue C(gpupool-<pool>))
+    the waits are Kueue's admission waits per window (the increase of
+    C(kueue_admission_wait_time_seconds_sum) over C(_count)) where that histogram counts admissions
+    in the range, else the pods' scheduling waits. docs/capacity.md says what the models
+    assume and where they break."
   - Returns the report as data and as Markdown (C(markdown)); C(playbooks/capacity.yml) writes both to files.
   - "Requests: one PropertyCollector retrieval of clusters, one of hosts and VMs, one of the hosts' graphics
     managers; with O(kubeconfig) one list of Pending pods, and when Kueue serves its API one list of
-    Workloads and one of LocalQueues; with O(prometheus_url) three instant and two range queries."
+    Workloads and one of LocalQueues; with O(prometheus_url) four instant and four range queries."
 author:
   - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
@@ -183,12 +190,21 @@ knee:
       the RMS error of the modelled waits; C(windows_used), C(windows_left_out) (windows with and without
       a wait to fit - saturated, idle or empty ones are left out); C(slo_wait_s), C(slo_percentile), C(planned_utilization) - the design's;
       C(knee_utilization) - where the modelled wait crosses the target; C(past_knee); C(message).
+      C(waits) - what the samples' waits are, V(pod scheduling) or V(Kueue admission) (then a sample's
+      C(pods) counts the workloads Kueue admitted in the window).
+      C(mgc) - the M/G/c (Allen-Cunneen) model beside it - C(model); C(cv), the coefficient of variation
+      of the job durations it uses; C(cv_source), V(durations) (the pods' seconds Running, C(durations)
+      of them) or V(waits) (implied by the waits - the service time that fits them under M/M/c over the
+      measured one is (1 + CV^2) / 2), null without either; C(wait_fit_service_s); C(fit_rms_s), the
+      RMS error of its modelled waits; C(knee_utilization); C(past_knee).
   returned: always
   type: dict
   sample:
     inference: {pool: inference, model: M/M/c (Erlang C), servers: 4, gpus: 4, gpus_per_job: 1,
                 service_s: 6.2, wait_fit_service_s: 3.1, fit_rms_s: 1.2, windows_used: 5, knee_utilization: 0.62,
-                planned_utilization: 0.85, past_knee: true,
+                planned_utilization: 0.85, past_knee: true, waits: pod scheduling,
+                mgc: {model: M/G/c (Allen-Cunneen), cv: 2.1, cv_source: durations, durations: 120,
+                      wait_fit_service_s: 1.1, fit_rms_s: 0.4, knee_utilization: 0.41, past_knee: true},
                 message: "inference: M/M/4, service time 6.2 s measured ...; the p90 wait reaches 5 s at 62.0 % utilization, ..."}
 generated:
   description: When the report was read (UTC).
@@ -265,7 +281,7 @@ class Capacity(Info):
         results = {}
         for name, expr in queries.items():
             with self.doing("query", "the knee's %s series from Prometheus %s" % (name, p["prometheus_url"])):
-                if name in ("allocated", "capacity"):
+                if name in _capacity_live.KNEE_RANGE_QUERIES:
                     results[name] = client.query_range(expr, start + window, end, window)
                 else:
                     results[name] = client.query(expr, at=end)

@@ -42,7 +42,6 @@ from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
 import calendar
-import math
 import time
 from collections import OrderedDict
 
@@ -60,14 +59,18 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._chargeback impor
     parse_duration,
 )
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names import POOL_LABEL
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_rules import gang_scheduled
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import url_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._queueing import (
     MODEL,
+    MODEL_MGC,
     QueueingError,
+    cv_from_durations,
+    cv_from_waits,
     fit_service,
     knee,
-    mean_wait,
     service_from_load,
+    wait_rms,
 )
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._nvidia import (
     NvidiaError,
@@ -673,6 +676,12 @@ def kueue_waits(workloads, local_queues, now):
 # ---------------------------------------------------------------------------------------
 
 KNEE_DEFAULTS = OrderedDict([("knee_range", "7d"), ("knee_window", "15m"), ("knee_step", "30s")])
+# the knee queries read as range queries (one point per window); the others are instant queries
+KNEE_RANGE_QUERIES = ("allocated", "capacity", "kueue_wait_sum", "kueue_wait_count")
+# Kueue's admission wait histogram (kueue_admission_wait_time_seconds, label cluster_queue) and the
+# ClusterQueue the design derives for a gang-scheduled pool (_design_derive)
+KUEUE_WAIT = "kueue_admission_wait_time_seconds"
+KUEUE_CLUSTER_QUEUE = "gpupool-%s"
 
 
 def knee_settings(params):
@@ -720,7 +729,12 @@ def knee_queries(span, window, step):
     the GPUs each pod requested on the node it was bound to, with the node's pool. Range queries
     (one point per window): ``allocated`` (GPUs requested by Running pods, the chargeback's
     allocation) and ``capacity`` (GPUs the pool's nodes offer), each averaged over the window
-    from samples ``step`` apart."""
+    from samples ``step`` apart. ``durations`` (instant): per pod the seconds it was Running in the
+    range (the steps ``step`` apart at which its phase was Running, times ``step``), leaving out the
+    pods still Running at the end (their duration is not known yet): the job durations whose
+    coefficient of variation the M/G/c model takes. ``kueue_wait_sum`` and ``kueue_wait_count``
+    (range, per window): the increase of Kueue's admission wait histogram's ``_sum`` and ``_count``
+    per ClusterQueue, the admission waits of the Kueue-gated pools."""
     pods = "namespace, pod, uid"
     capacity = ('sum by (pool) (kube_node_status_allocatable{resource=~"%s"} * on (node) group_left (pool) %s)'
                 % (GPU_RESOURCES, node_pools()))
@@ -733,6 +747,10 @@ def knee_queries(span, window, step):
                                                                              _last_node_pools(span))),
         ("allocated", "avg_over_time((%s)[%ds:%ds])" % (allocated, window, step)),
         ("capacity", "avg_over_time((%s)[%ds:%ds])" % (capacity, window, step)),
+        ("durations", 'sum by (%s) (count_over_time((kube_pod_status_phase{phase="Running"} == 1)[%ds:%ds])) * %d '
+                      'unless on (%s) (kube_pod_status_phase{phase="Running"} == 1)' % (pods, span, step, step, pods)),
+        ("kueue_wait_sum", "sum by (cluster_queue) (increase(%s_sum[%ds]))" % (KUEUE_WAIT, window)),
+        ("kueue_wait_count", "sum by (cluster_queue) (increase(%s_count[%ds]))" % (KUEUE_WAIT, window)),
     ])
 
 
@@ -750,11 +768,11 @@ def _vector(result):
     return out
 
 
-def _matrix(result):
-    """{pool: {timestamp: value}} of a range query by pool."""
+def _matrix(result, label="pool"):
+    """{pool: {timestamp: value}} of a range query by pool (or by ``label``)."""
     out = OrderedDict()
     for row in result or []:
-        pool = (row.get("metric") or {}).get("pool")
+        pool = (row.get("metric") or {}).get(label)
         if not pool:
             continue
         series = out.setdefault(pool, OrderedDict())
@@ -789,6 +807,20 @@ def pod_waits(scheduled, created, pod_pools_result, start, end):
     return out
 
 
+def pod_durations(durations, created, pod_pools_result, start, end):
+    """{pool: [seconds Running]} of the GPU pods created in [start, end] whose duration is known
+    (the ``durations`` query: done, not Running at the end)."""
+    held, made = _vector(durations), _vector(created)
+    out = OrderedDict()
+    for row in pod_pools_result or []:
+        metric = row.get("metric") or {}
+        key = _pod_key(metric)
+        pool = metric.get("pool")
+        if pool and key in held and key in made and start <= made[key] <= end:
+            out.setdefault(pool, []).append(held[key])
+    return out
+
+
 def knee_samples(waits, allocated, capacity, window):
     """[(window end, utilization, mean wait, pods)] of one pool: one sample per window of the
     range queries, the waits of the pods created in it (``(end - window, end]``)."""
@@ -802,28 +834,72 @@ def knee_samples(waits, allocated, capacity, window):
     return out
 
 
+def kueue_samples(wait_sum, wait_count, allocated, capacity):
+    """[(window end, utilization, mean admission wait, workloads)] of one Kueue-gated pool from the
+    increase of its ClusterQueue's admission wait histogram per window (``_sum`` over ``_count``;
+    the count rounded: Prometheus extrapolates an increase to the window's edges); None when the
+    histogram admitted nothing in the range (Kueue's metrics not scraped, or no workload)."""
+    if not any(wait_count.get(end, 0.0) >= 0.5 for end in capacity):
+        return None
+    out = []
+    for end, cap in capacity.items():
+        if cap <= 0:
+            continue
+        rho = allocated.get(end, 0.0) / cap
+        count = int(round(wait_count.get(end, 0.0)))
+        out.append((end, rho, max(0.0, wait_sum.get(end, 0.0)) / wait_count[end] if count else None, count))
+    return out
+
+
 def _iso(t):
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
-def pool_knee(name, samples, gpus_now, gpus_per_job, window, slo=None):
+def _mgc(cv=None, source=None, count=0):
+    return OrderedDict([("model", MODEL_MGC), ("cv", None if cv is None else round(cv, 3)), ("cv_source", source),
+                        ("durations", count), ("wait_fit_service_s", None), ("fit_rms_s", None),
+                        ("knee_utilization", None), ("past_knee", None)])
+
+
+def _pick_cv(durations, service, wait_fit):
+    """(cv, source, durations counted): the CV of the pods' durations when two or more are known,
+    else the one the waits imply (``cv_from_waits``), else None."""
+    cv, _mean, count = cv_from_durations(durations or [])
+    if cv is not None:
+        return cv, "durations", count
+    cv = cv_from_waits(service, wait_fit)
+    return cv, (None if cv is None else "waits"), count
+
+
+def _knee_text(percentile, target, value, planned):
+    return "the p%s wait reaches %s s at %.1f %% utilization%s" % (
+        ("%g" % percentile), ("%g" % target), value * 100,
+        "" if planned is None else ", planned %.0f %%: %s" % (
+            planned * 100, "PAST THE KNEE" if planned > value else "below it"))
+
+
+def pool_knee(name, samples, gpus_now, gpus_per_job, window, slo=None, durations=None, waits="pod scheduling"):
     """The knee of one pool (M/M/c, ``_queueing``) with ``c`` = the GPUs its nodes offer now over
     the GPUs of one job: the service time measured from the samples (Little's law), the model's
     waits against the measured ones, and, with ``slo`` (the design's pool ``slo`` block), the
-    utilization at which the modelled wait at the SLO percentile reaches the target."""
+    utilization at which the modelled wait at the SLO percentile reaches the target. ``mgc``: the
+    same under M/G/c (Allen-Cunneen) with the coefficient of variation of ``durations`` (the pods'
+    seconds Running), or, with fewer than two, the one the waits imply. ``waits``: what the samples'
+    waits are (``pod scheduling``, or ``Kueue admission`` from Kueue's histogram)."""
     slo = slo or {}
     gpus_now = int(gpus_now) if float(gpus_now or 0).is_integer() else round(gpus_now, 2)
     servers = int(gpus_now // gpus_per_job) if gpus_now else 0
     busy = [(rho, n) for _t, rho, _w, n in samples]
     mean_rho = sum(r for r, _n in busy) / len(busy) if busy else None
     entry = OrderedDict([
-        ("pool", name), ("model", MODEL), ("gpus", gpus_now), ("gpus_per_job", gpus_per_job), ("servers", servers),
+        ("pool", name), ("model", MODEL), ("waits", waits), ("gpus", gpus_now), ("gpus_per_job", gpus_per_job), ("servers", servers),
         ("windows", len(samples)), ("pods", sum(n for _t, _r, _w, n in samples)),
         ("mean_utilization", None if mean_rho is None else round(mean_rho, 4)),
         ("service_s", None), ("wait_fit_service_s", None), ("fit_rms_s", None), ("windows_used", 0),
         ("windows_left_out", 0),
         ("slo_wait_s", slo.get("wait_seconds")), ("slo_percentile", slo.get("percentile")),
         ("knee_utilization", None), ("planned_utilization", slo.get("planned_utilization")), ("past_knee", None),
+        ("mgc", _mgc()),
         ("samples", [OrderedDict([("end", _iso(t)), ("utilization", round(rho, 4)),
                                   ("mean_wait_s", None if w is None else round(w, 2)), ("pods", n)])
                      for t, rho, w, n in samples]),
@@ -844,47 +920,77 @@ def pool_knee(name, samples, gpus_now, gpus_per_job, window, slo=None):
                             "model" % (name, len(samples)))
         return entry
     entry["service_s"] = round(service, 3)
-    used = [(rho, w, n) for rho, w, n in rows if n > 0 and 0 < rho < 1 and w is not None]
-    if used:
-        entry["fit_rms_s"] = round(math.sqrt(sum(n * (w - mean_wait(servers, rho, service)) ** 2 for rho, w, n in used)
-                                             / float(sum(n for _r, _w, n in used))), 3)
+    rms = wait_rms(servers, rows, service)
+    if rms is not None:
+        entry["fit_rms_s"] = round(rms, 3)
+    used = fit["used"]
+    cv, source, count = _pick_cv(durations, service, fit["service_s"])
+    mgc = entry["mgc"] = _mgc(cv, source, count)
+    if cv is not None:
+        mgc_fit = fit_service(servers, rows, cv=cv)
+        if mgc_fit["service_s"] is not None:
+            mgc["wait_fit_service_s"] = round(mgc_fit["service_s"], 3)
+        mgc_rms = wait_rms(servers, rows, service, cv=cv)
+        mgc["fit_rms_s"] = None if mgc_rms is None else round(mgc_rms, 3)
     text = "%s: M/M/%d, service time %.1f s measured (the waits fit %s; RMS error of the modelled waits %s)" % (
         name, servers, service, "%.1f s" % fit["service_s"] if fit["service_s"] is not None else "no service time",
-        "%.1f s over %d windows" % (entry["fit_rms_s"], len(used)) if used else "not known: no window below "
+        "%.1f s over %d windows" % (entry["fit_rms_s"], used) if used else "not known: no window below "
         "saturation with pods")
+    mgc_text = "; M/G/%d (Allen-Cunneen): %s" % (servers, "no CV of the durations: fewer than two pods done and "
+                                                          "no wait to fit" if cv is None else
+                                                 "CV %.2f from %s, RMS error %s" % (
+                                                     cv, "%d pod durations" % count if source == "durations"
+                                                     else "the waits", "-" if mgc["fit_rms_s"] is None
+                                                     else "%.1f s" % mgc["fit_rms_s"]))
     target, percentile = slo.get("wait_seconds"), slo.get("percentile") or 95.0
     if target is None:
-        entry["message"] = text + "; no slo.wait_seconds in the design, so no knee"
+        entry["message"] = text + mgc_text + "; no slo.wait_seconds in the design, so no knee"
         return entry
+    planned = slo.get("planned_utilization")
     try:
         value = knee(servers, service, target, percentile)
     except QueueingError as exc:
-        entry["message"] = text + "; no knee: %s" % exc
+        entry["message"] = text + mgc_text + "; no knee: %s" % exc
         return entry
     entry["knee_utilization"] = round(value, 4)
-    planned = slo.get("planned_utilization")
     entry["past_knee"] = None if planned is None else planned > value
-    entry["message"] = text + "; the p%s wait reaches %s s at %.1f %% utilization%s" % (
-        ("%g" % percentile), ("%g" % target), value * 100,
-        "" if planned is None else ", planned %.0f %%: %s" % (
-            planned * 100, "PAST THE KNEE" if planned > value else "below it"))
+    text += "; " + _knee_text(percentile, target, value, planned) + mgc_text
+    if cv is not None:
+        value = knee(servers, service, target, percentile, cv=cv)
+        mgc["knee_utilization"] = round(value, 4)
+        mgc["past_knee"] = None if planned is None else planned > value
+        text += ": " + _knee_text(percentile, target, value, planned)
+    entry["message"] = text
     return entry
 
 
 def knees(results, start, end, window, pools=None):
     """Per pool (those with GPU capacity in the range), its knee (``pool_knee``) from the knee
     queries' ``results``. ``pools``: the design's pools (``Pools``), for each pool's
-    ``training.gpus_per_job`` and ``slo``."""
+    ``training.gpus_per_job`` and ``slo``. A Kueue-gated pool (gang-scheduled) takes its waits from
+    Kueue's admission wait histogram of its ClusterQueue where that admitted workloads in the range,
+    the others (and it, without the histogram) the pods' scheduling waits."""
     waits = pod_waits(results["scheduled"], results["created"], results["pod_pools"], start, end)
+    held = pod_durations(results.get("durations"), results["created"], results["pod_pools"], start, end)
     allocated, capacity = _matrix(results["allocated"]), _matrix(results["capacity"])
+    kueue_sum = _matrix(results.get("kueue_wait_sum"), "cluster_queue")
+    kueue_count = _matrix(results.get("kueue_wait_count"), "cluster_queue")
     out = OrderedDict()
     for name in sorted(capacity):
         design = pools.by_name(name) if pools is not None else None
         gpus_per_job = ((design or {}).get("training") or {}).get("gpus_per_job") or 1
         series = capacity[name]
         gpus_now = series[max(series)] if series else 0
-        samples = knee_samples(waits.get(name, []), allocated.get(name, {}), series, window)
-        out[name] = pool_knee(name, samples, gpus_now, gpus_per_job, window, (design or {}).get("slo"))
+        samples, source = None, "pod scheduling"
+        if design is not None and gang_scheduled(design):
+            queue = KUEUE_CLUSTER_QUEUE % name
+            samples = kueue_samples(kueue_sum.get(queue, {}), kueue_count.get(queue, {}), allocated.get(name, {}),
+                                    series)
+            source = "Kueue admission"
+        if samples is None:
+            samples, source = knee_samples(waits.get(name, []), allocated.get(name, {}), series, window), "pod scheduling"
+        out[name] = pool_knee(name, samples, gpus_now, gpus_per_job, window, (design or {}).get("slo"),
+                              held.get(name), source)
     return out
 
 
@@ -895,6 +1001,10 @@ def knees(results, start, end, window, pools=None):
 
 def _cell(value):
     return "-" if value is None else str(value)
+
+
+def _percent(value):
+    return "-" if value is None else "%.1f %%" % (value * 100)
 
 
 def markdown(report):
@@ -967,17 +1077,24 @@ def markdown(report):
         lines += ["No pool with GPU nodes in Prometheus over the range.", ""]
     else:
         lines += ["%s, its service time measured from the pool's utilization and GPU pods per window, its "
-                  "waits set against the pods' scheduling waits (docs/capacity.md)." % MODEL, "",
-                  "| pool | servers (GPUs / job) | windows used | service time (s) | SLO | knee | planned |",
-                  "|---|---:|---:|---:|---|---:|---:|"]
+                  "waits set against the pods' scheduling waits; beside it %s with the coefficient of variation "
+                  "of the pods' durations (or, without two of them, the one the waits imply) "
+                  "(docs/capacity.md)." % (MODEL, MODEL_MGC), "",
+                  "| pool | servers (GPUs / job) | windows used | service time (s) | SLO | knee | planned "
+                  "| RMS error (s) | CV of durations | M/G/c knee | M/G/c RMS error (s) |",
+                  "|---|---:|---:|---:|---|---:|---:|---:|---|---:|---:|"]
         for e in knee_report.values():
-            lines.append("| %s | %d (%s / %s) | %d of %d | %s | %s | %s | %s |" % (
+            mgc = e.get("mgc") or {}
+            lines.append("| %s | %d (%s / %s) | %d of %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                 e["pool"], e["servers"], _cell(e["gpus"]), e["gpus_per_job"], e["windows_used"], e["windows"],
                 _cell(e["service_s"]),
                 "p%g <= %g s" % (e["slo_percentile"] or 95, e["slo_wait_s"]) if e["slo_wait_s"] is not None else "-",
-                "-" if e["knee_utilization"] is None else "%.1f %%" % (e["knee_utilization"] * 100),
+                _percent(e["knee_utilization"]),
                 "-" if e["planned_utilization"] is None else "%.0f %%%s" % (
-                    e["planned_utilization"] * 100, " (past the knee)" if e["past_knee"] else "")))
+                    e["planned_utilization"] * 100, " (past the knee)" if e["past_knee"] else ""),
+                _cell(e["fit_rms_s"]),
+                "-" if mgc.get("cv") is None else "%.2f (%s)" % (mgc["cv"], mgc["cv_source"]),
+                _percent(mgc.get("knee_utilization")), _cell(mgc.get("fit_rms_s"))))
         lines.append("")
         lines += ["- %s" % e["message"] for e in knee_report.values()]
         lines.append("")
@@ -985,5 +1102,5 @@ def markdown(report):
 
 
 __all__ = ["CapacityError", "Card", "CARD_MODES", "placed_by_vsphere", "KNEE_NOT_COMPUTED", "Pools", "gpu_requests", "knee_input_errors", "knee_queries",
-           "knee_samples", "knee_settings", "knees", "kueue_waits", "markdown", "pack_host", "pending_pods",
+           "knee_samples", "kueue_samples", "pod_durations", "knee_settings", "knees", "kueue_waits", "markdown", "pack_host", "pending_pods",
            "place_vm", "pod_waits", "pool_knee", "slots", "spare"]

@@ -18,13 +18,14 @@ exponential with rate ``c (1 - rho) / S``, so
 Model: M/G/c (``cv`` given, the coefficient of variation of the job durations: their standard
 deviation over their mean). The Allen-Cunneen approximation (A. O. Allen, Probability,
 Statistics, and Queueing Theory with Computer Science Applications, 2nd ed., Academic Press
-1990, section 5.2) scales the M/M/c mean wait by ``(ca^2 + cs^2) / 2``; arrivals are Poisson
+1990) scales the M/M/c mean wait by ``(ca^2 + cs^2) / 2``; arrivals are Poisson
 here (``ca^2 = 1``), so ``Wq = (1 + cv^2) / 2 * C(c, a) * S / (c (1 - rho))``. It is exact for
 c = 1 (the Pollaczek-Khinchine formula) and for exponential durations (cv = 1: M/M/c, so every
 function here gives its M/M/c result when ``cv`` is left at 1). Its tail keeps the probability of
-waiting at ``C(c, a)`` and takes the wait of those that wait as exponential with the scaled mean,
-the exponential conditional-wait approximation of W. Whitt, Approximations for the GI/G/m queue,
-Production and Operations Management 2(2), 1993: ``P(wait > t) = C(c, a) exp(-t C(c, a) / Wq)``,
+waiting at ``C(c, a)`` and takes the wait of those that wait as exponential with the scaled mean
+(an exponential conditional-wait approximation, exact for M/M/c; W. Whitt, Approximations for the
+GI/G/m queue, Production and Operations Management 2(2), 1993, discusses such approximations of the
+probability of waiting and the conditional wait): ``P(wait > t) = C(c, a) exp(-t C(c, a) / Wq)``,
 so every percentile wait is the M/M/c one times ``(1 + cv^2) / 2``. Heavy-tailed durations make
 the real tail longer than exponential at the far percentiles; the mean is the better-founded
 figure (the unit tests set both against a discrete-event simulation).

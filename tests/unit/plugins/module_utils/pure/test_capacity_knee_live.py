@@ -42,7 +42,13 @@ def results(pods, alloc, cap, pool="training"):
 
 def test_queries_read_kube_state_metrics():
     qs = live.knee_queries(3600, 300, 15)
-    assert list(qs) == ["scheduled", "created", "pod_pools", "allocated", "capacity"]
+    assert list(qs) == ["scheduled", "created", "pod_pools", "allocated", "capacity", "durations", "kueue_wait_sum",
+                        "kueue_wait_count"]
+    assert qs["kueue_wait_count"] == "sum by (cluster_queue) (increase(kueue_admission_wait_time_seconds_count[300s]))"
+    assert qs["kueue_wait_sum"] == "sum by (cluster_queue) (increase(kueue_admission_wait_time_seconds_sum[300s]))"
+    assert qs["durations"] == ('sum by (namespace, pod, uid) (count_over_time((kube_pod_status_phase{phase="Running"} '
+                               '== 1)[3600s:15s])) * 15 unless on (namespace, pod, uid) '
+                               '(kube_pod_status_phase{phase="Running"} == 1)')
     assert qs["scheduled"] == "max by (namespace, pod, uid) (last_over_time(kube_pod_status_scheduled_time[3600s]))"
     assert "label_gpupool_vcf_pool" in qs["pod_pools"] and 'node!=""' in qs["pod_pools"]
     assert qs["allocated"].startswith("avg_over_time(((sum by (pool) (kube_pod_container_resource_requests")
@@ -96,6 +102,83 @@ def test_service_time_measured_and_the_knee():
     assert "| training | 4 (4 / 1) | 4 of 4 | 20.0 | p95 <= 30 s | %.1f %% |" % (want * 100) in md
 
 
+def test_mgc_knee_from_the_pods_durations():
+    # the samples of test_service_time_measured_and_the_knee, whose waits are M/M/4's; the pods' durations
+    # (seconds Running) spread with a CV above 1: M/G/c puts the knee earlier and, against these waits, fits worse
+    service = 20.0
+    pods, alloc, cap = [], [], []
+    for k, (rho, n) in enumerate(((0.3, 6), (0.5, 10), (0.7, 14), (0.85, 17))):
+        end = START + (k + 1) * WINDOW
+        alloc.append((end, 4 * rho))
+        cap.append((end, 4))
+        for i in range(n):
+            pods.append(("p%d-%d" % (k, i), end - 5 * (i + 1), q.mean_wait(4, rho, service)))
+    slo = {"wait_seconds": 30.0, "percentile": 95.0, "planned_utilization": 0.6}
+    pools = live.Pools({"pools": [{"name": "training", "slo": slo}]})
+    res = results(pods, alloc, cap)
+    # 40 short pods and 7 long ones
+    held = [2.0] * 40 + [100.0] * 7
+    cv, _m, _n = q.cv_from_durations(held)
+    assert cv > 1.5
+    res["durations"] = vec([(pod(n), d) for (n, _c, _w), d in zip(pods, held)] + [(pod("other"), 900)])
+    e = live.knees(res, START, START + 4 * WINDOW, WINDOW, pools)["training"]
+    m = e["mgc"]
+    assert (m["model"], m["cv_source"], m["durations"]) == ("M/G/c (Allen-Cunneen)", "durations", 47)
+    assert m["cv"] == pytest.approx(cv, abs=1e-3)
+    assert m["knee_utilization"] == pytest.approx(q.knee(4, service, 30.0, 95.0, cv=cv), abs=1e-4)
+    assert m["knee_utilization"] < e["knee_utilization"]
+    assert m["past_knee"] is (0.6 > m["knee_utilization"]) and e["past_knee"] is (0.6 > e["knee_utilization"])
+    rows = [(s["utilization"], s["mean_wait_s"], s["pods"]) for s in e["samples"]]
+    assert m["fit_rms_s"] == pytest.approx(q.wait_rms(4, rows, service, cv=cv), abs=1e-3) and m["fit_rms_s"] > 1
+    assert m["wait_fit_service_s"] == pytest.approx(service / q.scale(cv), rel=1e-3)
+    assert "M/G/4 (Allen-Cunneen): CV %.2f from 47 pod durations" % cv in e["message"], e["message"]
+    md = live.markdown({"clusters": {}, "spare": {}, "knee": {"training": e}})
+    assert "| %.2f (durations) | %.1f %% |" % (m["cv"], m["knee_utilization"] * 100) in md
+
+
+def test_mgc_cv_from_the_waits_without_durations():
+    # one 1-GPU job per window on 4 GPUs; waits 2.5 times what M/M/4 says for the measured service time: CV 2
+    service = 100.0  # rho 0.25 x 4 GPUs x 100 s / 1 pod
+    wait = 2.5 * q.mean_wait(4, 0.25, service)
+    pods = [("a", 1050, wait), ("b", 1150, wait)]
+    res = results(pods, [(1100, 1.0), (1200, 1.0)], [(1100, 4), (1200, 4)])
+    res["durations"] = vec([(pod("a"), 100.0)])  # one duration: no CV from it
+    pools = live.Pools({"pools": [{"name": "training", "slo": {"wait_seconds": 60.0, "percentile": 90.0}}]})
+    e = live.knees(res, START, 1200, WINDOW, pools)["training"]
+    m = e["mgc"]
+    assert m["cv_source"] == "waits" and m["durations"] == 1 and m["cv"] == pytest.approx(2.0, abs=1e-2)
+    assert m["fit_rms_s"] < 0.05 < e["fit_rms_s"]
+    assert m["past_knee"] is None and m["knee_utilization"] < e["knee_utilization"]
+
+
+def kueue_matrix(queue, points):
+    return [{"metric": {"cluster_queue": queue}, "values": [[t, str(v)] for t, v in points]}]
+
+
+def test_kueue_gated_pools_take_the_admission_wait_histogram():
+    gang = {"name": "training", "shape": "training", "training": {"gpus_per_job": 1, "gang_scheduling": True},
+            "slo": {"wait_seconds": 60.0, "percentile": 90.0}}
+    pools = live.Pools({"pools": [gang]})
+    # the pods themselves wait 0 s (Kueue creates them once admitted); the histogram says 3.9 workloads
+    # (an extrapolated increase) waited 39 s in all in the first window, none came in the second
+    pods = [("a", 1050, 0.0), ("b", 1060, 0.0), ("c", 1070, 0.0), ("d", 1080, 0.0)]
+    res = results(pods, [(1100, 2.0), (1200, 0.0)], [(1100, 4), (1200, 4)])
+    res["kueue_wait_sum"] = kueue_matrix("gpupool-training", [(1100, 39.0), (1200, 0.0)])
+    res["kueue_wait_count"] = kueue_matrix("gpupool-training", [(1100, 3.9), (1200, 0.0)])
+    res["kueue_wait_sum"] += kueue_matrix("gpupool-other", [(1100, 500.0)])
+    res["kueue_wait_count"] += kueue_matrix("gpupool-other", [(1100, 5.0)])
+    e = live.knees(res, START, 1200, WINDOW, pools)["training"]
+    assert e["waits"] == "Kueue admission"
+    assert [(s["utilization"], s["mean_wait_s"], s["pods"]) for s in e["samples"]] == [(0.5, 10.0, 4), (0.0, None, 0)]
+    assert e["service_s"] == pytest.approx(50.0)  # 200 busy GPU-seconds over 4 workloads
+    # without the histogram (Kueue's metrics not scraped), or for a pool Kueue does not gate: the pods' waits
+    for extra, design in (({}, gang), ({"kueue_wait_sum": res["kueue_wait_sum"], "kueue_wait_count": res["kueue_wait_count"]},
+                                       dict(gang, training={"gpus_per_job": 1}))):
+        res2 = dict(results(pods, [(1100, 2.0), (1200, 0.0)], [(1100, 4), (1200, 4)]), **extra)
+        e = live.knees(res2, START, 1200, WINDOW, live.Pools({"pools": [design]}))["training"]
+        assert e["waits"] == "pod scheduling" and e["samples"][0]["mean_wait_s"] == 0.0
+
+
 def test_gangs_are_servers_of_several_gpus():
     pools = live.Pools({"pools": [{"name": "training", "training": {"gpus_per_job": 4}, "slo": {}}]})
     pods = [("a", 1050, 600.0)]
@@ -122,6 +205,7 @@ def test_saturated_windows_measure_the_service_time_but_not_the_waits():
 def test_no_pods_no_model():
     e = live.knees(results([], [(1100, 0)], [(1100, 4)]), START, 1100, WINDOW)["training"]
     assert e["service_s"] is None and "no GPU pod came and held its GPUs" in e["message"]
+    assert e["mgc"]["cv"] is None and e["mgc"]["knee_utilization"] is None
 
 
 def test_knee_settings_and_input_errors():
