@@ -432,7 +432,8 @@ def _culling(d):
     """The culling inputs of gpu_scheduling_policy: the mechanism (none without a notebook pool),
     each notebook pool's idle minutes (its own or guest.culling.idle_minutes), the shortest of
     them as the one idle time (Kubeflow's controller has one; the CronJob uses it for notebooks
-    on no pool's nodes) and the minutes between checks."""
+    on no pool's nodes), the minutes between checks and the Prometheus the CronJob asks for the
+    pods' GPU activity (empty: Jupyter activity alone)."""
     culling = d["guest"]["culling"]
     pools = OrderedDict((p["name"], p["culling"]["idle_minutes"] or culling["idle_minutes"])
                         for p in d["pools"] if p["shape"] == "notebooks")
@@ -442,6 +443,7 @@ def _culling(d):
         ("gpu_scheduling_policy_culling_idle_minutes", min(pools.values()) if pools else culling["idle_minutes"]),
         ("gpu_scheduling_policy_culling_check_minutes", culling["check_minutes"]),
         ("gpu_scheduling_policy_culling_pools", pools if mechanism != "none" else OrderedDict()),
+        ("gpu_scheduling_policy_culling_prometheus_url", culling["prometheus_url"] or ""),
     ])
 
 

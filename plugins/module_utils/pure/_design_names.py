@@ -287,6 +287,21 @@ def priority_name_problem(name):
     return None
 
 
+def http_url_problem(url):
+    """None when ``url`` is an absolute http:// or https:// URL with a host, else why not."""
+    if not isinstance(url, str) or not url:
+        return "it is empty"
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in ("http", "https"):
+        return "the scheme is not http or https"
+    host = rest.split("/", 1)[0].split("?", 1)[0].rsplit("@", 1)[-1]
+    if not host or host.startswith(":"):
+        return "it names no host"
+    if any(c.isspace() for c in url):
+        return "it holds white space"
+    return None
+
+
 def oci_tag_problem(tag):
     """None when ``tag`` is an OCI image tag, else why not."""
     if not isinstance(tag, str) or not tag:

@@ -44,6 +44,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names imp
     PRIORITY_VALUE_MAX,
     PRIORITY_VALUE_MIN,
     dns_subdomain_problem,
+    http_url_problem,
     oci_path_problem,
     oci_repository_problem,
     oci_tag_problem,
@@ -84,6 +85,7 @@ FORMATS = {
     "oci_repository": (oci_repository_problem, "an OCI image repository ([registry[:port]/]path)"),
     "oci_path": (oci_path_problem, "an OCI repository path"),
     "oci_tag": (oci_tag_problem, "an OCI image tag"),
+    "http_url": (http_url_problem, "an http:// or https:// URL"),
 }
 
 _ACCESS = {
@@ -546,6 +548,12 @@ DESIGN_SCHEMA = {
                                          "description": "Idle minutes of a notebook pool that sets none."},
                         "check_minutes": {"type": "int", "default": 10, "min": 1, "max": 1440,
                                           "description": "Minutes between two idleness checks."},
+                        "prometheus_url": {"type": "str", "default": None, "max_len": PATH_MAX, "format": "http_url",
+                                           "description": "Prometheus the culling CronJob asks for the GPU activity "
+                                                          "of each notebook pod (dcgm-exporter's engine activity): "
+                                                          "a notebook is idle only when its Jupyter server and its "
+                                                          "GPUs both are; null - Jupyter activity alone "
+                                                          "(docs/notebook-culling.md)."},
                     },
                 },
                 "kueue": {

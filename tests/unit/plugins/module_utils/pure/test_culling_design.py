@@ -6,6 +6,7 @@ import importlib.util
 import json
 import pathlib
 
+import pytest
 import yaml
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_guest
@@ -41,21 +42,40 @@ def culling_inputs(d):
 def test_schema_defaults():
     n, findings = normalize(copy.deepcopy(EXAMPLE))
     assert findings == []
-    assert n["guest"]["culling"] == {"mechanism": "auto", "idle_minutes": 240, "check_minutes": 10}
+    assert n["guest"]["culling"] == {"mechanism": "auto", "idle_minutes": 240, "check_minutes": 10, "prometheus_url": None}
     assert [p["culling"] for p in n["pools"]] == [{"idle_minutes": None}] * len(n["pools"])
 
 
 def test_example_derives_the_defaults_for_its_notebook_pool():
     assert culling_inputs(EXAMPLE) == {
         "gpu_scheduling_policy_culling": "auto", "gpu_scheduling_policy_culling_idle_minutes": 240,
-        "gpu_scheduling_policy_culling_check_minutes": 10, "gpu_scheduling_policy_culling_pools": {"notebooks": 240}}
+        "gpu_scheduling_policy_culling_check_minutes": 10, "gpu_scheduling_policy_culling_pools": {"notebooks": 240},
+        "gpu_scheduling_policy_culling_prometheus_url": ""}
 
 
 def test_idle_minutes_per_pool_and_the_shortest_as_the_one_time():
     got = culling_inputs(design(idle_minutes=90, check_minutes=5, mechanism="cronjob"))
     assert got == {"gpu_scheduling_policy_culling": "cronjob", "gpu_scheduling_policy_culling_idle_minutes": 90,
                    "gpu_scheduling_policy_culling_check_minutes": 5,
-                   "gpu_scheduling_policy_culling_pools": {"notebooks": 90, "notebooks-long": 720}}
+                   "gpu_scheduling_policy_culling_pools": {"notebooks": 90, "notebooks-long": 720},
+                   "gpu_scheduling_policy_culling_prometheus_url": ""}
+
+
+def test_the_prometheus_for_gpu_activity_comes_from_the_design():
+    url = "https://prometheus.monitoring.svc:9090/"
+    got = culling_inputs(design(mechanism="cronjob", prometheus_url=url))
+    assert got["gpu_scheduling_policy_culling_prometheus_url"] == url
+
+
+@pytest.mark.parametrize("url, why", [
+    ("prometheus:9090", "the scheme is not http or https"),
+    ("ftp://prometheus/", "the scheme is not http or https"),
+    ("http:///api", "it names no host"),
+    ("http://prom etheus/", "it holds white space"),
+])
+def test_a_prometheus_url_that_is_not_one_is_refused_with_the_reason(url, why):
+    _n, findings = normalize(design(mechanism="cronjob", prometheus_url=url))
+    assert [f for f in findings if "guest.culling.prometheus_url" in f.object + f.message and why in f.message], findings
 
 
 def test_no_notebook_pool_or_mechanism_none_means_no_culling():
