@@ -76,6 +76,8 @@ MARKER_TABLE = (
     ("*capacity_knee*", ("guest",)),
     ("*capacity_live*", ("guest", "vsphere")),
     ("*chargeback*", ("guest",)),
+    ("*prom_rules*", ("guest",)),
+    ("*promtool*", ("guest",)),
     ("*gpu_usage*", ("guest", "vsphere")),
     ("*cull*", ("guest",)),
     ("*prom*", ("guest",)),

@@ -44,6 +44,7 @@ gobuild "$here/tools/kueue" kueue sigs.k8s.io/kueue/cmd/kueue
 prom_version=$(awk '$1 == "github.com/prometheus/prometheus" {print $2; exit}' "$here/tools/prometheus/go.mod")
 pflags="-X github.com/prometheus/common/version.Version=$prom_version"
 gobuild "$here/tools/prometheus" prometheus github.com/prometheus/prometheus/cmd/prometheus "$pflags" remove_all_sd
+gobuild "$here/tools/prometheus" promtool github.com/prometheus/prometheus/cmd/promtool "$pflags" remove_all_sd
 ksm_version=$(awk '$1 == "k8s.io/kube-state-metrics/v2" {print $2; exit}' "$here/tools/kube-state-metrics/go.mod")
 gobuild "$here/tools/kube-state-metrics" kube-state-metrics k8s.io/kube-state-metrics/v2 \
     "-X github.com/prometheus/common/version.Version=$ksm_version"
