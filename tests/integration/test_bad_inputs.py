@@ -172,6 +172,12 @@ VSPHERE_CASES = [
     ("drs-empty-exclude", "drs_gpu_pinning", dict(cluster="gpu-h100", exclude=[""]), ["exclude", "empty"]),
     ("drs-empty-rule-name", "drs_gpu_pinning", dict(cluster="gpu-h100", vm_host_rule={"name": ""}),
      ["vm_host_rule.name must not be empty"]),
+    ("ha-empty-cluster", "ha_gpu_restart", dict(cluster=""), ["cluster must not be empty"]),
+    ("ha-pool-twice", "ha_gpu_restart", dict(cluster="gpu-h100", pools=[
+        dict(name="inference", vgpu_profile="nvidia_h100-1-10c", restart_priority="highest")] * 2),
+     ["pools: inference named more than once"]),
+    ("ha-percent-over-100", "ha_gpu_restart", dict(cluster="gpu-h100", admission_control=dict(
+        failover_level=1, cpu_percent=120, memory_percent=25)), ["admission_control.cpu_percent", "1 to 100", "120"]),
     ("vm-class-upper-case-name", "vm_class", dict(name="GPU_Small", cpu_count=4, memory_mb=16384),
      ["name 'GPU_Small'", "'gpu-small'", DNS]),
     ("vm-class-64-characters", "vm_class", dict(name="g" * 64, cpu_count=4, memory_mb=16384),
@@ -421,6 +427,9 @@ ROLE_CASES = [
     _role_case("role-pinning-cluster-twice", "drs_gpu_pinning",
                dict(drs_gpu_pinning_clusters=[{"name": "gpu-h100"}, {"name": "gpu-h100"}]),
                ["cluster 'gpu-h100' is given twice"]),
+    _role_case("role-ha-cluster-twice", "ha_gpu_restart",
+               dict(ha_gpu_restart_clusters=[{"name": "gpu-h100"}, {"name": "gpu-h100"}]),
+               ["ha_gpu_restart_clusters", "cluster 'gpu-h100' is given twice"]),
 ]
 
 SITE_CASES = [

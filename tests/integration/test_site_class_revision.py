@@ -14,7 +14,8 @@ import yaml
 from kubernetes import client, dynamic
 
 from tests.lib import chain
-from tests.integration.test_supervisor_namespace import raw, rest
+from tests.integration.test_supervisor_namespace import raw
+from tests.lib.helpers import rest
 from tests.lib.ansible_run import ROOT, run_module, run_playbook
 
 sys.path.insert(0, str(ROOT / "tests" / "sim" / "k8s"))

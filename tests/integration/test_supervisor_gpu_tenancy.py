@@ -1,6 +1,7 @@
 """Role supervisor_gpu_tenancy against the vSphere simulator: classes, namespaces, rerun, removal."""
 from tests.integration import test_supervisor_namespace
-from tests.integration.test_supervisor_namespace import raw, rest
+from tests.integration.test_supervisor_namespace import raw
+from tests.lib.helpers import rest
 from tests.lib.ansible_run import run_playbook
 
 # conftest.py starts the simulator on the module's FLEET: the same fleet as test_supervisor_namespace

@@ -11,7 +11,8 @@ from k8s_fixtures import wait_for
 from kubernetes import client, dynamic
 
 from tests.integration import test_supervisor_namespace
-from tests.integration.test_supervisor_namespace import raw, rest
+from tests.integration.test_supervisor_namespace import raw
+from tests.lib.helpers import rest
 from tests.lib.ansible_run import ROOT, run_playbook
 
 sys.path.insert(0, str(ROOT / "tests" / "sim" / "k8s"))
