@@ -215,31 +215,32 @@ def supervisor_gpu_tenancy_role_errors(v):
     return out
 
 
-def drs_gpu_pinning_role_errors(v):
-    out = []
-    clusters = items(v, "drs_gpu_pinning_clusters", out)
+def _cluster_entries(v, key, out):
+    """Yields ``(where, entry)`` for each entry of the list ``v[key]`` of per-cluster settings, after the checks
+    every such entry takes (it names its vSphere cluster: set, not empty, bounded); once the caller has checked
+    the last entry, the list's own check (no cluster twice) follows in ``out``."""
+    clusters = items(v, key, out)
     for index, entry in enumerate(clusters):
         entry = entry if isinstance(entry, dict) else {}
-        where = "drs_gpu_pinning_clusters[%d]" % index
+        where = "%s[%d]" % (key, index)
         out += ["%s.%s" % (where, e) for e in empty_errors(entry, ("name",))]
         if entry.get("name") is None:
             out.append("%s.name is not set (the vSphere cluster)" % where)
-        out += ["%s.%s" % (where, e) for e in list_item_errors(entry, "vms") + list_item_errors(entry, "exclude")]
         out += _text_errors("%s.name" % where, entry.get("name"), _design_schema.NAME_MAX)
-    out += _duplicates("drs_gpu_pinning_clusters", [c.get("name") for c in clusters if isinstance(c, dict)], "cluster")
+        yield where, entry
+    out += _duplicates(key, [c.get("name") for c in clusters if isinstance(c, dict)], "cluster")
+
+
+def drs_gpu_pinning_role_errors(v):
+    out = []
+    for where, entry in _cluster_entries(v, "drs_gpu_pinning_clusters", out):
+        out += ["%s.%s" % (where, e) for e in list_item_errors(entry, "vms") + list_item_errors(entry, "exclude")]
     return out
 
 
 def ha_gpu_restart_role_errors(v):
     out = []
-    clusters = items(v, "ha_gpu_restart_clusters", out)
-    for index, entry in enumerate(clusters):
-        entry = entry if isinstance(entry, dict) else {}
-        where = "ha_gpu_restart_clusters[%d]" % index
-        out += ["%s.%s" % (where, e) for e in empty_errors(entry, ("name",))]
-        if entry.get("name") is None:
-            out.append("%s.name is not set (the vSphere cluster)" % where)
-        out += _text_errors("%s.name" % where, entry.get("name"), _design_schema.NAME_MAX)
+    for where, entry in _cluster_entries(v, "ha_gpu_restart_clusters", out):
         pools = entry.get("pools") or []
         if not isinstance(pools, list):
             out.append("%s.pools must be a list of pools" % where)
@@ -255,7 +256,6 @@ def ha_gpu_restart_role_errors(v):
                                                                         ", ".join(_ha.PRIORITIES)))
         if entry.get("admission_control") is not None:
             out += ["%s.%s" % (where, e) for e in _ha.policy_errors(entry["admission_control"])]
-    out += _duplicates("ha_gpu_restart_clusters", [c.get("name") for c in clusters if isinstance(c, dict)], "cluster")
     return out
 
 
