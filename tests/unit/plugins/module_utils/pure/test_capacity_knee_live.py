@@ -74,10 +74,9 @@ def test_samples_per_window_by_creation_time():
     assert got == [(1100, 0.5, 3.0, 2), (1200, 0.75, 10.0, 1)]
 
 
-def test_service_time_measured_and_the_knee():
-    # 4 GPUs, 1-GPU jobs: M/M/4 with a 20 s service time; per 100 s window n = rho x 4 x 100 / 20
-    # pods (Little's law), each waiting the model's mean wait
-    service = 20.0
+def mm4_samples(service):
+    """4 GPUs, 1-GPU jobs: M/M/4 with ``service`` s per job; per 100 s window n = rho x 4 x 100 / service pods
+    (Little's law), each waiting the model's mean wait: (pods, allocated, capacity) samples."""
     pods, alloc, cap = [], [], []
     for k, (rho, n) in enumerate(((0.3, 6), (0.5, 10), (0.7, 14), (0.85, 17))):
         end = START + (k + 1) * WINDOW
@@ -85,6 +84,14 @@ def test_service_time_measured_and_the_knee():
         cap.append((end, 4))
         for i in range(n):
             pods.append(("p%d-%d" % (k, i), end - 5 * (i + 1), q.mean_wait(4, rho, service)))
+    return pods, alloc, cap
+
+
+def test_service_time_measured_and_the_knee():
+    # 4 GPUs, 1-GPU jobs: M/M/4 with a 20 s service time; per 100 s window n = rho x 4 x 100 / 20
+    # pods (Little's law), each waiting the model's mean wait
+    service = 20.0
+    pods, alloc, cap = mm4_samples(service)
     slo = {"wait_seconds": 30.0, "percentile": 95.0, "planned_utilization": 0.8}
     pools = live.Pools({"pools": [{"name": "training", "training": {"gpus_per_job": 1}, "slo": slo}]})
     out = live.knees(results(pods, alloc, cap), START, START + 4 * WINDOW, WINDOW, pools)
@@ -106,13 +113,7 @@ def test_mgc_knee_from_the_pods_durations():
     # the samples of test_service_time_measured_and_the_knee, whose waits are M/M/4's; the pods' durations
     # (seconds Running) spread with a CV above 1: M/G/c puts the knee earlier and, against these waits, fits worse
     service = 20.0
-    pods, alloc, cap = [], [], []
-    for k, (rho, n) in enumerate(((0.3, 6), (0.5, 10), (0.7, 14), (0.85, 17))):
-        end = START + (k + 1) * WINDOW
-        alloc.append((end, 4 * rho))
-        cap.append((end, 4))
-        for i in range(n):
-            pods.append(("p%d-%d" % (k, i), end - 5 * (i + 1), q.mean_wait(4, rho, service)))
+    pods, alloc, cap = mm4_samples(service)
     slo = {"wait_seconds": 30.0, "percentile": 95.0, "planned_utilization": 0.6}
     pools = live.Pools({"pools": [{"name": "training", "slo": slo}]})
     res = results(pods, alloc, cap)
