@@ -86,3 +86,27 @@ def pytest_collection_modifyitems(items):
         return
     rank = dict((path, i) for i, path in enumerate(SLOW_FIRST))
     items.sort(key=lambda item: rank.get(os.path.relpath(str(item.path), _REPO).replace(os.sep, "/"), len(rank)))
+
+
+# seconds per test file (setup, call and teardown of its tests, module fixtures included), summed
+# where the reports arrive (the xdist controller, or the one process); the slowest are printed at
+# the end of the run, so every `make test` says where its time went
+_FILE_SECONDS = {}
+SLOWEST_FILES_SHOWN = 25
+
+
+def pytest_runtest_logreport(report):
+    """Add the report's duration to its file's total."""
+    path = report.nodeid.split("::", 1)[0]
+    _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + (report.duration or 0.0)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The slowest test files with their seconds, and what all the files took together."""
+    if not _FILE_SECONDS or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    slowest = sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1])[:SLOWEST_FILES_SHOWN]
+    terminalreporter.write_sep("-", "slowest %d test files (seconds, all their tests)" % len(slowest))
+    for path, seconds in slowest:
+        terminalreporter.write_line("%8.1f  %s" % (seconds, path))
+    terminalreporter.write_line("%8.1f  in all, %d files" % (sum(_FILE_SECONDS.values()), len(_FILE_SECONDS)))
