@@ -103,6 +103,7 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			f.stats.rest[r.Method+" "+r.URL.Path]++
 			f.stats.restN++
 			f.stats.mu.Unlock()
+			countDeprecated(r) // supervisors.go
 		}
 		// A proxy in front of vCenter answers before vCenter checks the session.
 		if isSOAP {
@@ -148,6 +149,9 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.URL.Path == "/api/session" {
 		f.apiSession(w, r)
+		return
+	}
+	if f.serveSupervisors(w, r) { // Summary and Topology (supervisors.go)
 		return
 	}
 	if r.Method == http.MethodGet && r.URL.Path == "/api/vcenter/namespace-management/clusters" {
@@ -275,13 +279,14 @@ func (f *front) admin(w http.ResponseWriter, r *http.Request) {
 		f.stats.mu.Lock()
 		out := map[string]any{
 			"soap": map[string]any{"total": f.stats.soapN, "methods": copyMap(f.stats.soap), "versions": versionStats()},
-			"rest": map[string]any{"total": f.stats.restN, "paths": copyMap(f.stats.rest)},
+			"rest": map[string]any{"total": f.stats.restN, "paths": copyMap(f.stats.rest), "deprecated": deprecatedStats()},
 		}
 		f.stats.mu.Unlock()
 		writeJSON(w, http.StatusOK, out)
 	case p == "/_sim/stats/reset" && r.Method == http.MethodPost:
 		f.stats.reset()
 		resetVersionStats()
+		resetDeprecatedStats()
 		writeJSON(w, http.StatusOK, map[string]any{"reset": true})
 	case p == "/_sim/faults" && r.Method == http.MethodPost:
 		f.addFault(w, r)
