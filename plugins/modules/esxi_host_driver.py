@@ -36,6 +36,9 @@ description:
   - Versions are compared as NVIDIA driver versions (550.90.05 is newer than 550.54.10).
     A short target (V(550.90.05)) matches any build of it; a full one
     (V(550.90.05-1OEM.800.1.0.20613240)) also compares the build.
+  - On vCenter API 9.0 and later, a host in a cluster managed by a vLCM image takes the driver through
+    the cluster's image only, so an install there is refused before any change (check mode too), naming
+    M(gpupool.vcf.vlcm_component) as the way. On 8.x the install goes ahead as before.
 author:
   - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
@@ -201,6 +204,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import en
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._esxi_inputs import esxi_host_driver_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Change, Failure, Plan, Resource
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._image_clusters import ImageClusters
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereError
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
 
@@ -268,6 +272,7 @@ class HostDriver(Resource):
         if action in INSTALLS:
             _esxi.bundle_location(self.p["bundle"])
             _esxi.check_bundle_matches(self.p["bundle"], target)
+            self.refuse_on_image_cluster(target)
         elif pending:
             action = "reboot"
         elif in_mm and state.get("maintenance"):
@@ -275,6 +280,14 @@ class HostDriver(Resource):
         elif state.get("powered_off") and left_off:
             action = "power_on_vms"
         return action
+
+    def refuse_on_image_cluster(self, target):
+        """On vSphere 9 a cluster managed by a vLCM image takes the driver through its image only
+        (``_api_capabilities``): refused before any change, naming vlcm_component."""
+        why = ImageClusters(self.module.client(), self.module.rest_client).install_refusal(
+            self.item["host"], self.p["host"], target.text)
+        if why:
+            raise _esxi.EsxiError(why)
 
     def end_maintenance(self, live):
         """Maintenance mode at the end: as found, except a host an earlier run left there."""

@@ -223,7 +223,7 @@ def read_vsphere(module, derived):
     live = dict(api_version=authz.api_version(), clusters=by_cluster, datastores=inventory["datastores"],
                 privileges=authz.session_privileges(refs, _preflight.wanted_privileges(derived, by_cluster)))
     rest = module.rest_client()
-    api = NamespaceApi(rest)
+    api = NamespaceApi(rest, soap=module.client, api_version=live["api_version"])  # the Supervisors by API version
     try:
         summaries = api.supervisors()
         live["supervisors"] = [s.get("cluster_name") or s.get("cluster") for s in summaries]

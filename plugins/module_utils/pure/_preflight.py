@@ -30,6 +30,7 @@ __metaclass__ = type
 
 import html
 
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _api_capabilities as caps
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._direct_path import MIN_API as DIRECT_PATH_SINCE
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._vm_class import CONFIG_SPEC_SINCE, api_version_tuple
 
@@ -92,9 +93,10 @@ KUEUE_CRDS = ("clusterqueues.kueue.x-k8s.io", "localqueues.kueue.x-k8s.io", "res
 
 
 def api_features(api_version):
-    """{feature: {supported, since, what}} for a vCenter of ``api_version`` ('8.0.3.0'); unknown: none supported."""
+    """{feature: {supported, since, what}} for a vCenter of ``api_version`` ('8.0.3.0'); unknown: none supported.
+    The vSphere 8 / 9 choices of the clients (``_api_capabilities``) are among them."""
     have = api_version_tuple(api_version) if api_version else ()
-    out = {}
+    out = caps.table(api_version)
     for name, since, what in FEATURES:
         out[name] = dict(supported=bool(have) and have >= tuple(since), since=".".join(str(n) for n in since), what=what)
     return out
@@ -253,7 +255,9 @@ def _judge_vsphere(derived, vs):
 
 # namespace_management.Clusters.ConfigStatus (CONFIGURING, REMOVING, RUNNING, ERROR) and KubernetesStatus
 # (READY, WARNING, ERROR) of the cluster summary (vSphere Automation API reference,
-# GET /api/vcenter/namespace-management/clusters): namespaces are served by a RUNNING, READY Supervisor
+# GET /api/vcenter/namespace-management/clusters) on 8.x, and on 9.x the same values of
+# supervisors_client.Summary.ConfigStatus and Summary.KubernetesStatus (GET .../supervisors/summaries), which
+# the 9.1.1.0 bindings name as their replacement: namespaces are served by a RUNNING, READY Supervisor
 SUPERVISOR_RUNNING = "RUNNING"
 SUPERVISOR_READY = "READY"
 

@@ -7,26 +7,43 @@ The REST resources supervisor_namespace reads and writes: namespaces and their a
 entries, the Supervisor clusters, storage policies and content libraries, through a
 ``VsphereRestClient``; whether a cluster exists at all over SOAP (one retrieval, only to
 word the error for a cluster that is not a Supervisor). Errors are ``VsphereError``.
+
+The Supervisors are read by the vCenter's API version, as ``pure._api_capabilities`` says: on 8.x
+``namespace_management_client.Clusters.list`` (GET .../namespace-management/clusters); on 9.x, where
+the bindings deprecate it (API 9.1.0.0), ``supervisors_client.Summary.list`` (GET
+.../supervisors/summaries) and ``supervisors_client.Topology.get`` (GET .../supervisors/{supervisor}/topology)
+per Supervisor, with the cluster names from one SOAP retrieval. Both give the same rows.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _api_capabilities as caps
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereNotFound
 
 NS_PATH = "/api/vcenter/namespaces/instances"
 CLUSTERS_PATH = "/api/vcenter/namespace-management/clusters"
+SUMMARIES_PATH = "/api/vcenter/namespace-management/supervisors/summaries"
+TOPOLOGY_PATH = "/api/vcenter/namespace-management/supervisors/%s/topology"
 POLICIES_PATH = "/api/vcenter/storage/policies"
 LIBRARY_PATH = "/api/content/library"
 
 
 class NamespaceApi:
-    """One REST session (and, when needed, the SOAP session ``soap()`` returns)."""
+    """One REST session (and, when needed, the SOAP session ``soap()`` returns); ``api_version``: the
+    vCenter's (About.apiVersion) when the caller has read it, else read from the SOAP session when there
+    is one (none: the 8.x calls, which 9.x still serves)."""
 
-    def __init__(self, rest, soap=None):
+    def __init__(self, rest, soap=None, api_version=None):
         self.rest = rest
         self.soap = soap
+        self._api_version = api_version
+
+    def api_version(self):
+        if self._api_version is None and self.soap is not None:
+            self._api_version = self.soap().content.about.apiVersion
+        return self._api_version
 
     def get(self, name):
         """The namespace's Info, or None when there is no such namespace."""
@@ -36,8 +53,16 @@ class NamespaceApi:
             return None
 
     def supervisors(self):
-        """Summaries of the clusters with a Supervisor enabled ({cluster, cluster_name, ...})."""
-        return self.rest.get(CLUSTERS_PATH) or []
+        """One row per cluster with a Supervisor enabled: {cluster, cluster_name, config_status,
+        kubernetes_status, stats, supervisor (the Supervisor's id; None on 8.x), supervisor_name}."""
+        if not caps.supports(self.api_version(), "supervisor_summaries"):
+            return [dict(row, supervisor=None, supervisor_name=None) for row in self.rest.get(CLUSTERS_PATH) or []]
+        items = (self.rest.get(SUMMARIES_PATH) or {}).get("items") or []
+        topologies = dict((item["supervisor"], self.rest.get(TOPOLOGY_PATH % item["supervisor"]) or []) for item in items)
+        names = {}
+        if self.soap is not None and any(zone.get("clusters") for zones in topologies.values() for zone in zones):
+            names = dict((c.moid, name) for name, c in self.soap().clusters_by_name().items())
+        return caps.supervisor_rows(items, topologies, names)
 
     def cluster_exists(self, name):
         """Whether vCenter has a cluster of that name, Supervisor or not (SOAP)."""

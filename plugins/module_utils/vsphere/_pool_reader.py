@@ -17,12 +17,12 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _namespace as nsu
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _vm_class as vmc
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_inventory import GpuInventory
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._namespace_api import NamespaceApi
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereNotFound, vim
 
 VM_CLASSES_PATH = "/api/vcenter/namespace-management/virtual-machine-classes"
 NS_PATH = "/api/vcenter/namespaces/instances"
 POLICIES_PATH = "/api/vcenter/storage/policies"
-SUPERVISOR_CLUSTERS_PATH = "/api/vcenter/namespace-management/clusters"
 
 
 def read_esxi(client, rest=None):
@@ -78,7 +78,9 @@ def read_pool_classes(module, derived):
 def read_platform(module):
     """What discovery reads of the vSphere side besides the hosts: {vm_classes, namespaces, storage_policies,
     cluster_names}, every Supervisor namespace (one list, then one read per namespace) in normal form;
-    ``cluster_names``: {cluster id: name} of the clusters with a Supervisor (namespaces name theirs by id)."""
+    ``cluster_names``: {cluster id: name} of the clusters with a Supervisor (namespaces name theirs by id),
+    read as the vCenter's API version says (``NamespaceApi.supervisors``: Clusters.list on 8.x, the
+    per-Supervisor Summary.list and Topology.get on 9.x)."""
     rest = module.rest_client()
     namespaces = {}
     for summary in rest.get(NS_PATH) or []:
@@ -89,4 +91,4 @@ def read_platform(module):
             pass
     policies = dict((p["policy"], p.get("name") or p["policy"]) for p in rest.get(POLICIES_PATH) or [])
     return dict(vm_classes=read_vm_classes(module), namespaces=namespaces, storage_policies=policies,
-                cluster_names=dict((c.get("cluster"), c.get("cluster_name")) for c in rest.get(SUPERVISOR_CLUSTERS_PATH) or []))
+                cluster_names=dict((c.get("cluster"), c.get("cluster_name")) for c in NamespaceApi(rest, module.client).supervisors()))

@@ -110,7 +110,31 @@ def host(monkeypatch):
     FakeDriverHost.vms, FakeDriverHost.record, FakeDriverHost.fail, FakeDriverHost.calls = [], {}, None, []
     FakeDriverHost.reads = []
     monkeypatch.setattr(esxi_host_driver, "EsxiHosts", FakeDriverHost)
+    monkeypatch.setattr(esxi_host_driver, "ImageClusters", FakeImageClusters)
+    FakeImageClusters.refusal, FakeImageClusters.asked = None, []
     return FakeDriverHost
+
+
+class FakeImageClusters:
+    """The image-cluster check: ``refusal`` is what it answers; ``asked`` the installs it was asked about."""
+    refusal = None
+    asked = []
+
+    def __init__(self, client, rest):
+        pass
+
+    def install_refusal(self, host, host_name, version):
+        FakeImageClusters.asked.append((host_name, version))
+        return FakeImageClusters.refusal
+
+
+def test_an_install_on_an_image_cluster_of_vsphere_9_is_refused_before_any_change(host):
+    FakeImageClusters.refusal = "host esx-01 is in cluster gpu-a, which is managed by a vLCM image; use vlcm_component"
+    for check_mode in (True, False):
+        res = run(check_mode=check_mode)
+        assert res["failed"] and "use vlcm_component" in res["msg"], res
+        assert changes(host) == []
+    assert FakeImageClusters.asked == [("esx-01", NEW)] * 2
 
 
 def run(check_mode=False, diff=False, **params):

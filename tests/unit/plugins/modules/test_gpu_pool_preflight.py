@@ -80,8 +80,8 @@ def platform(monkeypatch):
                         for label, privs in wanted.items() if label in refs)
 
     class Namespaces:
-        def __init__(self, rest):
-            assert rest == "rest session"
+        def __init__(self, rest, soap=None, api_version=None):
+            assert rest == "rest session" and soap is not None and api_version is not None
 
         def supervisors(self):
             if state.supervisor_error:
