@@ -78,6 +78,7 @@ MARKER_TABLE = (
     ("*chargeback*", ("guest",)),
     ("*prom_rules*", ("guest",)),
     ("*promtool*", ("guest",)),
+    ("*dashboards*", ("guest",)),
     ("*gpu_usage*", ("guest", "vsphere")),
     ("*cull*", ("guest",)),
     ("*prom*", ("guest",)),
