@@ -28,6 +28,10 @@ Steps, each printed with its time:
      first converge (Prometheus, kube-state-metrics and the DCGM double of the rig), and vGPU-hours of
      the VMs outside Kubernetes since the simulators came up, priced per profile-hour
      (playbooks/chargeback.yml; the example design with a chargeback block of card prices)
+  10. observability: playbooks/observability.yml writes the design's Prometheus rules and Grafana
+     dashboards (ConfigMaps for Grafana's dashboard sidecar, applied to the guest cluster); the rig's
+     Prometheus loads the rules, one tenant pod's vGPU turns unlicensed behind the collection's back
+     and GpuNodeUnlicensed fires (its windows shortened to seconds)
 
 The guest nodes follow their VMs' power (tests/sim/power_bridge.py): a node whose VM is off is
 NotReady, as the kubelet of a real node VM would make it.
@@ -36,9 +40,11 @@ import json
 import os
 import pathlib
 import re
+import signal
 import subprocess
 import sys
 import time
+import urllib.request
 
 import yaml
 from kubernetes import client
@@ -273,6 +279,71 @@ def chargeback(env, rig, report_dir, period_start):
         raise SystemExit("demo: the chargeback counted no GPU pods or no vGPU VMs")
 
 
+def observability(env, rig, report_dir):
+    """playbooks/observability.yml: the rules file and the dashboards' ConfigMaps (applied to the rig);
+    the rig's Prometheus loads the rules, one tenant pod's GPU loses its licence behind the collection's
+    back (the DCGM double reports status 0) and GpuNodeUnlicensed goes pending, then fires. The alerts'
+    windows are shortened (options interval and unlicensed_for) so the demo takes seconds."""
+    out = report_dir / "observability"
+    _, text = playbook("observability.yml", env, dict(
+        observability_output_dir=str(out), observability_dashboard_kind="ConfigMap",
+        observability_kubeconfig=str(rig.kubeconfig), observability_options={"interval": "1s", "unlicensed_for": "5s"}),
+        show=False)
+    for msg in re.findall(r'"msg": "((?:Prometheus rules|Grafana dashboards)[^"]*)"', text):
+        print(">> %s" % msg)
+    maps = client.CoreV1Api(rig.api_client()).list_namespaced_config_map("monitoring", label_selector="grafana_dashboard=1")
+    print(">> in the guest cluster, for Grafana's dashboard sidecar: %s" % ", ".join(
+        "monitoring/%s (%d panels)" % (m.metadata.name, len(json.loads(list(m.data.values())[0])["panels"]))
+        for m in maps.items))
+    rules = out / "gpupool-rules.yml"
+    config_path = rig.data_dir / "prometheus.yml"
+    config = yaml.safe_load(config_path.read_text())
+    config["rule_files"] = [str(rules)]
+    config_path.write_text(yaml.safe_dump(config))
+    rig.procs["prometheus"].send_signal(signal.SIGHUP)  # Prometheus reloads its configuration on SIGHUP
+    groups = set(g["name"] for g in yaml.safe_load(rules.read_text())["groups"])
+    prom_wait(rig, "the rule groups loaded", lambda: groups <= set(g["name"] for g in prom_api(rig, "/api/v1/rules")["groups"]))
+    print(">> the rig's Prometheus (%s) loaded %d rule groups from %s" % (rig.prometheus_url, len(groups), rules))
+    labelled = {n.metadata.name: (n.metadata.labels or {}).get("gpupool.vcf/pool")
+                for n in client.CoreV1Api(rig.api_client()).list_node().items}
+    drifted = [(ns, pod, node) for ns, pod, node in TENANT_PODS if labelled.get(node)]
+    if not drifted:
+        raise SystemExit("demo: no tenant pod runs on a node with a pool label")
+    ns, pod, node = drifted[0]
+    rig.dcgm_workload.write_text(yaml.safe_dump({"default": {}, "pods": [{"namespace": ns, "pod": pod, "license_status": 0}]}))
+    print(">> drift: the vGPU of %s/%s on %s (pool %s) reports license status 0 (unlicensed)" % (ns, pod, node, labelled[node]))
+    seen = []
+
+    def firing():
+        alerts = [a for a in prom_api(rig, "/api/v1/alerts")["alerts"]
+                  if a["labels"].get("alertname") == "GpuNodeUnlicensed" and a["labels"].get("node") == node]
+        for a in alerts:
+            if a["state"] not in seen:
+                seen.append(a["state"])
+                print(">> GpuNodeUnlicensed %s at %s" % (a["state"], time.strftime("%H:%M:%S")))
+        return [a for a in alerts if a["state"] == "firing"]
+
+    alert = prom_wait(rig, "GpuNodeUnlicensed firing for %s" % node, firing)[0]
+    print(">> firing: %s {%s}\n   %s" % (alert["labels"]["alertname"], ", ".join(
+        "%s=%s" % kv for kv in sorted(alert["labels"].items()) if kv[0] != "alertname"), alert["annotations"]["summary"]))
+    rig.dcgm_workload.write_text("default: {}\npods: []\n")
+
+
+def prom_api(rig, path):
+    with urllib.request.urlopen(rig.prometheus_url + path, timeout=10) as answer:
+        return json.loads(answer.read())["data"]
+
+
+def prom_wait(rig, what, check, timeout=120):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        found = check()
+        if found:
+            return found
+        time.sleep(1)
+    raise SystemExit("demo: %s did not happen within %d s (Prometheus %s)" % (what, timeout, rig.prometheus_url))
+
+
 def main():
     steps = []
     t0 = time.monotonic()
@@ -435,6 +506,11 @@ def main():
         start = time.monotonic()
         chargeback(env, rig, report_dir, period_start)
         timed("chargeback", start)
+
+        banner(10, "observability: rules and dashboards from the design, one alert firing on a drift")
+        start = time.monotonic()
+        observability(env, rig, report_dir)
+        timed("observability", start)
     finally:
         if bridge:
             bridge.stop()
