@@ -123,6 +123,8 @@ RULES = OrderedDict([
     ("spare_capacity", (ERROR, "Losing any one host leaves every protected (inference or non-preemptible) pool "
                                "its node VMs on cards of their MIG mode, so the ESXi role can roll the cluster "
                                "one host at a time.")),
+    ("vm_reservations_fit", (ERROR, "Every tenant's reserved VM classes are classes its namespace offers and fit "
+                                    "the cluster's GPUs after the node VMs, with one host kept spare.")),
     ("model_fits_framebuffer", (ERROR, "The declared model plus KV cache fits the profile's framebuffer.")),
     ("slo_knee", (WARNING, "A pool's planned utilization is below its queueing knee: the utilization at which "
                            "the M/M/c wait at the SLO percentile reaches the SLO target (design numbers).")),

@@ -80,6 +80,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._vgpu_releases im
     matching_guest,
     version_numbers,
 )
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._vm_reservations import reservation_shortfalls
 
 
 SYSTEM_PRIORITY_MIN = 1000000000
@@ -309,6 +310,11 @@ def _rule_unknown_reference(ctx):
             if pool not in ctx.pools:
                 yield Finding("unknown_reference", "tenants.%s" % tenant.get("name"),
                               "gpu_quota names pool %s, which is not in pools" % pool,
+                              "use one of %s" % ", ".join(ctx.pools))
+        for reservation in tenant.get("vm_reservations") or []:
+            if reservation.get("pool") and reservation["pool"] not in ctx.pools:
+                yield Finding("unknown_reference", "tenants.%s" % tenant.get("name"),
+                              "vm_reservations names pool %s, which is not in pools" % reservation["pool"],
                               "use one of %s" % ", ".join(ctx.pools))
     for cluster in d["clusters"]:
         for profile in (cluster.get("mig_mix") or {}):
@@ -991,6 +997,40 @@ def _rule_spare_capacity(ctx):
                           "drained by a roll, not counted)" % cluster["name"])
 
 
+def _rule_vm_reservations_fit(ctx):
+    """Reserved VM classes: each reserved class is one the tenant's namespace offers (a gpu_quota on its
+    pool), a zone names a class once, and the reservations fit the cluster's cards after its node VMs with
+    one host kept spare (``_vm_reservations.reservation_shortfalls``)."""
+    for tenant in ctx.d["tenants"]:
+        seen = set()
+        for reservation in tenant.get("vm_reservations") or []:
+            name, zone = reservation.get("pool"), reservation.get("zone")
+            if name not in ctx.pools:
+                continue
+            if (name, zone) in seen:
+                yield Finding("vm_reservations_fit", "tenants.%s" % tenant.get("name"),
+                              "vm_reservations names pool %s in zone %s twice" % (name, zone),
+                              "keep one entry per pool and zone, with the sum of the counts")
+            seen.add((name, zone))
+            if not (tenant.get("gpu_quota") or {}).get(name):
+                yield Finding("vm_reservations_fit", "tenants.%s" % tenant.get("name"),
+                              "reserves VM class %s of pool %s in zone %s, which namespace %s does not offer "
+                              "(no gpu_quota on %s)" % (ctx.pools[name]["vm_class"].get("name"), name, zone,
+                                                        tenant.get("namespace"), name),
+                              "set gpu_quota.%s above 0 or remove the reservation" % name)
+    for cluster in ctx.d["clusters"]:
+        for tenant, reservation, fits, vm_class in reservation_shortfalls(ctx, cluster):
+            spare = "one host kept spare, " if cluster["hosts"] > 1 else ""
+            yield Finding("vm_reservations_fit", "tenants.%s" % tenant.get("name"),
+                          "tenant %s reserves %d VMs of class %s (pool %s) in zone %s; %d fit on %s (%s%d hosts x "
+                          "%d GPUs, after the node VMs and the reservations before it)"
+                          % (tenant.get("name"), reservation["count"], vm_class, reservation["pool"],
+                             reservation["zone"], fits, cluster["name"], spare, cluster["hosts"],
+                             cluster["gpu"]["per_host"]),
+                          "lower the count to %d, lower the replicas of %s's pools, or add a host" % (
+                              fits, cluster["name"]))
+
+
 def _rule_model_fits_framebuffer(ctx):
     for pool in ctx.d["pools"]:
         model_size = pool.get("model") or {}
@@ -1047,6 +1087,7 @@ _RULE_FUNCS = OrderedDict([
     ("cluster_capacity", _rule_cluster_capacity),
     ("mig_geometry_fits", _rule_mig_geometry_fits),
     ("spare_capacity", _rule_spare_capacity),
+    ("vm_reservations_fit", _rule_vm_reservations_fit),
     ("model_fits_framebuffer", _rule_model_fits_framebuffer),
     ("slo_knee", _rule_slo_knee),
 ])

@@ -472,6 +472,24 @@ DESIGN_SCHEMA = {
                               "description": "Pool name -> GPUs the tenant may request from that pool."},
                 "storage_policy": {"type": "str", "default": None, "max_len": NAME_MAX,
                                    "description": "Storage policy; null - supervisor.storage_policy."},
+                "vm_reservations": {
+                    "type": "list", "elements": "dict", "default": [], "max": 256,
+                    "description": "Reserved VM classes (vSphere API 9.0 and later): VMs of a pool's VM class kept "
+                                   "for the tenant in a vSphere zone, on the Supervisor's zone binding and the "
+                                   "namespace's zone.",
+                    "options": {
+                        "pool": {"type": "str", "required": True, "max_len": NAME_MAX,
+                                 "description": "Pool whose VM class is reserved."},
+                        "zone": {"type": "str", "required": True, "max_len": NAME_MAX,
+                                 "description": "vSphere zone of the Supervisor the VMs are kept in."},
+                        "count": {"type": "int", "required": True, "min": 0, "max": GPUS_MAX,
+                                  "description": "VMs of the class kept for the tenant in that zone."},
+                    },
+                },
+                "disallow_unreserved_direct_path_usage": {
+                    "type": "bool", "default": False,
+                    "description": "The namespace's zones refuse VMs with a vGPU (DirectPath) device beyond the "
+                                   "tenant's reservations (ZoneSpec disallow_unreserved_direct_path_usage)."},
                 "limits": {
                     "type": "dict", "default": {}, "description": "vSphere namespace limits (null - unlimited).",
                     "options": {
