@@ -44,6 +44,27 @@ MIN_API = (9, 0)
 WORKLOAD = "WORKLOAD"
 
 
+class ReservationError(ValueError):
+    """Bad reservations, or a vCenter without reserved VM classes: refused before any change."""
+
+
+def check_reservations(reservations):
+    """The module's ``reservations`` (``[{zone, vm_class, count}]``): a zone and a class each, a count of 0 or
+    more, one entry per zone and class; raises :class:`ReservationError` naming the entry."""
+    seen = set()
+    for i, r in enumerate(reservations or []):
+        where = "reservations[%d]" % i
+        if not r.get("zone") or not r.get("vm_class"):
+            raise ReservationError("%s needs a zone and a vm_class" % where)
+        if not isinstance(r.get("count"), int) or r["count"] < 0:
+            raise ReservationError("%s (%s in zone %s): count must be 0 or more, not %s"
+                                   % (where, r["vm_class"], r["zone"], r.get("count")))
+        if (r["zone"], r["vm_class"]) in seen:
+            raise ReservationError("%s: %s in zone %s is given twice; give one entry with the sum"
+                                   % (where, r["vm_class"], r["zone"]))
+        seen.add((r["zone"], r["vm_class"]))
+
+
 def api_tuple(version):
     """``"9.0.0.0"`` -> ``(9, 0)``; None when the version is missing or not dotted numbers."""
     match = re.match(r"^\s*(\d+)\.(\d+)", str(version or ""))
@@ -113,12 +134,13 @@ def _sorted_reservations(counts):
 def supervisor_bindings(tenants):
     """The Supervisor side: one ``{zone, type, resource_allocation{vm_reservations}}`` per zone the
     reservations name, the counts of each class summed over the tenants (``tenants``: ``[{vm_reservations:
-    [{vm_class, zone, count}]}]``, zero counts left out), zones and classes sorted."""
+    [{vm_class, zone, count}]}]``, zero counts left out of the list but their zone kept), zones and classes
+    sorted."""
     zones = OrderedDict()
     for tenant in tenants:
         for r in tenant.get("vm_reservations") or []:
+            counts = zones.setdefault(r["zone"], {})   # a zone named with count 0: its managed classes are removed
             if r["count"] > 0:
-                counts = zones.setdefault(r["zone"], {})
                 counts[r["vm_class"]] = counts.get(r["vm_class"], 0) + r["count"]
     return [OrderedDict([("zone", zone), ("type", WORKLOAD),
                          ("resource_allocation", OrderedDict([("vm_reservations", _sorted_reservations(zones[zone]))]))])
@@ -167,6 +189,8 @@ def plan_bindings(supervisor, live, wanted, managed):
         items = want["resource_allocation"]["vm_reservations"]
         have = by_zone.get(zone)
         if have is None:
+            if not items:
+                continue   # nothing to reserve in a zone the Supervisor does not bind: no binding made
             plan.add(obj, "binding", None, items, CREATE)
             plan.after.append(OrderedDict([("zone", zone), ("vm_reservations", items)]))
             continue
