@@ -72,6 +72,8 @@ MARKER_TABLE = (
     ("*pool_ready*", ("guest",)),
     ("*kueue*", ("guest",)),
     ("*game_day*", ("guest",)),
+    ("*what_if*", ("guest", "design")),  # the what-if replay: a design's derived objects against a workload
+    ("*workload_record*", ("guest",)),
     ("*queueing*", ("guest",)),
     ("*capacity_knee*", ("guest",)),
     ("*capacity_live*", ("guest", "vsphere")),
