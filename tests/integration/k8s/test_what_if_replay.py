@@ -17,7 +17,8 @@ import yaml
 from kubernetes import client
 
 from tests.lib import kueue_rig
-from tests.lib.ansible_run import run_module
+from tests.lib.ansible_run import run_module, run_playbook
+from tests.lib.paths import ROOT
 
 SYSTEM_ONLY = {"defaults": {"cpu": "8", "memory": "32Gi", "labels": {"kubernetes.io/os": "linux"}},
                "pools": [{"name": "system", "count": 1}]}
@@ -94,3 +95,19 @@ def test_the_same_cut_within_a_looser_slo_passes(k8s_rig_instance):
     assert result["breaches"] == []
     stats = result["proposed"]["pools"]["training"]
     assert stats["slo"]["wait_seconds"] == 20000 and 6000 <= stats["slo"]["value"] <= 20000, stats
+
+
+def test_the_playbook_fails_on_the_breach_after_writing_its_reports(k8s_rig_instance, tmp_path):
+    design = kueue_rig.example_design()
+    (tmp_path / "current.yml").write_text(yaml.safe_dump(design))
+    (tmp_path / "proposed.yml").write_text(yaml.safe_dump(cut_training(design, 1)))
+    (tmp_path / "record.yml").write_text(yaml.safe_dump(RECORD))
+    run = run_playbook(ROOT / "playbooks" / "what_if.yml", env=k8s_rig_instance.env, extra_vars={
+        "gpupool_design_file": str(tmp_path / "current.yml"), "gpupool_what_if_design": str(tmp_path / "proposed.yml"),
+        "gpupool_what_if_record": str(tmp_path / "record.yml"),
+        "gpupool_what_if_kubeconfig": str(k8s_rig_instance.kubeconfig), "gpupool_what_if_compression": FACTOR,
+        "gpupool_what_if_output_dir": str(tmp_path / "out")})
+    assert run.rc != 0
+    assert "breaches the SLO of pool(s) training" in run.stdout, run.stdout[-3000:]
+    assert "proposed design breaches: pool training" in (tmp_path / "out" / "what-if.txt").read_text()
+    assert (tmp_path / "out" / "what-if.html").exists()
