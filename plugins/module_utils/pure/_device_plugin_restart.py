@@ -1,0 +1,133 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpupool.vcf contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Which guest nodes advertise a stale GPU count after a sharing change, and in which order they restart.
+
+NVIDIA's device plugin reads its sharing configuration when it starts: after a time-slicing (or MIG
+strategy) change a node keeps advertising the count of the configuration its plugin started with until
+the plugin's pod on that node restarts. This module only decides; the caller reads the nodes and pods
+and does the drain, restart, wait and uncordon.
+
+A node's configuration is the value of its ``nvidia.com/device-plugin.config`` label (no label: no
+sharing); its physical GPUs are GPU feature discovery's ``nvidia.com/gpu.count`` label. The count the
+design wants is GPUs x replicas of that configuration (GPUs when it does not time-slice).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from collections import OrderedDict
+
+CONFIG_LABEL = "nvidia.com/device-plugin.config"
+GPU_COUNT_LABEL = "nvidia.com/gpu.count"
+RESOURCE = "nvidia.com/gpu"
+FINISHED = ("Succeeded", "Failed")
+
+
+def _meta(obj):
+    return (obj or {}).get("metadata") or {}
+
+
+def _int(value):
+    try:
+        return int(str(value).strip())
+    except (TypeError, ValueError):
+        return None
+
+
+def advertised(node):
+    """The node's ``status.allocatable`` count of nvidia.com/gpu (0 when it advertises none)."""
+    value = ((node.get("status") or {}).get("allocatable") or {}).get(RESOURCE)
+    count = _int(value)
+    return 0 if count is None else count
+
+
+def expected(node, time_slicing):
+    """The nvidia.com/gpu count the design's sharing gives the node, or None when its GPUs are not known.
+
+    `time_slicing`: {configuration name: {"replicas": n, ...}} as the gpu_operator role takes it.
+    """
+    labels = _meta(node).get("labels") or {}
+    gpus = _int(labels.get(GPU_COUNT_LABEL))
+    if gpus is None:
+        return None
+    config = labels.get(CONFIG_LABEL)
+    replicas = _int(((time_slicing or {}).get(config) or {}).get("replicas")) if config else None
+    return gpus * (replicas if replicas and replicas > 1 else 1)
+
+
+def stale_nodes(nodes, time_slicing):
+    """[{"node", "config", "advertised", "expected"}] for each node whose allocatable differs from the design.
+
+    Nodes without a known GPU count are left out (not GPU nodes, or discovery has not labelled them yet);
+    the order is the nodes' names, so that a rerun takes them in the same order.
+    """
+    out = []
+    for node in sorted(nodes or [], key=lambda n: _meta(n).get("name") or ""):
+        want = expected(node, time_slicing)
+        if want is None:
+            continue
+        have = advertised(node)
+        if have != want:
+            out.append(OrderedDict([("node", _meta(node)["name"]),
+                                    ("config", (_meta(node).get("labels") or {}).get(CONFIG_LABEL)),
+                                    ("advertised", have), ("expected", want)]))
+    return out
+
+
+def _holds_gpu(pod):
+    if (pod.get("status") or {}).get("phase") in FINISHED:
+        return False
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        resources = container.get("resources") or {}
+        for key in ("limits", "requests"):
+            if (_int((resources.get(key) or {}).get(RESOURCE)) or 0) > 0:
+                return True
+    return False
+
+
+def gpu_pods_by_node(pods):
+    """{node name: [namespace/name, ...]} of the running pods that request nvidia.com/gpu."""
+    out = {}
+    for pod in pods or []:
+        name = (pod.get("spec") or {}).get("nodeName")
+        if name and _holds_gpu(pod):
+            out.setdefault(name, []).append("%s/%s" % (_meta(pod).get("namespace"), _meta(pod).get("name")))
+    return out
+
+
+def restart_plan(nodes, pods, time_slicing):
+    """The node-by-node restart of the stale nodes: [{"node", "drain", "gpu_pods", "advertised", "expected", "steps"}].
+
+    A node whose pods hold GPUs is drained first and uncordoned after; a node without is only restarted
+    and waited for. Nodes already advertising the design's count are not in the plan (a rerun resumes).
+    """
+    holding = gpu_pods_by_node(pods)
+    plan = []
+    for row in stale_nodes(nodes, time_slicing):
+        gpu_pods = sorted(holding.get(row["node"], []))
+        drain = bool(gpu_pods)
+        steps = (["drain"] if drain else []) + ["restart", "wait"] + (["uncordon"] if drain else [])
+        plan.append(OrderedDict([("node", row["node"]), ("drain", drain), ("gpu_pods", gpu_pods),
+                                 ("advertised", row["advertised"]), ("expected", row["expected"]),
+                                 ("steps", steps)]))
+    return plan
+
+
+def wait_failure(node_name, node, want):
+    """The message when a node still advertises the wrong count after its restart, else None."""
+    have = advertised(node or {})
+    if have == want:
+        return None
+    return ("%s: after its device plugin restarted the node advertises %s=%d, the design's sharing gives %d"
+            % (node_name, RESOURCE, have, want))
+
+
+def capacity_findings(nodes, time_slicing):
+    """Audit findings: one per node whose advertised GPU count differs from the design's sharing."""
+    return [OrderedDict([
+        ("rule", "device_plugin_capacity"), ("object", "Node/%s" % row["node"]),
+        ("message", "%s advertises %s=%d, the design's sharing (%s) gives %d: restart its device plugin"
+         % (row["node"], RESOURCE, row["advertised"], row["config"] or "no time-slicing", row["expected"]))])
+        for row in stale_nodes(nodes, time_slicing)]
