@@ -91,7 +91,9 @@ diff:
 """
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _vm_reservations as vr
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import CREATE, Resource
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._vsphere_inputs import supervisor_zone_binding_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._zone_binding_api import ZoneBindingApi
@@ -152,6 +154,7 @@ class ZoneBindings(Resource):
 
 def main():
     module = VsphereModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    enforce(module, "supervisor_zone_binding", supervisor_zone_binding_errors)
     Runner(module, ZoneBindings(module)).run()
 
 

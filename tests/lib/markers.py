@@ -42,6 +42,8 @@ MARKER_TABLE = (
     # the vCenter link: VM classes, namespaces, tenancy, DRS pinning, the vSphere clients and simulator
     ("*vm_class*", ("vsphere",)),
     ("*namespace*", ("vsphere",)),
+    ("*vm_reservations*", ("vsphere", "design")),
+    ("*zone_binding*", ("vsphere",)),
     ("*supervisor*", ("vsphere",)),
     ("*drs*", ("vsphere",)),
     ("*ha_gpu_restart*", ("vsphere",)),

@@ -56,6 +56,14 @@ def supervisor_namespace_errors(params):
     return out
 
 
+def supervisor_zone_binding_errors(params):
+    out = empty_errors(params, ("supervisor",)) + list_item_errors(params, "managed_classes")
+    for index, entry in enumerate(params.get("reservations") or []):
+        out += ["reservations[%d].%s" % (index, e) for e in empty_errors(entry, ("zone", "vm_class"))]
+        out += ["reservations[%d].%s" % (index, e) for e in range_errors(entry, "count", 0)]
+    return out
+
+
 def drs_gpu_pinning_errors(params):
     out = empty_errors(params, ("cluster",)) + list_item_errors(params, "vms") + list_item_errors(params, "exclude")
     rule = params.get("vm_host_rule")

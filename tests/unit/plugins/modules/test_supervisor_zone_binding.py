@@ -95,7 +95,8 @@ def test_an_older_api_is_refused_before_any_change(bindings):
 
 
 @pytest.mark.parametrize("bad, words", [
-    (dict(zone="zone-a", vm_class="gpu-inference", count=-1), "count must be 0 or more, not -1"),
+    (dict(zone="zone-a", vm_class="gpu-inference", count=-1), "Invalid input for supervisor_zone_binding: reservations[2].count"),
+    (dict(zone=" ", vm_class="gpu-inference", count=1), "reservations[2].zone"),
     (dict(zone="zone-a", vm_class="gpu-inference", count=1), "given twice"),
 ])
 def test_bad_reservations_are_refused_before_any_call(bindings, bad, words):

@@ -61,6 +61,8 @@ GOOD = {
     "vm_class": dict(VSPHERE, name="gpu-small", state="present", cpu_count=4, memory_mb=16384, cpu_reservation=None,
                      memory_reservation=100, vgpu_profiles=["nvidia_h100-1-10c"], description=None, cluster="gpu",
                      api_form="auto"),
+    "supervisor_zone_binding": dict(VSPHERE, supervisor="sv-1", managed_classes=["gpu-a"],
+                                    reservations=[dict(zone="zone-a", vm_class="gpu-a", count=0)]),
     "supervisor_namespace": dict(VSPHERE, name="team-a", state="present", cluster="gpu", supervisor=None,
                                  description=None, vm_classes=["gpu-small"], content_libraries=None,
                                  storage_policies=[dict(policy="vsan", limit_mib=0)],
