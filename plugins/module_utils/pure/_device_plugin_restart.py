@@ -10,7 +10,9 @@ and does the drain, restart, wait and uncordon.
 
 A node's configuration is the value of its ``nvidia.com/device-plugin.config`` label (no label: no
 sharing); its physical GPUs are GPU feature discovery's ``nvidia.com/gpu.count`` label. The count the
-design wants is GPUs x replicas of that configuration (GPUs when it does not time-slice).
+design wants is GPUs x replicas of that configuration (GPUs when it does not time-slice), under
+``nvidia.com/gpu``, or under ``nvidia.com/gpu.shared`` when the configuration renames shared GPUs
+(``rename_by_default``).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -22,6 +24,7 @@ from collections import OrderedDict
 CONFIG_LABEL = "nvidia.com/device-plugin.config"
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
 RESOURCE = "nvidia.com/gpu"
+SHARED_RESOURCE = "nvidia.com/gpu.shared"
 FINISHED = ("Succeeded", "Failed")
 
 
@@ -36,25 +39,34 @@ def _int(value):
         return None
 
 
-def advertised(node):
-    """The node's ``status.allocatable`` count of nvidia.com/gpu (0 when it advertises none)."""
-    value = ((node.get("status") or {}).get("allocatable") or {}).get(RESOURCE)
+def advertised(node, resource=RESOURCE):
+    """The node's ``status.allocatable`` count of `resource` (0 when it advertises none)."""
+    value = ((node.get("status") or {}).get("allocatable") or {}).get(resource)
     count = _int(value)
     return 0 if count is None else count
 
 
-def expected(node, time_slicing):
-    """The nvidia.com/gpu count the design's sharing gives the node, or None when its GPUs are not known.
+def resource_and_count(node, time_slicing):
+    """(resource name, count) the design's sharing gives the node, or None when its GPUs are not known.
 
-    `time_slicing`: {configuration name: {"replicas": n, ...}} as the gpu_operator role takes it.
+    `time_slicing`: {configuration name: {"replicas": n, "rename_by_default": bool, ...}} as the
+    gpu_operator role takes it.
     """
     labels = _meta(node).get("labels") or {}
     gpus = _int(labels.get(GPU_COUNT_LABEL))
     if gpus is None:
         return None
-    config = labels.get(CONFIG_LABEL)
-    replicas = _int(((time_slicing or {}).get(config) or {}).get("replicas")) if config else None
-    return gpus * (replicas if replicas and replicas > 1 else 1)
+    config = ((time_slicing or {}).get(labels.get(CONFIG_LABEL)) or {}) if labels.get(CONFIG_LABEL) else {}
+    replicas = _int(config.get("replicas"))
+    if not replicas or replicas < 2:
+        return RESOURCE, gpus
+    return (SHARED_RESOURCE if config.get("rename_by_default") else RESOURCE), gpus * replicas
+
+
+def expected(node, time_slicing):
+    """The count the design's sharing gives the node (see resource_and_count), or None."""
+    got = resource_and_count(node, time_slicing)
+    return None if got is None else got[1]
 
 
 def stale_nodes(nodes, time_slicing):
@@ -65,12 +77,13 @@ def stale_nodes(nodes, time_slicing):
     """
     out = []
     for node in sorted(nodes or [], key=lambda n: _meta(n).get("name") or ""):
-        want = expected(node, time_slicing)
-        if want is None:
+        got = resource_and_count(node, time_slicing)
+        if got is None:
             continue
-        have = advertised(node)
+        resource, want = got
+        have = advertised(node, resource)
         if have != want:
-            out.append(OrderedDict([("node", _meta(node)["name"]),
+            out.append(OrderedDict([("node", _meta(node)["name"]), ("resource", resource),
                                     ("config", (_meta(node).get("labels") or {}).get(CONFIG_LABEL)),
                                     ("advertised", have), ("expected", want)]))
     return out
@@ -82,13 +95,14 @@ def _holds_gpu(pod):
     for container in (pod.get("spec") or {}).get("containers") or []:
         resources = container.get("resources") or {}
         for key in ("limits", "requests"):
-            if (_int((resources.get(key) or {}).get(RESOURCE)) or 0) > 0:
-                return True
+            for resource in (RESOURCE, SHARED_RESOURCE):
+                if (_int((resources.get(key) or {}).get(resource)) or 0) > 0:
+                    return True
     return False
 
 
 def gpu_pods_by_node(pods):
-    """{node name: [namespace/name, ...]} of the running pods that request nvidia.com/gpu."""
+    """{node name: [namespace/name, ...]} of the running pods that request nvidia.com/gpu (or .shared)."""
     out = {}
     for pod in pods or []:
         name = (pod.get("spec") or {}).get("nodeName")
@@ -109,19 +123,19 @@ def restart_plan(nodes, pods, time_slicing):
         gpu_pods = sorted(holding.get(row["node"], []))
         drain = bool(gpu_pods)
         steps = (["drain"] if drain else []) + ["restart", "wait"] + (["uncordon"] if drain else [])
-        plan.append(OrderedDict([("node", row["node"]), ("drain", drain), ("gpu_pods", gpu_pods),
+        plan.append(OrderedDict([("node", row["node"]), ("resource", row["resource"]), ("drain", drain), ("gpu_pods", gpu_pods),
                                  ("advertised", row["advertised"]), ("expected", row["expected"]),
                                  ("steps", steps)]))
     return plan
 
 
-def wait_failure(node_name, node, want):
-    """The message when a node still advertises the wrong count after its restart, else None."""
-    have = advertised(node or {})
+def wait_failure(node_name, node, want, resource=RESOURCE):
+    """The message when a node still advertises the wrong count of `resource` after its restart, else None."""
+    have = advertised(node or {}, resource)
     if have == want:
         return None
     return ("%s: after its device plugin restarted the node advertises %s=%d, the design's sharing gives %d"
-            % (node_name, RESOURCE, have, want))
+            % (node_name, resource, have, want))
 
 
 def capacity_findings(nodes, time_slicing):
@@ -129,5 +143,5 @@ def capacity_findings(nodes, time_slicing):
     return [OrderedDict([
         ("rule", "device_plugin_capacity"), ("object", "Node/%s" % row["node"]),
         ("message", "%s advertises %s=%d, the design's sharing (%s) gives %d: restart its device plugin"
-         % (row["node"], RESOURCE, row["advertised"], row["config"] or "no time-slicing", row["expected"]))])
+         % (row["node"], row["resource"], row["advertised"], row["config"] or "no time-slicing", row["expected"]))])
         for row in stale_nodes(nodes, time_slicing)]

@@ -73,3 +73,20 @@ def test_capacity_findings_one_per_stale_node():
     assert [f["object"] for f in findings] == ["Node/n1", "Node/n2"]
     assert "(inference) gives 4" in findings[0]["message"]
     assert "(no time-slicing) gives 1" in findings[1]["message"]
+
+
+def test_a_renaming_configuration_is_counted_under_gpu_shared():
+    sharing = {"inference": {"replicas": 4, "rename_by_default": True}}
+    n = node("n1", gpus=2)
+    n["status"] = {"allocatable": {"nvidia.com/gpu": "8", "nvidia.com/gpu.shared": "4"}}
+    rows = stale_nodes([n], sharing)
+    assert [(r["resource"], r["advertised"], r["expected"]) for r in rows] == [("nvidia.com/gpu.shared", 4, 8)]
+    n["status"]["allocatable"]["nvidia.com/gpu.shared"] = "8"
+    assert not stale_nodes([n], sharing)
+    assert wait_failure("n1", n, 8, "nvidia.com/gpu.shared") is None
+
+
+def test_pods_on_shared_gpus_hold_their_node():
+    shared = pod("chat-0", "n1", gpu=0)
+    shared["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu.shared": "1"}
+    assert gpu_pods_by_node([shared]) == {"n1": ["serve/chat-0"]}
