@@ -66,6 +66,13 @@ options:
       - An empty list removes the vGPU devices.
     type: list
     elements: str
+  profiling:
+    description:
+      - Let the guest read its vGPUs' profiling counters (C(DCGM_FI_PROF_*)) by setting NVIDIA's per-VM parameter
+        C(pciPassthru<n>.cfg.enable_profiling) for each vGPU in the class's config_spec.
+      - Needs the config_spec form (O(api_form=config_spec), vSphere 8.0.2 or later).
+      - Unset keeps what the class has (off for a new class).
+    type: bool
   description:
     description: Free text shown in vCenter.
     type: str
@@ -225,6 +232,7 @@ ARGUMENT_SPEC = dict(
     cpu_reservation=dict(type="int"),
     memory_reservation=dict(type="int"),
     vgpu_profiles=dict(type="list", elements="str"),
+    profiling=dict(type="bool"),
     description=dict(type="str"),
     cluster=dict(type="str"),
     api_form=dict(type="str", choices=list(vmc.API_FORMS), default="auto"),

@@ -34,6 +34,11 @@ RULES = OrderedDict([
                                                      "reservation.",
                                "set the VM class back to the design (vm_class, or the supervisor_gpu_tenancy role)")),
     ("vm_class_description_changed", ("warning", "vsphere", "A VM class has the design's description.", _CLASS_FIX)),
+    ("vm_class_profiling_missing", ("warning", "vsphere", "A VM class sets pciPassthru<n>.cfg.enable_profiling on "
+                                                          "each vGPU where its pool's design turns profiling on (and "
+                                                          "not where it turns it off).",
+                                    "set it back (vm_class profiling, or the supervisor_gpu_tenancy role); node VMs "
+                                    "powered on before read no profiling counters until recreated")),
     ("namespace_missing", ("error", "vsphere", "Every platform and tenant namespace exists.",
                            "create it (supervisor_namespace, or the supervisor_gpu_tenancy role)")),
     ("namespace_class_missing", ("error", "vsphere", "A namespace offers every VM class of its pools.",
@@ -79,6 +84,7 @@ VM_CLASS_RULE_BY_FIELD = OrderedDict([
     ("memory_reservation", "vm_class_size_changed"),
     ("description", "vm_class_description_changed"),
     ("vgpu_profiles", "vm_class_profile_changed"),
+    ("profiling", "vm_class_profiling_missing"),
 ])
 NAMESPACE_RULE_BY_FIELD = OrderedDict([
     ("description", "namespace_description_changed"),
@@ -162,6 +168,10 @@ def _vm_class_findings(want, have, name, pool=None):
     if "description" in fields:
         out.append(finding("vm_class_description_changed", obj, "VM class %s is described %r, the design says %r" % (
             name, have.get("description"), after["description"])))
+    if "profiling" in fields:
+        out.append(finding("vm_class_profiling_missing", obj, "VM class %s has profiling %s (pciPassthru<n>.cfg."
+                           "enable_profiling), the design says %s" % (
+                               name, "on" if have.get("profiling") else "off", "on" if after["profiling"] else "off")))
     return out
 
 

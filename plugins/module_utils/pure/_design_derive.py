@@ -30,6 +30,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names imp
     node_pool_taints,
 )
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._ha import admission_policy
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _profiling
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_rules import gang_scheduled, validate_normalized
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_schema import normalize, vcenter_env_prefix
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._nvidia import encode_scheduler, format_rmpvmrl, parse_profile
@@ -128,6 +129,7 @@ def _derive_vsphere(ctx):
             ("cpu_count", vm_class["cpu"]),
             ("memory_mb", vm_class["memory_gb"] * 1024),
             ("vgpu_profiles", [pool["vgpu_profile"]] * pool["gpus_per_node"]),
+            ("profiling", _profiling.pool_profiling(pool)),
             ("memory_reservation", 100),
             ("pool", pool["name"]),
             ("cluster", pool["cluster"]),

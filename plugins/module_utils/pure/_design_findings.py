@@ -84,6 +84,8 @@ RULES = OrderedDict([
     ("profile_offered", (ERROR, "A pool's vGPU profile is offered by its cluster's GPU model.")),
     ("sharing_matches_profile", (ERROR, "The sharing mode matches the profile: MIG-backed, full card or a "
                                         "fraction of a card time-sliced.")),
+    ("profiling_supported", (ERROR, "A pool asks for profiling counters only where its sharing has them (mig or "
+                                    "full_card, not time_sliced).")),
     ("mig_mix_fits", (ERROR, "The MIG instances asked of one card can be placed on it.")),
     ("mig_geometry_valid", (ERROR, "A cluster's explicit MIG geometry has at most one entry per host, GPU indexes "
                                    "of its hosts, and MIG only on a GPU model that has MIG.")),

@@ -42,6 +42,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_capacity 
     sorted_node_vms,
     suggest_profiles,
 )
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _profiling
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import RULES, WARNING, Finding
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names import (
     DNS_LABEL_FORM,
@@ -345,6 +346,14 @@ def _rule_profile_offered(ctx):
                           "vGPU profile %s is not offered by %s on cluster %s: %s"
                           % (pool["vgpu_profile"], model.name, pool["cluster"], problem),
                           "use a profile %s offers: %s" % (model.name, ", ".join(offered_profiles(model))))
+
+
+def _rule_profiling_supported(ctx):
+    for pool in ctx.d["pools"]:
+        why = _profiling.problem(pool)
+        if why:
+            yield Finding("profiling_supported", _pool_object(pool), why,
+                          "set profiling false or null, or use a MIG-backed or full-card pool")
 
 
 def _rule_sharing_matches_profile(ctx):
@@ -1062,6 +1071,7 @@ _RULE_FUNCS = OrderedDict([
     ("gpu_model_known", _rule_gpu_model_known),
     ("profile_offered", _rule_profile_offered),
     ("sharing_matches_profile", _rule_sharing_matches_profile),
+    ("profiling_supported", _rule_profiling_supported),
     ("mig_mix_fits", _rule_mig_mix_fits),
     ("mig_geometry_valid", _rule_mig_geometry_valid),
     ("inference_not_time_sliced", _rule_inference_not_time_sliced),

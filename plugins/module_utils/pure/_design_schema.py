@@ -339,6 +339,11 @@ DESIGN_SCHEMA = {
                 "vgpu_profile": {"type": "str", "required": True, "max_len": 64,
                                  "description": "vGPU profile of each vGPU (nvidia_h100-3-40c)."},
                 "gpus_per_node": {"type": "int", "default": 1, "min": 1, "max": 16, "description": "vGPUs per node VM."},
+                "profiling": {"type": "bool", "default": None,
+                              "description": "Let the node VMs' guests read the vGPU profiling counters (DCGM_FI_PROF_*): "
+                                             "the VM class sets pciPassthru<n>.cfg.enable_profiling per vGPU; null - on "
+                                             "where the sharing supports it (mig, full_card), off for time_sliced; true "
+                                             "with time_sliced is refused (profiling_supported)."},
                 "per_card": {"type": "int", "default": None, "min": 1, "max": 256,
                              "description": "vGPUs of this profile per physical card; null - as many as fit."},
                 "priority": {"type": "str", "default": None, "max_len": NAME_MAX,

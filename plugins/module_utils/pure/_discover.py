@@ -186,6 +186,7 @@ def discover(hosts, vm_classes, namespaces, storage_policies=None, drs=None, nam
         pool = OrderedDict([
             ("name", pool_name), ("shape", shape), ("cluster", cluster["name"]), ("sharing", sharing),
             ("vgpu_profile", profile), ("gpus_per_node", len(profiles)),
+            ("profiling", bool(info.get("profiling")) and sharing in ("mig", "full_card")),
             ("vm_class", OrderedDict([("name", class_id), ("cpu", info.get("cpu_count")),
                                       ("memory_gb", (info.get("memory_mb") or 0) // 1024)])),
             ("node_pool", OrderedDict([("replicas", 0)])),

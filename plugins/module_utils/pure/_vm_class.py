@@ -32,7 +32,11 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _nvidia
 FORMS = ("config_spec", "devices")
 API_FORMS = ("auto",) + FORMS
 CONFIG_SPEC_SINCE = (8, 0, 2)
-FIELDS = ("cpu_count", "memory_mb", "cpu_reservation", "memory_reservation", "description", "vgpu_profiles")
+FIELDS = ("cpu_count", "memory_mb", "cpu_reservation", "memory_reservation", "description", "vgpu_profiles", "profiling")
+# NVIDIA's per-VM setting that lets the guest read the vGPU's profiling counters (DCGM_FI_PROF_*, CUDA profilers):
+# pciPassthru<n>.cfg.enable_profiling = 1 for the vGPU at device index n (docs/gpu-metrics.md, "Profiling counters").
+PROFILING_KEY = "pciPassthru%d.cfg.enable_profiling"
+PROFILING_KEY_RE = re.compile(r"^pciPassthru(\d+)\.cfg\.enable_profiling$")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -102,7 +106,20 @@ def desired(params):
     out["cpu_reservation"] = _reservation(out["cpu_reservation"], "cpu_reservation")
     out["memory_reservation"] = _reservation(out["memory_reservation"], "memory_reservation")
     out["vgpu_profiles"] = check_profiles(out["vgpu_profiles"])
+    if out["profiling"] is not None and not isinstance(out["profiling"], bool):
+        raise VmClassError("profiling must be true or false, not %r" % (out["profiling"],))
     return out
+
+
+def _profiling_of_config_spec(config_spec):
+    """Whether every vGPU of the spec has profiling on (pciPassthru<n>.cfg.enable_profiling = 1)."""
+    count = len(_profiles_of_config_spec(config_spec))
+    on = set()
+    for opt in (config_spec or {}).get("extraConfig") or []:
+        match = PROFILING_KEY_RE.match(str((opt or {}).get("key") or ""))
+        if match and str(opt.get("value")).strip().lower() in ("1", "true"):
+            on.add(int(match.group(1)))
+    return count > 0 and all(i in on for i in range(count))
 
 
 def _profiles_of_config_spec(config_spec):
@@ -123,8 +140,10 @@ def normalize(info):
     memory = info.get("memory_mb", info.get("memory_MB"))
     profiles = [d.get("profile_name") for d in ((info.get("devices") or {}).get("vgpu_devices") or [])]
     config_spec = info.get("config_spec")
+    profiling = False
     if isinstance(config_spec, dict):
         profiles += _profiles_of_config_spec(config_spec)
+        profiling = _profiling_of_config_spec(config_spec)
     return dict(
         cpu_count=info.get("cpu_count"),
         memory_mb=memory,
@@ -132,6 +151,7 @@ def normalize(info):
         memory_reservation=info.get("memory_reservation") or 0,
         description=info.get("description") or "",
         vgpu_profiles=[p.lower() for p in profiles if p],
+        profiling=profiling,
     )
 
 
@@ -148,6 +168,8 @@ def merge(current, want):
     after.setdefault("cpu_reservation", 0)
     after.setdefault("description", "")
     after.setdefault("vgpu_profiles", [])
+    if not after["vgpu_profiles"] or after.get("profiling") is None:
+        after["profiling"] = bool(after["vgpu_profiles"]) and bool(after.get("profiling"))
     if current is None:
         missing = [k for k in ("cpu_count", "memory_mb") if after.get(k) is None]
         if missing:
@@ -174,6 +196,8 @@ def differs(current, after):
         a, b = current.get(k), after.get(k)
         if k == "vgpu_profiles":
             a, b = sorted(a or []), sorted(b or [])
+        elif k == "profiling":
+            a, b = bool(a), bool(b)
         if a != b:
             out.append(k)
     return out
@@ -205,6 +229,9 @@ def vgpu_config_spec(after):
     if changes:
         spec["deviceChange"] = changes
         spec["memoryReservationLockedToMax"] = True
+        if after.get("profiling"):
+            spec["extraConfig"] = [{"_typeName": "OptionValue", "key": PROFILING_KEY % i, "value": "1"}
+                                   for i in range(len(changes))]
     return spec
 
 
@@ -228,6 +255,9 @@ def request_body(name, after, form, create, clear_devices=False):
         body["config_spec"] = vgpu_config_spec(after)
         if clear_devices and not create:
             body["devices"] = {}
+    elif after.get("profiling"):
+        raise VmClassError("profiling needs the config_spec form of a VM class (vSphere 8.0.2 or later): the devices "
+                           "form has no place for pciPassthru<n>.cfg.enable_profiling")
     else:
         body["devices"] = {"vgpu_devices": [{"profile_name": p} for p in after["vgpu_profiles"]]}
     return body
@@ -350,5 +380,6 @@ def namespace_classes(classes, names, keep=()):
 
 
 __all__ = ["API_FORMS", "OWNER_MARK", "REVISION_LEN", "family", "namespace_classes", "owned", "resolve", "retirable",
-           "revision", "revision_name", "revision_steps", "shape", "FIELDS", "VmClassError", "api_version_tuple", "check_dns_label", "check_profiles",
+           "revision", "revision_name", "revision_steps", "shape", "FIELDS", "PROFILING_KEY",
+           "VmClassError", "api_version_tuple", "check_dns_label", "check_profiles",
            "choose_form", "desired", "differs", "merge", "normalize", "request_body", "vgpu_config_spec", "with_vgpu"]

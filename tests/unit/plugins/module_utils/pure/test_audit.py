@@ -463,7 +463,7 @@ def good_vsphere(derived):
     """(VM classes, namespaces, storage policies) as gpu_pool_audit reads them when the role has run."""
     classes = dict((c["name"], _vm_class.normalize(dict(
         cpu_count=c["cpu_count"], memory_MB=c["memory_mb"], memory_reservation=100, cpu_reservation=0,
-        description=c["description"], devices={"vgpu_devices": [{"profile_name": p} for p in c["vgpu_profiles"]]})))
+        description=c["description"], config_spec=_vm_class.vgpu_config_spec(c))))
         for c in derived["vsphere"]["vm_classes"])
     classes["best-effort-small"] = _vm_class.normalize(dict(cpu_count=2, memory_MB=4096))
     namespaces = dict((n["name"], _namespace.normalize(namespace_info(n))) for n in derived["vsphere"]["namespaces"])
@@ -480,6 +480,22 @@ def test_vm_class_missing(derived):
     assert rules(_audit_vsphere.audit_vsphere(derived, classes, namespaces, policies)) == [("vm_class_missing", "vm_class gpu-training")]
 
 
+def test_vm_class_profiling_missing(derived):
+    """A class whose vGPU lost pciPassthru0.cfg.enable_profiling is found; one set where the design has it off too."""
+    classes, namespaces, policies = good_vsphere(derived)
+    on = [c for c in derived["vsphere"]["vm_classes"] if c["profiling"]]
+    off = [c for c in derived["vsphere"]["vm_classes"] if c["vgpu_profiles"] and not c["profiling"]]
+    assert on and off
+    classes[on[0]["name"]] = _vm_class.normalize(dict(
+        cpu_count=on[0]["cpu_count"], memory_MB=on[0]["memory_mb"], memory_reservation=100, cpu_reservation=0,
+        description=on[0]["description"], config_spec=_vm_class.vgpu_config_spec(dict(on[0], profiling=False))))
+    classes[off[0]["name"]]["profiling"] = True
+    out = _audit_vsphere.audit_vsphere(derived, classes, namespaces, policies)
+    assert rules(out) == sorted([("vm_class_profiling_missing", "vm_class %s" % on[0]["name"]),
+                                 ("vm_class_profiling_missing", "vm_class %s" % off[0]["name"])])
+    assert "profiling off" in [f for f in out if on[0]["name"] in f["object"]][0]["message"]
+
+
 def test_vm_class_profile_changed(derived):
     classes, namespaces, policies = good_vsphere(derived)
     classes["gpu-inference"]["vgpu_profiles"] = ["nvidia_h100-2-20c"]
@@ -493,6 +509,7 @@ def test_vm_class_profile_compared_without_case_or_order(derived):
     classes["gpu-inference"] = _vm_class.normalize(dict(
         cpu_count=8, memory_MB=65536, memory_reservation=100, description=classes["gpu-inference"]["description"],
         devices={"vgpu_devices": [{"profile_name": "NVIDIA_H100-3-40C"}]}))
+    classes["gpu-inference"]["profiling"] = [c for c in derived["vsphere"]["vm_classes"] if c["name"] == "gpu-inference"][0]["profiling"]
     assert _audit_vsphere.audit_vsphere(derived, classes, namespaces, policies) == []
 
 
@@ -582,6 +599,7 @@ VM_CLASS_DRIFTS = [
     ("memory_reservation", dict(memory_reservation=0)),
     ("description", dict(description="gpupool edited by hand")),  # still marked: the collection's, set back
     ("vgpu_profiles", dict(vgpu_profiles=["nvidia_h100-1-10c"])),
+    ("profiling", dict(profiling=False)),
 ]
 NAMESPACE_DRIFTS = [
     ("description", dict(description="")),

@@ -26,7 +26,9 @@ def live_class(c, **over):
     info = dict(cpu_count=c["cpu_count"], memory_MB=c["memory_mb"], memory_reservation=100, cpu_reservation=0,
                 description=c["description"], devices={"vgpu_devices": [{"profile_name": p} for p in c["vgpu_profiles"]]})
     info.update(over)
-    return vmc.normalize(info)
+    out = vmc.normalize(info)
+    out["profiling"] = bool(over.get("profiling", c.get("profiling")))  # as the role sets it (config_spec extraConfig)
+    return out
 
 
 def namespace(n, classes):

@@ -652,7 +652,7 @@ def test_every_role_gets_its_own_variables():
     tenancy = derived["roles"]["supervisor_gpu_tenancy"]
     # the summary's report keys (pool, kind, supervisor) are no role input
     assert [sorted(c) for c in tenancy["supervisor_gpu_tenancy_vm_classes"]][0] == sorted(
-        ["name", "cpu_count", "memory_mb", "vgpu_profiles", "memory_reservation", "cluster", "description"])
+        ["name", "cpu_count", "memory_mb", "vgpu_profiles", "profiling", "memory_reservation", "cluster", "description"])
     assert all("kind" not in n and "supervisor" not in n for n in tenancy["supervisor_gpu_tenancy_namespaces"])
 
 
