@@ -114,3 +114,27 @@ def test_reservation_forced_to_100_on_existing_class(vsphere, vsphere_env):
     assert raw(vsphere, "cpu-only")["memory_reservation"] == 100
     res, _playbook = run_module(M, {"name": "cpu-only", "memory_reservation": 20}, env=vsphere_env)
     assert res.get("failed") and "memory_reservation 20%" in res["msg"]
+
+
+def test_profiling_parameter_written_checked_and_taken_off(vsphere, vsphere_env):
+    args = dict(BASE, name="gpu-prof", vgpu_profiles=["nvidia_h100-1-10c", "nvidia_h100-1-10c"], profiling=True)
+    res, _playbook = run_module(M, args, env=vsphere_env)
+    assert not res.get("failed"), res.get("msg")
+    assert res["changed"] is True and res["api_form"] == "config_spec"
+    extra = raw(vsphere, "gpu-prof")["config_spec"]["extraConfig"]
+    assert sorted((o["key"], o["value"]) for o in extra) == [("pciPassthru0.cfg.enable_profiling", "1"),
+                                                             ("pciPassthru1.cfg.enable_profiling", "1")]
+    res, _playbook = run_module(M, args, env=vsphere_env)
+    assert res["changed"] is False, res.get("changed_fields")
+    # unset keeps it; false is shown by --check and then taken off
+    res, _playbook = run_module(M, dict(args, profiling=None), env=vsphere_env)
+    assert res["changed"] is False, res.get("changed_fields")
+    res, _playbook = run_module(M, dict(args, profiling=False), env=vsphere_env, check=True, diff=True)
+    assert res["changed"] is True and res["changed_fields"] == ["profiling"]
+    assert res["diff"]["before"]["profiling"] is True and res["diff"]["after"]["profiling"] is False
+    assert raw(vsphere, "gpu-prof")["config_spec"].get("extraConfig")
+    res, _playbook = run_module(M, dict(args, profiling=False), env=vsphere_env)
+    assert res["changed"] is True and not raw(vsphere, "gpu-prof")["config_spec"].get("extraConfig")
+    res, _playbook = run_module(M, dict(args, api_form="devices", profiling=True, name="gpu-prof-legacy"), env=vsphere_env)
+    assert res.get("failed") and "needs the config_spec form" in res["msg"]
+    assert raw(vsphere, "gpu-prof-legacy") is None
