@@ -257,7 +257,8 @@ def request_body(name, after, form, create, clear_devices=False):
             body["devices"] = {}
     elif after.get("profiling"):
         raise VmClassError("profiling needs the config_spec form of a VM class (vSphere 8.0.2 or later): the devices "
-                           "form has no place for pciPassthru<n>.cfg.enable_profiling")
+                           "form has no place for pciPassthru<n>.cfg.enable_profiling; set profiling false (pools[].profiling: "
+                           "false in the design)")
     else:
         body["devices"] = {"vgpu_devices": [{"profile_name": p} for p in after["vgpu_profiles"]]}
     return body
