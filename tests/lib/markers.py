@@ -71,6 +71,7 @@ MARKER_TABLE = (
     ("*cluster_policy*", ("guest",)),
     ("*k8s*", ("guest",)),
     ("*drain*", ("guest",)),
+    ("*device_plugin*", ("guest",)),
     ("*pool_ready*", ("guest",)),
     ("*kueue*", ("guest",)),
     ("*game_day*", ("guest",)),
