@@ -298,6 +298,7 @@ func (f *front) admin(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(p, "/_sim/hosts/"):
 		f.hostAdmin(w, r, strings.TrimPrefix(p, "/_sim/hosts/"))
 	case f.faultAdmin(w, r, p):
+	case capacityAdmin(w, r, p):
 	default:
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such admin endpoint: " + r.Method + " " + r.URL.Path})
 	}
