@@ -80,6 +80,7 @@ MARKER_TABLE = (
     ("*queueing*", ("guest",)),
     ("*capacity_knee*", ("guest",)),
     ("*capacity_live*", ("guest", "vsphere")),
+    ("*/test_capacity_vcenter.py", ("vsphere",)),
     ("*chargeback*", ("guest",)),
     ("*prom_rules*", ("guest",)),
     ("*promtool*", ("guest",)),
