@@ -61,6 +61,13 @@ def supervisor_zone_binding_errors(params):
     for index, entry in enumerate(params.get("reservations") or []):
         out += ["reservations[%d].%s" % (index, e) for e in empty_errors(entry, ("zone", "vm_class"))]
         out += ["reservations[%d].%s" % (index, e) for e in range_errors(entry, "count", 0)]
+    seen = {}
+    for index, entry in enumerate(params.get("reservations") or []):
+        key = (entry.get("zone"), entry.get("vm_class"))
+        if key in seen:
+            out.append("reservations[%d]: %s in zone %s is given twice (also reservations[%d]); give one entry with the sum"
+                       % (index, key[1], key[0], seen[key]))
+        seen.setdefault(key, index)
     return out
 
 

@@ -272,6 +272,15 @@ def test_supervisor_namespace():
     assert errors("supervisor_namespace", access=access) == ["access[0].subject must not be empty"]
 
 
+def test_supervisor_zone_binding():
+    entry = dict(zone="zone-a", vm_class="gpu-a", count=2)
+    assert errors("supervisor_zone_binding", reservations=[entry, dict(entry, zone="zone-b")]) == []
+    assert errors("supervisor_zone_binding", reservations=[entry, dict(entry, count=1)]) == [
+        "reservations[1]: gpu-a in zone zone-a is given twice (also reservations[0]); give one entry with the sum"]
+    assert errors("supervisor_zone_binding", reservations=[dict(entry, count=-1, vm_class=" ")]) == [
+        "reservations[0].vm_class must not be empty", "reservations[0].count must be 0 or more, not -1"]
+
+
 def pool(**changes):
     base = dict(GOOD["vks_node_pool"]["node_pools"][0])
     base.update(changes)
