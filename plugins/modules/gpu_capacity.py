@@ -56,9 +56,16 @@ description:
     C(kueue_admission_wait_time_seconds_sum) over C(_count)) where that histogram counts admissions
     in the range, else the pods' scheduling waits. docs/capacity.md says what the models
     assume and where they break."
+  - On a vCenter of vSphere API 9.0 or later (its C(About.apiVersion), read at login), vCenter's own figures
+    beside the collection's (RV(vcenter_capacity)) - C(DirectPathProfileManagerQueryCapacity) per cluster for
+    every profile of the report, C(max) beside C(total), C(consumed) beside C(used), C(remaining) beside
+    C(free), with C(unusedReservation). Each figure where the two differ is a finding (RV(findings)), never an
+    override of the collection's; a profile vCenter answers C(CapacityUnknown) for keeps vCenter's reason.
+    On an older vCenter nothing is called and RV(vcenter_capacity.reason) says why.
   - Returns the report as data and as Markdown (C(markdown)); C(playbooks/capacity.yml) writes both to files.
   - "Requests: one PropertyCollector retrieval of clusters, one of hosts and VMs, one of the hosts' graphics
-    managers; with O(kubeconfig) one list of Pending pods, and when Kueue serves its API one list of
+    managers; on API 9.0 or later one retrieval of the clusters and one C(DirectPathProfileManagerQueryCapacity)
+    per cluster, and with O(vcenter_per_host) one more per GPU host; with O(kubeconfig) one list of Pending pods, and when Kueue serves its API one list of
     Workloads and one of LocalQueues; with O(prometheus_url) four instant and four range queries."
 author:
   - gpupool.vcf developers (@gpupool)
@@ -78,6 +85,12 @@ options:
     type: list
     elements: str
     default: []
+  vcenter_per_host:
+    description:
+      - Also read vCenter's capacity figures per GPU host (API 9.0 or later), beside the slots of that host
+        alone - one more C(DirectPathProfileManagerQueryCapacity) call per GPU host of the clusters reported.
+    type: bool
+    default: false
   design:
     description: The pool design as a mapping (pools, their profiles, clusters and priorities).
     type: dict
@@ -206,6 +219,39 @@ knee:
                 mgc: {model: M/G/c (Allen-Cunneen), cv: 2.1, cv_source: durations, durations: 120,
                       wait_fit_service_s: 1.1, fit_rms_s: 0.4, knee_utilization: 0.41, past_knee: true},
                 message: "inference: M/M/4, service time 6.2 s measured ...; the p90 wait reaches 5 s at 62.0 % utilization, ..."}
+vcenter_capacity:
+  description:
+    - vCenter's own vGPU capacity figures (C(DirectPathProfileManagerQueryCapacity), vSphere API 9.0 and later)
+      beside the collection's. C(read) - whether they were read; C(reason) - why not (an older API, no
+      DirectPathProfileManager, a pyVmomi without the 9.0 types, or the fault vCenter answered), else null;
+      C(api_version) - the vCenter's; C(calls) - the QueryCapacity calls made.
+    - C(clusters) - per cluster and profile, C(ours) (C(total), C(used), C(free)) and C(vcenter) (C(max),
+      C(consumed), C(remaining), C(unused_reservation); null when vCenter answered C(CapacityUnknown), its reason
+      then in C(unknown)). C(hosts) - the same per GPU host with O(vcenter_per_host), else null.
+  returned: always
+  type: dict
+  sample:
+    read: true
+    reason: null
+    api_version: 9.1.0.0
+    calls: 1
+    clusters:
+      gpu-h100:
+        nvidia_h100-3-40c: {ours: {total: 8, used: 5, free: 3},
+                            vcenter: {max: 8, consumed: 5, remaining: 1, unused_reservation: 2}, unknown: null}
+    hosts: null
+findings:
+  description:
+    - Where vCenter's figures differ from the collection's, one per cluster (or host), profile and figure -
+      C(cluster), C(host) (per-host findings only), C(profile), C(field) (ours/vCenter's, V(free/remaining)),
+      C(ours), C(vcenter) and C(message). A profile with slots of ours that vCenter answers C(CapacityUnknown)
+      for is a finding of C(field) V(unknown). Empty when the figures agree or were not read.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {cluster: gpu-h100, profile: nvidia_h100-3-40c, field: free/remaining, ours: 3, vcenter: 1,
+       message: "gpu-h100 nvidia_h100-3-40c: our free is 3, vCenter's remaining is 1"}
 generated:
   description: When the report was read (UTC).
   returned: always
@@ -223,18 +269,21 @@ from ansible.module_utils.basic import env_fallback
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import DEFAULT_REQUEST_TIMEOUT, K8sClient
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._node_reader import read_pending
 from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromError, prom_client, prometheus_argument_spec
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _capacity_live
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _capacity_live, _capacity_vcenter
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._capacity_inputs import gpu_capacity_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Info
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._design_input import module_design
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._capacity_api import VcenterCapacity
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_inventory import GpuInventory
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereFault
 
 ARGUMENT_SPEC = dict(
     cluster=dict(type="str"),
     profiles=dict(type="list", elements="str", default=[]),
+    vcenter_per_host=dict(type="bool", default=False),
     design=dict(type="dict"),
     design_file=dict(type="path"),
     kubeconfig=dict(type="path"),
@@ -268,7 +317,35 @@ class Capacity(Info):
         if p["kubeconfig"]:
             guest = self.read_guest()
         now = time.time()
-        return dict(hosts=hosts, guest=guest, now=now, knee=self.read_knee(now) if p["prometheus_url"] else None)
+        return dict(hosts=hosts, guest=guest, now=now, knee=self.read_knee(now) if p["prometheus_url"] else None,
+                    vcenter=self.read_vcenter(hosts))
+
+    def host_slots(self, hosts, asked):
+        """{host: the slots of that GPU host alone} for the hosts of the clusters in ``asked``."""
+        out = {}
+        for h in hosts:
+            if h.get("gpus") and (h.get("cluster") or "") in asked:
+                one = _capacity_live.slots([h], self.pools, asked[h.get("cluster") or ""])
+                out[h["name"]] = one.get(h.get("cluster") or "") or {}
+        return out
+
+    def read_vcenter(self, hosts):
+        """vCenter's own figures for every profile of the report (vsphere/_capacity_api.py)."""
+        p = self.module.params
+        asked = _capacity_vcenter.asked(_capacity_live.slots(hosts, self.pools, p["profiles"]))
+        per_host = None
+        if p["vcenter_per_host"]:
+            moids = dict((h["name"], h["moid"]) for h in hosts)
+            cluster_of = dict((h["name"], h.get("cluster") or "") for h in hosts)
+            per_host = dict((name, (moids[name], asked[cluster_of[name]])) for name in self.host_slots(hosts, asked))
+        reader = VcenterCapacity(self.module.client())
+        with self.doing("read", "vCenter's vGPU capacity figures (DirectPathProfileManagerQueryCapacity)"):
+            try:
+                return reader.read(asked, per_host)
+            except VsphereFault as exc:
+                # vCenter answered with a fault: the report goes on with its own figures and says so
+                return dict(api_version=reader.api_version(), read=False, calls=reader.calls, clusters={}, hosts=None,
+                            reason="vCenter answered a fault: %s" % exc)
 
     def read_knee(self, now):
         """The knee queries' results over the range that ends now (whole windows)."""
@@ -310,9 +387,21 @@ class Capacity(Info):
         if live["knee"] is not None:
             k = live["knee"]
             knee = _capacity_live.knees(k["results"], k["start"], k["end"], k["window"], self.pools)
+        vc = live["vcenter"]
+        vcenter = dict(read=vc["read"], reason=vc["reason"], api_version=vc["api_version"], calls=vc["calls"],
+                       clusters=_capacity_vcenter.beside(clusters, vc["clusters"]), hosts=None)
+        findings = _capacity_vcenter.compare(dict((c, clusters[c]) for c in vc["clusters"] if c in clusters),
+                                             vc["clusters"])
+        if vc["hosts"] is not None:
+            mine = self.host_slots(hosts, _capacity_vcenter.asked(clusters))
+            vcenter["hosts"] = _capacity_vcenter.beside(mine, vc["hosts"])
+            findings += _capacity_vcenter.host_findings(
+                dict((h, mine[h]) for h in vc["hosts"] if h in mine), vc["hosts"],
+                dict((h["name"], h.get("cluster")) for h in hosts))
         report = dict(generated=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)), clusters=clusters,
-                      spare=spare, spare_ok=all(s["ok"] for s in spare.values()), guest=guest, knee=knee)
-        report["markdown"] = _capacity_live.markdown(report)
+                      spare=spare, spare_ok=all(s["ok"] for s in spare.values()), guest=guest, knee=knee,
+                      vcenter_capacity=vcenter, findings=findings)
+        report["markdown"] = _capacity_live.markdown(report) + "\n" + _capacity_vcenter.markdown(vcenter, findings)
         return report
 
 

@@ -75,7 +75,9 @@ except ImportError as exc:  # pragma: no cover - reported by the module layer
 
 # SOAP methods that only read (or log in): repeated after a dropped connection or a 5xx
 REPEATABLE_PREFIXES = ("Retrieve", "Fetch", "Query", "Continue", "Find", "Browse", "Current", "Has",
-                       "CreateContainerView", "CreateListView", "DestroyView", "Login", "Logout")
+                       "CreateContainerView", "CreateListView", "DestroyView", "Login", "Logout",
+                       # API 9.0: vCenter's vGPU capacity, a read
+                       "DirectPathProfileManagerQueryCapacity")
 
 
 class VsphereError(ClientError):

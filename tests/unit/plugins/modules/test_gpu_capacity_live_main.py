@@ -21,7 +21,7 @@ PROM_TOKEN = "prom-token-capacity-2"
 
 
 def host(name, vms, cards=4):
-    return dict(name=name, cluster="gpu-h100", connection_state="connected", maintenance_mode=False,
+    return dict(name=name, moid="host-%s" % name[-2:], cluster="gpu-h100", connection_state="connected", maintenance_mode=False,
                 gpus=[dict(model="H100-80GB")] * cards, vgpu_profiles=list(offered_profiles("H100-80GB")),
                 vgpu_vms=[dict(name=n, power_state="poweredOn", vgpu_profiles=[p]) for n, p in vms])
 
@@ -45,6 +45,8 @@ class Fakes:
         self.prom_made = []
         self.prom_queries = []
         self.fail = {}
+        self.vcenter_reads = []
+        self.vcenter = None   # {cluster: {profile: figures}} answered as a 9.1 vCenter; None: an 8.0.3 one
 
 
 @pytest.fixture
@@ -86,7 +88,26 @@ def fakes(monkeypatch):
             box.prom_queries.append(("query_range", expr))
             return []
 
+    class Vcenter:
+        def __init__(self, client):
+            self.client = client
+            self.calls = 0
+
+        def api_version(self):
+            return "8.0.3.0" if box.vcenter is None else "9.1.0.0"
+
+        def read(self, profiles, hosts=None):
+            box.vcenter_reads.append(dict(profiles=profiles, hosts=hosts))
+            if box.vcenter is None:
+                return dict(api_version="8.0.3.0", read=False, reason="not on 8.0.3.0", calls=0, clusters={}, hosts=None)
+            if "vcenter" in box.fail:
+                self.calls = 1
+                raise box.fail["vcenter"]
+            return dict(api_version="9.1.0.0", read=True, reason=None, calls=len(box.vcenter),
+                        clusters=box.vcenter, hosts=None)
+
     monkeypatch.setattr(gpu_capacity, "GpuInventory", Inventory)
+    monkeypatch.setattr(gpu_capacity, "VcenterCapacity", Vcenter)
     monkeypatch.setattr(gpu_capacity, "K8sClient", K8s)
     monkeypatch.setattr(gpu_capacity, "read_pending", read_pending)
     monkeypatch.setattr(_prom, "PromClient", Prom)  # made by the room's prom_client from the options
@@ -196,3 +217,41 @@ def test_the_knee_is_computed_with_prometheus_and_no_secret_is_in_the_result(fak
     assert (made["validate_certs"], made["allow_plain_http"], made["plain_http_option"]) == \
         (True, False, "prometheus_allow_plain_http")
     assert leaked(result, [PROM_TOKEN, VSPHERE["password"]]) == []
+
+
+def test_vcenter_figures_on_8x_are_not_read_and_say_why(fakes):
+    result = run_main(gpu_capacity, args())
+    assert not result.get("failed"), result.get("msg")
+    assert result["vcenter_capacity"]["read"] is False and result["vcenter_capacity"]["reason"] == "not on 8.0.3.0"
+    assert result["findings"] == [] and "Not read: not on 8.0.3.0." in result["markdown"]
+    # asked: every profile of the report on its cluster, no host without vcenter_per_host
+    [read] = fakes.vcenter_reads
+    assert read["hosts"] is None and read["profiles"] == {"gpu-h100": list(result["clusters"]["gpu-h100"]["profiles"])}
+
+
+def test_vcenter_figures_beside_ours_and_a_finding_per_differing_figure(fakes):
+    # ours for 3-40c (the test above): 16 total, 3 used, 11 free; vCenter: 2 reserved, 9 remaining
+    fakes.vcenter = {"gpu-h100": {"nvidia_h100-3-40c": dict(max=16, consumed=3, remaining=9, unused_reservation=2)}}
+    result = run_main(gpu_capacity, args(vcenter_per_host=True))
+    assert not result.get("failed"), result.get("msg")
+    row = result["vcenter_capacity"]["clusters"]["gpu-h100"]["nvidia_h100-3-40c"]
+    assert row["ours"] == dict(total=16, used=3, free=11) and row["vcenter"]["remaining"] == 9
+    assert [(f["cluster"], f["profile"], f["field"], f["ours"], f["vcenter"]) for f in result["findings"]] == [
+        ("gpu-h100", "nvidia_h100-3-40c", "free/remaining", 11, 9)]
+    assert "- gpu-h100 nvidia_h100-3-40c: our free is 11, vCenter's remaining is 9" in result["markdown"].splitlines()
+    assert result["clusters"]["gpu-h100"]["profiles"]["nvidia_h100-3-40c"]["free"] == 11
+    # per host: each GPU host with its moid and its cluster's profiles
+    hosts = fakes.vcenter_reads[0]["hosts"]
+    profiles = list(result["clusters"]["gpu-h100"]["profiles"])
+    assert hosts == {"esx-h100-01": ("host-01", profiles), "esx-h100-02": ("host-02", profiles)}
+
+
+def test_a_fault_of_query_capacity_is_the_reason_not_a_failure(fakes):
+    from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereFault
+    fakes.vcenter = {"gpu-h100": {}}
+    fakes.fail["vcenter"] = VsphereFault(Exception("InvalidArgument: target"), "DirectPathProfileManagerQueryCapacity")
+    result = run_main(gpu_capacity, args())
+    assert not result.get("failed"), result.get("msg")
+    vc = result["vcenter_capacity"]
+    assert vc["read"] is False and vc["reason"].startswith("vCenter answered a fault: DirectPathProfileManagerQueryCapacity")
+    assert "InvalidArgument" in vc["reason"] and result["findings"] == []

@@ -32,3 +32,35 @@ def test_unknown_profile_and_one_sided_rows():
     found = cv.compare(ours(p_1=(8, 5, 3)), theirs)
     assert [(f["profile"], f["field"], f["ours"], f["vcenter"]) for f in found] == [("p-1", "unknown", 8, None)]
     assert "not offered" in found[0]["message"]
+
+
+def test_unknown_profile_without_slots_of_ours_is_no_finding():
+    theirs = {"gpu-a": {"p-1": {"unknown": "not offered"}}}
+    assert cv.compare(ours(p_1=(0, 0, 0)), theirs) == []
+
+
+def test_beside_and_host_findings():
+    mine = ours(p_1=(8, 5, 3), p_2=(4, 0, 4))
+    theirs = {"gpu-a": {"p-1": dict(max=8, consumed=5, remaining=1, unused_reservation=2), "p-2": {"unknown": "why"}}}
+    rows = cv.beside(mine, theirs)["gpu-a"]
+    assert dict(rows["p-1"]["ours"]) == dict(total=8, used=5, free=3)
+    assert dict(rows["p-1"]["vcenter"]) == dict(max=8, consumed=5, remaining=1, unused_reservation=2)
+    assert rows["p-2"]["vcenter"] is None and rows["p-2"]["unknown"] == "why"
+    assert cv.beside(mine, {}) == {}
+    hosts = {"esx-1": mine["gpu-a"]}
+    found = cv.host_findings(hosts, {"esx-1": theirs["gpu-a"]}, {"esx-1": "gpu-a"})
+    assert [(f["cluster"], f["host"], f["profile"], f["field"]) for f in found] == [
+        ("gpu-a", "esx-1", "p-1", "free/remaining"), ("gpu-a", "esx-1", "p-2", "unknown")]
+    assert found[0]["message"] == "host esx-1 p-1: our free is 3, vCenter's remaining is 1"
+
+
+def test_markdown_lines():
+    text = cv.markdown({"read": False, "reason": "not on 8.0.3.0"}, [])
+    assert "## vCenter's own figures" in text and "Not read: not on 8.0.3.0." in text
+    vc = {"read": True, "api_version": "9.1.0.0", "calls": 1,
+          "clusters": cv.beside(ours(p_1=(8, 5, 3)), {"gpu-a": {"p-1": dict(max=8, consumed=5, remaining=1,
+                                                                            unused_reservation=2)}})}
+    found = cv.compare(ours(p_1=(8, 5, 3)), {"gpu-a": {"p-1": dict(max=8, consumed=5, remaining=1)}})
+    text = cv.markdown(vc, found)
+    assert "| p-1 | 8 / 8 | 5 / 5 | 3 / 1 | 2 |" in text
+    assert "- gpu-a p-1: our free is 3, vCenter's remaining is 1" in text
