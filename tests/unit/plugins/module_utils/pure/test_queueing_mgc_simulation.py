@@ -7,8 +7,9 @@ FCFS queue written here (not the module's code), Poisson arrivals, job durations
 two-phase hyperexponential distribution of mean 1 and coefficient of variation 2 (a variance four
 times the exponential's; seeded random).
 
-FCFS with c servers is simulated by the Kiefer-Wolfowitz recursion: the jobs in arrival order,
-each starting when the earliest free server frees (or at once), its wait the difference.
+FCFS with c servers is simulated by the Kiefer-Wolfowitz recursion (tests/lib/fcfs_queue.py, shared
+with the knee test on the rig): the jobs in arrival order, each starting when the earliest free
+server frees (or at once), its wait the difference.
 
 What it shows, for c in 1, 2, 4, 8 at the knee utilization (p90 wait of the M/G/c model at
 ``TARGET`` service times): the M/M/c mean wait misses the simulated one by a factor above 2
@@ -25,13 +26,13 @@ from __future__ import (absolute_import, division, print_function)
 
 __metaclass__ = type
 
-import heapq
 import math
 import random
 
 import pytest
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _queueing as q
+from tests.lib.fcfs_queue import fcfs_waits, percentile
 
 CV = 2.0
 TARGET = 5.0  # seconds of p90 wait, durations of mean 1 s
@@ -57,22 +58,10 @@ def simulate(c, rho, seed, jobs=JOBS, warm_up=WARM_UP):
     """The waits (sorted) of ``jobs`` jobs after ``warm_up`` at utilization ``rho`` on ``c`` FCFS servers."""
     rng = random.Random(seed)
     draw = hyperexponential(rng, CV)
-    free = [0.0] * c
-    now, waits = 0.0, []
     rate = c * rho  # arrivals per second for durations of mean 1
-    for i in range(jobs + warm_up):
-        now += rng.expovariate(rate)
-        first = heapq.heappop(free)
-        wait = first - now if first > now else 0.0
-        heapq.heappush(free, now + wait + draw())
-        if i >= warm_up:
-            waits.append(wait)
+    waits = fcfs_waits(c, ((rng.expovariate(rate), draw()) for _i in range(jobs + warm_up)))[warm_up:]
     waits.sort()
     return waits
-
-
-def percentile(waits, p):
-    return waits[int(p / 100.0 * len(waits))]
 
 
 def test_the_simulated_durations_have_the_stated_cv():
