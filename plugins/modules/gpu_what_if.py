@@ -123,7 +123,12 @@ current:
     - The current design's replay, C({pools, tenants, breaches}); per pool (and per C(pool/tenant)) C(workloads),
       C(admitted), C(waiting) (not running when the replay ended), C(preempted), and the p50, p95 and p99 of the
       admission, scheduling and total waits (simulated seconds), and C(slo) where the pool has one; and C(workloads),
-      per workload its waits, whether it was admitted and running, and how often it was preempted.
+      per workload its waits, when it ran (C(start), C(end), simulated seconds after the replay's start), whether
+      it was admitted and running, and how often it was preempted.
+    - C(usage), per pool the GPUs in use over the replay (C(series), a step series of C([simulated seconds, GPUs])),
+      C(utilization) (their mean over the pool's GPUs), and where the design sits against the pool's knee
+      (C(knee_utilization) from the queueing model for C(servers), C(service_s) and C(cv) of the recorded run times
+      and the pool's SLO, C(model_wait_s), C(past_knee)).
   returned: with replay
   type: dict
 proposed:
@@ -270,7 +275,7 @@ class WhatIf(Info):
             with self.doing("clean up", "the %s design's replay objects" % label):
                 cluster.reset()
         rows = wi.outcomes(record, seen, factor, end)
-        out = wi.summary(rows, pools)
+        out = wi.summary(rows, pools, end * factor)
         out["workloads"] = rows
         return out, end, cluster.kept
 

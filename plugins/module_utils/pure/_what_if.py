@@ -29,6 +29,7 @@ from collections import OrderedDict
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _guest_plan
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _k8s_objects
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _queueing
 
 LABEL = "gpupool.vcf/what-if"
 POOL_LABEL = "gpupool.vcf/pool"
@@ -214,7 +215,9 @@ def outcomes(record, observed, factor, end_wall):
     """Per workload its simulated waits from what the replay observed on the wall clock.
     ``observed``: {name: {submitted, admitted, running, finished, preempted}} (wall seconds after the
     replay's start; None when not reached). A workload never admitted or never running by
-    ``end_wall`` counts its wait until then (a lower bound) and is ``waiting``."""
+    ``end_wall`` counts its wait until then (a lower bound) and is ``waiting``. ``start`` and ``end``
+    are when all its pods ran and when it finished, in simulated seconds after the replay's start (None
+    when not reached); ``gpus`` the GPUs it holds (per pod times pods), ``duration`` its recorded run time."""
     out = []
     for w in record["workloads"]:
         o = observed.get(w["name"]) or {}
@@ -227,8 +230,12 @@ def outcomes(record, observed, factor, end_wall):
         scheduling = None if admitted is None else (
             ((running if running is not None else end_wall) - started_from) * factor)
         total = ((running if running is not None else end_wall) - submitted) * factor
+        finished = o.get("finished")
         out.append(OrderedDict([
             ("name", w["name"]), ("pool", w["pool"]), ("tenant", w["tenant"]),
+            ("gpus", w["gpus"] * w["pods"]), ("duration", w["duration"]),
+            ("start", None if running is None else round(running * factor, 3)),
+            ("end", None if finished is None or running is None else round(finished * factor, 3)),
             ("admitted", admitted is not None), ("running", running is not None),
             ("finished", o.get("finished") is not None), ("preempted", int(o.get("preempted") or 0)),
             ("admission_wait", round(max(0.0, admission), 3)),
@@ -249,17 +256,119 @@ def _stats(rows):
     return out
 
 
-def summary(rows, pools):
-    """{"pools": {pool: stats}, "tenants": {pool/tenant: stats}, "breaches": [...]} of one design's
-    outcomes; a pool breaches its SLO when the p-th percentile (the SLO's ``percentile``, 95 by
-    default) of its waits (arrival to running) is above ``wait_seconds``."""
+def usage_series(rows, horizon):
+    """{pool: [(t, gpus)]}: per pool the GPUs in use over the replay as a step series in simulated
+    seconds, from each workload's own ``start`` to its ``end`` (``horizon`` for one still running when
+    the replay ended; a workload that never ran holds none). The series starts at (0, 0), has a point
+    at each change (the value holds until the next point) and ends at (horizon, value)."""
+    changes = OrderedDict()
+    for r in rows:
+        pool = changes.setdefault(r["pool"], {})
+        if r.get("start") is None:
+            continue
+        end = r["end"] if r.get("end") is not None else horizon
+        start = min(r["start"], horizon)
+        end = min(max(end, start), horizon)
+        if end <= start:
+            continue
+        pool[start] = pool.get(start, 0) + r["gpus"]
+        pool[end] = pool.get(end, 0) - r["gpus"]
+    out = OrderedDict()
+    for name in sorted(changes):
+        series, level = [(0.0, 0)], 0
+        for t in sorted(changes[name]):
+            delta = changes[name][t]
+            if not delta:
+                continue
+            level += delta
+            if series[-1][0] == t:
+                series[-1] = (t, level)
+            else:
+                series.append((t, level))
+        if series[-1][0] < horizon:
+            series.append((float(horizon), level))
+        out[name] = series
+    return out
+
+
+def mean_in_use(series):
+    """The time-weighted mean of a step series (``usage_series``) over its span; 0 for an empty span."""
+    span = series[-1][0] - series[0][0]
+    if span <= 0:
+        return 0.0
+    area = sum((t1 - t0) * v for (t0, v), (t1, _v) in zip(series, series[1:]))
+    return area / span
+
+
+def knee_position(pool, rows, series):
+    """Where one design's ``pool`` (``design_pools``' entry) sits against its queueing knee in the replay:
+    ``gpus`` (the nodes' GPUs), ``mean_in_use`` and ``utilization`` (the mean of the step ``series`` over
+    the GPUs), ``gpus_per_job`` (the mean GPUs of the pool's workloads, rounded), ``servers`` (GPUs over
+    that), ``service_s`` and ``cv`` (the mean and the coefficient of variation of the recorded run times of
+    the pool's ``rows``), and with the pool's ``slo`` the ``knee_utilization`` (``_queueing.knee`` of
+    those under M/G/c, M/M/c when the CV is not known), ``model_wait_s`` (the model's wait at the SLO
+    percentile at the replay's utilization; None at or above 1) and ``past_knee``."""
+    gpus = pool["replicas"] * pool["gpus_per_node"]
+    sizes = [r["gpus"] for r in rows]
+    per_job = max(1, int(round(float(sum(sizes)) / len(sizes)))) if sizes else 1
+    cv, service, _n = _queueing.cv_from_durations([r["duration"] for r in rows])
+    in_use = mean_in_use(series) if series else 0.0
+    slo = pool.get("slo") or {}
+    out = OrderedDict([
+        ("gpus", gpus), ("mean_in_use", round(in_use, 3)),
+        ("utilization", round(in_use / gpus, 4) if gpus else None),
+        ("gpus_per_job", per_job), ("servers", gpus // per_job),
+        ("service_s", None if service is None else round(service, 3)),
+        ("cv", None if cv is None else round(cv, 3)),
+        ("model", _queueing.MODEL if cv is None else _queueing.MODEL_MGC),
+        ("slo_wait_s", slo.get("wait_seconds")), ("slo_percentile", slo.get("percentile") or 95),
+        ("knee_utilization", None), ("model_wait_s", None), ("past_knee", None), ("note", None),
+    ])
+    if out["servers"] < 1 or not service:
+        out["note"] = ("no knee: %s" % ("the pool has fewer GPUs than one job's %d" % per_job if out["servers"] < 1
+                                        else "no workload ran on the pool"))
+        return out
+    if not slo.get("wait_seconds"):
+        out["note"] = "no knee: the pool has no slo.wait_seconds"
+        return out
+    model_cv = 1.0 if cv is None else cv
+    value = _queueing.knee(out["servers"], service, slo["wait_seconds"], out["slo_percentile"], cv=model_cv)
+    out["knee_utilization"] = round(value, 4)
+    rho = in_use / gpus
+    if rho < 1:
+        out["model_wait_s"] = round(_queueing.wait_percentile(out["servers"], rho, service, out["slo_percentile"],
+                                                              cv=model_cv), 1)
+    out["past_knee"] = rho > value
+    return out
+
+
+def usage(rows, pools, horizon):
+    """{pool: knee_position + ``series``} of one design's outcomes over [0, horizon] simulated seconds."""
+    series = usage_series(rows, horizon)
+    out = OrderedDict()
+    for name in sorted(series):
+        entry = knee_position(pools.get(name) or {"replicas": 0, "gpus_per_node": 0},
+                              [r for r in rows if r["pool"] == name], series[name])
+        entry["series"] = [[round(t, 3), v] for t, v in series[name]]
+        out[name] = entry
+    return out
+
+
+def summary(rows, pools, horizon=None):
+    """{"pools": {pool: stats}, "tenants": {pool/tenant: stats}, "usage": {pool: usage}, "breaches": [...]}
+    of one design's outcomes; a pool breaches its SLO when the p-th percentile (the SLO's ``percentile``,
+    95 by default) of its waits (arrival to running) is above ``wait_seconds``. ``usage`` is each pool's
+    GPUs in use over [0, ``horizon``] (simulated seconds; by default the last start or end of a
+    workload) and its place against the knee (``usage``)."""
+    if horizon is None:
+        horizon = max([r.get("end") or r.get("start") or 0 for r in rows] + [0])
     by_pool, by_tenant = OrderedDict(), OrderedDict()
     for r in rows:
         by_pool.setdefault(r["pool"], []).append(r)
         by_tenant.setdefault("%s/%s" % (r["pool"], r["tenant"]), []).append(r)
     out = OrderedDict([("pools", OrderedDict((p, _stats(v)) for p, v in sorted(by_pool.items()))),
                        ("tenants", OrderedDict((t, _stats(v)) for t, v in sorted(by_tenant.items()))),
-                       ("breaches", [])])
+                       ("usage", usage(rows, pools, horizon)), ("breaches", [])])
     for name, stats in out["pools"].items():
         slo = (pools.get(name) or {}).get("slo") or {}
         if not slo.get("wait_seconds"):
@@ -297,6 +406,31 @@ def _rows(current, proposed, key):
             yield name, label, stats
 
 
+def knee_text(entry):
+    """One design's place against a pool's knee in words (``usage``' entry)."""
+    if entry is None:
+        return "-"
+    head = "%.1f %% of %d GPUs (mean %.1f in use)" % ((entry["utilization"] or 0) * 100, entry["gpus"],
+                                                     entry["mean_in_use"])
+    if entry["knee_utilization"] is None:
+        return "%s, %s" % (head, entry["note"])
+    model = "M/%s/%d" % ("M" if entry["model"] == _queueing.MODEL else "G", entry["servers"])
+    return "%s, knee %.1f %% (%s, service %s s, CV %s, p%s wait <= %s s): %s" % (
+        head, entry["knee_utilization"] * 100, model, _fmt(entry["service_s"]),
+        "-" if entry["cv"] is None else "%.2f" % entry["cv"], _fmt(entry["slo_percentile"]),
+        _fmt(entry["slo_wait_s"]), "PAST THE KNEE" if entry["past_knee"] else "below the knee")
+
+
+def _usage_lines(current, proposed):
+    names = sorted(set(current.get("usage") or {}) | set(proposed.get("usage") or {}))
+    lines = ["GPU utilization over the replay and the knee (the utilization at which the model's wait at the SLO "
+             "percentile reaches the SLO):"]
+    for name in names:
+        lines.append("  %s: current %s; proposed %s" % (
+            name, knee_text((current.get("usage") or {}).get(name)), knee_text((proposed.get("usage") or {}).get(name))))
+    return lines + [""] if names else []
+
+
 def text_report(current, proposed, note):
     """The side-by-side report as plain text (seconds are simulated seconds)."""
     head = ["%-28s %-9s" % ("pool / tenant", "design")] + ["%9s" % c[1] for c in COLUMNS]
@@ -308,6 +442,7 @@ def text_report(current, proposed, note):
             cells += ["%9s" % (_fmt(stats[c[0]]) if stats else "-") for c in COLUMNS]
             lines.append(" ".join(cells))
         lines.append("")
+    lines += _usage_lines(current, proposed)
     for label, side in (("current", current), ("proposed", proposed)):
         if side["breaches"]:
             lines += ["%s design breaches: %s" % (label, "; ".join(b["message"] for b in side["breaches"]))]
@@ -349,6 +484,81 @@ def _chart(current, proposed):
     return "".join(parts)
 
 
+def _step_path(series, x, y):
+    """The SVG path data of a step series, through the mapping functions ``x`` and ``y``."""
+    parts = ["M%.2f %.2f" % (x(series[0][0]), y(series[0][1]))]
+    for (_t0, v0), (t1, v1) in zip(series, series[1:]):
+        parts.append("H%.2f" % x(t1))
+        if v1 != v0:
+            parts.append("V%.2f" % y(v1))
+    return " ".join(parts)
+
+
+def usage_chart(pool, current, proposed):
+    """An SVG chart of one pool's GPUs in use over the replay: a step path per design (blue: current,
+    orange: proposed), each design's GPUs (dashed) and its knee (the knee utilization times its GPUs,
+    dotted); x in simulated hours, y in GPUs."""
+    sides = [(label, (side.get("usage") or {}).get(pool)) for label, side in (("current", current),
+                                                                               ("proposed", proposed))]
+    sides = [(label, entry) for label, entry in sides if entry]
+    horizon = max([e["series"][-1][0] for _l, e in sides] + [1.0])
+    top = max([max(e["gpus"], max(v for _t, v in e["series"])) for _l, e in sides] + [1])
+    left, width, top_y, height = 50, 640, 10, 170
+
+    def x(t):
+        return left + width * float(t) / horizon
+
+    def y(v):
+        return top_y + height * (1.0 - float(v) / top)
+
+    parts = ['<svg id="usage-%s" class="chart usage" xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
+             'role="img" aria-label="GPUs in use on pool %s">' % (_esc(pool), left + width + 110, top_y + height + 30,
+                                                                   _esc(pool)),
+             '<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#555"/>' % (left, y(0), left + width, y(0)),
+             '<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#555"/>' % (left, top_y, left, y(0)),
+             '<text x="%d" y="%.1f" font-size="11" text-anchor="end">%s</text>' % (left - 4, y(top) + 4, top),
+             '<text x="%d" y="%.1f" font-size="11" text-anchor="end">0</text>' % (left - 4, y(0) + 4),
+             '<text x="%d" y="%d" font-size="11">0 h</text>' % (left, y(0) + 16),
+             '<text x="%d" y="%d" font-size="11" text-anchor="end">%.1f h (simulated)</text>' % (
+                 left + width, y(0) + 16, horizon / 3600.0)]
+    for label, e in sides:
+        colour = FILL[label]
+        parts.append('<line class="capacity %s" x1="%d" y1="%.2f" x2="%d" y2="%.2f" stroke="%s" '
+                     'stroke-dasharray="6 3"/>' % (label, left, y(e["gpus"]), left + width, y(e["gpus"]), colour))
+        parts.append('<text x="%d" y="%.1f" font-size="11" fill="%s">%s: %d GPUs</text>' % (
+            left + width + 4, y(e["gpus"]) + 4, colour, label, e["gpus"]))
+        if e["knee_utilization"] is not None:
+            knee_gpus = e["knee_utilization"] * e["gpus"]
+            parts.append('<line class="knee %s" x1="%d" y1="%.2f" x2="%d" y2="%.2f" stroke="%s" '
+                         'stroke-dasharray="2 3"/>' % (label, left, y(knee_gpus), left + width, y(knee_gpus), colour))
+            parts.append('<text x="%d" y="%.1f" font-size="11" fill="%s">knee %.1f %%</text>' % (
+                left + width + 4, y(knee_gpus) + 4, colour, e["knee_utilization"] * 100))
+    for label, e in sides:
+        peak = max(v for _t, v in e["series"])
+        parts.append('<path class="line %s" data-design="%s" data-max="%s" data-utilization="%s" fill="none" '
+                     'stroke="%s" stroke-width="2" d="%s"><title>%s: %s</title></path>' % (
+                         label, label, peak, e["utilization"], FILL[label], _step_path(e["series"], x, y),
+                         label, _esc(knee_text(e))))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _usage_html(current, proposed):
+    names = sorted(set(current.get("usage") or {}) | set(proposed.get("usage") or {}))
+    if not names:
+        return []
+    out = ["<h2>GPU utilization and the knee</h2>",
+           "<p>GPUs in use over the replay (simulated time), each design's GPUs (dashed) and its knee (dotted: the "
+           "utilization at which the model's wait at the SLO percentile reaches the SLO).</p>"]
+    for name in names:
+        out.append("<h3>%s</h3>" % _esc(name))
+        out.append(usage_chart(name, current, proposed))
+        out.append('<ul class="knee" id="knee-%s">%s</ul>' % (_esc(name), "".join(
+            '<li>%s: %s</li>' % (label, _esc(knee_text((side.get("usage") or {}).get(name))))
+            for label, side in (("current", current), ("proposed", proposed)))))
+    return out
+
+
 def html_report(current, proposed, note):
     """The side-by-side report as one HTML page with a chart of the pools' p95 waits."""
     out = ["<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>What if: current and proposed design</title>",
@@ -367,6 +577,7 @@ def html_report(current, proposed, note):
             out.append("<tr%s><td class=\"name\">%s</td><td class=\"name\">%s</td>%s</tr>" % (
                 cls, _esc(name), label, "".join("<td>%s</td>" % (_fmt(stats[c[0]]) if stats else "-") for c in COLUMNS)))
         out.append("</table>")
+    out += _usage_html(current, proposed)
     out.append("<h2>SLO breaches</h2><ul id=\"breaches\">")
     for label, side in (("current", current), ("proposed", proposed)):
         if side["breaches"]:
