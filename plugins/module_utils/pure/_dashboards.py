@@ -40,7 +40,9 @@ SOURCE_SERIES = OrderedDict([
                        "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_VGPU_LICENSE_STATUS")),
     ("kube-state-metrics", ("kube_node_labels",)),
     ("Prometheus", ("ALERTS",)),
+    ("the latency probe", tuple(_prom_rules.LATENCY_SERIES.values()) + (_prom_rules.LATENCY_FAILURES,)),
 ])
+LATENCY_PANEL = "p99 time to first token and request latency"
 
 
 def _q(value):
@@ -73,7 +75,7 @@ def _pool_panels(pool, s):
     knee, source = _prom_rules._pool_knee(pool, s)
     slots = pool_gpus(pool)
     pct = _prom_rules._num(percentile)
-    return [
+    panels = [
         _panel("p%s %s" % (pct, what), [("%s%s" % (wait, sel), "p%s wait" % pct)], "s",
                thresholds=[(bound, RED)] if bound is not None else [],
                description=("The SLO bound (%s s) is the red line; GpuPoolSloBurn fires past it." % _prom_rules._num(bound)
@@ -99,6 +101,25 @@ def _pool_panels(pool, s):
                description=("The knee (%s %%, %s) is the red line; GpuPoolPastKnee fires past it."
                             % (_prom_rules._num(knee * 100), source) if knee is not None else source)),
     ]
+    if pool["shape"] == "inference" or (pool.get("slo") or {}).get("first_token_seconds") is not None:
+        # the latency first, SM active beside it in the same row (two timeseries a row), the wait below
+        panels.insert(0, _latency_panel(pool))
+        panels[1], panels[2] = panels[2], panels[1]
+    return panels
+
+
+def _latency_panel(pool):
+    sel = "{pool=%s}" % _q(pool["name"])
+    bound = (pool.get("slo") or {}).get("first_token_seconds")
+    return _panel(
+        LATENCY_PANEL, [("%s%s" % (_prom_rules.LATENCY_P99["first_token"], sel), "p99 time to first token"),
+                        ("%s%s" % (_prom_rules.LATENCY_P99["request"], sel), "p99 request")], "s",
+        thresholds=[(bound, RED)] if bound is not None else [],
+        description=("The latency probe's streaming completions (docs/gpu-metrics.md); the SLO bound on the time to "
+                     "first token (%s s) is the red line, GpuPoolFirstTokenSlo fires past it." % _prom_rules._num(bound)
+                     if bound is not None else
+                     "The latency probe's streaming completions (docs/gpu-metrics.md); the pool has no latency bound "
+                     "(slo.first_token_seconds)."))
 
 
 def _platform_panels():

@@ -431,6 +431,12 @@ DESIGN_SCHEMA = {
                                                        "time of the queueing model the slo_knee rule uses; "
                                                        "null - the rule cannot place the knee (gpu_capacity "
                                                        "fits it from Prometheus samples)."},
+                        "first_token_seconds": {"type": "float", "default": None, "above": 0, "max": SECONDS_MAX,
+                                                "description": "Bound on the p99 time to first token of the pool's "
+                                                               "inference endpoint, as the latency probe measures "
+                                                               "it (one streaming completion every interval); the "
+                                                               "alert GpuPoolFirstTokenSlo fires past it; null - "
+                                                               "no latency SLO."},
                     },
                 },
                 "model": {

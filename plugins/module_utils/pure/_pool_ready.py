@@ -16,8 +16,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
 from collections import OrderedDict
+
+# the request and the first streamed chunk, shared with the latency probe (one definition)
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._first_token import (  # noqa: F401
+    completion_request,
+    stream_chunk,
+)
 
 STEPS = ("ready", "validated", "advertised", "licensed", "probe_pod", "first_token")
 OPTIONAL = ("validated", "licensed", "probe_pod")  # the steps a user may skip
@@ -225,34 +230,6 @@ def probe_check(pod):
         return False, "probe pod %s not scheduled (%s: %s)" % (
             _meta(pod).get("name"), scheduled.get("reason"), scheduled.get("message") or "")
     return False, "probe pod %s %s%s" % (_meta(pod).get("name"), phase, " on %s" % node if node else "")
-
-
-def completion_request(url, model, prompt, max_tokens=16):
-    """The JSON body of one streaming OpenAI-compatible completion (chat when the URL ends in chat/completions)."""
-    body = {"stream": True, "max_tokens": max_tokens}
-    if model:
-        body["model"] = model
-    if url.rstrip("/").endswith("chat/completions"):
-        body["messages"] = [{"role": "user", "content": prompt}]
-    else:
-        body["prompt"] = prompt
-    return json.dumps(body).encode("utf-8")
-
-
-def stream_chunk(line):
-    """Whether one line of a server-sent event stream is a streamed chunk (``data: {...}``, not ``[DONE]``)."""
-    text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
-    text = text.strip()
-    if not text.startswith("data:"):
-        return False
-    data = text[len("data:"):].strip()
-    if not data or data == "[DONE]":
-        return False
-    try:
-        chunk = json.loads(data)
-    except ValueError:
-        return False
-    return isinstance(chunk, dict) and bool(chunk.get("choices"))
 
 
 class Timeline(object):

@@ -23,7 +23,10 @@ The series the rules read, and how a series finds its pool:
   the node by their ``Hostname`` label; a GPU shared by several pods has one series per pod, so
   per-GPU values are taken once (``max by`` the GPU) before they are summed;
 * Kueue: ``kueue_admission_wait_time_seconds`` (histogram) per ``cluster_queue``, the
-  ClusterQueue ``gpupool-<pool>`` of a gang-scheduled pool.
+  ClusterQueue ``gpupool-<pool>`` of a gang-scheduled pool;
+* the latency probe (playbooks/files/gpupool_latency_probe.py, ``_latency_probe``):
+  ``gpupool_inference_time_to_first_token_seconds`` and ``gpupool_inference_request_seconds``
+  (histograms) and ``gpupool_inference_probe_failures_total`` (counter), each with the ``pool``.
 """
 
 from __future__ import (absolute_import, division, print_function)
@@ -52,12 +55,18 @@ DEFAULTS = OrderedDict([
     ("interval", "1m"),        # evaluation interval of every group
     ("wait_window", "30m"),    # the window the wait percentiles are computed over
     ("slo_for", "10m"),        # how long a percentile stays over the SLO before the burn alert fires
+    ("latency_window", "5m"),  # the window the latency probe's p99 is computed over
     ("knee_window", "1h"),     # the window the utilization is averaged over for the knee alert
     ("knee_for", "15m"),
     ("pending_for", "15m"),    # pending GPU pods of a pool without an SLO
     ("unlicensed_for", "10m"),
     ("driver_mixed_for", "1h"),
 ])
+# the latency probe's series (the probe program writes them) and the p99 the rules record of each
+LATENCY_SERIES = OrderedDict([("first_token", "gpupool_inference_time_to_first_token_seconds"),
+                              ("request", "gpupool_inference_request_seconds")])
+LATENCY_FAILURES = "gpupool_inference_probe_failures_total"
+LATENCY_P99 = OrderedDict((k, "pool:%s:p99" % v) for k, v in LATENCY_SERIES.items())
 DURATION = re.compile(r"^([1-9][0-9]{0,5})([smhd])$")
 UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 # what the rules cannot alert on, and why (docs/gpu-metrics.md says the same)
@@ -153,8 +162,12 @@ def _alert(name, expr, duration, pool, severity, summary, description, extra=Non
     return out
 
 
-def _usage_rules():
-    """The recording rules of every pool (by the pool label of the nodes)."""
+def _latency_p99(histogram, window):
+    return "histogram_quantile(0.99, sum by (pool, le) (rate(%s_bucket[%s])))" % (histogram, window)
+
+
+def _usage_rules(window):
+    """The recording rules of every pool (by the pool label of the nodes, or of the latency probe)."""
     gpu_requests = 'kube_pod_container_resource_requests{resource=~"%s"}' % GPU_RESOURCES
     capacity = 'sum by (pool) (kube_node_status_allocatable{resource=~"%s"} * on (node) group_left (pool) %s)' % (
         GPU_RESOURCES, _pool_nodes())
@@ -171,6 +184,8 @@ def _usage_rules():
         _rule("pool:gpupool_sm_active:avg", "avg by (pool) (%s)" % _per_gpu("DCGM_FI_PROF_SM_ACTIVE")),
         _rule("pool:gpupool_dram_active:avg", "avg by (pool) (%s)" % _per_gpu("DCGM_FI_PROF_DRAM_ACTIVE")),
         _rule("pool:gpupool_fb_used_mib:sum", "sum by (pool) (%s)" % _per_gpu("DCGM_FI_DEV_FB_USED")),
+        _rule(LATENCY_P99["first_token"], _latency_p99(LATENCY_SERIES["first_token"], window)),
+        _rule(LATENCY_P99["request"], _latency_p99(LATENCY_SERIES["request"], window)),
         _rule("namespace_pod_pool:gpupool_scheduling_wait_seconds",
               "max by (namespace, pod, pool) ((kube_pod_status_scheduled_time - on (namespace, pod, uid) kube_pod_created)"
               " * on (namespace, pod) group_left (pool) max by (namespace, pod, pool) (kube_pod_info{node!=\"\"}"
@@ -203,6 +218,33 @@ def _wait_rules(pool, s):
                 % (q, _quote(name), s["wait_window"]))
         what = "pod scheduling wait"
     return [_rule(record, expr, [("pool", name)])], record, what, percentile
+
+
+def _latency_alerts(pool, s):
+    """The latency SLO of a pool with ``slo.first_token_seconds``: the probe's p99 time to first token
+    over the bound for slo_for, and the probe failing (no latency to judge is no sign of health)."""
+    bound = (pool.get("slo") or {}).get("first_token_seconds")
+    if bound is None:
+        return []
+    name = pool["name"]
+    return [
+        _alert(
+            "GpuPoolFirstTokenSlo", "%s{pool=%s} > %s" % (LATENCY_P99["first_token"], _quote(name), _num(bound)),
+            s["slo_for"], name, "critical",
+            "Pool %s: p99 time to first token over its SLO of %s s" % (name, _num(bound)),
+            "The latency probe's p99 time to first token of pool %s over the last %s is {{ $value | humanizeDuration }}, "
+            "past the SLO's %s s for %s. Requests wait for the pool's GPUs: look at SM active beside it on the pool's "
+            "dashboard (a busy pool, or a noisy neighbour on a shared card), then add replicas or capacity."
+            % (name, s["latency_window"], _num(bound), s["slo_for"])),
+        _alert(
+            "GpuPoolLatencyProbeFailing",
+            "sum by (pool) (increase(%s{pool=%s}[%s])) > 0" % (LATENCY_FAILURES, _quote(name), s["latency_window"]),
+            s["slo_for"], name, "warning",
+            "The latency probe of pool %s fails" % name,
+            "The latency probe's completions to pool %s failed {{ $value }} times over the last %s (the reason is the "
+            "reason label of %s): without answers there is no time to first token for GpuPoolFirstTokenSlo to judge."
+            % (name, s["latency_window"], LATENCY_FAILURES)),
+    ]
 
 
 def _priority_pools(pools):
@@ -249,6 +291,7 @@ def _pool_groups(d, s):
                 "The p%s %s of pool %s over the last %s is {{ $value | humanizeDuration }}, past the SLO's %s s for %s. "
                 "Jobs wait longer than the design promises: add capacity or move load (docs/capacity.md)."
                 % (_num(percentile), what, name, s["wait_window"], _num(bound), s["slo_for"])))
+        rules.extend(_latency_alerts(pool, s))
         knee, source = _pool_knee(pool, s)
         if knee is not None:
             rules.append(_alert(
@@ -338,7 +381,7 @@ def rule_file(design, options=None):
     if unknown:
         raise RulesError("knees: no pool %s in design %s" % (", ".join(unknown), d["name"]))
     groups = [OrderedDict([("name", "gpupool-%s-usage" % d["name"]), ("interval", s["interval"]),
-                           ("rules", _usage_rules())])]
+                           ("rules", _usage_rules(s["latency_window"]))])]
     groups.extend(_pool_groups(d, s))
     groups.append(_driver_group(d, s))
     return OrderedDict([("groups", groups)])
@@ -365,4 +408,5 @@ def rule_names(rules):
     return [(g["name"], r.get("record") or r.get("alert")) for g in rules["groups"] for r in g["rules"]]
 
 
-__all__ = ["DEFAULTS", "DROPPED", "POOL_LABEL", "RulesError", "prometheus_rule", "rule_file", "rule_names", "settings"]
+__all__ = ["DEFAULTS", "DROPPED", "LATENCY_FAILURES", "LATENCY_P99", "LATENCY_SERIES", "POOL_LABEL", "RulesError",
+           "prometheus_rule", "rule_file", "rule_names", "settings"]

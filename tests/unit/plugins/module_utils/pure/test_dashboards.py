@@ -39,8 +39,12 @@ def test_one_dashboard_per_pool_and_the_platform(name):
     boards = _dashboards.dashboards(d)
     assert [b["uid"] for b in boards] == ["gpupool-%s-platform" % d["name"]] + [
         "gpupool-%s-%s" % (d["name"], p["name"]) for p in d["pools"]]
-    for b in boards[1:]:
+    for pool, b in zip(d["pools"], boards[1:]):
         titles = [p["title"] for p in b["panels"]]
+        if pool["shape"] == "inference" or pool.get("slo", {}).get("first_token_seconds"):
+            # the latency panel first, SM active beside it (two timeseries a row), then the wait
+            assert titles[:2] == [_dashboards.LATENCY_PANEL, "SM active"], titles
+            titles = [titles[2], "SM active"] + titles[3:]
         assert titles[0].startswith("p") and "wait" in titles[0], titles
         assert titles[1:] == POOL_PANELS
 
@@ -63,9 +67,27 @@ def test_thresholds_are_the_designs():
     assert slots["thresholds"] == [(8.0, "green")] and slots["base"] == "red"
     # a pool without an SLO bound or knee has neither threshold, and its alerts are absent too
     inference = board(boards, "gpupool-lab-gpupool-inference")
-    assert inference["panels"][0]["thresholds"] == [] and not alert(rules, "inference", "GpuPoolSloBurn")
+    assert panel(inference, "p95 pod scheduling wait")["thresholds"] == [] and not alert(rules, "inference", "GpuPoolSloBurn")
+    assert panel(inference, _dashboards.LATENCY_PANEL)["thresholds"] == [] and not alert(rules, "inference", "GpuPoolFirstTokenSlo")
     assert panel(inference, "Allocated share of the pool vs its knee")["thresholds"] == []
     assert not alert(rules, "inference", "GpuPoolPastKnee")
+
+
+def test_a_latency_bound_is_the_latency_panels_threshold_and_its_alerts():
+    d = design()
+    d["pools"][0]["slo"] = {"first_token_seconds": 1.5}
+    rules = _prom_rules.rule_file(d)
+    latency = panel(board(_dashboards.dashboards(d), "gpupool-lab-gpupool-inference"), _dashboards.LATENCY_PANEL)
+    assert [t["expr"] for t in latency["targets"]] == [
+        'pool:gpupool_inference_time_to_first_token_seconds:p99{pool="inference"}',
+        'pool:gpupool_inference_request_seconds:p99{pool="inference"}']
+    assert latency["thresholds"] == [(1.5, "red")] and latency["unit"] == "s"
+    slo = alert(rules, "inference", "GpuPoolFirstTokenSlo")[0]
+    assert slo["expr"] == latency["targets"][0]["expr"] + " > 1.5"
+    assert alert(rules, "inference", "GpuPoolLatencyProbeFailing")
+    # a training pool gets no latency panel without a bound
+    training = board(_dashboards.dashboards(d), "gpupool-lab-gpupool-training")
+    assert _dashboards.LATENCY_PANEL not in [p["title"] for p in training["panels"]]
 
 
 def test_a_measured_knee_moves_the_threshold():
