@@ -85,6 +85,7 @@ MARKER_TABLE = (
     ("*prom_rules*", ("guest",)),
     ("*promtool*", ("guest",)),
     ("*dashboards*", ("guest",)),
+    ("*latency_probe*", ("guest",)),  # the latency probe: its objects, its program, Prometheus scraping it
     ("*gpu_usage*", ("guest", "vsphere")),
     ("*cull*", ("guest",)),
     ("*prom*", ("guest",)),
@@ -130,6 +131,7 @@ MARKER_TABLE = (
     ("integration/test_gpu_pool_capture.py", ("sim", "collection")),
     ("integration/test_preflight*", ("sim",)),
     ("integration/test_gpu_capacity.py", ("sim",)),
+    ("integration/test_gpu_capacity_vcenter.py", ("sim", "vsphere")),
     ("integration/test_gpu_host_info*", ("sim",)),
     ("integration/test_gpu_pool_audit.py", ("sim",)),
     ("integration/test_gpu_pool_audit_per_gpu.py", ("sim",)),

@@ -37,10 +37,13 @@ def _types():
 
 
 def unknown_reason(result):
-    """The reason of a CapacityUnknown answer: its faults' messages."""
+    """The reason of a CapacityUnknown answer: its faults' messages (pyVmomi gives a LocalizedMethodFault of
+    the list as the fault itself, its message in ``msg``)."""
     words = []
-    for fault in getattr(result, "faultList", None) or []:
-        text = getattr(fault, "localizedMessage", None) or fault_message(getattr(fault, "fault", None))
+    for item in getattr(result, "faultList", None) or []:
+        inner = getattr(item, "fault", None)
+        text = (getattr(item, "localizedMessage", None) or getattr(item, "msg", None)
+                or fault_message(inner if inner is not None else item))
         if text and text not in words:
             words.append(str(text).strip())
     return "; ".join(words) or "vCenter answered CapacityUnknown without a reason"

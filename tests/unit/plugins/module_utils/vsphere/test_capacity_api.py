@@ -25,7 +25,8 @@ class Manager:
         for spec, name in zip(querySpec, names):
             got = self.answers[name]
             if isinstance(got, str):
-                fault = vim.LocalizedMethodFault(fault=vim.fault.NotFound(msg=got), localizedMessage=got)
+                # as pyVmomi reads the wire: each LocalizedMethodFault of the list is the fault itself
+                fault = vim.fault.NotFound(msg=got)
                 out.append(D.CapacityUnknown(querySpec=spec, faultList=[fault]))
             else:
                 out.append(D.CapacityInfo(profile=vim.DirectPathProfileInfo(id="vmiop:" + name, name=name),
