@@ -23,7 +23,9 @@ Steps, each printed with its time:
      from vCenter and sets it back with nvidia-smi in the host's drained turn, the host's SSH service
      started for it and stopped again; the geometry printed again
   8. capacity: vGPU slots per cluster and profile, the spare rule with the largest host down, pending
-     GPU pods and Kueue admission waits (playbooks/capacity.yml)
+     GPU pods and Kueue admission waits (playbooks/capacity.yml); vCenter's own capacity figures beside
+     ours for gpu-h100 - on the demo's 8.0.3 vCenter the reason they are not read, then the example fleet
+     as it starts on a 9.1 presentation of its own (DirectPathProfileManagerQueryCapacity)
   9. chargeback: GPU-hours per tenant, pool and vGPU profile of the GPU pods the tenants ran since the
      first converge (Prometheus, kube-state-metrics and the DCGM double of the rig), and vGPU-hours of
      the VMs outside Kubernetes since the simulators came up, priced per profile-hour
@@ -168,6 +170,40 @@ def geometry(env):
                                     "   << design: MIG on GPU %s" % (wanted[host["name"]] or "none")))
         off.update((h, found.get(h, [])) for h in wanted if sorted(found.get(h, [])) != wanted[h])
     return off
+
+
+def vcenter_figures(env, report, cluster="gpu-h100"):
+    """vCenter's own capacity figure beside ours for the example's cluster: the demo's vCenter presents API
+    8.0.3, which has no DirectPathProfileManagerQueryCapacity, so the report says why it was not read; the
+    example fleet as it starts, on a 9.1 presentation of its own, shows the figures side by side."""
+    vc = report.get("vcenter_capacity") or {}
+    if not vc.get("read") and not vc.get("reason"):
+        raise SystemExit("demo: the capacity report neither read vCenter's figures nor said why")
+    print(">> vCenter's own figures on the demo's vCenter (API %s): %s" % (
+        vc.get("api_version"), "read" if vc.get("read") else "not read - %s" % vc.get("reason")))
+    sim91 = vsphere_sim.start(ROOT / "examples" / "fleet.yml", api_version="9.1")
+    try:
+        res = run_module("gpupool.vcf.gpu_capacity", {"cluster": cluster}, env=dict(env, **sim91.env))[0]
+    finally:
+        sim91.stop()
+    if res.get("failed"):
+        raise SystemExit("demo: gpu_capacity failed on the 9.1 presentation: %s" % res.get("msg"))
+    vc = res["vcenter_capacity"]
+    if not vc["read"] or cluster not in vc["clusters"]:
+        raise SystemExit("demo: vCenter's capacity figures were not read on the 9.1 presentation: %s" % vc["reason"])
+    print(">> the example fleet as it starts, on a vCenter presenting API %s (%d QueryCapacity call): "
+          "ours total/used/free beside vCenter's max/consumed/remaining (unused reservation)" % (
+              vc["api_version"], vc["calls"]))
+    for profile, row in (vc["clusters"].get(cluster) or {}).items():
+        ours, theirs = row["ours"], row["vcenter"]
+        print(">>   %s %-20s ours %s/%s/%s   vCenter %s" % (
+            cluster, profile, ours["total"], ours["used"], ours["free"],
+            "%s/%s/%s (%s)" % (theirs["max"], theirs["consumed"], theirs["remaining"], theirs["unused_reservation"])
+            if theirs else "unknown: %s" % row["unknown"]))
+    for f in res["findings"]:
+        print(">>   finding: %s" % f["message"])
+    if not res["findings"]:
+        print(">>   vCenter's figures agree with ours")
 
 
 def audit(env, report, kube):
@@ -500,6 +536,7 @@ def main():
                                            capacity_output_dir=str(report_dir / "capacity")), show=False)
         summary = (report_dir / "capacity" / "gpu-capacity.md").read_text()
         print(summary)
+        vcenter_figures(env, json.loads((report_dir / "capacity" / "gpu-capacity.json").read_text()))
         timed("capacity summary", start)
 
         banner(9, "chargeback: GPU-hours per tenant and profile, vGPU VM-hours, priced per profile-hour")
