@@ -27,12 +27,14 @@ upper bounds of the histograms' buckets, seconds). ``--port`` and ``--address`` 
 ``/metrics`` is served (default 0.0.0.0:9108); ``/healthz`` answers 200 once serving.
 """
 import argparse
+import http.client
 import json
 import os
 import socket
 import sys
 import threading
 import time
+import traceback
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -148,8 +150,8 @@ def probe_once(url, body, timeout, clock=time.monotonic):
         raise ProbeFailure("http_status", "%s answered %s %s" % (url, exc.code, exc.reason))
     except urllib.error.URLError as exc:
         raise ProbeFailure("timeout" if _timed_out(exc.reason) else "connect", "%s: %s" % (url, exc.reason))
-    except (OSError, ValueError) as exc:
-        raise ProbeFailure("timeout" if _timed_out(exc) else "connect", "%s: %s" % (url, exc))
+    except (OSError, ValueError, http.client.HTTPException) as exc:  # a reset or a bad status line
+        raise ProbeFailure("timeout" if _timed_out(exc) else "connect", "%s: %s" % (url, exc or type(exc).__name__))
     first = None
     try:
         while True:
@@ -165,7 +167,7 @@ def probe_once(url, body, timeout, clock=time.monotonic):
     except ProbeFailure as exc:
         exc.ttft = first
         raise
-    except (OSError, ValueError) as exc:  # a read timeout, a reset, an incomplete chunked body
+    except (OSError, ValueError, http.client.HTTPException) as exc:  # a read timeout, a reset, an incomplete chunk
         failure = ProbeFailure("timeout" if _timed_out(exc) else ("broken_stream" if first is not None else "no_chunk"),
                                "%s: the stream broke off: %s" % (url, exc or type(exc).__name__))
         failure.ttft = first
@@ -190,6 +192,8 @@ def run_pool(pool, spec, config, metrics, stop, log):
         except ProbeFailure as exc:
             metrics.record(pool, ttft=getattr(exc, "ttft", None), failure=exc.reason)
             log("pool %s: probe failed, %s" % (pool, exc))
+        except Exception:  # pylint: disable=broad-except - a bug: said in the log, the pool's thread goes on
+            log("pool %s: probe error\n%s" % (pool, traceback.format_exc()))
         stop.wait(max(0.0, interval - (time.monotonic() - started)))
 
 

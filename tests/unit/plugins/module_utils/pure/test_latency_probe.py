@@ -138,3 +138,72 @@ def test_program_histogram_and_exposition_counted_by_hand():
     assert 'gpupool_inference_time_to_first_token_seconds_count{pool="b"} 0' in lines
     assert "# TYPE gpupool_inference_time_to_first_token_seconds histogram" in lines
     assert "# TYPE gpupool_inference_probe_failures_total counter" in lines
+
+
+class Endpoint:
+    """A local endpoint whose answer ``kind`` the test picks: ok, 503, keepalive_only, stall, broken."""
+
+    def __init__(self, kind):
+        import threading  # pylint: disable=import-outside-toplevel
+        import time  # pylint: disable=import-outside-toplevel
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # pylint: disable=import-outside-toplevel
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):  # noqa: N802
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if kind == "503":
+                    self.send_error(503, "loading")
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+
+                def chunk(data):
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                    self.wfile.flush()
+
+                chunk(b": keep-alive\n\n")
+                if kind == "stall":
+                    time.sleep(1.0)
+                if kind in ("ok", "broken"):
+                    chunk(b'data: {"choices": [{"text": "a"}]}\n\n')
+                if kind == "broken":  # the connection closes inside a chunk
+                    self.wfile.write(b"40\r\ndata: {")
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
+                if kind == "ok":
+                    chunk(b"data: [DONE]\n\n")
+                self.wfile.write(b"0\r\n\r\n")
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = "http://127.0.0.1:%d/v1/completions" % self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.mark.parametrize("kind, reason, ttft", [
+    ("503", "http_status", None), ("keepalive_only", "no_chunk", None), ("stall", "timeout", None),
+    ("broken", "broken_stream", True), (None, "connect", None)])
+def test_program_failure_reasons(kind, reason, ttft):
+    probe = program()
+    server = Endpoint(kind) if kind else None
+    url = server.url if server else "http://127.0.0.1:9/v1/completions"  # the discard port: nothing listens
+    try:
+        with pytest.raises(probe.ProbeFailure) as failed:
+            probe.probe_once(url, b'{"stream": true}', 0.4)
+    finally:
+        if server:
+            server.close()
+    assert failed.value.reason == reason, str(failed.value)
+    assert (getattr(failed.value, "ttft", None) is not None) == bool(ttft)
