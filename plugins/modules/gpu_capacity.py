@@ -252,6 +252,19 @@ findings:
   sample:
     - {cluster: gpu-h100, profile: nvidia_h100-3-40c, field: free/remaining, ours: 3, vcenter: 1,
        message: "gpu-h100 nvidia_h100-3-40c: our free is 3, vCenter's remaining is 1"}
+reserved_idle:
+  description:
+    - With the design's C(tenants[].vm_reservations) (reserved VM classes, vSphere API 9.0 and later), per
+      tenant, VM class and zone - C(reserved), C(used) (the tenant's powered-on vGPU VMs of the class, those whose
+      resource pool is the tenant's vSphere Namespace, mapped to the class by their pool; the read gives no
+      zone, so a VM counts in the tenant's first zone of its class with room) and C(idle) (reserved, not used).
+      Null when the design reserves nothing.
+    - The VMs' resource pools come in the same retrieval as the VMs (no call more).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {tenant: team-vision, vm_class: gpu-inference, zone: zone-a, reserved: 2, used: 1, idle: 1}
 generated:
   description: When the report was read (UTC).
   returned: always
@@ -269,7 +282,7 @@ from ansible.module_utils.basic import env_fallback
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import DEFAULT_REQUEST_TIMEOUT, K8sClient
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._node_reader import read_pending
 from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromError, prom_client, prometheus_argument_spec
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _capacity_live, _capacity_vcenter
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _capacity_live, _capacity_reserved, _capacity_vcenter
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._capacity_inputs import gpu_capacity_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Info
@@ -308,11 +321,14 @@ class Capacity(Info):
         Info.__init__(self, "the GPU capacity of %s" % (
             "cluster %s" % module.params["cluster"] if module.params["cluster"] else "every cluster"))
         self.module = module
+        self.design = design
         self.pools = _capacity_live.Pools(design)
 
     def read(self):
         p = self.module.params
-        hosts = GpuInventory(self.module.client()).read(cluster=p["cluster"], gather=["vms"])
+        # with reservations in the design, the same retrieval takes each VM's vSphere Namespace (its resource pool)
+        extra = dict(namespaces=True) if _capacity_reserved.has_reservations(self.design) else {}
+        hosts = GpuInventory(self.module.client()).read(cluster=p["cluster"], gather=["vms"], **extra)
         guest = None
         if p["kubeconfig"]:
             guest = self.read_guest()
@@ -400,8 +416,10 @@ class Capacity(Info):
                 dict((h["name"], h.get("cluster")) for h in hosts))
         report = dict(generated=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)), clusters=clusters,
                       spare=spare, spare_ok=all(s["ok"] for s in spare.values()), guest=guest, knee=knee,
-                      vcenter_capacity=vcenter, findings=findings)
-        report["markdown"] = _capacity_live.markdown(report) + "\n" + _capacity_vcenter.markdown(vcenter, findings)
+                      vcenter_capacity=vcenter, findings=findings,
+                      reserved_idle=_capacity_reserved.idle_rows(self.design, hosts, self.pools))
+        report["markdown"] = (_capacity_live.markdown(report) + "\n" + _capacity_vcenter.markdown(vcenter, findings)
+                              + _capacity_reserved.markdown(report["reserved_idle"]))
         return report
 
 

@@ -2,17 +2,23 @@
 simulator: on a 9.1 presentation node VMs with vGPUs on a fleet of mixed MIG and time-sliced cards, where
 vCenter's figures equal ours (both counted by hand); a reservation set behind the collection's back takes
 from vCenter's remaining and is a finding that names it; per host one more call each, only when asked. The
-same module on 8.0.3 makes no QueryCapacity call and says why."""
+same module on 8.0.3 makes no QueryCapacity call and says why. With the design's reserved VM classes, the
+reserved-but-idle slots from the tenants' VMs in their vSphere Namespaces, in the same retrieval."""
+import copy
 import pathlib
+import ssl
 import sys
+import time
 
 import pytest
+import yaml
 
 from tests.lib.ansible_run import run_module
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "sim"))
 import vsphere_sim  # noqa: E402
 
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 DRIVER = "550.90.05-1OEM.800.1.0.20613240"
 METHOD = "DirectPathProfileManagerQueryCapacity"
 FLEET = {
@@ -124,3 +130,72 @@ def test_8_0_3_makes_no_query_capacity_call():
     assert dict((p, dict((k, r[k]) for k in ("total", "used", "free")))
                 for p, r in res["clusters"]["vcap"]["profiles"].items()) == HAND
     assert "Not read: vCenter's vGPU capacity figures" in res["markdown"]
+
+
+def _namespaces(sim, layout):
+    """The Supervisor's layout (<cluster root pool>/Namespaces/<namespace>), the VMs of ``layout``
+    {namespace: (cluster, [VM])} moved in, as a Supervisor keeps them."""
+    from pyVim import connect
+    from pyVmomi import vim
+    si = connect.SmartConnect(host=sim.host, port=sim.port, user=sim.user, pwd=sim.password,
+                              sslContext=ssl.create_default_context(cafile=sim.ca_file))
+    try:
+        content = si.RetrieveContent()
+        view = content.viewManager.CreateContainerView(content.rootFolder,
+                                                       [vim.VirtualMachine, vim.ClusterComputeResource], True)
+        objs = dict((o.name, o) for o in view.view)
+        view.DestroyView()
+        alloc = vim.ResourceAllocationInfo(limit=-1, reservation=0, expandableReservation=True,
+                                           shares=vim.SharesInfo(level="normal", shares=0))
+        spec = vim.ResourceConfigSpec(cpuAllocation=alloc, memoryAllocation=alloc)
+        tops = {}
+        for ns, (cluster, vms) in layout.items():
+            if cluster not in tops:
+                tops[cluster] = objs[cluster].resourcePool.CreateResourcePool("Namespaces", spec)
+            pool = tops[cluster].CreateResourcePool(ns, spec)
+            for name in vms:
+                task = objs[name].RelocateVM_Task(vim.vm.RelocateSpec(pool=pool))
+                while task.info.state not in ("success", "error"):
+                    time.sleep(0.02)
+                assert task.info.state == "success", task.info.error
+    finally:
+        connect.Disconnect(si)
+
+
+def test_reserved_idle_from_the_tenants_namespaces(tmp_path):
+    design = yaml.safe_load((ROOT / "examples" / "design.yml").read_text())
+    plain = tmp_path / "plain.yml"
+    plain.write_text(yaml.safe_dump(design))
+    reserving = copy.deepcopy(design)
+    tenants = dict((t["name"], t) for t in reserving["tenants"])
+    tenants["team-search"]["vm_reservations"] = [{"pool": "inference", "zone": "zone-a", "count": 3}]
+    tenants["research"]["vm_reservations"] = [{"pool": "notebooks", "zone": "zone-a", "count": 1},
+                                              {"pool": "notebooks", "zone": "zone-b", "count": 2}]
+    path = tmp_path / "design.yml"
+    path.write_text(yaml.safe_dump(reserving))
+    sim = vsphere_sim.start(ROOT / "examples" / "fleet.yml", api_version="9.1")
+    try:
+        # team-search: llm-inference-01 and -02 run (3g.40gb, the inference pool's profile), -03 is off;
+        # research: notebook-01 and -02 run (8c, the notebooks pool's); inference-0..3, the node VMs, stay
+        # outside any namespace
+        _namespaces(sim, {"team-search": ("gpu-h100", ["llm-inference-01", "llm-inference-02", "llm-inference-03"]),
+                          "research": ("gpu-l40s", ["notebook-01", "notebook-02"])})
+        sim.reset_stats()
+        without, _ = capacity(sim, design_file=str(plain))
+        before = sim.stats()["soap"]["methods"]
+        sim.reset_stats()
+        res, _ = capacity(sim, design_file=str(path))
+        after = sim.stats()["soap"]["methods"]
+    finally:
+        sim.stop()
+    assert without["reserved_idle"] is None and "## Reserved VM classes" not in without["markdown"]
+    # by hand (the pools' VM classes are named gpu-<pool>): team-search 3 reserved, 2 running (the off one holds nothing): 1 idle; research: two
+    # running notebooks fill zone-a's one and one of zone-b's two
+    assert [(r["tenant"], r["vm_class"], r["zone"], r["reserved"], r["used"], r["idle"]) for r in res["reserved_idle"]] == [
+        ("research", "gpu-notebooks", "zone-a", 1, 1, 0),
+        ("research", "gpu-notebooks", "zone-b", 2, 1, 1),
+        ("team-search", "gpu-inference", "zone-a", 3, 2, 1)]
+    assert "## Reserved VM classes" in res["markdown"]
+    # the namespaces come in the same retrieval: no call more than without reservations
+    retrievals = ("RetrievePropertiesEx", "RetrieveProperties", "ContinueRetrievePropertiesEx")
+    assert sum(after.get(m, 0) for m in retrievals) == sum(before.get(m, 0) for m in retrievals), (before, after)

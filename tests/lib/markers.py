@@ -81,6 +81,7 @@ MARKER_TABLE = (
     ("*capacity_knee*", ("guest",)),
     ("*capacity_live*", ("guest", "vsphere")),
     ("*/test_capacity_vcenter.py", ("vsphere",)),
+    ("*/test_capacity_reserved.py", ("vsphere",)),
     ("*chargeback*", ("guest",)),
     ("*prom_rules*", ("guest",)),
     ("*promtool*", ("guest",)),

@@ -11,7 +11,9 @@ Requests made for one call:
 * one retrieval of cluster names (plus one ContainerView create/destroy), with whether vLCM
   manages each cluster with a single image (``lifecycleManaged``);
 * one retrieval of hosts and VMs under the chosen scope (with each host's ``config.graphicsInfo``: per
-  GPU its current vGPU mode and the VMs vSphere placed on it; its SSH service and lockdown mode);
+  GPU its current vGPU mode and the VMs vSphere placed on it; its SSH service and lockdown mode); with
+  ``namespaces`` the same retrieval also takes each VM's resource pool and the resource pools' names and
+  parents, so a vGPU VM carries its vSphere Namespace (the pool under ``Namespaces``, as a Supervisor keeps it);
 * one retrieval of the hosts' graphics managers (``graphicsConfig``);
 * with the driver asked for and a REST session offered, for each image-managed cluster with
   connected GPU hosts in scope: one read of the cluster's image compliance (plus the REST
@@ -29,7 +31,7 @@ __metaclass__ = type
 
 from concurrent.futures import ThreadPoolExecutor
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi, _nvidia, _vlcm
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _chargeback, _esxi, _nvidia, _vlcm
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vlcm_api import VlcmApi
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import (
     VsphereError,
@@ -326,8 +328,9 @@ class GpuInventory:
         self.workers = workers
         self.rest = rest
 
-    def read(self, cluster=None, hosts=None, gather=GATHER_CHOICES):
+    def read(self, cluster=None, hosts=None, gather=GATHER_CHOICES, namespaces=False):
         gather = set(gather)
+        namespaces = namespaces and "vms" in gather
         image_reads = self.rest is not None and "driver" in gather
         if image_reads:
             clusters = dict((c["name"], c) for c in self.client.retrieve({vim.ClusterComputeResource: CLUSTER_PROPERTIES}))
@@ -345,8 +348,15 @@ class GpuInventory:
             root = self.client.cluster_named(cluster, clusters).obj
         specs = {vim.HostSystem: HOST_PROPERTIES}
         if "vms" in gather:
-            specs[vim.VirtualMachine] = VM_PROPERTIES
+            specs[vim.VirtualMachine] = VM_PROPERTIES + (["resourcePool"] if namespaces else [])
+        if namespaces:
+            specs[vim.ResourcePool] = ["name", "parent"]
         objects = self.client.retrieve(specs, root=root)
+        pools = {}
+        for rp in objects if namespaces else []:
+            if isinstance(rp.obj, vim.ResourcePool):
+                parent = rp.get("parent")
+                pools[rp.moid] = (rp.get("name"), parent._moId if isinstance(parent, vim.ResourcePool) else None)
         host_objs = [o for o in objects if isinstance(o.obj, vim.HostSystem)]
         if hosts:
             wanted = set(hosts)
@@ -362,9 +372,12 @@ class GpuInventory:
             profiles = vgpu_profiles_of(vm.get("config.hardware.device"))
             host_ref = vm.get("runtime.host")
             if profiles and host_ref is not None:
-                vms_by_host.setdefault(host_ref._moId, []).append(dict(
-                    name=vm["name"], moid=vm.moid, power_state=str(vm.get("runtime.powerState")),
-                    uuid=vm.get("config.uuid"), vgpu_profiles=profiles))
+                record = dict(name=vm["name"], moid=vm.moid, power_state=str(vm.get("runtime.powerState")),
+                              uuid=vm.get("config.uuid"), vgpu_profiles=profiles)
+                if namespaces:
+                    pool = vm.get("resourcePool")
+                    record["namespace"] = _chargeback.vsphere_namespace(getattr(pool, "_moId", None), pools)
+                vms_by_host.setdefault(host_ref._moId, []).append(record)
         state_key = self.client.custom_field_key(_esxi.HOST_STATE_FIELD, vim.HostSystem)
         graphics = {}
         managers = [h.get("configManager.graphicsManager") for h in host_objs]
