@@ -141,3 +141,82 @@ def test_promtool_unit_test_fails_on_a_wrong_expectation(tmp_path):
     test_file.write_text(yaml.safe_dump(tests, sort_keys=False, width=100000))
     out = promtool("test", "rules", str(test_file))
     assert out.returncode != 0 and "GpuPoolSloBurn" in (out.stdout + out.stderr), out.stdout + out.stderr
+
+
+TTFT_P99 = 'pool:gpupool_inference_time_to_first_token_seconds:p99{pool="inference"}'
+
+
+def latency_design(tmp_path, bound=1.0):
+    """The example design with a latency bound on its inference pool, and its rule file."""
+    d = yaml.safe_load(DESIGNS["example"].read_text())
+    d["pools"][0]["slo"] = {"first_token_seconds": bound}
+    rules = _prom_rules.rule_file(d)
+    path = tmp_path / "latency-rules.yml"
+    path.write_text(yaml.safe_dump(plain(rules), sort_keys=False, width=100000))
+    return rules, path
+
+
+def interpolated(lower, upper, q=0.99):
+    """Prometheus's histogram_quantile when every observation of the window lies in one bucket (lower, upper]."""
+    return lower + (upper - lower) * q
+
+
+def test_promtool_unit_tests_first_token_slo_and_probe_failing(tmp_path):
+    rules, path = latency_design(tmp_path)
+    slo = alert(rules, "gpupool-lab-gpupool-inference", "GpuPoolFirstTokenSlo")
+    failing = alert(rules, "gpupool-lab-gpupool-inference", "GpuPoolLatencyProbeFailing")
+    assert slo["expr"] == TTFT_P99 + " > 1"
+    ttft, request = "gpupool_inference_time_to_first_token_seconds", "gpupool_inference_request_seconds"
+
+    def buckets(name, values):
+        return [{"series": '%s_bucket{pool="inference",le="%s"}' % (name, le), "values": v} for le, v in values]
+
+    # one probe a minute. TTFT: 30 minutes in (0.25, 0.5], 30 minutes in (1, 2.5], 30 minutes in (0.25, 0.5]
+    # again; every request in (2.5, 5]. The connection fails once a minute from minute 60 on.
+    fast_slow_fast, all_along = "0+1x30 30+0x30 30+1x30", "0+1x90"
+    series = buckets(ttft, [("0.25", "0x90"), ("0.5", fast_slow_fast), ("1", fast_slow_fast), ("2.5", all_along),
+                            ("+Inf", all_along)])
+    series += buckets(request, [("2.5", "0x90"), ("5", all_along), ("+Inf", all_along)])
+    series.append({"series": 'gpupool_inference_probe_failures_total{pool="inference",reason="connect"}',
+                   "values": "0x60 1+1x30"})
+    slow = interpolated(1, 2.5)  # 2.485 s
+    labels = {"pool": "inference", "severity": "critical"}
+    annotations = {"summary": slo["annotations"]["summary"],
+                   "description": slo["annotations"]["description"].replace("{{ $value | humanizeDuration }}", "2.485s")}
+    failing_alert = {"exp_labels": {"pool": "inference", "severity": "warning"},
+                     "exp_annotations": {"summary": failing["annotations"]["summary"],
+                                         "description": failing["annotations"]["description"].replace("{{ $value }}", "5")}}
+    tests = {"rule_files": [str(path)], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m", "input_series": series,
+        # rounded to 0.1 ms: promtool compares samples exactly, and the interpolation's last bit is Prometheus's
+        "promql_expr_test": [
+            {"expr": "round(%s, 0.0001)" % TTFT_P99, "eval_time": "20m",
+             "exp_samples": [{"labels": '{pool="inference"}', "value": round(interpolated(0.25, 0.5), 4)}]},
+            {"expr": "round(%s, 0.0001)" % TTFT_P99, "eval_time": "45m",
+             "exp_samples": [{"labels": '{pool="inference"}', "value": round(slow, 4)}]},
+            {"expr": 'round(pool:gpupool_inference_request_seconds:p99{pool="inference"}, 0.0001)', "eval_time": "45m",
+             "exp_samples": [{"labels": '{pool="inference"}', "value": round(interpolated(2.5, 5), 4)}]},
+        ],
+        "alert_rule_test": [
+            {"eval_time": "25m", "alertname": "GpuPoolFirstTokenSlo", "exp_alerts": []},
+            # over the bound from minute 31, not yet for slo_for (10m)
+            {"eval_time": "36m", "alertname": "GpuPoolFirstTokenSlo", "exp_alerts": []},
+            {"eval_time": "50m", "alertname": "GpuPoolFirstTokenSlo",
+             "exp_alerts": [{"exp_labels": labels, "exp_annotations": annotations}]},
+            # fast again from minute 60: the window holds only fast probes by minute 66
+            {"eval_time": "70m", "alertname": "GpuPoolFirstTokenSlo", "exp_alerts": []},
+            {"eval_time": "50m", "alertname": "GpuPoolLatencyProbeFailing", "exp_alerts": []},
+            {"eval_time": "80m", "alertname": "GpuPoolLatencyProbeFailing", "exp_alerts": [failing_alert]},
+        ],
+    }]}
+    test_file = tmp_path / "latency-test.yml"
+    test_file.write_text(yaml.safe_dump(tests, sort_keys=False, width=100000))
+    out = promtool("test", "rules", str(test_file))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "SUCCESS" in out.stdout, out.stdout
+    # the same test with the alert expected while the probes are still fast fails
+    tests["tests"][0]["alert_rule_test"] = [{"eval_time": "25m", "alertname": "GpuPoolFirstTokenSlo",
+                                             "exp_alerts": [{"exp_labels": labels}]}]
+    test_file.write_text(yaml.safe_dump(tests, sort_keys=False, width=100000))
+    out = promtool("test", "rules", str(test_file))
+    assert out.returncode != 0 and "GpuPoolFirstTokenSlo" in out.stdout + out.stderr, out.stdout + out.stderr
