@@ -24,6 +24,8 @@ description:
     endpoints; entries not listed are removed only with O(purge_access).
   - Storage policies and content libraries are given by name or id; an unknown one fails
     before anything changes, listing what exists. A cluster that is not a Supervisor fails.
+  - With O(vm_reservations) the namespace's vSphere zones (vSphere API 9.0 and later) hold reserved VM
+    classes for it; on an older vCenter the module fails before any change, saying so.
 author:
   - gpupool.vcf developers (@gpupool)
 extends_documentation_fragment:
@@ -124,6 +126,46 @@ options:
       - The C(supervisor_gpu_tenancy) role sets it for the namespaces the pool design derives.
     type: bool
     default: false
+  vm_reservations:
+    description:
+      - Reserved VM classes of the namespace, vSphere API 9.0 and later - VMs of a VM class kept for it in a
+        vSphere zone its Supervisor binds (the Supervisor's own reservations come first, see
+        M(gpupool.vcf.supervisor_zone_binding)). Each zone named becomes a zone of the namespace
+        (C(Instances.ZoneSpec)) with exactly the reservations listed for it; a count of 0 lists the zone
+        without that class. Zones not named are left as they are.
+      - vCenter does not return a namespace zone's reservations (C(InfoV2.zones) holds the zone, its type and
+        whether it is marked for removal), so a zone the namespace already has is taken to hold what is asked
+        and is not written again unless O(rewrite_zones) is set. A zone the namespace lacks is added (on the
+        v2 create of a new namespace, else in one update).
+      - Unset - the namespace's zones are not read or touched.
+    type: list
+    elements: dict
+    suboptions:
+      zone:
+        description: vSphere zone id.
+        type: str
+        required: true
+      vm_class:
+        description: VM class id.
+        type: str
+        required: true
+      count:
+        description: VMs of the class reserved for the namespace in the zone.
+        type: int
+        required: true
+  disallow_unreserved_direct_path_usage:
+    description:
+      - The zones named in O(vm_reservations) refuse a VM with a DirectPath device (a vGPU) that does not use a
+        reserved VM class instance (C(ZoneSpec.disallow_unreserved_direct_path_usage)).
+    type: bool
+    default: false
+  rewrite_zones:
+    description:
+      - Write every zone named in O(vm_reservations) whether or not the namespace has it, since vCenter gives no
+        read of the reservations to compare with (the task then always reports a change). Use it once after
+        changing a count in a zone the namespace already has.
+    type: bool
+    default: false
   adopt:
     description:
       - A namespace is the collection's own when its description starts with C(gpupool ) (vCenter keeps
@@ -182,8 +224,20 @@ namespace:
     storage_policies: {aa6d5a82-1c88-45da-85d3-3d74b91a5bad: 512000}
     limits: {cpu_mhz: null, memory_mib: 262144, storage_mib: null}
     access: [{type: GROUP, domain: example.com, subject: team-a, role: EDIT}]
+zones:
+  description:
+    - With O(vm_reservations), the named zones after the run (what check mode predicts) -
+      C(name), C(vm_reservations) (C(reserved_vm_class), C(count)), C(disallow_unreserved_direct_path_usage).
+  returned: when O(vm_reservations) is given
+  type: list
+  elements: dict
+zones_unverified:
+  description: Zones the namespace already had, whose reservations vCenter does not return (taken as asked).
+  returned: when O(vm_reservations) is given
+  type: list
+  elements: str
 changed_fields:
-  description: Fields that differ (all on create).
+  description: Fields that differ (all on create); V(zone), V(vm_reservations) and V(disallow_unreserved_direct_path_usage) for the zones.
   returned: always
   type: list
   elements: str
@@ -195,6 +249,7 @@ diff:
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _namespace as nsu
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _vm_class as vcu
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _vm_reservations as vr
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._ownership import description_after
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._vsphere_inputs import supervisor_namespace_errors
@@ -231,6 +286,13 @@ ARGUMENT_SPEC = dict(
     purge_lists=dict(type="bool", default=False),
     purge_gpu_vm_classes=dict(type="bool", default=False),
     adopt=dict(type="bool", default=False),
+    vm_reservations=dict(type="list", elements="dict", options=dict(
+        zone=dict(type="str", required=True),
+        vm_class=dict(type="str", required=True),
+        count=dict(type="int", required=True),
+    )),
+    disallow_unreserved_direct_path_usage=dict(type="bool", default=False),
+    rewrite_zones=dict(type="bool", default=False),
 )
 
 
@@ -245,7 +307,7 @@ def view(name, ns):
 class Namespace(Resource):
     """One vSphere Namespace: read through the client layer, compared in the normal form of ``_namespace``."""
 
-    refusals = (nsu.NamespaceError,)
+    refusals = (nsu.NamespaceError, vr.ReservationError)
 
     def __init__(self, module):
         Resource.__init__(self, "namespace %s" % module.params["name"])
@@ -276,9 +338,18 @@ class Namespace(Resource):
         self.access = nsu.check_access(p["access"])
         self.limits = nsu.check_limits(p["limits"])
         api = self.api()
-        live = dict(info=api.get(name), cluster_id=p["supervisor"], policies=None, libraries=None)
+        zoned = self.present and p["vm_reservations"] is not None
+        if zoned:
+            # reserved VM classes: checked, and refused on a vCenter before API 9.0, before any other read
+            vr.check_reservations(p["vm_reservations"])
+            words = vr.refusal(api.api_version())
+            if words is not None:
+                raise vr.ReservationError(words)
+        live = dict(info=api.get(name), cluster_id=p["supervisor"], policies=None, libraries=None, zones=None)
         if not self.present:
             return live
+        if zoned and live["info"] is not None:
+            live["zones"] = [z["zone"] for z in api.zones(name)]
         current = nsu.normalize(live["info"])
         if p["cluster"]:
             live["cluster_id"] = self.supervisor_id(api, p["cluster"])
@@ -312,37 +383,90 @@ class Namespace(Resource):
                                                     "content libraries")
         return want
 
+    def zones_plan(self, live):
+        """The plan of the namespace's zones (``_vm_reservations.plan_namespace_zones``): a zone the
+        namespace has is taken to hold what is asked (vCenter returns no reservations), unless
+        rewrite_zones; None without vm_reservations."""
+        p = self.p
+        if p["vm_reservations"] is None:
+            return None
+        wanted = vr.namespace_zones(p["vm_reservations"], p["disallow_unreserved_direct_path_usage"])
+        have = set(live.get("zones") or [])
+        if p["rewrite_zones"]:
+            assumed = [dict(name=z["name"], vm_reservations=None, disallow_unreserved_direct_path_usage=None)
+                       for z in wanted if z["name"] in have]
+        else:
+            assumed = [z for z in wanted if z["name"] in have]
+        plan = vr.plan_namespace_zones(p["name"], assumed, wanted, [r["vm_class"] for r in p["vm_reservations"]])
+        if p["rewrite_zones"]:
+            for z in wanted:   # written whatever they hold: each one a change
+                if z["name"] in have and not [c for c in plan if c.object.endswith(" zone %s" % z["name"])]:
+                    plan.add("namespace %s zone %s" % (p["name"], z["name"]), "vm_reservations", None,
+                             z["vm_reservations"], UPDATE)
+        return plan
+
     def plan(self, live):
         name = self.p["name"]
         current = nsu.normalize(live["info"])
         if not self.present:
             changes = compare(self.name, current, None, nsu.differs(None, current)) if current is not None else []
-            return Plan(changes, before=view(name, current), after=None)
+            return Plan(changes, before=view(name, current), after=None, verb=DELETE if changes else None)
         base = current if current is not None else nsu.empty(live["cluster_id"])
         after = nsu.merge(base, self.wanted(live), purge_lists=self.p["purge_lists"], purge_access=self.p["purge_access"],
                           purge_vm_classes=live.get("gpu_classes"))
         action = CREATE if current is None else UPDATE
         changes = [Change(self.name, field, (current or {}).get(field), after[field], action)
                    for field in nsu.differs(current, after)]
-        return Plan(changes, before=view(name, current), after=view(name, after), current=current, state=after)
+        before_view, after_view = view(name, current), view(name, after)
+        zones = self.zones_plan(live)
+        if zones is not None:
+            changes += zones.changes
+            after_view["zones"] = zones.after
+            if before_view is not None:
+                before_view["zones"] = sorted(live.get("zones") or [])
+        return Plan(changes, before=before_view, after=after_view, current=current, state=after, zones=zones,
+                    verb=action if (changes and current is None) else UPDATE)
 
     def result(self, live, plan):
-        return dict(changed_fields=plan.fields(), namespace=plan.after)
+        out = dict(changed_fields=plan.fields(), namespace=plan.after)
+        zones = plan.facts.get("zones")
+        if zones is not None:
+            out["zones"] = zones.after
+            out["zones_unverified"] = sorted(set(live.get("zones") or []) & set(z["name"] for z in zones.after))
+        return out
+
+    def zone_specs(self, plan):
+        """The ZoneSpecs to write: the named zones with a change, whole."""
+        zones = plan.facts.get("zones")
+        if zones is None:
+            return []
+        changed = set(c.object for c in zones)
+        return [dict(z, vm_reservations=[dict(r) for r in z["vm_reservations"]]) for z in zones.after
+                if "namespace %s zone %s" % (self.p["name"], z["name"]) in changed]
 
     def apply(self, plan):
         api, name = self.api(), self.p["name"]
         current, after = plan.facts.get("current"), plan.facts.get("state")
-        if plan.verb() == DELETE:
+        specs = self.zone_specs(plan)
+        if plan.facts.get("verb") == DELETE:
             api.delete(name)
-        elif plan.verb() == CREATE:
+        elif plan.facts.get("verb") == CREATE:
             by_supervisor = bool(self.p["supervisor"] and not self.p["cluster"])
-            api.create(nsu.create_body(name, after, cluster_field="supervisor" if by_supervisor else "cluster"), by_supervisor)
+            body = nsu.create_body(name, after, cluster_field="supervisor" if by_supervisor else "cluster")
+            if specs and by_supervisor:
+                body["zones"] = specs   # CreateSpecV2.zones
+                specs = []
+            api.create(body, by_supervisor)
+            if specs:
+                api.update(name, dict(zones=specs))
         else:
             body = nsu.update_body(current, after)
             if body:
                 api.update(name, body)
             for method, entry in nsu.access_changes(current, after):
                 api.set_access(name, method, entry)
+            if specs:
+                api.update(name, dict(zones=specs))   # UpdateSpec.zones: the listed zones are added or set
 
 
 def main():

@@ -26,9 +26,13 @@ extends_documentation_fragment:
   - gpupool.vcf.attributes
 options:
   supervisor:
-    description: Id of the Supervisor.
+    description: Id of the Supervisor. One of O(supervisor) and O(cluster) is required.
     type: str
-    required: true
+  cluster:
+    description:
+      - Name of the Supervisor's cluster, instead of O(supervisor) - its Supervisor is found in the Supervisor
+        summaries and topology (one more read).
+    type: str
   reservations:
     description:
       - VMs of a VM class kept in a vSphere zone, summed over the tenants that reserve them. A count of 0
@@ -71,6 +75,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+supervisor:
+  description: Id of the Supervisor whose bindings were read (from O(cluster) when given).
+  returned: always
+  type: str
+  sample: domain-c9
 bindings:
   description: The named zones' reservations after the run (what check mode predicts), zones sorted.
   returned: always
@@ -96,10 +105,12 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import CREA
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._vsphere_inputs import supervisor_zone_binding_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._namespace_api import NamespaceApi
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._zone_binding_api import ZoneBindingApi
 
 ARGUMENT_SPEC = dict(
-    supervisor=dict(type="str", required=True),
+    supervisor=dict(type="str"),
+    cluster=dict(type="str"),
     reservations=dict(type="list", elements="dict", required=True, options=dict(
         zone=dict(type="str", required=True),
         vm_class=dict(type="str", required=True),
@@ -115,9 +126,20 @@ class ZoneBindings(Resource):
     refusals = (vr.ReservationError,)
 
     def __init__(self, module):
-        Resource.__init__(self, "zone bindings of Supervisor %s" % module.params["supervisor"])
+        Resource.__init__(self, "zone bindings of Supervisor %s" % (module.params["supervisor"] or
+                                                                     "of cluster %s" % module.params["cluster"]))
         self.module = module
         self.p = module.params
+        self.supervisor = module.params["supervisor"]
+
+    def supervisor_of(self, cluster):
+        """The Supervisor id of a cluster by name (the Supervisor summaries); refused when it has none."""
+        rows = NamespaceApi(self.module.rest_client(), self.module.client).supervisors()
+        for row in rows:
+            if cluster in (row.get("cluster_name"), row.get("cluster")) and row.get("supervisor"):
+                return row["supervisor"]
+        raise vr.ReservationError("cluster %s has no Supervisor; Supervisor clusters: %s" % (
+            cluster, ", ".join(sorted(r.get("cluster_name") or r["cluster"] for r in rows)) or "none"))
 
     def api(self):
         return ZoneBindingApi(self.module.rest_client(), self.module.client)
@@ -128,20 +150,22 @@ class ZoneBindings(Resource):
         words = vr.refusal(api.api_version())
         if words is not None:
             raise vr.ReservationError(words)
-        return api.list(self.p["supervisor"])
+        if self.supervisor is None:
+            self.supervisor = self.supervisor_of(self.p["cluster"])
+        return api.list(self.supervisor)
 
     def plan(self, live):
         wanted = vr.supervisor_bindings([dict(vm_reservations=self.p["reservations"])])
         managed = self.p["managed_classes"]
         if managed is None:
             managed = [r["vm_class"] for r in self.p["reservations"]]
-        return vr.plan_bindings(self.p["supervisor"], live, wanted, managed)
+        return vr.plan_bindings(self.supervisor, live, wanted, managed)
 
     def result(self, live, plan):
-        return dict(bindings=plan.after, changes=plan.to_list())
+        return dict(bindings=plan.after, changes=plan.to_list(), supervisor=self.supervisor)
 
     def apply(self, plan):
-        api, supervisor = self.api(), self.p["supervisor"]
+        api, supervisor = self.api(), self.supervisor
         zone_of = dict(("supervisor %s zone %s" % (supervisor, b["zone"]), b["zone"]) for b in plan.after)
         creates = [dict(zone=zone_of[c.object], type=vr.WORKLOAD, resource_allocation=dict(vm_reservations=c.after))
                    for c in plan if c.action == CREATE]
@@ -153,7 +177,8 @@ class ZoneBindings(Resource):
 
 
 def main():
-    module = VsphereModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module = VsphereModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True,
+                           mutually_exclusive=[("supervisor", "cluster")], required_one_of=[("supervisor", "cluster")])
     enforce(module, "supervisor_zone_binding", supervisor_zone_binding_errors)
     Runner(module, ZoneBindings(module)).run()
 

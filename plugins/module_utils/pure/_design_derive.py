@@ -169,11 +169,47 @@ def _derive_vsphere(ctx):
             ("limits", OrderedDict((k, tenant["limits"][k]) for k in ("cpu_mhz", "memory_mib", "storage_mib"))),
             ("access", _access(tenant["access"])),
             ("purge_gpu_vm_classes", True),
-        ] + _adopt(d, tenant)))
+        ] + _reserved(ctx, tenant) + _adopt(d, tenant)))
     drs = [OrderedDict([("name", c["name"]), ("behavior", c["drs"]["behavior"])] + _adopt(d, c))
            for c in d["clusters"] if c["drs"]["pinning"]]
     return OrderedDict([("vm_classes", vm_classes), ("namespaces", namespaces), ("drs_pinning", drs),
-                        ("ha", _derive_ha(ctx))])
+                        ("ha", _derive_ha(ctx)), ("zone_bindings", _zone_bindings(ctx))])
+
+
+def _tenant_reservations(ctx, tenant):
+    """A tenant's ``vm_reservations`` as the modules take them: ``[{zone, vm_class, count}]``, the pool named by
+    its VM class (the design rules check the pools exist)."""
+    return [OrderedDict([("zone", r["zone"]), ("vm_class", ctx.pools[r["pool"]]["vm_class"]["name"]),
+                         ("count", r["count"])])
+            for r in tenant.get("vm_reservations") or [] if r.get("pool") in ctx.pools]
+
+
+def _reserved(ctx, tenant):
+    """The namespace keys of a tenant with reserved VM classes (none without)."""
+    reservations = _tenant_reservations(ctx, tenant)
+    if not reservations:
+        return []
+    return [("vm_reservations", reservations),
+            ("disallow_unreserved_direct_path_usage", bool(tenant.get("disallow_unreserved_direct_path_usage")))]
+
+
+def _zone_bindings(ctx):
+    """The Supervisor's zone bindings: every tenant's reservations summed per zone and class (zones, then
+    classes, sorted), the pools' classes managed (a class the design stops reserving in a named zone is
+    removed there); none when no tenant reserves."""
+    d = ctx.d
+    counts = OrderedDict()
+    for tenant in d["tenants"]:
+        for r in _tenant_reservations(ctx, tenant):
+            key = (r["zone"], r["vm_class"])
+            counts[key] = counts.get(key, 0) + r["count"]
+    if not counts:
+        return []
+    reservations = [OrderedDict([("zone", zone), ("vm_class", vm_class), ("count", counts[(zone, vm_class)])])
+                    for zone, vm_class in sorted(counts)]
+    managed = sorted(set(p["vm_class"]["name"] for p in d["pools"]))
+    return [OrderedDict([("cluster", d["supervisor"]["cluster"]), ("reservations", reservations),
+                         ("managed_classes", managed)])]
 
 
 def _derive_ha(ctx):
@@ -269,6 +305,8 @@ def _vsphere_roles(vsphere, revisions=False):
         ("supervisor_gpu_tenancy_namespaces", [_role_entry(n) for n in vsphere["namespaces"]]),
         # a changed shape becomes a new class <name>-r<hex> the node pools roll to (supervisor.vm_class_revisions)
         ("supervisor_gpu_tenancy_class_revisions", revisions),
+        # reserved VM classes (vSphere API 9.0 and later): the Supervisor's zone bindings, before the namespaces
+        ("supervisor_gpu_tenancy_zone_bindings", [OrderedDict(b) for b in vsphere.get("zone_bindings") or []]),
     ])
     pinning = OrderedDict([
         ("drs_gpu_pinning_clusters", [OrderedDict(c) for c in vsphere["drs_pinning"]]),

@@ -53,11 +53,14 @@ def supervisor_namespace_errors(params):
         out += ["limits.%s" % e for e in range_errors(limits, key, 0)]
     for index, entry in enumerate(params.get("access") or []):
         out += ["access[%d].%s" % (index, e) for e in empty_errors(entry, ("subject", "domain"))]
+    for index, entry in enumerate(params.get("vm_reservations") or []):
+        out += ["vm_reservations[%d].%s" % (index, e) for e in empty_errors(entry, ("zone", "vm_class"))]
+        out += ["vm_reservations[%d].%s" % (index, e) for e in range_errors(entry, "count", 0)]
     return out
 
 
 def supervisor_zone_binding_errors(params):
-    out = empty_errors(params, ("supervisor",)) + list_item_errors(params, "managed_classes")
+    out = empty_errors(params, ("supervisor", "cluster")) + list_item_errors(params, "managed_classes")
     for index, entry in enumerate(params.get("reservations") or []):
         out += ["reservations[%d].%s" % (index, e) for e in empty_errors(entry, ("zone", "vm_class"))]
         out += ["reservations[%d].%s" % (index, e) for e in range_errors(entry, "count", 0)]

@@ -79,6 +79,11 @@ class NamespaceApi:
             return dict((i, i) for i in ids)
         return dict((i, (self.rest.get("%s/%s" % (LIBRARY_PATH, i)) or {}).get("name") or i) for i in ids)
 
+    def zones(self, name):
+        """The namespace's vSphere zones (vSphere API 9.0 and later): InfoV2.zones ``[{zone, type,
+        marked_for_removal}]`` of GET .../instances/v2/{namespace} (Instances.get_v2); no reservations."""
+        return (self.rest.get("%s/v2/%s" % (NS_PATH, name)) or {}).get("zones") or []
+
     def create(self, body, by_supervisor=False):
         """Create a namespace; ``by_supervisor``: the body names a Supervisor id (the v2 API)."""
         self.rest.post(NS_PATH + "/v2" if by_supervisor else NS_PATH, body)

@@ -154,6 +154,9 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if f.serveSupervisors(w, r) { // Summary and Topology (supervisors.go)
 		return
 	}
+	if f.serveZoneBindings(w, r) { // zone bindings, API 9.0 (zones_ext.go)
+		return
+	}
 	if r.Method == http.MethodGet && r.URL.Path == "/api/vcenter/namespace-management/clusters" {
 		f.supervisorClusters(w, r)
 		return
@@ -282,6 +285,7 @@ func (f *front) admin(w http.ResponseWriter, r *http.Request) {
 			"rest": map[string]any{"total": f.stats.restN, "paths": copyMap(f.stats.rest), "deprecated": deprecatedStats()},
 		}
 		f.stats.mu.Unlock()
+		out["zones"] = zonesStats() // reserved VM classes (zones_ext.go)
 		writeJSON(w, http.StatusOK, out)
 	case p == "/_sim/stats/reset" && r.Method == http.MethodPost:
 		f.stats.reset()

@@ -88,6 +88,7 @@ func init() {
 			return
 		}
 		e := &restExt{svc: s, reg: r, classes: map[string]map[string]any{}, namespaces: map[string]map[string]any{}}
+		theRestExt = e // the zone bindings (zones_ext.go) see its classes and namespaces
 		for _, p := range []string{vmClassesPath, namespacesPath, policiesPath, libraryPath, localLibPath} {
 			s.ServeMux.Handle(p, e)
 			s.ServeMux.Handle(p+"/", e)
@@ -525,6 +526,10 @@ func (e *restExt) namespacesAPI(w http.ResponseWriter, r *http.Request, route []
 	if v2 {
 		name = "" // the v2 create names a Supervisor; here a Supervisor's id is its cluster's
 	}
+	if name == "v2" && len(route) == 2 && r.Method == http.MethodGet {
+		e.namespaceV2(w, route[1]) // Instances.get_v2 (zones_ext.go reads InfoV2.zones)
+		return
+	}
 	switch {
 	case name == "" && r.Method == http.MethodGet:
 		out := []map[string]any{}
@@ -560,6 +565,17 @@ func (e *restExt) namespacesAPI(w http.ResponseWriter, r *http.Request, route []
 		if rejected(w, e.nsCheck(r, rec)) {
 			return
 		}
+		if z, given := spec["zones"]; given && z != nil {
+			if !v2 { // CreateSpec (v1) has no zones; CreateSpecV2 has them from API 9.0.0.0
+				apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "zones: no such field of the CreateSpec (use the v2 create)")
+				return
+			}
+			zones, msg := e.applyZones(ns, cluster, nil, z)
+			if rejected(w, msg) {
+				return
+			}
+			rec["zones"] = zones
+		}
 		e.namespaces[ns] = rec
 		w.WriteHeader(http.StatusNoContent)
 	case name != "":
@@ -572,6 +588,10 @@ func (e *restExt) namespacesAPI(w http.ResponseWriter, r *http.Request, route []
 			e.access(w, r, ns, route[2], strings.Join(route[3:], "/"))
 			return
 		}
+		if len(route) == 3 && route[1] == "zones" && zonesServed() {
+			e.deleteZone(w, r, ns, route[2]) // Instances.Zones.delete (zones_ext.go)
+			return
+		}
 		if len(route) > 1 {
 			apiError(w, http.StatusNotFound, "NOT_FOUND", "no such operation")
 			return
@@ -579,10 +599,22 @@ func (e *restExt) namespacesAPI(w http.ResponseWriter, r *http.Request, route []
 		info := map[string]any{"config_status": "RUNNING", "messages": []any{}, "self_service_namespace": false,
 			"stats": namespaceStats()}
 		maps.Copy(info, ns)
+		delete(info, "zones") // Instances.Info has none: they are read through get_v2
 		oneObject(w, r, e.namespaces, name, info, func(spec map[string]any) (map[string]any, string) {
 			next := maps.Clone(ns)
 			nsUpdate(next, spec)
-			return next, e.nsCheck(r, next)
+			if msg := e.nsCheck(r, next); msg != "" {
+				return nil, msg
+			}
+			if z, given := spec["zones"]; given && z != nil {
+				cluster, _ := ns["cluster"].(string)
+				zones, msg := e.applyZones(name, cluster, nsZones(ns), z)
+				if msg != "" {
+					return nil, msg
+				}
+				next["zones"] = zones
+			}
+			return next, ""
 		})
 	default:
 		notAllowed(w)

@@ -65,7 +65,7 @@ def test_for_vcenter_narrows_the_vsphere_links():
     assert list(west["esxi"]["clusters"]) == ["gpu-l40s-west"]
     assert west["roles"]["supervisor_gpu_tenancy"] == {
         "supervisor_gpu_tenancy_vm_classes": [], "supervisor_gpu_tenancy_namespaces": [],
-        "supervisor_gpu_tenancy_class_revisions": False}
+        "supervisor_gpu_tenancy_class_revisions": False, "supervisor_gpu_tenancy_zone_bindings": []}
     assert west["vsphere"]["vm_classes"] == [] and west["vks"] == derived["vks"]
     east = for_vcenter(derived, "vc-east")
     assert east["roles"]["supervisor_gpu_tenancy"] == derived["roles"]["supervisor_gpu_tenancy"]
