@@ -13,7 +13,7 @@ import time
 import pytest
 import yaml
 
-from tests.lib.ansible_run import run_module
+from tests.lib.ansible_run import run_module, run_playbook
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "sim"))
 import vsphere_sim  # noqa: E402
@@ -64,7 +64,7 @@ def sim91():
         sim.stop()
 
 
-def test_vcenter_figures_equal_ours_then_a_reservation_is_a_finding(sim91):
+def test_vcenter_figures_equal_ours_then_a_reservation_is_a_finding(sim91, tmp_path):
     res, calls = capacity(sim91)
     assert calls == 1  # one QueryCapacity for the one GPU cluster, every profile in it
     vc = res["vcenter_capacity"]
@@ -84,6 +84,10 @@ def test_vcenter_figures_equal_ours_then_a_reservation_is_a_finding(sim91):
     sim91._call("POST", "/_sim/capacity/reservations", {"cluster": "vcap", "profile": "nvidia_l40s-8c", "count": 3})
     try:
         res, calls = capacity(sim91)
+        # the playbook prints the finding too
+        out = tmp_path / "out"
+        ran = run_playbook(ROOT / "playbooks" / "capacity.yml", env=dict(sim91.env),
+                           extra_vars={"capacity_design_file": "", "capacity_output_dir": str(out)})
     finally:
         sim91._call("POST", "/_sim/capacity/reservations", {"cluster": "vcap", "profile": "nvidia_l40s-8c", "count": 0})
     assert calls == 1
@@ -92,8 +96,10 @@ def test_vcenter_figures_equal_ours_then_a_reservation_is_a_finding(sim91):
     assert row["vcenter"] == dict(max=12, consumed=2, remaining=7, unused_reservation=3)
     assert [(f["cluster"], f["profile"], f["field"], f["ours"], f["vcenter"]) for f in res["findings"]] == [
         ("vcap", "nvidia_l40s-8c", "free/remaining", 10, 7)]
-    line = "- vcap nvidia_l40s-8c: our free is 10, vCenter's remaining is 7"
-    assert line in res["markdown"].splitlines()
+    message = "vcap nvidia_l40s-8c: our free is 10, vCenter's remaining is 7"
+    assert "- " + message in res["markdown"].splitlines()
+    assert ran.rc == 0, ran.stdout[-3000:]
+    assert message in ran.stdout and ("- " + message) in (out / "gpu-capacity.md").read_text().splitlines()
     # ours is never overridden
     assert res["clusters"]["vcap"]["profiles"]["nvidia_l40s-8c"]["free"] == 10
 
