@@ -298,6 +298,24 @@ vm_cost:
   description: Cost of the VM rows that have a price; null without prices.
   returned: always
   type: float
+reserved_idle:
+  description:
+    - Reserved-but-idle VM class slots per tenant at the end of the period, from the design's
+      C(tenants[].vm_reservations) - one row per tenant, VM class and zone. A powered-on vGPU VM in the tenant's
+      vSphere Namespace with the class's vGPU profiles uses a slot (vCenter names no class on a VM, and the zone
+      of a VM is not read, so it takes the tenant's first zone of that class with room).
+    - Empty without reservations in the design.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    tenant: {description: Tenant namespace., type: str}
+    vm_class: {description: Reserved VM class., type: str}
+    zone: {description: vSphere zone of the reservation., type: str}
+    reserved: {description: Slots reserved., type: int}
+    used: {description: Slots a powered-on VM uses; null when vCenter was not read., type: int}
+    idle: {description: Reserved less used; null when vCenter was not read., type: int}
+    idle_hour_cost: {description: "The idle slots' vGPUs for an hour at the profile's price; null without a price or vCenter.", type: float}
 total_cost:
   description: Cost of pods and VMs; null without prices.
   returned: always
@@ -366,7 +384,7 @@ class Usage(Info):
 
     errors = (PromError, VsphereError, OSError)
 
-    def __init__(self, module, table):
+    def __init__(self, module, table, reservations=None):
         p = module.params
         now = time.time()
         end = _chargeback.parse_time(p["end"], now)
@@ -375,6 +393,7 @@ class Usage(Info):
         Info.__init__(self, "GPU usage from %s to %s" % (_chargeback.iso(self.start), _chargeback.iso(self.end)))
         self.module = module
         self.table = table
+        self.reservations = reservations or []
         self.client = None
         if p["prometheus_url"]:
             self.client = prom_client(p, p["timeout"], attempts=p["retries"] + 1, **PROMETHEUS_NAMES)
@@ -398,7 +417,8 @@ class Usage(Info):
         vms = None
         if p["vcenter_hostname"]:
             vms = self.read_vms(nodes + list(p["vm_exclude"]))
-        return _chargeback.report(results, matrix, self.start, self.end, self.step_s, size, self.table, vms)
+        return _chargeback.report(results, matrix, self.start, self.end, self.step_s, size, self.table, vms,
+                                  self.reservations)
 
     def read_vms(self, exclude):
         p = self.module.params
@@ -438,8 +458,9 @@ def main():
     if module.params["vcenter_hostname"] and not HAS_PYVMOMI:
         module.fail_json(msg=missing_required_lib("pyvmomi"), exception=str(PYVMOMI_IMPORT_ERROR))
     try:
-        table = _chargeback.price_table(module_design(module) or {})
-        resource = Usage(module, table)
+        design = module_design(module) or {}
+        table = _chargeback.price_table(design)
+        resource = Usage(module, table, _chargeback.design_reservations(design))
     except _chargeback.ChargebackError as exc:
         module.fail_json(msg="Unable to report GPU usage: %s. Nothing was read." % exc)
     Runner(module, resource).run()

@@ -38,6 +38,7 @@ import re
 from collections import OrderedDict
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names import POOL_LABEL, PROFILE_LABEL
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _vm_reservations
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._nvidia import (
     NvidiaError,
     gpu_model,
@@ -362,6 +363,52 @@ def vm_usage(vms, pools, transitions, start, end, table=None, exclude=()):
     return records, out, sorted(left_out)
 
 
+def design_reservations(design):
+    """The reserved VM classes of a normalized design: ``[{tenant, vm_class, zone, count, profiles}]``, the
+    tenant by its namespace, ``profiles`` the class's vGPUs (the pool's profile, once per GPU of a node)."""
+    pools = dict((p.get("name"), p) for p in (design or {}).get("pools") or [])
+    out = []
+    for tenant in (design or {}).get("tenants") or []:
+        for r in tenant.get("vm_reservations") or []:
+            pool = pools.get(r.get("pool"))
+            if pool is None:
+                continue
+            out.append(OrderedDict([
+                ("tenant", tenant.get("namespace") or tenant.get("name")), ("vm_class", pool["vm_class"]["name"]),
+                ("zone", r["zone"]), ("count", r["count"]),
+                ("profiles", [pool["vgpu_profile"]] * (pool.get("gpus_per_node") or 1))]))
+    return out
+
+
+def reserved_idle(reservations, records, table=None):
+    """Reserved-but-idle VM class slots per tenant at the end of the period (``_vm_reservations.reserved_idle``).
+
+    ``reservations``: :func:`design_reservations`; ``records``: the vGPU VMs ``vm_usage`` counted, or None
+    when vCenter was not read (then ``used`` and ``idle`` are None: unknown). A VM uses a slot of a class when
+    it is powered on in the tenant's vSphere Namespace with the class's vGPU profiles (vCenter does not name
+    a VM's class on the VM; its zone is not read, so it takes the tenant's first zone of the class with
+    room). ``idle_hour_cost``: what the idle slots' vGPUs cost an hour at the profile's price (null without
+    one): the price of capacity held for the tenant and not used."""
+    if not reservations:
+        return []
+    profiles = dict((r["vm_class"], sorted(r["profiles"])) for r in reservations)
+    running = None
+    if records is not None:
+        running = [dict(tenant=v["namespace"], vm_class=c, zone=None)
+                   for v in records if v.get("powered_on") for c, want in sorted(profiles.items())
+                   if sorted(v.get("profiles") or []) == want]
+    rows_out = []
+    for row in _vm_reservations.reserved_idle(reservations, running or []):
+        row = OrderedDict(row)
+        if running is None:
+            row["used"] = row["idle"] = None
+        price, _source = profile_price(profiles[row["vm_class"]][0], table) if table else (None, None)
+        row["idle_hour_cost"] = (None if price is None or row["idle"] is None
+                                 else _round(price * len(profiles[row["vm_class"]]) * row["idle"]))
+        rows_out.append(row)
+    return rows_out
+
+
 def node_names(vector):
     """The node names of an instant vector with a ``node`` label (the Kubernetes nodes seen)."""
     return sorted(set(s["metric"]["node"] for s in vector or [] if s["metric"].get("node")))
@@ -468,12 +515,14 @@ def series(matrix):
     return out
 
 
-def report(results, matrix, start, end, step, bucket, table=None, vms=None):
-    """The whole report (JSON-ready). ``vms``: what ``vm_usage`` returned, when vSphere was read."""
+def report(results, matrix, start, end, step, bucket, table=None, vms=None, reservations=None):
+    """The whole report (JSON-ready). ``vms``: what ``vm_usage`` returned, when vSphere was read;
+    ``reservations``: :func:`design_reservations` (the reserved-but-idle slots per tenant)."""
     rep = _pod_report(results, matrix, start, end, step, bucket, table)
     rep["vms_read"] = vms is not None
     rep = add_vms(rep, *(vms or ([], [], [])))
     rep["total_cost"] = (_round((rep["cost"] or 0.0) + (rep["vm_cost"] or 0.0)) if table else None)
+    rep["reserved_idle"] = reserved_idle(reservations, vms[0] if vms is not None else None, table)
     return rep
 
 
