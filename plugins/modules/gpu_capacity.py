@@ -61,7 +61,7 @@ description:
     every profile of the report, C(max) beside C(total), C(consumed) beside C(used), C(remaining) beside
     C(free), with C(unusedReservation). Each figure where the two differ is a finding (RV(findings)), never an
     override of the collection's; a profile vCenter answers C(CapacityUnknown) for keeps vCenter's reason.
-    On an older vCenter nothing is called and RV(vcenter_capacity.reason) says why.
+    On an older vCenter nothing is called and the C(reason) of RV(vcenter_capacity) says why.
   - Returns the report as data and as Markdown (C(markdown)); C(playbooks/capacity.yml) writes both to files.
   - "Requests: one PropertyCollector retrieval of clusters, one of hosts and VMs, one of the hosts' graphics
     managers; on API 9.0 or later one retrieval of the clusters and one C(DirectPathProfileManagerQueryCapacity)

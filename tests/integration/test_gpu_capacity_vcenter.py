@@ -187,10 +187,10 @@ def test_reserved_idle_from_the_tenants_namespaces(tmp_path):
         _namespaces(sim, {"team-search": ("gpu-h100", ["llm-inference-01", "llm-inference-02", "llm-inference-03"]),
                           "research": ("gpu-l40s", ["notebook-01", "notebook-02"])})
         sim.reset_stats()
-        without, _ = capacity(sim, design_file=str(plain))
+        without = capacity(sim, design_file=str(plain))[0]
         before = sim.stats()["soap"]["methods"]
         sim.reset_stats()
-        res, _ = capacity(sim, design_file=str(path))
+        res = capacity(sim, design_file=str(path))[0]
         after = sim.stats()["soap"]["methods"]
     finally:
         sim.stop()

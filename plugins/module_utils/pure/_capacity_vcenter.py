@@ -126,7 +126,7 @@ def markdown(vcenter, findings):
         return "\n".join(lines) + "\n"
     lines += ["DirectPathProfileManagerQueryCapacity on vCenter API %s (%d call(s)); each differing figure is a "
               "finding, ours are kept." % (vcenter.get("api_version"), vcenter.get("calls") or 0), ""]
-    tables = [(c, rows) for c, rows in (vcenter.get("clusters") or {}).items()]
+    tables = list((vcenter.get("clusters") or {}).items())
     tables += [("host %s" % h, rows) for h, rows in (vcenter.get("hosts") or {}).items()]
     for title, rows in tables:
         lines += ["### %s" % title, "",
