@@ -16,7 +16,7 @@ MISSING = ("headless Chromium is needed to check that the HTML reports draw thei
            "missing: run `make browser` (it installs Debian's chromium and chromium-driver), or point "
            "GPUPOOL_CHROMIUM and GPUPOOL_CHROMEDRIVER at a Chromium and its matching driver")
 
-# what the page reports about every chart: its box, and each bar's and line's box and data
+# what the page reports about every chart: its box, and each bar's, line's and step path's box and data
 MEASURE = """
 const box = (e) => { const r = e.getBoundingClientRect(); return {x: r.x, y: r.y, w: r.width, h: r.height}; };
 return Array.from(document.querySelectorAll('svg.chart')).map((svg) => ({
@@ -28,13 +28,16 @@ return Array.from(document.querySelectorAll('svg.chart')).map((svg) => ({
   lines: Array.from(svg.querySelectorAll('polyline.line')).map((p) => ({
     box: box(p), points: p.points.numberOfItems, length: p.getTotalLength(),
     stroke: p.getAttribute('stroke')})),
+  paths: Array.from(svg.querySelectorAll('path.line')).map((p) => ({
+    box: box(p), length: p.getTotalLength(), stroke: p.getAttribute('stroke'),
+    design: p.getAttribute('data-design'), max: parseFloat(p.getAttribute('data-max'))})),
 }));
 """
 
 
 class Page(object):
-    """One report opened in Chromium: its charts as measured, the rows of its tables, and a
-    screenshot (RGBA pixels) to look at."""
+    """One report opened in Chromium: its charts as measured, the rows of its tables, the text it
+    shows, and a screenshot (RGBA pixels) to look at."""
 
     def __init__(self, driver, path):
         driver.get(pathlib.Path(path).resolve().as_uri())
@@ -46,6 +49,7 @@ class Page(object):
         self.table_rows = driver.execute_script(
             "return Array.from(document.querySelectorAll('table')).map((t) => t.tBodies.length ? "
             "t.tBodies[0].rows.length : t.rows.length);")
+        self.text = driver.execute_script("return document.body.innerText;")
         self.device_pixel_ratio = driver.execute_script("return window.devicePixelRatio;")
         self.png = driver.get_screenshot_as_png()
 

@@ -522,17 +522,17 @@ def usage_chart(pool, current, proposed):
              '<text x="%d" y="%d" font-size="11" text-anchor="end">%.1f h (simulated)</text>' % (
                  left + width, y(0) + 16, horizon / 3600.0)]
     for label, e in sides:
-        colour = FILL[label]
+        colour, below = FILL[label], 0 if label == "current" else 12  # the proposal's labels a line lower
         parts.append('<line class="capacity %s" x1="%d" y1="%.2f" x2="%d" y2="%.2f" stroke="%s" '
                      'stroke-dasharray="6 3"/>' % (label, left, y(e["gpus"]), left + width, y(e["gpus"]), colour))
         parts.append('<text x="%d" y="%.1f" font-size="11" fill="%s">%s: %d GPUs</text>' % (
-            left + width + 4, y(e["gpus"]) + 4, colour, label, e["gpus"]))
+            left + width + 4, y(e["gpus"]) + 4 + below, colour, label, e["gpus"]))
         if e["knee_utilization"] is not None:
             knee_gpus = e["knee_utilization"] * e["gpus"]
             parts.append('<line class="knee %s" x1="%d" y1="%.2f" x2="%d" y2="%.2f" stroke="%s" '
                          'stroke-dasharray="2 3"/>' % (label, left, y(knee_gpus), left + width, y(knee_gpus), colour))
             parts.append('<text x="%d" y="%.1f" font-size="11" fill="%s">knee %.1f %%</text>' % (
-                left + width + 4, y(knee_gpus) + 4, colour, e["knee_utilization"] * 100))
+                left + width + 4, y(knee_gpus) + 4 + below, colour, e["knee_utilization"] * 100))
     for label, e in sides:
         peak = max(v for _t, v in e["series"])
         parts.append('<path class="line %s" data-design="%s" data-max="%s" data-utilization="%s" fill="none" '
