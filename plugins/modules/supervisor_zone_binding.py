@@ -126,8 +126,8 @@ class ZoneBindings(Resource):
     refusals = (vr.ReservationError,)
 
     def __init__(self, module):
-        Resource.__init__(self, "zone bindings of Supervisor %s" % (module.params["supervisor"] or
-                                                                     "of cluster %s" % module.params["cluster"]))
+        which = module.params["supervisor"] or "of cluster %s" % module.params["cluster"]
+        Resource.__init__(self, "zone bindings of Supervisor %s" % which)
         self.module = module
         self.p = module.params
         self.supervisor = module.params["supervisor"]

@@ -104,3 +104,33 @@ def test_bad_reservations_are_refused_before_any_call(bindings, bad, words):
     args["reservations"] = WANT["reservations"] + [bad]
     out = run(**args)
     assert out["failed"] is True and words in out["msg"] and bindings.calls == []
+
+
+class Supervisors:
+    """The Supervisor summaries: one Supervisor on cluster gpu-h100; ``reads`` counts the lookups."""
+
+    reads = 0
+
+    def __init__(self, rest, soap=None):
+        pass
+
+    def supervisors(self):
+        Supervisors.reads += 1
+        return [dict(cluster="domain-c9", cluster_name="gpu-h100", supervisor="domain-c9")]
+
+
+def test_the_supervisor_is_found_by_its_cluster_and_an_unknown_one_is_refused(bindings, monkeypatch):
+    Supervisors.reads = 0
+    monkeypatch.setattr(supervisor_zone_binding, "NamespaceApi", Supervisors)
+    by_cluster = dict(WANT, cluster="gpu-h100")
+    del by_cluster["supervisor"]
+    res = run(**by_cluster)
+    assert res["changed"] is True and res["supervisor"] == "domain-c9"
+    assert bindings.calls == [("create", "domain-c9", ["zone-a", "zone-b"])]
+    res = run(**dict(by_cluster, cluster="gpu-l40s"))
+    assert res["failed"] and "cluster gpu-l40s has no Supervisor" in res["msg"] and "gpu-h100" in res["msg"]
+    assert len(bindings.calls) == 1
+    # on API 8.x the refusal comes first: not even the summaries are read
+    bindings.version, reads = "8.0.3.0", Supervisors.reads
+    res = run(**by_cluster)
+    assert res["failed"] and "need vSphere API 9.0" in res["msg"] and Supervisors.reads == reads
