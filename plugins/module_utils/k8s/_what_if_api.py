@@ -192,8 +192,12 @@ class ReplayCluster(object):
                 raise
 
     def reset(self, timeout=120.0, poll=0.25):
-        """Delete every object of the run but its namespaces, and wait until its pods and nodes are gone."""
+        """Delete every object of the run but its namespaces, and wait until its pods and nodes are gone
+        (the Kueue kinds only where the cluster serves Kueue: a replay of pools without it needs none)."""
+        kueue = self.kueue_served()
         for api_version, kind in RESET_KINDS:
+            if api_version == KUEUE_API and not kueue:
+                continue
             res = self._res(api_version, kind)
             for obj in self._list(api_version, kind):
                 meta = obj["metadata"]
@@ -203,7 +207,6 @@ class ReplayCluster(object):
                 except K8sError as exc:
                     if exc.status != 404:
                         raise
-        kueue = self.kueue_served()
         deadline = self.clock() + timeout
         while True:
             left = [k for av, k in (("v1", "Pod"), ("batch/v1", "Job"), ("v1", "Node")) if self._list(av, k)]
