@@ -71,9 +71,19 @@ def test_quota_cut_makes_exactly_the_second_job_wait_and_breaches_the_slo(k8s_ri
     assert proposed["second"]["finished"], proposed["second"]
     assert all(w["preempted"] == 0 for w in list(current.values()) + list(proposed.values()))
     assert result["proposed"]["pools"]["training"]["admitted"] == 2
+    # the GPUs in use from the replay's own times: 8 at once on the current design, never more than 4 on the cut
+    use = dict((side, result[side]["usage"]["training"]) for side in ("current", "proposed"))
+    assert [max(v for _t, v in use[side]["series"]) for side in ("current", "proposed")] == [8, 4], use
+    assert (use["current"]["gpus"], use["proposed"]["gpus"]) == (8, 4)
+    # 8 GPU-hours of jobs over each design's GPUs and replay: the cut runs about twice as long on half the GPUs
+    for side in ("current", "proposed"):
+        busy = sum((t1 - t0) * v for (t0, v), (t1, _v) in zip(use[side]["series"], use[side]["series"][1:]))
+        assert 2 * 7200 * 4 * 0.9 <= busy <= 2 * 7200 * 4 * 1.1, (side, busy)
+        assert use[side]["servers"] == use[side]["gpus"] // 4 and use[side]["knee_utilization"] is not None
     text = (tmp_path / "what-if.txt").read_text()
     assert "proposed design breaches: pool training" in text
     assert "Time runs 600 times faster" in text
+    assert "  training: current " in text and "knee " in text
     assert 'id="wait-chart"' in (tmp_path / "what-if.html").read_text()
     # nothing of the replay is left on the cluster
     core = client.CoreV1Api(k8s_rig_instance.api_client())
