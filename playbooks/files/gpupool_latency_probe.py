@@ -192,7 +192,8 @@ def run_pool(pool, spec, config, metrics, stop, log):
         except ProbeFailure as exc:
             metrics.record(pool, ttft=getattr(exc, "ttft", None), failure=exc.reason)
             log("pool %s: probe failed, %s" % (pool, exc))
-        except Exception:  # pylint: disable=broad-except - a bug: said in the log, the pool's thread goes on
+        # a bug: said in the log, and the pool's thread goes on
+        except Exception:  # pylint: disable=broad-except
             log("pool %s: probe error\n%s" % (pool, traceback.format_exc()))
         stop.wait(max(0.0, interval - (time.monotonic() - started)))
 
