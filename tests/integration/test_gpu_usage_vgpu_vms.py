@@ -243,3 +243,33 @@ def test_playbook_with_vcenter_only(vsphere, period, tmp_path, monkeypatch):
     assert shown[1].startswith("vGPU VMs outside Kubernetes: %.2f vGPU-hours" % usage["vgpu_vm_hours"]), shown
     assert "team-a nvidia_h100-80c %s" % round(2 * PERIOD / 3600.0, 3) in shown, shown
     assert sorted(p.name for p in tmp_path.iterdir()) == ["vms.csv", "vms.html", "vms.json"]
+
+
+def test_playbook_shows_the_reserved_but_idle_slots(vsphere, period, tmp_path, monkeypatch):
+    """team-a (the example's team-search) reserves 2 training VMs (2 x nvidia_h100-80c here) and 1 inference VM
+    (nvidia_h100-3-40c) in zone-1: at the period's end train-01 (2 x 80c) is on in team-a and serve-01 is off,
+    so 1 of 2 and 0 of 1 are used. Prices by hand: an idle training slot 2 x 5.0 EUR (profile_hour), an idle
+    inference slot 4.0 x 1/2 (card_hour of the H100, two 3g.40gb a card) = 2.0 EUR an hour."""
+    monkeypatch.delenv("PROMETHEUS_URL", raising=False)
+    start, end = period[:2]
+    d = yaml.safe_load((ROOT / "examples" / "design.yml").read_text())
+    d["chargeback"] = {"currency": "EUR", "card_hour": CARD_HOUR, "profile_hour": PROFILE_HOUR}
+    [p for p in d["pools"] if p["name"] == "training"][0]["gpus_per_node"] = 2
+    search = [t for t in d["tenants"] if t["name"] == "team-search"][0]
+    search.update(namespace="team-a", gpu_quota={"inference": 4, "training": 4}, vm_reservations=[
+        {"pool": "training", "zone": "zone-1", "count": 2}, {"pool": "inference", "zone": "zone-1", "count": 1}])
+    design = tmp_path / "design.yml"
+    design.write_text(yaml.safe_dump(d))
+    res = run_playbook(ROOT / "playbooks" / "chargeback.yml", env=dict(vsphere.env), extra_vars=dict(
+        chargeback_vcenter_hostname=vsphere.host, chargeback_start="%.3f" % start, chargeback_end="%.3f" % end,
+        chargeback_step="1s", chargeback_output_dir=str(tmp_path), chargeback_name="idle",
+        chargeback_vm_exclude=["tkc-node-*"], chargeback_design_file=str(design)))
+    assert res.rc == 0, res.stdout[-3000:]
+    usage = res.result("Count GPU-hours from Prometheus and price them")
+    assert [(r["tenant"], r["vm_class"], r["zone"], r["reserved"], r["used"], r["idle"], r["idle_hour_cost"])
+            for r in usage["reserved_idle"]] == [("team-a", "gpu-inference", "zone-1", 1, 0, 1, 2.0),
+                                                 ("team-a", "gpu-training", "zone-1", 2, 1, 1, 10.0)]
+    shown = res.result("Show GPU-hours and cost per tenant")["msg"]
+    assert shown[-3:] == ["Reserved VM class slots, idle of reserved (tenant class zone):",
+                          "team-a gpu-inference zone-1: 1 of 1, 2.00 EUR an hour",
+                          "team-a gpu-training zone-1: 1 of 2, 10.00 EUR an hour"], shown
