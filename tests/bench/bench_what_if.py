@@ -4,8 +4,8 @@ Kueue, kwok nodes).
 
 The record comes from the seeded generator (about 1,000 workloads over 168 hours in the three pools: inference,
 training through Kueue, notebooks); gpu_what_if replays it against examples/design.yml through ansible-playbook, as
-users run it. Printed: the workloads, the compression, the wall seconds of the replay, the replay speed, and the
-admitted/waiting counts and p95 waits per pool. --hours and --compression make it shorter or faster where the
+users run it. Printed: the workloads, the compression, the wall seconds of the replay, the replay speed, the
+admitted/waiting counts and p95 waits per pool, and each pool's utilization against its knee. --hours and --compression make it shorter or faster where the
 machine is slow (the figure printed says which were used).
 
     .venv/bin/python tests/bench/bench_what_if.py [--hours 168] [--compression 1800]
@@ -22,6 +22,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "sim")]
 
 import tests.conftest  # noqa: E402,F401 pylint: disable=unused-import - the collection's import path
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _what_if as wi  # noqa: E402
 from tests.lib import kueue_rig  # noqa: E402
 from tests.lib.ansible_run import run_module  # noqa: E402
 
@@ -70,6 +71,9 @@ def main(argv=None):
         print("  %-10s admitted %4d  waiting %3d  preempted %3d  p95 wait %8.0f s  p95 scheduling wait %8.0f s" % (
             pool, stats["admitted"], stats["waiting"], stats["preempted"], stats["wait_p95"] or 0,
             stats["scheduling_wait_p95"] or 0))
+    print("GPU utilization over the replay and the knee:")
+    for pool, entry in (result["current"].get("usage") or {}).items():
+        print("  %-10s %s" % (pool, wi.knee_text(entry)))
     return 0
 
 
