@@ -102,7 +102,9 @@ options:
     type: str
     default: 5m
   design:
-    description: The pool design as a mapping, for the prices (its C(chargeback) block) and the pools.
+    description:
+      - The pool design as a mapping, for the prices (its C(chargeback) block), the pools and the tenants'
+        reserved VM classes (RV(reserved_idle)).
     type: dict
   design_file:
     description: Path to the design (YAML or JSON), instead of O(design).
