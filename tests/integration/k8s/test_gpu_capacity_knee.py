@@ -10,32 +10,22 @@ service time is the mean time the pods held their GPUs, and the knee is where th
 that service time at the design's percentile reaches the design's target.
 """
 import calendar
-import copy
-import json
-import math
 import random
 import time
 from pathlib import Path
 
 import pytest
-import yaml
 from k8s_metrics_fixtures import k8s_metrics_rig  # noqa: F401  pylint: disable=unused-import
-from kubernetes import client
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _queueing
 from tests.lib.ansible_run import run_playbook
+from tests.lib import knee_workload
+from tests.lib.knee_workload import capacity_knee, poisson_arrivals, run_workload
 
 ROOT = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
 RIG_NODES = HERE / "capacity_knee_nodes.yml"
-DRIVER = "550.90.05-1OEM.800.1.0.20613240"
-FLEET = {
-    "clusters": [{"name": "gpu-h100", "hosts": [
-        # inference-0's 3g.40gb instance needs a GPU in MIG mode: the first card of esx-h100-01
-        {"name": "esx-h100-01", "gpu": {"model": "H100-80GB", "count": 2}, "driver_version": DRIVER, "mig": [0]},
-        {"name": "esx-h100-02", "gpu": {"model": "H100-80GB", "count": 2}, "driver_version": DRIVER}]}],
-    "vms": [{"name": "inference-0", "host": "esx-h100-01", "vgpu": ["nvidia_h100-3-40c"]}],
-}
+FLEET = knee_workload.FLEET
 NS = "knee"
 GPUS = 4
 WINDOW = 20
@@ -44,74 +34,14 @@ MIN_HOLD, MEAN_HOLD = 3.0, 6.0  # at least a few scrapes: a pod that lives under
 SLO = {"wait_seconds": 5.0, "percentile": 90.0, "planned_utilization": 0.85}
 
 
-def epoch(value):
-    """Whole seconds of a Kubernetes timestamp (the client gives datetimes)."""
-    return int(value.timestamp())
-
-
-def arrivals(rng):
-    out, t0 = [], 0.0
-    for length, rate in PHASES:
-        t = t0
-        while True:
-            t += rng.expovariate(rate)
-            if t >= t0 + length:
-                break
-            out.append(t)
-        t0 += length
-    return out
-
-
-def pod(name):
-    return {"metadata": {"name": name, "labels": {"app": "knee"}},
-            "spec": {"nodeSelector": {"gpupool.vcf/pool": "inference"}, "terminationGracePeriodSeconds": 0,
-                     "restartPolicy": "Never",
-                     "containers": [{"name": "main", "image": "registry.example.com/serve:1",
-                                     "resources": {"requests": {"nvidia.com/gpu": "1"},
-                                                   "limits": {"nvidia.com/gpu": "1"}}}]}}
-
-
-def scheduled_at(p):
-    for c in p.status.conditions or []:
-        if c.type == "PodScheduled" and c.status == "True":
-            return epoch(c.last_transition_time)
-    return None
-
-
 @pytest.fixture(scope="module")
 def workload(k8s_metrics_rig):
     """Runs the workload; returns {pod: (created, scheduled, deleted)} in epoch seconds."""
-    core = client.CoreV1Api(k8s_metrics_rig.api_client())
-    core.create_namespace({"metadata": {"name": NS}})
     rng = random.Random(14)
-    due = arrivals(rng)
+    due = poisson_arrivals(rng, PHASES)
     holds = [MIN_HOLD + rng.expovariate(1 / (MEAN_HOLD - MIN_HOLD)) for _arrival in due]
-    start = time.monotonic()
-    record, bound, deleted = {}, {}, set()
-    made = 0
-    deadline = start + sum(p[0] for p in PHASES) + 240
-    while time.monotonic() < deadline:
-        now = time.monotonic()
-        while made < len(due) and now - start >= due[made]:
-            core.create_namespaced_pod(NS, pod("k-%03d" % made))
-            made += 1
-        for p in core.list_namespaced_pod(NS, label_selector="app=knee").items:
-            name = p.metadata.name
-            if name in deleted:
-                continue
-            if name not in bound and p.spec.node_name and scheduled_at(p) is not None:
-                bound[name] = now
-                record[name] = [epoch(p.metadata.creation_timestamp), scheduled_at(p), None]
-            if name in bound and now - bound[name] >= holds[int(name[2:])]:
-                core.delete_namespaced_pod(name, NS, grace_period_seconds=0)
-                record[name][2] = time.time()
-                deleted.add(name)
-        if made == len(due) and len(deleted) == len(due):
-            break
-        time.sleep(0.1)
-    assert len(deleted) == len(due), "the workload did not finish: %d of %d pods done" % (len(deleted), len(due))
-    time.sleep(3)  # a few scrapes after the last deletion
-    return dict((k, tuple(v)) for k, v in record.items())
+    record, _held = run_workload(k8s_metrics_rig.api_client(), NS, due, holds, "knee")
+    return record
 
 
 def expected(record, end):
@@ -125,25 +55,7 @@ def expected(record, end):
 
 
 def test_knee_from_prometheus_samples(k8s_metrics_rig, workload, vsphere_env, tmp_path):
-    rig = k8s_metrics_rig
-    first = min(c for c, _s, _d in workload.values())
-    span = int(math.ceil((time.time() - first + 10) / WINDOW)) * WINDOW
-    design = yaml.safe_load((ROOT / "examples" / "design.yml").read_text())
-    design = copy.deepcopy(design)
-    [inference] = [p for p in design["pools"] if p["name"] == "inference"]
-    inference["slo"] = dict(SLO)
-    path = tmp_path / "design.yml"
-    path.write_text(yaml.safe_dump(design))
-    out = tmp_path / "out"
-    t0 = time.monotonic()
-    res = run_playbook(ROOT / "playbooks" / "capacity.yml", env=vsphere_env, extra_vars={
-        "capacity_design_file": str(path), "capacity_output_dir": str(out),
-        "capacity_prometheus_url": rig.prometheus_url, "capacity_knee_range": "%ds" % span,
-        "capacity_knee_window": "%ds" % WINDOW, "capacity_knee_step": "1s"})
-    took = time.monotonic() - t0
-    assert res.rc == 0, res.stdout[-3000:]
-    report = json.loads((out / "gpu-capacity.json").read_text())
-    knee = report["knee"]["inference"]
+    knee, res, out, took = capacity_knee(k8s_metrics_rig, vsphere_env, tmp_path, workload, SLO, WINDOW)
     held = sum(d - s for _c, s, d in workload.values()) / len(workload)
     figures = (len(workload), held, took, knee["service_s"], knee["wait_fit_service_s"], knee["fit_rms_s"],
                knee["knee_utilization"], knee["windows_used"], knee["windows"])
