@@ -56,7 +56,7 @@ class FakeLLM:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-                outer.bodies.append(body)
+                outer.bodies.append((self.path, body))
                 outer.served[self.path] = outer.served.get(self.path, 0) + 1
                 if self.path != "/v1/completions":
                     self.send_error(500, "model not loaded")
@@ -181,7 +181,10 @@ def test_probe_p99_matches_the_delays_and_the_slo_alert_fires_and_resolves(probe
     assert value(url, REQUEST_P99) == pytest.approx(interpolated(0.5, 1.0), abs=1e-6)
     assert not slo_alerts(url)
     # what the probe sent: pool_ready's request body (a streaming completion with the endpoint's model)
-    assert fake.bodies[0] == {"stream": True, "max_tokens": 16, "model": "tiny", "prompt": "Say hello."}
+    sent = [body for path, body in fake.bodies if path == "/v1/completions"]
+    assert sent[0] == {"stream": True, "max_tokens": 16, "model": "tiny", "prompt": "Say hello."}
+    assert [body for path, body in fake.bodies if path == "/broken"][0] == {"stream": True, "max_tokens": 16,
+                                                                          "prompt": "Say hello."}
 
     fake.first = SLOW  # the first chunk after 1.5 s: in (1, 2.5], and so the end of the stream (1.95 s)
     slowed = time.monotonic()
