@@ -136,7 +136,8 @@ options:
       - vCenter does not return a namespace zone's reservations (C(InfoV2.zones) holds the zone, its type and
         whether it is marked for removal), so a zone the namespace already has is taken to hold what is asked
         and is not written again unless O(rewrite_zones) is set. A zone the namespace lacks is added (on the
-        v2 create of a new namespace, else in one update).
+        v2 create of a new namespace, else in one update). A named zone that vCenter marks for removal (it is
+        being drained) is refused before any change.
       - Unset - the namespace's zones are not read or touched.
     type: list
     elements: dict
@@ -349,7 +350,15 @@ class Namespace(Resource):
         if not self.present:
             return live
         if zoned and live["info"] is not None:
-            live["zones"] = [z["zone"] for z in api.zones(name)]
+            zones = api.zones(name)
+            draining = sorted(set(z["zone"] for z in zones if z.get("marked_for_removal")) &
+                              set(r["zone"] for r in p["vm_reservations"]))
+            if draining:
+                # vCenter removes such a zone once its workloads are gone: writing it now is not ours to decide
+                raise vr.ReservationError("zone %s of namespace %s is marked for removal (vCenter drains it of workloads "
+                                          "first); rerun once it is gone, or keep it out of vm_reservations: nothing "
+                                          "was changed" % (", ".join(draining), name))
+            live["zones"] = [z["zone"] for z in zones]
         current = nsu.normalize(live["info"])
         if p["cluster"]:
             live["cluster_id"] = self.supervisor_id(api, p["cluster"])

@@ -19,12 +19,14 @@ class Zoned(FakeNamespaces):
 
     version = "9.1.0.0"
     kept = {}
+    draining = set()
 
     def api_version(self):
         return Zoned.version
 
     def zones(self, name):   # the API's read: names only, as InfoV2.zones has them
-        return [dict(zone=z, type="WORKLOAD", marked_for_removal=False) for z in sorted(Zoned.kept.get(name, {}))]
+        return [dict(zone=z, type="WORKLOAD", marked_for_removal=z in Zoned.draining)
+                for z in sorted(Zoned.kept.get(name, {}))]
 
     def create(self, body, by_supervisor=False):
         body = dict(body)
@@ -49,7 +51,7 @@ class Zoned(FakeNamespaces):
 @pytest.fixture
 def api(monkeypatch):
     FakeNamespaces.store, FakeNamespaces.calls = {}, []
-    Zoned.version, Zoned.kept = "9.1.0.0", {}
+    Zoned.version, Zoned.kept, Zoned.draining = "9.1.0.0", {}, set()
     monkeypatch.setattr(supervisor_namespace, "NamespaceApi", Zoned)
     return Zoned
 
@@ -124,3 +126,13 @@ def test_bad_reservations_are_refused_before_any_call(api):
     assert res["failed"] and "given twice" in res["msg"] and FakeNamespaces.calls == []
     res = run(vm_reservations=[dict(ZONES[0], count=-1)], **TEAM)
     assert res["failed"] and "count" in res["msg"] and FakeNamespaces.calls == []
+
+
+def test_a_zone_marked_for_removal_is_refused_before_any_change(api):
+    run(vm_reservations=ZONES, **TEAM)
+    api.draining = {"zone-b"}
+    res = run(vm_reservations=[ZONES[1], dict(zone="zone-c", vm_class="gpu-inference", count=1)], **TEAM)
+    assert res["failed"] and "zone zone-b of namespace team-a is marked for removal" in res["msg"], res["msg"]
+    assert len(FakeNamespaces.calls) == 2 and "zone-c" not in api.kept["team-a"]
+    # a zone being drained that the entry does not name is no reason to stop
+    assert run(vm_reservations=[dict(zone="zone-c", vm_class="gpu-inference", count=1)], **TEAM)["changed"] is True
