@@ -410,8 +410,8 @@ def knee_text(entry):
     """One design's place against a pool's knee in words (``usage``' entry)."""
     if entry is None:
         return "-"
-    head = "%.1f %% of %d GPUs (mean %.1f in use)" % ((entry["utilization"] or 0) * 100, entry["gpus"],
-                                                     entry["mean_in_use"])
+    head = "%.1f %% of %d GPUs (mean %.1f in use)" % (
+        (entry["utilization"] or 0) * 100, entry["gpus"], entry["mean_in_use"])
     if entry["knee_utilization"] is None:
         return "%s, %s" % (head, entry["note"])
     model = "M/%s/%d" % ("M" if entry["model"] == _queueing.MODEL else "G", entry["servers"])
@@ -498,8 +498,8 @@ def usage_chart(pool, current, proposed):
     """An SVG chart of one pool's GPUs in use over the replay: a step path per design (blue: current,
     orange: proposed), each design's GPUs (dashed) and its knee (the knee utilization times its GPUs,
     dotted); x in simulated hours, y in GPUs."""
-    sides = [(label, (side.get("usage") or {}).get(pool)) for label, side in (("current", current),
-                                                                               ("proposed", proposed))]
+    sides = [(label, (side.get("usage") or {}).get(pool))
+             for label, side in (("current", current), ("proposed", proposed))]
     sides = [(label, entry) for label, entry in sides if entry]
     horizon = max([e["series"][-1][0] for _l, e in sides] + [1.0])
     top = max([max(e["gpus"], max(v for _t, v in e["series"])) for _l, e in sides] + [1])
@@ -512,8 +512,8 @@ def usage_chart(pool, current, proposed):
         return top_y + height * (1.0 - float(v) / top)
 
     parts = ['<svg id="usage-%s" class="chart usage" xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
-             'role="img" aria-label="GPUs in use on pool %s">' % (_esc(pool), left + width + 110, top_y + height + 30,
-                                                                   _esc(pool)),
+             'role="img" aria-label="GPUs in use on pool %s">' % (
+                 _esc(pool), left + width + 110, top_y + height + 30, _esc(pool)),
              '<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#555"/>' % (left, y(0), left + width, y(0)),
              '<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#555"/>' % (left, top_y, left, y(0)),
              '<text x="%d" y="%.1f" font-size="11" text-anchor="end">%s</text>' % (left - 4, y(top) + 4, top),
