@@ -80,6 +80,7 @@ def test_a_usage_chart_per_pool_draws_a_step_path_per_design_beside_the_knee(pag
     cur, pro = paths["current"]["box"], paths["proposed"]["box"]
     assert abs(cur["h"] - 2 * pro["h"]) <= 1.5, (cur, pro)  # both from 0 GPUs: 8 against 4
     assert abs(cur["w"] - pro["w"] * 7560 / 14700.0) <= 1.5, (cur, pro)  # both from 0 s, to 7560 and 14700 s
+    assert pro["w"] >= 0.7 * chart["box"]["w"], (pro, chart["box"])  # the longer replay spans the plot's width
     width, height, pixels = opened.screenshot()
     scale = opened.device_pixel_ratio or 1
     for p in paths.values():  # the top of each step is painted in its design's colour
