@@ -105,8 +105,10 @@ def fleet_from_capture(record: dict, datacenter: str = "DC0") -> dict:
 
 # --- vSphere objects a user makes after the start (REST create specs, DRS overrides) ---------------------------
 
-def vm_class_bodies(record: dict, form: str = "devices") -> list[dict]:
-    """The create specs of the capture's VM classes (the class id as ``id``), in the REST form ``form``."""
+def vm_class_bodies(record: dict, form: str = "config_spec") -> list[dict]:
+    """The create specs of the capture's VM classes (the class id as ``id``), in the REST form ``form``: the
+    config_spec form by default, the one that carries a class's profiling setting (the devices form has no place
+    for it and refuses a class with profiling on)."""
     classes = record["vsphere"].get("vm_classes") or {}
     return [vmc.request_body(cid, classes[cid], form, create=True) for cid in sorted(classes)]
 

@@ -42,7 +42,13 @@ def test_vm_classes_become_create_specs(record):
         cls = classes[body["id"]]
         assert (body["cpu_count"], body["memory_MB"], body["memory_reservation"], body["description"]) == (
             cls["cpu_count"], cls["memory_mb"], cls["memory_reservation"], cls["description"])
-        assert [d["profile_name"] for d in body["devices"]["vgpu_devices"]] == cls["vgpu_profiles"]
+        changes = body["config_spec"]["deviceChange"]
+        assert [c["device"]["backing"]["vgpu"] for c in changes] == cls["vgpu_profiles"]
+        profiling = dict((o["key"], o["value"]) for o in body["config_spec"].get("extraConfig") or [])
+        assert profiling == ({"pciPassthru%d.cfg.enable_profiling" % i: "1" for i in range(len(changes))}
+                             if cls.get("profiling") else {})
+    assert any(classes[b["id"]].get("profiling") for b in bodies) and not all(
+        classes[b["id"]].get("profiling") for b in bodies), "the shipped capture has classes with and without profiling"
 
 
 def test_namespaces_take_the_new_simulators_ids_by_name(record):
