@@ -17,6 +17,10 @@ the calls of VMware's published bindings (vmware-vcenter 9.1.1.0) it is about:
 - ``image_only_driver``: on vSphere 9 a cluster managed by a vLCM image takes the NVIDIA host driver
   through its image only (vlcm_component); esxi_host_driver's direct install (InstallHostPatchV2) is
   refused there before any change, as it would leave the host out of compliance with the image.
+- ``vcenter_capacity``: vCenter's own vGPU capacity per profile, cluster and host,
+  ``DirectPathProfileManagerQueryCapacity`` (pyVmomi ``vim.DirectPathProfileManager``,
+  ``QueryDirectPathProfileCapacity``), read by gpu_capacity beside its own slots; before 9.0 the
+  ServiceContent names no DirectPathProfileManager and nothing is called.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -33,6 +37,9 @@ CAPABILITIES = (
     ("image_only_driver", (9, 0),
      "a cluster managed by a vLCM image takes the NVIDIA driver through its image only (vlcm_component); "
      "esxi_host_driver refuses a direct install there"),
+    ("vcenter_capacity", (9, 0),
+     "gpu_capacity reads vCenter's own vGPU capacity (DirectPathProfileManagerQueryCapacity) beside its slots; "
+     "before it none is read"),
 )
 
 SINCE = dict((name, since) for name, since, _what in CAPABILITIES)

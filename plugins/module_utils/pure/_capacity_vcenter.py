@@ -19,17 +19,17 @@ __metaclass__ = type
 
 from collections import OrderedDict
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._vm_class import api_version_tuple
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _api_capabilities as caps
 
-SINCE = (9, 0)
+SINCE = caps.SINCE["vcenter_capacity"]
 # (the collection's field, vCenter's field)
 FIELDS = (("total", "max"), ("used", "consumed"), ("free", "remaining"))
 
 
 def available(api_version):
-    """Whether a vCenter of ``api_version`` (About.apiVersion, '9.0.0.0') serves QueryCapacity."""
-    have = api_version_tuple(api_version) if api_version else ()
-    return bool(have) and have >= SINCE
+    """Whether a vCenter of ``api_version`` (About.apiVersion, '9.0.0.0') serves QueryCapacity (the
+    capability table's ``vcenter_capacity``)."""
+    return caps.supports(api_version, "vcenter_capacity")
 
 
 def not_available_message(api_version):

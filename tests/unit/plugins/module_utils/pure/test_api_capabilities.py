@@ -11,6 +11,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _api_capab
 def test_supervisor_summaries_by_version(version, expected):
     assert caps.supports(version, "supervisor_summaries") is expected
     assert caps.supports(version, "image_only_driver") is expected
+    assert caps.supports(version, "vcenter_capacity") is expected
 
 
 def test_an_unknown_capability_is_an_error():
