@@ -274,3 +274,38 @@ def test_the_per_gpu_view_and_ssh_come_in_the_one_host_retrieval():
     assert calls == ["clusters", "retrieve vim.HostSystem,vim.VirtualMachine"]
     host_props = seen[0][vim.HostSystem]
     assert {"config.graphicsInfo", "config.service", "config.lockdownMode"} <= set(host_props)
+
+
+def test_namespaces_come_in_the_same_retrieval_as_the_vms():
+    """With namespaces, the VM read takes each VM's resource pool and the pools' names and parents: a vGPU VM
+    under <root>/Namespaces/<ns> carries ns, one outside any namespace None; no retrieval is added."""
+    seen = []
+    pools = [ObjectProps(vim.ResourcePool("resgroup-1"), {"name": "Resources", "parent": vim.ClusterComputeResource("domain-c1")}),
+             ObjectProps(vim.ResourcePool("resgroup-2"), {"name": "Namespaces", "parent": vim.ResourcePool("resgroup-1")}),
+             ObjectProps(vim.ResourcePool("resgroup-3"), {"name": "team-a", "parent": vim.ResourcePool("resgroup-2")})]
+
+    def vm(moid, name, pool):
+        device = SimpleNamespace(backing=SimpleNamespace(vgpu="nvidia_h100-3-40c"))
+        return ObjectProps(vim.VirtualMachine(moid), {
+            "name": name, "runtime.host": vim.HostSystem("host-1"), "runtime.powerState": "poweredOn",
+            "config.hardware.device": [device], "config.uuid": moid, "resourcePool": vim.ResourcePool(pool)})
+
+    class Client(FakeClient):
+        def retrieve(self, specs, root=None):
+            seen.append(dict(specs))
+            out = FakeClient.retrieve(self, specs, root)
+            if vim.ClusterComputeResource in specs:
+                return out
+            out += [vm("vm-1", "tenant-vm", "resgroup-3"), vm("vm-2", "node-vm", "resgroup-1")]
+            return out + (pools if vim.ResourcePool in specs else [])
+
+    calls = Calls()
+    [record] = GpuInventory(Client(calls, [FULL])).read(gather=("vms",), namespaces=True)
+    assert calls == ["clusters", "retrieve vim.HostSystem,vim.ResourcePool,vim.VirtualMachine"]
+    assert "resourcePool" in seen[0][vim.VirtualMachine] and seen[0][vim.ResourcePool] == ["name", "parent"]
+    assert [(v["name"], v["namespace"]) for v in record["vgpu_vms"]] == [("node-vm", None), ("tenant-vm", "team-a")]
+    # without namespaces the read is as before
+    seen.clear()
+    [record] = GpuInventory(Client(Calls(), [FULL])).read(gather=("vms",))
+    assert vim.ResourcePool not in seen[0] and "resourcePool" not in seen[0][vim.VirtualMachine]
+    assert all("namespace" not in v for v in record["vgpu_vms"])
