@@ -207,3 +207,17 @@ def test_program_failure_reasons(kind, reason, ttft):
             server.close()
     assert failed.value.reason == reason, str(failed.value)
     assert (getattr(failed.value, "ttft", None) is not None) == bool(ttft)
+
+
+@pytest.mark.parametrize("value, words", [(0, "above 0"), (-1.5, "above 0"), ("soon", "not a number"),
+                                          (31536001, "above the maximum 31536000")])
+def test_the_designs_latency_bound_is_bounded(value, words):
+    from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_rules import validate  # pylint: disable=import-outside-toplevel
+    design = yaml.safe_load((ROOT / "examples" / "design.yml").read_text())
+    design["pools"][0]["slo"] = {"first_token_seconds": value}
+    errors = [f for f in validate(design) if f.severity == "error"]
+    mine = [f for f in errors if f.rule == "schema" and f.object == "pools.inference.slo.first_token_seconds"]
+    assert mine, [str(f) for f in errors]
+    assert words in mine[0].message, mine[0].message
+    design["pools"][0]["slo"] = {"first_token_seconds": 0.8}
+    assert not [f for f in validate(design) if f.severity == "error"]
