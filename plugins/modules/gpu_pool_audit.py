@@ -50,8 +50,10 @@ description:
     answers (login, service instance, license server, leases); the client configuration token that
     M(gpupool.vcf.dls_client_token) keeps for site.yml (O(token_dir)) exists and is valid beyond the
     renewal margin (O(renew_before_days)), for this appliance; every GPU node's vGPUs are licensed
-    (the DCGM exporter's vGPU license status, O(license_metric), value 1, through Prometheus at
-    O(prometheus_url); without it an C(info) finding says the check was not made); the appliance
+    (C(nvidia-smi -q) in the node's GPU Operator driver pod, see O(license_source), with the DCGM exporter's
+    vGPU license status, O(license_metric), value 1, through Prometheus at O(prometheus_url) as the second
+    source or, where no driver pod runs, the only one; with neither an C(info) finding says the check was
+    not made); the appliance
     holds at least one lease per GPU node (the guest's GPU nodes with O(kubeconfig), else the design's
     replicas).
   - The Kubernetes objects are expected as the roles write them from the inputs the design derives for
@@ -139,6 +141,20 @@ options:
     description: The vGPU license status metric (value 1 licensed), with the node in its C(Hostname) label.
     type: str
     default: DCGM_FI_DEV_VGPU_LICENSE_STATUS
+  license_source:
+    description:
+      - Where the C(licensing) link reads each GPU node's license state (with O(kubeconfig)).
+      - V(driver_pod) - C(nvidia-smi -q) in the node's GPU Operator driver pod (label
+        C(app.kubernetes.io/component=nvidia-driver) in the design's operator namespace, container
+        C(nvidia-driver-ctr)) through the pod exec API, the guest driver's own answer; the DCGM series, where
+        O(prometheus_url) is given, are a second source and a disagreement is reported. Needs
+        C(create) on C(pods/exec) in that namespace.
+      - V(dcgm) - the DCGM exporter's O(license_metric) only.
+      - V(auto) - V(driver_pod) where the operator namespace has driver pods, else V(dcgm) (a guest whose
+        driver is in its node image).
+    type: str
+    choices: [auto, driver_pod, dcgm]
+    default: auto
   request_timeout:
     description:
       - Seconds to wait for one request to a Kubernetes API (the C(vks) and C(guest) links), 1 or more.
@@ -300,6 +316,7 @@ ARGUMENT_SPEC = dict(
     token_dir=dict(type="path"),
     renew_before_days=dict(type="int", default=30, no_log=False),
     license_metric=dict(type="str", default=_audit_licensing.LICENSE_METRIC),
+    license_source=dict(type="str", choices=["auto", "driver_pod", "dcgm"], default="auto"),
     fail_on=dict(type="str", choices=["none", "error", "warning"], default="none"),
     vcenter=dict(type="str"),
     vcenter_results=dict(type="list", elements="dict"),

@@ -19,8 +19,9 @@ description:
     containers validate the driver, the container toolkit, CUDA and the device plugin, so Ready means every
     validation passed),
     C(advertised) (the pool's GPU resource in each node's allocatable),
-    C(licensed) (the vGPU license status the DCGM exporter exports, C(DCGM_FI_DEV_VGPU_LICENSE_STATUS), read
-    through Prometheus; skipped with a message when O(prometheus_url) is not given),
+    C(licensed) (each vGPU licensed as C(nvidia-smi -q) in the node's GPU Operator driver pod says, see
+    O(license_source); where no driver pod runs, the vGPU license status the DCGM exporter exports,
+    C(DCGM_FI_DEV_VGPU_LICENSE_STATUS), read through Prometheus; skipped with a message when neither is there),
     C(probe_pod) (a pod with the pool's node selector and tolerations and one GPU, pinned to those nodes,
     Running and Ready; it is removed afterwards) and
     C(first_token) (with O(inference_url), the time until the first streamed chunk of one OpenAI-compatible
@@ -92,6 +93,17 @@ options:
     description: The license status metric (value 1 licensed), with the node in its C(Hostname) label.
     type: str
     default: DCGM_FI_DEV_VGPU_LICENSE_STATUS
+  license_source:
+    description:
+      - Where the C(licensed) step reads each node's license state.
+      - V(driver_pod) - C(nvidia-smi -q) in the node's GPU Operator driver pod (label
+        C(app.kubernetes.io/component=nvidia-driver), in O(validator_namespace) or every namespace, container
+        C(nvidia-driver-ctr)) through the pod exec API; every vGPU it lists must be licensed and not expired.
+      - V(dcgm) - the DCGM exporter's O(license_metric) through Prometheus (skipped without O(prometheus_url)).
+      - V(auto) - V(driver_pod) where any driver pod exists when the step starts, else V(dcgm).
+    type: str
+    choices: [auto, driver_pod, dcgm]
+    default: auto
   probe_namespace:
     description: Namespace of the probe pod.
     type: str
@@ -207,6 +219,8 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._pool_ready_api im
 from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import (
     PromError, prom_client, prometheus_argument_spec,
 )
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._license_reader import read_node_licenses
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _guest_license as gl
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _pool_ready as pr
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._drain import nodes_of_vms
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
@@ -225,6 +239,7 @@ ARGUMENT_SPEC = dict(
     validator_namespace=dict(type="str"),
     skip=dict(type="list", elements="str", choices=list(pr.OPTIONAL), default=[]),
     license_metric=dict(type="str", default=pr.LICENSE_METRIC),
+    license_source=dict(type="str", choices=["auto", "driver_pod", "dcgm"], default="auto"),
     probe_namespace=dict(type="str", default="default"),
     probe_image=dict(type="str", default="busybox:1.36"),
     inference_url=dict(type="str"),
@@ -315,6 +330,13 @@ class PoolReady(Info):
     def _licensed(self, prom):
         return pr.licensed_check(prom.query(pr.license_query(self.names, self.p["license_metric"])), self.names)
 
+    def _driver_pods(self):
+        return self.api.list_pods(gl.DRIVER_SELECTOR, self.p["validator_namespace"])
+
+    def _licensed_guest(self):
+        readings = read_node_licenses(self.api.k8s, None, self.names, pods=self._driver_pods())
+        return gl.licensed_check(readings, self.names)
+
     def _probe(self):
         return pr.probe_check(self.api.read_pod(self.p["probe_namespace"], self.probe))
 
@@ -341,6 +363,8 @@ class PoolReady(Info):
             self._wait("advertised", self._advertised)
             if "licensed" in p["skip"]:
                 self.timeline.skipped("licensed", self.clock(), "skipped as asked")
+            elif p["license_source"] != "dcgm" and gl.use_driver_pods(p["license_source"], self._driver_pods()):
+                self._wait("licensed", self._licensed_guest)
             elif not p["prometheus_url"]:
                 self.timeline.skipped("licensed", self.clock(), "no prometheus_url: the license status is checked by "
                                       "the DCGM exporter's %s through Prometheus" % p["license_metric"])

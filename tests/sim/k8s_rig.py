@@ -182,6 +182,7 @@ class Rig:
         self.prometheus_url: str | None = None   # http://127.0.0.1:<port> with metrics=True
         self.dcgm_url: str | None = None
         self.dcgm_workload: Path | None = None    # the DCGM double's workload file (rewrite to change values)
+        self.kubelet_port: int | None = None      # kwok's kubelet API with pod_exec=True
 
     @property
     def env(self) -> dict:
@@ -207,6 +208,15 @@ class Rig:
 
     def apply(self, objs: list[dict]) -> None:
         _apply(self.api_client(), objs)
+
+    def exec_env(self, pod: str, namespace: str, env: dict) -> dict:
+        """The Exec (kwok.x-k8s.io/v1alpha1) that runs an exec into every container of pod `namespace/pod`
+        with `env` added to kwok's environment (a rig started with pod_exec=True); applied and returned."""
+        obj = {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Exec",
+               "metadata": {"name": pod, "namespace": namespace},
+               "spec": {"execs": [{"local": {"envs": [{"name": k, "value": str(v)} for k, v in env.items()]}}]}}
+        _apply(self.api_client(), [obj])
+        return obj
 
     def fault_proxy(self):
         """A fault-injecting HTTPS proxy in front of this rig's API server (tests/sim/k8s_proxy.py);
@@ -372,12 +382,15 @@ def _sweep_dead_rigs() -> None:
 def start(nodes_file: str | os.PathLike | None = None, kueue: bool = True, name: str | None = None,
           kubeconfig: str | os.PathLike | None = None, detach: bool = False,
           timeout: float = 120, metrics: bool = False, dcgm_workload: str | os.PathLike | None = None,
-          scrape_interval: str = "1s") -> Rig:
+          scrape_interval: str = "1s", pod_exec: bool = False) -> Rig:
     """Start a rig with fresh state under .sim/k8s/<name>/ (default: rig-<pid>-<n>) and return it once usable:
     API ready, every node Ready and untainted by the node controller, the default
     ServiceAccount present, Supervisor objects applied, Kueue (if asked) serving; with
     `metrics`, kube-state-metrics, the DCGM double (values from `dcgm_workload`) and Prometheus
-    scraping both every `scrape_interval`, both targets up."""
+    scraping both every `scrape_interval`, both targets up. With `pod_exec`, kwok serves the kubelet's
+    exec API (on 127.0.0.1, the nodes' InternalIP) and runs an exec into a pod as a local command, with
+    the environment of the pod's Exec (kwok.x-k8s.io/v1alpha1, :meth:`Rig.exec_env`) and the rig's
+    nvidia-smi double first on its PATH."""
     t0 = time.monotonic()
     missing = [b for b in BINARIES + (("kueue",) if kueue else ()) + (METRICS_BINARIES if metrics else ())
                if not (BIN / b).exists()]
@@ -408,7 +421,7 @@ def start(nodes_file: str | os.PathLike | None = None, kueue: bool = True, name:
     rig = Rig(data_dir, kubeconfig, server, procs, kueue)
     try:
         _start(rig, data_dir, pki, token, etcd_port, peer_port, api_port, nodes_file, kueue, detach,
-               timeout, t0)
+               timeout, t0, pod_exec)
         if metrics:
             _start_metrics(rig, detach, timeout, dcgm_workload, scrape_interval)
             rig.timings["metrics_s"] = round(time.monotonic() - t0, 2)
@@ -421,7 +434,7 @@ def start(nodes_file: str | os.PathLike | None = None, kueue: bool = True, name:
 
 
 def _start(rig, data_dir, pki, token, etcd_port, peer_port, api_port, nodes_file, kueue, detach,
-           timeout, t0):
+           timeout, t0, pod_exec=False):
     procs = rig.procs
     etcd_url = f"http://127.0.0.1:{etcd_port}"
     peer_url = f"http://127.0.0.1:{peer_port}"
@@ -441,7 +454,9 @@ def _start(rig, data_dir, pki, token, etcd_port, peer_port, api_port, nodes_file
         f"--service-account-signing-key-file={pki / 'sa.key'}",
         f"--service-cluster-ip-range={SERVICE_CIDR}", "--allow-privileged=true",
         "--endpoint-reconciler-type=none", "--enable-aggregator-routing=true",
-        "--profiling=false", f"--cert-dir={data_dir / 'apiserver-certs'}"], data_dir, detach)
+        "--profiling=false", f"--cert-dir={data_dir / 'apiserver-certs'}",
+        # exec, logs and port-forward go to the node's InternalIP (kwok's --node-ip)
+        "--kubelet-preferred-address-types=InternalIP"], data_dir, detach)
     ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
 
     def readyz():
@@ -460,12 +475,14 @@ def _start(rig, data_dir, pki, token, etcd_port, peer_port, api_port, nodes_file
         "--node-monitor-period=1s", "--concurrent-namespace-syncs=5"], data_dir, detach)
     procs["kube-scheduler"] = _spawn("kube-scheduler", [
         str(BIN / "kube-scheduler"), *common, "--secure-port=0"], data_dir, detach)
+    kwok_server, kwok_env = ["--node-ip=10.0.0.1", "--server-address="], None
+    if pod_exec:
+        kwok_server, kwok_env = _pod_exec_server(rig, data_dir, pki, timeout)
     procs["kwok"] = _spawn("kwok", [
         str(BIN / "kwok"), f"--kubeconfig={rig.kubeconfig}", f"--config={HERE / 'kwok-stages.yml'}",
         "--manage-all-nodes=false",
         f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
-        "--cidr=10.244.0.0/16", "--node-ip=10.0.0.1", "--node-lease-duration-seconds=40",
-        "--server-address="], data_dir, detach)
+        "--cidr=10.244.0.0/16", "--node-lease-duration-seconds=40", *kwok_server], data_dir, detach, kwok_env)
     api = rig.api_client()
     from kubernetes import client
     from kubernetes.client.rest import ApiException
@@ -567,6 +584,34 @@ def _start(rig, data_dir, pki, token, etcd_port, peer_port, api_port, nodes_file
             return True
 
         _wait("Kueue readyz and its CA in the CRDs", kueue_ready, timeout, procs, data_dir, interval=0.3)
+
+
+def _pod_exec_server(rig, data_dir, pki, timeout):
+    """kwok's flags and environment for serving exec: the Exec CRD (established before kwok watches it), a
+    TLS server on 127.0.0.1 (the nodes' InternalIP and kubelet port; the API server does not verify a
+    kubelet's certificate without --kubelet-certificate-authority), nvidia-smi first on its PATH."""
+    from kubernetes import client
+    api = rig.api_client()
+    crds = _yaml_objects(HERE / "crds" / "kwok-exec.yml")
+    _apply(api, crds)
+    ext = client.ApiextensionsV1Api(api)
+
+    def established():
+        conds = ext.read_custom_resource_definition(crds[0]["metadata"]["name"]).status.conditions or []
+        return any(c.type == "Established" and c.status == "True" for c in conds)
+
+    _wait("kwok Exec CRD", established, timeout, rig.procs, data_dir)
+    tools = data_dir / "exec-bin"
+    tools.mkdir(exist_ok=True)
+    smi = tools / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\nexec {sys.executable} {ROOT / 'tests' / 'sim' / 'nvidia_smi_double.py'} \"$@\"\n")
+    smi.chmod(0o755)
+    port = _free_port()
+    rig.kubelet_port = port
+    env = dict(os.environ, PATH=f"{tools}{os.pathsep}{os.environ.get('PATH', '')}")
+    return ["--node-ip=127.0.0.1", f"--node-port={port}", f"--server-address=127.0.0.1:{port}",
+            f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
+            "--enable-crds=Exec"], env
 
 
 def _http_json(url: str, timeout: float = 2):

@@ -19,7 +19,7 @@ import datetime
 from collections import OrderedDict
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._pool_ready import LICENSE_METRIC, LICENSED, license_by_node
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit, _guest_license
 
 
 _SITE = ("run site.yml (its licensing link composes a new token with dls_client_token and rotates the licensing "
@@ -52,6 +52,20 @@ RULES = OrderedDict([
                                                           "Prometheus.",
                                   "check the DCGM exporter pod on the node (GPU Operator dcgmExporter) and that "
                                   "Prometheus scrapes it")),
+    ("gpu_node_unlicensed_guest", ("error", "licensing", "Every vGPU of every GPU node is licensed, as nvidia-smi -q "
+                                                         "in the node's GPU Operator driver pod says.",
+                                   "check the licensing Secret the ClusterPolicy names (its gridd.conf and client "
+                                   "configuration token), the node's reach to the license service, and the driver "
+                                   "pod's log (nvidia-gridd)")),
+    ("gpu_node_license_unknown_guest", ("warning", "licensing", "Every GPU node runs a GPU Operator driver pod whose "
+                                                                "nvidia-smi -q answers with its vGPUs.",
+                                        "check the driver DaemonSet's pod on the node (GPU Operator driver), that it "
+                                        "is Running, and that the auditing credentials may create pods/exec in the "
+                                        "operator's namespace")),
+    ("license_sources_disagree", ("warning", "licensing", "The driver pod's nvidia-smi -q and the DCGM exporter's "
+                                                          "vGPU license status say the same of each GPU node.",
+                                  "trust nvidia-smi -q (the guest driver's own answer); check the DCGM exporter's "
+                                  "version and that its series carry the node in their Hostname label")),
     ("license_check_not_made", ("info", "licensing", "Without Prometheus the GPU nodes' licenses are not "
                                                      "checked, and the finding says so.",
                                 "give prometheus_url (the Prometheus that scrapes the GPU Operator's DCGM exporter, "
@@ -107,7 +121,7 @@ def design_gpu_nodes(derived):
 
 
 def audit_licensing(derived, dls=None, token=None, license_series=None, gpu_nodes=None, metric=None,
-                    renew_before_days=30, how_to_check=None):
+                    renew_before_days=30, how_to_check=None, guest_licenses=None):
     """Findings of the licensing link.
 
     ``dls``: {"where": "host:port", "error": text or None, "stage": where it failed, "license_server":
@@ -115,7 +129,9 @@ def audit_licensing(derived, dls=None, token=None, license_series=None, gpu_node
     :func:`token_state`); None - not read. ``license_series``: the Prometheus vector of the license
     metric; None - no Prometheus, ``how_to_check`` then says what would make the check.
     ``gpu_nodes``: the guest's GPU node names; None - unknown (the series' nodes are judged and the
-    design's replicas are the count of GPU nodes)."""
+    design's replicas are the count of GPU nodes). ``guest_licenses``: {node: reading} of
+    ``_guest_license.reading`` (nvidia-smi -q in each GPU node's driver pod); given, it is the source of each node's
+    findings and the DCGM series only a second source whose disagreement is named; None - not read."""
     out = []
     metric = metric or LICENSE_METRIC
     expected = len(gpu_nodes) if gpu_nodes is not None else design_gpu_nodes(derived)
@@ -151,6 +167,9 @@ def audit_licensing(derived, dls=None, token=None, license_series=None, gpu_node
             out.append(finding("client_token_other_appliance", obj, "the client configuration token at %s was made "
                                "for DLS %s:%s, not the audited appliance" % (
                                    token["path"], detail.get("dls_host"), detail.get("port"))))
+    if guest_licenses is not None:
+        out.extend(_guest_findings(guest_licenses, gpu_nodes, license_series, metric))
+        return out
     if license_series is None:
         out.append(finding("license_check_not_made", "gpu_nodes", "the GPU nodes' licenses were not checked: %s" % (
             how_to_check or "no Prometheus given"), metric=metric))
@@ -170,4 +189,25 @@ def audit_licensing(derived, dls=None, token=None, license_series=None, gpu_node
                                "GPU node %s: %d of %d vGPU(s) not licensed (%s %s); unlicensed vGPUs run "
                                "degraded" % (name, len(bad), len(got), metric,
                                              ", ".join(sorted(set("%g" % v for v in bad))))))
+    return out
+
+
+def _guest_findings(guest_licenses, gpu_nodes, license_series, metric):
+    """The GPU nodes' findings from the driver pods (nvidia-smi -q), the DCGM series the second source."""
+    out = []
+    values = license_by_node(license_series) if license_series is not None else {}
+    names = list(gpu_nodes) if gpu_nodes is not None else sorted(guest_licenses)
+    for name in names:
+        got = guest_licenses.get(name) or _guest_license.reading(None)
+        obj = "node %s" % name
+        if got["state"] == "unknown":
+            out.append(finding("gpu_node_license_unknown_guest", obj, "GPU node %s: its license state is unknown: %s" % (
+                name, got["message"])))
+        elif got["state"] == "unlicensed":
+            out.append(finding("gpu_node_unlicensed_guest", obj, "GPU node %s: nvidia-smi -q in driver pod %s: %s; "
+                               "unlicensed vGPUs run degraded" % (name, got["pod"], got["message"])))
+        if license_series is not None:
+            other = _guest_license.disagreement(got, values.get(name) or [])
+            if other:
+                out.append(finding("license_sources_disagree", obj, "GPU node %s: %s (%s)" % (name, other, metric)))
     return out

@@ -19,14 +19,16 @@ __metaclass__ = type
 import datetime
 import os
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit, _audit_licensing
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit, _audit_licensing, _guest_license
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._errors import ClientError
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure
 from ansible_collections.gpupool.vcf.plugins.module_utils.dls._reader import read_dls
 from ansible_collections.gpupool.vcf.plugins.module_utils.dls._token import read_token
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_reader import LINK_FAILURES, LinkError, k8s_client, read_guest
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_reader import read_vks, _read
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sError
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._library import HAS_KUBERNETES
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._license_reader import list_driver_pods, read_node_licenses
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._node_reader import read_nodes
 from ansible_collections.gpupool.vcf.plugins.module_utils.prometheus._prom import PromError, prom_client
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._pool_reader import read_esxi, read_pool_classes
@@ -52,8 +54,18 @@ def read_licensing(p, derived):
                                                            p["dls_port"])
         state["token"] = dict(path=path, state=token_state, detail=detail)
     if p["kubeconfig"]:
-        nodes = read_nodes(k8s_client(p["kubeconfig"], p["context"], p["request_timeout"]), _read)
+        k8s = k8s_client(p["kubeconfig"], p["context"], p["request_timeout"])
+        nodes = read_nodes(k8s, _read)
         state["gpu_nodes"] = _audit_licensing.gpu_node_names(derived, nodes)
+        source = p.get("license_source") or "auto"
+        if source != "dcgm":
+            namespace = _audit.role_inputs(derived, "gpu_operator").get("gpu_operator_namespace") or "gpu-operator"
+            try:
+                pods = list_driver_pods(k8s, namespace)
+            except K8sError as exc:
+                raise LinkError("could not read the GPU Operator driver pods in namespace %s: %s" % (namespace, exc))
+            if _guest_license.use_driver_pods(source, pods):
+                state["guest_licenses"] = read_node_licenses(k8s, namespace, state["gpu_nodes"], pods=pods)
     if p["prometheus_url"]:
         prom = prom_client(p, p["request_timeout"])
         try:

@@ -4,7 +4,7 @@ import pathlib
 
 import yaml
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit, _audit_licensing, _audit_report
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit, _audit_licensing, _audit_report, _guest_license
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
 
 ROOT = pathlib.Path(__file__).resolve().parents[5]
@@ -150,6 +150,9 @@ def test_every_licensing_finding_carries_its_tables_fix():
               healthy(dls=dict(where="dls.example.com:443", error=None, stage=None, license_server="ls-1", leases=[])),
               healthy(license_series=series(**{"gpu-1": ["0"]})), healthy(license_series=None, metric="MY_METRIC")]
     states += [healthy(token=dict(token, state=state)) for state in ("missing", "expired", "expiring", "other_appliance")]
+    unlicensed = _guest_license.reading({"metadata": {"name": "d"}}, output="GPU 00000000:02:00.0\n"
+                                        "    vGPU Software Licensed Product\n        License Status : Unlicensed\n")
+    states.append(healthy(guest_licenses={"gpu-1": unlicensed}))  # gpu-2 runs no driver pod; DCGM disagrees on gpu-1
     seen = set()
     for state in states:
         for f in _audit_licensing.audit_licensing(DERIVED, **state):
