@@ -17,7 +17,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 from ansible.plugins.filter.core import to_nice_yaml
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _k8s_objects
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _driver_upgrade, _k8s_objects
 
 
 def _inputs(role, inputs):
@@ -48,6 +48,11 @@ def cluster_policy_spec(inputs):
 
 def dcgm_metrics_config_map(inputs):
     return _built("dcgm_metrics_config_map", _k8s_objects.dcgm_metrics_config_map, _inputs("gpu_operator", inputs))
+
+
+def driver_upgrade_values(inputs):
+    op = _inputs("gpu_operator", inputs)
+    return _built("driver_upgrade_values", _driver_upgrade.chart_values, op.get("gpu_operator_driver_upgrade"))
 
 
 def guest_driver_refusal(inputs):
@@ -114,6 +119,7 @@ class FilterModule(object):
             "cluster_policy_spec": cluster_policy_spec,
             "dcgm_metrics_config_map": dcgm_metrics_config_map,
             "guest_driver_refusal": guest_driver_refusal,
+            "driver_upgrade_values": driver_upgrade_values,
             "mig_strategy_change": mig_strategy_change,
             "gpu_workloads": gpu_workloads,
             "tenant_namespace": tenant_namespace,

@@ -72,6 +72,7 @@ MARKER_TABLE = (
     ("*k8s*", ("guest",)),
     ("*drain*", ("guest",)),
     ("*device_plugin*", ("guest",)),
+    ("*driver_upgrade*", ("guest",)),
     ("*pool_ready*", ("guest",)),
     ("*kueue*", ("guest",)),
     ("*game_day*", ("guest",)),

@@ -60,3 +60,10 @@ def read_crd_names(params):
     except K8sError as exc:
         return dict(error=str(exc))
     return dict(crds=sorted(c.metadata.name for c in crds.items or []))
+
+
+def list_nodes(k8s, label_selector=None):
+    """The nodes (of `label_selector`, a label selector string) as plain dicts."""
+    from kubernetes import client
+    found = k8s.call(client.CoreV1Api(k8s.api).list_node, label_selector=label_selector or "")
+    return k8s.api.sanitize_for_serialization(found).get("items") or []

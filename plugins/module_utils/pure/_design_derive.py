@@ -420,6 +420,9 @@ def _guest_roles(d):
         ("gpu_operator_time_slicing", _time_slicing(d)),
         ("gpu_operator_device_plugin_config_name", guest["time_slicing_config"]),
         ("gpu_operator_licensing_secret_name", licensing["secret_name"]),
+        ("gpu_operator_driver_upgrade", OrderedDict(
+            (k, guest["driver_upgrade"][k]) for k in ("max_parallel", "drain_timeout_s", "honour_pdbs",
+                                                      "step_timeout_s"))),
     ])
     nls_licensing = OrderedDict([
         ("nls_licensing_operator_namespace", guest["operator_namespace"]),

@@ -110,6 +110,9 @@ RULES = OrderedDict([
                                    "the guest link refuses to install the operator).")),
     ("guest_driver_matches_host", (ERROR, "The guest driver belongs to the vGPU software release of every cluster's "
                                           "host driver (the Virtual GPU Manager), or to one NVIDIA supports with it.")),
+    ("driver_upgrade_keeps_pools", (WARNING, "A guest driver upgrade leaves a node of every multi-node pool "
+                                             "serving: the upgrade policy takes fewer nodes at a time than a pool "
+                                             "has.")),
     ("mig_strategy_vgpu", (ERROR, "The GPU Operator's mig.strategy is not mixed: inside a vGPU VM every vGPU, "
                                   "fractional or MIG-backed, is a plain nvidia.com/gpu.")),
     ("graphics_shared_direct", (ERROR, "vGPU hosts use the Shared Direct graphics type.")),

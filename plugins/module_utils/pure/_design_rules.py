@@ -771,6 +771,22 @@ def _rule_guest_driver_set(ctx):
                       "pull Secret>}" % (", %s for %s" % (guest, host.split("-")[0]) if guest else ""))
 
 
+def _rule_driver_upgrade_keeps_pools(ctx):
+    parallel = ((ctx.d.get("guest") or {}).get("driver_upgrade") or {}).get("max_parallel")
+    if not isinstance(parallel, int):
+        return
+    for pool in ctx.d["pools"]:
+        nodes = (pool.get("node_pool") or {}).get("replicas")
+        if not isinstance(nodes, int) or nodes < 2 or 0 < parallel < nodes:
+            continue
+        yield Finding("driver_upgrade_keeps_pools", _pool_object(pool),
+                      "guest.driver_upgrade.max_parallel %s lets a guest driver upgrade drain all %d nodes of pool "
+                      "%s at once: its pods have nowhere to run until a node is done" % (
+                          parallel if parallel else "0 (no limit)", nodes, pool.get("name")),
+                      "set guest.driver_upgrade.max_parallel below %d (1, the default, upgrades one node at a "
+                      "time)" % nodes)
+
+
 def _rule_guest_driver_matches_host(ctx):
     driver = (ctx.d.get("guest") or {}).get("driver")
     guest = (driver or {}).get("version")
@@ -1089,6 +1105,7 @@ _RULE_FUNCS = OrderedDict([
     ("driver_versions_mixed", _rule_driver_versions_mixed),
     ("guest_driver_set", _rule_guest_driver_set),
     ("guest_driver_matches_host", _rule_guest_driver_matches_host),
+    ("driver_upgrade_keeps_pools", _rule_driver_upgrade_keeps_pools),
     ("mig_strategy_vgpu", _rule_mig_strategy_vgpu),
     ("graphics_shared_direct", _rule_graphics_shared_direct),
     ("scheduler_valid", _rule_scheduler_valid),

@@ -545,6 +545,26 @@ DESIGN_SCHEMA = {
                                                        "design); null - none."},
                     },
                 },
+                "driver_upgrade": {
+                    "type": "dict", "default": {},
+                    "description": "How the GPU Operator's upgrade controller rolls a guest driver change over the "
+                                   "GPU nodes (ClusterPolicy driver.upgradePolicy).",
+                    "options": {
+                        "max_parallel": {"type": "int", "default": 1, "min": 0, "max": 1000,
+                                         "description": "Nodes upgraded at a time (maxParallelUpgrades and "
+                                                        "maxUnavailable); 0 - every node at once."},
+                        "drain_timeout_s": {"type": "int", "default": 300, "min": 1, "max": 86400,
+                                            "description": "Seconds the controller tries to drain a node (and to "
+                                                           "delete its GPU pods) before it marks the node "
+                                                           "upgrade-failed."},
+                        "honour_pdbs": {"type": "bool", "default": True,
+                                        "description": "Drain through evictions PodDisruptionBudgets may refuse "
+                                                       "(drain.force and podDeletion.force false); false - force."},
+                        "step_timeout_s": {"type": "int", "default": 900, "min": 1, "max": 86400,
+                                           "description": "Seconds the gpu_operator role lets a node stay in one "
+                                                          "upgrade state before it stops and names the node."},
+                    },
+                },
                 "operator_namespace": {"type": "str", "default": "gpu-operator", "max_len": NAME_MAX,
                                        "description": "Namespace of the GPU Operator."},
                 "time_slicing_config": {"type": "str", "default": "gpupool-time-slicing", "max_len": NAME_MAX,

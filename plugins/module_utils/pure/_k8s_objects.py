@@ -15,6 +15,8 @@ import copy
 import json
 import re
 
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _driver_upgrade
+
 # The roles' defaults for the inputs derive() does not set (a unit test holds them equal to
 # roles/*/defaults/main.yml), so the audit expects what a converge with those inputs writes.
 
@@ -52,6 +54,8 @@ ROLE_DEFAULTS = {
             {"field": "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "type": "gauge",
              "help": "Share of cycles the tensor pipe is busy (profiling)."},
         ],
+        "gpu_operator_driver_upgrade": {"max_parallel": 1, "drain_timeout_s": 300, "honour_pdbs": True,
+                                        "step_timeout_s": 900},
         "gpu_operator_dcgm_pod_labels": True,
         "gpu_operator_dcgm_pod_label_allowlist": ["^app$", "^app\\.kubernetes\\.io/name$", "^gpupool\\.vcf/.*$",
                                                   "^kueue\\.x-k8s\\.io/queue-name$"],
@@ -159,6 +163,8 @@ def cluster_policy_fields(op, licensing_secret=None):
     driver.append((("driver", "licensingConfig", "nlsEnabled"), True))
     if licensing_secret is not None:
         driver.append((("driver", "licensingConfig", "secretName"), licensing_secret))
+    # the upgrade controller's policy: one node at a time, PDBs honoured unless the design says otherwise
+    driver += _driver_upgrade.cluster_policy_fields(op.get("gpu_operator_driver_upgrade"))
     out = driver + [(("mig", "strategy"), op["gpu_operator_mig_strategy"])]
     out += dcgm_exporter_fields(op)
     if op.get("gpu_operator_time_slicing"):

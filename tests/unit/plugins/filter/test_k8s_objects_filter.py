@@ -37,8 +37,18 @@ def test_cluster_policy_spec():
     assert f.cluster_policy_spec({"gpu_operator_licensing_secret_name": "lic", "gpu_operator_driver_version": "1",
                                   "gpu_operator_dcgm_metrics": [], "gpu_operator_dcgm_pod_labels": False}) == {
         "driver": {"enabled": True, "repository": "nvcr.io/nvidia", "image": "driver", "version": "1",
-                   "licensingConfig": {"nlsEnabled": True, "secretName": "lic"}},
+                   "licensingConfig": {"nlsEnabled": True, "secretName": "lic"},
+                   "upgradePolicy": {"autoUpgrade": True, "maxParallelUpgrades": 1, "maxUnavailable": 1,
+                                     "podDeletion": {"force": False, "timeoutSeconds": 300},
+                                     "drain": {"enable": True, "force": False, "timeoutSeconds": 300}}},
         "mig": {"strategy": "single"}}
+
+
+def test_driver_upgrade_values_in_the_charts_names():
+    values = f.driver_upgrade_values({"gpu_operator_driver_upgrade": {"max_parallel": 0, "honour_pdbs": False}})
+    assert values["maxParallelUpgrades"] == 0 and values["maxUnavailable"] == "100%"
+    assert values["gpuPodDeletion"] == {"force": True, "timeoutSeconds": 300, "deleteEmptyDir": False}
+    assert values["drain"]["force"] is True and "podDeletion" not in values
 
 
 def test_tenant_namespace():

@@ -290,7 +290,14 @@ def chart_cluster_policy(api):
         "metadata": {"name": "cluster-policy", "resourceVersion": "3", "uid": "cp-1", "labels": {"app": "gpu-operator"}},
         "spec": {"driver": {"enabled": True, "repository": "nvcr.io/nvidia", "image": "driver", "version": "535.0",
                             "licensingConfig": {"nlsEnabled": True, "secretName": "licensing-config-0a"},
-                            "useOpenKernelModules": False},
+                            "useOpenKernelModules": False,
+                            # the chart's default values (values.yaml): drain off, a quarter of the nodes at once
+                            "upgradePolicy": {"autoUpgrade": True, "maxParallelUpgrades": 1, "maxUnavailable": "25%",
+                                              "waitForCompletion": {"timeoutSeconds": 0},
+                                              "podDeletion": {"force": False, "timeoutSeconds": 300,
+                                                              "deleteEmptyDir": False},
+                                              "drain": {"enable": False, "force": False, "timeoutSeconds": 300,
+                                                        "deleteEmptyDir": False}}},
                  "mig": {"strategy": "single"}, "migManager": {"enabled": False},
                  "dcgmExporter": {"enabled": True, "enablePodLabels": True, "config": {"name": "gpupool-dcgm-metrics"},
                                   "podLabelAllowlistRegex": ["^app$"]},
@@ -331,15 +338,20 @@ def test_cluster_policy_fields_are_merge_patched_one_by_one_others_never_touched
     assert api.versions == {"ClusterPolicy": "nvidia.com/v1"}
     assert [(c["field"], c["before"], c["after"]) for c in predicted["changes"]] == [
         ("spec.driver.version", "535.0", "550.127.05"),
+        # the role's upgrade policy over the chart's defaults: one node at a time, drained
+        ("spec.driver.upgradePolicy.maxUnavailable", "25%", 1),
+        ("spec.driver.upgradePolicy.drain.enable", False, True),
         ("spec.dcgmExporter.podLabelAllowlistRegex", ["^app$"], [
             "^app$", "^app\\.kubernetes\\.io/name$", "^gpupool\\.vcf/.*$", "^kueue\\.x-k8s\\.io/queue-name$"])]
     done = run(priority_classes=[], tenants=[], kinds=["ClusterPolicy"], gpu_operator=OPERATOR)
     assert done["changes"] == predicted["changes"]
     [patch] = [c for c in api.calls if c[0] == "patch"]
-    assert patch[4] == {"spec": {"driver": {"version": "550.127.05"}, "dcgmExporter": {
-        "podLabelAllowlistRegex": predicted["changes"][1]["after"]}}}
+    assert patch[4] == {"spec": {"driver": {"version": "550.127.05", "upgradePolicy": {
+        "maxUnavailable": 1, "drain": {"enable": True}}}, "dcgmExporter": {
+        "podLabelAllowlistRegex": predicted["changes"][3]["after"]}}}
     live = api.store[("ClusterPolicy", "", "cluster-policy")]
     assert live["spec"]["driver"]["useOpenKernelModules"] is False and live["spec"]["migManager"] == {"enabled": False}
+    assert live["spec"]["driver"]["upgradePolicy"]["drain"]["deleteEmptyDir"] is False  # the chart's, kept
     assert "app.kubernetes.io/managed-by" not in live["metadata"]["labels"]  # the chart's: never labelled
     assert not run(priority_classes=[], tenants=[], kinds=["ClusterPolicy"], gpu_operator=OPERATOR, adopt=True)["changed"]
 

@@ -77,7 +77,10 @@ def test_design_without_guest_driver_is_guest_driver_missing():
     # what the chart left: its data-center driver
     cp = {"exists": True, "spec": {"driver": {"enabled": True, "repository": "nvcr.io/nvidia", "image": "driver",
                                               "version": "570.124.06", "licensingConfig": {
-                                                  "nlsEnabled": True, "secretName": SECRET}},
+                                                  "nlsEnabled": True, "secretName": SECRET},
+                                              # the role's upgrade policy (judged in test_driver_upgrade)
+                                              "upgradePolicy": objs.cluster_policy_spec(_audit_guest.guest_inputs(
+                                                  derived)[0])["driver"]["upgradePolicy"]},
                                    "mig": {"strategy": "single"},
                                    "dcgmExporter": objs.cluster_policy_spec(_audit_guest.guest_inputs(derived)[0])["dcgmExporter"],
                                    "devicePlugin": {"config": {"name": "gpupool-time-slicing", "default": "default"}}}}

@@ -23,7 +23,10 @@ def test_pull_secrets_are_a_field_the_role_sets_and_the_audit_checks():
     spec = objs.cluster_policy_spec(given)
     assert spec["driver"] == {"enabled": True, "repository": "registry.example.com/nvaie", "image": "vgpu-guest-driver",
                               "version": "550.90.07", "imagePullSecrets": ["nvaie-registry"],
-                              "licensingConfig": {"nlsEnabled": True, "secretName": ""}}
+                              "licensingConfig": {"nlsEnabled": True, "secretName": ""},
+                              "upgradePolicy": {"autoUpgrade": True, "maxParallelUpgrades": 1, "maxUnavailable": 1,
+                                                "podDeletion": {"force": False, "timeoutSeconds": 300},
+                                                "drain": {"enable": True, "force": False, "timeoutSeconds": 300}}}
     assert (("driver", "imagePullSecrets"), ["nvaie-registry"]) in objs.cluster_policy_fields(given)
     # none given: the chart leaves the field out, so neither the role nor the audit names it
     assert "imagePullSecrets" not in objs.cluster_policy_spec(op())["driver"]

@@ -29,6 +29,12 @@ def test_nested():
         "a": {"b": 1, "c": {"d": "x"}}, "e": []}
 
 
+# the role's default upgrade policy (one node at a time, drained, PDBs honoured) as the CRD names it
+UPGRADE = {"autoUpgrade": True, "maxParallelUpgrades": 1, "maxUnavailable": 1,
+           "podDeletion": {"force": False, "timeoutSeconds": 300},
+           "drain": {"enable": True, "force": False, "timeoutSeconds": 300}}
+
+
 def op(**given):
     # the DCGM exporter fields are held by test_cluster_policy_objects
     return objs.role_inputs("gpu_operator", dict({"gpu_operator_dcgm_metrics": [], "gpu_operator_dcgm_pod_labels": False},
@@ -38,7 +44,7 @@ def op(**given):
 def test_cluster_policy_spec_defaults():
     assert objs.cluster_policy_spec(op()) == {
         "driver": {"enabled": True, "repository": "nvcr.io/nvidia", "image": "driver",
-                   "licensingConfig": {"nlsEnabled": True, "secretName": ""}},
+                   "licensingConfig": {"nlsEnabled": True, "secretName": ""}, "upgradePolicy": UPGRADE},
         "mig": {"strategy": "single"}}
 
 
@@ -48,7 +54,8 @@ def test_cluster_policy_spec_holds_the_audited_fields():
                gpu_operator_time_slicing={"ts": {"replicas": 4}})
     assert objs.cluster_policy_spec(given) == {
         "driver": {"enabled": False, "repository": "nvcr.io/nvidia", "image": "driver", "version": "550.90.05",
-                   "licensingConfig": {"nlsEnabled": True, "secretName": "licensing-config-abc"}},
+                   "licensingConfig": {"nlsEnabled": True, "secretName": "licensing-config-abc"},
+                   "upgradePolicy": UPGRADE},
         "mig": {"strategy": "mixed"},
         "devicePlugin": {"config": {"name": "gpupool-device-plugin-config", "default": "default"}}}
     # the audit's fields (no Secret: it is judged apart) are in the spec the role writes
@@ -72,7 +79,8 @@ def test_cluster_policy_spec_extra_values_win_for_its_fields_only():
                                        gpu_operator_time_slicing={"ts": {"replicas": 2}})) == {
         "driver": {"enabled": True, "repository": "registry.example.com/nvidia", "image": "driver",
                    "imagePullSecrets": ["pull"],
-                   "licensingConfig": {"nlsEnabled": True, "secretName": "s", "configMapName": "gridd"}},
+                   "licensingConfig": {"nlsEnabled": True, "secretName": "s", "configMapName": "gridd"},
+                   "upgradePolicy": UPGRADE},
         "mig": {"strategy": "mixed", "other": 1},
         "devicePlugin": {"config": {"name": "theirs", "default": "default"}}}
     # no time-slicing: no devicePlugin field, whatever the extra values say
