@@ -94,6 +94,9 @@ RULES = OrderedDict([
     ("notebook_preemptible", (ERROR, "Notebooks run on a priority that inference and training preempt.")),
     ("inference_above_preemptible", (ERROR, "Every inference pool's PriorityClass ranks above every "
                                             "preemptible pool's, so the scheduler and Kueue evict those for it.")),
+    ("checkpoint_declared", (ERROR, "Every preemptible training pool declares how its jobs checkpoint and how "
+                                    "a resume is checked (pools[].checkpoint: one volume, one resume check), or "
+                                    "says why not (pools[].waivers.checkpoint_declared).")),
     ("multi_gpu_gang_scheduled", (ERROR, "Every pool whose jobs take more than one GPU is Kueue gang-scheduled "
                                          "and its gangs can be admitted (fit the pool, a tenant has a LocalQueue).")),
     ("notebooks_best_effort", (WARNING, "A time-sliced notebook pool's cluster runs the best effort vGPU "

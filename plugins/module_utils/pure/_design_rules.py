@@ -515,10 +515,48 @@ def _rule_inference_above_preemptible(ctx):
                                                                      ["value"]), other["name"]))
 
 
-def _waived(cluster, rule):
-    """Whether the cluster waives ``rule`` with a reason (``waivers.<rule>``)."""
-    reason = (cluster.get("waivers") or {}).get(rule)
+def _waived(obj, rule):
+    """Whether the cluster (or pool) waives ``rule`` with a reason (``waivers.<rule>``)."""
+    reason = (obj.get("waivers") or {}).get(rule)
     return isinstance(reason, str) and bool(reason.strip())
+
+
+RESUME_CHECKS = ("annotation", "condition", "command")
+
+
+def _rule_checkpoint_declared(ctx):
+    """A preemptible training pool is evicted by Kueue whenever inference (or a higher class) needs its
+    quota: without a checkpoint its jobs start over, and a game day has nothing to check. A declared
+    checkpoint names one volume (a claim, or a claim per job) and one resume check."""
+    priorities = ctx.d["priorities"]
+    for pool in ctx.d["pools"]:
+        ckpt = pool.get("checkpoint")
+        if ckpt is None:
+            if pool.get("shape") == "training" and preemptible(pool, priorities) \
+                    and not _waived(pool, "checkpoint_declared"):
+                yield Finding("checkpoint_declared", _pool_object(pool),
+                              "training pool %s is preemptible (priority %s) and declares no checkpoint: a job "
+                              "Kueue evicts for a higher class starts over, and nothing says how to check that "
+                              "it resumed" % (pool.get("name"), pool.get("priority")),
+                              "declare pools.%s.checkpoint (claim or claim_template, and resume_check), or say "
+                              "why not in pools.%s.waivers.checkpoint_declared" % (pool.get("name"), pool.get("name")))
+            continue
+        problems, fixes = [], []
+        volumes = [k for k in ("claim", "claim_template") if ckpt.get(k)]
+        if len(volumes) != 1:
+            problems.append("names %s" % (" and ".join(volumes) if volumes else "no volume"))
+            fixes.append("give exactly one of claim and claim_template")
+        elif volumes == ["claim_template"] and "{job}" not in ckpt["claim_template"]:
+            problems.append("claim_template %s has no {job}: every job would share one claim" % ckpt["claim_template"])
+            fixes.append("put {job} in claim_template (ckpt-{job}), or give the shared claim as claim")
+        checks = [k for k in RESUME_CHECKS if (ckpt.get("resume_check") or {}).get(k)]
+        if len(checks) != 1:
+            problems.append("resume_check has %s" % (" and ".join(checks) if checks else "none of annotation, "
+                                                    "condition, command"))
+            fixes.append("give exactly one of resume_check.annotation, condition and command")
+        if problems:
+            yield Finding("checkpoint_declared", "%s.checkpoint" % _pool_object(pool),
+                          "the checkpoint of pool %s %s" % (pool.get("name"), "; ".join(problems)), "; ".join(fixes))
 
 
 def _rule_gpu_vms_pinned(ctx):
@@ -1094,6 +1132,7 @@ _RULE_FUNCS = OrderedDict([
     ("training_multi_gpu", _rule_training_multi_gpu),
     ("notebook_preemptible", _rule_notebook_preemptible),
     ("inference_above_preemptible", _rule_inference_above_preemptible),
+    ("checkpoint_declared", _rule_checkpoint_declared),
     ("multi_gpu_gang_scheduled", _rule_multi_gpu_gang_scheduled),
     ("notebooks_best_effort", _rule_notebooks_best_effort),
     ("node_pool_gpu_taint", _rule_node_pool_gpu_taint),

@@ -439,6 +439,57 @@ DESIGN_SCHEMA = {
                                                                "no latency SLO."},
                     },
                 },
+                "checkpoint": {
+                    "type": "dict", "default": None,
+                    "description": "How the pool's jobs checkpoint and how a resume is checked: the volume the "
+                                   "checkpoints live on and the sign a resumed job gives (gpu_game_day checks it "
+                                   "after a Kueue preemption). A preemptible training pool needs one (rule "
+                                   "checkpoint_declared). null - not declared.",
+                    "options": {
+                        "claim": {"type": "str", "default": None, "max_len": NAME_MAX,
+                                  "description": "PersistentVolumeClaim the pool's jobs checkpoint to (one claim "
+                                                 "for all of them); null - claim_template."},
+                        "claim_template": {"type": "str", "default": None, "max_len": NAME_MAX,
+                                           "description": "Name of a claim per job, {job} standing for the Job's "
+                                                          "name (ckpt-{job}); null - claim. Exactly one of claim "
+                                                          "and claim_template."},
+                        "mount_path": {"type": "str", "default": "/checkpoints", "max_len": 4096,
+                                       "description": "Where the jobs' containers mount the claim."},
+                        "resume_check": {
+                            "type": "dict", "required": True,
+                            "description": "How to tell that a job resumed from its checkpoint: exactly one of "
+                                           "annotation, condition and command.",
+                            "options": {
+                                "annotation": {"type": "str", "default": None, "max_len": LABEL_KEY_MAX,
+                                               "description": "Job annotation the job sets when it resumed from "
+                                                              "a checkpoint (its value: the step it resumed "
+                                                              "from); the check passes when the resumed job "
+                                                              "carries it with a value it did not have before."},
+                                "condition": {"type": "str", "default": None, "max_len": NAME_MAX,
+                                              "description": "Job status condition type the job sets True when "
+                                                             "it resumed from a checkpoint; the check passes "
+                                                             "when it turned True after the preemption."},
+                                "command": {"type": "str", "default": None, "max_len": TEXT_MAX,
+                                            "description": "Shell command run once per preempted job on the "
+                                                           "machine that plays the game day, with the job and "
+                                                           "its resumed pod in its environment "
+                                                           "(GAME_DAY_NAMESPACE, GAME_DAY_JOB, GAME_DAY_POD: "
+                                                           "kubectl exec into it); exit status 0 - resumed."},
+                            },
+                        },
+                    },
+                },
+                "waivers": {
+                    "type": "dict", "default": {},
+                    "description": "Seed rules this pool departs from on purpose, each with the reason (the rule "
+                                   "then reports nothing).",
+                    "options": {
+                        "checkpoint_declared": {"type": "str", "default": None, "max_len": TEXT_MAX,
+                                                "description": "Why this preemptible training pool declares no "
+                                                               "checkpoint (its jobs are short, or restart from "
+                                                               "the start on purpose); null - no waiver."},
+                    },
+                },
                 "model": {
                     "type": "dict", "default": {}, "description": "Declared model size (inference).",
                     "options": {

@@ -27,6 +27,7 @@ import re
 from collections import OrderedDict
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _nvidia
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_capacity import preemptible
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import gpu_resource
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names import node_pool_labels, node_pool_taints
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_schema import DEFAULT_PRIORITIES, DEFAULT_PRIORITY
@@ -40,6 +41,7 @@ SHAPE_BY_SHARING = dict(mig="inference", full_card="training", time_sliced="note
 # the descriptions derive() writes when the design gives none
 PLATFORM_TEXT = "gpupool platform namespace of VKS cluster %s"
 TENANT_TEXT = "gpupool tenant %s"
+CHECKPOINT_UNSEEN = "found by gpu_pool_discover, which cannot see how the jobs checkpoint: declare checkpoint or give the reason"
 
 
 def pool_description(pool):
@@ -279,6 +281,25 @@ def discover(hosts, vm_classes, namespaces, storage_policies=None, drs=None, nam
             tenant["limits"] = limits
         out_tenants.append(tenant)
     design["tenants"] = out_tenants
+    waive_unseen_checkpoints(design, notes)
+    return design, notes
+
+
+def waive_unseen_checkpoints(design, notes):
+    """The platform does not say how a training pool's jobs checkpoint: a pool preemptible under the design's
+    priorities (the defaults merged with ``design["priorities"]``) gets the waiver of rule checkpoint_declared
+    with a placeholder reason and a note, as an unpinned cluster gets ``waivers.gpu_vms_pinned``."""
+    priorities = OrderedDict((k, dict(v)) for k, v in DEFAULT_PRIORITIES.items())
+    for name, entry in (design.get("priorities") or {}).items():
+        priorities[name] = dict(priorities.get(name) or {}, **entry)
+    for i, pool in enumerate(design.get("pools") or []):
+        if pool.get("shape") != "training" or pool.get("checkpoint") or (pool.get("waivers") or {}).get(
+                "checkpoint_declared"):
+            continue
+        if preemptible(dict(pool, priority=_pool_priority(pool)), priorities):
+            pool.setdefault("waivers", OrderedDict())["checkpoint_declared"] = CHECKPOINT_UNSEEN
+            notes[("pools", i, "waivers")] = ("a preemptible training pool: declare checkpoint (claim or "
+                                              "claim_template, resume_check) and drop the waiver, or give the reason")
     return design, notes
 
 
@@ -458,6 +479,7 @@ def apply_guest(design, notes, guest):
             guest_out["culling"] = out
     if not guest_out:
         design.pop("guest")
+    waive_unseen_checkpoints(design, notes)  # the live PriorityClasses may make another pool preemptible
     return design, notes
 
 

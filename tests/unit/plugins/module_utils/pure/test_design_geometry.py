@@ -47,6 +47,8 @@ def add_cluster(d, name, model, hosts, per_host):
 def add_pool(d, name, cluster_name, shape, sharing, profile, replicas, gpus_per_node=1, **extra):
     p = dict(name=name, shape=shape, cluster=cluster_name, sharing=sharing, vgpu_profile=profile,
              gpus_per_node=gpus_per_node, vm_class={"cpu": 8, "memory_gb": 64}, node_pool={"replicas": replicas})
+    if shape == "training":  # preemptible on gpu-training: rule checkpoint_declared wants its checkpoint
+        p["checkpoint"] = {"claim_template": "ckpt-{job}", "resume_check": {"annotation": "gpupool.vcf/resumed-from-step"}}
     p.update(extra)
     d["pools"].append(p)
     return p
