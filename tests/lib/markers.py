@@ -155,6 +155,7 @@ MARKER_TABLE = (
     ("integration/test_vm_class*", ("sim",)),
     ("integration/test_vsphere_*", ("sim",)),
     ("integration/test_vsphere_9_presentations.py", ("vsphere", "esxi")),
+    ("integration/test_vsphere_round_trips.py", ("esxi",)),  # gpu_host_info and esxi_gpu_config beside DRS
     ("integration/test_reserved_vm_classes.py", ("sim", "vsphere", "design")),
     ("unit/plugins/module_utils/pure/test_api_capabilities.py", ("vsphere", "esxi")),
     ("integration/k8s/test_gpu_capacity_*", ("sim",)),

@@ -64,7 +64,8 @@ class HostOps:
 
         ``properties``: the host properties to read (None: HOST_PROPERTIES).
         """
-        hosts = self.client.retrieve({vim.HostSystem: list(HOST_PROPERTIES if properties is None else properties)})
+        hosts = self.client.retrieve({vim.HostSystem: list(HOST_PROPERTIES if properties is None else properties)},
+                                     fields=True)
         for h in hosts:
             if h["name"] == name:
                 return h
@@ -258,10 +259,15 @@ class HostOps:
         self.client.wait_for_task(host.obj.RebootHost_Task(force=False), timeout=timeout, what="reboot")
 
     # -- graphics and module options -----------------------------------------------------
-    def nvidia_module_options(self, host_obj):
-        """The configured nvidia module option string; None when the module is absent."""
+    def nvidia_module_options(self, host_obj, kernel_modules=None):
+        """The configured nvidia module option string; None when the module is absent.
+
+        ``kernel_modules``: the host's ``configManager.kernelModuleSystem`` where the caller's retrieval
+        read it (else it is read from the host first: one request more per host)."""
+        if kernel_modules is None:
+            kernel_modules = host_obj.configManager.kernelModuleSystem
         try:
-            return host_obj.configManager.kernelModuleSystem.QueryConfiguredModuleOptionString("nvidia")
+            return kernel_modules.QueryConfiguredModuleOptionString("nvidia")
         except VsphereFault as exc:
             if exc.is_a(vim.fault.NotFound):
                 return None

@@ -85,7 +85,8 @@ class GpuConfigApi:
         """The hosts (ObjectProps of HOST_PROPERTIES) of the cluster, or the one host, sorted by name."""
         if cluster:
             root = self.client.cluster_named(cluster, self.client.clusters_by_name())
-            hosts = self.client.retrieve({vim.HostSystem: HOST_PROPERTIES}, root=root.obj)
+            # the custom attribute definitions (for the collection's record on each host) in the same retrieval
+            hosts = self.client.retrieve({vim.HostSystem: HOST_PROPERTIES}, root=root.obj, fields=True)
         else:
             hosts = [self.ops.find_host(host, HOST_PROPERTIES)]
         return sorted(hosts, key=lambda h: h["name"])
@@ -97,7 +98,7 @@ class GpuConfigApi:
 
     def nvidia_module_options(self, host):
         """The configured nvidia module option string; None when the module is absent."""
-        return self.ops.nvidia_module_options(host.obj)
+        return self.ops.nvidia_module_options(host.obj, host.get("configManager.kernelModuleSystem"))
 
     def _placed(self, hosts, properties):
         """({host name: {pci: [refs of the powered-on VMs placed on that GPU]}} from ``config.graphicsInfo[].vm``,

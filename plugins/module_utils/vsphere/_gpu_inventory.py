@@ -351,7 +351,8 @@ class GpuInventory:
             specs[vim.VirtualMachine] = VM_PROPERTIES + (["resourcePool"] if namespaces else [])
         if namespaces:
             specs[vim.ResourcePool] = ["name", "parent"]
-        objects = self.client.retrieve(specs, root=root)
+        # the custom attribute definitions (for the collection's record on each host) in the same retrieval
+        objects = self.client.retrieve(specs, root=root, fields=True)
         pools = {}
         for rp in objects if namespaces else []:
             if isinstance(rp.obj, vim.ResourcePool):

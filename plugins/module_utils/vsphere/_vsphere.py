@@ -64,6 +64,7 @@ try:
     from pyVim import connect
     from pyVmomi import vim, vmodl
     from pyVmomi.SoapAdapter import StubAdapterBase
+    from pyVmomi.VmomiSupport import ManagedObject
 
     HAS_PYVMOMI = True
     PYVMOMI_IMPORT_ERROR = None
@@ -71,6 +72,7 @@ except ImportError as exc:  # pragma: no cover - reported by the module layer
     HAS_PYVMOMI = False
     PYVMOMI_IMPORT_ERROR = exc
     vim = vmodl = connect = None
+    ManagedObject = object
     StubAdapterBase = object
 
 # SOAP methods that only read (or log in): repeated after a dropped connection or a 5xx
@@ -328,6 +330,26 @@ class ObjectProps:
         return "ObjectProps(%s, %r)" % (self.moid, sorted(self.props))
 
 
+def _login(hostname, port, username, password, ctx, timeout):
+    """(stub, service content) of a new session: the version read, one RetrieveServiceContent, one Login.
+
+    What ``SmartConnect`` sends; the content is given back so that the session does
+    not read it again (one request fewer in every module call)."""
+    stub = connect.SmartStubAdapter(host=hostname, port=port, sslContext=ctx, httpConnectionTimeout=timeout)
+    content = vim.ServiceInstance("ServiceInstance", stub).RetrieveContent()
+    content.sessionManager.Login(username, password, None)
+    return stub, content
+
+
+def _rebound(content, stub):
+    """The service content with its managed object references bound to ``stub`` (no request)."""
+    for prop in content._GetPropertyList():  # pylint: disable=protected-access
+        value = getattr(content, prop.name, None)
+        if isinstance(value, ManagedObject):
+            setattr(content, prop.name, type(value)(value._moId, stub))  # pylint: disable=protected-access
+    return content
+
+
 class VsphereClient:
     """A logged-in vSphere session. Use as a context manager, or call :meth:`close`.
 
@@ -359,15 +381,14 @@ class VsphereClient:
         self._login_lock = threading.Lock()
         self._session_generation = 0
         ctx = ssl_context(validate_certs, ca_file)
-        # no version is named: SmartConnect reads /sdk/vimServiceVersions.xml and takes the newest
+        # no version is named: SmartStubAdapter reads /sdk/vimServiceVersions.xml and takes the newest
         # version both pyvmomi and vCenter know (8.0.3.0 on vCenter 8.0 U3, 9.0.0.0 on 9.0)
-        si = self._connect(lambda: connect.SmartConnect(host=hostname, user=username, pwd=password,
-                                                        port=self.port, sslContext=ctx,
-                                                        httpConnectionTimeout=timeout))
-        # every object read from here on is bound to the boundary stub (see _BoundaryStub)
-        self._stub = _BoundaryStub(si._stub, self)  # pylint: disable=protected-access
+        stub, content = self._connect(lambda: _login(hostname, self.port, username, password, ctx, timeout))
+        # every object read from here on is bound to the boundary stub (see _BoundaryStub); the
+        # service content of the login is kept, bound to it, rather than read a second time
+        self._stub = _BoundaryStub(stub, self)
         self.si = vim.ServiceInstance("ServiceInstance", self._stub)
-        self.content = self.si.RetrieveContent()
+        self.content = _rebound(content, self._stub)
 
     def _connect(self, login):
         """Log in, retrying while vCenter refuses connections (restarting), then fail clearly."""
@@ -471,12 +492,14 @@ class VsphereClient:
         self.close()
 
     # -- reading -------------------------------------------------------------------------
-    def retrieve(self, specs, root=None):
+    def retrieve(self, specs, root=None, fields=False):
         """Properties of every object of the given types under ``root`` (default: all).
 
         ``specs`` maps a managed object type (``vim.HostSystem``) to the property paths
         wanted. Returns a list of :class:`ObjectProps`. Requests: CreateContainerView,
-        RetrievePropertiesEx (+ Continue per extra page), DestroyView.
+        RetrievePropertiesEx (+ Continue per extra page), DestroyView. ``fields``: the custom
+        attribute definitions come in the same retrieval (kept for :meth:`custom_field_key`, not
+        returned) where the session has not read them yet, rather than in one of their own.
         """
         view = self.content.viewManager.CreateContainerView(
             root or self.content.rootFolder, list(specs), True)
@@ -484,8 +507,21 @@ class VsphereClient:
             pc = vmodl.query.PropertyCollector
             traversal = pc.TraversalSpec(name="view", path="view", skip=False,
                                          type=vim.view.ContainerView)
-            obj_spec = pc.ObjectSpec(obj=view, skip=True, selectSet=[traversal])
-            return self.collect(obj_spec_list=[obj_spec], specs=specs)
+            obj_specs = [pc.ObjectSpec(obj=view, skip=True, selectSet=[traversal])]
+            manager = self.content.customFieldsManager if fields and self._fields is None else None
+            if manager is None:
+                return self.collect(obj_spec_list=obj_specs, specs=specs)
+            obj_specs.append(pc.ObjectSpec(obj=manager, skip=False))
+            with_fields = dict(specs)
+            with_fields[vim.CustomFieldsManager] = ["field"]
+            objects = self.collect(obj_spec_list=obj_specs, specs=with_fields)
+            out = []
+            for item in objects:
+                if isinstance(item.obj, vim.CustomFieldsManager):
+                    self.know_custom_fields(item.get("field"))
+                else:
+                    out.append(item)
+            return out
         finally:
             try:
                 view.DestroyView()

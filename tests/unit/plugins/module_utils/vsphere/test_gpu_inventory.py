@@ -95,7 +95,8 @@ class FakeClient:
         self.calls.append("clusters")
         return {"c": ObjectProps(self.cluster.obj, {"name": "c", "host": self.cluster["host"]})}
 
-    def retrieve(self, specs, root=None):
+    def retrieve(self, specs, root=None, fields=False):
+        self.with_fields = getattr(self, "with_fields", []) + [fields]
         self.calls.append("retrieve %s" % ",".join(sorted(t.__name__ for t in specs)))
         if vim.ClusterComputeResource in specs:
             assert "lifecycleManaged" in specs[vim.ClusterComputeResource]
@@ -265,9 +266,9 @@ def test_the_per_gpu_view_and_ssh_come_in_the_one_host_retrieval():
     seen = []
 
     class Client(FakeClient):
-        def retrieve(self, specs, root=None):
+        def retrieve(self, specs, root=None, fields=False):
             seen.append(dict(specs))
-            return FakeClient.retrieve(self, specs, root)
+            return FakeClient.retrieve(self, specs, root, fields)
 
     calls = Calls()
     GpuInventory(Client(calls, [FULL, FULL])).read(gather=("vms",))
@@ -291,9 +292,9 @@ def test_namespaces_come_in_the_same_retrieval_as_the_vms():
             "config.hardware.device": [device], "config.uuid": moid, "resourcePool": vim.ResourcePool(pool)})
 
     class Client(FakeClient):
-        def retrieve(self, specs, root=None):
+        def retrieve(self, specs, root=None, fields=False):
             seen.append(dict(specs))
-            out = FakeClient.retrieve(self, specs, root)
+            out = FakeClient.retrieve(self, specs, root, fields)
             if vim.ClusterComputeResource in specs:
                 return out
             out += [vm("vm-1", "tenant-vm", "resgroup-3"), vm("vm-2", "node-vm", "resgroup-1")]
