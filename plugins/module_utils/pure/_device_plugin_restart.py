@@ -25,6 +25,7 @@ CONFIG_LABEL = "nvidia.com/device-plugin.config"
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
 RESOURCE = "nvidia.com/gpu"
 SHARED_RESOURCE = "nvidia.com/gpu.shared"
+MIG_PREFIX = "nvidia.com/mig-"
 FINISHED = ("Succeeded", "Failed")
 
 
@@ -46,15 +47,23 @@ def advertised(node, resource=RESOURCE):
     return 0 if count is None else count
 
 
+def mig_mixed(node):
+    """The node advertises MIG devices by profile (``nvidia.com/mig-<profile>``, the mixed strategy): its count is
+    the MIG geometry's, not GPUs x replicas."""
+    status = node.get("status") or {}
+    return any(str(k).startswith(MIG_PREFIX) for part in ("capacity", "allocatable") for k in (status.get(part) or {}))
+
+
 def resource_and_count(node, time_slicing):
-    """(resource name, count) the design's sharing gives the node, or None when its GPUs are not known.
+    """(resource name, count) the design's sharing gives the node, or None when its GPUs are not known or it
+    advertises MIG devices by profile (not judged here).
 
     `time_slicing`: {configuration name: {"replicas": n, "rename_by_default": bool, ...}} as the
     gpu_operator role takes it.
     """
     labels = _meta(node).get("labels") or {}
     gpus = _int(labels.get(GPU_COUNT_LABEL))
-    if gpus is None:
+    if gpus is None or mig_mixed(node):
         return None
     config = ((time_slicing or {}).get(labels.get(CONFIG_LABEL)) or {}) if labels.get(CONFIG_LABEL) else {}
     replicas = _int(config.get("replicas"))

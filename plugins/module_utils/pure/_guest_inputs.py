@@ -101,3 +101,16 @@ def guest_objects_errors(params):
         namespaces.append(namespace)
         out += labels_errors(tenant.get("labels"), "%s.labels" % where)
     return out
+
+
+def device_plugin_restart_errors(params):
+    out = empty_errors(params, ("namespace", "owner"))
+    for name, config in sorted((params.get("time_slicing") or {}).items()):
+        replicas = (config or {}).get("replicas") if isinstance(config, dict) else None
+        whole = not isinstance(replicas, bool) and str(replicas).strip().isdigit()
+        if not whole or int(str(replicas).strip()) < 1:
+            out.append("time_slicing.%s.replicas must be a whole number of at least 1, not %r" % (name, replicas))
+    for index, name in enumerate(params.get("protected_priority_classes") or []):
+        if not str(name or "").strip():
+            out.append("protected_priority_classes[%d] is empty; give PriorityClass names" % index)
+    return out

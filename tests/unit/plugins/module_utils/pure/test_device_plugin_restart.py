@@ -90,3 +90,13 @@ def test_pods_on_shared_gpus_hold_their_node():
     shared = pod("chat-0", "n1", gpu=0)
     shared["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu.shared": "1"}
     assert gpu_pods_by_node([shared]) == {"n1": ["serve/chat-0"]}
+
+
+def test_a_node_that_advertises_mig_devices_by_profile_is_not_judged():
+    """The mixed MIG strategy advertises nvidia.com/mig-<profile>: its count is the geometry's (a node of the rig's
+    MIG pool, one card, seven 1g.10gb instances and no nvidia.com/gpu, was taken as stale before)."""
+    mig = node("mig-0", gpus=1, config=None)
+    mig["status"] = {"capacity": {"nvidia.com/mig-1g.10gb": "7"}, "allocatable": {"nvidia.com/mig-1g.10gb": "7"}}
+    assert expected(mig, SHARING) is None
+    assert stale_nodes([mig, node("a", allocatable=1)], SHARING) == [
+        {"node": "a", "resource": "nvidia.com/gpu", "config": "inference", "advertised": 1, "expected": 4}]
