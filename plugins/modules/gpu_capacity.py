@@ -156,7 +156,10 @@ EXAMPLES = r"""
 
 RETURN = r"""
 clusters:
-  description: Per vSphere cluster with GPU hosts, its hosts, GPUs and the slots of each vGPU profile.
+  description:
+    - Per vSphere cluster with GPU hosts, its hosts, GPUs and the slots of each vGPU profile.
+    - C(off_on_unavailable_hosts) lists the powered-off vGPU VMs on hosts not counted (maintenance mode or
+      not connected) with their host and profiles - after a host failure, the VMs vSphere HA did not restart.
   returned: always
   type: dict
   sample:
@@ -170,6 +173,7 @@ clusters:
       profiles:
         nvidia_h100-3-40c: {total: 32, used: 4, free: 28, blocked: 0, powered_off: 0, per_card: 2, hosts_with_room: 4}
       overcommitted: []
+      off_on_unavailable_hosts: []
 spare:
   description:
     - Per cluster that runs powered-on vGPU VMs, the spare rule with its largest host down.

@@ -127,6 +127,7 @@ MARKER_TABLE = (
     ("integration/test_drift_catalogue.py", ("sim",)),
     ("integration/test_drs_*", ("sim",)),
     ("integration/test_ha_gpu_restart.py", ("sim",)),
+    ("integration/test_ha_gpu_restart_host_failure.py", ("sim",)),
     ("integration/test_esxi_*", ("sim",)),
     ("integration/test_fault_suite.py", ("sim",)),
     ("integration/*gpu_pool_discover*", ("sim",)),

@@ -131,6 +131,21 @@ class VsphereSim:
         """Bring back a host held notResponding by reboot_hang; returns its host view."""
         return self._call("POST", f"/_sim/hosts/{host}/reconnect")
 
+    def fail_host(self, host: str) -> dict:
+        """The host fails: notResponding, its powered-on VMs off, then restarted by vSphere HA on the
+        cluster's other hosts in restart-priority order where their vGPUs fit. Returns the record:
+        {"host", "cluster", "ha_enabled", "failed_at", "powered_off", "restarted": [{"vm", "priority",
+        "host", "at", "seconds_after_failure"}], "stayed_off": [{"vm", "priority", "reason"}]}."""
+        return self._call("POST", f"/_sim/hosts/{host}/fail")
+
+    def recover_host(self, host: str) -> dict:
+        """A failed host is connected again; HA retries the VMs that stayed off. Returns the record."""
+        return self._call("POST", f"/_sim/hosts/{host}/recover")
+
+    def ha_failures(self) -> list:
+        """The host failures since start or the last stats reset (records as fail_host returns)."""
+        return self.stats()["ha"]["failures"]
+
     def kill_sessions(self) -> dict:
         """End every SOAP and REST session: {"soap": n, "rest": m}."""
         return self._call("POST", "/_sim/sessions/kill")

@@ -446,6 +446,10 @@ def slots(hosts, pools=None, profiles=None):
             table[profile] = row
         unplaced = [dict(host=h["name"], vm=vm["name"], vgpu_profiles=_vgpus(vm))
                     for h in gpu_hosts for vm in packed[h["name"]][1]]
+        # after a host failure: the vGPU VMs vSphere HA did not restart stay off on the failed host
+        stranded = [dict(host=h["name"], vm=vm["name"], vgpu_profiles=_vgpus(vm))
+                    for h in gpu_hosts if not available(h) for vm in h.get("vgpu_vms") or []
+                    if vm.get("power_state") != POWERED_ON and _vgpus(vm)]
         out[cluster] = OrderedDict([
             ("hosts", len(members)),
             ("gpu_hosts", len(gpu_hosts)),
@@ -455,6 +459,7 @@ def slots(hosts, pools=None, profiles=None):
             ("gpus_in_use", sum(1 for h in gpu_hosts for c in packed[h["name"]][0] if c.mode is not None)),
             ("profiles", table),
             ("overcommitted", unplaced),
+            ("off_on_unavailable_hosts", stranded),
         ])
     return out
 
@@ -1031,6 +1036,9 @@ def markdown(report):
         if entry["overcommitted"]:
             lines += ["", "vGPUs that no card of their host can hold: %s." % ", ".join(
                 "%s on %s" % (o["vm"], o["host"]) for o in entry["overcommitted"])]
+        if entry.get("off_on_unavailable_hosts"):
+            lines += ["", "Powered-off vGPU VMs on hosts not counted (after a host failure, those HA did not restart): %s." % (
+                ", ".join("%s on %s" % (o["vm"], o["host"]) for o in entry["off_on_unavailable_hosts"]))]
         lines.append("")
     lines += ["## Spare rule (largest host down)", ""]
     spares = report.get("spare") or {}

@@ -285,12 +285,14 @@ func (f *front) admin(w http.ResponseWriter, r *http.Request) {
 			"rest": map[string]any{"total": f.stats.restN, "paths": copyMap(f.stats.rest), "deprecated": deprecatedStats()},
 		}
 		f.stats.mu.Unlock()
-		out["zones"] = zonesStats() // reserved VM classes (zones_ext.go)
+		out["zones"] = zonesStats()                       // reserved VM classes (zones_ext.go)
+		out["ha"] = map[string]any{"failures": haStats()} // host failures (ha_failover.go)
 		writeJSON(w, http.StatusOK, out)
 	case p == "/_sim/stats/reset" && r.Method == http.MethodPost:
 		f.stats.reset()
 		resetVersionStats()
 		resetDeprecatedStats()
+		resetHAStats()
 		writeJSON(w, http.StatusOK, map[string]any{"reset": true})
 	case p == "/_sim/faults" && r.Method == http.MethodPost:
 		f.addFault(w, r)
@@ -299,6 +301,7 @@ func (f *front) admin(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"cleared": true})
 	case p == "/_sim/ssh" && r.Method == http.MethodGet:
 		writeJSON(w, http.StatusOK, sshView())
+	case f.haAdmin(w, r, p): // host failure and recovery (ha_failover.go)
 	case strings.HasPrefix(p, "/_sim/hosts/"):
 		f.hostAdmin(w, r, strings.TrimPrefix(p, "/_sim/hosts/"))
 	case f.faultAdmin(w, r, p):

@@ -187,6 +187,7 @@ func (h *hostOps) ReconnectHostTask(ctx *simulator.Context, req *types.Reconnect
 		sim.mu.Lock()
 		down := g.rebooting
 		sim.mu.Unlock()
+		down = down || hostFailed(g.spec.Name) // a failed host (ha_failover.go) answers no one
 		if down {
 			task := simulator.CreateTask(host, "reconnectHost", func(t *simulator.Task) (types.AnyType, types.BaseMethodFault) {
 				return nil, simFault(&types.NoHost{Name: host.Name}, "Cannot contact the specified host (%s). The host may not be available on the network, a network configuration problem may exist, or the management services on this host may not be responding.", host.Name)
@@ -429,6 +430,28 @@ func (v *vmOps) powerOn(ctx *simulator.Context, req *types.PowerOnVM_Task) soap.
 				}
 				return &methods.PowerOnVM_TaskBody{Fault_: simulator.Fault(msg, simFault(&types.InvalidDeviceSpec{}, "%s", msg))}
 			}
+		}
+	}
+	// A host that failed (ha_failover.go) powers nothing on; HA admission
+	// control refuses a power-on that would reserve the failover capacity.
+	var state0 types.VirtualMachinePowerState
+	ctx.WithLock(vm, func() { state0 = vm.Runtime.PowerState })
+	if state0 != types.VirtualMachinePowerStatePoweredOn {
+		var fault types.BaseMethodFault
+		var on *gpuHost
+		if vm.Runtime.Host != nil {
+			on = sim.hostOf(*vm.Runtime.Host)
+		}
+		if on != nil && hostFailed(on.spec.Name) {
+			fault = simFault(&types.InvalidState{}, "host %s of VM %s is not responding", on.spec.Name, vm.Name)
+		} else {
+			fault = haAdmission(ctx, vm)
+		}
+		if fault != nil {
+			task := simulator.CreateTask(vm, "powerOn", func(t *simulator.Task) (types.AnyType, types.BaseMethodFault) {
+				return nil, fault
+			})
+			return &methods.PowerOnVM_TaskBody{Res: &types.PowerOnVM_TaskResponse{Returnval: task.Run(ctx)}}
 		}
 	}
 	// Place every vGPU of the VM on a GPU of its host (placement.go) before it

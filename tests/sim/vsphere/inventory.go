@@ -190,6 +190,7 @@ func attachGPU(ctx *simulator.Context, reg *simulator.Registry, hs hostSpec, ref
 		hw := *host.Hardware
 		hw.PciDevice = append(append([]types.HostPciDevice(nil), host.Hardware.PciDevice...), g.pciDevices()...)
 		host.Hardware = &hw
+		haHostHardware(&hw, host.Summary.Hardware) // a GPU server's cores and memory (ha_failover.go)
 		host.Runtime.InMaintenanceMode = hs.Maintenance
 	})
 

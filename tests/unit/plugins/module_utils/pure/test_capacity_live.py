@@ -405,3 +405,14 @@ def test_the_spare_rule_restarts_vms_only_on_cards_of_their_kind():
     hosts[0] = viewed("h1", [MIG, SAME])
     out = cl.spare(hosts, cl.Pools(design))["c1"]
     assert out["ok"] is True and out["vms_short"] == 0
+
+
+
+def test_powered_off_vgpu_vms_of_a_failed_host_are_named():
+    """After a host failure the VMs HA did not restart stay off on the failed host: the report names them;
+    a powered-off VM of an available host and a running VM are not listed."""
+    hosts = [host("h1", [off("T", "nvidia_h100-80c")], cards=2, maintenance=True),
+             host("h2", [on("I", "nvidia_h100-80c"), off("O", "nvidia_h100-80c")], cards=2)]
+    out = cl.slots(hosts)["c1"]
+    assert out["off_on_unavailable_hosts"] == [dict(host="h1", vm="T", vgpu_profiles=["nvidia_h100-80c"])]
+    assert out["unavailable_hosts"] == ["h1"]
