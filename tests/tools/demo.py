@@ -26,6 +26,10 @@ Steps, each printed with its time:
      GPU pods and Kueue admission waits (playbooks/capacity.yml); vCenter's own capacity figures beside
      ours for gpu-h100 - on the demo's 8.0.3 vCenter the reason they are not read, then the example fleet
      as it starts on a 9.1 presentation of its own (DirectPathProfileManagerQueryCapacity)
+  8b. HA restart order: the ha_gpu_restart role on the example's clusters from the demo's own copy of the
+     example design with ha.manage on (.sim/demo/ha/design.yml), each pool's restart priority in order; the
+     host the spare rule takes down fails in the simulator, vSphere HA restarts its VMs by priority where a
+     card has room and names what stays off; the host comes back (HA restarts those on it)
   9. chargeback: GPU-hours per tenant, pool and vGPU profile of the GPU pods the tenants ran since the
      first converge (Prometheus, kube-state-metrics and the DCGM double of the rig), and vGPU-hours of
      the VMs outside Kubernetes since the simulators came up, priced per profile-hour
@@ -60,7 +64,7 @@ import k8s_rig  # noqa: E402
 import power_bridge  # noqa: E402
 import vsphere_sim  # noqa: E402
 from tests.lib import chain  # noqa: E402
-from tests.lib.ansible_run import ansible_env, run_module  # noqa: E402
+from tests.lib.ansible_run import ansible_env, run_module, run_playbook  # noqa: E402
 
 # the H100 host that carries the node VM inference-3 (examples/fleet.yml): its repair drains the guest node
 DRIFT_HOST = "esx-h100-04"
@@ -204,6 +208,66 @@ def vcenter_figures(env, report, cluster="gpu-h100"):
         print(">>   finding: %s" % f["message"])
     if not res["findings"]:
         print(">>   vCenter's figures agree with ours")
+
+
+HA_RANK = ("highest", "high", "medium", "low", "lowest", "disabled")
+
+
+def ha_restart_order(env, sim, report_dir, spare):
+    """vSphere HA as the spare: the ha_gpu_restart role on the example's clusters from the demo's own copy
+    of the example design with ha.manage on, each pool's restart priority, then the host the spare rule
+    takes down (capacity report of step 8) fails through the simulator; HA restarts its VMs by priority
+    where a card has room, the rest stay off; the host comes back and HA restarts those on it."""
+    from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_derive import derive
+
+    design = yaml.safe_load((ROOT / "examples" / "design.yml").read_text())
+    for c in design["clusters"]:
+        if c["name"] in ("gpu-h100", "gpu-l40s"):
+            c["ha"] = {"manage": True}
+    (report_dir / "ha").mkdir(parents=True, exist_ok=True)
+    design_file = report_dir / "ha" / "design.yml"
+    design_file.write_text(yaml.safe_dump(design, sort_keys=False))
+    clusters = derive(design)["roles"]["ha_gpu_restart"]["ha_gpu_restart_clusters"]
+    print(">> %s (ha.manage: true on %s): HA restart priority per pool, in restart order" % (
+        design_file.relative_to(ROOT), ", ".join(c["name"] for c in clusters)))
+    for c in clusters:
+        pools = sorted(c["pools"], key=lambda p: HA_RANK.index(p["restart_priority"]))
+        ac = c.get("admission_control") or {}
+        print(">>   %-9s %s; admission control: %s%% CPU, %s%% memory kept for %s host failure(s)" % (
+            c["name"], " > ".join("%s %s (%s)" % (p["name"], p["restart_priority"], p["vgpu_profile"]) for p in pools),
+            ac.get("cpu_percent"), ac.get("memory_percent"), ac.get("failover_level")))
+    play = [{"name": "HA restart priorities", "hosts": "localhost", "gather_facts": False,
+             "roles": [{"role": "gpupool.vcf.ha_gpu_restart"}]}]
+    run = run_playbook(play, env=env, extra_vars={"ha_gpu_restart_clusters": clusters})
+    results = [r for n, r in run.tasks if n.endswith("one reconfigure per cluster")]
+    if run.rc != 0 or not results:
+        raise SystemExit("demo: the ha_gpu_restart role failed (rc %s): %s" % (run.rc, run.stdout[-2000:]))
+    for r in results[0].get("results", []):
+        print(">>   role on %s: %d override(s) added, %d updated, HA %s, admission control %s" % (
+            r[r.get("ansible_loop_var", "item")]["name"], len(r["added"]), len(r["updated"]),
+            "on" if r["admission_control"].get("ha_enabled") else "off",
+            "on" if r["admission_control"].get("admission_control") else "off"))
+    host = (spare.get("gpu-h100") or {}).get("host_down") or "esx-h100-03"
+    predicted = [vm for g in (spare.get("gpu-h100") or {}).get("short", []) for vm in g["vms"]]
+    rec = sim.fail_host(host)
+    print("\n>> %s fails (the spare rule's largest host down): %d powered-on VM(s) off: %s" % (
+        host, len(rec["powered_off"]), ", ".join(rec["powered_off"])))
+    for i, r in enumerate(rec["restarted"], 1):
+        print(">>   restarted %d. %-18s %-8s on %s, %.4f s after the failure" % (
+            i, r["vm"], r["priority"], r["host"], r["seconds_after_failure"]))
+    for r in rec["stayed_off"]:
+        full = re.findall(r"no GPU of host (\S+) can hold vGPU ([\w.-]+)", r["reason"])
+        why = ("no card with room on %s for %s" % (", ".join(h for h, _p in full), full[0][1])) if full else r["reason"]
+        print(">>   stayed off: %-16s %-8s %s" % (r["vm"], r["priority"], why))
+    print(">>   the spare rule of step 8 predicted short: %s" % (", ".join(predicted) or "none"))
+    order = [HA_RANK.index(r["priority"]) for r in rec["restarted"]]
+    if not rec["ha_enabled"] or order != sorted(order):
+        raise SystemExit("demo: HA did not restart %s's VMs in restart-priority order: %s" % (host, rec["restarted"]))
+    back = sim.recover_host(host)
+    again = [r for r in back["restarted"] if r.get("on_recovery")]
+    print(">> %s connected again: HA restarted %s; still off: %s" % (
+        host, ", ".join("%s on %s" % (r["vm"], r["host"]) for r in again) or "nothing",
+        ", ".join(r["vm"] for r in back["stayed_off"]) or "none"))
 
 
 def audit(env, report, kube):
@@ -536,8 +600,14 @@ def main():
                                            capacity_output_dir=str(report_dir / "capacity")), show=False)
         summary = (report_dir / "capacity" / "gpu-capacity.md").read_text()
         print(summary)
-        vcenter_figures(env, json.loads((report_dir / "capacity" / "gpu-capacity.json").read_text()))
+        report = json.loads((report_dir / "capacity" / "gpu-capacity.json").read_text())
+        vcenter_figures(env, report)
         timed("capacity summary", start)
+
+        banner("8b", "HA restart order: the spare rule's host fails, vSphere HA restarts by pool priority")
+        start = time.monotonic()
+        ha_restart_order(env, sim, report_dir, report.get("spare") or {})
+        timed("HA restart order", start)
 
         banner(9, "chargeback: GPU-hours per tenant and profile, vGPU VM-hours, priced per profile-hour")
         start = time.monotonic()
