@@ -1,6 +1,7 @@
 """The vSphere requests of one module call, method by method, against the simulator's counts: a session reads the
 service content once; the custom attribute definitions (for the collection's records) come in the retrieval of the
-hosts, not in one of their own; the nvidia module options are queried on the kernel module system the host
+hosts, not in one of their own; a cluster's hosts alone are read by a traversal of the cluster (no container
+view to create and destroy); the nvidia module options are queried on the kernel module system the host
 retrieval already named (no property read per host). The expected counts are written out by hand, request by
 request, so that a round trip that comes back fails here (the figures: tests/bench/bench_module_floor.py)."""
 import collections
@@ -80,10 +81,10 @@ def test_esxi_gpu_config_queries_the_module_options_without_a_property_read_per_
     assert res["changed"]
     res, warm = call(sim, "gpupool.vcf.esxi_gpu_config", args)
     assert not res["changed"], res
-    # the cluster lookup; the hosts with the attribute definitions; the graphics managers' configuration; the
-    # nvidia module options of each GPU host on the kernel module system the host retrieval named
-    assert warm == counted(SESSION, CLUSTER_LOOKUP, CreateContainerView=1, RetrievePropertiesEx=2, DestroyView=1,
-                           QueryConfiguredModuleOptionString=n), warm
+    # the cluster lookup; the cluster's hosts with the attribute definitions (a traversal of the cluster's hosts:
+    # no view); the graphics managers' configuration; the nvidia module options of each GPU host on the kernel
+    # module system the host retrieval named
+    assert warm == counted(SESSION, CLUSTER_LOOKUP, RetrievePropertiesEx=2, QueryConfiguredModuleOptionString=n), warm
     # the cold run writes the options of each host (and its record) on top of the same reads
     assert cold["UpdateModuleOptionString"] == n and cold["QueryConfiguredModuleOptionString"] == n, cold
     assert "Fetch" not in cold and cold["RetrievePropertiesEx"] == warm["RetrievePropertiesEx"], cold

@@ -497,17 +497,24 @@ class VsphereClient:
 
         ``specs`` maps a managed object type (``vim.HostSystem``) to the property paths
         wanted. Returns a list of :class:`ObjectProps`. Requests: CreateContainerView,
-        RetrievePropertiesEx (+ Continue per extra page), DestroyView. ``fields``: the custom
+        RetrievePropertiesEx (+ Continue per extra page), DestroyView; the hosts alone of a cluster
+        are one RetrievePropertiesEx (a traversal of its ``host``). ``fields``: the custom
         attribute definitions come in the same retrieval (kept for :meth:`custom_field_key`, not
         returned) where the session has not read them yet, rather than in one of their own.
         """
-        view = self.content.viewManager.CreateContainerView(
-            root or self.content.rootFolder, list(specs), True)
-        try:
-            pc = vmodl.query.PropertyCollector
+        pc = vmodl.query.PropertyCollector
+        view = None
+        if isinstance(root, vim.ClusterComputeResource) and list(specs) == [vim.HostSystem]:
+            # a cluster's hosts are its ``host`` property: one traversal, no view to create and destroy
+            obj_specs = [pc.ObjectSpec(obj=root, skip=True, selectSet=[
+                pc.TraversalSpec(name="clusterHosts", type=vim.ClusterComputeResource, path="host", skip=False)])]
+        else:
+            view = self.content.viewManager.CreateContainerView(
+                root or self.content.rootFolder, list(specs), True)
             traversal = pc.TraversalSpec(name="view", path="view", skip=False,
                                          type=vim.view.ContainerView)
             obj_specs = [pc.ObjectSpec(obj=view, skip=True, selectSet=[traversal])]
+        try:
             manager = self.content.customFieldsManager if fields and self._fields is None else None
             if manager is None:
                 return self.collect(obj_spec_list=obj_specs, specs=specs)
@@ -524,7 +531,8 @@ class VsphereClient:
             return out
         finally:
             try:
-                view.DestroyView()
+                if view is not None:
+                    view.DestroyView()
             except VsphereError:  # the view dies with the session anyway
                 pass
 
