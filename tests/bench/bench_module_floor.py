@@ -9,8 +9,9 @@ set, the ownership record's attribute not yet defined, the scheduler not yet at 
 same call again, a no-op).
 
 Printed per module, size and run: the module task's seconds, the ansible-playbook process's seconds, vSphere
-requests in all, those of the per-host methods the API has no batch form for (PER_HOST), the requests beside
-them, and the ratios to the floor (wall time of the process; requests beside the per-host ones). The goal
+requests in all, the requests other than the per-host methods the API has no batch form for (PER_HOST), those
+per-host requests, the ratios to the floor (wall time of the process; the other requests), and the methods the
+call sent beyond the floor's. The goal
 (issue "A no-op that costs what reading costs"): every module within 1.5x of the floor's wall time.
 
     .venv/bin/python tests/bench/bench_module_floor.py [--sizes 8,500]
@@ -95,8 +96,8 @@ def main():
     opts = parser.parse_args()
     print("vSphere modules against the floor of one module call (login, one retrieval, logout), same run")
     head = "%5s  %-24s %-5s %7s %7s %7s %8s %6s %6s %8s %8s  %s"
-    print(head % ("VMs", "module", "run", "changed", "task s", "play s", "requests", "fixed", "/host", "x wall",
-                  "x fixed", "methods beside the floor's"))
+    print(head % ("VMs", "module", "run", "changed", "task s", "play s", "requests", "others", "/host", "x wall",
+                  "x others", "methods beside the floor's"))
     over = []
     for n in [int(x) for x in opts.sizes.split(",") if x]:
         floor = None

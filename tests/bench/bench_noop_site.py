@@ -8,15 +8,19 @@ so they are split per link), and a counting proxy (tests/bench/k8s_counting_prox
 server counts the collection's Kubernetes requests by verb (the rig's own controllers are not counted; the power
 bridge, which polls the simulator for the node VMs' power, is stopped after the converge, so that its polls are not
 counted as the collection's requests either). Beside it, in the same run, the floor: as many ``ping`` tasks as
-the no-op ran, and one read per link (gpu_host_info of each GPU cluster's hosts without the per-host extras, one
-k8s_info list of the nodes of the guest cluster).
+the no-op ran, and for each link the reads it must do, each once (``link_reads``): the ESXi link the GPU
+inventory of each GPU cluster (gpu_host_info: its hosts, and the per-host driver and module option reads the
+API has no batch form for); any other link that talks to vCenter one module call's floor (login, one
+retrieval of the hosts and VMs, logout: tests/bench/library/bench_floor_call.py); one list of each Kubernetes
+resource the link's no-op read (the kinds as the counting proxy saw them).
 
 Printed per link (play) and in all: tasks, wall seconds, vSphere requests and their most frequent methods,
-Kubernetes requests by verb; then the floor, and how each vSphere method grows from the example fleet to the
-bigger one. It exits non-zero when the no-op changes something, or when the vSphere requests grow with the
-hosts beyond the per-host methods the vSphere API has no batch form for (PER_HOST).
+Kubernetes requests by verb, and the floor of that link's reads beside them; then the whole floor, and how
+each vSphere method grows from the example fleet to the bigger one. It exits non-zero when the no-op changes
+something, or when the vSphere requests grow with the hosts beyond the per-host methods the vSphere API has no
+batch form for (PER_HOST).
 
-    .venv/bin/python tests/bench/bench_noop_site.py [--extra-hosts 8]
+    .venv/bin/python tests/bench/bench_noop_site.py [--extra-hosts 21]
 """
 import argparse
 import collections
@@ -41,6 +45,9 @@ SITE = ROOT / "playbooks" / "site.yml"
 DESIGN = ROOT / "examples" / "design.yml"
 FLEET = ROOT / "examples" / "fleet.yml"
 CALLBACKS = ROOT / "tests" / "bench" / "callback"
+LIBRARY = ROOT / "tests" / "bench" / "library"  # bench_floor_call: login, one retrieval, logout
+FLOOR_PREFIX = "floor: "
+READ_VERBS = ("get", "list", "watch")
 # vSphere methods with no batch form: one request per host is what the API allows (the host's installed
 # packages, the nvidia module's option string); the paging of one retrieval grows with its objects
 PER_HOST = ("fetchSoftwarePackages", "FetchSoftwarePackages", "QueryConfiguredModuleOptionString",
@@ -123,15 +130,39 @@ def per_play(run, mark_list, proxy):
     return rows
 
 
-def floor_play(tasks, clusters, kubeconfig):
-    """As many ping tasks as the no-op ran, and one read per link."""
-    pings = [{"name": "ping %d" % i, "ansible.builtin.ping": None} for i in range(tasks)]
-    reads = [{"name": "read %s" % c, "gpupool.vcf.gpu_host_info": {"cluster": c, "gather": ["vms"]}}
-             for c in clusters]
-    reads.append({"name": "read guest nodes",
-                  "kubernetes.core.k8s_info": {"kind": "Node", "kubeconfig": str(kubeconfig)}})
-    return [{"name": "floor: pings", "hosts": "localhost", "gather_facts": False, "tasks": pings},
-            {"name": "floor: one read per link", "hosts": "localhost", "gather_facts": False, "tasks": reads}]
+def k8s_reads(proxy, mark_list):
+    """{play: sorted resources it read (get, list, watch; no subresource)} between the marks of one run."""
+    out = {}
+    for i, mark in enumerate(mark_list[:-1]):
+        seen = proxy.between(mark["time"], mark_list[i + 1]["time"])
+        out[mark["play"]] = sorted(set(r for _t, v, r in seen if v in READ_VERBS and r and "/" not in r))
+    return out
+
+
+def link_reads(play, vsphere, resources, clusters, kubeconfig, versions):
+    """The reads one link must do, each once: the ESXi link the GPU inventory of each GPU cluster (its hosts and
+    the per-host driver and module options reads); any other link that talks to vCenter one module call's floor
+    (login, one retrieval of the hosts and VMs, logout); one list of each Kubernetes resource the link read."""
+    tasks = []
+    if play.startswith("Link 1"):
+        tasks += [{"name": "inventory %s" % c, "gpupool.vcf.gpu_host_info": {"cluster": c}} for c in clusters]
+    elif vsphere:
+        tasks.append({"name": "one retrieval", "bench_floor_call": {}})
+    for resource in resources:
+        tasks.append({"name": "list %s" % resource, "kubernetes.core.k8s_info": {
+            "kind": resource, "api_version": versions.get(resource) or "v1", "kubeconfig": str(kubeconfig)}})
+    return tasks
+
+
+def floor_play(tasks, rows, reads, clusters, kubeconfig, versions):
+    """As many ping tasks as the no-op ran (one play), then one play per link of the reads it must do."""
+    plays = [{"name": "floor: pings", "hosts": "localhost", "gather_facts": False,
+              "tasks": [{"name": "ping %d" % i, "ansible.builtin.ping": None} for i in range(tasks)]}]
+    for play, _tasks, _wall, vsphere, _k8s in rows:
+        todo = link_reads(play, vsphere, reads.get(play, []), clusters, kubeconfig, versions)
+        if todo:
+            plays.append({"name": FLOOR_PREFIX + play, "hosts": "localhost", "gather_facts": False, "tasks": todo})
+    return plays
 
 
 def measure(label, fleet, design, tmp):
@@ -169,13 +200,16 @@ def measure(label, fleet, design, tmp):
                 if noop.rc != 0:
                     raise SystemExit("%s: the no-op failed: %s%s" % (label, failed_tasks(noop), noop.stderr[-2000:]))
                 changed = [name for name, res in noop.tasks if res.get("changed")]
-                rows = per_play(noop, marks(mark_file), proxy)
+                noop_marks = marks(mark_file)
+                rows = per_play(noop, noop_marks, proxy)
+                reads = k8s_reads(proxy, noop_marks)
                 mark_file.unlink()
                 sim.reset_stats()
                 proxy.reset()
                 clusters = [c["name"] for c in design["clusters"]]
                 start = time.monotonic()
-                floor = run_playbook(floor_play(len(noop.tasks), clusters, kubeconfig), env=bench_env, timeout=1800)
+                plays = floor_play(len(noop.tasks), rows, reads, clusters, kubeconfig, dict(proxy.api_versions))
+                floor = run_playbook(plays, env=dict(bench_env, ANSIBLE_LIBRARY=str(LIBRARY)), timeout=1800)
                 floor_wall = time.monotonic() - start
                 if floor.rc != 0:
                     raise SystemExit("%s: the floor failed: %s" % (label, failed_tasks(floor)))
@@ -186,7 +220,7 @@ def measure(label, fleet, design, tmp):
         sim.stop()
     hosts = sum(c["hosts"] for c in design["clusters"])
     return dict(label=label, hosts=hosts, wall=wall, rows=rows, changed=changed, tasks=len(noop.tasks),
-                floor_wall=floor_wall, floor_rows=floor_rows)
+                floor_wall=floor_wall, floor_rows=floor_rows, reads=reads)
 
 
 def top(counter, n=5):
@@ -202,12 +236,22 @@ def report(m):
           % (m["label"], m["hosts"], m["wall"], m["tasks"]))
     print("%-58s %5s %7s %6s %5s  %s" % ("link (play)", "tasks", "wall s", "vsph", "k8s", "k8s by verb"))
     vs_all, k8s_all = collections.Counter(), collections.Counter()
+    floors = dict((r[0][len(FLOOR_PREFIX):], r) for r in m["floor_rows"] if r[0] != "floor: pings")
     for play, tasks, wall, vs, k8s in m["rows"]:
         vs_all.update(vs)
         k8s_all.update(k8s)
         print("%-58s %5d %7.2f %6d %5d  %s" % (play[:58], tasks, wall, sum(vs.values()), sum(k8s.values()), verbs(k8s)))
         if vs:
             print("%-58s   vSphere: %s" % ("", top(vs, 4)))
+        floor = floors.get(play)
+        if floor is not None:
+            f_vs, f_k8s = sum(floor[3].values()), sum(floor[4].values())
+            print("%-58s   floor of its reads: %d tasks %.2f s, %d vSphere, %d Kubernetes (%s); no-op/floor: "
+                  "vSphere %.1fx, Kubernetes %.1fx" % (
+                      "", floor[1], floor[2], f_vs, f_k8s, verbs(floor[4]), sum(vs.values()) / float(max(f_vs, 1)),
+                      sum(k8s.values()) / float(max(f_k8s, 1))))
+            if m["reads"].get(play):
+                print("%-58s   Kubernetes resources read: %s" % ("", ", ".join(m["reads"][play])))
     print("%-58s %5d %7.2f %6d %5d  %s" % ("in all", m["tasks"], m["wall"], sum(vs_all.values()), sum(k8s_all.values()),
                                            verbs(k8s_all)))
     print("vSphere by method: %s" % top(vs_all, 12))
@@ -215,7 +259,7 @@ def report(m):
     floor_k8s = sum(sum(r[4].values()) for r in m["floor_rows"])
     pings = [r for r in m["floor_rows"] if r[0] == "floor: pings"]
     reads = [r for r in m["floor_rows"] if r[0] != "floor: pings"]
-    print("floor (same run): %d pings %.1f s; one read per link %.1f s, %d vSphere and %d Kubernetes requests; "
+    print("floor (same run): %d pings %.1f s; the reads of every link %.1f s, %d vSphere and %d Kubernetes requests; "
           "whole floor %.1f s" % (m["tasks"], sum(r[2] for r in pings), sum(r[2] for r in reads), floor_vs, floor_k8s,
                                   m["floor_wall"]))
     print("no-op / floor: wall %.2fx, vSphere requests %.1fx, Kubernetes requests %.1fx" % (
@@ -228,7 +272,8 @@ def report(m):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--extra-hosts", type=int, default=8, help="GPU hosts the bigger fleet adds to the example")
+    parser.add_argument("--extra-hosts", type=int, default=21,
+                        help="GPU hosts the bigger fleet adds to the example (7 + 21 = 28 by default)")
     args = parser.parse_args()
     example = (load_fleet(), yaml.safe_load(DESIGN.read_text()))
     results, totals = [], []

@@ -20,6 +20,16 @@ HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te"
 BY_METHOD = {"POST": "create", "PUT": "update", "PATCH": "patch"}
 
 
+def api_version(path):
+    """The group/version of a resource path (``v1`` for /api/v1/...), or None for a path that names none."""
+    parts = [p for p in path.split("/") if p]
+    if parts[:1] == ["api"] and len(parts) >= 3:
+        return parts[1]
+    if parts[:1] == ["apis"] and len(parts) >= 4:
+        return "%s/%s" % (parts[1], parts[2])
+    return None
+
+
 def classify(method, path, query):
     """(verb, resource) of one request as the API server counts it."""
     parts = [p for p in path.split("/") if p]
@@ -51,6 +61,7 @@ class CountingProxy:
     def __init__(self, server, ca_file, cert_file, key_file):
         up = urllib.parse.urlsplit(server)
         self.seen = []
+        self.api_versions = {}  # {resource: group/version} of every resource seen
         self.lock = threading.Lock()
         upstream_ctx = ssl.create_default_context(cafile=str(ca_file))
         outer = self
@@ -65,6 +76,8 @@ class CountingProxy:
                 verb, resource = classify(self.command, split.path, split.query)
                 with outer.lock:
                     outer.seen.append((time.time(), verb, resource))
+                    if resource and "/" not in resource:
+                        outer.api_versions.setdefault(resource, api_version(split.path))
                 conn = http.client.HTTPSConnection(up.hostname, up.port, context=upstream_ctx, timeout=600)
                 try:
                     headers = dict((k, v) for k, v in self.headers.items() if k.lower() not in HOP)
