@@ -46,7 +46,8 @@ description:
     ClusterQueue and LocalQueues, and the notebook culling (the culling CronJob, or where Kubeflow's Notebook
     CRD is installed or the design's culling mechanism is kubeflow, the culling environment of Kubeflow's
     notebook controller, with the design's idle and check minutes) (needs O(kubeconfig)).
-  - C(licensing) - NVIDIA licensing as a production dependency (needs O(dls_host)) - the DLS appliance
+  - C(licensing) - NVIDIA licensing as a production dependency (needs O(dls_host), or O(cls_token_file) for the
+    cloud license service, whose token file is checked instead of an appliance) - the DLS appliance
     answers (login, service instance, license server, leases); the client configuration token that
     M(gpupool.vcf.dls_client_token) keeps for site.yml (O(token_dir)) exists and is valid beyond the
     renewal margin (O(renew_before_days)), for this appliance; every GPU node's vGPUs are licensed
@@ -121,6 +122,13 @@ options:
     description:
       - Address of the DLS appliance, for the C(licensing) link (site.yml's C(gpupool_dls_host)).
         Without it the C(licensing) link is not audited.
+  cls_token_file:
+    description:
+      - The client configuration token file downloaded from the NVIDIA Licensing Portal for a cloud license
+        service (CLS) instance, for the C(licensing) link without an appliance (site.yml's
+        C(gpupool_cls_token_file)). Its metadata is checked (a non-empty regular file, mode 0600 or tighter),
+        never its content; the GPU nodes' licenses are judged as with an appliance. Not with O(dls_host).
+    type: path
   token_dir:
     description:
       - Folder where site.yml keeps the client configuration token (C(gpupool_token_dir)); the token is
@@ -314,6 +322,7 @@ ARGUMENT_SPEC = dict(
     supervisor_kubeconfig=dict(type="path"),
     supervisor_context=dict(type="str"),
     token_dir=dict(type="path"),
+    cls_token_file=dict(type="path"),
     renew_before_days=dict(type="int", default=30, no_log=False),
     license_metric=dict(type="str", default=_audit_licensing.LICENSE_METRIC),
     license_source=dict(type="str", choices=["auto", "driver_pod", "dcgm"], default="auto"),

@@ -44,6 +44,13 @@ RULES = OrderedDict([
                                                        "renewal margin (renew_before_days).", _SITE)),
     ("client_token_other_appliance", ("warning", "licensing", "The client configuration token was made for this "
                                                               "appliance (host and port).", _SITE)),
+    ("cls_token_missing", ("error", "licensing", "The client configuration token file of the cloud license service "
+                                                 "(cls_token_file) is a non-empty file.",
+                           "download a client configuration token for the CLS instance from the NVIDIA Licensing "
+                           "Portal to that path (mode 0600), then run site.yml")),
+    ("cls_token_open", ("warning", "licensing", "The client configuration token file of the cloud license service is "
+                                                "readable and writable by its owner only.",
+                        "chmod 600 the token file: it is the credential every guest driver licenses with")),
     ("gpu_node_unlicensed", ("error", "licensing", "Every vGPU of every GPU node is licensed (the DCGM exporter's "
                                                    "vGPU license status is 1).",
                              "check the licensing Secret in the ClusterPolicy, the node's reach to the DLS appliance, "
@@ -109,6 +116,19 @@ def token_state(meta, digest, today, renew_before_days, dls_host=None, port=None
     return "valid", detail
 
 
+def cls_token_state(path, exists, is_file=True, size=0, mode=0o600):
+    """What the CLS token file is: {path, state, mode}; ``state``: ``missing`` (no such path, not a regular file,
+    or empty), ``open`` (group or others may read or write it), ``ok``."""
+    if not exists or not is_file or size <= 0:
+        state = "missing"
+    elif mode & 0o077:
+        state = "open"
+    else:
+        state = "ok"
+    return dict(path=path, state=state, mode="%04o" % (mode & 0o7777), exists=bool(exists), is_file=bool(is_file),
+                size=size)
+
+
 def gpu_node_names(derived, nodes):
     """The guest's GPU nodes (the guest link's test: a node of a GPU pool, or one with an NVIDIA GPU)."""
     pools = _audit.design_pools(derived)
@@ -121,7 +141,7 @@ def design_gpu_nodes(derived):
 
 
 def audit_licensing(derived, dls=None, token=None, license_series=None, gpu_nodes=None, metric=None,
-                    renew_before_days=30, how_to_check=None, guest_licenses=None):
+                    renew_before_days=30, how_to_check=None, guest_licenses=None, cls_token=None):
     """Findings of the licensing link.
 
     ``dls``: {"where": "host:port", "error": text or None, "stage": where it failed, "license_server":
@@ -131,7 +151,9 @@ def audit_licensing(derived, dls=None, token=None, license_series=None, gpu_node
     ``gpu_nodes``: the guest's GPU node names; None - unknown (the series' nodes are judged and the
     design's replicas are the count of GPU nodes). ``guest_licenses``: {node: reading} of
     ``_guest_license.reading`` (nvidia-smi -q in each GPU node's driver pod); given, it is the source of each node's
-    findings and the DCGM series only a second source whose disagreement is named; None - not read."""
+    findings and the DCGM series only a second source whose disagreement is named; None - not read.
+    ``cls_token``: :func:`cls_token_state` of the cloud license service's token file (no appliance); None - no
+    CLS."""
     out = []
     metric = metric or LICENSE_METRIC
     expected = len(gpu_nodes) if gpu_nodes is not None else design_gpu_nodes(derived)
@@ -150,6 +172,16 @@ def audit_licensing(derived, dls=None, token=None, license_series=None, gpu_node
                                    dls["where"], len(dls["leases"]), expected,
                                    "" if gpu_nodes is not None else " (the design's replicas; no guest cluster given)",
                                    expected - len(dls["leases"]))))
+    if cls_token is not None:
+        obj = "cls_token %s" % cls_token["path"]
+        if cls_token["state"] == "missing":
+            why = ("no such file" if not cls_token["exists"] else "not a regular file" if not cls_token["is_file"]
+                   else "the file is empty")
+            out.append(finding("cls_token_missing", obj, "the CLS client configuration token %s: %s; the licensing "
+                               "Secret cannot be made from it" % (cls_token["path"], why)))
+        elif cls_token["state"] == "open":
+            out.append(finding("cls_token_open", obj, "the CLS client configuration token %s has mode %s: group or "
+                               "others may read or change it" % (cls_token["path"], cls_token["mode"])))
     if token is not None:
         state, detail = token.get("state"), token.get("detail") or {}
         obj = "client_token %s" % token["path"]

@@ -26,7 +26,8 @@ VSPHERE_LINKS = ("esxi", "vsphere")
 # what gives each link its connection, for the link_not_audited finding and the refusal
 HOW = dict(esxi="give the vSphere connection (hostname, username, password or VMWARE_HOST...)",
            vsphere="give the vSphere connection (hostname, username, password or VMWARE_HOST...)",
-           licensing="give dls_host, dls_username and dls_password (site.yml's gpupool_dls_* variables)",
+           licensing="give dls_host, dls_username and dls_password (site.yml's gpupool_dls_* variables), or "
+                     "cls_token_file for the cloud license service (gpupool_cls_token_file)",
            vks="give supervisor_kubeconfig (the Supervisor's kubeconfig)",
            guest="give kubeconfig (the guest cluster's kubeconfig, or K8S_AUTH_KUBECONFIG)")
 
@@ -58,6 +59,9 @@ def licensing_input_errors(p):
     out += url_errors(p, ("prometheus_url",))
     if p["dls_host"] and not (p["dls_username"] and p["dls_password"]):
         out.append("dls_host needs dls_username and dls_password")
+    if p["dls_host"] and p.get("cls_token_file"):
+        out.append("dls_host and cls_token_file are two license services; give one (a client licenses from a DLS "
+                   "appliance or from the cloud license service, not both)")
     return out
 
 
@@ -107,7 +111,8 @@ def merged_vcenter_results(results):
 
 def connections(p):
     """{link: whether its connection is given} of the options ``p``."""
-    return dict(esxi=bool(p["hostname"]), vsphere=bool(p["hostname"]), licensing=bool(p["dls_host"]),
+    return dict(esxi=bool(p["hostname"]), vsphere=bool(p["hostname"]),
+                licensing=bool(p["dls_host"]) or bool(p.get("cls_token_file")),
                 vks=bool(p["supervisor_kubeconfig"]), guest=bool(p["kubeconfig"]))
 
 

@@ -18,6 +18,7 @@ __metaclass__ = type
 
 import datetime
 import os
+import stat
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit, _audit_licensing, _guest_license
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._errors import ClientError
@@ -44,10 +45,22 @@ def today():
     return datetime.datetime.now(datetime.timezone.utc).date()
 
 
+def read_cls_token(path):
+    """``_audit_licensing.cls_token_state`` of the CLS token file (its metadata only: the content is not read)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return _audit_licensing.cls_token_state(path, False)
+    return _audit_licensing.cls_token_state(path, True, stat.S_ISREG(st.st_mode), st.st_size, stat.S_IMODE(st.st_mode))
+
+
 def read_licensing(p, derived):
     """The licensing link's live state: the appliance, the kept token, the license series and the GPU nodes."""
-    state = dict(dls=read_dls(p), renew_before_days=p["renew_before_days"], metric=p["license_metric"])
-    if p["token_dir"]:
+    state = dict(dls=read_dls(p) if p["dls_host"] else None, renew_before_days=p["renew_before_days"],
+                 metric=p["license_metric"])
+    if p.get("cls_token_file"):
+        state["cls_token"] = read_cls_token(p["cls_token_file"])
+    if p["token_dir"] and p["dls_host"]:
         path = os.path.join(p["token_dir"], "%s.tok" % derived["design"])
         meta, digest = read_token(path)
         token_state, detail = _audit_licensing.token_state(meta, digest, today(), p["renew_before_days"], p["dls_host"],
@@ -111,4 +124,4 @@ def read_link(module, link, derived):
         raise
 
 
-__all__ = ["K8S_LINKS", "read_licensing", "read_link", "today"]
+__all__ = ["K8S_LINKS", "read_cls_token", "read_licensing", "read_link", "today"]

@@ -153,6 +153,8 @@ def test_every_licensing_finding_carries_its_tables_fix():
     unlicensed = _guest_license.reading({"metadata": {"name": "d"}}, output="GPU 00000000:02:00.0\n"
                                         "    vGPU Software Licensed Product\n        License Status : Unlicensed\n")
     states.append(healthy(guest_licenses={"gpu-1": unlicensed}))  # gpu-2 runs no driver pod; DCGM disagrees on gpu-1
+    states += [healthy(dls=None, token=None, cls_token=_audit_licensing.cls_token_state("/t/cls.tok", *stat))
+               for stat in ((False,), (True, True, 300, 0o644))]
     seen = set()
     for state in states:
         for f in _audit_licensing.audit_licensing(DERIVED, **state):
@@ -161,3 +163,17 @@ def test_every_licensing_finding_carries_its_tables_fix():
     assert seen == set(_audit_licensing.RULES)
     [not_made] = _audit_licensing.audit_licensing(DERIVED, **dict(states[4], dls=None, token=None))
     assert "which exports MY_METRIC per vGPU" in not_made["fix"]
+
+
+def test_the_cls_token_file_is_judged_by_its_metadata():
+    state = _audit_licensing.cls_token_state
+    assert [state("/t/c.tok", *a)["state"] for a in ((False,), (True, False, 10, 0o600), (True, True, 0, 0o600),
+                                                     (True, True, 10, 0o640), (True, True, 10, 0o602),
+                                                     (True, True, 10, 0o600), (True, True, 10, 0o400))] == [
+        "missing", "missing", "missing", "open", "open", "ok", "ok"]
+    got = _audit_licensing.audit_licensing(DERIVED, cls_token=state("/t/c.tok", True, True, 0, 0o600), gpu_nodes=[])
+    assert rules(got) == [("cls_token_missing", "cls_token /t/c.tok"), ("license_check_not_made", "gpu_nodes")]
+    assert "the file is empty" in got[0]["message"]
+    [open_] = _audit_licensing.audit_licensing(DERIVED, cls_token=state("/t/c.tok", True, True, 9, 0o644),
+                                               license_series=[], gpu_nodes=[])
+    assert open_["rule"] == "cls_token_open" and "mode 0644" in open_["message"]
