@@ -133,15 +133,30 @@ class Progress:
         return bool(self.history) and all(s == DONE for s in self.current().values())
 
     def failed(self):
-        """[(node, state)] of the nodes in upgrade-failed, and of those in one state longer than the bound."""
+        """[(node, state)] of the nodes in upgrade-failed, and of those in one state longer than the bound. A
+        node waiting its turn (upgrade-required, or no label yet) while another node is being upgraded is not
+        stuck: the controller takes maxParallelUpgrades nodes at a time."""
         out = []
+        current = self.current()
+        turn_taken = any(s in IN_PROGRESS for s in current.values())
         for node, steps in self.history.items():
-            state, entered = steps[-1][0], steps[-1][1]
+            state = steps[-1][0]
             if state == FAILED:
                 out.append((node, state))
-            elif state != DONE and self.last is not None and self.last - entered > self.step_timeout:
+            elif state in ("", STATES[0]) and turn_taken:
+                continue
+            elif state != DONE and self.last is not None and self.last - self._since(node) > self.step_timeout:
                 out.append((node, state))
         return out
+
+    def _since(self, node):
+        """When the node's current wait began: for a node waiting its turn, when the last node ahead of it
+        finished (or its own entry, if later); else when it entered its state."""
+        state, entered = self.history[node][-1][0], self.history[node][-1][1]
+        if state not in ("", STATES[0]):
+            return entered
+        finished = [steps[-1][1] for steps in self.history.values() if steps[-1][0] == DONE and len(steps) > 1]
+        return max([entered] + finished)
 
     def step_seconds(self):
         """{node: [(state, seconds)]}: how long each node stayed in each state it left (its last state,
@@ -180,12 +195,11 @@ class Progress:
         """The message naming the nodes that failed or are stuck, and their state."""
         parts = []
         for node, state in self.failed():
-            entered = self.history[node][-1][1]
             if state == FAILED:
                 parts.append("node %s is %s" % (node, state))
             else:
                 parts.append("node %s has been %s for %.0f s (bound %.0f s)" % (
-                    node, state or "without an upgrade state", self.last - entered, self.step_timeout))
+                    node, state or "without an upgrade state", self.last - self._since(node), self.step_timeout))
         return ("The guest driver upgrade to %s stopped: %s (label %s). The GPU Operator's upgrade controller "
                 "holds the node there: see its events and the driver pod of that node; a drain a "
                 "PodDisruptionBudget refuses is retried until the drain timeout." % (
