@@ -9,7 +9,7 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 module: gpu_game_day
-short_description: Kill pods of running Kueue-admitted Jobs on a preemptible queue and check that they come back
+short_description: Reclaim the quota of running Kueue-admitted Jobs on a preemptible queue and check that they resume
 version_added: 0.2.0
 description:
   - A game day for preemptible batch on the reserved GPU capacity. On one Kueue ClusterQueue (the queue of a
@@ -17,7 +17,17 @@ description:
     C(gpu_scheduling_policy) role name it), deletes Running pods of O(jobs) of the Jobs whose Kueue Workload is
     admitted to that queue, then waits, within O(recovery_timeout), until each hit Job runs again, and runs
     O(check_command) once per hit Job to check that it resumed from its checkpoint.
-  - Only pods that a Job controls, of Jobs whose Workload is admitted to O(cluster_queue) now, are ever touched, and
+  - With O(method=preempt) (the default) the pods are not deleted by the module. It submits, per hit Job, a
+    higher-priority Job (O(reclaim_priority_class)) to the hit Job's LocalQueue that needs the hit Job's quota and
+    all the ClusterQueue's free quota of the covered resources, so Kueue cannot admit it without preempting (the
+    real reclaim path); waits for Kueue to evict the hit Job (its Workload's C(Evicted) condition, reason
+    C(Preempted), and the C(Preempted) condition with Kueue's reason) and for its pods to be gone; lets the
+    reclaim Job run O(reclaim_hold) seconds, deletes it (the higher-priority work is done), then waits for Kueue
+    to admit the hit Job again and for it to run, and checks the resume by O(resume_check), the pool's declared
+    C(checkpoint.resume_check). The reclaim Job is deleted also when the run fails. Kueue chooses its victims, and a
+    Job it did not evict within the bound is reported C(not_recovered) with the reason.
+  - With O(method=delete) the chosen pods are deleted (a pod lost with its node, not a reclaim).
+  - With method delete, only pods that a Job controls, of Jobs whose Workload is admitted to O(cluster_queue) now, are ever touched, and
     only by a deletion with a grace period (the pod's own C(terminationGracePeriodSeconds), or O(grace_period)) and
     the pod's uid as precondition. Nothing else is created, changed or removed.
   - The choice is deterministic. Without O(seed), the first jobs by C(namespace/name) and their first pods by
@@ -34,7 +44,7 @@ description:
     variables C(GAME_DAY_NAMESPACE), C(GAME_DAY_JOB), C(GAME_DAY_WORKLOAD), C(GAME_DAY_CLUSTER_QUEUE),
     C(GAME_DAY_LOCAL_QUEUE), C(GAME_DAY_PODS_KILLED) (comma-separated), C(GAME_DAY_RECOVERED) (C(true) or
     C(false)) and, when O(kubeconfig) is given, C(KUBECONFIG).
-  - A hit Job survived when it ran again within the bound and its check command passed. The module fails, with
+  - A hit Job survived when it ran again within the bound, its check command passed and its resume check passed. The module fails, with
     the whole report in its result, when a hit Job did not survive (unless O(fail_on_loss=false)).
 author:
   - gpupool.vcf developers (@gpupool)
@@ -82,9 +92,54 @@ options:
         when it ran too long).
     type: str
   check_timeout:
-    description: Seconds each check command may run; one that runs longer is stopped and counts as failed.
+    description:
+      - Seconds each check command may run; one that runs longer is stopped and counts as failed.
+      - Also the seconds, after the job runs again, within which the resume check's annotation or condition must
+        show.
     type: int
     default: 300
+  method:
+    description:
+      - C(preempt) - Kueue preempts the hit Jobs for a higher-priority Job that needs their quota (the reclaim path).
+      - C(delete) - the module deletes the chosen pods (a pod lost with its node).
+    type: str
+    choices: [preempt, delete]
+    default: preempt
+  pool:
+    description: The design's pool of the queue, named in the report and in the failure of its resume check; default
+      the O(cluster_queue) without its C(gpupool-) prefix.
+    type: str
+  resume_check:
+    description:
+      - The pool's declared C(checkpoint.resume_check) (docs/design.md), exactly one of its keys.
+      - C(annotation) passes when the resumed Job carries the annotation with a value it did not carry before the
+        reclaim; C(condition) when the Job's status condition of that type turned C(True) after the reclaim (both
+        need O(method=preempt)); C(command) runs like O(check_command), with C(GAME_DAY_POD) (a Running pod of the
+        resumed Job) added to its environment.
+    type: dict
+    suboptions:
+      annotation:
+        description: Job annotation the job sets when it resumed from a checkpoint.
+        type: str
+      condition:
+        description: Job status condition type the job sets C(True) when it resumed from a checkpoint.
+        type: str
+      command:
+        description: Shell command; exit status 0 - resumed.
+        type: str
+  reclaim_priority_class:
+    description: PriorityClass of the reclaim Job's pods; Kueue takes the Workload's priority from it, and it must
+      rank above the hit Jobs' class for Kueue to preempt them (the design's C(gpu-inference) does).
+    type: str
+    default: gpu-inference
+  reclaim_image:
+    description: Image of the reclaim Job's containers (they only hold the quota; the module deletes the Job).
+    type: str
+    default: registry.k8s.io/pause:3.10
+  reclaim_hold:
+    description: Seconds the reclaim Job stays after Kueue admitted it, before the module deletes it.
+    type: float
+    default: 0
   fail_on_loss:
     description: Fail when a hit Job did not survive (the report is in the result either way).
     type: bool
@@ -124,7 +179,17 @@ EXAMPLES = r"""
       kubectl logs -n "$GAME_DAY_NAMESPACE" "job/$GAME_DAY_JOB" | grep -q 'resumed from checkpoint'
   register: game_day
 
-- name: What a game day would kill
+- name: Reclaim a training job through Kueue and check it resumes as the pool declares
+  gpupool.vcf.gpu_game_day:
+    kubeconfig: /etc/gpupool/guest.kubeconfig
+    cluster_queue: gpupool-training
+    local_queue: training
+    method: preempt
+    resume_check:
+      annotation: gpupool.vcf/resumed-from-step
+    recovery_timeout: 900
+
+- name: What a game day would hit
   gpupool.vcf.gpu_game_day:
     cluster_queue: gpupool-training
     jobs: 3
@@ -155,6 +220,14 @@ jobs:
   returned: always
   type: list
   elements: dict
+preempted:
+  description: With O(method=preempt), per hit Job (C(namespace/name)) what Kueue did - C(reclaim_job), C(pods) and
+    C(per_pod) (its size), C(state) (C(preempted) or C(not_preempted)), C(evicted) and C(preempted) (the reasons
+    of the Workload's C(Evicted) and C(Preempted) conditions) and C(seconds) (from the reclaim until the job's pods
+    were gone). The same is in each C(jobs) entry as C(preemption), and the resume check as C(resume) (C(pool),
+    C(kind), C(passed), C(detail), C(seconds)).
+  returned: always
+  type: dict
 report:
   description: The report as data (C(cluster_queue), C(bound_seconds), C(seed), C(jobs), C(passed_over), C(survived), C(lost)).
   returned: always
@@ -206,6 +279,13 @@ ARGUMENT_SPEC = dict(
     fail_on_loss=dict(type="bool", default=True),
     kueue_api_version=dict(type="str", default="kueue.x-k8s.io/v1beta2"),
     poll_interval=dict(type="float", default=2.0),
+    method=dict(type="str", choices=["preempt", "delete"], default="preempt"),
+    pool=dict(type="str"),
+    resume_check=dict(type="dict", options=dict(annotation=dict(type="str"), condition=dict(type="str"),
+                                                command=dict(type="str"))),
+    reclaim_priority_class=dict(type="str", default="gpu-inference"),
+    reclaim_image=dict(type="str", default="registry.k8s.io/pause:3.10"),
+    reclaim_hold=dict(type="float", default=0),
 )
 ARGUMENT_SPEC.update(auth_argument_spec())
 ARGUMENT_SPEC.update(request_argument_spec())
@@ -226,6 +306,8 @@ class GameDay(Resource):
         self.chosen = []
         self.killed = []
         self.passed_over = {}
+        self.jobs_before, self.pods_before = {}, {}
+        self.reclaims = []
         self._unbounded_said = False
 
     def read(self):
@@ -244,6 +326,9 @@ class GameDay(Resource):
                 pods += self.api.list_job_pods(ns)
         eligible, self.passed_over = gd.candidates(workloads, jobs, pods, p["cluster_queue"], p["local_queue"],
                                                    p["namespaces"])
+        self.jobs_before = dict((j["metadata"].get("uid"), j) for j in jobs)
+        self.pods_before = dict((e["uid"], [q for q in gd.pods_of(self.jobs_before[e["uid"]], pods) if gd.pod_running(q)])
+                                for e in eligible)
         self.chosen = gd.choose(eligible, p["jobs"], p["pods"], p["seed"], p["only"])
         if len(self.chosen) < p["jobs"]:
             self.warnings.append("%d jobs asked, the queue runs %d that can be hit: hitting those" % (
@@ -266,7 +351,7 @@ class GameDay(Resource):
                         self.p["recovery_timeout"], self.p["seed"], self.p["check_command"], self.passed_over,
                         check_mode=True)
         return dict(would_kill=self._would_kill(), killed=[], jobs=[], report=rep, markdown=gd.markdown(rep),
-                    survived=[], lost=[])
+                    survived=[], lost=[], preempted={})
 
     # --- a real run
 
@@ -282,6 +367,99 @@ class GameDay(Resource):
                     else:
                         out["gone"].append(pod)
             out["killed_at"] = self.clock()
+
+    def _pool(self):
+        cq = self.p["cluster_queue"]
+        return self.p["pool"] or (cq[len("gpupool-"):] if cq.startswith("gpupool-") else cq)
+
+    def _reclaim(self, outcomes):
+        """Submit a higher-priority Job per hit Job, wait for Kueue to evict the hit Jobs, end the reclaim Jobs."""
+        p = self.p
+        with self.doing("read ClusterQueue", p["cluster_queue"]):
+            queue = self.api.read_cluster_queue(p["cluster_queue"])
+        if queue is None:
+            raise Failure("Unable to play a game day on %s: there is no such ClusterQueue" % self.name)
+        salt = "%06x" % (int(time.time() * 1000) % 0xffffff)
+        first = True
+        for entry in self.chosen:
+            out = outcomes[gd.key(entry["namespace"], entry["job"])]
+            per_pod, count = gd.reclaim_size(self.pods_before[entry["uid"]], queue, with_free=first)
+            first = False
+            name = gd.reclaim_name(entry["job"], salt)
+            body = gd.reclaim_job(entry, name, p["reclaim_priority_class"], p["reclaim_image"], per_pod, count)
+            with self.doing("submit the reclaim Job", gd.key(entry["namespace"], name)):
+                self.api.create_job(body)
+            self.reclaims.append((entry["namespace"], name))
+            self.partial = dict(reclaim_jobs=["%s/%s" % r for r in self.reclaims])
+            out["preemption"] = dict(reclaim_job=name, pods=count, per_pod=per_pod, state=None, evicted=None,
+                                     preempted=None, seconds=None)
+            out["since"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            out["reclaimed_at"] = self.clock()
+        deadline = self.clock() + p["recovery_timeout"]
+        waiting = list(self.chosen)
+        while True:
+            for entry in list(waiting):
+                out = outcomes[gd.key(entry["namespace"], entry["job"])]
+                ns = entry["namespace"]
+                with self.doing("watch Job", gd.key(ns, entry["job"])):
+                    evictions = [gd.eviction(w) for w in self.api.list_workloads(ns)
+                                 if gd.owner_uid(w, "Job") == entry["uid"]]
+                    pods = self.api.list_job_pods(ns)
+                ev = next((e for e in evictions if e), None)
+                if ev and not out["preemption"]["evicted"]:
+                    out["preemption"].update(evicted=ev["evicted"], preempted=ev["preempted"])
+                    out["requeued"] = True
+                left = [gd.key(ns, q["metadata"].get("name")) for q in pods
+                        if q["metadata"].get("name") in entry["pods"] and q["metadata"].get("namespace") == ns]
+                if out["preemption"]["evicted"] and not left:
+                    out["preemption"].update(state=gd.PREEMPTED,
+                                             seconds=round(self.clock() - out["reclaimed_at"], 3))
+                    out["kill"] = list(entry["pods"])  # the pods Kueue's eviction ended
+                    out["killed_at"] = self.clock()
+                    waiting.remove(entry)
+            if not waiting or self.clock() >= deadline:
+                break
+            self.sleep(max(0.0, min(p["poll_interval"], deadline - self.clock())))
+        for entry in waiting:
+            out = outcomes[gd.key(entry["namespace"], entry["job"])]
+            out["preemption"]["state"] = gd.NOT_PREEMPTED
+            out["state"] = gd.NOT_RECOVERED
+            out["detail"] = "Kueue did not preempt it within %d s for %s (%s)" % (
+                p["recovery_timeout"], out["preemption"]["reclaim_job"],
+                "its Workload is Evicted (%s) but its pods are still there" % out["preemption"]["evicted"]
+                if out["preemption"]["evicted"] else "its Workload was not evicted")
+        if p["reclaim_hold"]:
+            self.sleep(p["reclaim_hold"])
+        self._end_reclaims()
+
+    def _end_reclaims(self):
+        while self.reclaims:
+            ns, name = self.reclaims[0]
+            with self.doing("delete the reclaim Job", gd.key(ns, name)):
+                self.api.delete_job(ns, name)
+            self.reclaims.pop(0)
+
+    def _resume(self, out):
+        """The pool's declared resume check on a job that runs again: annotation or condition polled within
+        check_timeout, or the command."""
+        check = self.p["resume_check"]
+        kind = gd.resume_kind(check)
+        started = self.clock()
+        if kind == "command":
+            run = self._check(out, command=check["command"])
+            passed, detail = run["rc"] == 0, "the command exited %s: %s" % (run["rc"], run["output"].strip()[-200:])
+        else:
+            deadline = started + self.p["check_timeout"]
+            before = self.jobs_before.get(out["uid"])
+            while True:
+                with self.doing("read Job", gd.key(out["namespace"], out["job"])):
+                    job = self.api.read_job(out["namespace"], out["job"])
+                passed, detail = gd.resume_seen(check, before, job, out.get("since"))
+                if passed or self.clock() >= deadline:
+                    break
+                self.sleep(max(0.0, min(self.p["poll_interval"], deadline - self.clock())))
+        return dict(pool=self._pool(), kind=kind, passed=passed, detail=detail,
+                    seconds=round(self.clock() - started, 3))
 
     def _look(self, entry):
         ns = entry["namespace"]
@@ -315,15 +493,16 @@ class GameDay(Resource):
             out["state"] = gd.NOT_RECOVERED
             out["detail"] = "not Running again within %d s: %s" % (self.p["recovery_timeout"], out["detail"])
 
-    def _check(self, out):
+    def _check(self, out, command=None):
         env = dict(GAME_DAY_NAMESPACE=out["namespace"], GAME_DAY_JOB=out["job"], GAME_DAY_WORKLOAD=out["workload"],
                    GAME_DAY_CLUSTER_QUEUE=self.p["cluster_queue"], GAME_DAY_LOCAL_QUEUE=out["local_queue"] or "",
                    GAME_DAY_PODS_KILLED=",".join(out["kill"]),
+                   GAME_DAY_POD=(out.get("running") or [""])[0], GAME_DAY_POOL=self._pool(),
                    GAME_DAY_RECOVERED="true" if out["state"] == gd.RECOVERED else "false")
         if self.p["kubeconfig"]:
             env["KUBECONFIG"] = self.p["kubeconfig"]
         limit = self.p["check_timeout"]
-        argv = ["/bin/sh", "-c", self.p["check_command"]]
+        argv = ["/bin/sh", "-c", command or self.p["check_command"]]
         bounded = self.module.get_bin_path("timeout")
         if bounded:
             argv = [bounded, "--kill-after=5", str(limit)] + argv
@@ -343,23 +522,41 @@ class GameDay(Resource):
             outcomes[gd.key(entry["namespace"], entry["job"])] = dict(
                 namespace=entry["namespace"], job=entry["job"], workload=entry["workload"],
                 local_queue=entry["local_queue"], pods_before=len(entry["pods"]), kill=[], gone=[], state=None,
-                seconds=None, requeued=False, detail="", running=[], check=None, killed_at=None)
-        self._kill(outcomes)
-        for out in outcomes.values():
-            if not out["kill"]:
-                out["state"], out["detail"] = gd.NOT_RECOVERED, "no pod was killed: they were gone before the kill"
+                seconds=None, requeued=False, detail="", running=[], check=None, killed_at=None,
+                uid=entry["uid"], preemption=None, resume=None)
+        preempt = self.p["method"] == "preempt"
+        try:
+            if preempt:
+                self._reclaim(outcomes)
+            else:
+                self._kill(outcomes)
+                for out in outcomes.values():
+                    if not out["kill"]:
+                        out["state"], out["detail"] = gd.NOT_RECOVERED, "no pod was killed: they were gone before the kill"
+        finally:
+            if self.reclaims:  # a failure halfway: the higher-priority Jobs do not stay behind
+                self._end_reclaims()
         self._wait(outcomes)
         ordered = [outcomes[gd.key(e["namespace"], e["job"])] for e in self.chosen]
         if self.p["check_command"]:
             for out in ordered:
                 if out["kill"]:
                     out["check"] = self._check(out)
+        if self.p["resume_check"]:
+            for out in ordered:
+                if out["kill"]:
+                    out["resume"] = self._resume(out)
         for out in ordered:
-            out.pop("killed_at", None)
+            for private in ("killed_at", "reclaimed_at", "since", "uid"):
+                out.pop(private, None)
+            if not preempt:
+                out.pop("preemption", None)
         rep = gd.report(self.p["cluster_queue"], ordered, self.p["recovery_timeout"], self.p["seed"],
                         self.p["check_command"], self.passed_over)
         result = dict(killed=list(self.killed), jobs=rep["jobs"], report=rep, markdown=gd.markdown(rep),
-                      survived=rep["survived"], lost=rep["lost"])
+                      survived=rep["survived"], lost=rep["lost"],
+                      preempted=dict((gd.key(j["namespace"], j["job"]), j["preemption"]) for j in rep["jobs"]
+                                     if j.get("preemption")))
         if rep["lost"] and self.p["fail_on_loss"]:
             why = ["%s (%s)" % (gd.key(j["namespace"], j["job"]), self._why(j)) for j in rep["jobs"] if not j["survived"]]
             if getattr(self.module, "_diff", False):  # the pods were killed all the same
@@ -373,7 +570,9 @@ class GameDay(Resource):
     def _why(job):
         if job["state"] != gd.RECOVERED:
             return "%s: %s" % (job["state"].replace("_", " "), job["detail"])
-        return "the check command exited %s" % job["check"]["rc"]
+        if job.get("check") and job["check"].get("rc") != 0:
+            return "the check command exited %s" % job["check"]["rc"]
+        return "pool %s: its resume check failed: %s" % (job["resume"]["pool"], job["resume"]["detail"])
 
 
 def main():

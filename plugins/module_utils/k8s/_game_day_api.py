@@ -1,11 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpupool.vcf contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The reads and the one write of gpu_game_day (client layer: knows nothing of Ansible).
+"""The reads and the writes of gpu_game_day (client layer: knows nothing of Ansible).
 
-Kueue Workloads, Jobs and pods are read as plain dicts for ``pure._game_day``; the only write is
-the deletion of a pod, with a grace period (never 0) and the pod's uid as precondition, so a
-replacement pod of the same name is never hit. Every call goes through ``_k8s.K8sClient``.
+Kueue Workloads, ClusterQueues, Jobs and pods are read as plain dicts for ``pure._game_day``. The
+writes: with method preempt, the creation and deletion of the reclaim Job (a higher-priority Job on the
+victim's LocalQueue, for Kueue to preempt for); with method delete, the deletion of a pod, with a grace
+period (never 0) and the pod's uid as precondition, so a replacement pod of the same name is never hit.
+Every call goes through ``_k8s.K8sClient``.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -68,6 +70,32 @@ class GameDayApi(object):
         except K8sError as exc:
             if exc.status == 404:
                 return None
+            raise
+
+    def read_cluster_queue(self, name):
+        """The Kueue ClusterQueue (its quota and reservation), None when there is none of that name."""
+        resource = self.k8s.resource(self.kueue_api_version, "ClusterQueue")
+        try:
+            return self.k8s.call(resource.get, name=name).to_dict()
+        except K8sError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def create_job(self, body):
+        """Create the reclaim Job (a higher-priority workload on the victim's LocalQueue)."""
+        return self._plain(self.k8s.call(self.batch().create_namespaced_job, body["metadata"]["namespace"], body))
+
+    def delete_job(self, namespace, name):
+        """Delete the reclaim Job and its pods (background propagation); False when it was already gone."""
+        from kubernetes import client
+        try:
+            self.k8s.call(self.batch().delete_namespaced_job, name, namespace,
+                          body=client.V1DeleteOptions(propagation_policy="Background"))
+            return True
+        except K8sError as exc:
+            if exc.status == 404:
+                return False
             raise
 
     def delete_pod(self, namespace, name, uid, grace_period=None):

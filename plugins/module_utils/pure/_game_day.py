@@ -222,9 +222,11 @@ def requeued(job, workload):
 
 
 def survived(outcome):
-    """A hit job survived when it ran again within the bound and its check command (if any) passed."""
-    check = outcome.get("check")
-    return outcome.get("state") == RECOVERED and (check is None or check.get("rc") == 0)
+    """A hit job survived when it ran again within the bound, its check command (if any) passed and, after a
+    preemption, its pool's declared resume check (if any) passed."""
+    check, resume = outcome.get("check"), outcome.get("resume")
+    return outcome.get("state") == RECOVERED and (check is None or check.get("rc") == 0) and \
+        (resume is None or bool(resume.get("passed")))
 
 
 def tail(text, size=OUTPUT_TAIL):
@@ -244,6 +246,153 @@ def report(cluster_queue, outcomes, bound, seed=None, check_command=None, passed
                 check_mode=check_mode, jobs=jobs, passed_over=dict(passed_over or {}),
                 pods_killed=sum(len(j["kill"]) for j in jobs) if not check_mode else 0,
                 survived=[key(j["namespace"], j["job"]) for j in jobs if j["survived"]], lost=lost)
+
+
+# --- the reclaim through Kueue (method preempt)
+
+RECLAIM_LABEL = "gpupool.vcf/game-day-reclaim"  # on the reclaim Job: the namespace/name of the job it reclaims from
+PREEMPTED, NOT_PREEMPTED = "preempted", "not_preempted"
+
+
+def _quantity(value):
+    """A whole-number resource quantity (GPUs, pods) as an int; None for what is not one."""
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return None
+
+
+def covered_resources(cluster_queue):
+    """The resources the ClusterQueue's quota covers, in its order."""
+    out = []
+    for group in (cluster_queue or {}).get("spec", {}).get("resourceGroups") or []:
+        out += [r for r in group.get("coveredResources") or [] if r not in out]
+    return out
+
+
+def free_quota(cluster_queue, resource):
+    """Nominal quota of ``resource`` over the ClusterQueue's flavors less what its admitted Workloads reserve
+    (``status.flavorsReservation``); never below 0. None when the quota is not a whole number."""
+    nominal = 0
+    for group in (cluster_queue or {}).get("spec", {}).get("resourceGroups") or []:
+        for flavor in group.get("flavors") or []:
+            for res in flavor.get("resources") or []:
+                if res.get("name") == resource:
+                    value = _quantity(res.get("nominalQuota"))
+                    if value is None:
+                        return None
+                    nominal += value
+    reserved = 0
+    status = _status(cluster_queue)
+    for flavor in status.get("flavorsReservation") or status.get("flavorsUsage") or []:
+        for res in flavor.get("resources") or []:
+            if res.get("name") == resource:
+                reserved += _quantity(res.get("total")) or 0
+    return max(0, nominal - reserved)
+
+
+def pod_requests(pod, resources):
+    """{resource: amount} the pod asks of ``resources`` (requests, else limits, summed over its containers)."""
+    out = dict((r, 0) for r in resources)
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        res = container.get("resources") or {}
+        for name in resources:
+            value = (res.get("requests") or {}).get(name, (res.get("limits") or {}).get(name))
+            out[name] += _quantity(value) or 0
+    return out
+
+
+def reclaim_size(victim_pods, cluster_queue, with_free=True):
+    """``(per_pod, count)`` of the reclaim Job: pods the shape of the victim's largest (by the covered
+    resources it asks for), as many as it takes to need the victim's share plus all the queue's free quota
+    (without ``with_free``: the victim's share alone, for a second victim of the same run), so Kueue cannot
+    admit it without preempting at least that much. Raises GameDayError when the victim asks
+    for none of the covered resources (no quota of its to take)."""
+    resources = covered_resources(cluster_queue)
+    asks = [pod_requests(p, resources) for p in victim_pods]
+    per_pod = dict((r, max([a[r] for a in asks] or [0])) for r in resources)
+    per_pod = dict((r, v) for r, v in per_pod.items() if v > 0)
+    if not per_pod:
+        raise GameDayError("the job's pods ask for none of the resources the ClusterQueue's quota covers (%s): "
+                           "a higher-priority workload cannot take quota from it" % (", ".join(resources) or "none"))
+    count = 0
+    for name, each in per_pod.items():
+        held = sum(a[name] for a in asks)
+        free = (free_quota(cluster_queue, name) or 0) if with_free else 0
+        count = max(count, -(-(held + free) // each))
+    return per_pod, count
+
+
+def reclaim_job(entry, name, priority_class, image, per_pod, count):
+    """The higher-priority Job a game day submits to the victim's LocalQueue: suspended with the queue label (as
+    Kueue's webhook makes it), ``count`` pods of ``per_pod``, on ``priority_class`` (Kueue takes the Workload's
+    priority from it), labelled with the job it reclaims from."""
+    resources = dict((k, str(v)) for k, v in sorted(per_pod.items()))
+    return {"apiVersion": JOB_API, "kind": "Job",
+            "metadata": {"name": name, "namespace": entry["namespace"],
+                         "labels": {QUEUE_LABEL: entry["local_queue"],
+                                    RECLAIM_LABEL: "%s.%s" % (entry["namespace"], entry["job"])}},
+            "spec": {"suspend": True, "parallelism": count, "completions": count, "backoffLimit": 0,
+                     "template": {"metadata": {"labels": {RECLAIM_LABEL: "%s.%s" % (entry["namespace"], entry["job"])}},
+                                  "spec": {"restartPolicy": "Never", "priorityClassName": priority_class,
+                                           "terminationGracePeriodSeconds": 5,
+                                           "containers": [{"name": "reclaim", "image": image,
+                                                           "resources": {"requests": dict(resources),
+                                                                         "limits": dict(resources)}}]}}}}
+
+
+def reclaim_name(job, salt):
+    """The reclaim Job's name: ``gd-<job>-<salt>``, cut to a DNS label (63) with the salt kept."""
+    tail = "-%s" % salt
+    return ("gd-%s" % job)[:63 - len(tail)].rstrip("-") + tail
+
+
+def eviction(workload):
+    """How Kueue took the Workload back, or None: ``{"evicted": reason, "preempted": reason, "message": ...}``
+    from its ``Evicted`` condition (True) and its ``Preempted`` condition (True: InClusterQueue,
+    InCohortReclamation, ...)."""
+    ev = _condition(workload, "Evicted")
+    if not ev or ev.get("status") != "True":
+        return None
+    pre = _condition(workload, "Preempted")
+    return dict(evicted=ev.get("reason"), message=ev.get("message") or "",
+                preempted=pre.get("reason") if pre and pre.get("status") == "True" else None)
+
+
+RESUME_KINDS = ("annotation", "condition", "command")
+
+
+def resume_kind(check):
+    """The one kind of a declared resume check (annotation, condition or command), or None."""
+    kinds = [k for k in RESUME_KINDS if (check or {}).get(k)]
+    return kinds[0] if len(kinds) == 1 else None
+
+
+def resume_seen(check, before, after, since):
+    """Whether the Job ``after`` shows the declared resume (``check``: annotation or condition) since the
+    preemption: ``(passed, detail)``. An annotation passes when the Job carries it with a value it did not
+    carry in ``before`` (the Job as read before the reclaim); a condition when it is True with a
+    ``lastTransitionTime`` not before ``since`` (RFC 3339, UTC)."""
+    kind = resume_kind(check)
+    if kind == "annotation":
+        name = check["annotation"]
+        was = (_meta(before).get("annotations") or {}).get(name)
+        now = (_meta(after).get("annotations") or {}).get(name)
+        if not now:
+            return False, "the Job carries no annotation %s" % name
+        if now == was:
+            return False, "annotation %s=%s is the one it had before the preemption" % (name, now)
+        return True, "annotation %s=%s (was %s)" % (name, now, "unset" if was is None else was)
+    if kind == "condition":
+        name = check["condition"]
+        cond = _condition(after, name)
+        if not cond or cond.get("status") != "True":
+            return False, "the Job has no condition %s True" % name
+        when = cond.get("lastTransitionTime") or ""
+        if since and when < since:
+            return False, "condition %s turned True at %s, before the preemption (%s)" % (name, when, since)
+        return True, "condition %s True since %s" % (name, when)
+    return False, "no annotation or condition to check"
 
 
 def _cell(value):
@@ -272,6 +421,19 @@ def markdown(rep):
             "" if j.get("seconds") is None else "%.2f" % j["seconds"], "yes" if j.get("requeued") else "no",
             check_text, "yes" if j["survived"] else "no", _cell(j.get("detail") or "")))
     lines.append("")
+    for j in rep["jobs"]:
+        pre, resume = j.get("preemption"), j.get("resume")
+        if pre:
+            lines.append("- %s: reclaimed through Kueue by %s (%s); its Workload %s" % (
+                key(j["namespace"], j["job"]), pre.get("reclaim_job"), pre.get("state", "").replace("_", " "),
+                "Evicted (%s), Preempted (%s)" % (pre.get("evicted"), pre.get("preempted"))
+                if pre.get("evicted") else "was not evicted"))
+        if resume:
+            lines.append("- %s: resume check of pool %s %s: %s" % (
+                key(j["namespace"], j["job"]), resume.get("pool"), "passed" if resume.get("passed") else "failed",
+                _cell(resume.get("detail") or "")))
+    if any(j.get("preemption") or j.get("resume") for j in rep["jobs"]):
+        lines.append("")
     if rep["lost"]:
         lines.append("Lost: %s." % ", ".join(rep["lost"]))
     else:
@@ -306,9 +468,25 @@ def input_errors(params):
     for index, name in enumerate(params.get("namespaces") or []):
         if not str(name or "").strip():
             out.append("namespaces[%d] is empty" % index)
-    return out
+    check = params.get("resume_check")
+    if check is not None and resume_kind(check) is None:
+        out.append("resume_check must give exactly one of annotation, condition and command (the pool's "
+                   "checkpoint.resume_check), not %s" % (", ".join(k for k in RESUME_KINDS if check.get(k)) or "none"))
+    if check is not None and params.get("method") == "delete" and resume_kind(check) != "command":
+        out.append("resume_check %s needs method preempt (it is read against the Job as it was before the "
+                   "reclaim)" % resume_kind(check) if resume_kind(check) else None)
+    for name in ("reclaim_priority_class", "reclaim_image", "pool"):
+        value = params.get(name)
+        if isinstance(value, str) and not value.strip():
+            out.append("%s must not be empty" % name)
+    hold = params.get("reclaim_hold")
+    if hold is not None and not hold >= 0:
+        out.append("reclaim_hold must be 0 or more seconds, not %r" % (hold,))
+    return [o for o in out if o]
 
 
-__all__ = ["FAILED", "GameDayError", "NOT_RECOVERED", "QUEUE_LABEL", "RECOVERED", "candidates", "choose",
-           "input_errors", "job_finished", "key", "killed_pod", "markdown", "owner_uid", "pod_running", "pods_diff",
-           "pods_of", "recovery", "report", "requeued", "survived", "tail", "workload_admitted"]
+__all__ = ["FAILED", "GameDayError", "NOT_PREEMPTED", "NOT_RECOVERED", "PREEMPTED", "QUEUE_LABEL", "RECLAIM_LABEL",
+           "RECOVERED", "RESUME_KINDS", "candidates", "choose", "covered_resources", "eviction", "free_quota",
+           "input_errors", "job_finished", "key", "killed_pod", "markdown", "owner_uid", "pod_requests", "pod_running",
+           "pods_diff", "pods_of", "reclaim_job", "reclaim_name", "reclaim_size", "recovery", "report", "requeued",
+           "resume_kind", "resume_seen", "survived", "tail", "workload_admitted"]

@@ -72,7 +72,9 @@ def day(tmp_path_factory):
 
 
 def game_day(day, check=False, diff=False, **args):
-    base = dict(kubeconfig=str(day["rig"].kubeconfig), cluster_queue=CQ, local_queue=LQ, poll_interval=0.5)
+    # method delete: the pod kill (a pod lost with its node); the reclaim through Kueue is test_game_day_preemption.py
+    base = dict(kubeconfig=str(day["rig"].kubeconfig), cluster_queue=CQ, local_queue=LQ, poll_interval=0.5,
+                method="delete")
     return run_module("gpupool.vcf.gpu_game_day", dict(base, **args), env=day["rig"].env, check=check, diff=diff)[0]
 
 
@@ -127,7 +129,7 @@ def test_game_day_kills_pods_they_come_back_and_the_report_says_so(day):
     run = run_playbook(ROOT / "playbooks" / "game_day.yml", env=day["rig"].env, extra_vars=dict(
         game_day_kubeconfig=str(day["rig"].kubeconfig), game_day_cluster_queue=CQ, game_day_local_queue=LQ,
         game_day_jobs=2, game_day_seed=3, game_day_recovery_timeout=90, game_day_check_command=command,
-        game_day_poll_interval=0.5, game_day_output_dir=str(out), game_day_name="day-1"))
+        game_day_poll_interval=0.5, game_day_output_dir=str(out), game_day_name="day-1", game_day_method="delete"))
     took = time.monotonic() - started
     assert run.rc == 0, run.stdout[-4000:]
     report = json.loads((out / "day-1.json").read_text())

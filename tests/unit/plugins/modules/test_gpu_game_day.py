@@ -91,7 +91,8 @@ def queue(monkeypatch):
 
 def args(**extra):
     # a short bound: a fake that never lets a Job come back fails the test in a second, not in ten minutes
-    out = dict(K8S, cluster_queue=CQ, api_key=API_KEY, recovery_timeout=1, poll_interval=0.05)
+    # method delete: these tests are of the pod kill (the reclaim through Kueue: test_gpu_game_day_preempt.py)
+    out = dict(K8S, cluster_queue=CQ, api_key=API_KEY, recovery_timeout=1, poll_interval=0.05, method="delete")
     out.update(extra)
     return out
 

@@ -74,7 +74,7 @@ def fake(monkeypatch):
 
 def run(params, clock, check_mode=False):
     defaults = dict((k, v.get("default")) for k, v in gpu_game_day.ARGUMENT_SPEC.items())
-    module = Module(dict(defaults, cluster_queue=CQ, **params), check_mode=check_mode)
+    module = Module(dict(defaults, cluster_queue=CQ, **dict(dict(method="delete"), **params)), check_mode=check_mode)
     with pytest.raises(Exited) as exc:
         Runner(module, gpu_game_day.GameDay(module, clock=clock, sleep=clock.sleep)).run()
     return exc.value.result
