@@ -88,3 +88,19 @@ def test_resume_check_is_required_by_the_schema():
     pool(design, "training")["checkpoint"] = {"claim": "ckpt"}
     found = [f for f in validate(design) if f.rule == "schema"]
     assert [f.object for f in found] == ["pools.training.checkpoint.resume_check"], [str(f) for f in found]
+
+
+def test_discover_waives_an_unseen_checkpoint_with_a_placeholder_and_a_note():
+    from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _discover  # pylint: disable=import-outside-toplevel
+    design = {"pools": [{"name": "train", "shape": "training"}, {"name": "serve", "shape": "inference"},
+                        {"name": "own", "shape": "training", "checkpoint": {"claim": "c"}}]}
+    notes = {}
+    _discover.waive_unseen_checkpoints(design, notes)
+    assert design["pools"][0]["waivers"] == {"checkpoint_declared": _discover.CHECKPOINT_UNSEEN}
+    assert "waivers" not in design["pools"][1] and "waivers" not in design["pools"][2]
+    assert list(notes) == [("pools", 0, "waivers")] and "declare checkpoint" in notes[("pools", 0, "waivers")]
+    # live PriorityClasses that put gpu-training on top: nothing preempts it, no waiver is written
+    top = {"pools": [{"name": "train", "shape": "training"}],
+           "priorities": {"gpu-training": {"value": 2000000, "preemption_policy": "PreemptLowerPriority"}}}
+    _discover.waive_unseen_checkpoints(top, {})
+    assert "waivers" not in top["pools"][0]
