@@ -5,7 +5,8 @@ the rig runs no operator) moves the nodes through nvidia.com/gpu-driver-upgrade-
 upgradePolicy allows and evicts through the real Eviction API, so the apiserver holds the PDB. The role waits for
 every node and reports per-node step times. A watcher samples the pods and the nodes' states on its own: at most
 one node upgrades at a time, no inference pod stays Pending longer than the pool's bound, every node runs the new
-driver and is schedulable again. A node the double holds in one state makes the role fail naming it."""
+driver and is schedulable again. Check mode names the nodes and changes nothing; a node the double holds in
+one state makes the role fail naming it."""
 from __future__ import annotations
 
 import sys
@@ -231,7 +232,7 @@ def test_guest_driver_upgrade_rolls_one_node_at_a_time_under_the_pdb_and_the_pen
         longest, POOL_BOUND_S, ", ".join("%.1f" % v for v in sorted(watch.pending.values()))))
 
 
-def test_guest_driver_upgrade_stuck_node_fails_the_role_naming_it(pool, k8s_rig, k8s_api):
+def test_guest_driver_upgrade_check_mode_then_a_stuck_node_fails_the_role_naming_it(pool, k8s_rig, k8s_api):
     core = pool["core"]
     stuck = NODES[1]
     with driver_upgrade_double.running(k8s_rig.kubeconfig, pool["logs"] / "double-stuck.log",
@@ -239,6 +240,15 @@ def test_guest_driver_upgrade_stuck_node_fails_the_role_naming_it(pool, k8s_rig,
                                        stick_state="cordon-required"):
         wait_for("the pool at rest", lambda: all((core.read_node(n).metadata.labels or {}).get(STATE) in (
             "upgrade-done", "") for n in NODES), timeout=30)
+        # check mode: says which nodes the upgrade would take, changes nothing, waits for nothing
+        checked = run_playbook(play(NEWER, step_timeout=8), env=k8s_rig.env, check=True)
+        assert checked.rc == 0, (failed(checked), checked.stdout[-2000:])
+        said = task(checked, "What the driver upgrade would change")["msg"]
+        assert "from %s to %s" % (NEW, NEWER) in said and "1 at a time" in said
+        assert all(n in said for n in NODES), said
+        assert dynamic.DynamicClient(k8s_api).resources.get(api_version="nvidia.com/v1", kind="ClusterPolicy").get(
+            name="cluster-policy").to_dict()["spec"]["driver"]["version"] == NEW
+        assert all((core.read_node(n).metadata.labels or {}).get(STATE) == "upgrade-done" for n in NODES)
         started = time.monotonic()
         run = run_playbook(play(NEWER, step_timeout=8), env=k8s_rig.env)
         wall = time.monotonic() - started
