@@ -38,8 +38,8 @@ options:
     default: gpu-operator
   time_slicing:
     description:
-      - The design's time-slicing configurations, as the gpu_operator role takes them (C(gpu_operator_time_slicing)):
-        C({name: {replicas, rename_by_default}}). A node whose C(nvidia.com/device-plugin.config) label names none of
+      - The design's time-slicing configurations, as the gpu_operator role takes them (C(gpu_operator_time_slicing)),
+        by name, each with C(replicas) and C(rename_by_default). A node whose C(nvidia.com/device-plugin.config) label names none of
         them advertises its GPUs.
     type: dict
     default: {}

@@ -156,6 +156,7 @@ def platform(vsphere_env, tmp, ssh=None):
     simulator when it serves the hosts' SSH (vsphere_with_ssh), whose ssh_vars() the variables get.
     ``rig.power_bridge`` is the power bridge (its polls are vSphere requests too: a benchmark that counts
     the collection's requests stops it first)."""
+    import device_plugin_double
     import dls_double
     import k8s_rig
     import power_bridge
@@ -164,6 +165,14 @@ def platform(vsphere_env, tmp, ssh=None):
     rig = k8s_rig.start(nodes_file=nodes_file(tmp / "nodes.yml"))
     dls = dls_double.start()
     bridge = None
+    # the device plugin of the time-sliced nodes (tests/sim/device_plugin_double.py): it advertises GPUs x replicas of
+    # the ConfigMap the gpu_operator role writes, read when its pod on the node starts
+    op = derived()["roles"]["gpu_operator"]
+    plugins = device_plugin_double.running(
+        rig.kubeconfig, tmp / "device-plugin-double.log", op["gpu_operator_namespace"],
+        op["gpu_operator_device_plugin_config_name"], selector="nvidia.com/device-plugin.config",
+        create_daemonset=True, default_config=op.get("gpu_operator_device_plugin_default_config", "default"))
+    plugins.__enter__()
     try:
         platform_clusters(rig.api_client())
         kueue_as_released(rig.api_client(), rig.data_dir / "kueue.yml")
@@ -174,6 +183,7 @@ def platform(vsphere_env, tmp, ssh=None):
             extra.update(ssh_vars(ssh))
         yield rig, dls, dict(vsphere_env, PATH=rig.env["PATH"]), extra
     finally:
+        plugins.__exit__(None, None, None)
         if bridge is not None:
             bridge.stop()
         dls.stop()

@@ -20,18 +20,18 @@ A configuration the plugin would not load (no ConfigMap, no such key, not YAML, 
 ``replicas`` that is not a whole number of at least 1) starts nothing: the node advertises 0, the double logs
 why and tries again each period, as a pod in CrashLoopBackOff would.
 
-With ``--create-pods`` the double also stands for the DaemonSet controller: a GPU node without a plugin pod
-gets one (a bare pod bound to it; kwok makes it Running). Without it, the test creates the pods (or a
-DaemonSet whose pods carry the label).
+With ``--create-daemonset`` the double also stands for the GPU Operator's state-device-plugin: once
+``--namespace`` exists it creates the DaemonSet ``nvidia-device-plugin-daemonset`` (pod label as above, tolerating
+every taint, on the GPU nodes of the selector), and the rig's DaemonSet controller makes and remakes its pods; kwok
+runs them. Without it, the test creates the DaemonSet (or bare pods with the label).
 
     python3 tests/sim/device_plugin_double.py --kubeconfig K --namespace gpu-operator \
-        --config-map gpupool-device-plugin-config [--selector gpupool.vcf/pool=notebooks] [--create-pods]
+        --config-map gpupool-device-plugin-config [--selector gpupool.vcf/pool=notebooks] [--create-daemonset]
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import os
 import subprocess
 import sys
@@ -87,13 +87,14 @@ def advertise_for(node_labels: dict, data: dict | None, default_config: str) -> 
 
 class Double:
     def __init__(self, kubeconfig, namespace, config_map, default_config="default", selector=None,
-                 create_pods=False, start_delay=0.0):
+                 create_daemonset=False, start_delay=0.0):
         from kubernetes import client, config
         self.core = client.CoreV1Api(config.new_client_from_config(config_file=str(kubeconfig)))
         self.namespace, self.config_map, self.default_config = namespace, config_map, default_config
-        self.selector, self.create_pods, self.start_delay = selector, create_pods, start_delay
+        self.selector, self.create_daemonset, self.start_delay = selector, create_daemonset, start_delay
         self.started = {}   # node -> {"uid", "resource", "count", "at", "patched"}
         self.failing = {}   # node -> the last reason its plugin did not start (logged once per reason)
+        self._made = False
 
     def read_config(self):
         from kubernetes.client.rest import ApiException
@@ -107,15 +108,43 @@ class Double:
     def _patch(self, node, capacity, allocatable):
         self.core.patch_node_status(node, {"status": {"capacity": capacity, "allocatable": allocatable}})
 
-    def _make_pod(self, node):
-        name = "nvidia-device-plugin-daemonset-%s" % hashlib.sha256(("%s/%f" % (node, time.time())).encode()).hexdigest()[:5]
-        self.core.create_namespaced_pod(self.namespace, {
-            "metadata": {"name": name, "labels": {POD_LABEL[0]: POD_LABEL[1]}},
-            "spec": {"nodeName": node, "tolerations": [{"operator": "Exists"}], "priorityClassName": "system-node-critical",
-                     "containers": [{"name": "nvidia-device-plugin", "image": "registry.invalid/k8s-device-plugin"}]}})
-        log("%s: created device plugin pod %s" % (node, name))
+    def _make_daemonset(self):
+        """The operator's DaemonSet, once the namespace exists (True when it exists)."""
+        from kubernetes import client
+        from kubernetes.client.rest import ApiException
+        apps = client.AppsV1Api(self.core.api_client)
+        try:
+            apps.read_namespaced_daemon_set(POD_LABEL[1], self.namespace)
+            return True
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+        terms = [{"key": GPU_COUNT_LABEL, "operator": "Exists"}]
+        for part in (self.selector or "").split(","):
+            if part.strip():
+                key, _eq, value = part.strip().partition("=")
+                terms.append({"key": key, "operator": "In", "values": [value]} if _eq else
+                             {"key": key, "operator": "Exists"})
+        labels = {POD_LABEL[0]: POD_LABEL[1]}
+        try:
+            apps.create_namespaced_daemon_set(self.namespace, {
+                "metadata": {"name": POD_LABEL[1], "labels": labels},
+                "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
+                    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": terms}]}}},
+                    "tolerations": [{"operator": "Exists"}], "terminationGracePeriodSeconds": 0,
+                    "priorityClassName": "system-node-critical",
+                    "containers": [{"name": "nvidia-device-plugin", "image": "registry.invalid/k8s-device-plugin"}]}}}})
+        except ApiException as exc:
+            if exc.status == 404:  # the namespace is not there yet
+                return False
+            raise
+        log("created DaemonSet %s/%s" % (self.namespace, POD_LABEL[1]))
+        return True
 
     def tick(self):
+        if self.create_daemonset and not self._made:
+            self._made = self._make_daemonset()
         nodes = [n for n in self.core.list_node(label_selector=self.selector).items
                  if GPU_COUNT_LABEL in (n.metadata.labels or {})
                  and not any(k.startswith(MIG_PREFIX) for k in ((n.status.capacity or {}) if n.status else {}))]
@@ -133,8 +162,6 @@ class Double:
                     log("%s: device plugin pod %s gone: allocatable %s=0" % (name, state["uid"][:8], state["resource"]))
                     self._patch(name, {}, {state["resource"]: "0"})
                     del self.started[name]
-                if self.create_pods and not [p for p in mine if not p.metadata.deletion_timestamp]:
-                    self._make_pod(name)
                 continue
             pod = running[0]
             if state is not None and state["uid"] != pod.metadata.uid:
@@ -176,12 +203,12 @@ def main(argv=None) -> int:
     ap.add_argument("--config-map", required=True)
     ap.add_argument("--default-config", default="default")
     ap.add_argument("--selector", default=None, help="label selector of the nodes (default: every GPU node)")
-    ap.add_argument("--create-pods", action="store_true")
+    ap.add_argument("--create-daemonset", action="store_true")
     ap.add_argument("--start-delay", type=float, default=0.0)
     ap.add_argument("--period", type=float, default=0.3)
     args = ap.parse_args(argv)
     double = Double(args.kubeconfig, args.namespace, args.config_map, args.default_config, args.selector,
-                    args.create_pods, args.start_delay)
+                    args.create_daemonset, args.start_delay)
     log("device plugin double: namespace %s, ConfigMap %s, nodes %s" % (args.namespace, args.config_map,
                                                                        args.selector or "all GPU nodes"))
     while True:
@@ -193,13 +220,13 @@ def main(argv=None) -> int:
 
 
 @contextlib.contextmanager
-def running(kubeconfig, log_file, namespace, config_map, selector=None, create_pods=False, start_delay=0.0,
+def running(kubeconfig, log_file, namespace, config_map, selector=None, create_daemonset=False, start_delay=0.0,
             period=0.3, default_config="default"):
     """The double as a child process while the block runs (its log in ``log_file``)."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--kubeconfig", str(kubeconfig), "--namespace", namespace,
            "--config-map", config_map, "--default-config", default_config, "--start-delay", str(start_delay),
            "--period", str(period)]
-    cmd += (["--selector", selector] if selector else []) + (["--create-pods"] if create_pods else [])
+    cmd += (["--selector", selector] if selector else []) + (["--create-daemonset"] if create_daemonset else [])
     with open(log_file, "ab") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env=dict(os.environ))

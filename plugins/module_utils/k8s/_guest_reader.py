@@ -252,7 +252,8 @@ def read_guest(k8s, derived):
         nodes.append(dict(
             name=n.metadata.name, labels=dict(n.metadata.labels or {}),
             taints=[dict(key=t.key, value=t.value, effect=t.effect) for t in (n.spec.taints or [])],
-            capacity=dict((n.status.capacity or {}) if n.status else {})))
+            capacity=dict((n.status.capacity or {}) if n.status else {}),
+            allocatable=dict((n.status.allocatable or {}) if n.status else {})))
     listed = _read(k8s, "the namespaces", core.list_namespace).items
     namespaces = [ns.metadata.name for ns in listed]
     labels = dict((ns.metadata.name, dict(ns.metadata.labels or {})) for ns in listed)

@@ -4,7 +4,8 @@
 """The guest link of the drift audit: the guest cluster's nodes and the objects the guest roles write, judged against the derived design (pure).
 
 Live state, as the module reads it: ``nodes``: ``[{"name", "labels": {}, "taints": [{"key", "value", "effect"}],
-"capacity": {}}]``; ``namespaces``: names; ``namespace_labels``: ``{name: labels}``;
+"capacity": {}, "allocatable": {}}]`` (``allocatable`` where read: the advertised GPU count is judged from it);
+``namespaces``: names; ``namespace_labels``: ``{name: labels}``;
 ``resource_quotas``: ``{namespace: {quota name: hard dict}}``; ``resource_quota_scopes``: ``{namespace:
 {quota name: scopeSelector or None}}``; ``secrets``: ``{namespace:
 [names]}`` (only the names asked for need be there); ``priority_classes``: ``{name: {"value",
@@ -32,6 +33,7 @@ from collections import OrderedDict
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _k8s_objects as _objects
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _device_plugin_restart as _restart
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _guest_node_plan
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _guest_plan
 
@@ -102,7 +104,14 @@ RULES = OrderedDict([
     ("time_slicing_config_changed", ("error", "guest",
                                      "The device plugin ConfigMap holds the configurations the gpu_operator role "
                                      "writes (MIG strategy, time-slicing replicas per pool).",
-                                     "set it back (gpu_operator role); the device plugin rereads it")),
+                                     "set it back (gpu_operator role, which then restarts the device plugin "
+                                     "node by node: the plugin reads it only when it starts)")),
+    ("device_plugin_capacity", ("error", "guest",
+                                "Every GPU node advertises (status.allocatable) the count the design's sharing gives it: "
+                                "GPUs x replicas of its time-slicing configuration; the device plugin reads its "
+                                "ConfigMap only when it starts.",
+                                "restart the device plugin node by node (gpu_operator role, device_plugin_restart: "
+                                "drained first where pods hold GPUs)")),
     ("dcgm_metrics_config_missing", ("warning", "guest",
                                      "The DCGM exporter metrics ConfigMap the gpu_operator role writes exists.",
                                      "create it (gpu_operator role)")),
@@ -237,6 +246,7 @@ def audit_guest(derived, nodes=None, namespaces=None, resource_quotas=None, secr
         _cluster_policy(out, op, cp_spec, secret_name)
     if device_plugin_config is not None:
         _device_plugin_config(out, op, device_plugin_config)
+    _device_plugin_capacity(out, op, nodes)
     if dcgm_metrics_config is not None:
         _dcgm_metrics_config(out, op, dcgm_metrics_config)
     if kueue is not None:
@@ -536,6 +546,19 @@ def _device_plugin_config(out, op, live):
             _guest_plan.parse_config(change.after), _guest_plan.parse_config(change.before))]
     out.append(finding("time_slicing_config_changed", obj,
                        "device plugin ConfigMap %s/%s: %s" % (ns, name, _diff_text(diffs))))
+
+
+def _device_plugin_capacity(out, op, nodes):
+    """The GPU nodes whose advertised count differs from the design's sharing (``_device_plugin_restart``, the plan
+    device_plugin_restart repairs by): judged where the design time-slices and the nodes were read with their
+    ``allocatable``."""
+    if not op.get("gpu_operator_time_slicing") or nodes is None:
+        return
+    read = [dict(metadata=dict(name=n["name"], labels=n.get("labels") or {}),
+                 status=dict(allocatable=n["allocatable"], capacity=n.get("capacity") or {}))
+            for n in nodes if n.get("allocatable") is not None]
+    for row in _restart.capacity_findings(read, op["gpu_operator_time_slicing"]):
+        out.append(finding("device_plugin_capacity", "node %s" % row["object"][len("Node/"):], row["message"]))
 
 
 def kueue_objects(policy):

@@ -76,6 +76,10 @@ DRIFTS = [
     ("time_slicing_config_missing", lambda live: live.update(device_plugin_config=dict(exists=False))),
     ("time_slicing_config_changed", lambda live: live["device_plugin_config"]["data"].update(notebooks={
         "version": "v1", "sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 99}]}}})),
+    # a notebooks node whose device plugin started with one replica: it advertises its one card
+    ("device_plugin_capacity", lambda live: [n for n in live["nodes"] if n["name"] == "notebooks-0"][0].update(
+        labels=dict([n for n in live["nodes"] if n["name"] == "notebooks-0"][0]["labels"], **{"nvidia.com/gpu.count": "1"}),
+        allocatable={"nvidia.com/gpu": "1"})),
     ("dcgm_metrics_config_missing", lambda live: live.update(dcgm_metrics_config=dict(exists=False))),
     ("dcgm_metrics_config_changed", lambda live: live.update(dcgm_metrics_config=dict(exists=True, data={
         "dcgm-metrics.csv": "DCGM_FI_DEV_FB_USED, gauge, used\n"}))),
