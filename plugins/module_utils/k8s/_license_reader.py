@@ -58,9 +58,9 @@ def read_node_licenses(k8s, namespace, node_names, pods=None, now=None):
         if pod is None:
             out[name] = gl.reading(None)
             continue
-        if (pod.get("status") or {}).get("phase") != "Running":
-            out[name] = gl.reading(pod, error="the pod is %s, not Running" % ((pod.get("status") or {}).get("phase")
-                                                                               or "without a phase"))
+        phase = (pod.get("status") or {}).get("phase")
+        if phase != "Running":
+            out[name] = gl.reading(pod, error="the pod is %s, not Running" % (phase or "without a phase"))
             continue
         try:
             text, error = k8s.call(_exec, k8s, pod, gl.driver_container(pod), gl.COMMAND)
