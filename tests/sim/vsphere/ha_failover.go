@@ -86,10 +86,20 @@ func hostFailed(name string) bool {
 	return haState.down[name] != nil
 }
 
-func haStats() []*haFailure {
+// haStats copies the failure records (a failure under way appends to them).
+func haStats() []haFailure {
 	haState.mu.Lock()
 	defer haState.mu.Unlock()
-	return append([]*haFailure{}, haState.failures...)
+	out := []haFailure{}
+	for _, f := range haState.failures {
+		c := *f
+		c.PoweredOff = append([]string{}, f.PoweredOff...)
+		c.Restarted = append([]haRestart{}, f.Restarted...)
+		c.StayedOff = append([]haRestart{}, f.StayedOff...)
+		c.pending = nil
+		out = append(out, c)
+	}
+	return out
 }
 
 func resetHAStats() {
