@@ -14,9 +14,10 @@ version_added: 0.2.0
 description:
   - A game day for preemptible batch on the reserved GPU capacity. On one Kueue ClusterQueue (the queue of a
     gang-scheduled training pool, C(gpupool-<pool>), as the M(gpupool.vcf.gpu_pool_design) derived inputs of the
-    C(gpu_scheduling_policy) role name it), deletes Running pods of O(jobs) of the Jobs whose Kueue Workload is
-    admitted to that queue, then waits, within O(recovery_timeout), until each hit Job runs again, and runs
-    O(check_command) once per hit Job to check that it resumed from its checkpoint.
+    C(gpu_scheduling_policy) role name it), takes the GPUs of O(jobs) of the Jobs whose Kueue Workload is
+    admitted to that queue back (through Kueue's preemption, or by deleting their pods), then waits, within
+    O(recovery_timeout), until each hit Job runs again, checks the resume as the pool declares it
+    (O(resume_check)), and runs O(check_command) once per hit Job.
   - With O(method=preempt) (the default) the pods are not deleted by the module. It submits, per hit Job, a
     higher-priority Job (O(reclaim_priority_class)) to the hit Job's LocalQueue that needs the hit Job's quota and
     all the ClusterQueue's free quota of the covered resources, so Kueue cannot admit it without preempting (the

@@ -551,8 +551,8 @@ def _rule_checkpoint_declared(ctx):
             fixes.append("put {job} in claim_template (ckpt-{job}), or give the shared claim as claim")
         checks = [k for k in RESUME_CHECKS if (ckpt.get("resume_check") or {}).get(k)]
         if len(checks) != 1:
-            problems.append("resume_check has %s" % (" and ".join(checks) if checks else "none of annotation, "
-                                                    "condition, command"))
+            none = "none of annotation, condition, command"
+            problems.append("resume_check has %s" % (" and ".join(checks) if checks else none))
             fixes.append("give exactly one of resume_check.annotation, condition and command")
         if problems:
             yield Finding("checkpoint_declared", "%s.checkpoint" % _pool_object(pool),

@@ -110,8 +110,8 @@ def test_kueue_evicts_the_job_for_the_reclaim_it_resumes_and_the_reclaim_job_is_
     [job] = result["jobs"]
     assert job["kill"] == ["train-0", "train-1"] and job["state"] == "recovered" and job["survived"] is True
     pre = result["preempted"]["team-a/train"]
-    assert (pre["state"], pre["evicted"], pre["preempted"], pre["pods"]) == ("preempted", "Preempted",
-                                                                            "InClusterQueue", 4)
+    want = ("preempted", "Preempted", "InClusterQueue", 4)
+    assert (pre["state"], pre["evicted"], pre["preempted"], pre["pods"]) == want
     assert job["resume"]["passed"] is True and job["resume"]["pool"] == "training"
     assert job["resume"]["detail"] == "annotation %s=120 (was unset)" % STEP
     assert "reclaimed through Kueue by %s (preempted)" % made["metadata"]["name"] in result["markdown"]
