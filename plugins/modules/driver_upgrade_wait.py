@@ -46,8 +46,10 @@ options:
     default: 7200
   settle:
     description:
-      - Seconds to wait for the controller to label a node at all; nodes that carry no upgrade state then, or
-        that are C(upgrade-done) from the start, are reported as not upgraded.
+      - Seconds to wait for the controller to take up the change (a node past C(upgrade-done)); nodes still
+        C(upgrade-done) then are reported as not upgraded, with a warning.
+      - The controller labels every node it manages; when no node of O(node_selector) carries the label at the
+        first read, no controller manages them and the module returns at once, with a warning.
     type: int
     default: 120
   poll_interval:
@@ -165,6 +167,11 @@ class DriverUpgradeWait(Info):
         states = self._look(k8s)
         if self.module.check_mode:
             return self._out()
+        if not any(states.values()):
+            # the controller labels every node it manages (upgrade-done at rest): none labelled, none managed
+            self.warnings.append("no node of %s carries %s: no GPU Operator upgrade controller manages them, "
+                                 "nothing was waited for" % (p["node_selector"], du.STATE_LABEL))
+            return self._out()
         deadline = self.progress.start + p["timeout"]
         while True:
             if self.progress.failed():
@@ -175,7 +182,7 @@ class DriverUpgradeWait(Info):
                 return self._out()
             if not begun and self.clock() - self.progress.start >= p["settle"]:
                 # the controller labelled nothing: nothing to upgrade (or no controller); say so, do not wait
-                self.warnings.append("no node of %s entered an upgrade state within %s s: %s" % (
+                self.warnings.append("no node of %s left upgrade-done within %s s: %s" % (
                     p["node_selector"], p["settle"], dict(states) or "no such node"))
                 return self._out()
             if self.clock() >= deadline:

@@ -96,14 +96,24 @@ def test_check_mode_reads_once_and_waits_for_nothing(script):
     assert result["states"] == {"a": "drain-required", "b": "upgrade-required"}
 
 
-def test_no_node_labelled_within_the_settle_time_returns_with_a_warning(script, monkeypatch):
+def test_nodes_left_at_upgrade_done_past_the_settle_time_return_with_a_warning(script, monkeypatch):
+    warned = []
+    monkeypatch.setattr(mod.AnsibleModule, "warn", lambda self, text: warned.append(text))
+    script["reads"] = [nodes(a="upgrade-done", b="upgrade-done")]
+    result = run_main(mod, args(settle=30))
+    assert not result.get("failed"), result.get("msg")
+    assert script["now"] == 1030.0 and result["node_seconds"] == {}
+    assert any("left upgrade-done within 30 s" in w for w in warned), warned
+
+
+def test_nodes_no_controller_labelled_return_at_once_with_a_warning(script, monkeypatch):
     warned = []
     monkeypatch.setattr(mod.AnsibleModule, "warn", lambda self, text: warned.append(text))
     script["reads"] = [nodes(a="", b="")]
     result = run_main(mod, args(settle=30))
     assert not result.get("failed"), result.get("msg")
-    assert script["now"] == 1030.0 and result["node_seconds"] == {}
-    assert any("entered an upgrade state within 30 s" in w for w in warned), warned
+    assert script["now"] == 1000.0 and script["sleeps"] == 0
+    assert any("no GPU Operator upgrade controller manages them" in w for w in warned), warned
 
 
 def test_a_bound_under_a_second_is_refused(script):
