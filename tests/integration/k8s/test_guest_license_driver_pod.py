@@ -95,7 +95,7 @@ def test_audit_and_pool_ready_read_the_driver_pods_nvidia_smi(exec_rig, applianc
                 "(app.kubernetes.io/component=nvidia-driver) runs on the node" % n) for n in gpu_nodes[2:]]
     assert sorted(got) == sorted(expect), got
     # the DCGM source alone, without Prometheus, makes no check: the driver pods were what judged above
-    assert [r for r, _, _ in audit(rig, appliance, license_source="dcgm")] == ["license_check_not_made"]
+    assert [f[0] for f in audit(rig, appliance, license_source="dcgm")] == ["license_check_not_made"]
 
     # pool_ready on the unlicensed node: the licensed step is not reached and names the vGPU ...
     args = dict(kubeconfig=str(rig.kubeconfig), nodes=[bad], skip=["validated", "probe_pod"], poll_interval=0.3,
@@ -109,5 +109,5 @@ def test_audit_and_pool_ready_read_the_driver_pods_nvidia_smi(exec_rig, applianc
     step = [s for s in res["steps"] if s["name"] == "licensed"][0]
     assert step["state"] == "reached" and "%s (2 vGPUs)" % bad in step["detail"], step
     got = audit(rig, appliance)
-    assert [(r, o) for r, o, _ in got] == [("gpu_node_license_unknown_guest", "node %s" % n) for n in gpu_nodes[2:]]
+    assert [f[:2] for f in got] == [("gpu_node_license_unknown_guest", "node %s" % n) for n in gpu_nodes[2:]]
     print("audit with %d driver pods: %.2f s" % (2, audit_s))
