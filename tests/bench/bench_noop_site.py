@@ -227,6 +227,11 @@ def top(counter, n=5):
     return ", ".join("%s %d" % kv for kv in counter.most_common(n)) or "-"
 
 
+def not_discovery(counter):
+    """Kubernetes requests other than API discovery."""
+    return sum(n for verb, n in counter.items() if verb != "discovery")
+
+
 def verbs(counter):
     return " ".join("%s=%d" % kv for kv in sorted(counter.items())) or "-"
 
@@ -245,26 +250,28 @@ def report(m):
             print("%-58s   vSphere: %s" % ("", top(vs, 4)))
         floor = floors.get(play)
         if floor is not None:
-            f_vs, f_k8s = sum(floor[3].values()), sum(floor[4].values())
-            print("%-58s   floor of its reads: %d tasks %.2f s, %d vSphere, %d Kubernetes (%s); no-op/floor: "
-                  "vSphere %.1fx, Kubernetes %.1fx" % (
+            # k8s_info discovers the API groups in every task: the floor is its reads, discovery aside
+            f_vs, f_k8s = sum(floor[3].values()), not_discovery(floor[4])
+            print("%-58s   floor of its reads: %d tasks %.2f s, %d vSphere, %d Kubernetes reads (%s); no-op/floor: "
+                  "vSphere %.1fx, Kubernetes (discovery aside) %.1fx" % (
                       "", floor[1], floor[2], f_vs, f_k8s, verbs(floor[4]), sum(vs.values()) / float(max(f_vs, 1)),
-                      sum(k8s.values()) / float(max(f_k8s, 1))))
+                      not_discovery(k8s) / float(max(f_k8s, 1))))
             if m["reads"].get(play):
                 print("%-58s   Kubernetes resources read: %s" % ("", ", ".join(m["reads"][play])))
     print("%-58s %5d %7.2f %6d %5d  %s" % ("in all", m["tasks"], m["wall"], sum(vs_all.values()), sum(k8s_all.values()),
                                            verbs(k8s_all)))
     print("vSphere by method: %s" % top(vs_all, 12))
     floor_vs = sum(sum(r[3].values()) for r in m["floor_rows"])
-    floor_k8s = sum(sum(r[4].values()) for r in m["floor_rows"])
+    floor_k8s = sum(not_discovery(r[4]) for r in m["floor_rows"])
     pings = [r for r in m["floor_rows"] if r[0] == "floor: pings"]
     reads = [r for r in m["floor_rows"] if r[0] != "floor: pings"]
-    print("floor (same run): %d pings %.1f s; the reads of every link %.1f s, %d vSphere and %d Kubernetes requests; "
+    print("floor (same run): %d pings %.1f s; the reads of every link %.1f s, %d vSphere requests and %d Kubernetes "
+          "reads (discovery aside); "
           "whole floor %.1f s" % (m["tasks"], sum(r[2] for r in pings), sum(r[2] for r in reads), floor_vs, floor_k8s,
                                   m["floor_wall"]))
-    print("no-op / floor: wall %.2fx, vSphere requests %.1fx, Kubernetes requests %.1fx" % (
+    print("no-op / floor: wall %.2fx, vSphere requests %.1fx, Kubernetes requests (discovery aside) %.1fx" % (
         m["wall"] / max(m["floor_wall"], 0.001), sum(vs_all.values()) / float(max(floor_vs, 1)),
-        sum(k8s_all.values()) / float(max(floor_k8s, 1))))
+        not_discovery(k8s_all) / float(max(floor_k8s, 1))))
     if m["changed"]:
         print("CHANGED on the no-op: %s" % m["changed"])
     return vs_all
