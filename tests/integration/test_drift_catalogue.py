@@ -202,6 +202,31 @@ class Kube:
                 res["nominalQuota"] = quota
         self.custom.replace_cluster_custom_object(KUEUE[0], KUEUE[1], "clusterqueues", name, cq)
 
+    def pool_nodes(self, pool):
+        return sorted(n.metadata.name for n in self.core.list_node(label_selector="gpupool.vcf/pool=%s" % pool).items)
+
+    def advertised(self, node):
+        return int((self.core.read_node(node).status.allocatable or {}).get("nvidia.com/gpu", "0"))
+
+    def time_slicing_advertised(self, config_map, replicas, design_replicas):
+        """The notebooks configuration set to `replicas` by hand, then the notebooks nodes' device plugin pods
+        deleted (the DaemonSet makes new ones, which read the edit): waits until each node advertises 1 x replicas."""
+        self.core.patch_namespaced_config_map(config_map, "gpu-operator", {"data": {"notebooks": yaml.safe_dump({
+            "version": "v1", "flags": {"migStrategy": "single"}, "sharing": {"timeSlicing": {
+                "renameByDefault": False, "failRequestsGreaterThanOne": True,
+                "resources": [{"name": "nvidia.com/gpu", "replicas": replicas}]}}})}})
+        nodes = self.pool_nodes("notebooks")
+        # one card per node (tests/lib/chain.py nodes_file): the design's count until the plugins restart
+        assert nodes and [self.advertised(n) for n in nodes] == [design_replicas] * len(nodes), [
+            self.advertised(n) for n in nodes]
+        for pod in self.core.list_namespaced_pod("gpu-operator", label_selector="app=nvidia-device-plugin-daemonset").items:
+            if pod.spec.node_name in nodes:
+                self.core.delete_namespaced_pod(pod.metadata.name, "gpu-operator")
+        end = time.monotonic() + 60
+        while [self.advertised(n) for n in nodes] != [replicas] * len(nodes):
+            assert time.monotonic() < end, "the notebooks nodes advertise %s" % [self.advertised(n) for n in nodes]
+            time.sleep(0.5)
+
     def licensing_secret(self):
         cp = self.custom.get_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", "cluster-policy")
         return cp["spec"]["driver"]["licensingConfig"]["secretName"]
@@ -302,13 +327,14 @@ def drifts(sim, vc, kube, derived):
         ("LocalQueue deleted", lambda: kube.custom.delete_namespaced_custom_object(
             KUEUE[0], KUEUE[1], "team-vision", "localqueues", "training"),
          [("local_queue_missing", "local_queue team-vision/training")], [(r"LocalQueues of each", "team-vision")]),
-        ("time-slicing replicas changed", lambda: kube.core.patch_namespaced_config_map(
-            time_sliced, "gpu-operator", {"data": {"notebooks": yaml.safe_dump({
-                "version": "v1", "flags": {"migStrategy": "single"}, "sharing": {"timeSlicing": {
-                    "renameByDefault": False, "failRequestsGreaterThanOne": True,
-                    "resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}}})}}),
-         [("time_slicing_config_changed", "config_map gpu-operator/%s" % time_sliced)],
-         [(r"^Time-slicing configurations", time_sliced)]),
+        # the ConfigMap edited, then the notebooks nodes' device plugins restarted (a node reboot, say): they read the
+        # edit at their start and advertise 1 x 2, which the audit names per node and site.yml restarts back to 1 x 4
+        ("time-slicing replicas changed", lambda: kube.time_slicing_advertised(
+            time_sliced, 2, derived["roles"]["gpu_operator"]["gpu_operator_time_slicing"]["notebooks"]["replicas"]),
+         [("time_slicing_config_changed", "config_map gpu-operator/%s" % time_sliced)]
+         + [("device_plugin_capacity", "node %s" % n) for n in kube.pool_nodes("notebooks")],
+         [(r"^Time-slicing configurations", time_sliced)]
+         + [(r"^Device plugin restarted node by node", '"node": "%s"' % n) for n in kube.pool_nodes("notebooks")]),
         ("DCGM exporter metrics lost a profiling counter", lambda: kube.core.patch_namespaced_config_map(
             "gpupool-dcgm-metrics", "gpu-operator", {"data": {"dcgm-metrics.csv": "DCGM_FI_DEV_FB_USED, gauge, used\n"}}),
          [("dcgm_metrics_config_changed", "config_map gpu-operator/gpupool-dcgm-metrics")],
