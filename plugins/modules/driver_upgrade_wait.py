@@ -111,6 +111,8 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import (
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._library import K8S_IMPORT_ERROR
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._node_reader import list_nodes
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _driver_upgrade as du
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._guest_inputs import driver_upgrade_wait_errors
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import enforce
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Failure, Info
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 
@@ -158,9 +160,6 @@ class DriverUpgradeWait(Info):
             raise Failure(missing_required_lib("kubernetes"), exception=K8S_IMPORT_ERROR)
         if request_timeout_error(p["request_timeout"]):
             raise Failure(request_timeout_error(p["request_timeout"]))
-        for key in ("step_timeout", "timeout"):
-            if p[key] < 1:
-                raise Failure("%s must be 1 or more seconds, not %s" % (key, p[key]))
         with self.doing("reach the guest cluster for"):
             k8s = K8sClient(p)
         self.progress = du.Progress(self.clock(), p["step_timeout"])
@@ -206,6 +205,7 @@ def _sleep(seconds):
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    enforce(module, "driver_upgrade_wait", driver_upgrade_wait_errors)
     Runner(module, DriverUpgradeWait(module, clock=_clock, sleep=_sleep)).run()
 
 

@@ -114,3 +114,12 @@ def device_plugin_restart_errors(params):
         if not str(name or "").strip():
             out.append("protected_priority_classes[%d] is empty; give PriorityClass names" % index)
     return out
+
+
+def driver_upgrade_wait_errors(params):
+    """step_timeout and timeout are checked as every timeout is; settle 0 or more, a poll interval above 0."""
+    out = range_errors(params, "settle", 0) if "settle" in params else []
+    poll = params.get("poll_interval")
+    if poll is not None and (isinstance(poll, bool) or not isinstance(poll, (int, float)) or poll <= 0):
+        out.append("poll_interval must be a number of seconds above 0, not %r" % (poll,))
+    return out

@@ -118,5 +118,8 @@ def test_nodes_no_controller_labelled_return_at_once_with_a_warning(script, monk
 
 def test_a_bound_under_a_second_is_refused(script):
     script["reads"] = [nodes(a="")]
-    result = run_main(mod, args(step_timeout=0))
-    assert result["failed"] is True and "step_timeout must be 1 or more seconds" in result["msg"]
+    result = run_main(mod, args(step_timeout=0, poll_interval=0))
+    assert result["failed"] is True and result["invalid_input"] == [
+        "step_timeout must be a whole number of seconds, 1 or more, not 0",
+        "poll_interval must be a number of seconds above 0, not 0.0"], result["msg"]
+    assert script["reads"], "refused before any read of the cluster"

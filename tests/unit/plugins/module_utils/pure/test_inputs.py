@@ -79,6 +79,12 @@ GOOD = {
                           tenants=[dict(namespace="team-a", gpus=2, labels={"gpupool.vcf/tenant": "team-a"})],
                           quota_name="gpu-quota", gpu_resource="nvidia.com/gpu", mig_resources=[],
                           kinds=["PriorityClass", "Namespace", "ResourceQuota"], request_timeout=30),
+    "device_plugin_restart": dict(namespace="gpu-operator", time_slicing={"notebooks": {"replicas": 4}},
+                                  node_labels={}, owner="gpupool.vcf/device-plugin",
+                                  protected_priority_classes=["gpu-inference"], drain_timeout=600, wait_timeout=300,
+                                  request_timeout=30),
+    "driver_upgrade_wait": dict(node_selector={"nvidia.com/gpu.present": "true"}, version="550.90.07",
+                                step_timeout=900, timeout=7200, settle=120, poll_interval=2.0, request_timeout=30),
     "guest_node_drain": dict(state="drained", vms=[dict(name="node-1", uuid=None)], owner="host-roll/esx-1",
                              owners=None, protected_priority_classes=["gpu-inference"], force=False, timeout=600,
                              request_timeout=30),
@@ -270,6 +276,13 @@ def test_supervisor_namespace():
         "storage_policies[0].policy must not be empty", "storage_policies[0].limit_mib must be 0 or more MiB, not -5"]
     access = [dict(subject=" ", domain="vsphere.local", type="USER", role="EDIT")]
     assert errors("supervisor_namespace", access=access) == ["access[0].subject must not be empty"]
+
+
+def test_device_plugin_restart_and_driver_upgrade_wait():
+    assert errors("device_plugin_restart", time_slicing={"notebooks": {"replicas": 0}}) == [
+        "time_slicing.notebooks.replicas must be a whole number of at least 1, not 0"]
+    assert errors("driver_upgrade_wait", settle=-1, poll_interval=True) == [
+        "settle must be 0 or more, not -1", "poll_interval must be a number of seconds above 0, not True"]
 
 
 def test_supervisor_zone_binding():
