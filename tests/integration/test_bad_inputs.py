@@ -304,6 +304,11 @@ STUB_CASES = [
     ("guest-objects-system-priority-class", "guest_objects", dict(priority_classes=[dict(name="system-gpu", value=10)]),
      ["priority_classes[0].name 'system-gpu'"]),
     ("game-day-only-not-a-job", "gpu_game_day", dict(cluster_queue="gpupool-training", only=["gang-a"]), ["only[0]", "namespace/name"]),
+    ("device-plugin-replicas-0", "device_plugin_restart", dict(time_slicing={"notebooks": {"replicas": 0}}),
+     ["time_slicing.notebooks.replicas", "at least 1", "not 0"]),
+    ("device-plugin-wait-timeout-0", "device_plugin_restart", dict(wait_timeout=0), ["wait_timeout", SECONDS]),
+    ("driver-upgrade-step-timeout-0", "driver_upgrade_wait", dict(step_timeout=0), ["step_timeout", SECONDS]),
+    ("driver-upgrade-poll-0", "driver_upgrade_wait", dict(poll_interval=0), ["poll_interval", "above 0"]),
 ]
 
 DESIGN_CASES = [
