@@ -58,6 +58,7 @@ from kubernetes import client
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "sim"), str(ROOT / "tests" / "sim" / "dls"), str(ROOT / ".build" / "collections")]
 
+import device_plugin_double  # noqa: E402
 import dls_double  # noqa: E402
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi  # noqa: E402
 import k8s_rig  # noqa: E402
@@ -461,11 +462,19 @@ def main():
     print("vSphere simulator: %s (fleet examples/fleet.yml, CA %s; host SSH for key %s, TSM-SSH services %s)"
           % (sim.url, env["VMWARE_CA_FILE"], sim.key, ", ".join(sorted(set(
               sim.ssh_service(h) for h in sim.ssh_addresses())))))
-    rig = dls = bridge = None
+    rig = dls = bridge = plugins = None
     try:
         # the rig's kwok nodes stand for the VMs of the design's node pools
         # with metrics: Prometheus scraping kube-state-metrics and the DCGM double, for the chargeback
         rig = k8s_rig.start(nodes_file=chain.nodes_file(report_dir / "nodes.yml"), metrics=True)
+        # the device plugin of the time-sliced nodes (tests/sim/device_plugin_double.py), as the chain runs it:
+        # the gpu_operator role restarts it node by node after its ConfigMap
+        op = chain.derived()["roles"]["gpu_operator"]
+        plugins = device_plugin_double.running(
+            rig.kubeconfig, report_dir / "device-plugin-double.log", op["gpu_operator_namespace"],
+            op["gpu_operator_device_plugin_config_name"], selector="nvidia.com/device-plugin.config",
+            create_daemonset=True, default_config=op.get("gpu_operator_device_plugin_default_config", "default"))
+        plugins.__enter__()
         period_start = time.time()
         print("Prometheus, kube-state-metrics and the DCGM double up in %.1f s: %s"
               % (rig.timings.get("metrics_s", 0), rig.prometheus_url))
@@ -619,6 +628,8 @@ def main():
         observability(env, rig, report_dir)
         timed("observability", start)
     finally:
+        if plugins:
+            plugins.__exit__(None, None, None)
         if bridge:
             bridge.stop()
         if dls:
