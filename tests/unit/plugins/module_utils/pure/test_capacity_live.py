@@ -407,7 +407,6 @@ def test_the_spare_rule_restarts_vms_only_on_cards_of_their_kind():
     assert out["ok"] is True and out["vms_short"] == 0
 
 
-
 def test_powered_off_vgpu_vms_of_a_failed_host_are_named():
     """After a host failure the VMs HA did not restart stay off on the failed host: the report names them;
     a powered-off VM of an available host and a running VM are not listed."""
