@@ -82,7 +82,7 @@ def writes(stats):
 def task(res, name):
     """The result of a role task by its name (the callback prefixes the role's)."""
     hits = [r for n, r in res.tasks if n == name or n.endswith(" : " + name)]
-    assert hits, [n for n, _ in res.tasks]
+    assert hits, [task[0] for task in res.tasks]
     return hits[0]
 
 

@@ -59,7 +59,7 @@ def _hand_knee_two_servers(service, target, scale):
         prob = 2 * rho * rho / (1 + rho)
         return 0.0 if prob <= 0.05 else scale * service / (2 * (1 - rho)) * math.log(prob / 0.05)
     low, high = 0.0, 1.0 - 1e-12
-    for _ in range(80):
+    for _step in range(80):
         mid = (low + high) / 2.0
         low, high = (low, mid) if p95(mid) >= target else (mid, high)
     return low

@@ -43,7 +43,7 @@ RECLAIM = "gpupool.vcf/game-day-reclaim"
 def declared_checkpoint():
     """The example design's training pool's checkpoint, as the design normalizes it."""
     from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_schema import normalize  # pylint: disable=import-outside-toplevel
-    d, _ = normalize(kueue_rig.example_design())
+    d = normalize(kueue_rig.example_design())[0]
     return json.loads(json.dumps([p for p in d["pools"] if p["name"] == "training"][0]["checkpoint"]))
 
 
@@ -143,7 +143,7 @@ def test_kueue_preempts_the_job_for_a_higher_class_and_it_resumes_from_its_check
     assert batch.list_namespaced_job(NS, label_selector=RECLAIM).items == []
     # the job resumed from the step its last container wrote, and goes on from there
     runs = trainer.runs
-    assert len(runs) >= 2 and runs[-1]["uid"] not in [u for _, u in before]
+    assert len(runs) >= 2 and runs[-1]["uid"] not in [pair[1] for pair in before]
     saved = int((trainer.folder / "progress").read_text()) if runs[-1]["last"] == runs[-1]["resumed_from"] else None
     resumed = runs[-1]["resumed_from"]
     assert resumed == runs[-2]["last"] and resumed >= 10, runs

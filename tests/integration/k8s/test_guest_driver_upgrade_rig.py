@@ -125,11 +125,10 @@ class Watcher:
 
 def make_node(core, name):
     capacity = {"cpu": "16", "memory": "64Gi", "pods": "110", "nvidia.com/gpu": "1"}
-    core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {
-        "name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
-        "labels": dict(SELECTOR, **{"kubernetes.io/hostname": name, "type": "kwok",
-                                    "nvidia.com/gpu.present": "true"})},
-        "spec": {"taints": [TAINT]}, "status": {"capacity": capacity, "allocatable": capacity}})
+    labels = dict(SELECTOR, **{"kubernetes.io/hostname": name, "type": "kwok", "nvidia.com/gpu.present": "true"})
+    metadata = {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"}, "labels": labels}
+    core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": metadata,
+                      "spec": {"taints": [TAINT]}, "status": {"capacity": capacity, "allocatable": capacity}})
 
 
 def running_replicas(core):

@@ -73,7 +73,7 @@ def test_a_new_namespace_gets_its_zones_in_one_update_and_a_rerun_changes_nothin
     # the v1 create (cluster) has no zones: they follow in one update
     assert FakeNamespaces.calls == [("create", "team-a", False), ("zones", "team-a", ["zone-a", "zone-b"])]
     assert api.kept["team-a"] == {"zone-a": spec("zone-a", [("gpu-inference", 2)]),
-                                   "zone-b": spec("zone-b", [("gpu-inference", 1)])}
+                                  "zone-b": spec("zone-b", [("gpu-inference", 1)])}
     assert real["zones"] == [spec("zone-a", [("gpu-inference", 2)]), spec("zone-b", [("gpu-inference", 1)])]
     assert real["zones_unverified"] == [] and real["diff"]["after"]["zones"] == real["zones"]
     again = run(vm_reservations=ZONES, **TEAM)

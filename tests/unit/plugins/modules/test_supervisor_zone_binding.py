@@ -127,7 +127,7 @@ def test_the_supervisor_is_found_by_its_cluster_and_an_unknown_one_is_refused(bi
     res = run(**by_cluster)
     assert res["changed"] is True and res["supervisor"] == "domain-c9"
     assert bindings.calls == [("create", "domain-c9", ["zone-a", "zone-b"])]
-    res = run(**dict(by_cluster, cluster="gpu-l40s"))
+    res = run(**{**by_cluster, "cluster": "gpu-l40s"})
     assert res["failed"] and "cluster gpu-l40s has no Supervisor" in res["msg"] and "gpu-h100" in res["msg"]
     assert len(bindings.calls) == 1
     # on API 8.x the refusal comes first: not even the summaries are read

@@ -25,7 +25,7 @@ def findings(design, rule="checkpoint_declared"):
 def test_the_example_training_pool_declares_its_checkpoint_and_it_normalizes():
     design = example()
     assert findings(design) == []
-    d, _ = normalize(design)
+    d = normalize(design)[0]
     ckpt = [p for p in d["pools"] if p["name"] == "training"][0]["checkpoint"]
     assert ckpt == {"claim": None, "claim_template": "ckpt-{job}", "mount_path": "/checkpoints",
                     "resume_check": {"annotation": "gpupool.vcf/resumed-from-step", "condition": None,

@@ -168,7 +168,7 @@ def test_a_job_ending_as_another_starts_makes_no_point_and_the_horizon_clips():
 def _hand_knee(wait):
     """The utilization where ``wait(rho)`` reaches the target, by the test's own bisection."""
     low, high = 0.0, 1.0 - 1e-12
-    for _ in range(80):
+    for _step in range(80):
         mid = (low + high) / 2.0
         low, high = (low, mid) if wait(mid) >= 0 else (mid, high)
     return low
