@@ -93,10 +93,10 @@ def test_the_per_gpu_view_adds_no_request(vsphere, vsphere_env):
     vsphere.reset_stats()
     read(vsphere_env)
     methods = vsphere.stats()["soap"]["methods"]
-    assert methods.get("RetrievePropertiesEx") == 4, methods
+    assert methods.get("RetrievePropertiesEx") == 3, methods
     assert sum(methods.get(m, 0) for m in PER_HOST) == 2 * 2, methods
     assert not [m for m in methods if "Service" in m and m != "RetrieveServiceContent" or "Lockdown" in m], methods
     vsphere.reset_stats()
     read(vsphere_env, gather=["vms"])
     methods = vsphere.stats()["soap"]["methods"]
-    assert methods.get("RetrievePropertiesEx") == 4 and not any(m in methods for m in PER_HOST), methods
+    assert methods.get("RetrievePropertiesEx") == 3 and not any(m in methods for m in PER_HOST), methods
