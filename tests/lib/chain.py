@@ -148,6 +148,18 @@ def site_vars(kubeconfig, dls, token_dir):
             "gpupool_gpu_operator_chart": str(CHART), "gpupool_gpu_operator_upgrade_crd": False}
 
 
+def device_plugins(kubeconfig, log_file):
+    """The device plugin of the time-sliced nodes (tests/sim/device_plugin_double.py), as a context manager: it
+    advertises GPUs x replicas of the ConfigMap the gpu_operator role writes, read when its pod on the node starts.
+    Without it no node runs a device plugin pod, and the gpu_operator role's restart of stale plugins fails."""
+    import device_plugin_double
+    op = derived()["roles"]["gpu_operator"]
+    return device_plugin_double.running(
+        kubeconfig, log_file, op["gpu_operator_namespace"],
+        op["gpu_operator_device_plugin_config_name"], selector="nvidia.com/device-plugin.config",
+        create_daemonset=True, default_config=op.get("gpu_operator_device_plugin_default_config", "default"))
+
+
 @contextlib.contextmanager
 def platform(vsphere_env, tmp, ssh=None):
     """The chain around a running vSphere simulator, for one test module: the Kubernetes rig (as
@@ -156,7 +168,6 @@ def platform(vsphere_env, tmp, ssh=None):
     simulator when it serves the hosts' SSH (vsphere_with_ssh), whose ssh_vars() the variables get.
     ``rig.power_bridge`` is the power bridge (its polls are vSphere requests too: a benchmark that counts
     the collection's requests stops it first)."""
-    import device_plugin_double
     import dls_double
     import k8s_rig
     import power_bridge
@@ -165,13 +176,7 @@ def platform(vsphere_env, tmp, ssh=None):
     rig = k8s_rig.start(nodes_file=nodes_file(tmp / "nodes.yml"))
     dls = dls_double.start()
     bridge = None
-    # the device plugin of the time-sliced nodes (tests/sim/device_plugin_double.py): it advertises GPUs x replicas of
-    # the ConfigMap the gpu_operator role writes, read when its pod on the node starts
-    op = derived()["roles"]["gpu_operator"]
-    plugins = device_plugin_double.running(
-        rig.kubeconfig, tmp / "device-plugin-double.log", op["gpu_operator_namespace"],
-        op["gpu_operator_device_plugin_config_name"], selector="nvidia.com/device-plugin.config",
-        create_daemonset=True, default_config=op.get("gpu_operator_device_plugin_default_config", "default"))
+    plugins = device_plugins(rig.kubeconfig, tmp / "device-plugin-double.log")
     plugins.__enter__()
     try:
         platform_clusters(rig.api_client())
@@ -235,9 +240,12 @@ def _vsphere_env():
 
 
 def _dls():
-    """The detached child: the DLS double, and the power bridge of the node VMs when the simulator is up."""
+    """The detached child: the DLS double, the device plugin double, and the power bridge of the node VMs when the
+    simulator is up."""
     import dls_double
     dls = dls_double.start()
+    plugins = device_plugins(SIM / "kubeconfig", SIM / "device-plugin-double.log")
+    plugins.__enter__()
     bridge = None
     vsphere_env = _vsphere_env()
     if vsphere_env:
@@ -249,6 +257,7 @@ def _dls():
           flush=True)
 
     def stop(*_args):
+        plugins.__exit__(None, None, None)
         if bridge is not None:
             bridge.stop()
         dls.stop()

@@ -58,7 +58,6 @@ from kubernetes import client
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "sim"), str(ROOT / "tests" / "sim" / "dls"), str(ROOT / ".build" / "collections")]
 
-import device_plugin_double  # noqa: E402
 import dls_double  # noqa: E402
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi  # noqa: E402
 import k8s_rig  # noqa: E402
@@ -469,11 +468,7 @@ def main():
         rig = k8s_rig.start(nodes_file=chain.nodes_file(report_dir / "nodes.yml"), metrics=True)
         # the device plugin of the time-sliced nodes (tests/sim/device_plugin_double.py), as the chain runs it:
         # the gpu_operator role restarts it node by node after its ConfigMap
-        op = chain.derived()["roles"]["gpu_operator"]
-        plugins = device_plugin_double.running(
-            rig.kubeconfig, report_dir / "device-plugin-double.log", op["gpu_operator_namespace"],
-            op["gpu_operator_device_plugin_config_name"], selector="nvidia.com/device-plugin.config",
-            create_daemonset=True, default_config=op.get("gpu_operator_device_plugin_default_config", "default"))
+        plugins = chain.device_plugins(rig.kubeconfig, report_dir / "device-plugin-double.log")
         plugins.__enter__()
         period_start = time.time()
         print("Prometheus, kube-state-metrics and the DCGM double up in %.1f s: %s"
