@@ -341,7 +341,7 @@ def _pool_groups(d, s):
                 "", name, "warning",
                 "Notebook {{ $labels.namespace }}/{{ $labels.pod }} holds an idle GPU of pool %s" % name,
                 "The GPU of notebook pod {{ $labels.namespace }}/{{ $labels.pod }} was idle for the last %s, past the "
-                "culling timeout of %d minutes and one culler check: the culler did not stop it (docs/notebooks.md). "
+                "culling timeout of %d minutes and one culler check: the culler did not stop it (docs/notebook-culling.md). "
                 "Under time-slicing the GPU's activity is shared by its pods, so only a GPU idle for all of them "
                 "counts." % (window, idle)))
         groups.append(OrderedDict([("name", "gpupool-%s-%s" % (d["name"], name)), ("interval", s["interval"]),

@@ -34,7 +34,7 @@ API_FORMS = ("auto",) + FORMS
 CONFIG_SPEC_SINCE = (8, 0, 2)
 FIELDS = ("cpu_count", "memory_mb", "cpu_reservation", "memory_reservation", "description", "vgpu_profiles", "profiling")
 # NVIDIA's per-VM setting that lets the guest read the vGPU's profiling counters (DCGM_FI_PROF_*, CUDA profilers):
-# pciPassthru<n>.cfg.enable_profiling = 1 for the vGPU at device index n (docs/gpu-metrics.md, "Profiling counters").
+# pciPassthru<n>.cfg.enable_profiling = 1 for the vGPU at device index n (docs/gpu-metrics.md, "Profiling counters in the guest").
 PROFILING_KEY = "pciPassthru%d.cfg.enable_profiling"
 PROFILING_KEY_RE = re.compile(r"^pciPassthru(\d+)\.cfg\.enable_profiling$")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
