@@ -238,6 +238,34 @@ def test_high_priority_pod_preempts_low_priority_on_full_gpu_node(k8s_api, k8s_n
         sched.delete_priority_class(high)
 
 
+# --- the kubelet's pod status --------------------------------------------------------------
+
+def test_started_pod_keeps_the_scheduled_time_of_its_binding(k8s_api, k8s_namespace):
+    """The kubelet keeps a condition's lastTransitionTime while its status holds, so a pod started
+    after its binding is still scheduled when it was bound (kube-state-metrics'
+    kube_pod_status_scheduled_time: gpu_capacity's scheduling waits). The pod carries a PodScheduled
+    time a minute old into its binding (the binding keeps a True condition's time), so a start that
+    wrote its own time shows, however soon after the binding it comes."""
+    core = client.CoreV1Api(k8s_api)
+    name = f"bound-{uid()}"
+    body = pod(name, tolerations=[{"operator": "Exists"}])
+    body["spec"]["schedulerName"] = "fidelity-none"  # no scheduler of that name: the test binds it
+    core.create_namespaced_pod(k8s_namespace, body)
+    then = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(time.time()) - 60))
+    core.patch_namespaced_pod_status(name, k8s_namespace, {"status": {"conditions": [
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": then}]}})
+    node = next(n.metadata.name for n in core.list_node().items if not n.spec.unschedulable)
+    core.create_namespaced_binding(k8s_namespace, {"metadata": {"name": name},
+                                                   "target": {"kind": "Node", "name": node}},
+                                   _preload_content=False)
+    wait_for("the bound pod Running", lambda: phase(core, k8s_namespace, name) == "Running")
+    p = core.read_namespaced_pod(name, k8s_namespace)
+    scheduled = [c for c in p.status.conditions if c.type == "PodScheduled"]
+    assert [(c.status, c.last_transition_time.strftime("%Y-%m-%dT%H:%M:%SZ")) for c in scheduled] == [("True", then)]
+    started = next(c for c in p.status.conditions if c.type == "Ready").last_transition_time
+    assert (started - scheduled[0].last_transition_time).total_seconds() >= 59, "the start writes its own time"
+
+
 # --- Supervisor (VKS) Cluster API objects --------------------------------------------------
 
 def _cluster(name, cls, variables, overrides=None):
