@@ -17,37 +17,59 @@ mkdir -p "$cache/bin"
 exec 9>"$cache/.lock"
 flock 9
 
-gobuild() { # <module dir> <out name> <package> [extra ldflags] [build tags]
-    local dir=$1 out=$2 pkg=$3 extra=${4:-} tags=${5:-}
-    [ -x "$cache/bin/$out" ] && return 0
-    echo "k8s-build: $out ($pkg)"
-    local t0=$SECONDS
-    (cd "$dir" && go build -trimpath -tags="$tags" -ldflags="-s -w $extra" -o "$cache/bin/$out.tmp.$$" "$pkg")
-    mv "$cache/bin/$out.tmp.$$" "$cache/bin/$out"
-    echo "k8s-build: $out built in $((SECONDS - t0)) s"
-}
-
+# every build: <module dir>|<binaries>|<packages>|<extra ldflags>|<build tags>; binaries of one module dir
+# and flags build in one `go build`, which compiles their shared packages once and links them side by side
 # the version the API server reports (helm checks charts' kubeVersion against it)
 vflags="-X k8s.io/component-base/version.gitVersion=$k8s_version"
 vflags+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
 vflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
-
-gobuild "$here" etcd ./cmd/etcd
-for c in kube-apiserver kube-controller-manager kube-scheduler; do
-    gobuild "$here" "$c" "k8s.io/kubernetes/cmd/$c" "$vflags"
-done
-gobuild "$here/tools/kwok" kwok sigs.k8s.io/kwok/cmd/kwok
-gobuild "$here/tools/helm" helm helm.sh/helm/v3/cmd/helm
-gobuild "$here/tools/kueue" kueue sigs.k8s.io/kueue/cmd/kueue
 # metrics (k8s_rig metrics=True): Prometheus without its service-discovery plugins (the rig
 # scrapes static targets; remove_all_sd is upstream's build tag for that) and kube-state-metrics
 prom_version=$(awk '$1 == "github.com/prometheus/prometheus" {print $2; exit}' "$here/tools/prometheus/go.mod")
-pflags="-X github.com/prometheus/common/version.Version=$prom_version"
-gobuild "$here/tools/prometheus" prometheus github.com/prometheus/prometheus/cmd/prometheus "$pflags" remove_all_sd
-gobuild "$here/tools/prometheus" promtool github.com/prometheus/prometheus/cmd/promtool "$pflags" remove_all_sd
 ksm_version=$(awk '$1 == "k8s.io/kube-state-metrics/v2" {print $2; exit}' "$here/tools/kube-state-metrics/go.mod")
-gobuild "$here/tools/kube-state-metrics" kube-state-metrics k8s.io/kube-state-metrics/v2 \
-    "-X github.com/prometheus/common/version.Version=$ksm_version"
+builds=(
+    "$here|etcd|./cmd/etcd||"
+    "$here|kube-apiserver kube-controller-manager kube-scheduler|k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler|$vflags|"
+    "$here/tools/kwok|kwok|sigs.k8s.io/kwok/cmd/kwok||"
+    "$here/tools/helm|helm|helm.sh/helm/v3/cmd/helm||"
+    "$here/tools/kueue|kueue|sigs.k8s.io/kueue/cmd/kueue||"
+    "$here/tools/prometheus|prometheus promtool|github.com/prometheus/prometheus/cmd/prometheus github.com/prometheus/prometheus/cmd/promtool|-X github.com/prometheus/common/version.Version=$prom_version|remove_all_sd"
+    "$here/tools/kube-state-metrics|kube-state-metrics|k8s.io/kube-state-metrics/v2|-X github.com/prometheus/common/version.Version=$ksm_version|"
+)
+
+missing() { # <binaries>: true when one of them is not in the cache yet
+    local b
+    for b in $1; do [ -x "$cache/bin/$b" ] || return 0; done
+    return 1
+}
+
+# On a cold machine a build first downloads the modules of its packages, one module after another, with
+# the CPU idle (about six minutes for all of them here). Listing every build's packages at once, in the
+# background, fetches them side by side while the first builds compile; the Go module cache is safe for
+# concurrent go commands.
+prefetch_pids=()
+for b in "${builds[@]}"; do
+    IFS='|' read -r dir outs pkgs extra tags <<<"$b"
+    missing "$outs" || continue
+    # shellcheck disable=SC2086
+    (cd "$dir" && go list -deps -tags="$tags" $pkgs >/dev/null 2>&1) & prefetch_pids+=($!)
+done
+
+for b in "${builds[@]}"; do
+    IFS='|' read -r dir outs pkgs extra tags <<<"$b"
+    missing "$outs" || continue
+    echo "k8s-build: $outs"
+    t0=$SECONDS
+    tmp="$cache/bin/.tmp.$$"
+    rm -rf "$tmp" && mkdir -p "$tmp"
+    if [ "$(wc -w <<<"$outs")" -eq 1 ]; then out="$tmp/$outs"; else out="$tmp/"; fi
+    # shellcheck disable=SC2086
+    (cd "$dir" && go build -trimpath -tags="$tags" -ldflags="-s -w $extra" -o "$out" $pkgs)
+    for o in $outs; do mv "$tmp/$o" "$cache/bin/$o"; done
+    rm -rf "$tmp"
+    echo "k8s-build: $outs built in $((SECONDS - t0)) s"
+done
+for pid in "${prefetch_pids[@]}"; do wait "$pid" || true; done
 
 # Kueue's CRDs as generated upstream from the same pinned module's Go types
 if [ ! -d "$cache/kueue-crds" ]; then
@@ -60,6 +82,7 @@ fi
 
 for f in "$cache"/bin/*; do
     case $f in *.tmp*) continue ;; esac
+    [ -f "$f" ] || continue
     ln -sfn "$f" "$bin_dir/$(basename "$f")"
 done
 ln -sfn "$cache/kueue-crds" "$share_dir/kueue-crds"
