@@ -2,7 +2,8 @@
 service content once; the custom attribute definitions (for the collection's records) come in the retrieval of the
 hosts, not in one of their own; a cluster's hosts alone are read by a traversal of the cluster (no container
 view to create and destroy); the nvidia module options are queried on the kernel module system the host
-retrieval already named (no property read per host). The expected counts are written out by hand, request by
+retrieval already named (no property read per host); the cluster lookup by name, and any read of every cluster
+or host, is one retrieval through the datacenters' host folders (no container view). The expected counts are written out by hand, request by
 request, so that a round trip that comes back fails here (the figures: tests/bench/bench_module_floor.py)."""
 import collections
 
@@ -15,8 +16,8 @@ CLUSTER = "rt"
 PER_HOST_DRIVER = ("fetchSoftwarePackages", "FetchSoftwarePackages")
 # a session: the service content, the login, the logout
 SESSION = {"RetrieveServiceContent": 1, "Login": 1, "Logout": 1}
-# the lookup of the cluster by name: one retrieval through a container view
-CLUSTER_LOOKUP = {"CreateContainerView": 1, "RetrievePropertiesEx": 1, "DestroyView": 1}
+# the lookup of the cluster by name: one retrieval, a traversal of the host folders (no container view)
+CLUSTER_LOOKUP = {"RetrievePropertiesEx": 1}
 
 
 def counted(*parts, **more):
@@ -103,3 +104,49 @@ def test_drs_gpu_pinning_reads_once_cold_and_warm(sim):
     res, warm = call(sim, "gpupool.vcf.drs_gpu_pinning", {"cluster": CLUSTER})
     assert not res["changed"], res
     assert warm == counted(SESSION, CLUSTER_LOOKUP, RetrievePropertiesEx=1), warm
+
+
+def test_the_host_folder_traversal_finds_what_a_container_view_finds():
+    """Clusters and hosts in a second datacenter, in nested host folders, a standalone host: the one retrieval of the
+    whole inventory's clusters or hosts finds each of them once, as a recursive container view of the root folder
+    does (the view read here by the test itself, not by the client's code)."""
+    from pyVmomi import vim, vmodl
+    from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereClient
+    with vsphere_sim.start(vsphere_sim.fleet_of(2, cluster=CLUSTER)) as one:
+        client = VsphereClient(one.host, one.user, one.password, port=one.port, ca_file=one.ca_file)
+        try:
+            content = client.content
+            datacenter = content.rootFolder.CreateFolder("region").CreateDatacenter("dc-rt-2")
+            rack = datacenter.hostFolder.CreateFolder("racks").CreateFolder("row-1")
+            rack.CreateClusterEx("deep", vim.cluster.ConfigSpecEx())
+            client.wait_for_task(rack.AddStandaloneHost_Task(
+                spec=vim.host.ConnectSpec(hostName="standalone-1", userName="root", password="x", force=True),
+                addConnected=True))
+            pc = vmodl.query.PropertyCollector
+
+            def by_view(kind):
+                view = content.viewManager.CreateContainerView(content.rootFolder, [kind], True)
+                try:
+                    spec = pc.FilterSpec(objectSet=[pc.ObjectSpec(obj=view, skip=True, selectSet=[pc.TraversalSpec(
+                        name="v", path="view", type=vim.view.ContainerView)])],
+                        propSet=[pc.PropertySpec(type=kind, pathSet=["name"])])
+                    got = content.propertyCollector.RetrievePropertiesEx([spec], pc.RetrieveOptions())
+                    return sorted(p.val for o in got.objects for p in o.propSet)
+                finally:
+                    view.DestroyView()
+
+            assert by_view(vim.ClusterComputeResource) == ["deep", CLUSTER]
+            assert by_view(vim.HostSystem) == ["esx-01", "esx-02", "standalone-1"]
+            one.reset_stats()
+            clusters = client.clusters_by_name()
+            hosts = client.retrieve({vim.HostSystem: ["name"]}, fields=True)
+            assert methods(one) == {"RetrievePropertiesEx": 2}
+            assert sorted(clusters) == ["deep", CLUSTER]
+            assert sorted(h["name"] for h in hosts) == ["esx-01", "esx-02", "standalone-1"]
+            assert all(isinstance(h.obj, vim.HostSystem) for h in hosts)
+            assert client.custom_field_key("gpupool.vcf.nothing", vim.HostSystem) is None
+            assert methods(one) == {"RetrievePropertiesEx": 2}  # the definitions came with the hosts
+            both = client.retrieve({vim.HostSystem: ["name"], vim.ClusterComputeResource: ["name"]})
+            assert sorted(o["name"] for o in both) == ["deep", "esx-01", "esx-02", CLUSTER, "standalone-1"]
+        finally:
+            client.close()

@@ -33,27 +33,19 @@ class ClusterLeases:
         """{cluster: record text ("" when none)} of the clusters, in one retrieval (the attribute
         definitions come with it, so a definition another run made meanwhile is found)."""
         content = self.client.content
-        view = content.viewManager.CreateContainerView(content.rootFolder, [vim.ClusterComputeResource], True)
-        try:
-            pc = vmodl.query.PropertyCollector
-            traversal = pc.TraversalSpec(name="view", path="view", skip=False, type=vim.view.ContainerView)
-            obj_specs = [pc.ObjectSpec(obj=view, skip=True, selectSet=[traversal])]
-            specs = {vim.ClusterComputeResource: ["name", "customValue"]}
-            if content.customFieldsManager is not None:
-                obj_specs.append(pc.ObjectSpec(obj=content.customFieldsManager, skip=False))
-                specs[vim.CustomFieldsManager] = ["field"]
-            objects = self.client.collect(obj_spec_list=obj_specs, specs=specs)
-        finally:
-            try:
-                view.DestroyView()
-            except VsphereError:  # the view dies with the session anyway
-                pass
+        # one retrieval: the clusters through the host folders (no container view), the definitions beside them
+        obj_specs = self.client.host_tree()
+        specs = {vim.ClusterComputeResource: ["name", "customValue"]}
+        if content.customFieldsManager is not None:
+            obj_specs.append(vmodl.query.PropertyCollector.ObjectSpec(obj=content.customFieldsManager, skip=False))
+            specs[vim.CustomFieldsManager] = ["field"]
+        objects = self.client.collect(obj_spec_list=obj_specs, specs=specs)
         self.reads += 1
         values = {}
         for item in objects:
             if isinstance(item.obj, vim.CustomFieldsManager):
                 self.client.know_custom_fields(item.get("field"))
-            else:
+            elif isinstance(item.obj, vim.ClusterComputeResource):
                 self.refs[item.get("name")] = item.obj
                 values[item.get("name")] = item.get("customValue") or []
         missing = sorted(c for c in self.clusters if c not in self.refs)

@@ -31,7 +31,8 @@ What it offers:
   reads the object again and reports what it found (``runner._runner``);
 * :meth:`VsphereClient.retrieve`: exactly the named properties of every object of the
   given types, in one ContainerView and one PropertyCollector retrieval, whatever the
-  number of objects (pages are followed with ContinueRetrievePropertiesEx);
+  number of objects (pages are followed with ContinueRetrievePropertiesEx); clusters and hosts
+  in one retrieval alone (a traversal of the host folders, no view);
 * :meth:`VsphereClient.retrieve_objects`: properties of a known list of objects in one
   retrieval;
 * :func:`wait`: the one waiter (vSphere tasks, REST tasks, host reconnects, leases) with
@@ -74,6 +75,9 @@ except ImportError as exc:  # pragma: no cover - reported by the module layer
     vim = vmodl = connect = None
     ManagedObject = object
     StubAdapterBase = object
+
+# the types a retrieval of the whole inventory reaches by a traversal of the host folders (no container view)
+_HOST_TREE = (vim.ClusterComputeResource, vim.HostSystem) if HAS_PYVMOMI else ()
 
 # SOAP methods that only read (or log in): repeated after a dropped connection or a 5xx
 REPEATABLE_PREFIXES = ("Retrieve", "Fetch", "Query", "Continue", "Find", "Browse", "Current", "Has",
@@ -350,6 +354,22 @@ def _rebound(content, stub):
     return content
 
 
+def _host_tree_traversal(hosts):
+    """The selection from the root folder through every folder and datacenter to the host folders' clusters
+    (and compute resources), and with ``hosts`` on to their hosts: what a recursive container view of the root
+    folder holds of those types, in the retrieval itself (no view to create and destroy)."""
+    pc = vmodl.query.PropertyCollector
+    down = [pc.SelectionSpec(name="folderChildren"), pc.SelectionSpec(name="datacenterHosts")]
+    if hosts:
+        down.append(pc.SelectionSpec(name="computeHosts"))
+    specs = [pc.TraversalSpec(name="folderChildren", type=vim.Folder, path="childEntity", skip=False, selectSet=down),
+             pc.TraversalSpec(name="datacenterHosts", type=vim.Datacenter, path="hostFolder", skip=False,
+                              selectSet=[pc.SelectionSpec(name="folderChildren")])]
+    if hosts:
+        specs.append(pc.TraversalSpec(name="computeHosts", type=vim.ComputeResource, path="host", skip=False))
+    return specs
+
+
 class VsphereClient:
     """A logged-in vSphere session. Use as a context manager, or call :meth:`close`.
 
@@ -498,16 +518,22 @@ class VsphereClient:
         ``specs`` maps a managed object type (``vim.HostSystem``) to the property paths
         wanted. Returns a list of :class:`ObjectProps`. Requests: CreateContainerView,
         RetrievePropertiesEx (+ Continue per extra page), DestroyView; the hosts alone of a cluster
-        are one RetrievePropertiesEx (a traversal of its ``host``). ``fields``: the custom
+        are one RetrievePropertiesEx (a traversal of its ``host``), and so are the clusters or hosts
+        of the whole inventory (a traversal of the folders, datacenters' host folders and compute
+        resources from the root folder, as the cluster lookup by name makes). ``fields``: the custom
         attribute definitions come in the same retrieval (kept for :meth:`custom_field_key`, not
         returned) where the session has not read them yet, rather than in one of their own.
         """
         pc = vmodl.query.PropertyCollector
         view = None
+        wanted = tuple(specs)
         if isinstance(root, vim.ClusterComputeResource) and list(specs) == [vim.HostSystem]:
             # a cluster's hosts are its ``host`` property: one traversal, no view to create and destroy
             obj_specs = [pc.ObjectSpec(obj=root, skip=True, selectSet=[
                 pc.TraversalSpec(name="clusterHosts", type=vim.ClusterComputeResource, path="host", skip=False)])]
+        elif root is None and specs and all(t in _HOST_TREE for t in specs):
+            # clusters and hosts sit in the datacenters' host folders: one traversal from the root folder, no view
+            obj_specs = self.host_tree(hosts=vim.HostSystem in specs)
         else:
             view = self.content.viewManager.CreateContainerView(
                 root or self.content.rootFolder, list(specs), True)
@@ -517,7 +543,9 @@ class VsphereClient:
         try:
             manager = self.content.customFieldsManager if fields and self._fields is None else None
             if manager is None:
-                return self.collect(obj_spec_list=obj_specs, specs=specs)
+                # a traversal also passes folders, datacenters and compute resources: only the wanted types are given
+                return [item for item in self.collect(obj_spec_list=obj_specs, specs=specs)
+                        if isinstance(item.obj, wanted)]
             obj_specs.append(pc.ObjectSpec(obj=manager, skip=False))
             with_fields = dict(specs)
             with_fields[vim.CustomFieldsManager] = ["field"]
@@ -526,7 +554,7 @@ class VsphereClient:
             for item in objects:
                 if isinstance(item.obj, vim.CustomFieldsManager):
                     self.know_custom_fields(item.get("field"))
-                else:
+                elif isinstance(item.obj, wanted):
                     out.append(item)
             return out
         finally:
@@ -535,6 +563,14 @@ class VsphereClient:
                     view.DestroyView()
             except VsphereError:  # the view dies with the session anyway
                 pass
+
+    def host_tree(self, hosts=False):
+        """The object specs of a retrieval of every cluster (and with ``hosts`` every host) of the inventory: the
+        root folder, traversed through the folders, the datacenters' host folders (and the compute resources'
+        hosts). What a recursive container view of the root folder holds of those types, without the view;
+        the objects passed on the way (folders, datacenters) have no property asked and are not returned."""
+        pc = vmodl.query.PropertyCollector
+        return [pc.ObjectSpec(obj=self.content.rootFolder, skip=True, selectSet=_host_tree_traversal(hosts))]
 
     def retrieve_objects(self, objs, properties):
         """Properties of a known list of objects of one type, in one retrieval."""
