@@ -52,7 +52,8 @@ def vsphere(tmp_path_factory):
     """The simulator with the GPU hosts' SSH on (the MIG mode of a rebuilt host is set over it)."""
     keys = tmp_path_factory.mktemp("ssh")
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(keys / "id")], check=True)
-    with vsphere_sim.start(FLEET, ssh_authorized_keys=keys / "id.pub") as sim:
+    # a reboot of 0.2 s (the default 1 s): the role waits on the host's boot time, not on a length
+    with vsphere_sim.start(FLEET, reboot_seconds=0.2, ssh_authorized_keys=keys / "id.pub") as sim:
         sim.key = str(keys / "id")
         yield sim
 
@@ -64,6 +65,21 @@ def ssh_vars(sim):
 
 def failed(res):
     return [(name, r.get("msg")) for name, r in res.tasks if r.get("failed")]
+
+
+def run_modules(calls, env):
+    """Several module calls, in order, in one ansible-playbook run (each as run_module would make it: its
+    failure ignored, so each result is asserted on); `calls`: (module, args) or (module, args, check mode)."""
+    tasks = [dict({"name": "run %d" % n, call[0]: call[1], "ignore_errors": True},
+                  **({"check_mode": True} if len(call) > 2 and call[2] else {}))
+             for n, call in enumerate(calls)]
+    res = run_playbook([{"name": "modules under test", "hosts": "localhost", "gather_facts": False, "tasks": tasks}],
+                       env=env)
+    if res.data is None:
+        raise AssertionError("ansible-playbook gave no JSON (rc %s):\n%s\n%s" % (res.rc, res.stdout[-3000:], res.stderr[-3000:]))
+    results = [r for name, r in res.tasks if name.startswith("run ")]
+    assert len(results) == len(calls), [name for name, _r in res.tasks]
+    return results
 
 
 def rebuild(env, host, check=False, **extra):
@@ -88,29 +104,26 @@ def installs(sim):
 def vm_classes(vsphere):
     """VM classes of the namespaces on cluster gpu, written by the collection's own modules: one of an H100
     profile, one of an L40S profile (not the H100 hosts' business), one without vGPU."""
-    vsphere_env = dict(vsphere.env)
-    for args in ({"name": "gpu-small", "cpu_count": 4, "memory_mb": 16384, "vgpu_profiles": ["nvidia_h100-3-40c"]},
-                 {"name": "gpu-notebook", "cpu_count": 4, "memory_mb": 16384, "vgpu_profiles": ["nvidia_l40s-8c"],
-                  "api_form": "devices"},
-                 {"name": "cpu-only", "cpu_count": 2, "memory_mb": 4096}):
-        res = run_module("gpupool.vcf.vm_class", args, env=vsphere_env)[0]
+    calls = [("gpupool.vcf.vm_class", args) for args in (
+        {"name": "gpu-small", "cpu_count": 4, "memory_mb": 16384, "vgpu_profiles": ["nvidia_h100-3-40c"]},
+        {"name": "gpu-notebook", "cpu_count": 4, "memory_mb": 16384, "vgpu_profiles": ["nvidia_l40s-8c"],
+         "api_form": "devices"},
+        {"name": "cpu-only", "cpu_count": 2, "memory_mb": 4096})]
+    calls.append(("gpupool.vcf.supervisor_namespace",
+                  {"name": "team-a", "cluster": "gpu", "vm_classes": ["gpu-small", "gpu-notebook", "cpu-only"]}))
+    for res in run_modules(calls, dict(vsphere.env)):
         assert not res.get("failed"), res.get("msg")
-    res = run_module("gpupool.vcf.supervisor_namespace",
-                     {"name": "team-a", "cluster": "gpu", "vm_classes": ["gpu-small", "gpu-notebook", "cpu-only"]},
-                     env=vsphere_env)[0]
-    assert not res.get("failed"), res.get("msg")
     return ["nvidia_h100-3-40c"]
 
 
 def test_rebuilt_host_on_a_direct_cluster(vsphere, vsphere_env, vm_classes):
     before = vsphere.host_state("esx-rebuilt")
     # a class of the cluster's namespace asks for a profile the host cannot offer: the check holds the host back
-    res = run_module("gpupool.vcf.vm_class", {"name": "gpu-odd", "cpu_count": 2, "memory_mb": 4096,
-                                              "vgpu_profiles": ["nvidia_h100-3c"]}, env=vsphere_env)[0]
-    assert not res.get("failed"), res.get("msg")
-    res = run_module("gpupool.vcf.supervisor_namespace", {"name": "team-a", "vm_classes": ["gpu-odd"]},
-                     env=vsphere_env)[0]
-    assert not res.get("failed"), res.get("msg")
+    for res in run_modules([("gpupool.vcf.vm_class", {"name": "gpu-odd", "cpu_count": 2, "memory_mb": 4096,
+                                                      "vgpu_profiles": ["nvidia_h100-3c"]}),
+                            ("gpupool.vcf.supervisor_namespace", {"name": "team-a", "vm_classes": ["gpu-odd"]})],
+                           vsphere_env):
+        assert not res.get("failed"), res.get("msg")
 
     held = rebuild(vsphere_env, "esx-rebuilt", esxi_gpu_host_driver_bundle=BUNDLE)
     assert held.rc != 0
@@ -226,8 +239,12 @@ def test_rebuilt_host_with_a_design(vsphere, vsphere_env, tmp_path):
     state = vsphere.host_state("esx-h100-rebuilt")
     # the design's graphics and scheduler, not what the other hosts of the cluster run
     assert state["graphics"]["default"] == "sharedDirect" and state["graphics"]["policy"] == "performance", state
-    info = run_module("gpupool.vcf.gpu_host_info", {"hosts": ["esx-h100-rebuilt"], "gather": ["scheduler"]},
-                      env=vsphere_env)[0]
+    # read back, and at the design's behavior asking for manual again changes nothing (check mode)
+    info, again = run_modules([
+        ("gpupool.vcf.gpu_host_info", {"hosts": ["esx-h100-rebuilt"], "gather": ["scheduler"]}),
+        ("gpupool.vcf.drs_gpu_pinning", {"cluster": "gpu-h100", "vms": ["designed-vgpu"], "behavior": "manual"}, True)],
+        vsphere_env)
+    assert not info.get("failed"), info.get("msg")
     assert info["hosts"][0]["scheduler"]["policy"] == "best_effort", info["hosts"][0]["scheduler"]
 
     summary = res.result("Host back in its pool")["msg"]
@@ -237,10 +254,7 @@ def test_rebuilt_host_with_a_design(vsphere, vsphere_env, tmp_path):
     assert summary["profiles_from"] == "the VM classes of the design"
     pin = res.result("gpupool.vcf.drs_gpu_pinning : Pin the vGPU VMs of each cluster with per-VM DRS overrides")
     assert pin["results"][0]["pinned"] == ["designed-vgpu"]
-    # at the design's behavior: asking for manual again changes nothing
-    again = run_module("gpupool.vcf.drs_gpu_pinning", {"cluster": "gpu-h100", "vms": ["designed-vgpu"], "behavior": "manual"},
-                       env=vsphere_env, check=True)[0]
-    assert again.get("changed") is False, again
+    assert not again.get("failed") and again.get("changed") is False, again
 
 
 def test_failure_in_the_middle_then_a_plain_rerun_finishes(vsphere, vsphere_env):
