@@ -14,6 +14,7 @@ import uuid
 
 import power_bridge
 import pytest
+import vsphere_sim
 from k8s_fixtures import wait_for
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -48,6 +49,9 @@ FLEET = {
             for vm, host in sorted(list(PLACEMENT.items()) + list(VLCM_PLACEMENT.items()))],
 }
 ALL_NODES = dict(PLACEMENT, **VLCM_PLACEMENT)
+# the power bridge's round (its default 0.3 s): a node VM is off for less than a second of a 0.2 s reboot, seen
+# in several rounds
+BRIDGE_PERIOD = 0.1
 
 
 def failures(res):
@@ -57,6 +61,14 @@ def failures(res):
 
 def pool_of(vm):
     return {"inf": "inference", "trn": "training", "vinf": "vinference"}[vm.split("-")[0]]
+
+
+@pytest.fixture(scope="module")
+def vsphere():
+    """The simulator on FLEET, its hosts rebooting in 0.2 s (the default 1 s): the role waits on a host's boot
+    time and the nodes on their VMs' power, neither on how long a reboot takes."""
+    with vsphere_sim.start(FLEET, reboot_seconds=0.2) as sim:
+        yield sim
 
 
 @pytest.fixture(scope="module")
@@ -203,7 +215,7 @@ def test_driver_roll_drains_each_host_and_brings_its_nodes_back(vsphere, vsphere
     sampler = threading.Thread(target=sample, daemon=True)
     before = boots(vsphere)
     start = time.monotonic()
-    with power_bridge.follow(vsphere, k8s_api, dict((vm, vm) for vm in PLACEMENT)) as bridge:
+    with power_bridge.follow(vsphere, k8s_api, dict((vm, vm) for vm in PLACEMENT), BRIDGE_PERIOD) as bridge:
         sampler.start()
         res = run_playbook(roll(k8s_rig), env=vsphere_env)
         stop.set()
@@ -242,7 +254,7 @@ def test_a_node_not_back_in_time_stops_the_roll_saying_what_is_left_and_a_rerun_
     core = client.CoreV1Api(k8s_api)
     vm = "inf-a-%s" % SUFFIX
     before = boots(vsphere)
-    with power_bridge.follow(vsphere, k8s_api, dict((v, v) for v in PLACEMENT)) as bridge:
+    with power_bridge.follow(vsphere, k8s_api, dict((v, v) for v in PLACEMENT), BRIDGE_PERIOD) as bridge:
         bridge.hold(vm)  # its kubelet does not come back after the VM is powered on
         res = run_playbook(roll(k8s_rig, esxi_gpu_host_scheduler={"policy": "equal_share"},
                                 esxi_gpu_host_node_ready_timeout=5), env=vsphere_env)
@@ -269,7 +281,7 @@ def test_vlcm_cluster_is_remediated_one_drained_host_at_a_time(vsphere, vsphere_
     plans = messages(check, "Steps of the turn, in order")
     assert len(plans) == 2 and all(p[0].startswith("drain guest nodes") for p in plans), plans
     assert [vsphere.host_state(h)["reboot_count"] for h in VLCM_HOSTS] == before
-    with power_bridge.follow(vsphere, k8s_api, dict((vm, vm) for vm in VLCM_PLACEMENT)) as bridge:
+    with power_bridge.follow(vsphere, k8s_api, dict((vm, vm) for vm in VLCM_PLACEMENT), BRIDGE_PERIOD) as bridge:
         res = run_playbook(roll(k8s_rig, "vroll", **design), env=vsphere_env)
     assert res.rc == 0, failures(res)
     for host, old in zip(VLCM_HOSTS, before):
