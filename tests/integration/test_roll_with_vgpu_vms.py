@@ -5,9 +5,9 @@ when esxi_gpu_host_power_off_vgpu_vms is set, records them on the host, and powe
 without the option the roll stops before any change and says why. A power-on that fails is
 finished by a plain rerun, whichever path rebooted the host.
 """
-from tests.integration.test_fault_suite import NEW, OLD, failures, vm_power
+from tests.integration.test_fault_suite import NEW, OLD, vm_power
 from tests.integration.test_fault_suite import role_play as play
-from tests.lib.ansible_run import run_module, run_playbook
+from tests.lib.ansible_run import failures, run_module, run_playbook
 
 FLEET = {
     "clusters": [

@@ -16,6 +16,13 @@ COLLECTIONS = ROOT / ".build" / "collections"
 VENV_BIN = pathlib.Path(sys.executable).parent
 
 
+def failures(res):
+    """The failed tasks' messages of a PlaybookResult, a loop's failed items included."""
+    # imported here: the benchmarks import this module before the collection is on their path
+    from ansible_collections.gpupool.vcf.plugins.filter.failure import failure_message  # pylint: disable=import-outside-toplevel
+    return " | ".join(failure_message(r, {"name": name}) for name, r in res.tasks if r.get("failed"))
+
+
 class PlaybookResult:
     def __init__(self, proc, data):
         self.rc = proc.returncode

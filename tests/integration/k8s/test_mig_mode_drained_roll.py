@@ -23,12 +23,11 @@ from k8s_fixtures import wait_for
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from ansible_collections.gpupool.vcf.plugins.filter.failure import failure_message
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._drain_api import CORDONED_BY
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereClient, vim
 from tests.integration.test_fault_suite import BUNDLE, NEW
 from tests.lib import chain
-from tests.lib.ansible_run import run_playbook
+from tests.lib.ansible_run import failures, run_playbook
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 SUFFIX = uuid.uuid4().hex[:5]
@@ -52,10 +51,6 @@ FLEET = {
            [{"name": "llm-training-%d" % i, "host": host, "vgpu": ["nvidia_h100-80c"]} for i, host in enumerate(HOSTS)],
 }
 PENDING_BOUND = 30  # seconds an inference pod may stay Pending while hosts roll
-
-
-def failures(res):
-    return " | ".join(failure_message(r, {"name": name}) for name, r in res.tasks if r.get("failed"))
 
 
 def messages(res, part):

@@ -21,9 +21,8 @@ from kubernetes.client.rest import ApiException
 
 from tests.integration.test_fault_suite import NEW, OLD, vm_power
 from tests.integration.test_fault_suite import role_play as play
-from tests.lib.ansible_run import run_playbook
+from tests.lib.ansible_run import failures, run_playbook
 
-from ansible_collections.gpupool.vcf.plugins.filter.failure import failure_message
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._drain_api import CORDONED_BY
 
 SUFFIX = uuid.uuid4().hex[:5]
@@ -52,11 +51,6 @@ ALL_NODES = dict(PLACEMENT, **VLCM_PLACEMENT)
 # the power bridge's round (its default 0.3 s): a node VM is off for less than a second of a 0.2 s reboot, seen
 # in several rounds
 BRIDGE_PERIOD = 0.1
-
-
-def failures(res):
-    """The failed tasks' messages, a loop's failed items included."""
-    return " | ".join(failure_message(r, {"name": name}) for name, r in res.tasks if r.get("failed"))
 
 
 def pool_of(vm):
