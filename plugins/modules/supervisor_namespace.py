@@ -318,7 +318,7 @@ class Namespace(Resource):
         self.access = self.limits = None
 
     def api(self):
-        return NamespaceApi(self.module.rest_client(), self.module.client)
+        return NamespaceApi(self.module.rest_client(), self.module.client, api_version=self.module.api_version)
 
     def supervisor_id(self, api, cluster):
         """The id of a Supervisor cluster by name; clear errors for a missing or non-Supervisor cluster."""

@@ -134,7 +134,8 @@ class ZoneBindings(Resource):
 
     def supervisor_of(self, cluster):
         """The Supervisor id of a cluster by name (the Supervisor summaries); refused when it has none."""
-        rows = NamespaceApi(self.module.rest_client(), self.module.client).supervisors()
+        rows = NamespaceApi(self.module.rest_client(), self.module.client,
+                            api_version=self.module.api_version).supervisors()
         for row in rows:
             if cluster in (row.get("cluster_name"), row.get("cluster")) and row.get("supervisor"):
                 return row["supervisor"]
@@ -142,7 +143,7 @@ class ZoneBindings(Resource):
             cluster, ", ".join(sorted(r.get("cluster_name") or r["cluster"] for r in rows)) or "none"))
 
     def api(self):
-        return ZoneBindingApi(self.module.rest_client(), self.module.client)
+        return ZoneBindingApi(self.module.rest_client(), self.module.client, api_version=self.module.api_version)
 
     def read(self):
         vr.check_reservations(self.p["reservations"])

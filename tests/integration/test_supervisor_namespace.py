@@ -51,8 +51,12 @@ def test_create_rerun_check_diff_update_delete(vsphere, vsphere_env, seeded):
     assert info["access_list"] == [{"subject_type": "GROUP", "domain": "example.com", "subject": "team-a",
                                     "role": "EDIT"}]
 
+    vsphere.reset_stats()
     res, _playbook = run_module(M, FULL, env=vsphere_env)
     assert res["changed"] is False, res["changed_fields"]
+    # on 8.x the Supervisors' call needs the API version alone: read without a SOAP session (no Login, Logout)
+    soap = dict((m, n) for m, n in vsphere.stats()["soap"]["methods"].items() if n)
+    assert soap == {"RetrieveServiceContent": 1}, soap
 
     # one VM class added: the library, policies, limits and access stay
     res, _playbook = run_module(M, {"name": "team-a", "vm_classes": ["gpu-large"]}, env=vsphere_env, diff=True)

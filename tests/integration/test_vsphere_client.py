@@ -15,6 +15,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere impor
     VsphereConnectionError,
     VsphereFault,
     VsphereSessionLost,
+    service_api_version,
     vim,
     vmodl,
 )
@@ -71,6 +72,22 @@ def test_a_fault_names_the_operation_and_the_object(vsphere):
 def test_unreachable_vcenter_is_one_clear_error(vsphere):
     with pytest.raises(VsphereConnectionError, match=r"cannot reach https://127\.0\.0\.1:1: .*\(3 attempts\)"):
         connect(vsphere, port=1, retries=2)
+
+
+def test_the_api_version_is_read_without_a_session(vsphere):
+    vsphere.reset_stats()
+    version = service_api_version(vsphere.host, port=vsphere.port, ca_file=vsphere.ca_file)
+    assert version == "8.0.3.0"
+    methods = dict((m, n) for m, n in vsphere.stats()["soap"]["methods"].items() if n)
+    assert methods == {"RetrieveServiceContent": 1}, methods
+
+
+def test_the_api_version_read_checks_the_certificate_and_says_when_vcenter_is_unreachable(vsphere):
+    # the simulator's certificate is signed by a CA of its own: not trusted without ca_file
+    with pytest.raises(VsphereConnectionError, match="TLS certificate of https://127.0.0.1:%d not trusted" % vsphere.port):
+        service_api_version(vsphere.host, port=vsphere.port)
+    with pytest.raises(VsphereConnectionError, match=r"cannot reach https://127\.0\.0\.1:1: .*\(2 attempts\)"):
+        service_api_version(vsphere.host, port=1, retries=1)
 
 
 def test_concurrent_calls_log_in_again_once(vsphere):

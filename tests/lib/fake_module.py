@@ -32,6 +32,10 @@ class FakeModule:
     def rest_client(self):
         return "rest session"
 
+    def api_version(self):
+        """No version: the fake client layers answer with their own."""
+        return None
+
     def warn(self, text):
         if not self.warnings_expected:
             raise AssertionError("no warning expected: %s" % text)

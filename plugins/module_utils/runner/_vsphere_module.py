@@ -15,6 +15,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere impor
     PYVMOMI_IMPORT_ERROR,
     VsphereClient,
     VsphereError,
+    service_api_version,
 )
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere_rest import (
     HAS_REQUESTS,
@@ -46,6 +47,7 @@ class VsphereModule(AnsibleModule):
         # fail_json, which closes the sessions
         self._client = None
         self._rest = None
+        self._api_version = None
         spec = vsphere_argument_spec()
         spec.update(argument_spec)
         # what a run changed so far, returned with any failure (the runner adds it to the result)
@@ -86,6 +88,21 @@ class VsphereModule(AnsibleModule):
             except VsphereError as exc:
                 self.fail_json(msg="Unable to connect to vCenter: %s" % exc)
         return self._client
+
+    def api_version(self):
+        """The vCenter's API version ('8.0.3.0'): the session's when one is open, else read without a login
+        (one RetrieveServiceContent, no Login or Logout), for calls that need the version alone."""
+        if self._client is not None:
+            return self._client.content.about.apiVersion
+        if self._api_version is None:
+            args = self._connection_args()
+            try:
+                self._api_version = service_api_version(
+                    args["hostname"], port=args["port"], validate_certs=args["validate_certs"], ca_file=args["ca_file"],
+                    timeout=args["timeout"], retries=args["retries"])
+            except VsphereError as exc:
+                self.fail_json(msg="Unable to connect to vCenter: %s" % exc)
+        return self._api_version
 
     def close(self):
         if self._client is not None:

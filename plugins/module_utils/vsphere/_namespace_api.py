@@ -32,8 +32,9 @@ LIBRARY_PATH = "/api/content/library"
 
 class NamespaceApi:
     """One REST session (and, when needed, the SOAP session ``soap()`` returns); ``api_version``: the
-    vCenter's (About.apiVersion) when the caller has read it, else read from the SOAP session when there
-    is one (none: the 8.x calls, which 9.x still serves)."""
+    vCenter's (About.apiVersion), or a function that reads it when first needed (a module's
+    ``api_version``, which needs no login), else read from the SOAP session when there is one (none: the
+    8.x calls, which 9.x still serves)."""
 
     def __init__(self, rest, soap=None, api_version=None):
         self.rest = rest
@@ -41,6 +42,8 @@ class NamespaceApi:
         self._api_version = api_version
 
     def api_version(self):
+        if callable(self._api_version):
+            self._api_version = self._api_version()
         if self._api_version is None and self.soap is not None:
             self._api_version = self.soap().content.about.apiVersion
         return self._api_version

@@ -90,5 +90,7 @@ def read_platform(module):
         except VsphereNotFound:  # deleted between the list and the read
             pass
     policies = dict((p["policy"], p.get("name") or p["policy"]) for p in rest.get(POLICIES_PATH) or [])
-    return dict(vm_classes=read_vm_classes(module), namespaces=namespaces, storage_policies=policies,
-                cluster_names=dict((c.get("cluster"), c.get("cluster_name")) for c in NamespaceApi(rest, module.client).supervisors()))
+    vm_classes = read_vm_classes(module)
+    supervisors = NamespaceApi(rest, module.client, api_version=module.api_version).supervisors()
+    return dict(vm_classes=vm_classes, namespaces=namespaces, storage_policies=policies,
+                cluster_names=dict((c.get("cluster"), c.get("cluster_name")) for c in supervisors))

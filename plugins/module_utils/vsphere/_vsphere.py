@@ -370,6 +370,48 @@ def _host_tree_traversal(hosts):
     return specs
 
 
+def _connected(call, endpoint, username, policy, what="login to"):
+    """``call()`` (a login, or the service content's read), retried while vCenter refuses connections
+    (restarting) as ``policy`` says; then a clear VsphereConnectionError."""
+    attempts = policy.start()
+    while True:
+        try:
+            return call()
+        except vim.fault.InvalidLogin:
+            raise VsphereConnectionError(
+                "login to %s refused: invalid user name or password for %s" % (endpoint, username))
+        except ssl.SSLCertVerificationError as exc:
+            raise VsphereConnectionError(
+                "TLS certificate of %s not trusted (%s); name its CA with ca_file, VMWARE_CA_FILE, "
+                "REQUESTS_CA_BUNDLE or SSL_CERT_FILE, or add it to the system trust store"
+                % (endpoint, exc.verify_message or exc))
+        except vmodl.MethodFault as exc:
+            raise VsphereConnectionError("%s %s failed: %s" % (what, endpoint, fault_message(exc)))
+        except (OSError, ssl.SSLError, HTTPException) as exc:
+            if not attempts.left() or not _transient(exc):
+                raise VsphereConnectionError("cannot reach %s: %s (%d attempts)" % (endpoint, exc, attempts.count + 1))
+        attempts.pause()
+
+
+def service_api_version(hostname, port=443, validate_certs=True, ca_file=None, timeout=60, retries=5):
+    """The vCenter's API version (``About.apiVersion``, '8.0.3.0') from its service content, read without a
+    session: what ``SmartConnect`` reads before it logs in (the version file and one RetrieveServiceContent),
+    and no Login or Logout, for callers that need the version alone."""
+    if not HAS_PYVMOMI:
+        raise VsphereConnectionError("pyvmomi is required: %s" % PYVMOMI_IMPORT_ERROR)
+    if not hostname:
+        raise VsphereConnectionError("no vCenter host name given (option hostname or VMWARE_HOST)")
+    port = int(port or 443)
+    ctx = ssl_context(validate_certs, ca_file)
+
+    def read():
+        stub = connect.SmartStubAdapter(host=hostname, port=port, sslContext=ctx, httpConnectionTimeout=timeout)
+        return vim.ServiceInstance("ServiceInstance", stub).RetrieveContent().about.apiVersion
+
+    return _connected(read, "https://%s:%d" % (hostname, port), None, RetryPolicy(retries),
+                      what="the service content read of")
+
+
 class VsphereClient:
     """A logged-in vSphere session. Use as a context manager, or call :meth:`close`.
 
@@ -412,24 +454,7 @@ class VsphereClient:
 
     def _connect(self, login):
         """Log in, retrying while vCenter refuses connections (restarting), then fail clearly."""
-        attempts = self.retry.start()
-        while True:
-            try:
-                return login()
-            except vim.fault.InvalidLogin:
-                raise VsphereConnectionError(
-                    "login to %s refused: invalid user name or password for %s" % (self.endpoint, self._credentials[0]))
-            except ssl.SSLCertVerificationError as exc:
-                raise VsphereConnectionError(
-                    "TLS certificate of %s not trusted (%s); name its CA with ca_file, VMWARE_CA_FILE, "
-                    "REQUESTS_CA_BUNDLE or SSL_CERT_FILE, or add it to the system trust store"
-                    % (self.endpoint, exc.verify_message or exc))
-            except vmodl.MethodFault as exc:
-                raise VsphereConnectionError("login to %s failed: %s" % (self.endpoint, fault_message(exc)))
-            except (OSError, ssl.SSLError, HTTPException) as exc:
-                if not attempts.left() or not _transient(exc):
-                    raise VsphereConnectionError("cannot reach %s: %s (%d attempts)" % (self.endpoint, exc, attempts.count + 1))
-            attempts.pause()
+        return _connected(login, self.endpoint, self._credentials[0], self.retry)
 
     # -- the fault boundary ----------------------------------------------------------------
     def _invoke(self, mo, info, args, outer):

@@ -22,7 +22,8 @@ ZONE_BINDINGS_PATH = "/api/vcenter/namespace-management/supervisors/%s/zones/%s/
 
 
 class ZoneBindingApi:
-    """One REST session (and the SOAP session ``soap()`` returns, for the API version)."""
+    """One REST session; ``api_version``: the vCenter's, or a function that reads it when first needed (a
+    module's ``api_version``, which needs no login), else read from the SOAP session ``soap()`` returns."""
 
     def __init__(self, rest, soap=None, api_version=None):
         self.rest = rest
@@ -30,6 +31,8 @@ class ZoneBindingApi:
         self._api_version = api_version
 
     def api_version(self):
+        if callable(self._api_version):
+            self._api_version = self._api_version()
         if self._api_version is None and self.soap is not None:
             self._api_version = self.soap().content.about.apiVersion
         return self._api_version

@@ -124,7 +124,7 @@ class FakeNamespaces:
     store = {}
     calls = []
 
-    def __init__(self, rest, soap=None):
+    def __init__(self, rest, soap=None, api_version=None):
         self.soap = soap
 
     def get(self, name):

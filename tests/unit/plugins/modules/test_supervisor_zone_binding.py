@@ -17,7 +17,7 @@ class Bindings:
     store = {}
     calls = []
 
-    def __init__(self, rest, soap=None):
+    def __init__(self, rest, soap=None, api_version=None):
         self.rest, self.soap = rest, soap
 
     def api_version(self):
@@ -111,7 +111,7 @@ class Supervisors:
 
     reads = 0
 
-    def __init__(self, rest, soap=None):
+    def __init__(self, rest, soap=None, api_version=None):
         pass
 
     def supervisors(self):

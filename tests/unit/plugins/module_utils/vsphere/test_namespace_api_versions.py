@@ -59,3 +59,26 @@ def test_no_soap_session_and_no_version_keeps_the_8x_call():
     rest = Rest(ANSWERS)
     NamespaceApi(rest).supervisors()
     assert rest.calls == [CLUSTERS]
+
+
+def test_a_version_reader_is_called_once_and_no_session_is_opened_on_8x():
+    rest, reads, sessions = Rest(ANSWERS), [], []
+
+    def version():
+        reads.append(1)
+        return "8.0.3.0"
+
+    def soap():
+        sessions.append(1)
+        return Soap("8.0.3.0")
+
+    api = NamespaceApi(rest, soap, api_version=version)
+    api.supervisors()
+    api.supervisors()
+    assert rest.calls == [CLUSTERS, CLUSTERS] and reads == [1] and sessions == []
+
+
+def test_a_version_reader_on_9x_opens_the_session_only_for_the_cluster_names():
+    rest, soap = Rest(ANSWERS), Soap("9.1.0.0")
+    rows = NamespaceApi(rest, lambda: soap, api_version=lambda: "9.1.0.0").supervisors()
+    assert soap.retrievals == 1 and rows[0]["cluster_name"] == "gpu-a"
