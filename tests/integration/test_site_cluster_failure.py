@@ -1,4 +1,4 @@
-"""site.yml's ESXi link rolls the GPU clusters in parallel (one play host per cluster): when one
+"""site.yml's ESXi link rolls the GPU clusters as play hosts of their own (one per cluster): when one
 cluster's roll fails, the run says so once, naming that cluster; the other clusters stop without
 a second error, and no later link runs (vSphere simulator; the links after the ESXi link are not
 reached, so no Kubernetes rig is needed). A cluster stopped that way says what it left: the hosts this run
