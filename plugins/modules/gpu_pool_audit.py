@@ -34,8 +34,10 @@ description:
     gets - VM classes missing or with other vGPU profiles, size or description; namespaces missing,
     without the VM classes of their pools, with other storage policies, limits, access entries or
     description (and GPU VM classes or access entries the design does not list where the purge
-    options remove them). Read through the vSphere Automation API (one list of VM classes, one of
-    storage policies, one read per namespace of the design).
+    options remove them). Where the design reserves VM classes, the Supervisor's zone bindings too, planned
+    as M(gpupool.vcf.supervisor_zone_binding) plans them (a zone not bound, a design class's count that
+    differs; API 9.0 and later). Read through the vSphere Automation API (one list of VM classes, one of
+    storage policies, one read per namespace of the design, one read of the bindings per Supervisor).
   - C(vks) - VKS clusters and their node pools on the Supervisor - replicas, VM class, node labels and
     taints, each read through the variables of the Cluster's ClusterClass, discovered from the class's
     schema as M(gpupool.vcf.vks_node_pool) writes them (needs O(supervisor_kubeconfig)).

@@ -15,7 +15,7 @@ import json
 import pytest
 
 from tests.lib import design_edit, rest_contract
-from tests.lib.ansible_run import COLLECTIONS, run_playbook
+from tests.lib.ansible_run import COLLECTIONS, run_module, run_playbook
 from tests.lib.helpers import rest
 
 OLD = "550.54.10-1OEM.800.1.0.20613240"
@@ -142,8 +142,18 @@ def run91(tmp_path_factory):
                                       {"resource_allocation": {"vm_reservations": [
                                           {"reserved_vm_class": "gpu-training", "count": 2}]}})
             out["bindings_after_refusals"] = client.get(BINDINGS % sup)["zones"]
+            # drift by hand: zone A keeps one inference VM fewer (and the training VM)
+            client.request("PATCH", "%s/%s/bindings" % (BINDINGS.rsplit("/", 1)[0] % sup, ZONE_A),
+                           {"resource_allocation": {"vm_reservations": [
+                               {"reserved_vm_class": "gpu-inference", "count": 1},
+                               {"reserved_vm_class": "gpu-training", "count": 1}]}})
         finally:
             client.close()
+        # the audit names the drift from the role's own plan; the role repairs it; the audit is clean again
+        audit = {"design": more, "links": ["vsphere"]}
+        out["drift_audit"] = run_module("gpupool.vcf.gpu_pool_audit", audit, env=dict(sim.env))[0]
+        out["repair"] = run_playbook(play(more), env=dict(sim.env))
+        out["clean_audit"] = run_module("gpupool.vcf.gpu_pool_audit", audit, env=dict(sim.env))[0]
         # zones[] on the v2 create (CreateSpecV2.zones), through the module
         out["v2_create"] = run_playbook([{
             "name": "v2", "hosts": "localhost", "gather_facts": False,
@@ -212,6 +222,20 @@ def test_the_simulator_refuses_an_unknown_class_and_a_count_the_zone_cannot_hold
     status, msg = run91["too_many"]
     assert status == 400 and "need 8 vGPUs of profile nvidia_h100-80c" in msg and "at most 4" in msg, msg
     assert by_zone(run91["bindings_after_refusals"]) == by_zone(run91["bindings"])
+
+
+def test_the_audit_names_a_binding_drifted_by_hand_and_the_role_repairs_it(run91):
+    drift = run91["drift_audit"]
+    assert not drift.get("failed"), drift.get("msg")
+    found = [(f["rule"], f["object"]) for f in drift["findings"] if f["rule"].startswith("zone_binding")]
+    assert found == [("zone_binding_reservations_changed", "zone binding gpu-h100/%s" % ZONE_A)], drift["findings"]
+    message = [f["message"] for f in drift["findings"] if f["rule"].startswith("zone_binding")][0]
+    assert "reserves gpu-inference x1, gpu-training x1; after the role: gpu-inference x2, gpu-training x1" in message
+    assert run91["repair"].rc == 0
+    changed = [name for name, r in run91["repair"].tasks if r.get("changed")]
+    assert len(changed) == 1 and "Reserved VM classes on the Supervisors' zone bindings" in changed[0], changed
+    clean = run91["clean_audit"]
+    assert not clean.get("failed") and not [f for f in clean["findings"] if f["rule"].startswith("zone_binding")]
 
 
 def test_a_namespace_created_with_zones_on_the_v2_create(run91):

@@ -20,10 +20,13 @@ from collections import OrderedDict
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _namespace, _ownership, _vm_class
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _vm_reservations as _vr
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import CREATE
 
 
 _CLASS_FIX = "set it back (vm_class, or the supervisor_gpu_tenancy role)"
 _NAMESPACE_FIX = "set it back (supervisor_namespace, or the supervisor_gpu_tenancy role)"
+_BINDING_FIX = "set it back (supervisor_zone_binding, or the supervisor_gpu_tenancy role)"
 RULES = OrderedDict([
     ("vm_class_missing", ("error", "vsphere", "Every pool's VM class exists.",
                           "create it (vm_class, or the supervisor_gpu_tenancy role)")),
@@ -57,6 +60,11 @@ RULES = OrderedDict([
                                        _NAMESPACE_FIX)),
     ("namespace_libraries_changed", ("warning", "vsphere", "A namespace has the content libraries the role "
                                                            "gives it.", _NAMESPACE_FIX)),
+    ("zone_binding_missing", ("error", "vsphere", "The Supervisor binds every vSphere zone in which the design's "
+                                                  "tenants reserve VM classes.", _BINDING_FIX)),
+    ("zone_binding_reservations_changed", ("error", "vsphere", "A Supervisor zone binding reserves the design's "
+                                                               "count of each pool's VM class (reservations of "
+                                                               "other classes are not judged).", _BINDING_FIX)),
     # information: the object serves the design, but no purge, retirement or revision of the collection touches it
     ("object_not_owned", ("info", "vsphere", "A VM class or namespace in scope is the collection's own (its "
                                              "description carries the gpupool mark); so are a VKS node pool and a "
@@ -257,12 +265,14 @@ def _superseded_finding(want, name, old, vm_classes, pool):
                    "deleted once no node uses it" % (name, ", ".join(old)))
 
 
-def audit_vsphere(derived, vm_classes, namespaces, storage_policies=None):
-    """Findings of the vSphere link: VM classes and namespaces, each planned by its module's
-    comparator with the supervisor_gpu_tenancy role's inputs.
+def audit_vsphere(derived, vm_classes, namespaces, storage_policies=None, zone_bindings=None):
+    """Findings of the vSphere link: VM classes, namespaces and the Supervisor's zone bindings, each
+    planned by its module's comparator with the supervisor_gpu_tenancy role's inputs.
 
     ``storage_policies``: {policy id: name} (None: the namespaces' storage policies are not judged).
-    With class revisions each class is judged under the name vm_class resolves (class_names).
+    ``zone_bindings``: {Supervisor cluster: its Bindings.Info rows} (None or a cluster left out: not
+    read, as before API 9.0, and not judged). With class revisions each class is judged under the
+    name vm_class resolves (class_names).
     """
     out = []
     tenancy = _audit.role_inputs(derived, "supervisor_gpu_tenancy")
@@ -302,6 +312,44 @@ def audit_vsphere(derived, vm_classes, namespaces, storage_policies=None):
         out.extend(not_owned_findings("namespace", want["name"], have,
                                       "tenants[].adopt" if kind_of.get(want["name"]) == "tenant" else "vks_clusters[].adopt",
                                       want.get("adopt")))
+    out.extend(zone_binding_findings(tenancy, names, zone_bindings))
+    return out
+
+
+def binding_key(tenancy, binding):
+    """What a zone binding input of the role names its Supervisor by: its id, else its cluster (the role's
+    cluster when the input names none), as the role passes them to supervisor_zone_binding."""
+    return binding.get("supervisor") or binding.get("cluster") or tenancy.get("supervisor_gpu_tenancy_cluster")
+
+
+def _reservation_words(items):
+    return ", ".join("%s x%s" % (i["reserved_vm_class"], i["count"]) for i in items or []) or "none"
+
+
+def zone_binding_findings(tenancy, names, zone_bindings):
+    """Findings of the Supervisor's zone bindings: each binding input of the role planned by
+    supervisor_zone_binding's own plan (``_vm_reservations.plan_bindings``) against ``zone_bindings``
+    ({cluster: Bindings.Info rows}; a cluster absent: not read, not judged), the design's class names
+    as they are used (``names``, a revision's class)."""
+    out = []
+    for binding in tenancy.get("supervisor_gpu_tenancy_zone_bindings") or []:
+        cluster = binding_key(tenancy, binding)
+        if cluster not in (zone_bindings or {}):
+            continue
+        reservations = [dict(r, vm_class=names.get(r["vm_class"], r["vm_class"])) for r in binding["reservations"]]
+        managed = binding.get("managed_classes")
+        managed = [r["vm_class"] for r in reservations] if managed is None else [names.get(c, c) for c in managed]
+        wanted = _vr.supervisor_bindings([dict(vm_reservations=reservations)])
+        for change in _vr.plan_bindings(cluster, zone_bindings[cluster], wanted, managed):
+            zone = change.object.rsplit(" zone ", 1)[1]
+            obj = "zone binding %s/%s" % (cluster, zone)
+            if change.action == CREATE:
+                out.append(finding("zone_binding_missing", obj, "the Supervisor of %s does not bind zone %s, where "
+                                   "the design reserves %s" % (cluster, zone, _reservation_words(change.after))))
+            else:
+                out.append(finding("zone_binding_reservations_changed", obj, "zone %s of the Supervisor of %s reserves "
+                                   "%s; after the role: %s" % (zone, cluster, _reservation_words(change.before),
+                                                               _reservation_words(change.after))))
     return out
 
 

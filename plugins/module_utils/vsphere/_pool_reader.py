@@ -14,11 +14,14 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_vsphere
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _vm_reservations as vr
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _namespace as nsu
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _vm_class as vmc
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_inventory import GpuInventory
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._namespace_api import NamespaceApi
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereNotFound, vim
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._zone_binding_api import ZoneBindingApi
 
 VM_CLASSES_PATH = "/api/vcenter/namespace-management/virtual-machine-classes"
 NS_PATH = "/api/vcenter/namespaces/instances"
@@ -49,9 +52,35 @@ def read_vm_classes(module):
     return module.gpupool_vm_classes
 
 
+def read_zone_bindings(module, derived):
+    """{what a zone binding input names its Supervisor by: the Supervisor's Bindings.Info rows} of the
+    supervisor_gpu_tenancy role's zone binding inputs; None without such inputs or on a vCenter before
+    API 9.0 (no bindings to read: the converge refuses there). A cluster without a Supervisor is left
+    out (the namespaces' findings name it)."""
+    tenancy = _audit.role_inputs(derived, "supervisor_gpu_tenancy")
+    bindings = tenancy.get("supervisor_gpu_tenancy_zone_bindings") or []
+    if not bindings or vr.refusal(module.api_version()) is not None:
+        return None
+    rest = module.rest_client()
+    api = ZoneBindingApi(rest, module.client, api_version=module.api_version)
+    rows, out = None, {}
+    for binding in bindings:
+        key = _audit_vsphere.binding_key(tenancy, binding)
+        supervisor = binding.get("supervisor")
+        if supervisor is None:
+            if rows is None:  # one read of the Supervisors for every binding
+                rows = NamespaceApi(rest, module.client, api_version=module.api_version).supervisors()
+            supervisor = next((r["supervisor"] for r in rows
+                               if key in (r.get("cluster_name"), r.get("cluster")) and r.get("supervisor")), None)
+            if supervisor is None:
+                continue
+        out[key] = api.list(supervisor)
+    return out
+
+
 def read_vsphere(module, derived):
-    """{vm_classes: {id: VM class}, namespaces: {name: namespace}, storage_policies: {id: name}};
-    VM classes and namespaces in normal form, absent ones left out."""
+    """{vm_classes: {id: VM class}, namespaces: {name: namespace}, storage_policies: {id: name},
+    zone_bindings (read_zone_bindings)}; VM classes and namespaces in normal form, absent ones left out."""
     rest = module.rest_client()
     namespaces = {}
     for ns in (derived.get("vsphere") or {}).get("namespaces") or []:
@@ -60,7 +89,8 @@ def read_vsphere(module, derived):
         except VsphereNotFound:
             pass
     policies = dict((p["policy"], p.get("name") or p["policy"]) for p in rest.get(POLICIES_PATH) or [])
-    return dict(vm_classes=read_vm_classes(module), namespaces=namespaces, storage_policies=policies)
+    return dict(vm_classes=read_vm_classes(module), namespaces=namespaces, storage_policies=policies,
+                zone_bindings=read_zone_bindings(module, derived))
 
 
 def read_pool_classes(module, derived):

@@ -617,7 +617,8 @@ def test_every_vsphere_field_has_a_rule_and_every_rule_a_field():
     assert set(_namespace.FIELDS) == set(_namespace.empty("c")) - {"cluster"}
     vsphere_rules = set(r for r, (sev, link, doc) in _audit_report.RULES.items() if link == "vsphere")
     mapped = set(_audit_vsphere.VM_CLASS_RULE_BY_FIELD.values()) | set(_audit_vsphere.NAMESPACE_RULE_BY_FIELD.values())
-    assert vsphere_rules == mapped | {"vm_class_missing", "namespace_missing", "namespace_class_extra", "object_not_owned"}
+    assert vsphere_rules == mapped | {"vm_class_missing", "namespace_missing", "namespace_class_extra", "object_not_owned",
+                                      "zone_binding_missing", "zone_binding_reservations_changed"}
     assert set(f for f, drift in VM_CLASS_DRIFTS) == set(_vm_class.FIELDS)
     assert set(f for f, drift in NAMESPACE_DRIFTS) == set(_namespace.FIELDS)
 
