@@ -105,7 +105,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import CREA
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._vsphere_inputs import supervisor_zone_binding_errors
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._runner import Runner
 from ansible_collections.gpupool.vcf.plugins.module_utils.runner._vsphere_module import VsphereModule
-from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._namespace_api import NamespaceApi
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._namespace_api import NamespaceApi, supervisor_of
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._zone_binding_api import ZoneBindingApi
 
 ARGUMENT_SPEC = dict(
@@ -136,9 +136,9 @@ class ZoneBindings(Resource):
         """The Supervisor id of a cluster by name (the Supervisor summaries); refused when it has none."""
         rows = NamespaceApi(self.module.rest_client(), self.module.client,
                             api_version=self.module.api_version).supervisors()
-        for row in rows:
-            if cluster in (row.get("cluster_name"), row.get("cluster")) and row.get("supervisor"):
-                return row["supervisor"]
+        supervisor = supervisor_of(rows, cluster)
+        if supervisor is not None:
+            return supervisor
         raise vr.ReservationError("cluster %s has no Supervisor; Supervisor clusters: %s" % (
             cluster, ", ".join(sorted(r.get("cluster_name") or r["cluster"] for r in rows)) or "none"))
 

@@ -30,6 +30,13 @@ POLICIES_PATH = "/api/vcenter/storage/policies"
 LIBRARY_PATH = "/api/content/library"
 
 
+def supervisor_of(rows, cluster):
+    """The Supervisor id of ``cluster`` (its name or id) among the rows of ``NamespaceApi.supervisors``; None
+    when it has no Supervisor (or, on 8.x, when the rows carry no Supervisor ids)."""
+    return next((r["supervisor"] for r in rows
+                 if cluster in (r.get("cluster_name"), r.get("cluster")) and r.get("supervisor")), None)
+
+
 class NamespaceApi:
     """One REST session (and, when needed, the SOAP session ``soap()`` returns); ``api_version``: the
     vCenter's (About.apiVersion), or a function that reads it when first needed (a module's

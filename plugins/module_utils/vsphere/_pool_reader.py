@@ -19,7 +19,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _vm_reserv
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _namespace as nsu
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _vm_class as vmc
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._gpu_inventory import GpuInventory
-from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._namespace_api import NamespaceApi
+from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._namespace_api import NamespaceApi, supervisor_of
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._vsphere import VsphereNotFound, vim
 from ansible_collections.gpupool.vcf.plugins.module_utils.vsphere._zone_binding_api import ZoneBindingApi
 
@@ -70,8 +70,7 @@ def read_zone_bindings(module, derived):
         if supervisor is None:
             if rows is None:  # one read of the Supervisors for every binding
                 rows = NamespaceApi(rest, module.client, api_version=module.api_version).supervisors()
-            supervisor = next((r["supervisor"] for r in rows
-                               if key in (r.get("cluster_name"), r.get("cluster")) and r.get("supervisor")), None)
+            supervisor = supervisor_of(rows, key)
             if supervisor is None:
                 continue
         out[key] = api.list(supervisor)
