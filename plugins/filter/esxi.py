@@ -13,6 +13,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _esxi, _nvidia, _vm_class
+from ansible_collections.gpupool.vcf.plugins.plugin_utils._plain import plain_filters
 
 
 def _gpu_hosts(hosts):
@@ -192,7 +193,7 @@ def esxi_host_turns(info, spec):
 
 class FilterModule(object):
     def filters(self):
-        return {
+        return plain_filters({
             "esxi_host_drain_vms": esxi_host_drain_vms,
             "driver_version_gate": driver_version_gate,
             "design_driver_version": design_driver_version,
@@ -204,4 +205,4 @@ class FilterModule(object):
             "esxi_hosts_to_roll": esxi_hosts_to_roll,
             "esxi_turn_window": esxi_turn_window,
             "esxi_host_turns": esxi_host_turns,
-        }
+        })

@@ -14,14 +14,20 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+from types import SimpleNamespace
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._dashboards import config_map, dashboards
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import DesignError
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._prom_rules import RulesError
+from ansible_collections.gpupool.vcf.plugins.plugin_utils._plain import plain_filters
 
-try:
+DATASOURCE = "datasource"
+WIDTH = {"timeseries": 12, "stat": 6}
+HEIGHT = {"timeseries": 8, "stat": 5}
+
+
+def _sdk():
+    """The Grafana Foundation SDK's builders and models, imported on first use, not with the plugin: every task that
+    uses any of the collection's filters loads every filter file (see prometheus_rules.py)."""
     from grafana_foundation_sdk.builders import common as gcommon
     from grafana_foundation_sdk.builders import dashboard as gdash
     from grafana_foundation_sdk.builders import prometheus as gprom
@@ -30,55 +36,59 @@ try:
     from grafana_foundation_sdk.cog.encoder import JSONEncoder
     from grafana_foundation_sdk.models import common as mcommon
     from grafana_foundation_sdk.models import dashboard as mdash
-    SDK_ERROR = None
-except ImportError as exc:  # pragma: no cover - the message says what to install
-    SDK_ERROR = exc
-
-DATASOURCE = "datasource"
-WIDTH = {"timeseries": 12, "stat": 6}
-HEIGHT = {"timeseries": 8, "stat": 5}
+    return SimpleNamespace(gcommon=gcommon, gdash=gdash, gprom=gprom, gstat=gstat, gts=gts, JSONEncoder=JSONEncoder,
+                           mcommon=mcommon, mdash=mdash)
 
 
-def _thresholds(panel):
-    steps = [mdash.Threshold(value=None, color=panel["base"])]
-    steps.extend(mdash.Threshold(value=value, color=colour) for value, colour in panel["thresholds"])
-    return gdash.ThresholdsConfig().mode(mdash.ThresholdsMode.ABSOLUTE).steps(steps)
+def _thresholds(sdk, panel):
+    steps = [sdk.mdash.Threshold(value=None, color=panel["base"])]
+    steps.extend(sdk.mdash.Threshold(value=value, color=colour) for value, colour in panel["thresholds"])
+    return sdk.gdash.ThresholdsConfig().mode(sdk.mdash.ThresholdsMode.ABSOLUTE).steps(steps)
 
 
-def _panel(panel, ref):
+def _panel(sdk, panel, ref):
     kind = panel["kind"]
-    builder = gts.Panel() if kind == "timeseries" else gstat.Panel()
+    builder = sdk.gts.Panel() if kind == "timeseries" else sdk.gstat.Panel()
     builder = (builder.title(panel["title"]).description(panel["description"]).unit(panel["unit"])
-               .datasource(mdash.DataSourceRef(type_val="prometheus", uid="${%s}" % DATASOURCE))
-               .thresholds(_thresholds(panel)).span(WIDTH[kind]).height(HEIGHT[kind]))
+               .datasource(sdk.mdash.DataSourceRef(type_val="prometheus", uid="${%s}" % DATASOURCE))
+               .thresholds(_thresholds(sdk, panel)).span(WIDTH[kind]).height(HEIGHT[kind]))
     if panel["max"] is not None:
         builder = builder.min(0).max(panel["max"])
     if kind == "timeseries":
         builder = builder.line_width(1).fill_opacity(10)
     if kind == "timeseries" and panel["thresholds"]:
-        builder = builder.thresholds_style(gcommon.GraphThresholdsStyleConfig().mode(mcommon.GraphThresholdsStyleMode.LINE))
+        style = sdk.gcommon.GraphThresholdsStyleConfig().mode(sdk.mcommon.GraphThresholdsStyleMode.LINE)
+        builder = builder.thresholds_style(style)
     for index, target in enumerate(panel["targets"]):
-        builder = builder.with_target(gprom.Dataquery().expr(target["expr"]).legend_format(target["legend"])
+        builder = builder.with_target(sdk.gprom.Dataquery().expr(target["expr"]).legend_format(target["legend"])
                                       .ref_id("%s%d" % (ref, index)))
     return builder
 
 
 def dashboard_json(board):
     """Grafana's JSON model (a dict) of one dashboard of ``pure/_dashboards.dashboards``."""
-    if SDK_ERROR is not None:
+    try:
+        sdk = _sdk()
+    except ImportError as exc:  # pragma: no cover - the message says what to install
         raise AnsibleFilterError("grafana_dashboards needs the Python library grafana-foundation-sdk on the controller "
-                                 "(pip install -r requirements.txt): %s" % SDK_ERROR)
-    builder = (gdash.Dashboard(board["title"]).uid(board["uid"]).tags(board["tags"]).editable().time("now-6h", "now")
+                                 "(pip install -r requirements.txt): %s" % exc)
+    builder = (sdk.gdash.Dashboard(board["title"]).uid(board["uid"]).tags(board["tags"]).editable()
+               .time("now-6h", "now")
                .refresh("1m").timezone("browser")
-               .with_variable(gdash.DatasourceVariable(DATASOURCE).label("Prometheus").type("prometheus")))
+               .with_variable(sdk.gdash.DatasourceVariable(DATASOURCE).label("Prometheus").type("prometheus")))
     for index, panel in enumerate(board["panels"]):
-        builder = builder.with_panel(_panel(panel, "P%dT" % index))
-    return json.loads(json.dumps(builder.build(), cls=JSONEncoder))
+        builder = builder.with_panel(_panel(sdk, panel, "P%dT" % index))
+    return json.loads(json.dumps(builder.build(), cls=sdk.JSONEncoder))
 
 
 def grafana_dashboards(design, kind="json", namespace="monitoring", label="grafana_dashboard", label_value="1",
                        options=None):
     """The design's dashboards: Grafana JSON models (``kind=json``) or the sidecar's ConfigMaps (``kind=ConfigMap``)."""
+    # imported here, not with the plugin (see _sdk)
+    from ansible_collections.gpupool.vcf.plugins.module_utils.pure._dashboards import config_map, dashboards
+    from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import DesignError
+    from ansible_collections.gpupool.vcf.plugins.module_utils.pure._prom_rules import RulesError
+
     if kind not in ("json", "ConfigMap"):
         raise AnsibleFilterError("kind %r is neither json nor ConfigMap" % (kind,))
     try:
@@ -94,4 +104,4 @@ def grafana_dashboards(design, kind="json", namespace="monitoring", label="grafa
 
 class FilterModule(object):
     def filters(self):
-        return {"grafana_dashboards": grafana_dashboards}
+        return plain_filters({"grafana_dashboards": grafana_dashboards})

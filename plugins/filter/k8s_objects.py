@@ -18,6 +18,7 @@ from ansible.errors import AnsibleFilterError
 from ansible.plugins.filter.core import to_nice_yaml
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _driver_upgrade, _k8s_objects
+from ansible_collections.gpupool.vcf.plugins.plugin_utils._plain import plain_filters
 
 
 def _inputs(role, inputs):
@@ -113,7 +114,7 @@ def notebook_culler_manifests(inputs, script):
 
 class FilterModule(object):
     def filters(self):
-        return {
+        return plain_filters({
             "vks_node_pools": vks_node_pools,
             "device_plugin_config_map": device_plugin_config_map,
             "cluster_policy_spec": cluster_policy_spec,
@@ -127,4 +128,4 @@ class FilterModule(object):
             "kueue_wait_for_pods_ready": kueue_wait_for_pods_ready,
             "kueue_manager_config": kueue_manager_config,
             "notebook_culler_manifests": notebook_culler_manifests,
-        }
+        })

@@ -16,13 +16,13 @@ import io
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _first_token
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import DesignError
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._latency_probe import LatencyProbeError, manifests
+from ansible_collections.gpupool.vcf.plugins.plugin_utils._plain import plain_filters
 
 
 def first_token_source():
     """The text of pure/_first_token.py (its source file, not a compiled one)."""
+    from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _first_token
+
     path = _first_token.__file__
     if path.endswith((".pyc", ".pyo")):
         path = path[:-1]
@@ -33,6 +33,10 @@ def first_token_source():
 def latency_probe_manifests(design, endpoints, program, namespace="monitoring", image="python:3.12-slim",
                             interval_seconds=30, timeout_seconds=30, scrape="annotations"):
     """The probe's objects for ``design`` and ``endpoints`` (pool -> URL or {url, model}); ``program`` the probe's text."""
+    # imported here, not with the plugin (see prometheus_rules.py)
+    from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import DesignError
+    from ansible_collections.gpupool.vcf.plugins.module_utils.pure._latency_probe import LatencyProbeError, manifests
+
     try:
         return manifests(design, endpoints, program, first_token_source(), namespace=namespace, image=image,
                          interval_seconds=interval_seconds, timeout_seconds=timeout_seconds, scrape=scrape)
@@ -42,4 +46,4 @@ def latency_probe_manifests(design, endpoints, program, namespace="monitoring", 
 
 class FilterModule(object):
     def filters(self):
-        return {"latency_probe_manifests": latency_probe_manifests}
+        return plain_filters({"latency_probe_manifests": latency_probe_manifests})

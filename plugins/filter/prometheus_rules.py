@@ -12,12 +12,16 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import DesignError
-from ansible_collections.gpupool.vcf.plugins.module_utils.pure._prom_rules import RulesError, prometheus_rule, rule_file
+from ansible_collections.gpupool.vcf.plugins.plugin_utils._plain import plain_filters
 
 
 def prometheus_rules(design, kind="file", name="gpupool-rules", namespace="monitoring", options=None):
     """The rules of ``design``: a rule file (``kind=file``) or a PrometheusRule (``kind=PrometheusRule``)."""
+    # imported here, not with the plugin: every task that uses any of the collection's filters loads every filter
+    # file, and the design's code takes a tenth of a second to import
+    from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_findings import DesignError
+    from ansible_collections.gpupool.vcf.plugins.module_utils.pure._prom_rules import RulesError, prometheus_rule, rule_file
+
     try:
         if kind == "file":
             return rule_file(design, options)
@@ -30,4 +34,4 @@ def prometheus_rules(design, kind="file", name="gpupool-rules", namespace="monit
 
 class FilterModule(object):
     def filters(self):
-        return {"prometheus_rules": prometheus_rules}
+        return plain_filters({"prometheus_rules": prometheus_rules})

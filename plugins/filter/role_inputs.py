@@ -14,6 +14,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._role_inputs import role_errors
+from ansible_collections.gpupool.vcf.plugins.plugin_utils._plain import plain_filters
 
 
 def role_input_errors(variables, role):
@@ -29,4 +30,4 @@ def role_input_errors(variables, role):
 
 class FilterModule(object):
     def filters(self):
-        return {"role_input_errors": role_input_errors}
+        return plain_filters({"role_input_errors": role_input_errors})

@@ -105,6 +105,7 @@ MARKER_TABLE = (
     ("unit/plugins/module_utils/pure/test_inputs.py", ("design",)),
     ("unit/plugins/filter/test_failure_filter.py", ("collection",)),
     ("unit/plugins/filter/test_option_bool_filter.py", ("collection",)),
+    ("unit/plugins/plugin_utils/test_plain.py", ("collection",)),
     ("unit/plugins/modules/test_runner_modules.py", ("collection", "esxi", "vsphere", "vks", "guest", "licensing")),
     ("*audit*", ("design",)),
     ("unit/plugins/module_utils/pure/test_audit.py", ("esxi", "vsphere", "vks", "guest")),

@@ -11,7 +11,7 @@ DESIGN = yaml.safe_load((ROOT / "examples" / "design.yml").read_text())
 
 
 def test_file_and_object():
-    assert FilterModule().filters()["prometheus_rules"] is prometheus_rules
+    assert FilterModule().filters()["prometheus_rules"].__wrapped__ is prometheus_rules
     assert prometheus_rules(DESIGN) == rule_file(DESIGN)
     obj = prometheus_rules(DESIGN, kind="PrometheusRule", name="r", namespace="mon")
     assert obj["kind"] == "PrometheusRule" and obj["metadata"]["namespace"] == "mon"

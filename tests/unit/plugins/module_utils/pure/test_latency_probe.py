@@ -108,7 +108,7 @@ def test_bad_input_is_refused(endpoints, kwargs, message):
 
 
 def test_filter_reads_the_first_token_file_and_fails_as_a_filter():
-    assert FilterModule().filters()["latency_probe_manifests"] is latency_probe_manifests
+    assert FilterModule().filters()["latency_probe_manifests"].__wrapped__ is latency_probe_manifests
     objs = latency_probe_manifests(DESIGN, ENDPOINTS, PROGRAM_PATH.read_text())
     assert objs[0]["data"]["_first_token.py"] == FIRST_TOKEN_PATH.read_text()
     with pytest.raises(AnsibleFilterError, match="Unable to make the latency probe.*no pool serving"):
