@@ -305,20 +305,20 @@ def drifts(sim, vc, kube, derived):
          [("node_pool_labels_changed", "node_pool gpu-workloads/notebooks")], [(VKS_TASK, "pool:notebooks")]),
         # guest
         ("PriorityClass deleted", lambda: kube.sched.delete_priority_class("gpu-notebook"),
-         [("priority_class_missing", "priority_class gpu-notebook")], [(r"^PriorityClasses", "gpu-notebook")]),
+         [("priority_class_missing", "priority_class gpu-notebook")], [(r"^PriorityClasses, tenant namespaces and GPU quotas", "gpu-notebook")]),
         ("PriorityClass description changed", lambda: kube.sched.patch_priority_class(
             "gpu-training", {"description": "changed by hand"}),
-         [("priority_class_changed", "priority_class gpu-training")], [(r"^PriorityClasses", "gpu-training")]),
+         [("priority_class_changed", "priority_class gpu-training")], [(r"^PriorityClasses, tenant namespaces and GPU quotas", "gpu-training")]),
         ("GPU quota raised", lambda: kube.core.patch_namespaced_resource_quota(
             "gpupool-gpus", "team-search", {"spec": {"hard": {"requests.nvidia.com/gpu": "40"}}}),
          [("gpu_quota_changed", "resource_quota team-search/gpupool-gpus")],
-         [(r"^GPU quotas given per tenant", "team-search/gpupool-gpus")]),
+         [(r"^PriorityClasses, tenant namespaces and GPU quotas", "team-search/gpupool-gpus")]),
         ("GPU quota deleted", lambda: kube.core.delete_namespaced_resource_quota("gpupool-gpu-notebook", "research"),
          [("gpu_quota_missing", "resource_quota research/gpupool-gpu-notebook")],
-         [(r"^GPU quotas given per tenant", "research/gpupool-gpu-notebook")]),
+         [(r"^PriorityClasses, tenant namespaces and GPU quotas", "research/gpupool-gpu-notebook")]),
         ("tenant namespace lost its training label", lambda: kube.core.patch_namespace(
             "research", {"metadata": {"labels": {"gpupool.vcf/training": None}}}),
-         [("guest_namespace_labels_changed", "namespace research")], [(r"^Tenant namespaces", "\"research\"")]),
+         [("guest_namespace_labels_changed", "namespace research")], [(r"^PriorityClasses, tenant namespaces and GPU quotas", "\"research\"")]),
         ("ClusterQueue quota lowered", lambda: kube.gpu_quota_of_cluster_queue("gpupool-training", "2"),
          [("cluster_queue_changed", "cluster_queue gpupool-training")], [(r"ClusterQueue", "gpupool-training")]),
         ("ResourceFlavor lost its tolerations", lambda: kube.custom.patch_cluster_custom_object(

@@ -32,10 +32,9 @@ def design():
     return d
 
 
-def culling_play(inputs, existing=True):
-    """The role's culling tasks with the derived inputs, one to one (the namespace is new to the run)."""
+def culling_play(inputs):
+    """The role's culling tasks with the derived inputs, one to one."""
     role_vars = dict((k, v) for k, v in inputs.items() if "culling" in k)
-    role_vars["gpu_scheduling_policy__existing_ns"] = [NS] if existing else []
     return [{"hosts": "localhost", "gather_facts": False, "tasks": [{
         "name": "culling", "ansible.builtin.import_role": {"name": "gpupool.vcf.gpu_scheduling_policy",
                                                            "tasks_from": "culling"},
@@ -67,7 +66,7 @@ def culled(k8s_rig, k8s_api, inputs):
         pytest.fail("namespace %s exists already on the rig" % NS, pytrace=False)
     except ApiException as exc:
         assert exc.status == 404
-    run = run_playbook(culling_play(inputs, existing=False), env=k8s_rig.env)
+    run = run_playbook(culling_play(inputs), env=k8s_rig.env)
     try:
         yield run
     finally:

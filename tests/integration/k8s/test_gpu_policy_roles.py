@@ -147,10 +147,9 @@ def test_converge_rerun_check_and_diff(converged, k8s_rig, k8s_api):
     # the PriorityClasses, tenant namespaces, quotas and Kueue objects: check mode's plan is the converge's,
     # field by field
     guest = [n for n, _r in converged["converge"].tasks if n.endswith((
-        ": PriorityClasses for inference, training and notebooks", ": Tenant namespaces",
-        ": GPU quotas given per tenant, or one per tenant namespace",
+        ": PriorityClasses, tenant namespaces and GPU quotas",
         ": Kueue ResourceFlavor, ClusterQueue and LocalQueues of each training pool"))]
-    assert len(guest) == (4 if k8s_rig.kueue else 3), guest
+    assert len(guest) == (2 if k8s_rig.kueue else 1), guest
     for name in guest:
         assert dict(converged["check"].tasks)[name]["changes"] == dict(converged["converge"].tasks)[name]["changes"]
         assert dict(converged["again"].tasks)[name]["changes"] == []
