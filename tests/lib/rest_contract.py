@@ -147,7 +147,8 @@ def _task_results(module):
     from vmware.vapi.bindings.stub import VapiInterface
 
     out = {}
-    for cls in vars(module).values():
+    # a copy of the module's names: a class's source read or a stub made can import, and an import binds names
+    for cls in list(vars(module).values()):
         if not (inspect.isclass(cls) and issubclass(cls, VapiInterface) and cls.__module__ == module.__name__):
             continue
         stub = _INTERFACE_STUB.search(inspect.getsource(cls.__init__))
@@ -185,7 +186,7 @@ def _load(modules):
     operations = []
     for module in modules if modules is not None else _binding_modules():
         results = None
-        for obj in vars(module).values():
+        for obj in list(vars(module).values()):  # a copy: making a stub can bind names in the module (see above)
             if not (inspect.isclass(obj) and issubclass(obj, ApiInterfaceStub) and obj is not ApiInterfaceStub
                     and obj.__module__ == module.__name__):
                 continue
