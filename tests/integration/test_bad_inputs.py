@@ -442,6 +442,8 @@ ROLE_CASES = [
                ["namespace 'team-a' is given twice"]),
     _role_case("role-policy-priority-2e9", "gpu_scheduling_policy", dict(gpu_scheduling_policy_inference_priority=2000000000),
                ["gpu_scheduling_policy_inference_priority_class value", "above 1000000000"]),
+    _role_case("role-policy-priorities-out-of-order", "gpu_scheduling_policy", dict(gpu_scheduling_policy_training_priority=1000000),
+               ["PriorityClass values must be inference > training > notebook", "Nothing was changed"]),
     _role_case("role-operator-time-slicing-replicas-0", "gpu_operator",
                dict(gpu_operator_time_slicing={"notebooks": {"replicas": 0}}, gpu_operator_driver_version="550.90.07"),
                ["gpu_operator_time_slicing.notebooks.replicas", "from 2 to 256", "not 0"]),
