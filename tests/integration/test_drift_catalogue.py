@@ -36,6 +36,7 @@ OLD_DRIVER = "550.54.10-1OEM.800.1.0.20613240"
 VKS_NS, VKS_CLUSTER = "gpu-platform", "gpu-workloads"
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 VKS_TASK = r"^Node pools of VKS cluster"
+POLICY_TASK = r"^PriorityClasses, tenant namespaces and GPU quotas"  # the three kinds in one task
 # the GPU hosts' SSH (tests/integration/conftest.py): site.yml sets MIG mode per GPU with nvidia-smi
 VSPHERE_SSH = True
 # a GPU of esx-h100-04 that holds no VM, MIG mode off in the design's geometry (examples/fleet.yml)
@@ -305,20 +306,20 @@ def drifts(sim, vc, kube, derived):
          [("node_pool_labels_changed", "node_pool gpu-workloads/notebooks")], [(VKS_TASK, "pool:notebooks")]),
         # guest
         ("PriorityClass deleted", lambda: kube.sched.delete_priority_class("gpu-notebook"),
-         [("priority_class_missing", "priority_class gpu-notebook")], [(r"^PriorityClasses, tenant namespaces and GPU quotas", "gpu-notebook")]),
+         [("priority_class_missing", "priority_class gpu-notebook")], [(POLICY_TASK, "gpu-notebook")]),
         ("PriorityClass description changed", lambda: kube.sched.patch_priority_class(
             "gpu-training", {"description": "changed by hand"}),
-         [("priority_class_changed", "priority_class gpu-training")], [(r"^PriorityClasses, tenant namespaces and GPU quotas", "gpu-training")]),
+         [("priority_class_changed", "priority_class gpu-training")], [(POLICY_TASK, "gpu-training")]),
         ("GPU quota raised", lambda: kube.core.patch_namespaced_resource_quota(
             "gpupool-gpus", "team-search", {"spec": {"hard": {"requests.nvidia.com/gpu": "40"}}}),
          [("gpu_quota_changed", "resource_quota team-search/gpupool-gpus")],
-         [(r"^PriorityClasses, tenant namespaces and GPU quotas", "team-search/gpupool-gpus")]),
+         [(POLICY_TASK, "team-search/gpupool-gpus")]),
         ("GPU quota deleted", lambda: kube.core.delete_namespaced_resource_quota("gpupool-gpu-notebook", "research"),
          [("gpu_quota_missing", "resource_quota research/gpupool-gpu-notebook")],
-         [(r"^PriorityClasses, tenant namespaces and GPU quotas", "research/gpupool-gpu-notebook")]),
+         [(POLICY_TASK, "research/gpupool-gpu-notebook")]),
         ("tenant namespace lost its training label", lambda: kube.core.patch_namespace(
             "research", {"metadata": {"labels": {"gpupool.vcf/training": None}}}),
-         [("guest_namespace_labels_changed", "namespace research")], [(r"^PriorityClasses, tenant namespaces and GPU quotas", "\"research\"")]),
+         [("guest_namespace_labels_changed", "namespace research")], [(POLICY_TASK, "\"research\"")]),
         ("ClusterQueue quota lowered", lambda: kube.gpu_quota_of_cluster_queue("gpupool-training", "2"),
          [("cluster_queue_changed", "cluster_queue gpupool-training")], [(r"ClusterQueue", "gpupool-training")]),
         ("ResourceFlavor lost its tolerations", lambda: kube.custom.patch_cluster_custom_object(
