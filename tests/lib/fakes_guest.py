@@ -1,5 +1,6 @@
 """A guest (VKS) cluster's Kubernetes API as the collection's Kubernetes client layer calls it, for the main()
-unit tests of the guest modules: the CoreV1Api and PolicyV1Api methods the drain and pool_ready readers use,
+unit tests of the guest modules: the requests the drain and device plugin clients make by path (``Paths``,
+tests/lib/k8s_paths.py) and the CoreV1Api methods the pool_ready reader uses, both answered by the methods below,
 over plain objects. The client classes of ``plugins/module_utils/k8s`` run on it unchanged (their fault
 boundary turns the ``ApiException`` a test sets in ``fail`` into the room's ``K8sError``); ``calls`` records
 every request, ``made`` the auth options each client was built with."""
@@ -13,6 +14,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._drain_api import 
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._pool_ready_api import PoolReadyApi
 from tests.lib.clock import Clock
+from tests.lib.k8s_paths import Paths
 
 WRITES = ("patch_node", "create_namespaced_pod", "delete_namespaced_pod", "create_namespaced_pod_eviction")
 
@@ -54,7 +56,7 @@ class _Read(dict):
         return types.SimpleNamespace(name=meta.get("name"), namespace=meta.get("namespace"), uid=meta.get("uid"))
 
 
-class GuestCluster:
+class GuestCluster(Paths):
     """Nodes, pods and PodDisruptionBudgets. An eviction a budget allows removes the pod at once and spends
     one disruption; one it does not allow answers 429 as the API server does. A pod created runs at once in
     the ``probe_phase`` given (Running and Ready by default)."""
@@ -208,7 +210,7 @@ def drain_api(cluster):
         clock = cluster.clock
         api = DrainApi(k8s=K8sClient(api=cluster, sleep=clock.sleep, clock=clock), owner=owner, sleep=clock.sleep,
                        clock=clock)
-        api._core = api._policy = cluster  # pylint: disable=protected-access
+        api.k8s._paths = cluster  # pylint: disable=protected-access
         api._workloads = _NoKueue()  # pylint: disable=protected-access
         return api
     return make

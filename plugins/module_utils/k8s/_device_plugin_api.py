@@ -16,7 +16,7 @@ __metaclass__ = type
 
 import time
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient, K8sError
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient, K8sError, api_path
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._device_plugin_restart import RESOURCE, advertised, wait_failure
 
 POD_SELECTOR = "app=nvidia-device-plugin-daemonset"
@@ -37,25 +37,15 @@ class DevicePluginApi(object):
         self.sleep = sleep
         self.clock = clock
         self.poll = poll
-        self._core = None
-
-    def core(self):
-        if self._core is None:
-            from kubernetes import client
-            self._core = client.CoreV1Api(self.k8s.api)
-        return self._core
-
-    def _plain(self, obj):
-        return self.k8s.api.sanitize_for_serialization(obj)
 
     def plugin_pods(self, node):
         """Names of the device plugin pods bound to `node`."""
         try:
-            got = self.k8s.call(self.core().list_namespaced_pod, self.namespace, label_selector=POD_SELECTOR,
-                                field_selector="spec.nodeName=%s" % node)
+            got = self.k8s.items(api_path("v1", "pods", self.namespace), label_selector=POD_SELECTOR,
+                                 field_selector="spec.nodeName=%s" % node)
         except K8sError as exc:
             raise DevicePluginError("%s: cannot list its device plugin pods in %s: %s" % (node, self.namespace, exc))
-        return [((p.get("metadata") or {}).get("name")) for p in (self._plain(got).get("items") or [])]
+        return [((p.get("metadata") or {}).get("name")) for p in got]
 
     def restart(self, node):
         """Delete the node's device plugin pod(s) (the DaemonSet starts new ones); the names deleted.
@@ -68,7 +58,7 @@ class DevicePluginApi(object):
                                     % (node, POD_SELECTOR, self.namespace))
         for name in names:
             try:
-                self.k8s.call(self.core().delete_namespaced_pod, name, self.namespace)
+                self.k8s.request("DELETE", api_path("v1", "pods", self.namespace, name))
             except K8sError as exc:
                 if exc.status != 404:
                     raise DevicePluginError("%s: cannot delete its device plugin pod %s: %s" % (node, name, exc))
@@ -76,7 +66,7 @@ class DevicePluginApi(object):
 
     def read_node(self, node):
         try:
-            return self._plain(self.k8s.call(self.core().read_node, node))
+            return self.k8s.request("GET", api_path("v1", "nodes", name=node))
         except K8sError as exc:
             raise DevicePluginError("%s: cannot read the node: %s" % (node, exc))
 

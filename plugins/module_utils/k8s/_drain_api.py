@@ -22,7 +22,7 @@ import json
 import re
 import time
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient, K8sError
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import STRATEGIC_MERGE_PATCH, K8sClient, K8sError, api_path
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._drain import KUEUE_DEACTIVATED_BY, in_the_way, pdbs_of_pod
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._retry import seconds
 
@@ -88,27 +88,8 @@ class DrainApi(object):
         self.poll = poll
         self.cordoned = []
         self.evicted = []
-        self._core = None
-        self._policy = None
         self._workloads = None
         self.deactivated = []
-
-    # --- the kubernetes API objects (imported late: the module imports without the library)
-
-    def core(self):
-        if self._core is None:
-            from kubernetes import client
-            self._core = client.CoreV1Api(self.k8s.api)
-        return self._core
-
-    def policy(self):
-        if self._policy is None:
-            from kubernetes import client
-            self._policy = client.PolicyV1Api(self.k8s.api)
-        return self._policy
-
-    def _plain(self, obj):
-        return self.k8s.api.sanitize_for_serialization(obj)
 
     # --- what was left
 
@@ -131,40 +112,37 @@ class DrainApi(object):
     def read_node(self, name):
         """The Node as a dict; DrainError when it cannot be read."""
         try:
-            return self._plain(self.k8s.call(self.core().read_node, name))
+            return self.k8s.request("GET", api_path("v1", "nodes", name=name))
         except K8sError as exc:
             raise self._fail("cannot read node %s: %s" % (name, exc), exc)
 
     def list_nodes(self):
         try:
-            return self._plain(self.k8s.call(self.core().list_node)).get("items") or []
+            return self.k8s.items(api_path("v1", "nodes"))
         except K8sError as exc:
             raise self._fail("cannot list the nodes: %s" % exc, exc)
 
     def pods_on(self, node):
         """Every pod bound to `node`, as dicts."""
         try:
-            got = self.k8s.call(self.core().list_pod_for_all_namespaces, field_selector="spec.nodeName=%s" % node)
+            return self.k8s.items(api_path("v1", "pods"), field_selector="spec.nodeName=%s" % node)
         except K8sError as exc:
             raise self._fail("cannot list the pods of node %s: %s" % (node, exc), exc)
-        return self._plain(got).get("items") or []
 
     def list_pods(self):
         """Every pod of the cluster, as dicts (one request: the drain plan and the spare rule need
         the pods of the other nodes too)."""
         try:
-            got = self.k8s.call(self.core().list_pod_for_all_namespaces)
+            return self.k8s.items(api_path("v1", "pods"))
         except K8sError as exc:
             raise self._fail("cannot list the pods: %s" % exc, exc)
-        return self._plain(got).get("items") or []
 
     def list_pdbs(self):
         """Every PodDisruptionBudget with its status, as dicts."""
         try:
-            got = self.k8s.call(self.policy().list_pod_disruption_budget_for_all_namespaces)
+            return self.k8s.items(api_path("policy/v1", "poddisruptionbudgets"))
         except K8sError as exc:
             raise self._fail("cannot list the PodDisruptionBudgets: %s" % exc, exc)
-        return self._plain(got).get("items") or []
 
     # --- Kueue workloads (absent Kueue: none)
 
@@ -203,12 +181,12 @@ class DrainApi(object):
         # the resourceVersion read makes the patch a precondition: a repeat or a concurrent
         # change gets 409 instead of applying over someone else's cordon
         try:
-            self.k8s.call(self.core().patch_node, node, patch)
+            self.k8s.request("PATCH", api_path("v1", "nodes", name=node), body=patch, content_type=STRATEGIC_MERGE_PATCH)
         except K8sError as exc:
             # a patch that timed out, or whose answer a gateway replaced, may have been carried out
             # (then its repeat got 409): the node says whether it was
             try:
-                now = self._plain(self.k8s.call(self.core().read_node, node))
+                now = self.k8s.request("GET", api_path("v1", "nodes", name=node))
             except K8sError as again:
                 raise self._fail("cannot patch node %s: %s (and reading it again failed: %s)" % (node, exc, again), exc)
             if done(now):
@@ -272,14 +250,14 @@ class DrainApi(object):
     # --- evict and wait
 
     def _post_eviction(self, pod):
-        from kubernetes import client
         # the pod's uid as precondition: a repeated eviction (its first answer lost) cannot evict the
         # replacement a StatefulSet made under the same name; the API server answers 409 instead
-        options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=pod["uid"])) if pod.get("uid") else None
-        body = client.V1Eviction(metadata=client.V1ObjectMeta(name=pod["name"], namespace=pod["namespace"]),
-                                 delete_options=options)
+        body = {"apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": pod["name"], "namespace": pod["namespace"]}}
+        if pod.get("uid"):
+            body["deleteOptions"] = {"preconditions": {"uid": pod["uid"]}}
         try:
-            return self.core().create_namespaced_pod_eviction(pod["name"], pod["namespace"], body)
+            return self.k8s.send("POST", api_path("v1", "pods", pod["namespace"], pod["name"]) + "/eviction", body=body)
         except Exception as exc:  # only a 429 is taken out of the boundary's retries
             if getattr(exc, "status", None) == 429:
                 err = _Refused(str(getattr(exc, "reason", None) or "429"), kind="refused_by_budget")
@@ -383,22 +361,21 @@ class DrainApi(object):
 
     def _budgets_of(self, pod):
         try:
-            obj = self._plain(self.k8s.call(self.core().read_namespaced_pod, pod["name"], pod["namespace"]))
-            pdbs = self._plain(self.k8s.call(self.policy().list_namespaced_pod_disruption_budget,
-                                             pod["namespace"])).get("items") or []
+            obj = self.k8s.request("GET", api_path("v1", "pods", pod["namespace"], pod["name"]))
+            pdbs = self.k8s.items(api_path("policy/v1", "poddisruptionbudgets", pod["namespace"]))
         except K8sError:
             return []
         return sorted(b["metadata"]["name"] for b in pdbs_of_pod(obj, pdbs))
 
     def _still_there(self, pod):
         try:
-            obj = self.k8s.call(self.core().read_namespaced_pod, pod["name"], pod["namespace"])
+            obj = self.k8s.request("GET", api_path("v1", "pods", pod["namespace"], pod["name"]))
         except K8sError as exc:
             if exc.status == 404:
                 return False
             raise self._fail("cannot read pod %s: %s" % (pod_key(pod), exc), exc)
         # a pod of the same name with another uid (a StatefulSet's replacement) is a new pod
-        return not pod.get("uid") or obj.metadata.uid == pod["uid"]
+        return not pod.get("uid") or (obj.get("metadata") or {}).get("uid") == pod["uid"]
 
     def wait_gone(self, pods, timeout=None, deadline=None):
         """Wait until every pod of `pods` ({"namespace", "name", "uid", "node" optional}) is gone,

@@ -17,21 +17,29 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import STRATEGIC_MERGE_PATCH, K8sClient, api_path
 
 
 MERGE_PATCH = "application/merge-patch+json"
+# the built-in kinds, by path: {kind: (api version, plural, namespaced)}
+BUILTIN = {
+    "PriorityClass": ("scheduling.k8s.io/v1", "priorityclasses", False),
+    "Namespace": ("v1", "namespaces", False),
+    "Node": ("v1", "nodes", False),
+    "ResourceQuota": ("v1", "resourcequotas", True),
+    "ConfigMap": ("v1", "configmaps", True),
+    "Secret": ("v1", "secrets", True),
+}
 
 
 class GuestObjectsApi:
     """The guest objects of one guest cluster (the client is made from the auth options, or given);
-    `versions`: the API version of each custom kind ({"ClusterQueue": "kueue.x-k8s.io/v1beta2", ...})."""
+    `versions`: the API version of each custom kind ({"ClusterQueue": "kueue.x-k8s.io/v1beta2", ...}).
+    The built-in kinds go by path (``K8sClient.request``), the custom kinds through the dynamic client's resource
+    of the version named."""
 
     def __init__(self, params=None, k8s=None, versions=None):
         self.k8s = k8s if k8s is not None else K8sClient(params)
-        from kubernetes import client
-        self.core = client.CoreV1Api(self.k8s.api)
-        self.sched = client.SchedulingV1Api(self.k8s.api)
         self.versions = dict(versions or {})
         self._resources = {}
 
@@ -41,15 +49,15 @@ class GuestObjectsApi:
             self._resources[kind] = self.k8s.resource(self.versions[kind], kind)
         return self._resources[kind]
 
-    def _items(self, fn):
-        return self.k8s.api.sanitize_for_serialization(self.k8s.call(fn)).get("items") or []
+    @staticmethod
+    def _path(kind, namespace=None, name=None):
+        api_version, plural, namespaced = BUILTIN[kind]
+        return api_path(api_version, plural, namespace if namespaced else None, name)
 
     def read(self, kinds, namespaces=(), names=(), node_selector=None):
         """{(kind, namespace, name): object} of every object of `kinds`, one list per kind (ConfigMaps: one list in
         each of `namespaces`; Secrets: each of `names`, ``(namespace, name)``, by a field selector, so that no
         other Secret's data is read; Nodes: those of the label selector `node_selector`, none without one)."""
-        lists = {"PriorityClass": self.sched.list_priority_class, "Namespace": self.core.list_namespace,
-                 "ResourceQuota": self.core.list_resource_quota_for_all_namespaces}
         out = {}
         for kind in kinds:
             if kind in self.versions:
@@ -58,16 +66,15 @@ class GuestObjectsApi:
             elif kind == "ConfigMap":
                 items = []
                 for ns in sorted(set(namespaces)):
-                    items += self._items(lambda ns=ns: self.core.list_namespaced_config_map(ns))
+                    items += self.k8s.items(self._path(kind, ns))
             elif kind == "Node":
-                items = self._items(lambda: self.core.list_node(label_selector=node_selector)) if node_selector else []
+                items = self.k8s.items(self._path(kind), label_selector=node_selector) if node_selector else []
             elif kind == "Secret":
                 items = []
                 for ns, name in sorted(set(names)):
-                    items += self._items(lambda ns=ns, name=name: self.core.list_namespaced_secret(
-                        ns, field_selector="metadata.name=%s" % name))
+                    items += self.k8s.items(self._path(kind, ns), field_selector="metadata.name=%s" % name)
             else:
-                items = self._items(lists[kind])
+                items = self.k8s.items(self._path(kind))
             for obj in items:
                 meta = obj.get("metadata") or {}
                 obj.setdefault("kind", kind)
@@ -78,42 +85,24 @@ class GuestObjectsApi:
         kind, ns = obj["kind"], obj["metadata"].get("namespace")
         if kind in self.versions:
             return self.k8s.call_once(self._custom(kind).create, body=obj, namespace=ns)
-        if kind == "PriorityClass":
-            return self.k8s.call_once(self.sched.create_priority_class, obj)
-        if kind == "Namespace":
-            return self.k8s.call_once(self.core.create_namespace, obj)
-        if kind == "ConfigMap":
-            return self.k8s.call_once(self.core.create_namespaced_config_map, ns, obj)
-        if kind == "Secret":
-            return self.k8s.call_once(self.core.create_namespaced_secret, ns, obj)
-        return self.k8s.call_once(self.core.create_namespaced_resource_quota, ns, obj)
+        return self.k8s.request("POST", self._path(kind, ns), body=obj, once=True)
 
     def patch(self, kind, name, namespace, resource_version, body):
-        """A merge patch of `body` that the server refuses (409) when the object changed since it was read (a
-        Node's is a strategic merge patch: its labels merged, its taint list replaced by the one of `body`)."""
+        """A patch of `body` that the server refuses (409) when the object changed since it was read: a merge
+        patch of a custom kind, the strategic merge patch of a built-in one (a Node's labels merged, its taint
+        list replaced by the one of `body`)."""
         body = dict(body, metadata=dict(body.get("metadata") or {}, resourceVersion=resource_version))
         if kind in self.versions:
             return self.k8s.call(self._custom(kind).patch, body=body, name=name, namespace=namespace,
                                  content_type=MERGE_PATCH)
-        if kind == "PriorityClass":
-            return self.k8s.call(self.sched.patch_priority_class, name, body)
-        if kind == "Namespace":
-            return self.k8s.call(self.core.patch_namespace, name, body)
-        if kind == "Node":
-            return self.k8s.call(self.core.patch_node, name, body)
-        if kind == "ConfigMap":
-            return self.k8s.call(self.core.patch_namespaced_config_map, name, namespace, body)
-        if kind == "Secret":
-            return self.k8s.call(self.core.patch_namespaced_secret, name, namespace, body)
-        return self.k8s.call(self.core.patch_namespaced_resource_quota, name, namespace, body)
+        return self.k8s.request("PATCH", self._path(kind, namespace, name), body=body,
+                                content_type=STRATEGIC_MERGE_PATCH)
 
     def delete(self, kind, name, namespace, uid, resource_version):
         body = {"preconditions": {"uid": uid, "resourceVersion": resource_version}}
         if kind in self.versions:
             return self.k8s.call(self._custom(kind).delete, name=name, namespace=namespace, body=body)
-        if kind == "PriorityClass":
-            return self.k8s.call(self.sched.delete_priority_class, name, body=body)
-        return self.k8s.call(self.core.delete_namespaced_resource_quota, name, namespace, body=body)
+        return self.k8s.request("DELETE", self._path(kind, namespace, name), body=body)
 
 
 __all__ = ["GuestObjectsApi"]

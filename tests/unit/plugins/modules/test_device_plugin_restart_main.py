@@ -69,7 +69,7 @@ def guest(monkeypatch):
         def plugins(namespace, k8s=None):
             api = DevicePluginApi(namespace, k8s=K8sClient(api=c, sleep=c.clock.sleep, clock=c.clock),
                                   sleep=c.clock.sleep, clock=c.clock)
-            api._core = c  # pylint: disable=protected-access
+            api.k8s._paths = c  # pylint: disable=protected-access
             return api
         monkeypatch.setattr(device_plugin_restart, "DevicePluginApi", plugins)
         return c

@@ -5,7 +5,6 @@ the nodes left cordoned; a plain rerun, once the budget lets go, resumes. No sle
 import json
 
 import pytest
-from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._drain_api import CORDONED_BY, DrainApi
@@ -15,11 +14,12 @@ from ansible_collections.gpupool.vcf.plugins.modules import guest_node_drain
 from tests.lib.fake_module import Exited
 from tests.lib.fake_module import FakeModule as Module
 from tests.lib.clock import Clock
+from tests.lib.k8s_paths import Paths
 
 NODES = ("tkc-gpu-1", "tkc-gpu-2")
 
 
-class Guest(object):
+class Guest(Paths):
     """A guest cluster's nodes, pods and one PodDisruptionBudget ``llm`` that refuses every eviction of an
     ``llm-*`` pod while ``budget_stuck``, and else before ``next_allowed`` on the clock (``every`` seconds
     after the last one: the time a replacement takes to be healthy); an evicted pod is gone at once."""
@@ -46,10 +46,6 @@ class Guest(object):
             "metadata": {"name": name, "namespace": "apps", "uid": "uid-" + name, "labels": {"app": app},
                          "ownerReferences": [{"controller": True, "kind": "ReplicaSet", "name": app, "uid": "rs"}]},
             "spec": {"nodeName": node}, "status": {"phase": "Running"}}
-
-    @staticmethod
-    def sanitize_for_serialization(obj):
-        return json.loads(json.dumps(obj))
 
     # nodes
     def list_node(self):
@@ -96,7 +92,7 @@ class Guest(object):
         key = "%s/%s" % (namespace, name)
         if key not in self.pods:
             raise ApiException(status=404, reason="Not Found")
-        return client.V1Pod(metadata=client.V1ObjectMeta(name=name, namespace=namespace, uid="uid-" + name))
+        return {"metadata": {"name": name, "namespace": namespace, "uid": "uid-" + name}}
 
 
 class NoKueue(object):
@@ -113,7 +109,7 @@ def guest(monkeypatch):
     def api(_params, owner):
         d = DrainApi(k8s=K8sClient(api=server, sleep=clock.sleep, clock=clock), owner=owner, sleep=clock.sleep,
                      clock=clock)
-        d._core = d._policy = server  # pylint: disable=protected-access
+        d.k8s._paths = server  # pylint: disable=protected-access
         d._workloads = NoKueue()  # pylint: disable=protected-access
         return d
 

@@ -9,7 +9,8 @@ from tests.lib.clock import Clock
 
 
 class Api(object):
-    """The ApiClient seen by K8sClient (sanitize only) and a CoreV1Api with scripted pods and nodes."""
+    """The ApiClient seen by K8sClient and the API server's paths it requests (K8sClient.request), with scripted
+    pods and nodes."""
 
     class configuration(object):
         host = "https://guest:6443"
@@ -21,31 +22,28 @@ class Api(object):
         self.listed = []
         self.delete_error = delete_error
 
-    @staticmethod
-    def sanitize_for_serialization(obj):
-        return obj
-
-    def list_namespaced_pod(self, namespace, label_selector=None, field_selector=None):
-        self.listed.append((namespace, label_selector, field_selector))
-        node = field_selector.split("=", 1)[1]
-        return {"items": [{"metadata": {"name": n}} for n in self.pods.get(node, [])]}
-
-    def delete_namespaced_pod(self, name, namespace):
-        if self.delete_error is not None:
-            raise self.delete_error
-        self.deleted.append((namespace, name))
-        return {}
-
-    def read_node(self, name):
-        count = self.counts.pop(0) if len(self.counts) > 1 else self.counts[0]
-        return {"metadata": {"name": name}, "status": {"allocatable": {"nvidia.com/gpu": str(count)}}}
+    def request(self, method, path, body=None, serializer=None, label_selector=None, field_selector=None):
+        parts = path.strip("/").split("/")
+        if (method, parts[:3], parts[4:]) == ("GET", ["api", "v1", "namespaces"], ["pods"]):
+            self.listed.append((parts[3], label_selector, field_selector))
+            node = field_selector.split("=", 1)[1]
+            return {"items": [{"metadata": {"name": n}} for n in self.pods.get(node, [])]}
+        if (method, parts[:3], parts[4:5]) == ("DELETE", ["api", "v1", "namespaces"], ["pods"]):
+            if self.delete_error is not None:
+                raise self.delete_error
+            self.deleted.append((parts[3], parts[5]))
+            return {}
+        if (method, parts[:3]) == ("GET", ["api", "v1", "nodes"]):
+            count = self.counts.pop(0) if len(self.counts) > 1 else self.counts[0]
+            return {"metadata": {"name": parts[3]}, "status": {"allocatable": {"nvidia.com/gpu": str(count)}}}
+        raise AssertionError("unexpected request %s %s" % (method, path))
 
 
 def client(api):
     clock = Clock()
     d = DevicePluginApi("gpu-operator", k8s=K8sClient(api=api, sleep=clock.sleep, clock=clock, warn=False),
                         sleep=clock.sleep, clock=clock, poll=2.0)
-    d._core = api
+    d.k8s._paths = api
     return d, clock
 
 

@@ -6,13 +6,14 @@ from kubernetes.client.rest import ApiException
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._drain_api import DrainApi, DrainError
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient
 from tests.lib.clock import Clock
+from tests.lib.k8s_paths import Paths
 from tests.lib.k8s_answers import budget_refusal as refused
 
 POD = {"namespace": "apps", "name": "llm-0"}
 
 
-class Api(object):
-    """The ApiClient seen by K8sClient (sanitize only) and a CoreV1Api with scripted evictions."""
+class Api(Paths):
+    """The ApiClient seen by K8sClient and the API server's eviction path with scripted answers."""
 
     class configuration(object):
         host = "https://guest:6443"
@@ -20,10 +21,6 @@ class Api(object):
     def __init__(self, answers):
         self.answers = list(answers)
         self.posts = 0
-
-    @staticmethod
-    def sanitize_for_serialization(obj):
-        return obj
 
     def create_namespaced_pod_eviction(self, name, namespace, body):
         self.posts += 1
@@ -36,7 +33,7 @@ class Api(object):
 def drain(answers):
     api, clock = Api(answers), Clock()
     d = DrainApi(k8s=K8sClient(api=api, sleep=clock.sleep, clock=clock), sleep=clock.sleep, clock=clock, poll=1.0)
-    d._core = api
+    d.k8s._paths = api
     return d, api, clock
 
 

@@ -3,16 +3,16 @@ ten pods behind a budget that never lets go stop the drain after `timeout`, not 
 a budget holds does not hold up the others; the wait for the pods gone gets what the evictions left of
 the deadline; the boundary's retries wait no longer than it. On a fake API clock, without sleeping."""
 import pytest
-from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._drain_api import DrainApi, DrainError
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient
 from tests.lib.clock import Clock
+from tests.lib.k8s_paths import Paths
 from tests.lib.k8s_answers import budget_refusal as refused
 
 
-class Server(object):
+class Server(Paths):
     """Pods on nodes behind budgets: a pod of ``stuck`` is refused (429) by its budget while the clock is
     before ``stuck[key]`` (None: for ever); an evicted pod is gone at once, or ``lingers`` seconds later."""
 
@@ -28,10 +28,6 @@ class Server(object):
         self.faults = list(faults or [])
         self.gone_at = {}
         self.posts = []
-
-    @staticmethod
-    def sanitize_for_serialization(obj):
-        return obj
 
     def create_namespaced_pod_eviction(self, name, namespace, body):
         key = "%s/%s" % (namespace, name)
@@ -50,7 +46,7 @@ class Server(object):
         key = "%s/%s" % (namespace, name)
         if key not in self.pods or (key in self.gone_at and self.clock.now >= self.gone_at[key]):
             raise ApiException(status=404, reason="Not Found")
-        return client.V1Pod(metadata=client.V1ObjectMeta(name=name, namespace=namespace, uid=self.pods[key]))
+        return {"metadata": {"name": name, "namespace": namespace, "uid": self.pods[key]}}
 
 
 def pod(key, node):
@@ -60,7 +56,7 @@ def pod(key, node):
 
 def drain(server, clock):
     d = DrainApi(k8s=K8sClient(api=server, sleep=clock.sleep, clock=clock), sleep=clock.sleep, clock=clock, poll=1.0)
-    d._core = server
+    d.k8s._paths = server
     return d
 
 

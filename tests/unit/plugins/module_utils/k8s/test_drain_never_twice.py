@@ -4,11 +4,11 @@ a cordon PATCH whose answer was lost is judged by the node read again, not repor
 import json
 
 import pytest
-from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._drain_api import CORDONED_BY, DrainApi, DrainError
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient
+from tests.lib.k8s_paths import Paths
 
 
 def api_error(status, message):
@@ -17,7 +17,7 @@ def api_error(status, message):
     return exc
 
 
-class Server(object):
+class Server(Paths):
     """The pods and one node of an API server behind a gateway: ``lost`` lists the calls whose answer
     the gateway replaces by 504 after the server carried them out; ``timeouts`` those it never answers."""
 
@@ -33,10 +33,6 @@ class Server(object):
                      "spec": {}, "status": {"nodeInfo": {"bootID": "b1"}, "conditions": []}}
         self.patches = 0
 
-    @staticmethod
-    def sanitize_for_serialization(obj):
-        return obj
-
     def _answer(self, call):
         if call in self.lost:
             self.lost.remove(call)
@@ -48,7 +44,7 @@ class Server(object):
         uid = self.pods.get((namespace, name))
         if uid is None:
             raise api_error(404, "pods %s not found" % name)
-        wanted = body.delete_options.preconditions.uid if body.delete_options else None
+        wanted = ((body.get("deleteOptions") or {}).get("preconditions") or {}).get("uid")
         if wanted is not None and wanted != uid:
             raise api_error(409, "Precondition failed: UID in precondition: %s, UID in object meta: %s" % (wanted, uid))
         # evicted; its StatefulSet makes a new pod of the same name at once
@@ -60,7 +56,7 @@ class Server(object):
         uid = self.pods.get((namespace, name))
         if uid is None:
             raise api_error(404, "not found")
-        return client.V1Pod(metadata=client.V1ObjectMeta(name=name, namespace=namespace, uid=uid))
+        return {"metadata": {"name": name, "namespace": namespace, "uid": uid}}
 
     # the node
     def read_node(self, name):
@@ -87,7 +83,7 @@ class Server(object):
 
 def drain(server):
     d = DrainApi(k8s=K8sClient(api=server, sleep=lambda s: None), sleep=lambda s: None, clock=lambda: 0.0)
-    d._core = server
+    d.k8s._paths = server
     return d
 
 
@@ -97,7 +93,7 @@ POD = {"namespace": "apps", "name": "llm-0", "uid": "uid-1"}
 def test_the_eviction_carries_the_pods_uid_as_precondition():
     server = Server()
     assert drain(server).evict(POD) == "evicted"
-    assert server.evictions[0].delete_options.preconditions.uid == "uid-1"
+    assert server.evictions[0]["deleteOptions"]["preconditions"]["uid"] == "uid-1"
 
 
 def test_a_repeated_eviction_does_not_evict_the_replacement_pod():

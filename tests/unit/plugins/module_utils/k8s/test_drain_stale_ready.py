@@ -8,6 +8,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._drain_api import 
                                                                                  DrainError, boot_of, stale_ready)
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient
 from tests.lib.clock import Clock
+from tests.lib.k8s_paths import Paths
 
 T0, T1 = "2026-11-30T10:00:00Z", "2026-11-30T10:05:00Z"
 
@@ -20,17 +21,13 @@ def node(ready="True", since=T0, boot="b-1", record=None, unschedulable=False):
                        "conditions": [{"type": "Ready", "status": ready, "lastTransitionTime": since}]}}
 
 
-class Api(object):
+class Api(Paths):
     class configuration(object):
         host = "https://guest:6443"
 
     def __init__(self, reads):
         self.reads = list(reads)
         self.patches = []
-
-    @staticmethod
-    def sanitize_for_serialization(obj):
-        return obj
 
     def read_node(self, name):
         return self.reads.pop(0) if len(self.reads) > 1 else self.reads[0]
@@ -42,7 +39,7 @@ class Api(object):
 def api_of(reads):
     api, clock = Api(reads), Clock()
     d = DrainApi(k8s=K8sClient(api=api, sleep=clock.sleep), sleep=clock.sleep, clock=clock, poll=1.0)
-    d._core = api
+    d.k8s._paths = api
     return d, api
 
 
