@@ -1,12 +1,11 @@
 """A guest (VKS) cluster's Kubernetes API as the collection's Kubernetes client layer calls it, for the main()
-unit tests of the guest modules: the requests the drain and device plugin clients make by path (``Paths``,
-tests/lib/k8s_paths.py) and the CoreV1Api methods the pool_ready reader uses, both answered by the methods below,
-over plain objects. The client classes of ``plugins/module_utils/k8s`` run on it unchanged (their fault
-boundary turns the ``ApiException`` a test sets in ``fail`` into the room's ``K8sError``); ``calls`` records
-every request, ``made`` the auth options each client was built with."""
+unit tests of the guest modules: the requests the drain, device plugin and pool_ready clients make by path
+(``Paths``, tests/lib/k8s_paths.py), each answered by the method below that the typed API names it by, over
+plain objects. The client classes of ``plugins/module_utils/k8s`` run on it unchanged (their fault boundary
+turns the ``ApiException`` a test sets in ``fail`` into the room's ``K8sError``); ``calls`` records every
+request, ``made`` the auth options each client was built with."""
 import copy
 import json
-import types
 
 from kubernetes.client.rest import ApiException
 
@@ -47,15 +46,6 @@ def budget(name, app, allowed, namespace="apps"):
             "status": {"disruptionsAllowed": allowed, "expectedPods": 2, "desiredHealthy": 1, "currentHealthy": 2}}
 
 
-class _Read(dict):
-    """A pod read back: a dict for the serializer, ``.metadata.uid`` as the kubernetes models have it."""
-
-    @property
-    def metadata(self):
-        meta = self.get("metadata") or {}
-        return types.SimpleNamespace(name=meta.get("name"), namespace=meta.get("namespace"), uid=meta.get("uid"))
-
-
 class GuestCluster(Paths):
     """Nodes, pods and PodDisruptionBudgets. An eviction a budget allows removes the pod at once and spends
     one disruption; one it does not allow answers 429 as the API server does. A pod created runs at once in
@@ -82,13 +72,6 @@ class GuestCluster(Paths):
         self.calls.append((name,) + args)
         if name in self.fail:
             raise self.fail[name]
-
-    @staticmethod
-    def sanitize_for_serialization(obj):
-        if hasattr(obj, "to_dict") and not isinstance(obj, dict):
-            from kubernetes import client
-            return client.ApiClient().sanitize_for_serialization(obj)
-        return json.loads(json.dumps(obj))
 
     # nodes
     def list_node(self, **_kw):
@@ -140,7 +123,7 @@ class GuestCluster(Paths):
         key = "%s/%s" % (namespace, name)
         if key not in self.pods:
             raise ApiException(status=404, reason="Not Found")
-        return _Read(copy.deepcopy(self.pods[key]))
+        return copy.deepcopy(self.pods[key])
 
     def create_namespaced_pod(self, namespace, body):
         self._call("create_namespaced_pod", namespace, body["metadata"]["name"])
@@ -221,6 +204,6 @@ def pool_ready_api(cluster):
     def make(params):
         cluster.made.append(dict(params))
         api = PoolReadyApi(k8s=K8sClient(api=cluster, sleep=cluster.clock.sleep, clock=cluster.clock))
-        api._core = cluster  # pylint: disable=protected-access
+        api.k8s._paths = cluster  # pylint: disable=protected-access
         return api
     return make

@@ -21,7 +21,7 @@ __metaclass__ = type
 import time
 from urllib.error import HTTPError, URLError
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient, K8sError
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient, K8sError, api_path
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._errors import ClientError
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._pool_ready import stream_chunk
 from ansible_collections.gpupool.vcf.plugins.module_utils.transport._http import FAILURES, opener, send
@@ -32,32 +32,18 @@ class PoolReadyApi(object):
 
     def __init__(self, params=None, k8s=None):
         self.k8s = k8s if k8s is not None else K8sClient(params)
-        self._core = None
         self._uids = {}  # (namespace, name) -> uid of the pods this object created
 
-    def core(self):
-        if self._core is None:
-            from kubernetes import client
-            self._core = client.CoreV1Api(self.k8s.api)
-        return self._core
-
-    def _plain(self, obj):
-        return self.k8s.api.sanitize_for_serialization(obj)
-
     def list_nodes(self):
-        return self._plain(self.k8s.call(self.core().list_node)).get("items") or []
+        return self.k8s.items(api_path("v1", "nodes"))
 
     def list_pods(self, label_selector, namespace=None):
-        if namespace:
-            found = self.k8s.call(self.core().list_namespaced_pod, namespace, label_selector=label_selector)
-        else:
-            found = self.k8s.call(self.core().list_pod_for_all_namespaces, label_selector=label_selector)
-        return self._plain(found).get("items") or []
+        return self.k8s.items(api_path("v1", "pods", namespace or None), label_selector=label_selector)
 
     def create_pod(self, manifest):
         """Create the pod (not repeated unless nothing reached the server); its uid is kept for the delete."""
         ns = manifest["metadata"]["namespace"]
-        made = self._plain(self.k8s.call_once(self.core().create_namespaced_pod, ns, manifest))
+        made = self.k8s.request("POST", api_path("v1", "pods", ns), body=manifest, once=True)
         uid = ((made or {}).get("metadata") or {}).get("uid")
         if uid:
             self._uids[(ns, manifest["metadata"]["name"])] = uid
@@ -66,7 +52,7 @@ class PoolReadyApi(object):
     def read_pod(self, namespace, name):
         """The pod as a dict, None when it is gone."""
         try:
-            return self._plain(self.k8s.call(self.core().read_namespaced_pod, name, namespace))
+            return self.k8s.request("GET", api_path("v1", "pods", namespace, name))
         except K8sError as exc:
             if exc.status == 404:
                 return None
@@ -80,16 +66,15 @@ class PoolReadyApi(object):
         refuse (409) a new pod made under the same name instead of deleting it; False then, as when the pod
         is gone (404).
         """
-        from kubernetes import client
         uid = uid or self._uids.get((namespace, name))
         if uid is None:
             found = self.read_pod(namespace, name)
             if found is None:
                 return False
             uid = (found.get("metadata") or {}).get("uid")
-        body = client.V1DeleteOptions(grace_period_seconds=0, preconditions=client.V1Preconditions(uid=uid))
+        body = {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}}
         try:
-            self.k8s.call(self.core().delete_namespaced_pod, name, namespace, body=body)
+            self.k8s.request("DELETE", api_path("v1", "pods", namespace, name), body=body)
         except K8sError as exc:
             if exc.status in (404, 409):  # gone, or a new pod under that name (the uid precondition)
                 return False

@@ -10,7 +10,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient, api_path
 
 
 class GuestNodes:
@@ -18,15 +18,9 @@ class GuestNodes:
 
     def __init__(self, params=None, k8s=None):
         self.k8s = k8s if k8s is not None else K8sClient(params)
-        self._core = None
 
     def list(self, label_selector=None):
-        from kubernetes import client
-        if self._core is None:
-            self._core = client.CoreV1Api(self.k8s.api)
-        kwargs = {"label_selector": label_selector} if label_selector else {}
-        got = self.k8s.call(self._core.list_node, **kwargs)
-        return self.k8s.api.sanitize_for_serialization(got).get("items") or []
+        return self.k8s.items(api_path("v1", "nodes"), label_selector=label_selector or None)
 
 
 __all__ = ["GuestNodes"]

@@ -8,6 +8,7 @@ from kubernetes.client.rest import ApiException
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient, K8sError
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._pool_ready_api import PoolReadyApi
+from tests.lib.k8s_paths import Paths
 
 PROBE = {"metadata": {"name": "pool-ready-probe-1", "namespace": "gpu-probe"}, "spec": {}}
 
@@ -18,7 +19,7 @@ def api_error(status, message):
     return exc
 
 
-class Server(object):
+class Server(Paths):
     """Pods by name behind a gateway: ``lost`` lists calls carried out whose answer became a 504; after a
     delete, ``replace`` makes a new pod of the same name (a second run's probe, say)."""
 
@@ -31,10 +32,6 @@ class Server(object):
         self.pods = {}
         self.deletes = []
         self.made = 0
-
-    @staticmethod
-    def sanitize_for_serialization(obj):
-        return json.loads(json.dumps(obj))
 
     def _answer(self, call):
         if call in self.lost:
@@ -58,7 +55,7 @@ class Server(object):
         self.deletes.append(body)
         if name not in self.pods:
             raise api_error(404, "pods %s not found" % name)
-        wanted = body.preconditions.uid if body is not None and body.preconditions else None
+        wanted = ((body or {}).get("preconditions") or {}).get("uid")
         if wanted is not None and wanted != self.pods[name]["metadata"]["uid"]:
             raise api_error(409, "Precondition failed: UID in precondition: %s, UID in object meta: %s"
                             % (wanted, self.pods[name]["metadata"]["uid"]))
@@ -71,7 +68,7 @@ class Server(object):
 
 def ready_api(server):
     api = PoolReadyApi(k8s=K8sClient(api=server, sleep=lambda s: None))
-    api._core = server  # pylint: disable=protected-access
+    api.k8s._paths = server  # pylint: disable=protected-access
     return api
 
 
@@ -80,7 +77,7 @@ def test_the_probe_is_deleted_with_its_uid_as_precondition_and_at_once():
     api = ready_api(server)
     api.create_pod(PROBE)
     assert api.delete_pod("gpu-probe", "pool-ready-probe-1") is True
-    assert server.deletes[0].preconditions.uid == "uid-1" and server.deletes[0].grace_period_seconds == 0
+    assert server.deletes[0] == {"gracePeriodSeconds": 0, "preconditions": {"uid": "uid-1"}}
     assert server.pods == {}
     assert api.delete_pod("gpu-probe", "pool-ready-probe-1") is False  # gone
 
@@ -102,4 +99,4 @@ def test_a_probe_whose_create_answer_was_lost_is_deleted_by_the_uid_read_back():
     assert err.value.outcome_unknown
     assert server.made == 1  # the create was not repeated
     assert api.delete_pod("gpu-probe", "pool-ready-probe-1") is True
-    assert server.deletes[0].preconditions.uid == "uid-1" and server.pods == {}
+    assert server.deletes[0]["preconditions"]["uid"] == "uid-1" and server.pods == {}
