@@ -1,8 +1,11 @@
 """The API server's paths, as ``K8sClient.request`` sends them, routed to the fakes' methods named as the kubernetes
 client's typed API names the same request (``read_node``, ``list_namespaced_pod``, ...): a fake of the unit tests
 mixes in ``Paths`` and answers by path what it answered by method, so a client that requests by path runs on it
-unchanged, and a request of a path the fake does not know fails the test by name."""
+unchanged, and a request of a path the fake does not know fails the test by name. ``http_client`` goes one level
+lower: a real K8sClient whose HTTP connection pool records each request and answers scripted statuses."""
+import json
 import re
+from urllib.parse import parse_qsl, urlsplit
 
 # (method, path pattern, the typed API's name, how its arguments are made from the match, the body and the query)
 ROUTES = [
@@ -44,3 +47,32 @@ class Paths:
         query = dict((k, v) for k, v in params.items() if k in QUERY and v is not None)
         args, kwargs = make(m, body, query)
         return getattr(self, name)(*args, **kwargs)
+
+
+class HttpPool:
+    """The HTTP connection pool under the kubernetes client: records each request (method, path, query, headers,
+    JSON body) and answers the next of `answers` ((status, JSON body)), the last one again when they run out."""
+
+    def __init__(self, answers):
+        self.answers, self.requests = list(answers), []
+
+    def request(self, method, url, body=None, headers=None, **_kw):
+        from urllib3.response import HTTPResponse
+        parts = urlsplit(url)
+        self.requests.append(dict(method=method, path=parts.path, query=dict(parse_qsl(parts.query)),
+                                  headers=dict(headers or {}), body=json.loads(body) if body else None))
+        status, data = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        return HTTPResponse(body=json.dumps(data).encode("utf-8"), status=status, reason="R%d" % status,
+                            headers={"Content-Type": "application/json"}, preload_content=True)
+
+
+def http_client(*answers, **kw):
+    """(a K8sClient on an HttpPool of `answers`, the pool); `kw` for the K8sClient (attempts, sleep, ...)."""
+    from kubernetes import client
+    from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient
+    cfg = client.Configuration()
+    cfg.host = "https://guest.example:6443"
+    api = client.ApiClient(cfg)
+    pool = HttpPool(answers)
+    api.rest_client.pool_manager = pool
+    return K8sClient(api=api, **dict(dict(attempts=3, sleep=lambda s: None, warn=False), **kw)), pool

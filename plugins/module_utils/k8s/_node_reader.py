@@ -12,7 +12,7 @@ __metaclass__ = type
 
 import contextlib
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient, K8sError
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient, K8sError, api_path
 
 
 def read_nodes(k8s, read):
@@ -28,42 +28,36 @@ def read_pending(k8s, kueue_group, kueue_versions, doing=None):
     """{pods: [Pending pods as dicts], kueue: {workloads, local_queues} or None} of a guest cluster; the
     first Kueue version the API serves is read (404 on every version is no Kueue). ``doing(verb, what)`` is
     the caller's context for each step (the runner names the failing one)."""
-    from kubernetes import client
     doing = doing or (lambda verb, what: contextlib.nullcontext())
-    core = client.CoreV1Api(k8s.api)
-    custom = client.CustomObjectsApi(k8s.api)
     with doing("list", "the Pending pods of the guest cluster"):
-        pods = k8s.call(core.list_pod_for_all_namespaces, field_selector="status.phase=Pending")
-    pods = k8s.api.sanitize_for_serialization(pods).get("items") or []
+        pods = k8s.items(api_path("v1", "pods"), field_selector="status.phase=Pending")
     kueue = None
     for version in kueue_versions:
+        group_version = "%s/%s" % (kueue_group, version)
         try:
             with doing("list", "the Kueue Workloads of the guest cluster"):
-                workloads = k8s.call(custom.list_cluster_custom_object, kueue_group, version, "workloads")
+                workloads = k8s.items(api_path(group_version, "workloads"))
         except K8sError as exc:
             if exc.status == 404:
                 continue
             raise
         with doing("list", "the Kueue LocalQueues of the guest cluster"):
-            queues = k8s.call(custom.list_cluster_custom_object, kueue_group, version, "localqueues")
-        kueue = dict(workloads=workloads.get("items") or [], local_queues=queues.get("items") or [])
+            queues = k8s.items(api_path(group_version, "localqueues"))
+        kueue = dict(workloads=workloads, local_queues=queues)
         break
     return dict(pods=pods, kueue=kueue)
 
 
 def read_crd_names(params):
     """{crds: [names]} of the guest cluster of ``params`` (kubeconfig, context, request_timeout), or {error}."""
-    from kubernetes import client
     try:
         k8s = K8sClient(dict(kubeconfig=params["kubeconfig"], context=params["context"]), params["request_timeout"])
-        crds = k8s.call(client.ApiextensionsV1Api(k8s.api).list_custom_resource_definition)
+        crds = k8s.items(api_path("apiextensions.k8s.io/v1", "customresourcedefinitions"))
     except K8sError as exc:
         return dict(error=str(exc))
-    return dict(crds=sorted(c.metadata.name for c in crds.items or []))
+    return dict(crds=sorted(c["metadata"]["name"] for c in crds))
 
 
 def list_nodes(k8s, label_selector=None):
     """The nodes (of `label_selector`, a label selector string) as plain dicts."""
-    from kubernetes import client
-    found = k8s.call(client.CoreV1Api(k8s.api).list_node, label_selector=label_selector or "")
-    return k8s.api.sanitize_for_serialization(found).get("items") or []
+    return k8s.items(api_path("v1", "nodes"), label_selector=label_selector or None)

@@ -1,36 +1,14 @@
 """GuestObjectsApi's Nodes, down to the HTTP request the kubernetes client makes: one list of the nodes of a label
 selector (none without one), and a patch of a node that is a strategic merge carrying the resourceVersion it was
 planned from."""
-import json
-from urllib.parse import parse_qsl, urlsplit
-
-from kubernetes import client
-from urllib3.response import HTTPResponse
-
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_api import GuestObjectsApi
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient
-
-
-class Pool:
-    """The HTTP connection pool under the kubernetes client: records each request, answers `data` as JSON."""
-
-    def __init__(self, requests, data):
-        self.requests, self.data = requests, data
-
-    def request(self, method, url, body=None, headers=None, **_kw):
-        parts = urlsplit(url)
-        self.requests.append(dict(method=method, path=parts.path, query=dict(parse_qsl(parts.query)),
-                                  headers=dict(headers or {}), body=json.loads(body) if body else None))
-        return HTTPResponse(body=json.dumps(self.data).encode("utf-8"), status=200, reason="OK",
-                            headers={"Content-Type": "application/json"}, preload_content=True)
+from tests.lib.k8s_paths import http_client
 
 
 def api(requests, data):
-    cfg = client.Configuration()
-    cfg.host = "https://guest.example:6443"
-    api_client = client.ApiClient(cfg)
-    api_client.rest_client.pool_manager = Pool(requests, data)
-    return GuestObjectsApi(k8s=K8sClient(api=api_client, attempts=1, sleep=lambda s: None))
+    k8s, pool = http_client((200, data), attempts=1)
+    pool.requests = requests
+    return GuestObjectsApi(k8s=k8s)
 
 
 NODE = {"apiVersion": "v1", "kind": "Node",

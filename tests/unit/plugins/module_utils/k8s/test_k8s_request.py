@@ -1,41 +1,18 @@
 """K8sClient.request, down to the HTTP requests the kubernetes client makes: a request by path sends that request
 and no discovery, answers plain data, goes through the fault boundary (a read repeated after a 503, a change
 without a precondition never repeated after a 504), and the guest objects' built-in kinds are written at their
-paths with the strategic merge patch the typed client sent."""
-import json
-from urllib.parse import parse_qsl, urlsplit
-
+paths with the strategic merge patch the typed client sent; the token and the request timeout reach it as they
+reach a typed call."""
 import pytest
-from kubernetes import client
-from urllib3.response import HTTPResponse
+from kubernetes.client.rest import ApiException
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_api import GuestObjectsApi
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient, K8sError, api_path
-
-
-class Pool:
-    """The HTTP connection pool under the kubernetes client: records each request and answers the next of
-    `answers` ((status, JSON body)), the last one again when they run out."""
-
-    def __init__(self, answers):
-        self.answers, self.requests = list(answers), []
-
-    def request(self, method, url, body=None, headers=None, **_kw):
-        parts = urlsplit(url)
-        self.requests.append(dict(method=method, path=parts.path, query=dict(parse_qsl(parts.query)),
-                                  headers=dict(headers or {}), body=json.loads(body) if body else None))
-        status, data = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
-        return HTTPResponse(body=json.dumps(data).encode("utf-8"), status=status, reason="R%d" % status,
-                            headers={"Content-Type": "application/json"}, preload_content=True)
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient, K8sError, api_client, api_path
+from tests.lib.k8s_paths import http_client
 
 
 def k8s(*answers):
-    cfg = client.Configuration()
-    cfg.host = "https://guest.example:6443"
-    api = client.ApiClient(cfg)
-    pool = Pool(answers)
-    api.rest_client.pool_manager = pool
-    return K8sClient(api=api, attempts=3, sleep=lambda s: None, warn=False), pool
+    return http_client(*answers)
 
 
 @pytest.mark.parametrize("args, path", [
@@ -88,3 +65,18 @@ def test_the_guest_objects_built_in_kinds_are_written_at_their_paths():
         ("DELETE", "/api/v1/namespaces/team-a/resourcequotas/gpu", "application/json",
          {"preconditions": {"uid": "uid-1", "resourceVersion": "8"}}),
     ]
+
+
+def test_a_request_by_path_carries_the_token_and_the_request_timeout():
+    api = api_client({"host": "https://guest.example:6443", "api_key": "t0ken"}, request_timeout=7)
+    seen = []
+
+    def request(method, url, headers=None, body=None, post_params=None, _request_timeout=None, **_kw):
+        seen.append((method, url, (headers or {}).get("authorization"), _request_timeout))
+        raise ApiException(status=404, reason="Not Found")
+
+    api.rest_client.request = request
+    with pytest.raises(K8sError) as err:
+        K8sClient(api=api, attempts=1, warn=False).request("GET", api_path("v1", "namespaces", name="x"))
+    assert err.value.status == 404
+    assert seen == [("GET", "https://guest.example:6443/api/v1/namespaces/x", "Bearer t0ken", 7)]
