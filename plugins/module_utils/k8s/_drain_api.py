@@ -18,6 +18,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import datetime
 import json
 import re
 import time
@@ -449,7 +450,18 @@ def stale_ready(node):
     now = boot_of(node)
     if then.get("boot_id") and now["boot_id"] and then["boot_id"] != now["boot_id"]:
         return False
-    return now["ready_since"] == then.get("ready_since")
+    return _instant(now["ready_since"]) == _instant(then.get("ready_since"))
+
+
+def _instant(text):
+    """A timestamp of the API as the instant it names: the API server writes ``...Z``, and a record made from
+    the kubernetes client's typed models (before the reads went by path) holds ``...+00:00`` for the same time;
+    text that is no timestamp stays as it is."""
+    text = str(text or "")
+    try:
+        return datetime.datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+    except ValueError:
+        return text
 
 
 __all__ = ["CORDONED_BOOT", "CORDONED_BY", "DrainApi", "DrainError", "boot_of", "pod_key", "stale_ready"]

@@ -62,6 +62,14 @@ def test_stale_unless_a_new_boot_or_a_new_ready():
     assert stale_ready(node(record="junk")) is False
 
 
+def test_a_record_of_the_typed_client_names_the_same_ready_in_another_form():
+    # the typed models' read gave "+00:00" where the API server (and the read by path) gives "Z": the same instant
+    typed = dict(boot_of(node()), ready_since="2026-11-30T10:00:00+00:00")
+    assert stale_ready(node(record=typed)) is True
+    assert stale_ready(node(since=T1, record=typed)) is False
+    assert stale_ready(node(since="not a time", record=dict(typed, ready_since="not a time"))) is True
+
+
 def test_a_restarted_node_with_its_old_ready_is_waited_for_and_then_named():
     record = boot_of(node())
     d = api_of([node(record=record)])[0]
