@@ -29,7 +29,7 @@ def test_the_path_of_the_core_group_and_of_the_others(args, path):
 def test_a_request_by_path_is_that_request_alone_and_answers_plain_data():
     c, pool = k8s((200, {"kind": "NamespaceList", "items": [{"metadata": {"name": "gpu-operator"}}]}))
     items = c.items(api_path("v1", "namespaces"), label_selector="app=x")
-    assert items == [{"metadata": {"name": "gpu-operator"}}] and type(items[0]) is dict
+    assert items == [{"metadata": {"name": "gpu-operator"}}] and isinstance(items[0], dict)
     assert [(r["method"], r["path"], r["query"]) for r in pool.requests] == [
         ("GET", "/api/v1/namespaces", {"labelSelector": "app=x"})]
 
