@@ -40,7 +40,7 @@ def workload(k8s_metrics_rig):
     rng = random.Random(14)
     due = poisson_arrivals(rng, PHASES)
     holds = [MIN_HOLD + rng.expovariate(1 / (MEAN_HOLD - MIN_HOLD)) for _arrival in due]
-    record, _held = run_workload(k8s_metrics_rig.api_client(), NS, due, holds, "knee")
+    record, _held = run_workload(k8s_metrics_rig, NS, due, holds, "knee")
     return record
 
 

@@ -118,7 +118,7 @@ def heavy_workload(k8s_metrics_rig):
     rng = random.Random(3)
     due = arrivals(rng)
     t0 = time.monotonic()
-    out = run_workload(k8s_metrics_rig.api_client(), NS, due, durations(rng, len(due)), "heavy")
+    out = run_workload(k8s_metrics_rig, NS, due, durations(rng, len(due)), "heavy")
     print("heavy-tailed knee test: the workload took %.1f s" % (time.monotonic() - t0))
     return out
 
