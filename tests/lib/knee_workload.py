@@ -86,8 +86,9 @@ def wait_for_gpu_capacity(prometheus_url, timeout=60):
 
 
 def run_workload(rig, namespace, due, holds, label, drain=240):
-    """Waits for the rig's Prometheus to hold the GPU capacity (``wait_for_gpu_capacity``), then creates pod ``<label>-NNN`` at ``due[NNN]`` seconds from now, deletes it ``holds[NNN]`` seconds after the
-    test sees it bound, until every pod is done (or ``drain`` seconds after the last arrival: then it fails).
+    """Waits for the rig's Prometheus to hold the GPU capacity (``wait_for_gpu_capacity``), then creates pod
+    ``<label>-NNN`` at ``due[NNN]`` seconds from now, deletes it ``holds[NNN]`` seconds after the test sees it bound,
+    until every pod is done (or ``drain`` seconds after the last arrival: then it fails).
 
     Returns (record, held): record {pod: (created, scheduled, deleted)} in epoch seconds from the API
     (created and scheduled whole seconds, scheduled the PodScheduled time of the binding, checked unchanged

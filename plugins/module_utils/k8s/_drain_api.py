@@ -18,7 +18,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import datetime
 import json
 import re
 import time
@@ -26,6 +25,7 @@ import time
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import STRATEGIC_MERGE_PATCH, K8sClient, K8sError, api_path
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._drain import KUEUE_DEACTIVATED_BY, in_the_way, pdbs_of_pod
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._retry import seconds
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._rfc3339 import instant
 
 CORDONED_BY = "gpupool.vcf/cordoned-by"
 # the node's boot and Ready condition when the collection cordoned it ({"boot_id", "ready_since"}):
@@ -454,14 +454,10 @@ def stale_ready(node):
 
 
 def _instant(text):
-    """A timestamp of the API as the instant it names: the API server writes ``...Z``, and a record made from
-    the kubernetes client's typed models (before the reads went by path) holds ``...+00:00`` for the same time;
-    text that is no timestamp stays as it is."""
-    text = str(text or "")
-    try:
-        return datetime.datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
-    except ValueError:
-        return text
+    """A timestamp of the API as the instant it names (``pure/_rfc3339``): a record made from the kubernetes
+    client's typed models holds ``...+00:00`` where the API server writes ``...Z``; text that is no timestamp
+    stays as it is, so that two records of the same junk still compare equal."""
+    return instant(text) or str(text or "")
 
 
 __all__ = ["CORDONED_BOOT", "CORDONED_BY", "DrainApi", "DrainError", "boot_of", "pod_key", "stale_ready"]

@@ -41,7 +41,6 @@ from __future__ import (absolute_import, division, print_function)
 
 __metaclass__ = type
 
-import calendar
 import time
 from collections import OrderedDict
 
@@ -61,6 +60,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._chargeback impor
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_names import POOL_LABEL
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._design_rules import gang_scheduled
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._inputs import url_errors
+from ansible_collections.gpupool.vcf.plugins.module_utils.pure._rfc3339 import epoch_seconds
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._queueing import (
     MODEL,
     MODEL_MGC,
@@ -540,17 +540,9 @@ def spare_message(cluster, host, gpus, moved, groups):
 
 
 def parse_k8s_time(text):
-    """Seconds since the epoch of a Kubernetes RFC 3339 time (``2026-11-30T16:00:00Z``), or None."""
-    if not text:
-        return None
-    if not isinstance(text, str):  # the client's datetime
-        return calendar.timegm(text.utctimetuple())
-    value = text.strip().replace("Z", "")
-    value = value.split(".")[0].split("+")[0]
-    try:
-        return float(calendar.timegm(time.strptime(value, "%Y-%m-%dT%H:%M:%S")))
-    except ValueError:
-        return None
+    """Whole seconds since the epoch of a Kubernetes RFC 3339 time (``2026-11-30T16:00:00Z``) or of the
+    client's datetime, or None (``pure/_rfc3339``)."""
+    return epoch_seconds(text)
 
 
 def gpu_requests(pod_spec):
