@@ -61,18 +61,45 @@ class HttpPool:
         parts = urlsplit(url)
         self.requests.append(dict(method=method, path=parts.path, query=dict(parse_qsl(parts.query)),
                                   headers=dict(headers or {}), body=json.loads(body) if body else None))
-        status, data = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        status, data = self.answer(method, parts.path)
         return HTTPResponse(body=json.dumps(data).encode("utf-8"), status=status, reason="R%d" % status,
                             headers={"Content-Type": "application/json"}, preload_content=True)
 
 
+    def answer(self, method, path):
+        return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+
+class StorePool(HttpPool):
+    """An HttpPool that answers a GET of a path `store` holds with its JSON, and 404 (the API server's NotFound
+    Status) for any other request."""
+
+    def __init__(self, store):
+        super().__init__([])
+        self.store = store
+
+    def answer(self, method, path):
+        if method == "GET" and path in self.store:
+            return 200, self.store[path]
+        return 404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404,
+                     "message": "%s not found" % path}
+
+
 def http_client(*answers, **kw):
     """(a K8sClient on an HttpPool of `answers`, the pool); `kw` for the K8sClient (attempts, sleep, ...)."""
+    return _client(HttpPool(answers), **kw)
+
+
+def store_client(store, **kw):
+    """(a K8sClient on a StorePool of `store` {path: JSON}, the pool)."""
+    return _client(StorePool(store), **kw)
+
+
+def _client(pool, **kw):
     from kubernetes import client
     from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient
     cfg = client.Configuration()
     cfg.host = "https://guest.example:6443"
     api = client.ApiClient(cfg)
-    pool = HttpPool(answers)
     api.rest_client.pool_manager = pool
     return K8sClient(api=api, **dict(dict(attempts=3, sleep=lambda s: None, warn=False), **kw)), pool

@@ -57,6 +57,7 @@ MARKER_TABLE = (
     ("*/test_lease.py", ("vsphere",)),
     ("*/test_gpu_pool_lease.py", ("vsphere",)),
     ("*/test_retry.py", ("vsphere", "guest", "licensing")),
+    ("*/test_rfc3339.py", ("guest",)),  # the Kubernetes API's timestamps: capacity, drains
     ("*/test_gpu_capacity.py", ("vsphere",)),
     ("*/test_fault_suite.py", ("esxi", "vsphere")),
     # the VKS link: node pools and ClusterClass shapes on the Supervisor

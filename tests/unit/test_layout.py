@@ -162,7 +162,7 @@ def test_the_rule_can_fail():
     assert "mu:vsphere/_vsphere" in imports("vsphere/_esxi_host")
     assert "pyVmomi" in imports("vsphere/_vsphere")
     assert "mu:pure/_esxi" in imports("vsphere/_esxi_host")
-    assert sdk_imports(imports("k8s/_node_reader")) == ["kubernetes"]
+    assert sdk_imports(imports("k8s/_license_reader")) == ["kubernetes", "kubernetes.stream"]
     assert sdk_imports(imports("transport/_http")) == ["http.client"]
     assert "mu:transport/_http" in imports("dls/_nls") and "mu:pure/_retry" in imports("transport/_http")
     assert sdk_imports({"http", "requests.adapters", "kubernetes_asyncio"}) == ["requests.adapters"]

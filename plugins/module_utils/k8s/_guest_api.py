@@ -21,7 +21,8 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import STRATE
 
 
 MERGE_PATCH = "application/merge-patch+json"
-# the built-in kinds, by path: {kind: (api version, plural, namespaced)}
+# the built-in kinds, by path: {kind: (api version, plural, namespaced)}; the notebook culler's (ServiceAccount to
+# Deployment) are read by path by the audit (_guest_reader), guest_objects reads them at its manifests' versions
 BUILTIN = {
     "PriorityClass": ("scheduling.k8s.io/v1", "priorityclasses", False),
     "Namespace": ("v1", "namespaces", False),
@@ -29,7 +30,18 @@ BUILTIN = {
     "ResourceQuota": ("v1", "resourcequotas", True),
     "ConfigMap": ("v1", "configmaps", True),
     "Secret": ("v1", "secrets", True),
+    "ServiceAccount": ("v1", "serviceaccounts", True),
+    "ClusterRole": ("rbac.authorization.k8s.io/v1", "clusterroles", False),
+    "ClusterRoleBinding": ("rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
+    "CronJob": ("batch/v1", "cronjobs", True),
+    "Deployment": ("apps/v1", "deployments", True),
 }
+
+
+def builtin_path(kind, namespace=None, name=None):
+    """The path of a built-in kind's collection (in `namespace` where the kind is namespaced), or of one object."""
+    api_version, plural, namespaced = BUILTIN[kind]
+    return api_path(api_version, plural, namespace if namespaced else None, name)
 
 
 class GuestObjectsApi:
@@ -49,11 +61,6 @@ class GuestObjectsApi:
             self._resources[kind] = self.k8s.resource(self.versions[kind], kind)
         return self._resources[kind]
 
-    @staticmethod
-    def _path(kind, namespace=None, name=None):
-        api_version, plural, namespaced = BUILTIN[kind]
-        return api_path(api_version, plural, namespace if namespaced else None, name)
-
     def read(self, kinds, namespaces=(), names=(), node_selector=None):
         """{(kind, namespace, name): object} of every object of `kinds`, one list per kind (ConfigMaps: one list in
         each of `namespaces`; Secrets: each of `names`, ``(namespace, name)``, by a field selector, so that no
@@ -66,15 +73,15 @@ class GuestObjectsApi:
             elif kind == "ConfigMap":
                 items = []
                 for ns in sorted(set(namespaces)):
-                    items += self.k8s.items(self._path(kind, ns))
+                    items += self.k8s.items(builtin_path(kind, ns))
             elif kind == "Node":
-                items = self.k8s.items(self._path(kind), label_selector=node_selector) if node_selector else []
+                items = self.k8s.items(builtin_path(kind), label_selector=node_selector) if node_selector else []
             elif kind == "Secret":
                 items = []
                 for ns, name in sorted(set(names)):
-                    items += self.k8s.items(self._path(kind, ns), field_selector="metadata.name=%s" % name)
+                    items += self.k8s.items(builtin_path(kind, ns), field_selector="metadata.name=%s" % name)
             else:
-                items = self.k8s.items(self._path(kind))
+                items = self.k8s.items(builtin_path(kind))
             for obj in items:
                 meta = obj.get("metadata") or {}
                 obj.setdefault("kind", kind)
@@ -85,7 +92,7 @@ class GuestObjectsApi:
         kind, ns = obj["kind"], obj["metadata"].get("namespace")
         if kind in self.versions:
             return self.k8s.call_once(self._custom(kind).create, body=obj, namespace=ns)
-        return self.k8s.request("POST", self._path(kind, ns), body=obj, once=True)
+        return self.k8s.request("POST", builtin_path(kind, ns), body=obj, once=True)
 
     def patch(self, kind, name, namespace, resource_version, body):
         """A patch of `body` that the server refuses (409) when the object changed since it was read: a merge
@@ -95,14 +102,14 @@ class GuestObjectsApi:
         if kind in self.versions:
             return self.k8s.call(self._custom(kind).patch, body=body, name=name, namespace=namespace,
                                  content_type=MERGE_PATCH)
-        return self.k8s.request("PATCH", self._path(kind, namespace, name), body=body,
+        return self.k8s.request("PATCH", builtin_path(kind, namespace, name), body=body,
                                 content_type=STRATEGIC_MERGE_PATCH)
 
     def delete(self, kind, name, namespace, uid, resource_version):
         body = {"preconditions": {"uid": uid, "resourceVersion": resource_version}}
         if kind in self.versions:
             return self.k8s.call(self._custom(kind).delete, name=name, namespace=namespace, body=body)
-        return self.k8s.request("DELETE", self._path(kind, namespace, name), body=body)
+        return self.k8s.request("DELETE", builtin_path(kind, namespace, name), body=body)
 
 
-__all__ = ["GuestObjectsApi"]
+__all__ = ["BUILTIN", "GuestObjectsApi", "builtin_path"]

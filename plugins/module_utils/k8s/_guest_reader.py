@@ -6,7 +6,9 @@
 I/O only, plain data out, through the fault boundary of ``_k8s.K8sClient``: the VKS clusters'
 node pools on the Supervisor (read through ``_vks_api`` and the ClusterClass's variables, as
 ``vks_node_pool`` writes them) and the guest cluster's objects (nodes, namespaces, quotas,
-PriorityClasses, the ClusterPolicy, the device plugin ConfigMap, Kueue, notebook culling).
+PriorityClasses, the ClusterPolicy, the device plugin ConfigMap, Kueue, notebook culling), each
+read by path (``K8sClient.request``: the objects as the API server writes them, camelCase, as
+guest_objects reads them; none of the kubernetes client's typed API classes).
 A read that fails raises ``LinkError`` naming what could not be read.
 """
 
@@ -26,7 +28,8 @@ except ImportError:  # pragma: no cover - ansible-core ships PyYAML
     PARSE_ERRORS = (ValueError,)
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_guest, _guest_plan
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import DEFAULT_REQUEST_TIMEOUT, K8sClient, K8sError
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_api import builtin_path
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import DEFAULT_REQUEST_TIMEOUT, K8sClient, K8sError, api_path
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._cluster_class import read_pool, variable_plan
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._k8s_objects import (
     CLUSTER_POLICY, kueue_objects, kueue_wait_for_pods_ready)
@@ -66,13 +69,21 @@ def k8s_client(kubeconfig, context, request_timeout=DEFAULT_REQUEST_TIMEOUT):
     return K8sClient(dict(kubeconfig=kubeconfig, context=context), request_timeout)
 
 
-def _get(k8s, what, fn, *args):
-    """One read through the fault boundary: the object, or None when it does not exist."""
+def _get(k8s, what, path):
+    """One object read by path through the fault boundary: the object, or None when it does not exist."""
     try:
-        return k8s.call(fn, *args)
+        return k8s.request("GET", path)
     except K8sError as exc:
         if exc.status == 404:
             return None
+        raise LinkError("could not read %s: %s" % (what, exc))
+
+
+def _items(k8s, what, path):
+    """The items of one list by path through the fault boundary; LinkError naming what could not be read."""
+    try:
+        return k8s.items(path)
+    except K8sError as exc:
         raise LinkError("could not read %s: %s" % (what, exc))
 
 
@@ -110,14 +121,6 @@ def read_vks(params, derived):
     return out
 
 
-def _read(k8s, what, fn, *args):
-    """One read through the fault boundary; LinkError naming what could not be read."""
-    try:
-        return k8s.call(fn, *args)
-    except K8sError as exc:
-        raise LinkError("could not read %s: %s" % (what, exc))
-
-
 def _yaml_data(data):
     """A ConfigMap's data with each value parsed as YAML (the text kept when it does not parse)."""
     out = {}
@@ -137,7 +140,7 @@ def _labelled(labels, kind, obj, namespace=None):
     return obj
 
 
-def _kueue(k8s, core, custom, policy, namespaces, labels=None):
+def _kueue(k8s, policy, namespaces, labels=None):
     """Kueue objects the gpu_scheduling_policy role writes: {served, resource_flavors,
     cluster_queues, local_queues: {namespace: {name: spec}}, configuration}; None when the role
     writes none. ``configuration`` (Kueue's parsed Configuration, None where its ConfigMap or key
@@ -147,11 +150,11 @@ def _kueue(k8s, core, custom, policy, namespaces, labels=None):
     want = kueue_objects(policy)
     if want is None:
         return None
-    group, version = want["api_version"].split("/")
+    version = want["api_version"]
     out = dict(served=True, resource_flavors={}, cluster_queues={}, local_queues={})
     for i, (flavor, _spec) in enumerate(want["resource_flavors"]):
         try:
-            found = k8s.call(custom.get_cluster_custom_object, group, version, "resourceflavors", flavor)
+            found = k8s.request("GET", api_path(version, "resourceflavors", name=flavor))
         except K8sError as exc:
             if exc.status != 404:
                 raise LinkError("could not read Kueue ResourceFlavor %s: %s" % (flavor, exc))
@@ -161,37 +164,29 @@ def _kueue(k8s, core, custom, policy, namespaces, labels=None):
         if found is not None:
             out["resource_flavors"][flavor] = _labelled(labels, "ResourceFlavor", found).get("spec") or {}
     for cq, _spec in want["cluster_queues"]:
-        found = _get(k8s, "Kueue ClusterQueue %s" % cq, custom.get_cluster_custom_object, group, version,
-                     "clusterqueues", cq)
+        found = _get(k8s, "Kueue ClusterQueue %s" % cq, api_path(version, "clusterqueues", name=cq))
         if found is not None:
             out["cluster_queues"][cq] = _labelled(labels, "ClusterQueue", found).get("spec") or {}
     for ns, name, _spec in want["local_queues"]:
         if ns not in namespaces:
             continue
-        found = _get(k8s, "Kueue LocalQueue %s/%s" % (ns, name), custom.get_namespaced_custom_object, group,
-                     version, ns, "localqueues", name)
+        found = _get(k8s, "Kueue LocalQueue %s/%s" % (ns, name), api_path(version, "localqueues", ns, name))
         if found is not None:
             out["local_queues"].setdefault(ns, {})[name] = _labelled(labels, "LocalQueue", found, ns).get("spec") or {}
     if kueue_wait_for_pods_ready(policy) is not None:
         ns, name = policy["gpu_scheduling_policy_kueue_namespace"], policy["gpu_scheduling_policy_kueue_config_map"]
-        found = _get(k8s, "ConfigMap %s/%s" % (ns, name), core.read_namespaced_config_map, name, ns) \
+        found = _get(k8s, "ConfigMap %s/%s" % (ns, name), builtin_path("ConfigMap", ns, name)) \
             if ns in namespaces else None
-        text = (found.data or {}).get(policy["gpu_scheduling_policy_kueue_config_key"]) if found is not None else None
+        text = (found.get("data") or {}).get(policy["gpu_scheduling_policy_kueue_config_key"]) if found is not None else None
         out["configuration"] = _yaml_data({"c": text})["c"] if text is not None else None
     return out
 
 
-def _culling_objects(k8s, policy, kubeflow, namespaces, batch, apps):
+def _culling_objects(k8s, policy, kubeflow, namespaces):
     """The live objects of the notebook culler the role keeps (``_guest_plan.culling_objects`` of the mechanism it
     chooses: `kubeflow`, whether Kubeflow's Notebook CRD is installed, resolves auto), each read by its name, as the
     API gives them (camelCase, as guest_objects reads them); those absent, or in a namespace that is not there, are
     left out."""
-    from kubernetes import client
-    core, rbac = client.CoreV1Api(k8s.api), client.RbacAuthorizationV1Api(k8s.api)
-    reads = {"Namespace": core.read_namespace, "ServiceAccount": core.read_namespaced_service_account,
-             "ClusterRole": rbac.read_cluster_role, "ClusterRoleBinding": rbac.read_cluster_role_binding,
-             "ConfigMap": core.read_namespaced_config_map, "CronJob": batch.read_namespaced_cron_job,
-             "Deployment": apps.read_namespaced_deployment}
     mechanism = _guest_plan.culling_mechanism(policy, kubeflow)
     out = []
     for want in _guest_plan.culling_objects(dict(policy, gpu_scheduling_policy_culling=mechanism)):
@@ -199,16 +194,14 @@ def _culling_objects(k8s, policy, kubeflow, namespaces, batch, apps):
         where = ns or (name if kind == "Namespace" else None)
         if where is not None and where not in namespaces:
             continue
-        found = _get(k8s, "%s %s" % (kind, "%s/%s" % (ns, name) if ns else name), reads[kind],
-                     *((name, ns) if ns else (name,)))
+        found = _get(k8s, "%s %s" % (kind, "%s/%s" % (ns, name) if ns else name), builtin_path(kind, ns, name))
         if found is not None:
-            obj = k8s.api.sanitize_for_serialization(found)
-            obj.setdefault("kind", kind)
-            out.append(obj)
+            found.setdefault("kind", kind)
+            out.append(found)
     return out
 
 
-def _culling(k8s, custom, batch, policy, namespaces, apps=None, objects=False):
+def _culling(k8s, policy, namespaces, objects=False):
     """The notebook culling as the role writes it: the CronJob as {exists, schedule, image, env}, or, where the role
     leaves it to Kubeflow (its Notebook CRD installed, or the mechanism kubeflow), Kubeflow's notebook controller as
     {kubeflow, exists (the Deployment and its container), env of its container}; None when culling is off. With
@@ -217,9 +210,9 @@ def _culling(k8s, custom, batch, policy, namespaces, apps=None, objects=False):
     if mechanism == "none":
         return None
     kubeflow = mechanism == "kubeflow" or (mechanism == "auto" and _get(
-        k8s, "the CRD notebooks.kubeflow.org", custom.get_cluster_custom_object, "apiextensions.k8s.io", "v1",
-        "customresourcedefinitions", "notebooks.kubeflow.org") is not None)
-    found = _culling_objects(k8s, policy, kubeflow, namespaces, batch, apps)
+        k8s, "the CRD notebooks.kubeflow.org", api_path("apiextensions.k8s.io/v1", "customresourcedefinitions",
+                                                        name="notebooks.kubeflow.org")) is not None)
+    found = _culling_objects(k8s, policy, kubeflow, namespaces)
     if kubeflow:
         want = _guest_plan.kubeflow_controller(policy)
         container = want["spec"]["template"]["spec"]["containers"][0]["name"]
@@ -239,79 +232,87 @@ def _culling(k8s, custom, batch, policy, namespaces, apps=None, objects=False):
     return out
 
 
+def _meta(obj):
+    return obj.get("metadata") or {}
+
+
+def _spec(obj):
+    return obj.get("spec") or {}
+
+
+def _priority_class(pc):
+    """A PriorityClass's fields the audit and discovery judge (camelCase, as the API writes them)."""
+    return dict(value=pc.get("value"), preemptionPolicy=pc.get("preemptionPolicy"), description=pc.get("description"))
+
+
 def read_guest(k8s, derived):
     """Nodes, tenant namespaces (labels) and their ResourceQuotas, the licensing Secrets, PriorityClasses,
     the ClusterPolicy, the device plugin ConfigMap, Kueue's objects and the notebook culler's objects."""
-    from kubernetes import client
-    core = client.CoreV1Api(k8s.api)
-    sched = client.SchedulingV1Api(k8s.api)
-    custom = client.CustomObjectsApi(k8s.api)
     op, policy = _audit_guest.guest_inputs(derived)
     nodes = []
-    for n in _read(k8s, "the nodes", core.list_node).items:
+    for n in _items(k8s, "the nodes", builtin_path("Node")):
+        status = n.get("status") or {}
         nodes.append(dict(
-            name=n.metadata.name, labels=dict(n.metadata.labels or {}),
-            taints=[dict(key=t.key, value=t.value, effect=t.effect) for t in (n.spec.taints or [])],
-            capacity=dict((n.status.capacity or {}) if n.status else {}),
-            allocatable=dict((n.status.allocatable or {}) if n.status else {})))
-    listed = _read(k8s, "the namespaces", core.list_namespace).items
-    namespaces = [ns.metadata.name for ns in listed]
-    labels = dict((ns.metadata.name, dict(ns.metadata.labels or {})) for ns in listed)
+            name=_meta(n).get("name"), labels=dict(_meta(n).get("labels") or {}),
+            taints=[dict(key=t.get("key"), value=t.get("value"), effect=t.get("effect"))
+                    for t in _spec(n).get("taints") or []],
+            capacity=dict(status.get("capacity") or {}), allocatable=dict(status.get("allocatable") or {})))
+    listed = _items(k8s, "the namespaces", builtin_path("Namespace"))
+    namespaces = [_meta(ns).get("name") for ns in listed]
+    labels = dict((_meta(ns).get("name"), dict(_meta(ns).get("labels") or {})) for ns in listed)
     quotas, scopes, object_labels = {}, {}, {}
     for tenant in policy.get("gpu_scheduling_policy_tenants") or []:
         ns = tenant["namespace"]
         if ns not in namespaces or ns in quotas:
             continue
-        listed = _read(k8s, "the ResourceQuotas of namespace %s" % ns, core.list_namespaced_resource_quota, ns).items
-        quotas[ns] = dict((q.metadata.name, dict(q.spec.hard or {})) for q in listed)
+        listed = _items(k8s, "the ResourceQuotas of namespace %s" % ns, builtin_path("ResourceQuota", ns))
+        quotas[ns] = dict((_meta(q).get("name"), dict(_spec(q).get("hard") or {})) for q in listed)
         for q in listed:
-            _labelled(object_labels, "ResourceQuota", dict(metadata=dict(name=q.metadata.name, labels=q.metadata.labels)), ns)
-        scopes[ns] = dict((q.metadata.name, k8s.api.sanitize_for_serialization(q.spec.scope_selector)
-                           if q.spec.scope_selector is not None else None) for q in listed)
+            _labelled(object_labels, "ResourceQuota", q, ns)
+        scopes[ns] = dict((_meta(q).get("name"), _spec(q).get("scopeSelector")) for q in listed)
     secrets = {}
     op_ns = op["gpu_operator_namespace"]
     if op.get("gpu_operator_licensing_secret_name"):
         # names only: nls_licensing rotates the Secret by name (<secret_name>-<content hash>)
-        secrets[op_ns] = [s.metadata.name for s in _read(
-            k8s, "the Secrets of namespace %s" % op_ns, core.list_namespaced_secret, op_ns).items] \
+        secrets[op_ns] = [_meta(s).get("name") for s in _items(
+            k8s, "the Secrets of namespace %s" % op_ns, builtin_path("Secret", op_ns))] \
             if op_ns in namespaces else []
-    policy_obj = _get(k8s, "ClusterPolicy %s" % CLUSTER_POLICY, custom.get_cluster_custom_object,
-                      "nvidia.com", "v1", "clusterpolicies", CLUSTER_POLICY)
+    policy_obj = _get(k8s, "ClusterPolicy %s" % CLUSTER_POLICY, api_path("nvidia.com/v1", "clusterpolicies",
+                                                                          name=CLUSTER_POLICY))
     cluster_policy = dict(exists=policy_obj is not None, spec=(policy_obj or {}).get("spec") or {})
     config = None
     if op.get("gpu_operator_time_slicing"):
         name = op["gpu_operator_device_plugin_config_name"]
-        found = _get(k8s, "ConfigMap %s/%s" % (op_ns, name), core.read_namespaced_config_map, name, op_ns) \
+        found = _get(k8s, "ConfigMap %s/%s" % (op_ns, name), builtin_path("ConfigMap", op_ns, name)) \
             if op_ns in namespaces else None
-        config = dict(exists=found is not None, data=_yaml_data(found.data if found is not None else None))
+        config = dict(exists=found is not None, data=_yaml_data(found.get("data") if found is not None else None))
     dcgm = None
     if op.get("gpu_operator_dcgm_metrics"):
         name = op["gpu_operator_dcgm_metrics_config_name"]
-        found = _get(k8s, "ConfigMap %s/%s" % (op_ns, name), core.read_namespaced_config_map, name, op_ns) \
+        found = _get(k8s, "ConfigMap %s/%s" % (op_ns, name), builtin_path("ConfigMap", op_ns, name)) \
             if op_ns in namespaces else None
-        dcgm = dict(exists=found is not None, data=dict(found.data or {}) if found is not None else {})
-    listed = _read(k8s, "the PriorityClasses", sched.list_priority_class).items
-    pcs = dict((pc.metadata.name, dict(value=pc.value, preemptionPolicy=pc.preemption_policy,
-                                       description=pc.description, globalDefault=bool(pc.global_default)))
+        dcgm = dict(exists=found is not None, data=dict(found.get("data") or {}) if found is not None else {})
+    listed = _items(k8s, "the PriorityClasses", builtin_path("PriorityClass"))
+    pcs = dict((_meta(pc).get("name"), dict(_priority_class(pc), globalDefault=bool(pc.get("globalDefault"))))
                for pc in listed)
     for pc in listed:
-        _labelled(object_labels, "PriorityClass", dict(metadata=dict(name=pc.metadata.name, labels=pc.metadata.labels)))
-    kueue = _kueue(k8s, core, custom, policy, namespaces, object_labels)
+        _labelled(object_labels, "PriorityClass", pc)
+    kueue = _kueue(k8s, policy, namespaces, object_labels)
     return dict(nodes=nodes, namespaces=namespaces, namespace_labels=labels, resource_quotas=quotas,
                 resource_quota_scopes=scopes, secrets=secrets,
                 priority_classes=pcs, cluster_policy=cluster_policy, device_plugin_config=config,
                 dcgm_metrics_config=dcgm,
                 kueue=kueue, object_labels=object_labels,
-                culling=_culling(k8s, custom, client.BatchV1Api(k8s.api), policy, namespaces, client.AppsV1Api(k8s.api),
-                                 objects=True))
+                culling=_culling(k8s, policy, namespaces, objects=True))
 
 
 def _quota_priority(quota):
     """The PriorityClass a ResourceQuota is scoped to (scopeSelector PriorityClass In [one]), else None."""
-    selector = quota.spec.scope_selector
-    for expr in (selector.match_expressions or []) if selector is not None else []:
-        if expr.scope_name == "PriorityClass" and expr.operator == "In" and len(expr.values or []) == 1:
-            return expr.values[0]
+    selector = _spec(quota).get("scopeSelector") or {}
+    for expr in selector.get("matchExpressions") or []:
+        values = expr.get("values") or []
+        if expr.get("scopeName") == "PriorityClass" and expr.get("operator") == "In" and len(values) == 1:
+            return values[0]
     return None
 
 
@@ -321,28 +322,24 @@ def read_guest_design(k8s, derived):
     resource_quotas: {namespace: [{name, hard, priority_class}]}, cluster_policy: spec or None,
     kueue: {name: ClusterQueue spec} or None where Kueue is not served, culling: as read_guest reads it}.
     Lists, not gets: discovery does not know the names a platform built by hand gave its objects."""
-    from kubernetes import client
-    core = client.CoreV1Api(k8s.api)
-    custom = client.CustomObjectsApi(k8s.api)
-    sched = client.SchedulingV1Api(k8s.api)
     _op, policy = _audit_guest.guest_inputs(derived)
-    pcs = dict((pc.metadata.name, dict(value=pc.value, preemptionPolicy=pc.preemption_policy,
-                                       description=pc.description))
-               for pc in _read(k8s, "the PriorityClasses", sched.list_priority_class).items)
-    namespaces = [ns.metadata.name for ns in _read(k8s, "the namespaces", core.list_namespace).items]
+    pcs = dict((_meta(pc).get("name"), _priority_class(pc))
+               for pc in _items(k8s, "the PriorityClasses", builtin_path("PriorityClass")))
+    namespaces = [_meta(ns).get("name") for ns in _items(k8s, "the namespaces", builtin_path("Namespace"))]
     quotas = {}
     for tenant in policy.get("gpu_scheduling_policy_tenants") or []:
         ns = tenant["namespace"]
         if ns in namespaces and ns not in quotas:
-            quotas[ns] = [dict(name=q.metadata.name, hard=dict(q.spec.hard or {}), priority_class=_quota_priority(q))
-                          for q in _read(k8s, "the ResourceQuotas of namespace %s" % ns,
-                                         core.list_namespaced_resource_quota, ns).items]
-    listed = _get(k8s, "the ClusterPolicies", custom.list_cluster_custom_object, "nvidia.com", "v1", "clusterpolicies")
-    items = sorted((listed or {}).get("items") or [], key=lambda o: (o.get("metadata") or {}).get("name") or "")
+            quotas[ns] = [dict(name=_meta(q).get("name"), hard=dict(_spec(q).get("hard") or {}),
+                               priority_class=_quota_priority(q))
+                          for q in _items(k8s, "the ResourceQuotas of namespace %s" % ns,
+                                          builtin_path("ResourceQuota", ns))]
+    listed = _get(k8s, "the ClusterPolicies", api_path("nvidia.com/v1", "clusterpolicies"))
+    items = sorted((listed or {}).get("items") or [], key=lambda o: _meta(o).get("name") or "")
     cluster_policy = (items[0].get("spec") or {}) if items else None
-    group, version = policy["gpu_scheduling_policy_kueue_api_version"].split("/")
-    queues = _get(k8s, "the Kueue ClusterQueues", custom.list_cluster_custom_object, group, version, "clusterqueues")
+    queues = _get(k8s, "the Kueue ClusterQueues", api_path(policy["gpu_scheduling_policy_kueue_api_version"],
+                                                           "clusterqueues"))
     kueue = None if queues is None else dict(
-        ((q.get("metadata") or {}).get("name"), q.get("spec") or {}) for q in queues.get("items") or [])
+        (_meta(q).get("name"), q.get("spec") or {}) for q in queues.get("items") or [])
     return dict(priority_classes=pcs, resource_quotas=quotas, cluster_policy=cluster_policy, kueue=kueue,
-                culling=_culling(k8s, custom, client.BatchV1Api(k8s.api), policy, namespaces, client.AppsV1Api(k8s.api)))
+                culling=_culling(k8s, policy, namespaces))

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The GPU nodes' license state from the guest (client layer: knows nothing of Ansible): ``nvidia-smi -q`` run
 in each node's GPU Operator driver pod through the pod exec API (``pods/exec``, a WebSocket stream), its output
-judged by ``pure._guest_license.reading``. The list of driver pods goes through the fault boundary of
+judged by ``pure._guest_license.reading``. The list of driver pods goes by path through the fault boundary of
 ``_k8s.K8sClient``; each exec is one request of its own (a read: nvidia-smi -q changes nothing, so a failed
 one is retried as a read is)."""
 
@@ -11,16 +11,14 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sError
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sError, api_path
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _guest_license as gl
 
 
 def list_driver_pods(k8s, namespace):
-    """The driver pods of the operator's namespace as plain dicts."""
-    from kubernetes import client
-    core = client.CoreV1Api(k8s.api)
-    pods = k8s.call(core.list_namespaced_pod, namespace, label_selector=gl.DRIVER_SELECTOR)
-    return k8s.api.sanitize_for_serialization(pods).get("items") or []
+    """The driver pods of the operator's namespace as plain dicts (one list by path: no typed API class, which
+    only the exec needs)."""
+    return k8s.items(api_path("v1", "pods", namespace), label_selector=gl.DRIVER_SELECTOR)
 
 
 def _exec(k8s, pod, container, command):

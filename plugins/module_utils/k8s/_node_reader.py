@@ -16,12 +16,14 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sCli
 
 
 def read_nodes(k8s, read):
-    """[{name, labels, capacity}] of every node; ``read(k8s, what, fn)`` is the caller's reader (the
-    audit's ``_read`` raises its LinkError naming what could not be read)."""
-    from kubernetes import client
-    return [dict(name=n.metadata.name, labels=dict(n.metadata.labels or {}),
-                 capacity=dict((n.status.capacity or {}) if n.status else {}))
-            for n in read(k8s, "the nodes", client.CoreV1Api(k8s.api).list_node).items]
+    """[{name, labels, capacity}] of every node; ``read(k8s, what, path)`` is the caller's list by path (the audit's
+    ``_items`` raises its LinkError naming what could not be read)."""
+    out = []
+    for n in read(k8s, "the nodes", api_path("v1", "nodes")):
+        meta = n.get("metadata") or {}
+        out.append(dict(name=meta.get("name"), labels=dict(meta.get("labels") or {}),
+                        capacity=dict((n.get("status") or {}).get("capacity") or {})))
+    return out
 
 
 def read_pending(k8s, kueue_group, kueue_versions, doing=None):

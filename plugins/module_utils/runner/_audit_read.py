@@ -26,7 +26,7 @@ from ansible_collections.gpupool.vcf.plugins.module_utils.pure._plan import Fail
 from ansible_collections.gpupool.vcf.plugins.module_utils.dls._reader import read_dls
 from ansible_collections.gpupool.vcf.plugins.module_utils.dls._token import read_token
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_reader import LINK_FAILURES, LinkError, k8s_client, read_guest
-from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_reader import read_vks, _read
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_reader import read_vks, _items
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sError
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._library import HAS_KUBERNETES
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._license_reader import list_driver_pods, read_node_licenses
@@ -68,7 +68,7 @@ def read_licensing(p, derived):
         state["token"] = dict(path=path, state=token_state, detail=detail)
     if p["kubeconfig"]:
         k8s = k8s_client(p["kubeconfig"], p["context"], p["request_timeout"])
-        nodes = read_nodes(k8s, _read)
+        nodes = read_nodes(k8s, _items)
         state["gpu_nodes"] = _audit_licensing.gpu_node_names(derived, nodes)
         source = p.get("license_source") or "auto"
         if source != "dcgm":
