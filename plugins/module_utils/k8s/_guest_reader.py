@@ -277,8 +277,8 @@ def read_guest(k8s, derived):
         secrets[op_ns] = [_meta(s).get("name") for s in _items(
             k8s, "the Secrets of namespace %s" % op_ns, builtin_path("Secret", op_ns))] \
             if op_ns in namespaces else []
-    policy_obj = _get(k8s, "ClusterPolicy %s" % CLUSTER_POLICY, api_path("nvidia.com/v1", "clusterpolicies",
-                                                                          name=CLUSTER_POLICY))
+    policy_obj = _get(k8s, "ClusterPolicy %s" % CLUSTER_POLICY,
+                      api_path("nvidia.com/v1", "clusterpolicies", name=CLUSTER_POLICY))
     cluster_policy = dict(exists=policy_obj is not None, spec=(policy_obj or {}).get("spec") or {})
     config = None
     if op.get("gpu_operator_time_slicing"):

@@ -112,8 +112,8 @@ def test_the_guest_link_as_the_api_server_writes_it():
 def test_discovery_reads_lists_by_path():
     k8s, _pool = store_client(guest_store())
     out = _guest_reader.read_guest_design(k8s, DERIVED)
-    assert out["priority_classes"]["gpu-inference"] == {"value": 1000000, "preemptionPolicy": "Never",
-                                                       "description": "inference"}
+    assert out["priority_classes"]["gpu-inference"] == {
+        "value": 1000000, "preemptionPolicy": "Never", "description": "inference"}
     assert out["resource_quotas"] == {"team-search": [
         {"name": "gpupool-gpu-inference", "hard": {"requests.nvidia.com/gpu": "4"}, "priority_class": "gpu-inference"},
         {"name": "gpupool-gpus", "hard": {"requests.nvidia.com/gpu": "8"}, "priority_class": None}]}
