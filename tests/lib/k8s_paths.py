@@ -65,8 +65,8 @@ class HttpPool:
         return HTTPResponse(body=json.dumps(data).encode("utf-8"), status=status, reason="R%d" % status,
                             headers={"Content-Type": "application/json"}, preload_content=True)
 
-
     def answer(self, method, path):
+        """(status, JSON) of the next request: the answers in turn, the last one again when they run out."""
         return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
 
 

@@ -7,14 +7,13 @@ import copy
 import json
 import math
 import time
-import urllib.parse
-import urllib.request
 
 import yaml
 from kubernetes import client
 
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._chargeback import GPU_RESOURCES
 from tests.lib.ansible_run import run_playbook
+from tests.lib.helpers import prom, wait
 from tests.lib.paths import ROOT
 
 DRIVER = "550.90.05-1OEM.800.1.0.20613240"
@@ -67,22 +66,14 @@ def scheduled_at(p):
     return None
 
 
-def wait_for_gpu_capacity(prometheus_url, timeout=60):
-    """Waits until Prometheus holds three scrapes of the GPUs the nodes offer (kube-state-metrics'
+def wait_for_gpu_capacity(rig, timeout=60):
+    """Waits until the rig's Prometheus holds three scrapes of the GPUs the nodes offer (kube-state-metrics'
     ``kube_node_status_allocatable``), the first at least two seconds old. A pod's creation time is
     whole seconds, truncated: one created in the second of the first scrape reads as before it, and
     falls in a window the knee has no capacity for (the module leaves such windows out)."""
-    query = urllib.parse.quote('min(count_over_time(kube_node_status_allocatable{resource=~"%s"}[5m]))' % GPU_RESOURCES)
-    deadline = time.monotonic() + timeout
-    got = None
-    while time.monotonic() < deadline:
-        with urllib.request.urlopen("%s/api/v1/query?query=%s" % (prometheus_url, query), timeout=10) as r:
-            got = json.loads(r.read())["data"]["result"]
-        if got and float(got[0]["value"][1]) >= 3:
-            return
-        time.sleep(0.3)
-    raise AssertionError("Prometheus at %s did not hold three scrapes of the nodes' GPUs in %d s: %s"
-                         % (prometheus_url, timeout, got))
+    expr = 'min(count_over_time(kube_node_status_allocatable{resource=~"%s"}[5m]))' % GPU_RESOURCES
+    wait("three scrapes of the nodes' GPUs in Prometheus at %s" % rig.prometheus_url,
+         lambda: any(float(r["value"][1]) >= 3 for r in prom(rig, expr)), timeout=timeout, interval=0.3)
 
 
 def run_workload(rig, namespace, due, holds, label, drain=240):
@@ -94,7 +85,7 @@ def run_workload(rig, namespace, due, holds, label, drain=240):
     (created and scheduled whole seconds, scheduled the PodScheduled time of the binding, checked unchanged
     at the deletion; deleted the test's clock), held {pod: seconds from the test
     seeing it bound to its deletion} (the GPU holding time as the test measures it, to a poll of 0.1 s)."""
-    wait_for_gpu_capacity(rig.prometheus_url)
+    wait_for_gpu_capacity(rig)
     core = client.CoreV1Api(rig.api_client())
     core.create_namespace({"metadata": {"name": namespace}})
     start = time.monotonic()

@@ -30,6 +30,7 @@ except ImportError:  # pragma: no cover - ansible-core ships PyYAML
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure import _audit_guest, _guest_plan
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._guest_api import builtin_path
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import DEFAULT_REQUEST_TIMEOUT, K8sClient, K8sError, api_path
+from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._node_reader import read_nodes
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._cluster_class import read_pool, variable_plan
 from ansible_collections.gpupool.vcf.plugins.module_utils.pure._k8s_objects import (
     CLUSTER_POLICY, kueue_objects, kueue_wait_for_pods_ready)
@@ -249,14 +250,7 @@ def read_guest(k8s, derived):
     """Nodes, tenant namespaces (labels) and their ResourceQuotas, the licensing Secrets, PriorityClasses,
     the ClusterPolicy, the device plugin ConfigMap, Kueue's objects and the notebook culler's objects."""
     op, policy = _audit_guest.guest_inputs(derived)
-    nodes = []
-    for n in _items(k8s, "the nodes", builtin_path("Node")):
-        status = n.get("status") or {}
-        nodes.append(dict(
-            name=_meta(n).get("name"), labels=dict(_meta(n).get("labels") or {}),
-            taints=[dict(key=t.get("key"), value=t.get("value"), effect=t.get("effect"))
-                    for t in _spec(n).get("taints") or []],
-            capacity=dict(status.get("capacity") or {}), allocatable=dict(status.get("allocatable") or {})))
+    nodes = read_nodes(k8s, _items)
     listed = _items(k8s, "the namespaces", builtin_path("Namespace"))
     namespaces = [_meta(ns).get("name") for ns in listed]
     labels = dict((_meta(ns).get("name"), dict(_meta(ns).get("labels") or {})) for ns in listed)

@@ -2,7 +2,7 @@
 # Copyright: gpupool.vcf contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Small reads of a guest cluster for the modules that need one list and no more (client layer: knows
-nothing of Ansible): the nodes as plain data (the audit's licensing link), the Pending pods and the Kueue
+nothing of Ansible): the nodes as plain data (the audit's guest and licensing links), the Pending pods and the Kueue
 queues (gpu_capacity), the CustomResourceDefinitions (preflight's guest link). Each goes through the fault
 boundary of ``_k8s.K8sClient``."""
 
@@ -15,15 +15,20 @@ import contextlib
 from ansible_collections.gpupool.vcf.plugins.module_utils.k8s._k8s import K8sClient, K8sError, api_path
 
 
+def node_record(node):
+    """{name, labels, taints, capacity, allocatable} of a node as the API server writes it (a taint without a
+    value has value None)."""
+    meta, status = node.get("metadata") or {}, node.get("status") or {}
+    return dict(name=meta.get("name"), labels=dict(meta.get("labels") or {}),
+                taints=[dict(key=t.get("key"), value=t.get("value"), effect=t.get("effect"))
+                        for t in (node.get("spec") or {}).get("taints") or []],
+                capacity=dict(status.get("capacity") or {}), allocatable=dict(status.get("allocatable") or {}))
+
+
 def read_nodes(k8s, read):
-    """[{name, labels, capacity}] of every node; ``read(k8s, what, path)`` is the caller's list by path (the audit's
+    """``node_record`` of every node; ``read(k8s, what, path)`` is the caller's list by path (the audit's
     ``_items`` raises its LinkError naming what could not be read)."""
-    out = []
-    for n in read(k8s, "the nodes", api_path("v1", "nodes")):
-        meta = n.get("metadata") or {}
-        out.append(dict(name=meta.get("name"), labels=dict(meta.get("labels") or {}),
-                        capacity=dict((n.get("status") or {}).get("capacity") or {})))
-    return out
+    return [node_record(n) for n in read(k8s, "the nodes", api_path("v1", "nodes"))]
 
 
 def read_pending(k8s, kueue_group, kueue_versions, doing=None):
